@@ -1,0 +1,141 @@
+"""The Schedule: steps of sends, the one IR everything downstream reads.
+
+`schedule_to_dict` / `schedule_from_dict` map it to and from the "synth.schedule"
+version 1 file of DESIGN.md, exactly (capacities are written as numbers and read back
+as the nearest small fraction).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+from synth.collectives import Collective, make_collective
+from synth.errors import BadInput
+from synth.files import write_atomic
+from synth.linkmodel import Group, LinkModel, RankLink
+
+FORMAT = "synth.schedule"
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class Send:
+    chunk: int
+    src: int
+    dst: int
+    op: str = "copy"  # or "reduce"
+
+
+@dataclass(frozen=True)
+class Step:
+    rounds: int
+    sends: tuple[Send, ...]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    collective: Collective
+    model: LinkModel
+    steps: tuple[Step, ...]
+    info: dict = field(default_factory=dict, compare=False)  # how it was made
+
+    @property
+    def num_steps(self) -> int:
+        return len(self.steps)
+
+    @property
+    def rounds(self) -> int:
+        return sum(step.rounds for step in self.steps)
+
+
+def schedule_to_dict(schedule: Schedule) -> dict:
+    from synth.cost import cost_summary  # cost reads schedules; keep the import one-way
+
+    coll, model = schedule.collective, schedule.model
+    doc = {
+        "format": FORMAT, "version": VERSION,
+        "collective": coll.name, "root": coll.root,
+        "ranks": coll.ranks, "chunks": coll.chunks, "num_chunks": coll.num_chunks,
+        "topology": model_to_dict(model),
+        "pre": sorted([r, c] for r, c in coll.pre),
+        "post": sorted([r, c] for r, c in coll.post),
+        "steps": [{"rounds": s.rounds,
+                   "sends": [{"chunk": x.chunk, "src": x.src, "dst": x.dst, "op": x.op}
+                             for x in s.sends]} for s in schedule.steps],
+        "cost": cost_summary(schedule),
+    }
+    if schedule.info:
+        doc["synthesis"] = schedule.info
+    return doc
+
+
+def model_to_dict(model: LinkModel) -> dict:
+    return {
+        "name": model.name, "unit_gbps": model.unit_gbps,
+        "links": [[l.src, l.dst, _number(l.capacity), l.alpha_us] for l in model.links],
+        "groups": [{"name": g.name, "links": [list(p) for p in g.links],
+                    "capacity": _number(g.capacity)} for g in model.groups],
+    }
+
+
+def schedule_from_dict(doc: dict) -> Schedule:
+    """Read a schedule document; BadInput names what is missing or of the wrong type."""
+    try:
+        if doc.get("format") != FORMAT or doc.get("version") != VERSION:
+            raise BadInput(f"not a {FORMAT} version {VERSION} file")
+        coll = make_collective(doc["collective"], _int(doc["ranks"]), _int(doc["chunks"]),
+                               doc.get("root"))
+        model = model_from_dict(doc["topology"], coll.ranks)
+        steps = tuple(Step(_int(s["rounds"]),
+                           tuple(Send(_int(x["chunk"]), _int(x["src"]), _int(x["dst"]),
+                                      x.get("op", "copy")) for x in s["sends"]))
+                      for s in doc["steps"])
+        return Schedule(coll, model, steps, dict(doc.get("synthesis", {})))
+    except KeyError as e:
+        raise BadInput(f"schedule file: missing key {e}") from None
+    except (TypeError, ValueError, AttributeError) as e:
+        raise BadInput(f"schedule file: malformed ({e})") from None
+
+
+def model_from_dict(doc: dict, ranks: int) -> LinkModel:
+    links = tuple(RankLink(_int(l[0]), _int(l[1]), _fraction(l[2]),
+                           float(l[3]) if len(l) > 3 else 0.0) for l in doc["links"])
+    groups = tuple(Group(g["name"], tuple((_int(a), _int(b)) for a, b in g["links"]),
+                         _fraction(g["capacity"])) for g in doc.get("groups", []))
+    return LinkModel(doc.get("name", "custom"), float(doc["unit_gbps"]), ranks, links, groups)
+
+
+def write_schedule(schedule: Schedule, path: str | Path) -> Path:
+    return write_atomic(path, json.dumps(schedule_to_dict(schedule), indent=1) + "\n")
+
+
+def read_schedule(path: str | Path) -> Schedule:
+    try:
+        doc = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise BadInput(f"{path}: cannot read: {e.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise BadInput(f"{path}: not a JSON file") from None
+    if not isinstance(doc, dict):
+        raise BadInput(f"{path}: not a schedule (expected a JSON object)")
+    try:
+        return schedule_from_dict(doc)
+    except BadInput as e:
+        raise BadInput(f"{path}: {e}") from None
+
+
+def _number(x: Fraction) -> int | float:
+    return int(x) if x.denominator == 1 else float(x)
+
+
+def _fraction(x) -> Fraction:
+    return Fraction(x).limit_denominator(1_000_000)
+
+
+def _int(x) -> int:
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise TypeError(f"expected an integer, got {x!r}")
+    return x

@@ -1,0 +1,94 @@
+"""The schedule file round-trips exactly, and the cost model gives the known formulas."""
+
+import json
+from fractions import Fraction
+
+import pytest
+
+from synth.catalog import resolve
+from synth.collectives import make_collective
+from synth.cost import parse_size, schedule_cost
+from synth.errors import BadInput
+from synth.linkmodel import lower
+from synth.schedule import (Schedule, Send, Step, read_schedule, schedule_from_dict,
+                            schedule_to_dict, write_schedule)
+from synth.verify import verify_schedule
+
+
+def ring_allgather(n: int) -> Schedule:
+    """One-direction ring: in step t rank r forwards chunk (r - t) mod n to r + 1."""
+    coll = make_collective("allgather", n, 1)
+    steps = tuple(Step(1, tuple(Send((r - t) % n, r, (r + 1) % n) for r in range(n)))
+                  for t in range(n - 1))
+    return Schedule(coll, lower(resolve(f"ring:{n}")), steps, {"made_by": "test"})
+
+
+def test_round_trip_is_exact(tmp_path):
+    schedule = ring_allgather(4)
+    path = write_schedule(schedule, tmp_path / "ring.json")
+    again = read_schedule(path)
+    assert again == schedule and again.info == schedule.info
+    assert schedule_to_dict(again) == json.loads(path.read_text())
+
+
+def test_round_trip_keeps_fractional_capacities_and_groups():
+    model = lower(resolve("dgx2x2"))
+    coll = make_collective("allgather", model.ranks, 1)
+    schedule = Schedule(coll, model, (Step(2, (Send(0, 0, 16),)),))
+    again = schedule_from_dict(json.loads(json.dumps(schedule_to_dict(schedule))))
+    assert again.model == model
+    assert any(g.capacity == Fraction(16, 25) for g in again.model.groups)
+
+
+def test_written_file_follows_design_and_verifies(tmp_path):
+    doc = json.loads(write_schedule(ring_allgather(4), tmp_path / "r.json").read_text())
+    assert doc["format"] == "synth.schedule" and doc["version"] == 1
+    assert doc["num_chunks"] == 4 and doc["pre"] == [[r, r] for r in range(4)]
+    assert doc["cost"]["steps"] == 3 and doc["cost"]["rounds"] == 3
+    verify_schedule(doc)
+
+
+def test_ring_allgather_cost_is_the_classic_formula():
+    # (p - 1) alpha + (p - 1) / p * n * beta with alpha 0.7 us and 25 GB/s links
+    cost = schedule_cost(ring_allgather(4))
+    assert cost.latency_us == pytest.approx(3 * 0.7)
+    n = 1 << 20
+    assert cost.time_us(n) == pytest.approx(3 * 0.7 + 3 / 4 * n / 25e3)
+    assert cost.algbw_gbps(n) == pytest.approx(n / cost.time_us(n) / 1e3)
+
+
+def test_step_alpha_is_the_largest_alpha_in_the_step():
+    model = lower(resolve("dgx2x2"))  # NVSwitch 0.35 us, InfiniBand 2.6 us
+    coll = make_collective("allgather", model.ranks, 1)
+    steps = (Step(1, (Send(0, 0, 1),)), Step(2, (Send(0, 0, 16), Send(0, 1, 2))))
+    cost = schedule_cost(Schedule(coll, model, steps))
+    assert cost.latency_us == pytest.approx(0.35 + 2.6)
+    assert cost.us_per_byte == pytest.approx(3 / (32 * 25e3))
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"format": "other"}, "not a synth.schedule"),
+    ({"ranks": "four"}, "malformed"),
+    ({"collective": "allshuffle"}, "unknown collective"),
+])
+def test_malformed_documents(change, message):
+    doc = schedule_to_dict(ring_allgather(3))
+    doc.update(change)
+    with pytest.raises(BadInput, match=message):
+        schedule_from_dict(doc)
+    doc = schedule_to_dict(ring_allgather(3))
+    del doc["steps"]
+    with pytest.raises(BadInput, match="missing key 'steps'"):
+        schedule_from_dict(doc)
+
+
+@pytest.mark.parametrize("text, nbytes", [("1KB", 1024), ("64MB", 64 << 20), ("1G", 1 << 30),
+                                          ("512", 512)])
+def test_parse_size(text, nbytes):
+    assert parse_size(text) == nbytes
+
+
+@pytest.mark.parametrize("text", ["0", "-1MB", "lots", "1TB"])
+def test_bad_sizes(text):
+    with pytest.raises(BadInput):
+        parse_size(text)
