@@ -22,6 +22,7 @@ the routes, O(N^2 * hops).
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from fractions import Fraction
@@ -170,3 +171,22 @@ def rank_graph(model: LinkModel) -> nx.DiGraph:
     g.add_nodes_from(range(model.ranks))
     g.add_edges_from((l.src, l.dst, {"capacity": l.capacity}) for l in model.links)
     return g
+
+
+def min_rounds(model: LinkModel, pairs) -> int:
+    """Fewest rounds in which one step can carry one chunk per (src, dst) in `pairs`.
+
+    A pair may repeat (several chunks on one link). Every link and group must carry at
+    most capacity x rounds chunks. At least 1.
+    """
+    load: dict[tuple[int, int], int] = defaultdict(int)
+    for pair in pairs:
+        load[pair] += 1
+    rounds = 1
+    for pair, count in load.items():
+        rounds = max(rounds, math.ceil(count / model.link[pair].capacity))
+    for group in model.groups:
+        count = sum(load.get(pair, 0) for pair in group.links)
+        if count:
+            rounds = max(rounds, math.ceil(count / group.capacity))
+    return rounds
