@@ -57,6 +57,34 @@ def topo_show(spec, as_json):
     click.echo(json.dumps(summary, indent=1) if as_json else format_summary(summary))
 
 
+# --- bounds -----------------------------------------------------------------------
+
+@cli.command("bounds")
+@click.argument("collective", metavar="COLLECTIVE")
+@click.option("--topo", "spec", required=True, help="Topology name, generator or file.")
+@click.option("--root", type=int, default=None, help="Root rank of rooted collectives.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def bounds_command(collective, spec, root, as_json):
+    """Lower bounds on steps and bandwidth for COLLECTIVE on TOPO."""
+    from synth.bounds import collective_bounds
+    from synth.catalog import resolve
+
+    b = collective_bounds(resolve(spec), collective, root)
+    summary = {"collective": b.collective, "topology": spec, "ranks": b.ranks,
+               "steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
+               "latency_us": b.latency_us, "us_per_mb": b.us_per_mb,
+               "algbw_gbps_max": 1 / (b.us_per_byte * 1e3), "note": b.note}
+    if as_json:
+        click.echo(json.dumps(summary, indent=1))
+        return
+    click.echo(f"{collective} on {spec} ({b.ranks} ranks)")
+    click.echo(f"  steps            >= {b.steps}  (latency >= {b.latency_us:.2f} us)")
+    click.echo(f"  rounds per chunk >= {b.rounds_per_chunk}  ({b.us_per_mb:.3f} us/MB, "
+               f"algbw <= {summary['algbw_gbps_max']:.1f} GB/s)")
+    if b.note:
+        click.echo(f"  note: {b.note}")
+
+
 # --- schedules --------------------------------------------------------------------
 
 @cli.command()

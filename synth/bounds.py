@@ -1,0 +1,204 @@
+"""Lower bounds: how few steps and how little bandwidth time a collective can need.
+
+Steps: the largest hop distance (rank links) some chunk must cover.
+
+Bandwidth: the cut bound with switches as vertices (ForestColl; hardware.md). For a set
+S of physical vertices, whatever must leave S crosses the links out of S, whose
+bandwidth B+(S) is fixed, so time >= data(S) / B+(S) for every S. For allgather,
+data(S) is the shards of the GPUs in S whenever some GPU is outside it; the maximum
+over all S is found exactly with max-flow (`_max_ratio_cut`). The other collectives:
+
+    reducescatter   allgather's bound on the reversed graph (the dual)
+    allreduce       reducescatter's bound plus allgather's (no in-network reduction)
+    broadcast       all n bytes leave every S holding the root: n / min-cut(root, t)
+    reduce          broadcast's bound on the reversed graph
+    gather          shards of the GPUs in S, for every S without the root
+    scatter         gather's bound on the reversed graph
+    alltoall        n/N per ordered pair crossing S; the maximum over S is a
+                    sparsest-cut problem, so we take the best of the single-GPU cuts,
+                    the box cuts and the bisection of each box set (a valid bound,
+                    not always the tight one)
+
+The graph is the network as lowered (synth.linkmodel): a physical link that no route
+crosses is left out, since no schedule can use it (on a DGX-2 the PCIe path between two
+GPUs that the NVSwitch joins better). All ratios are exact Fractions; capacities are in
+units of unit_gbps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from math import lcm
+
+import networkx as nx
+
+from synth.collectives import Collective, make_collective
+from synth.linkmodel import LinkModel, Lowering, hop_distances, lower_with_routes
+from synth.topology import Topology
+
+NOTES = {
+    "allreduce": "reducescatter bound + allgather bound (no in-network reduction)",
+    "alltoall": "best of single-GPU and box cuts (the exact bound is a sparsest cut)",
+}
+
+
+@dataclass(frozen=True)
+class Bounds:
+    collective: str
+    ranks: int
+    steps: int  # no schedule has fewer steps
+    rounds_per_chunk: Fraction  # no schedule has smaller R / C (chunk = 1/C of a share)
+    us_per_byte: float  # the same, as time per byte of n at unit_gbps
+    latency_us: float  # steps x the smallest alpha of any link
+    note: str = ""
+
+    @property
+    def us_per_mb(self) -> float:
+        return self.us_per_byte * 1e6
+
+
+def bounds(topo: Topology, collective: Collective, lowering: Lowering | None = None) -> Bounds:
+    """Both bounds for one collective. Cost: O(N) max-flows on the physical graph."""
+    lowering = lowering or lower_with_routes(topo)
+    model = lowering.model
+    per_share = bandwidth_bound_shares(topo, lowering, collective.name, collective.root)
+    # rounds per chunk: chunk = share / C, so R / C >= (shares moved per unit bandwidth)
+    # expressed per the collective's own chunk: for allreduce-like ones a "share" is the
+    # whole buffer divided by N, and a chunk is the buffer / C.
+    if collective.name in ("allreduce",):
+        rpc = per_share / collective.ranks
+    else:
+        rpc = per_share
+    shares_in_buffer = collective.buffer_chunks // collective.chunks  # N or 1
+    us_per_byte = float(rpc) / shares_in_buffer / (model.unit_gbps * 1e3)
+    steps = step_bound(model, collective)
+    min_alpha = min((l.alpha_us for l in model.links), default=0.0)
+    return Bounds(collective.name, collective.ranks, steps, rpc, us_per_byte,
+                  steps * min_alpha, NOTES.get(collective.name, ""))
+
+
+def step_bound(model: LinkModel, collective: Collective) -> int:
+    """Largest hop distance a chunk (or, combining, a contribution) must travel."""
+    dist = hop_distances(model)
+    worst = 0
+    for chunk in range(collective.num_chunks):
+        for target in collective.wanters(chunk):
+            if collective.combining:  # every rank's contribution must reach the target
+                need = max(dist[s][target] for s in range(model.ranks))
+            else:  # the nearest holder's copy must
+                need = min(dist[s][target] for s in collective.holders(chunk))
+            worst = max(worst, need)
+    return worst
+
+
+def bandwidth_bound_shares(topo: Topology, lowering: Lowering, name: str,
+                           root: int | None = None) -> Fraction:
+    """Least time, in shares per unit of bandwidth, that the cut bound allows.
+
+    A share is one rank's piece: n / N for allgather-like collectives, the whole
+    buffer for broadcast and reduce, n / N for allreduce and alltoall.
+    """
+    graph, gpus = _unit_graph(topo, lowering)
+    reverse = graph.reverse(copy=True)
+    root_name = gpus[root] if root is not None else None
+    if name == "allgather":
+        return _all_sinks(graph, gpus)
+    if name == "reducescatter":
+        return _all_sinks(reverse, gpus)
+    if name == "allreduce":
+        return _all_sinks(reverse, gpus) + _all_sinks(graph, gpus)
+    if name == "broadcast":
+        return 1 / min(_max_flow(graph, root_name, t) for t in gpus if t != root_name)
+    if name == "reduce":
+        return 1 / min(_max_flow(reverse, root_name, t) for t in gpus if t != root_name)
+    if name == "gather":
+        return _max_ratio_cut(graph, [g for g in gpus if g != root_name], root_name)
+    if name == "scatter":
+        return _max_ratio_cut(reverse, [g for g in gpus if g != root_name], root_name)
+    if name == "alltoall":
+        return _alltoall_cuts(topo, graph, gpus)
+    raise ValueError(name)
+
+
+def _unit_graph(topo: Topology, lowering: Lowering) -> tuple[nx.DiGraph, list[str]]:
+    """The routed part of the physical graph, capacities in units of unit_gbps."""
+    unit = Fraction(str(topo.unit_gbps))
+    routed = {hop for path in lowering.routes.values() for hop in zip(path, path[1:])}
+    g = nx.DiGraph()
+    g.add_nodes_from(v.name for v in topo.vertices)
+    for l in topo.links:
+        if (l.src, l.dst) in routed:
+            g.add_edge(l.src, l.dst, capacity=Fraction(str(l.gbps)) * l.count / unit)
+    return g, topo.gpus
+
+
+def _all_sinks(graph: nx.DiGraph, gpus: list[str]) -> Fraction:
+    """max over S (some GPU outside) of |S n GPUs| / B+(S), trying each GPU outside."""
+    worst = Fraction(0)
+    for t in gpus:
+        worst = max(worst, _max_ratio_cut(graph, [g for g in gpus if g != t], t, worst))
+    return worst
+
+
+def _max_ratio_cut(graph: nx.DiGraph, sources: list[str], sink: str,
+                   known: Fraction = Fraction(0)) -> Fraction:
+    """max over S with sink not in S of |S n sources| / B+(S) (at least `known`).
+
+    Newton's method on the rate rho = 1 / ratio: send rho from a super source into each
+    source; if the max flow to `sink` is short, the min cut S has B+(S) < rho |S n
+    sources|, and its own ratio is the next guess. Each step strictly lowers rho, and
+    there are finitely many cuts. Capacities are scaled to integers so networkx's flow
+    is exact.
+    """
+    rho = min(_out_capacity(graph, {s}) for s in sources)
+    if known:
+        rho = min(rho, 1 / known)
+    while True:
+        g = graph.copy()
+        for s in sources:
+            g.add_edge("__source__", s, capacity=rho)
+        scale = lcm(*(c.denominator for _, _, c in g.edges(data="capacity")))
+        for u, v, c in g.edges(data="capacity"):
+            g.edges[u, v]["capacity"] = int(c * scale)
+        value, (side, _) = nx.minimum_cut(g, "__source__", sink)
+        if value >= rho * scale * len(sources):
+            return 1 / rho
+        cut = set(side) - {"__source__"}
+        rho = _out_capacity(graph, cut) / sum(1 for s in sources if s in cut)
+
+
+def _out_capacity(graph: nx.DiGraph, vertices: set[str]) -> Fraction:
+    return sum((c for u, v, c in graph.edges(data="capacity") if u in vertices and v not in vertices),
+               Fraction(0))
+
+
+def _max_flow(graph: nx.DiGraph, s: str, t: str) -> Fraction:
+    scale = lcm(*(c.denominator for _, _, c in graph.edges(data="capacity")))
+    g = nx.DiGraph()
+    g.add_edges_from((u, v, {"capacity": int(c * scale)})
+                     for u, v, c in graph.edges(data="capacity"))
+    return Fraction(nx.maximum_flow_value(g, s, t), scale)
+
+
+def _alltoall_cuts(topo: Topology, graph: nx.DiGraph, gpus: list[str]) -> Fraction:
+    """Every GPU in S sends one share (n / N) to every GPU outside S."""
+    n = len(gpus)
+    candidates = [{g} for g in gpus]
+    boxes = sorted({v.box for v in topo.vertices if v.box is not None})
+    if len(boxes) > 1:
+        for b in boxes:
+            candidates.append({v.name for v in topo.vertices if v.box == b})
+        half = boxes[: len(boxes) // 2]
+        candidates.append({v.name for v in topo.vertices if v.box in half})
+    worst = Fraction(0)
+    for cut in candidates:
+        inside = sum(1 for g in gpus if g in cut)
+        for s, direction in ((cut, graph), (cut, graph.reverse(copy=False))):
+            worst = max(worst, Fraction(inside * (n - inside)) / _out_capacity(direction, s))
+    return worst
+
+
+def collective_bounds(topo: Topology, name: str, root: int | None = None) -> Bounds:
+    return bounds(topo, make_collective(name, topo.ranks, 1, root))
+

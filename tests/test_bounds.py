@@ -1,0 +1,85 @@
+"""Lower bounds: the known values on dgx1, rings and fully connected graphs."""
+
+import json
+import subprocess
+import sys
+from fractions import Fraction
+
+import pytest
+
+from synth.baselines import baselines
+from synth.bounds import collective_bounds
+from synth.catalog import resolve
+from synth.collectives import COLLECTIVES
+from synth.cost import schedule_cost
+from synth.linkmodel import lower
+
+
+def test_dgx1_allgather_needs_2_steps_and_7_6_rounds_per_chunk():
+    b = collective_bounds(resolve("dgx1"), "allgather")
+    assert b.steps == 2 and b.rounds_per_chunk == Fraction(7, 6)
+    # 7/6 of a share (n/8) at 25 GB/s: the published 171.4 GB/s algbw bound
+    assert 1 / (b.us_per_byte * 1e3) == pytest.approx(171.43, abs=0.01)
+
+
+def test_dgx1_allreduce_is_twice_allgather_over_8_shares():
+    b = collective_bounds(resolve("dgx1"), "allreduce")
+    assert b.rounds_per_chunk == Fraction(7, 24) and "reducescatter" in b.note
+
+
+@pytest.mark.parametrize("spec, steps, rpc", [("ring:8", 4, Fraction(7, 2)),
+                                              ("fc:8", 1, Fraction(1)),
+                                              ("line:4", 3, Fraction(3))])
+def test_allgather_on_uniform_graphs(spec, steps, rpc):
+    b = collective_bounds(resolve(spec), "allgather")
+    assert (b.steps, b.rounds_per_chunk) == (steps, rpc)
+
+
+def test_broadcast_is_one_over_the_min_cut():
+    # ring:8: two links leave the root, so the buffer needs half a round per chunk
+    assert collective_bounds(resolve("ring:8"), "broadcast").rounds_per_chunk == Fraction(1, 2)
+    # dgx1: 6 NVLinks out of every GPU
+    assert collective_bounds(resolve("dgx1"), "broadcast", root=3).rounds_per_chunk == Fraction(1, 6)
+
+
+def test_multinode_bound_is_set_by_the_nics():
+    # dgx2x4 allgather: 48 of 64 shares must enter a box through its 8 NICs of 12.5 GB/s
+    b = collective_bounds(resolve("dgx2x4"), "allgather")
+    assert b.rounds_per_chunk == 12 and b.us_per_mb == pytest.approx(48 / 64 / 100e3 * 1e6)
+
+
+def test_dual_collectives_have_equal_bounds_on_symmetric_graphs():
+    topo = resolve("dgx1")
+    ag, rs = collective_bounds(topo, "allgather"), collective_bounds(topo, "reducescatter")
+    assert (ag.steps, ag.rounds_per_chunk) == (rs.steps, rs.rounds_per_chunk)
+
+
+@pytest.mark.parametrize("spec", ["dgx1", "ring:8", "fc:8", "dgx2", "dgx2x2", "hypercube:3"])
+def test_no_baseline_beats_a_bound(spec):
+    topo = resolve(spec)
+    model = lower(topo)
+    for name in ("allgather", "reducescatter", "allreduce", "broadcast"):
+        b = collective_bounds(topo, name)
+        for base in baselines(model, name):
+            cost = schedule_cost(base.schedule)
+            assert base.schedule.num_steps >= b.steps, base.name
+            assert cost.us_per_byte >= b.us_per_byte * (1 - 1e-9), base.name
+            assert cost.latency_us >= b.latency_us - 1e-9
+
+
+def test_synth_bounds_cli():
+    result = subprocess.run([sys.executable, "-m", "synth", "bounds", "allgather", "--topo",
+                             "dgx1", "--json"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    shown = json.loads(result.stdout)
+    assert shown["steps"] == 2 and shown["rounds_per_chunk"] == "7/6"
+    text = subprocess.run([sys.executable, "-m", "synth", "bounds", "allreduce", "--topo",
+                           "dgx1"], capture_output=True, text=True)
+    assert text.returncode == 0 and "7/24" in text.stdout
+
+
+def test_every_collective_has_bounds():
+    topo = resolve("dgx1")
+    for name in COLLECTIVES:
+        b = collective_bounds(topo, name)
+        assert b.steps >= 1 and b.rounds_per_chunk > 0
