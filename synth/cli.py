@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from synth.errors import SynthError
+from synth.errors import BadInput, NoAnswer, SynthError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -55,6 +55,144 @@ def topo_show(spec, as_json):
 
     summary = topology_summary(resolve(spec))
     click.echo(json.dumps(summary, indent=1) if as_json else format_summary(summary))
+
+
+# --- synthesis ----------------------------------------------------------------------
+
+SOLVER_CHOICE = {
+    "auto": ("cpsat", "auto picks CP-SAT: it solved every instance in bench/ faster than Z3"),
+    "cpsat": ("cpsat", "asked for"),
+    "z3": ("z3", "asked for"),
+}
+
+
+def _synthesis_command(name: str):
+    @click.option("--topo", "spec", required=True, help="Topology name, generator or file.")
+    @click.option("--root", type=int, default=None, help="Root rank (rooted collectives).")
+    @click.option("--steps", type=click.IntRange(1, 64), default=None,
+                  help="With --rounds and --chunks: solve that one instance. Alone: only "
+                       "schedules with exactly this many steps.")
+    @click.option("--rounds", type=click.IntRange(1, 4096), default=None)
+    @click.option("--chunks", type=click.IntRange(1, 256), default=None)
+    @click.option("--max-steps", type=click.IntRange(1, 64), default=None,
+                  help="Largest step count searched [hop bound + 3; allreduce 2x + 2].")
+    @click.option("--max-chunks", type=click.IntRange(1, 256), default=None,
+                  help="Largest chunks per share searched [8].")
+    @click.option("--solver", type=click.Choice(list(SOLVER_CHOICE)), default="auto",
+                  show_default=True)
+    @click.option("--time-limit", type=click.FloatRange(min=0.1), default=300.0,
+                  show_default=True, help="Seconds for the whole search.")
+    @click.option("--out", "out_dir", default="out", show_default=True,
+                  help="Schedules go to OUT/TOPO/COLLECTIVE/.")
+    @click.option("--format", "formats", default="json", show_default=True,
+                  help="Comma-separated output formats.")
+    @click.option("--json", "as_json", is_flag=True, help="Print one JSON summary.")
+    def command(spec, root, steps, rounds, chunks, max_steps, max_chunks, solver, time_limit,
+                out_dir, formats, as_json):
+        from synth.catalog import resolve
+        from synth.output import parse_formats
+
+        formats = parse_formats(formats)
+        topo = resolve(spec)
+        backend, why = SOLVER_CHOICE[solver]
+        if rounds is not None or chunks is not None:
+            if None in (steps, rounds, chunks):
+                raise BadInput("give --steps, --rounds and --chunks together (one instance), "
+                               "or --steps alone")
+            return _one_instance(topo, name, root, steps, rounds, chunks, backend,
+                                 time_limit, out_dir, formats, as_json)
+        return _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why,
+                         time_limit, out_dir, formats, as_json)
+
+    command.__doc__ = (f"Synthesize {name} schedules: the Pareto frontier of steps against "
+                       "rounds per chunk, each verified and written under --out.")
+    return cli.command(name)(command)
+
+
+def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, out_dir,
+                  formats, as_json):
+    from synth.collectives import make_collective
+    from synth.linkmodel import lower
+    from synth.output import output_dir, write_points
+    from synth.pareto import Point
+    from synth.synthesis import solve_instance
+
+    model = lower(topo)
+    coll = make_collective(name, model.ranks, chunks, root)
+    out = solve_instance(model, coll, steps, rounds, backend, time_limit)
+    what = f"{name} on {topo.name} with {steps} steps, {rounds} rounds, {chunks} chunks"
+    if out.status == "unsat":
+        raise NoAnswer(f"no schedule: {what} is infeasible ({out.seconds:.2f} s)")
+    if out.status != "sat":
+        raise NoAnswer(f"no answer: {what} was not decided within {time_limit:g} s")
+    point = Point(out.schedule, proven=False)
+    path, = write_points([point], output_dir(out_dir, topo.name, name), formats)
+    cost = out.schedule
+    line = {"collective": name, "topology": topo.name, "steps": cost.num_steps,
+            "rounds": cost.rounds, "chunks": chunks, "file": str(path),
+            "solve_seconds": round(out.seconds, 3), "solver": backend}
+    click.echo(json.dumps(line) if as_json else
+               f"found {name} on {topo.name}: {cost.num_steps} steps, {cost.rounds} rounds, "
+               f"{chunks} chunks in {out.seconds:.2f} s -> {path}")
+    return 0
+
+
+def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time_limit,
+              out_dir, formats, as_json):
+    from dataclasses import replace
+
+    from synth.bounds import bounds
+    from synth.collectives import make_collective
+    from synth.frontier import default_limits, synthesize
+    from synth.output import format_table, output_dir, result_summary, write_points
+
+    b = bounds(topo, make_collective(name, topo.ranks, 1, root))
+    limits = default_limits(b, max_steps, max_chunks, time_limit, backend)
+    if steps is not None:
+        limits = replace(limits, max_steps=steps, min_steps=steps)
+    progress = _Progress(enabled=sys.stderr.isatty() and not as_json)
+    progress.say(f"solver: {backend} ({why})")
+    result = synthesize(topo, name, root, limits, progress.event)
+    progress.done()
+    if steps is not None:
+        result.points = [p for p in result.points if p.steps == steps]
+    paths = write_points(result.points, output_dir(out_dir, topo.name, name), formats)
+    summary = result_summary(result, topo.name, backend, paths)
+    click.echo(json.dumps(summary, indent=1) if as_json else format_table(summary))
+    if not result.points:
+        raise NoAnswer(f"no schedule found for {name} on {topo.name} within the limits")
+    if any(s.stopped == "interrupted" for s in result.searches.values()):
+        return 130
+    return 0
+
+
+class _Progress:
+    """One overwritten status line on a terminal; silent otherwise."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+
+    def say(self, text: str) -> None:
+        if self.enabled:
+            click.echo(f"\r\033[K{text}", err=True, nl=False)
+
+    def event(self, kind: str, data) -> None:
+        if kind == "search":
+            self.say(f"searching {data} ...")
+        elif kind == "ask":
+            self.say(f"  trying S={data[0]} R={data[1]} C={data[2]} ...")
+        elif kind == "point":
+            self.say("")
+            if self.enabled:
+                click.echo(f"  found S={data.steps} R={data.rounds} C={data.chunks}", err=True)
+
+    def done(self) -> None:
+        self.say("")
+
+
+for _name in ("allgather", "reducescatter", "allreduce", "broadcast", "reduce", "gather",
+              "scatter", "alltoall"):
+    _synthesis_command(_name)
 
 
 # --- bounds -----------------------------------------------------------------------

@@ -1,0 +1,100 @@
+"""Writing a frontier to disk and describing it: the table and the --json summary."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from synth.cost import schedule_cost
+from synth.errors import BadInput
+from synth.frontier import Result, optimality, ratio_to_bound
+from synth.pareto import Point
+from synth.schedule import write_schedule
+
+FORMATS = ("json",)  # exporters add theirs here
+
+
+def parse_formats(text: str) -> list[str]:
+    formats = [f.strip() for f in text.split(",") if f.strip()]
+    for f in formats:
+        if f not in FORMATS:
+            raise BadInput(f"unknown format '{f}' (expected {', '.join(FORMATS)})")
+    return formats or ["json"]
+
+
+def output_dir(root: str | Path, topology: str, collective: str) -> Path:
+    """out/TOPO/COLLECTIVE, with the topology name made safe as one path component."""
+    safe = re.sub(r"[^A-Za-z0-9_.:+-]", "_", topology) or "topology"
+    return Path(root) / safe / collective
+
+
+def point_stem(point: Point) -> str:
+    return f"{point.schedule.collective.name}-s{point.steps}-r{point.rounds}-c{point.chunks}"
+
+
+def write_points(points: list[Point], directory: Path, formats: list[str]) -> list[Path]:
+    """Write every point, then remove schedule files of earlier runs that are not on this
+    frontier (their names follow point_stem), so the folder holds just the frontier."""
+    written = []
+    for p in points:
+        if "json" in formats:
+            written.append(write_schedule(p.schedule, directory / f"{point_stem(p)}.json"))
+    keep = {path.name for path in written}
+    if points:
+        prefix = points[0].schedule.collective.name
+        for old in directory.glob(f"{prefix}-s*-r*-c*.*"):
+            if old.name not in keep and re.fullmatch(rf"{prefix}-s\d+-r\d+-c\d+\.\w+", old.name):
+                old.unlink()
+    return written
+
+
+def point_summary(point: Point, result: Result, path: Path | None) -> dict:
+    cost = schedule_cost(point.schedule)
+    info = point.schedule.info
+    return {
+        "steps": point.steps, "rounds": point.rounds, "chunks": point.chunks,
+        "rounds_per_chunk": str(point.ratio),
+        "latency_us": round(cost.latency_us, 6), "us_per_mb": round(cost.us_per_byte * 1e6, 6),
+        "ratio_to_bound": float(ratio_to_bound(point, result.bounds)),
+        "proven": point.proven, "optimality": optimality(point, result.bounds),
+        "method": "reducescatter + allgather" if "composed" in info else info.get("method"),
+        "solve_seconds": info.get("solve_seconds"),
+        "file": str(path) if path else None,
+    }
+
+
+def result_summary(result: Result, topology: str, solver: str, paths: list[Path]) -> dict:
+    b = result.bounds
+    return {
+        "collective": result.collective, "topology": topology, "ranks": result.model.ranks,
+        "root": result.root, "solver": solver,
+        "bounds": {"steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
+                   "us_per_mb": b.us_per_mb, "note": b.note},
+        "frontier": [point_summary(p, result, path)
+                     for p, path in zip(result.points, paths + [None] * len(result.points))],
+        "complete": result.complete,
+        "stopped": {name: s.stopped for name, s in result.searches.items()},
+        "solver_calls": sum(len(s.attempts) for s in result.searches.values()),
+        "seconds": round(result.seconds, 3),
+    }
+
+
+def format_table(summary: dict) -> str:
+    rows = [("S", "R", "C", "R/C", "latency us", "us/MB", "x bound", "optimal", "method", "solve s")]
+    for p in summary["frontier"]:
+        rows.append((str(p["steps"]), str(p["rounds"]), str(p["chunks"]), p["rounds_per_chunk"],
+                     f"{p['latency_us']:.2f}", f"{p['us_per_mb']:.3f}",
+                     f"{p['ratio_to_bound']:.3f}", p["optimality"], p["method"] or "-",
+                     "-" if p["solve_seconds"] is None else f"{p['solve_seconds']:.2f}"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.rjust(w) if i < 7 else cell.ljust(w)
+                       for i, (cell, w) in enumerate(zip(row, widths))).rstrip()
+             for row in rows]
+    b = summary["bounds"]
+    head = (f"{summary['collective']} on {summary['topology']} ({summary['ranks']} ranks), "
+            f"solver {summary['solver']}: bounds {b['steps']} steps, "
+            f"{b['rounds_per_chunk']} rounds per chunk ({b['us_per_mb']:.3f} us/MB)")
+    stops = "; ".join(f"{k}: {v}" for k, v in summary["stopped"].items())
+    tail = (f"{len(summary['frontier'])} frontier points, {summary['solver_calls']} solver calls, "
+            f"{summary['seconds']:.1f} s ({stops})")
+    return "\n".join([head] + lines + [tail])

@@ -1,0 +1,201 @@
+"""The Pareto frontier over (steps S, rounds R, chunks C), SCCL's search made lazier.
+
+For S = the hop bound, S + 1, ... the search asks for the smallest rounds per chunk
+R / C at that S, trying ratios in increasing order and only those that beat every
+point already found (anything else is dominated). Facts that save solver calls:
+
+- R / C below the cut bound is impossible: never asked.
+- A schedule for (R, C) gives one for (kR, kC) by cutting chunks (synth.duality.refine),
+  so for a ratio p/q only the multiples k with no multiple 2k in range are asked; an
+  UNSAT at (kp, kq) covers every divisor of k. Pairs with a common factor are asked in
+  their own right: on dgx1, allreduce (2 steps, 4 rounds, 4 chunks) is satisfiable
+  while (2, 2, 2) is not.
+- Before the first point, one call with unbounded rounds (C = 1) settles whether S
+  steps suffice at all; its answer caps the ratios worth asking at that S.
+
+A point is proven Pareto-optimal (within C <= max_chunks) when every cheaper instance
+the search skipped or asked was shown infeasible, with no solver time-out on the way.
+The search stops at the bandwidth bound, at max_steps, or when the time runs out.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Callable
+
+from synth.collectives import make_collective
+from synth.constraints import SAT, UNKNOWN, UNSAT
+from synth.linkmodel import LinkModel
+from synth.schedule import Schedule
+from synth.synthesis import DEFAULT_WORKERS, solve_instance
+
+
+INSTANCE_SHARE = 0.2  # of the search's time limit, at most, for one solver call
+INSTANCE_FLOOR = 5.0  # seconds any call may take, if the search has them left
+
+
+@dataclass(frozen=True)
+class Attempt:
+    steps: int
+    rounds: int
+    chunks: int
+    status: str
+    seconds: float
+    method: str
+
+
+@dataclass(frozen=True)
+class Point:
+    schedule: Schedule
+    proven: bool  # every cheaper instance was shown infeasible
+
+    @property
+    def steps(self) -> int:
+        return self.schedule.num_steps
+
+    @property
+    def rounds(self) -> int:
+        return self.schedule.rounds
+
+    @property
+    def chunks(self) -> int:
+        return self.schedule.collective.chunks
+
+    @property
+    def ratio(self) -> Fraction:
+        return Fraction(self.rounds, self.chunks)
+
+
+@dataclass
+class Search:
+    """What a frontier search did: its points, every solver call, why it stopped."""
+
+    points: list[Point] = field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)
+    stopped: str = ""
+    complete: bool = True  # no call timed out so far
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_steps: int
+    max_chunks: int
+    time_limit: float  # seconds for the whole search
+    backend: str = "cpsat"
+    min_steps: int = 1  # searched from max(this, the hop bound)
+    workers: int = DEFAULT_WORKERS  # CP-SAT portfolio size
+
+
+def frontier(model: LinkModel, name: str, root: int | None, min_steps: int,
+             ratio_bound: Fraction, limits: Limits,
+             on_event: Callable[[str, object], None] | None = None) -> Search:
+    """Search the frontier of collective `name`; see the module doc.
+
+    Cost: one solver call per (S, R, C) asked; the calls dominate.
+    """
+    on_event = on_event or (lambda kind, data: None)
+    deadline = time.monotonic() + limits.time_limit
+    search = Search()
+    best = None  # smallest ratio found so far
+
+    def ask(steps, rounds, chunks):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        coll = make_collective(name, model.ranks, chunks, root)
+        on_event("ask", (steps, rounds, chunks))
+        # one hard instance may not eat the whole budget: the search moves on, and the
+        # points after it are no longer proven
+        budget = min(remaining, max(INSTANCE_FLOOR, limits.time_limit * INSTANCE_SHARE))
+        out = solve_instance(model, coll, steps, rounds, limits.backend, budget, limits.workers)
+        search.attempts.append(Attempt(steps, rounds, chunks, out.status, out.seconds,
+                                       out.method))
+        on_event("answer", search.attempts[-1])
+        if out.status == UNKNOWN:
+            search.complete = False
+        return out
+
+    try:
+        for steps in range(max(1, min_steps, limits.min_steps), limits.max_steps + 1):
+            cap, fallback = best, None
+            if best is None:  # do S steps suffice at all?
+                probe = ask(steps, _unbounded_rounds(model, name, root, steps), 1)
+                if probe.status != SAT:
+                    continue
+                fallback = probe.schedule
+                cap = Fraction(fallback.rounds, 1)
+            point = _least_ratio(ask, steps, ratio_bound, cap, limits.max_chunks) or fallback
+            if point is not None:
+                search.points.append(Point(point, proven=search.complete))
+                on_event("point", search.points[-1])
+                best = Fraction(point.rounds, point.collective.chunks)
+                if best <= ratio_bound:
+                    search.stopped = "reached the bandwidth bound"
+                    break
+        else:
+            search.stopped = f"reached --max-steps {limits.max_steps}"
+    except TimeoutError:
+        search.stopped = "out of time"
+        search.complete = False
+    except KeyboardInterrupt:
+        search.stopped = "interrupted"
+        search.complete = False
+    return search
+
+
+def _least_ratio(ask, steps: int, floor: Fraction, cap: Fraction, max_chunks: int
+                 ) -> Schedule | None:
+    """The schedule with the smallest R / C in [floor, cap) at this S, or None."""
+    for ratio, pairs in _candidates(steps, floor, cap, max_chunks):
+        for rounds, chunks in pairs:
+            out = ask(steps, rounds, chunks)
+            if out.status == SAT:
+                return _fewest_chunks(ask, steps, ratio, chunks // ratio.denominator,
+                                      out.schedule)
+    return None
+
+
+def _fewest_chunks(ask, steps: int, ratio: Fraction, k: int, found: Schedule) -> Schedule:
+    """The same ratio with as few chunks as possible: simpler programs, less overhead.
+
+    Only divisors j of k are tried (their instances may be infeasible, but a smaller
+    multiple never does better than the one found).
+    """
+    p, q = ratio.numerator, ratio.denominator
+    for j in range(1, k):
+        if k % j == 0 and j * p >= steps:
+            out = ask(steps, j * p, j * q)
+            if out.status == SAT:
+                return out.schedule
+    return found
+
+
+def _candidates(steps: int, floor: Fraction, cap: Fraction, max_chunks: int):
+    """Ratios p/q in [floor, cap) in increasing order, each with the (R, C) to ask.
+
+    For a ratio only the multiples (kp, kq) with kq <= max_chunks and 2kq > max_chunks
+    are asked: every other multiple divides one of them. R >= S (a step has a round).
+    """
+    ratios = set()
+    for chunks in range(1, max_chunks + 1):
+        low = max(steps, math.ceil(floor * chunks))
+        for rounds in range(low, math.ceil(cap * chunks)):
+            ratios.add(Fraction(rounds, chunks))
+    for ratio in sorted(ratios):
+        p, q = ratio.numerator, ratio.denominator
+        pairs = [(k * p, k * q) for k in range(max_chunks // q, 0, -1)
+                 if 2 * k * q > max_chunks and k * p >= steps]
+        if pairs:
+            yield ratio, pairs
+
+
+def _unbounded_rounds(model: LinkModel, name: str, root: int | None, steps: int) -> int:
+    """Rounds so many that no capacity can bind, with one chunk per share."""
+    coll = make_collective(name, model.ranks, 1, root)
+    smallest = min([l.capacity for l in model.links] + [g.capacity for g in model.groups])
+    per_step = math.ceil(coll.num_chunks * 2 * max(
+        [1] + [len(g.links) for g in model.groups]) / smallest)
+    return steps * per_step
