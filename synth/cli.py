@@ -223,6 +223,44 @@ def bounds_command(collective, spec, root, as_json):
         click.echo(f"  note: {b.note}")
 
 
+@cli.command("compare")
+@click.argument("collective", metavar="COLLECTIVE")
+@click.option("--topo", "spec", required=True, help="Topology name, generator or file.")
+@click.option("--root", type=int, default=None, help="Root rank of rooted collectives.")
+@click.option("--sizes", default="1KB,1MB,64MB,1GB", show_default=True,
+              help="Message sizes (nccl-tests' n, binary units).")
+@click.option("--time-limit", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
+              help="Seconds for synthesizing the frontier.")
+@click.option("--solver", type=click.Choice(list(SOLVER_CHOICE)), default="auto",
+              show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def compare_command(collective, spec, root, sizes, time_limit, solver, as_json):
+    """Synthesized frontier against ring, tree, recursive, direct and hierarchical."""
+    from synth.baselines import baselines
+    from synth.bounds import bounds
+    from synth.catalog import resolve
+    from synth.collectives import make_collective
+    from synth.compare import comparison, format_comparison, make_rows
+    from synth.cost import parse_size
+    from synth.frontier import default_limits, synthesize
+
+    size_list = [parse_size(x) for x in sizes.split(",")]
+    topo = resolve(spec)
+    b = bounds(topo, make_collective(collective, topo.ranks, 1, root))
+    limits = default_limits(b, time_limit=time_limit, backend=SOLVER_CHOICE[solver][0])
+    result = synthesize(topo, collective, root, limits)
+    rows = make_rows([p.schedule for p in result.points],
+                     [(base.name, base.schedule) for base in
+                      baselines(result.model, collective, result.root)])
+    data = comparison(rows, b, size_list)
+    data.update(collective=collective, topology=topo.name, complete=result.complete)
+    if as_json:
+        click.echo(json.dumps(data, indent=1))
+    else:
+        title = f"{collective} on {topo.name} ({topo.ranks} ranks): predicted time and algbw"
+        click.echo(format_comparison(title, data, size_list))
+
+
 # --- schedules --------------------------------------------------------------------
 
 @cli.command()

@@ -29,6 +29,7 @@ class ConstraintModel:
         field(default_factory=list)
     hints: dict[int, bool] = field(default_factory=dict)
     trivially_unsat: bool = False  # an empty clause was added
+    minimize: tuple[int, ...] = ()  # integer variables whose sum to minimise, if any
 
     def new_bool(self) -> int:
         self.bools += 1
@@ -54,6 +55,7 @@ class Answer:
     bools: frozenset[int] = frozenset()  # the true boolean variables
     ints: tuple[int, ...] = ()
     seconds: float = 0.0
+    optimal: bool = False  # with an objective: the minimum is proven
 
 
 def solve(model: ConstraintModel, backend: str = "cpsat", time_limit: float = 60.0,
@@ -62,8 +64,8 @@ def solve(model: ConstraintModel, backend: str = "cpsat", time_limit: float = 60
     if model.trivially_unsat:
         return Answer(UNSAT, seconds=time.perf_counter() - start)
     run = {"cpsat": _solve_cpsat, "z3": _solve_z3}[backend]
-    status, true_bools, ints = run(model, max(time_limit, 0.01), workers, seed)
-    return Answer(status, true_bools, ints, time.perf_counter() - start)
+    status, true_bools, ints, optimal = run(model, max(time_limit, 0.01), workers, seed)
+    return Answer(status, true_bools, ints, time.perf_counter() - start, optimal)
 
 
 def _solve_cpsat(model: ConstraintModel, time_limit: float, workers: int, seed: int):
@@ -82,6 +84,8 @@ def _solve_cpsat(model: ConstraintModel, time_limit: float, workers: int, seed: 
         m.add(sum(c * b[v] for c, v in bool_terms) + sum(c * n[i] for c, i in int_terms) <= rhs)
     for v, value in model.hints.items():
         m.add_hint(b[v], value)
+    if model.minimize:
+        m.minimize(sum(n[i] for i in model.minimize))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = time_limit
     solver.parameters.num_workers = workers
@@ -90,18 +94,22 @@ def _solve_cpsat(model: ConstraintModel, time_limit: float, workers: int, seed: 
     status = _interruptible(lambda: solver.solve(m), solver.stop_search)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         true = frozenset(v for v in range(1, model.bools + 1) if solver.boolean_value(b[v]))
-        return SAT, true, tuple(solver.value(x) for x in n)
+        return SAT, true, tuple(solver.value(x) for x in n), status == cp_model.OPTIMAL
     if status == cp_model.INFEASIBLE:
-        return UNSAT, frozenset(), ()
-    return UNKNOWN, frozenset(), ()
+        return UNSAT, frozenset(), (), False
+    return UNKNOWN, frozenset(), (), False
 
 
 def _solve_z3(model: ConstraintModel, time_limit: float, workers: int, seed: int):
     import z3
 
-    s = z3.SolverFor("QF_LIA")
-    s.set("timeout", int(time_limit * 1000))
-    s.set("random_seed", seed)
+    if model.minimize:  # z3's optimiser: slower, but the same answers
+        s = z3.Optimize()
+        s.set("timeout", int(time_limit * 1000))
+    else:
+        s = z3.SolverFor("QF_LIA")
+        s.set("timeout", int(time_limit * 1000))
+        s.set("random_seed", seed)
     b = [None] + [z3.Bool(f"b{v}") for v in range(1, model.bools + 1)]
     n = [z3.Int(f"i{i}") for i in range(len(model.ints))]
 
@@ -118,15 +126,18 @@ def _solve_z3(model: ConstraintModel, time_limit: float, workers: int, seed: int
         else:
             s.add(z3.Sum([z3.If(b[v], c, 0) for c, v in bool_terms]
                          + [c * n[i] for c, i in int_terms]) <= rhs)
+    if model.minimize:
+        s.minimize(z3.Sum([n[i] for i in model.minimize]))
     result = _interruptible(s.check, s.ctx.interrupt)
-    if result == z3.sat:
+    if result == z3.sat:  # for Optimize, sat means the optimum was reached
         m = s.model()
         true = frozenset(v for v in range(1, model.bools + 1)
                          if z3.is_true(m.eval(b[v], model_completion=True)))
-        return SAT, true, tuple(m.eval(x, model_completion=True).as_long() for x in n)
+        ints = tuple(m.eval(x, model_completion=True).as_long() for x in n)
+        return SAT, true, ints, bool(model.minimize)
     if result == z3.unsat:
-        return UNSAT, frozenset(), ()
-    return UNKNOWN, frozenset(), ()
+        return UNSAT, frozenset(), (), False
+    return UNKNOWN, frozenset(), (), False
 
 
 def _interruptible(run, stop):

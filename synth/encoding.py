@@ -39,8 +39,10 @@ class Instance:
     model: LinkModel
     collective: Collective
     steps: int
-    rounds: int
+    rounds: int  # at most this many rounds in all
     break_symmetry: bool = True
+    rounds_floor: int = 0  # at least this many (a proven lower bound: it only prunes)
+    minimize: bool = False  # ask for the fewest rounds, not just any schedule
 
     @property
     def chunks(self) -> int:
@@ -114,6 +116,10 @@ def encode(instance: Instance) -> Encoding:
     # rounds per step
     rounds = [cm.new_int(1, max(1, inst.rounds - S + 1)) for _ in range(S)]
     cm.at_most((), inst.rounds, tuple((1, r) for r in rounds))
+    if inst.rounds_floor > S:
+        cm.at_most((), -inst.rounds_floor, tuple((-1, r) for r in rounds))
+    if inst.minimize:
+        cm.minimize = tuple(rounds)
 
     for c in range(coll.num_chunks):
         for s in range(1, S + 1):

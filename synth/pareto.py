@@ -1,17 +1,18 @@
 """The Pareto frontier over (steps S, rounds R, chunks C), SCCL's search made lazier.
 
 For S = the hop bound, S + 1, ... the search asks for the smallest rounds per chunk
-R / C at that S, trying ratios in increasing order and only those that beat every
-point already found (anything else is dominated). Facts that save solver calls:
+R / C at that S, and only for ratios that beat every point already found (anything
+else is dominated). Facts that save solver calls:
 
-- R / C below the cut bound is impossible: never asked.
+- R / C below the cut bound is impossible: the solver is told R >= bound x C.
 - A schedule for (R, C) gives one for (kR, kC) by cutting chunks (synth.duality.refine),
-  so for a ratio p/q only the multiples k with no multiple 2k in range are asked; an
-  UNSAT at (kp, kq) covers every divisor of k. Pairs with a common factor are asked in
-  their own right: on dgx1, allreduce (2 steps, 4 rounds, 4 chunks) is satisfiable
-  while (2, 2, 2) is not.
-- Before the first point, one call with unbounded rounds (C = 1) settles whether S
-  steps suffice at all; its answer caps the ratios worth asking at that S.
+  so only C in (max_chunks / 2, max_chunks] is asked, each for its least R (CP-SAT
+  minimises, proving the minimum): every smaller C divides one of them. Pairs with a
+  common factor are not skipped: the least R at C = 4 is found whatever C = 2 allows.
+- Once a point is found at some C, the other C are asked for strictly less, which is
+  often a quick UNSAT.
+- With no point yet, rounds are unbounded, so UNSAT means S steps cannot work at all.
+- The point is reported with the fewest chunks that reach its ratio.
 
 A point is proven Pareto-optimal (within C <= max_chunks) when every cheaper instance
 the search skipped or asked was shown infeasible, with no solver time-out on the way.
@@ -94,14 +95,15 @@ def frontier(model: LinkModel, name: str, root: int | None, min_steps: int,
              on_event: Callable[[str, object], None] | None = None) -> Search:
     """Search the frontier of collective `name`; see the module doc.
 
-    Cost: one solver call per (S, R, C) asked; the calls dominate.
+    Cost: at most max_chunks / 2 + a few solver calls per step count; the calls
+    dominate.
     """
     on_event = on_event or (lambda kind, data: None)
     deadline = time.monotonic() + limits.time_limit
     search = Search()
     best = None  # smallest ratio found so far
 
-    def ask(steps, rounds, chunks):
+    def ask(steps, rounds, chunks, floor=0, minimize=False):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise TimeoutError
@@ -110,31 +112,27 @@ def frontier(model: LinkModel, name: str, root: int | None, min_steps: int,
         # one hard instance may not eat the whole budget: the search moves on, and the
         # points after it are no longer proven
         budget = min(remaining, max(INSTANCE_FLOOR, limits.time_limit * INSTANCE_SHARE))
-        out = solve_instance(model, coll, steps, rounds, limits.backend, budget, limits.workers)
-        search.attempts.append(Attempt(steps, rounds, chunks, out.status, out.seconds,
-                                       out.method))
+        out = solve_instance(model, coll, steps, rounds, limits.backend, budget,
+                             limits.workers, minimize, floor)
+        search.attempts.append(Attempt(steps, out.schedule.rounds if out.schedule else rounds,
+                                       chunks, out.status, out.seconds, out.method))
         on_event("answer", search.attempts[-1])
-        if out.status == UNKNOWN:
+        if out.status == UNKNOWN or (minimize and out.status == SAT and not out.optimal):
             search.complete = False
         return out
 
     try:
         for steps in range(max(1, min_steps, limits.min_steps), limits.max_steps + 1):
-            cap, fallback = best, None
-            if best is None:  # do S steps suffice at all?
-                probe = ask(steps, _unbounded_rounds(model, name, root, steps), 1)
-                if probe.status != SAT:
-                    continue
-                fallback = probe.schedule
-                cap = Fraction(fallback.rounds, 1)
-            point = _least_ratio(ask, steps, ratio_bound, cap, limits.max_chunks) or fallback
-            if point is not None:
-                search.points.append(Point(point, proven=search.complete))
-                on_event("point", search.points[-1])
-                best = Fraction(point.rounds, point.collective.chunks)
-                if best <= ratio_bound:
-                    search.stopped = "reached the bandwidth bound"
-                    break
+            point = _least_ratio(ask, model, name, root, steps, ratio_bound, best,
+                                 limits.max_chunks)
+            if point is None:
+                continue
+            search.points.append(Point(point, proven=search.complete))
+            on_event("point", search.points[-1])
+            best = Fraction(point.rounds, point.collective.chunks)
+            if best <= ratio_bound:
+                search.stopped = "reached the bandwidth bound"
+                break
         else:
             search.stopped = f"reached --max-steps {limits.max_steps}"
     except TimeoutError:
@@ -146,16 +144,35 @@ def frontier(model: LinkModel, name: str, root: int | None, min_steps: int,
     return search
 
 
-def _least_ratio(ask, steps: int, floor: Fraction, cap: Fraction, max_chunks: int
-                 ) -> Schedule | None:
-    """The schedule with the smallest R / C in [floor, cap) at this S, or None."""
-    for ratio, pairs in _candidates(steps, floor, cap, max_chunks):
-        for rounds, chunks in pairs:
-            out = ask(steps, rounds, chunks)
-            if out.status == SAT:
-                return _fewest_chunks(ask, steps, ratio, chunks // ratio.denominator,
-                                      out.schedule)
-    return None
+def _least_ratio(ask, model, name, root, steps: int, floor: Fraction, cap: Fraction | None,
+                 max_chunks: int) -> Schedule | None:
+    """The schedule with the smallest R / C at this S, below `cap`, or None.
+
+    Only C in (max_chunks / 2, max_chunks] is asked, each for its least R: every
+    smaller C divides one of them, and refining never raises R / C. A C that cannot
+    beat the best so far is asked for strictly less, so its answer is often a quick
+    UNSAT. With no cap yet, rounds are unbounded, and UNSAT means S steps cannot work
+    for any C (chunks are independent when capacity is no object).
+    """
+    found = None
+    for chunks in range(max_chunks, max_chunks // 2, -1):
+        lower = max(steps, math.ceil(floor * chunks))
+        upper = (math.ceil(cap * chunks) - 1 if cap is not None
+                 else _unbounded_rounds(model, name, root, steps) * chunks)
+        if upper < lower:
+            continue
+        out = ask(steps, upper, chunks, floor=lower, minimize=True)
+        if out.status != SAT:
+            if cap is None and out.status == UNSAT:
+                return None  # S steps are too few
+            continue
+        found = out.schedule
+        cap = Fraction(found.rounds, chunks)
+        if cap <= floor:
+            break
+    if found is None:
+        return None
+    return _fewest_chunks(ask, steps, cap, found.collective.chunks // cap.denominator, found)
 
 
 def _fewest_chunks(ask, steps: int, ratio: Fraction, k: int, found: Schedule) -> Schedule:
@@ -171,25 +188,6 @@ def _fewest_chunks(ask, steps: int, ratio: Fraction, k: int, found: Schedule) ->
             if out.status == SAT:
                 return out.schedule
     return found
-
-
-def _candidates(steps: int, floor: Fraction, cap: Fraction, max_chunks: int):
-    """Ratios p/q in [floor, cap) in increasing order, each with the (R, C) to ask.
-
-    For a ratio only the multiples (kp, kq) with kq <= max_chunks and 2kq > max_chunks
-    are asked: every other multiple divides one of them. R >= S (a step has a round).
-    """
-    ratios = set()
-    for chunks in range(1, max_chunks + 1):
-        low = max(steps, math.ceil(floor * chunks))
-        for rounds in range(low, math.ceil(cap * chunks)):
-            ratios.add(Fraction(rounds, chunks))
-    for ratio in sorted(ratios):
-        p, q = ratio.numerator, ratio.denominator
-        pairs = [(k * p, k * q) for k in range(max_chunks // q, 0, -1)
-                 if 2 * k * q > max_chunks and k * p >= steps]
-        if pairs:
-            yield ratio, pairs
 
 
 def _unbounded_rounds(model: LinkModel, name: str, root: int | None, steps: int) -> int:

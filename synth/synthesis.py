@@ -34,33 +34,39 @@ class Outcome:
     seconds: float
     method: str  # "direct" or "dual of allgather" ...
     variables: int = 0
+    optimal: bool = False  # minimising: the schedule's rounds are proven least
 
 
 def solve_instance(model: LinkModel, collective: Collective, steps: int, rounds: int,
                    backend: str = "cpsat", time_limit: float = 60.0,
-                   workers: int = DEFAULT_WORKERS) -> Outcome:
-    """Is there a schedule with `steps` steps and at most `rounds` rounds? Find one."""
+                   workers: int = DEFAULT_WORKERS, minimize: bool = False,
+                   rounds_floor: int = 0) -> Outcome:
+    """Is there a schedule with `steps` steps and at most `rounds` rounds? Find one;
+    with `minimize`, one with the fewest rounds (Outcome.optimal says if proven)."""
+    options = dict(minimize=minimize, rounds_floor=rounds_floor)
     if collective.name in DUAL:
         dual = make_collective(DUAL[collective.name], collective.ranks, collective.chunks,
                                collective.root)
-        out = _solve(Instance(reverse_model(model), dual, steps, rounds), backend, time_limit,
-                     workers)
+        out = _solve(Instance(reverse_model(model), dual, steps, rounds, **options), backend,
+                     time_limit, workers)
         method = f"dual of {dual.name}"
         schedule = out.schedule and reverse_schedule(out.schedule, model)
     else:
-        out = _solve(Instance(model, collective, steps, rounds), backend, time_limit, workers)
+        out = _solve(Instance(model, collective, steps, rounds, **options), backend,
+                     time_limit, workers)
         method, schedule = "direct", out.schedule
     if schedule is not None:
         info = {"solver": backend, "method": method, "solve_seconds": round(out.seconds, 3)}
         schedule = verified(Schedule(schedule.collective, schedule.model, schedule.steps, info))
-    return Outcome(out.status, schedule, out.seconds, method, out.variables)
+    return Outcome(out.status, schedule, out.seconds, method, out.variables, out.optimal)
 
 
 def _solve(instance: Instance, backend: str, time_limit: float, workers: int) -> Outcome:
     enc = encode(instance)
     answer = solve(enc.constraints, backend, time_limit, workers)
     schedule = decode(enc, answer.bools) if answer.status == SAT else None
-    return Outcome(answer.status, schedule, answer.seconds, "", enc.constraints.bools)
+    return Outcome(answer.status, schedule, answer.seconds, "", enc.constraints.bools,
+                   answer.optimal)
 
 
 def verified(schedule: Schedule) -> Schedule:

@@ -83,3 +83,10 @@ def test_every_collective_has_bounds():
     for name in COLLECTIVES:
         b = collective_bounds(topo, name)
         assert b.steps >= 1 and b.rounds_per_chunk > 0
+
+
+def test_alltoall_bound_sees_dgx1s_bisection():
+    # the two K4 halves of dgx1 exchange 16 shares over 6 links: 8/3, above any
+    # single-GPU cut (7/6)
+    assert collective_bounds(resolve("dgx1"), "alltoall").rounds_per_chunk == Fraction(8, 3)
+    assert collective_bounds(resolve("fc:8"), "alltoall").rounds_per_chunk == 1

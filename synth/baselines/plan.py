@@ -14,7 +14,6 @@ b*w + l is still (b*w + l) // (C0*w) = b // C0). Wide links (a switch port of ca
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction

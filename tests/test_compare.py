@@ -1,0 +1,34 @@
+"""`synth compare`: synthesized frontier against baselines on one cost model."""
+
+import json
+import subprocess
+import sys
+
+
+def test_compare_dgx1_allreduce_json():
+    result = subprocess.run([sys.executable, "-m", "synth", "compare", "allreduce", "--topo",
+                             "dgx1", "--sizes", "1KB,1GB", "--json", "--time-limit", "60"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    kinds = {r["kind"] for r in data["rows"]}
+    assert kinds == {"synth", "baseline"}
+    assert any(r["name"].startswith("ring") for r in data["rows"])
+    for row in data["rows"]:  # nothing beats the bound; times follow alpha + beta * n
+        assert row["bandwidth_to_bound"] >= 1 - 1e-9
+        small, big = row["sizes"]["1KB"], row["sizes"]["1GB"]
+        assert big["time_us"] > small["time_us"]
+        assert abs(big["time_us"] - (row["latency_us"] + row["us_per_mb"] * (1 << 30) / 1e6)) < 1e-6
+    # small messages: the 2-step synthesized schedule; large: a bandwidth-optimal one
+    fastest_small = min(data["rows"], key=lambda r: r["sizes"]["1KB"]["time_us"])
+    assert data["winners"]["1KB"] == fastest_small["name"] and fastest_small["steps"] == 2
+    best_big = min(r["bandwidth_to_bound"] for r in data["rows"])
+    winner_big = next(r for r in data["rows"] if r["name"] == data["winners"]["1GB"])
+    assert winner_big["bandwidth_to_bound"] < best_big + 0.01
+
+
+def test_compare_text_names_the_winners():
+    result = subprocess.run([sys.executable, "-m", "synth", "compare", "allgather", "--topo",
+                             "ring:4"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "fastest: 1KB" in result.stdout and "bounds:" in result.stdout

@@ -1,0 +1,187 @@
+"""Synthesis: known frontiers, every collective on small graphs, solver agreement."""
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from fractions import Fraction
+
+import pytest
+
+from synth.bounds import bounds
+from synth.catalog import resolve
+from synth.collectives import COLLECTIVES, ROOTED, make_collective
+from synth.constraints import solve
+from synth.encoding import Instance, encode
+from synth.frontier import default_limits, synthesize
+from synth.linkmodel import lower
+from synth.schedule import schedule_to_dict
+from synth.synthesis import solve_instance
+from synth.verify import verify_schedule
+
+
+def run_frontier(spec, name, time_limit=60, **limits):
+    topo = resolve(spec)
+    root = 0 if name in ROOTED else None
+    b = bounds(topo, make_collective(name, topo.ranks, 1, root))
+    return synthesize(topo, name, root, replace(default_limits(b, time_limit=time_limit),
+                                                **limits))
+
+
+def triples(result):
+    return [(p.steps, p.rounds, p.chunks) for p in result.points]
+
+
+@pytest.mark.parametrize("name", ["allgather", "reducescatter"])
+def test_dgx1_allgather_frontier_is_the_published_one(name):
+    # SCCL's published dgx1 frontier; reducescatter is its dual
+    result = run_frontier("dgx1", name)
+    assert triples(result) == [(2, 3, 2), (3, 7, 6)]
+    assert all(p.proven for p in result.points) and result.complete
+    assert result.points[-1].ratio == result.bounds.rounds_per_chunk == Fraction(7, 6)
+
+
+def test_dgx1_allreduce_instances_with_a_common_factor_are_not_skipped():
+    model = lower(resolve("dgx1"))
+    sat = solve_instance(model, make_collective("allreduce", 8, 4), 2, 4)
+    assert sat.status == "sat" and sat.schedule.num_steps == 2
+    unsat = solve_instance(model, make_collective("allreduce", 8, 4), 2, 3)
+    assert unsat.status == "unsat"
+
+
+def test_dgx1_allreduce_frontier_reaches_the_bound_through_composition():
+    result = run_frontier("dgx1", "allreduce", time_limit=120)
+    ratios = [p.ratio for p in result.points]
+    assert ratios == sorted(ratios, reverse=True)
+    assert result.points[0].steps == 2  # the hop bound
+    assert ratios[-1] == Fraction(7, 24)  # twice 7/6 over 8 shares: the cut bound
+    assert "composed" in result.points[-1].schedule.info
+
+
+# Small graphs where every frontier is known by hand (see comments). Each entry:
+# collective -> [(steps, rounds, chunks), ...]
+RING4 = {  # bidirectional ring of 4: diameter 2, two links per rank
+    "allgather": [(2, 3, 2)],  # 3 shares in over 2 links: 3/2 per chunk, in 2 steps
+    "reducescatter": [(2, 3, 2)],
+    "alltoall": [(2, 2, 1)],  # the bisection carries 4 shares over 2 links
+    "gather": [(2, 3, 2)],
+    "scatter": [(2, 3, 2)],
+}
+FC4 = {  # fully connected 4: one step, each rank has a link to each other
+    "allgather": [(1, 1, 1)], "reducescatter": [(1, 1, 1)], "alltoall": [(1, 1, 1)],
+    "gather": [(1, 1, 1)], "scatter": [(1, 1, 1)],
+    "allreduce": [(1, 1, 1), (2, 2, 4)],  # everyone reduces into everyone; then RS + AG
+}
+
+
+@pytest.mark.parametrize("spec, table", [("ring:4", RING4), ("fc:4", FC4)])
+def test_known_small_frontiers(spec, table):
+    for name, expected in table.items():
+        result = run_frontier(spec, name)
+        assert triples(result) == expected, name
+        assert result.complete
+
+
+@pytest.mark.parametrize("spec", ["ring:4", "fc:4", "switch:4", "line:3"])
+def test_every_collective_on_small_graphs_verifies_and_respects_bounds(spec):
+    for name in COLLECTIVES:
+        result = run_frontier(spec, name, time_limit=30)
+        assert result.points, name
+        for p in result.points:
+            verify_schedule(schedule_to_dict(p.schedule))
+            assert p.steps >= result.bounds.steps
+            assert p.ratio >= result.bounds.rounds_per_chunk
+        # the frontier improves bandwidth as it spends steps
+        assert [p.ratio for p in result.points] == sorted((p.ratio for p in result.points),
+                                                           reverse=True)
+
+
+CROSS_CHECK = [  # (topology, collective, steps, rounds, chunks)
+    ("dgx1", "allgather", 2, 3, 2), ("dgx1", "allgather", 2, 2, 2),
+    ("dgx1", "broadcast", 2, 2, 2), ("ring:4", "allreduce", 2, 2, 2),
+    ("ring:4", "allreduce", 2, 1, 1), ("line:3", "alltoall", 2, 2, 1),
+    ("line:3", "alltoall", 2, 1, 1), ("switch:4", "gather", 1, 2, 1),
+]
+
+
+@pytest.mark.parametrize("spec, name, steps, rounds, chunks", CROSS_CHECK)
+def test_cpsat_and_z3_agree(spec, name, steps, rounds, chunks):
+    model = lower(resolve(spec))
+    coll = make_collective(name, model.ranks, chunks, 0 if name in ROOTED else None)
+    answers = {backend: solve_instance(model, coll, steps, rounds, backend, 60)
+               for backend in ("cpsat", "z3")}
+    assert answers["cpsat"].status == answers["z3"].status != "unknown"
+
+
+@pytest.mark.parametrize("spec, steps, rounds, chunks", [
+    ("ring:4", 2, 3, 2), ("ring:4", 2, 2, 2), ("dgx1", 2, 3, 2), ("dgx1", 2, 2, 2),
+    ("line:3", 2, 2, 1), ("line:3", 3, 2, 1)])
+def test_reducescatter_dual_agrees_with_the_direct_combining_encoding(spec, steps, rounds,
+                                                                      chunks):
+    model = lower(resolve(spec))
+    coll = make_collective("reducescatter", model.ranks, chunks)
+    via_dual = solve_instance(model, coll, steps, rounds).status
+    direct = solve(encode(Instance(model, coll, steps, rounds)).constraints).status
+    assert via_dual == direct != "unknown"
+
+
+@pytest.mark.parametrize("spec, name, steps, rounds, chunks", [
+    ("switch:4", "broadcast", 2, 6, 4), ("switch:4", "broadcast", 2, 5, 4),
+    ("dgx1", "allgather", 2, 3, 2), ("ring:4", "allreduce", 3, 3, 4),
+    ("ring:4", "allreduce", 2, 2, 3), ("fc:4", "allgather", 2, 2, 3)])
+def test_symmetry_breaking_keeps_every_answer(spec, name, steps, rounds, chunks):
+    model = lower(resolve(spec))
+    coll = make_collective(name, model.ranks, chunks, 0 if name in ROOTED else None)
+    status = {flag: solve(encode(Instance(model, coll, steps, rounds, flag)).constraints).status
+              for flag in (True, False)}
+    assert status[True] == status[False] != "unknown"
+
+
+def synth_cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "synth", *args], capture_output=True,
+                          text=True, cwd=cwd)
+
+
+def test_cli_writes_verified_frontier_files_and_a_json_summary(tmp_path):
+    result = synth_cli("allgather", "--topo", "dgx1", "--out", str(tmp_path), "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert [(p["steps"], p["rounds"], p["chunks"]) for p in summary["frontier"]] == \
+        [(2, 3, 2), (3, 7, 6)]
+    assert summary["frontier"][-1]["ratio_to_bound"] == 1.0
+    files = sorted((tmp_path / "dgx1" / "allgather").glob("*.json"))
+    assert [f.name for f in files] == ["allgather-s2-r3-c2.json", "allgather-s3-r7-c6.json"]
+    check = synth_cli("verify", *map(str, files))
+    assert check.returncode == 0 and check.stdout.count("ok ") == 2
+
+
+def test_cli_table(tmp_path):
+    result = synth_cli("broadcast", "--topo", "ring:4", "--root", "2", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    header = result.stdout.splitlines()[1].split()
+    assert header[:4] == ["S", "R", "C", "R/C"]
+    assert (tmp_path / "ring:4" / "broadcast" / "broadcast-s2-r2-c2.json").exists()
+
+
+def test_cli_one_instance(tmp_path):
+    ok = synth_cli("allgather", "--topo", "dgx1", "--steps", "2", "--rounds", "3",
+                   "--chunks", "2", "--out", str(tmp_path))
+    assert ok.returncode == 0 and "2 steps, 3 rounds" in ok.stdout
+    no = synth_cli("allgather", "--topo", "dgx1", "--steps", "2", "--rounds", "2",
+                   "--chunks", "2", "--out", str(tmp_path))
+    assert no.returncode == 1 and "infeasible" in no.stderr and no.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["allgather", "--topo", "dgx1", "--rounds", "3"], "together"),
+    (["allgather", "--topo", "nope"], "unknown topology"),
+    (["broadcast", "--topo", "dgx1", "--root", "8"], "root 8 is not a rank"),
+    (["allgather", "--topo", "dgx1", "--root", "1"], "takes no root"),
+    (["allgather", "--topo", "dgx1", "--format", "pdf"], "unknown format"),
+    (["allgather", "--topo", "dgx1", "--max-chunks", "0"], "max-chunks"),
+])
+def test_cli_bad_input(args, message, tmp_path):
+    result = synth_cli(*args, "--out", str(tmp_path))
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and result.stderr.count("\n") == 1
+    assert not any(tmp_path.iterdir())
