@@ -87,8 +87,10 @@ def _synthesis_command(name: str):
     @click.option("--format", "formats", default="json", show_default=True,
                   help="Comma-separated output formats.")
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON summary.")
+    @click.option("--progress/--no-progress", default=None,
+                  help="Report each solver call on stderr [on a terminal].")
     def command(spec, root, steps, rounds, chunks, max_steps, max_chunks, solver, time_limit,
-                out_dir, formats, as_json):
+                out_dir, formats, as_json, progress):
         from synth.catalog import resolve
         from synth.output import parse_formats
 
@@ -101,8 +103,10 @@ def _synthesis_command(name: str):
                                "or --steps alone")
             return _one_instance(topo, name, root, steps, rounds, chunks, backend,
                                  time_limit, out_dir, formats, as_json)
+        if progress is None:
+            progress = sys.stderr.isatty() and not as_json
         return _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why,
-                         time_limit, out_dir, formats, as_json)
+                         time_limit, out_dir, formats, as_json, progress)
 
     command.__doc__ = (f"Synthesize {name} schedules: the Pareto frontier of steps against "
                        "rounds per chunk, each verified and written under --out.")
@@ -138,7 +142,7 @@ def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, 
 
 
 def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time_limit,
-              out_dir, formats, as_json):
+              out_dir, formats, as_json, show_progress):
     from dataclasses import replace
 
     from synth.bounds import bounds
@@ -150,7 +154,7 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     limits = default_limits(b, max_steps, max_chunks, time_limit, backend)
     if steps is not None:
         limits = replace(limits, max_steps=steps, min_steps=steps)
-    progress = _Progress(enabled=sys.stderr.isatty() and not as_json)
+    progress = _Progress(show_progress, overwrite=sys.stderr.isatty())
     progress.say(f"solver: {backend} ({why})")
     result = synthesize(topo, name, root, limits, progress.event)
     progress.done()
@@ -167,14 +171,19 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
 
 
 class _Progress:
-    """One overwritten status line on a terminal; silent otherwise."""
+    """Solver calls and points on stderr: one overwritten line on a terminal, plain
+    lines elsewhere."""
 
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
+    def __init__(self, enabled: bool, overwrite: bool):
+        self.enabled, self.overwrite = enabled, overwrite
 
     def say(self, text: str) -> None:
-        if self.enabled:
+        if not self.enabled or (not text and not self.overwrite):
+            return
+        if self.overwrite:
             click.echo(f"\r\033[K{text}", err=True, nl=False)
+        else:
+            click.echo(text, err=True)
 
     def event(self, kind: str, data) -> None:
         if kind == "search":

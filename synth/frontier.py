@@ -71,9 +71,11 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
             on_event("search", part)
         searches[part] = frontier(model, part, None, pb.steps, pb.rounds_per_chunk,
                                   part_limits, on_event)
+        if searches[part].stopped == "interrupted":
+            break  # Ctrl-C ends the whole job, keeping what was found
     composed = [Point(_compose(rs.schedule, ag.schedule), proven=False)
-                for rs in searches["reducescatter"].points
-                for ag in searches["allgather"].points]
+                for rs in searches.get("reducescatter", Search()).points
+                for ag in searches.get("allgather", Search()).points]
     points = pareto_filter(searches["allreduce"].points + composed)
     return Result(name, None, model, b, points, searches, time.monotonic() - start)
 

@@ -155,7 +155,11 @@ def _least_ratio(ask, model, name, root, steps: int, floor: Fraction, cap: Fract
     for any C (chunks are independent when capacity is no object).
     """
     found = None
-    for chunks in range(max_chunks, max_chunks // 2, -1):
+    # C that can meet the cut bound exactly first, smallest (quickest) first: if one
+    # reaches the bound the others need not be asked
+    order = sorted(range(max_chunks // 2 + 1, max_chunks + 1),
+                   key=lambda c: ((floor * c).denominator != 1, c))
+    for chunks in order:
         lower = max(steps, math.ceil(floor * chunks))
         upper = (math.ceil(cap * chunks) - 1 if cap is not None
                  else _unbounded_rounds(model, name, root, steps) * chunks)

@@ -66,11 +66,20 @@ RING4 = {  # bidirectional ring of 4: diameter 2, two links per rank
     "alltoall": [(2, 2, 1)],  # the bisection carries 4 shares over 2 links
     "gather": [(2, 3, 2)],
     "scatter": [(2, 3, 2)],
+    # 2 steps reduce and spread every contribution across the diameter; the bound
+    # (3/2 + 3/2) / 4 = 3/4 takes a third step
+    "allreduce": [(2, 2, 2), (3, 3, 4)],
+    # two pipelines, one each way round: S steps move 2(S - 1) chunks, R = S
+    "broadcast": [(2, 2, 2), (3, 3, 4), (4, 4, 6), (5, 5, 8)],
+    "reduce": [(2, 2, 2), (3, 3, 4), (4, 4, 6), (5, 5, 8)],
 }
 FC4 = {  # fully connected 4: one step, each rank has a link to each other
     "allgather": [(1, 1, 1)], "reducescatter": [(1, 1, 1)], "alltoall": [(1, 1, 1)],
     "gather": [(1, 1, 1)], "scatter": [(1, 1, 1)],
     "allreduce": [(1, 1, 1), (2, 2, 4)],  # everyone reduces into everyone; then RS + AG
+    # the root feeds its 3 links every step: S steps move 3(S - 1) + 1 chunks, R = S
+    "broadcast": [(1, 1, 1), (2, 2, 4), (3, 3, 7)],
+    "reduce": [(1, 1, 1), (2, 2, 4), (3, 3, 7)],
 }
 
 
