@@ -26,7 +26,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import networkx as nx
 
@@ -160,8 +160,11 @@ def _widest_shortest_routes(graph, source: str) -> dict[str, tuple[str, ...]]:
     return routes
 
 
+@lru_cache(maxsize=16)
 def hop_distances(model: LinkModel) -> dict[int, dict[int, int]]:
-    """Fewest rank hops between every pair of ranks: BFS from each, O(N * links)."""
+    """Fewest rank hops between every pair of ranks: BFS from each, O(N * links).
+
+    Cached: a frontier search encodes many instances of one model. Do not mutate."""
     return {r: nx.single_source_shortest_path_length(rank_graph(model), r)
             for r in range(model.ranks)}
 
