@@ -182,12 +182,12 @@ def _least_ratio(ask, model, name, root, steps: int, floor: Fraction, cap: Fract
 def _fewest_chunks(ask, steps: int, ratio: Fraction, k: int, found: Schedule) -> Schedule:
     """The same ratio with as few chunks as possible: simpler programs, less overhead.
 
-    Only divisors j of k are tried (their instances may be infeasible, but a smaller
-    multiple never does better than the one found).
+    Tries (j p, j q) for j = 1 .. k - 1 (ratio p / q, found at k q chunks); the first
+    that is satisfiable wins.
     """
     p, q = ratio.numerator, ratio.denominator
     for j in range(1, k):
-        if k % j == 0 and j * p >= steps:
+        if j * p >= steps:
             out = ask(steps, j * p, j * q)
             if out.status == SAT:
                 return out.schedule
