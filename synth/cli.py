@@ -324,4 +324,5 @@ def main(argv=None) -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
-
+# Commands that live in modules of their own register themselves on import.
+import synth.cli_run  # noqa: E402,F401  (registers run)
