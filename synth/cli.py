@@ -164,7 +164,9 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     summary = result_summary(result, topo.name, backend, paths)
     click.echo(json.dumps(summary, indent=1) if as_json else format_table(summary))
     if not result.points:
-        raise NoAnswer(f"no schedule found for {name} on {topo.name} within the limits")
+        why = "; ".join(dict.fromkeys(s.stopped.split(":")[0]
+                                      for s in result.searches.values()))
+        raise NoAnswer(f"no schedule found for {name} on {topo.name} ({why})")
     if any(s.stopped == "interrupted" for s in result.searches.values()):
         return 130
     return 0

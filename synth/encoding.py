@@ -57,6 +57,14 @@ class Encoding:
     rounds: list[int]  # int variable per step
 
 
+def estimated_variables(instance: Instance) -> int:
+    """About how many boolean variables encode() makes, before pruning: G x links x S,
+    times N contributions for combining collectives. Cheap: nothing is built."""
+    coll = instance.collective
+    tokens = coll.ranks if coll.combining else 1
+    return coll.num_chunks * len(instance.model.links) * instance.steps * tokens
+
+
 def encode(instance: Instance) -> Encoding:
     inst = instance
     model, coll, S = inst.model, inst.collective, inst.steps

@@ -31,7 +31,7 @@ from synth.collectives import make_collective
 from synth.constraints import SAT, UNKNOWN, UNSAT
 from synth.linkmodel import LinkModel
 from synth.schedule import Schedule
-from synth.synthesis import DEFAULT_WORKERS, solve_instance
+from synth.synthesis import DEFAULT_WORKERS, Outcome, TooLarge, solve_instance
 
 
 INSTANCE_SHARE = 0.2  # of the search's time limit, at most, for one solver call
@@ -78,6 +78,7 @@ class Search:
     attempts: list[Attempt] = field(default_factory=list)
     stopped: str = ""
     complete: bool = True  # no call timed out so far
+    too_large: str = ""  # why an instance was refused, if one was
 
 
 @dataclass(frozen=True)
@@ -112,8 +113,13 @@ def frontier(model: LinkModel, name: str, root: int | None, min_steps: int,
         # one hard instance may not eat the whole budget: the search moves on, and the
         # points after it are no longer proven
         budget = min(remaining, max(INSTANCE_FLOOR, limits.time_limit * INSTANCE_SHARE))
-        out = solve_instance(model, coll, steps, rounds, limits.backend, budget,
-                             limits.workers, minimize, floor)
+        try:
+            out = solve_instance(model, coll, steps, rounds, limits.backend, budget,
+                                 limits.workers, minimize, floor)
+        except TooLarge as e:  # as good as a time-out: skipped, and nothing after is proven
+            search.too_large = str(e)
+            search.complete = False
+            out = Outcome(UNKNOWN, None, 0.0, "too large")
         search.attempts.append(Attempt(steps, out.schedule.rounds if out.schedule else rounds,
                                        chunks, out.status, out.seconds, out.method))
         on_event("answer", search.attempts[-1])
@@ -135,6 +141,9 @@ def frontier(model: LinkModel, name: str, root: int | None, min_steps: int,
                 break
         else:
             search.stopped = f"reached --max-steps {limits.max_steps}"
+            if not search.points and search.too_large:
+                search.stopped = ("instances too large for exact synthesis: "
+                                  f"{search.too_large}")
     except TimeoutError:
         search.stopped = "out of time"
         search.complete = False

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from synth.collectives import DUAL, Collective, make_collective
 from synth.constraints import SAT, solve
 from synth.duality import reverse_model, reverse_schedule
-from synth.encoding import Instance, decode, encode
+from synth.encoding import Instance, decode, encode, estimated_variables
 from synth.linkmodel import LinkModel
 from synth.schedule import Schedule, schedule_to_dict
 from synth.verify import ScheduleInvalid, verify_schedule
@@ -21,6 +21,16 @@ from synth.verify import ScheduleInvalid, verify_schedule
 # CP-SAT's portfolio: more workers than cores still pays, since the workers run
 # different strategies and one of them often proves infeasibility quickly (bench/).
 DEFAULT_WORKERS = 4
+
+
+# Past this many variables an instance would take gigabytes and far more than minutes;
+# it is refused before anything is built. At the limit encoding takes seconds and the
+# solver about a gigabyte; dgx1 instances stay under 60,000.
+MAX_VARIABLES = 400_000
+
+
+class TooLarge(Exception):
+    """The instance is beyond what the exact encoder can hold; nothing was built."""
 
 
 class EncoderBug(RuntimeError):
@@ -62,6 +72,9 @@ def solve_instance(model: LinkModel, collective: Collective, steps: int, rounds:
 
 
 def _solve(instance: Instance, backend: str, time_limit: float, workers: int) -> Outcome:
+    size = estimated_variables(instance)
+    if size > MAX_VARIABLES:
+        raise TooLarge(f"about {size:,} variables (limit {MAX_VARIABLES:,})")
     enc = encode(instance)
     answer = solve(enc.constraints, backend, time_limit, workers)
     schedule = decode(enc, answer.bools) if answer.status == SAT else None

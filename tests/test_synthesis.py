@@ -2,6 +2,7 @@
 
 import json
 import subprocess
+import time
 import sys
 from dataclasses import replace
 from fractions import Fraction
@@ -194,3 +195,13 @@ def test_cli_bad_input(args, message, tmp_path):
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and result.stderr.count("\n") == 1
     assert not any(tmp_path.iterdir())
+
+
+def test_instances_too_large_are_refused_quickly_with_one_line(tmp_path):
+    start = time.monotonic()
+    result = synth_cli("allreduce", "--topo", "dgx2x4", "--time-limit", "60",
+                       "--out", str(tmp_path))
+    assert result.returncode == 1
+    assert "too large for exact synthesis" in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert time.monotonic() - start < 30  # refused before building anything
