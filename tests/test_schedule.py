@@ -92,3 +92,15 @@ def test_parse_size(text, nbytes):
 def test_bad_sizes(text):
     with pytest.raises(BadInput):
         parse_size(text)
+
+
+def test_written_files_follow_the_umask(tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        path = write_schedule(ring_allgather(3), tmp_path / "r.json")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
