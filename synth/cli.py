@@ -89,8 +89,10 @@ def _synthesis_command(name: str):
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON summary.")
     @click.option("--progress/--no-progress", default=None,
                   help="Report each solver call on stderr [on a terminal].")
+    @click.option("--plots", is_flag=True,
+                  help="Also plot the frontier and time against size (PNG) beside the files.")
     def command(spec, root, steps, rounds, chunks, max_steps, max_chunks, solver, time_limit,
-                out_dir, formats, as_json, progress):
+                out_dir, formats, as_json, progress, plots):
         from synth.catalog import resolve
         from synth.output import parse_formats
 
@@ -106,7 +108,7 @@ def _synthesis_command(name: str):
         if progress is None:
             progress = sys.stderr.isatty() and not as_json
         return _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why,
-                         time_limit, out_dir, formats, as_json, progress)
+                         time_limit, out_dir, formats, as_json, progress, plots)
 
     command.__doc__ = (f"Synthesize {name} schedules: the Pareto frontier of steps against "
                        "rounds per chunk, each verified and written under --out.")
@@ -142,7 +144,7 @@ def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, 
 
 
 def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time_limit,
-              out_dir, formats, as_json, show_progress):
+              out_dir, formats, as_json, show_progress, plots=False):
     from dataclasses import replace
 
     from synth.bounds import bounds
@@ -161,6 +163,13 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     if steps is not None:
         result.points = [p for p in result.points if p.steps == steps]
     paths = write_points(result.points, output_dir(out_dir, topo.name, name), formats)
+    if plots and result.points:
+        from synth.baselines import baselines
+        from synth.plots import write_plots
+
+        write_plots(result, [(base.name, base.schedule) for base in
+                             baselines(result.model, name, result.root)],
+                    output_dir(out_dir, topo.name, name))
     summary = result_summary(result, topo.name, backend, paths)
     click.echo(json.dumps(summary, indent=1) if as_json else format_table(summary))
     if not result.points:
@@ -328,3 +337,4 @@ def main(argv=None) -> None:
 
 # Commands that live in modules of their own register themselves on import.
 import synth.cli_run  # noqa: E402,F401  (registers run)
+import synth.cli_draw  # noqa: E402,F401  (registers draw, topo draw, report)
