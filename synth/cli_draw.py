@@ -1,9 +1,10 @@
 """Commands for pictures: `synth topo draw`, `synth draw`, `synth report`.
 
 Registered by the import at the end of synth/cli.py. Rendering is in synth.draw,
-synth.plots and synth.report; these commands check their input first (an unknown
-topology, a file that is not a schedule, an -o that is neither .svg nor .png are one
-line on stderr and exit 2) and write each file whole or not at all.
+synth.draw_topology, synth.draw_schedule, synth.plots and synth.report; these commands
+check their input first (an unknown topology, a file that is not a schedule, an -o that
+is neither .svg nor .png are one line on stderr and exit 2) and write each file whole or
+not at all.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ def topo_draw(spec, output):
     """Draw TOPO: GPUs, NVSwitches, PCIe switches, NICs, network switches, and links
     labelled lanes x GB/s; the boxes of a multi-node topology framed."""
     from synth.catalog import resolve
-    from synth.draw import picture_format, render, topology_graph
+    from synth.draw import picture_format, render
+    from synth.draw_topology import topology_graph
 
     picture_format(output)
     path = render(topology_graph(resolve(spec)), output)
@@ -43,7 +45,8 @@ def topo_draw(spec, output):
 def draw_command(file, output, color, columns):
     """Draw a schedule FILE step by step: one panel per step, showing which chunks
     cross which rank link and each link's load against capacity x rounds."""
-    from synth.draw import picture_format, render, schedule_graph
+    from synth.draw import picture_format, render
+    from synth.draw_schedule import schedule_graph
     from synth.schedule import read_schedule
 
     picture_format(output)

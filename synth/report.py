@@ -16,7 +16,9 @@ from pathlib import Path
 
 from synth.compare import comparison, make_rows
 from synth.cost import format_size
-from synth.draw import render_bytes, schedule_graph, topology_graph
+from synth.draw import render_bytes
+from synth.draw_schedule import schedule_graph
+from synth.draw_topology import topology_graph
 from synth.files import write_atomic
 from synth.frontier import Result
 from synth.output import point_stem, result_summary

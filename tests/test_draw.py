@@ -16,8 +16,9 @@ from synth.baselines import baselines
 from synth.bounds import bounds
 from synth.catalog import resolve
 from synth.collectives import make_collective
-from synth.draw import (hamiltonian_cycle, panel_columns, rank_positions, render,
-                        schedule_graph, topology_graph)
+from synth.draw import hamiltonian_cycle, rank_positions, render
+from synth.draw_schedule import panel_columns, schedule_graph
+from synth.draw_topology import topology_graph
 from synth.frontier import default_limits, synthesize
 from synth.linkmodel import lower
 from synth.plots import write_plots
