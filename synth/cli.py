@@ -338,3 +338,4 @@ def main(argv=None) -> None:
 # Commands that live in modules of their own register themselves on import.
 import synth.cli_run  # noqa: E402,F401  (registers run)
 import synth.cli_draw  # noqa: E402,F401  (registers draw, topo draw, report)
+import synth.cli_export  # noqa: E402,F401  (registers export)

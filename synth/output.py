@@ -11,7 +11,7 @@ from synth.frontier import Result, optimality, ratio_to_bound
 from synth.pareto import Point
 from synth.schedule import write_schedule
 
-FORMATS = ("json",)  # exporters add theirs here
+FORMATS = ("json", "msccl-xml", "mscclpp")  # files: synth.export.EXTENSIONS
 
 
 def parse_formats(text: str) -> list[str]:
@@ -33,19 +33,42 @@ def point_stem(point: Point) -> str:
 
 
 def write_points(points: list[Point], directory: Path, formats: list[str]) -> list[Path]:
-    """Write every point, then remove schedule files of earlier runs that are not on this
-    frontier (their names follow point_stem), so the folder holds just the frontier."""
-    written = []
+    """Write every point in each format (json: STEM.json, msccl-xml: STEM.xml, mscclpp:
+    STEM.mscclpp.json), then remove files of earlier runs that are not on this frontier
+    (their names follow point_stem), so the folder holds just the frontier. Returns one
+    path per point: its JSON file, else its first format's. A point an exporter cannot
+    express raises BadInput after everything else is written."""
+    from synth.export import EXTENSIONS, render
+    from synth.files import write_atomic
+
+    formats = list(dict.fromkeys(formats))
+    written, primary, failed = [], [], None
     for p in points:
-        if "json" in formats:
-            written.append(write_schedule(p.schedule, directory / f"{point_stem(p)}.json"))
+        paths = {}
+        for fmt in formats:
+            path = directory / f"{point_stem(p)}{EXTENSIONS[fmt]}"
+            if fmt == "json":
+                paths[fmt] = write_schedule(p.schedule, path)
+                continue
+            try:
+                text, _ = render(p.schedule, fmt)
+            except BadInput as e:
+                failed = failed or f"{point_stem(p)}: {e}"
+                continue
+            paths[fmt] = write_atomic(path, text)
+        written += paths.values()
+        if paths:
+            primary.append(paths.get("json", next(iter(paths.values()))))
     keep = {path.name for path in written}
     if points:
         prefix = points[0].schedule.collective.name
         for old in directory.glob(f"{prefix}-s*-r*-c*.*"):
-            if old.name not in keep and re.fullmatch(rf"{prefix}-s\d+-r\d+-c\d+\.\w+", old.name):
+            if old.name not in keep and re.fullmatch(
+                    rf"{prefix}-s\d+-r\d+-c\d+(\.mscclpp)?\.\w+", old.name):
                 old.unlink()
-    return written
+    if failed:
+        raise BadInput(failed)
+    return primary
 
 
 def point_summary(point: Point, result: Result, path: Path | None) -> dict:

@@ -1,0 +1,77 @@
+"""Exporters: a verified Schedule as the files real runtimes load.
+
+    text, summary = render(schedule, "msccl-xml")          # MSCCL XML algorithm
+    text, summary = render(schedule, "mscclpp")            # MSCCL++ execution plan (JSON)
+    text, summary = render(schedule, "json")               # the schedule file itself
+
+synth/export/layout.py maps DESIGN.md's chunk numbering onto input, output and scratch
+buffers; synth/export/msccl.py and synth/export/mscclpp.py lower the steps. Every XML
+and plan is run through its independent simulator (synth/msccl_sim.py,
+synth/mscclpp_sim.py) before it is returned. Exporters never solve; BadInput says why a
+schedule cannot be expressed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from synth.errors import BadInput, SynthError
+
+FORMATS = ("json", "msccl-xml", "mscclpp")
+EXTENSIONS = {"json": ".json", "msccl-xml": ".xml", "mscclpp": ".mscclpp.json"}
+_NAME = re.compile(r"[A-Za-z0-9_.:+-]+")
+
+
+def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
+           min_bytes: int = 0, max_bytes: int | None = None, check: bool = True
+           ) -> tuple[str, str]:
+    """(file text, one-line summary) of schedule in format fmt."""
+    if fmt not in FORMATS:
+        raise BadInput(f"unknown export format '{fmt}' (expected {', '.join(FORMATS)})")
+    if name is not None and not _NAME.fullmatch(name):
+        raise BadInput(f"name {name!r}: use letters, digits and _ . : + - only")
+    if min_bytes < 0 or (max_bytes is not None and max_bytes < 0):
+        raise BadInput("message sizes must not be negative")
+    if max_bytes and min_bytes > max_bytes:
+        raise BadInput(f"--min-bytes {min_bytes} is above --max-bytes {max_bytes}")
+    coll = schedule.collective
+    if fmt == "json":
+        from synth.schedule import schedule_to_dict
+
+        return (json.dumps(schedule_to_dict(schedule), indent=1) + "\n",
+                f"{coll.name} schedule, {coll.ranks} ranks, {schedule.num_steps} steps")
+    mode = "in place" if inplace else "out of place"
+    if fmt == "msccl-xml":
+        from synth.export.msccl import to_msccl_xml
+        from synth.msccl_sim import check_msccl_xml
+
+        text = to_msccl_xml(schedule, inplace, name, min_bytes, max_bytes or 0)
+        if not check:
+            return text, f"{coll.name} {mode}"
+        report = _checked(check_msccl_xml, text, coll.root, "MSCCL XML")
+        fused = sum(report["step_types"].get(t, 0) for t in ("rcs", "rrs", "rrcs"))
+        return text, (f"{coll.name} {mode}, {report['ranks']} gpus, {report['channels']} "
+                      f"channel(s), {report['threadblocks']} threadblocks, at most "
+                      f"{report['max_steps_per_threadblock']} steps per threadblock, "
+                      f"{fused} fused steps; simulated: no deadlock, right result")
+    from synth.export.mscclpp import to_mscclpp_plan
+    from synth.mscclpp_sim import check_mscclpp_plan
+
+    plan = to_mscclpp_plan(schedule, inplace, name, min_bytes, max_bytes)
+    text = json.dumps(plan, indent=1) + "\n"
+    if not check:
+        return text, f"{coll.name} {mode}"
+    report = _checked(check_mscclpp_plan, json.loads(text), coll.root, "MSCCL++ plan")
+    return text, (f"{coll.name} {mode}, Simple protocol, memory channels, "
+                  f"{report['ranks']} gpus x {report['threadblocks'] // report['ranks']} "
+                  f"thread block(s), at most {report['max_ops_per_threadblock']} ops each; "
+                  f"simulated over two launches: no deadlock, right result")
+
+
+def _checked(check, doc, root, what):
+    try:
+        return check(doc, root=root)
+    except SynthError as e:  # an exporter bug: refuse to write the file
+        raise BadInput(f"internal error: the {what} fails its simulator ({e}); "
+                       "please report it with the schedule file") from None

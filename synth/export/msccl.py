@@ -1,0 +1,504 @@
+"""Lower a Schedule to an MSCCL XML algorithm (msccl, msccl-executor-nccl, RCCL).
+
+Buffers follow synth.export.layout: chunk k of the collective sits in the slot the
+layout gives each rank; a value a rank relays without a slot of its own, and a value
+received while the rank still reads the old one in the same step, goes to a fresh
+scratch slot (scratch slots are never reused within a launch). nchunksperloop is the
+chunk count of the larger per-rank buffer (DESIGN.md's G, except alltoall: its N*N*C
+global chunks are the N*C chunks of each rank's buffers).
+
+The program, per rank:
+- Channels are chunk lanes: chunk k travels on channel k mod K, K the fewest channels
+  that keep every threadblock within the strictest runtime's 64 steps (and at most 64
+  threadblocks per GPU, 32 per channel, 32 channels, 1024 XML elements per rank for
+  msccl-executor-nccl's parser); otherwise BadInput.
+- Per channel, each threadblock has one receive peer and one send peer. Receive peers
+  are matched with send peers so that the most receives can be fused with the send they
+  feed: a chunk received and later forwarded unchanged becomes one rcs step; a reduction
+  received and forwarded becomes rrcs (or rrs when the rank never needs the sum again).
+- Each threadblock runs its steps in schedule order ("virtual time"): a transfer takes
+  its step and (chunk, src, dst) as its time; a fused forward takes the time of the
+  receive that feeds it, and so does its downstream receive (allowed only when the
+  downstream rank touches that chunk nowhere in between). Every dependency then points
+  to an earlier time, so the transfer with the least unfinished time can always run:
+  no deadlock, with any amount of buffering down to one message per connection.
+- A rank that reads a chunk in the same step as it receives a new value of it gets the
+  new value in scratch and folds it in (re or cpy) once the step's sends of the old value
+  are done. Dependencies (depid/deps, hasdep, extra ones as nop steps) order every
+  cross-threadblock read-after-write, write-after-read and write-after-write on a slot.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from xml.sax.saxutils import quoteattr
+
+from synth.errors import BadInput
+from synth.export.layout import Layout, Slot, drop_redundant
+
+MAX_STEPS = 64          # steps per threadblock: msccl-executor-nccl and RCCL
+MAX_TBS = 64            # threadblocks per GPU: RCCL
+MAX_TBS_PER_CHANNEL = 32  # msccl-executor-nccl
+MAX_CHANNELS = 32
+MAX_CNT = 71            # 0 < cnt < 72
+MAX_NODES = 1024        # msccl-executor-nccl's parser: algo + gpus + one rank's tbs and steps
+SEND_TYPES = frozenset({"s", "rcs", "rrs", "rrcs"})
+RECV_TYPES = frozenset({"r", "rcs", "rrs", "rrc", "rrcs"})
+
+
+@dataclass(eq=False)
+class _X:
+    """One send of the schedule."""
+    idx: int
+    step: int
+    chunk: int
+    src: int
+    dst: int
+    op: str
+
+    @property
+    def key(self):
+        return (self.chunk, self.src, self.dst)
+
+
+@dataclass(eq=False)
+class _Op:
+    kind: str
+    rank: int
+    order: tuple
+    src: Slot | None = None
+    dst: Slot | None = None
+    cnt: int = 1
+    deps: set = field(default_factory=set)
+    tb: "_TB | None" = None
+    sender: "_Op | None" = None  # the op whose send this op receives
+
+
+@dataclass(eq=False)
+class _TB:
+    rank: int
+    chan: int
+    recv: int = -1
+    send: int = -1
+    ops: list = field(default_factory=list)
+    id: int = -1
+
+
+class _NotOrdered(Exception):
+    """A dependency would point forward in virtual time (never expected; retried unfused)."""
+
+
+def _lane_tbs(rank, chan, in_peers, out_peers, pair_counts):
+    """Threadblocks of one rank on one channel: receive peers matched with send peers,
+    the pairs with most fusable transfers first, the rest paired in order."""
+    tbs, free_in, free_out = [], set(in_peers), set(out_peers)
+    for (a, e), _ in sorted(pair_counts.items(), key=lambda item: (-item[1], item[0])):
+        if a in free_in and e in free_out:
+            tbs.append(_TB(rank, chan, a, e))
+            free_in.discard(a)
+            free_out.discard(e)
+    ins, outs = sorted(free_in), sorted(free_out)
+    for i in range(max(len(ins), len(outs))):
+        tbs.append(_TB(rank, chan, ins[i] if i < len(ins) else -1,
+                       outs[i] if i < len(outs) else -1))
+    return tbs
+
+
+class _Program:
+    """The ops of every rank for one choice of channel count, before XML."""
+
+    def __init__(self, schedule, layout: Layout, channels: int, fuse: bool):
+        self.coll, self.layout, self.k = schedule.collective, layout, channels
+        xs, steps = [], drop_redundant(schedule.collective, schedule.steps)
+        for t, sends in enumerate(steps):
+            for s in sorted(sends, key=lambda s: (s.chunk, s.src, s.dst)):
+                xs.append(_X(len(xs), t, s.chunk, s.src, s.dst, s.op))
+        self.xs, self.nsteps = xs, len(steps)
+        # accesses of (rank, chunk) in schedule order: (step, "r"|"w", transfer)
+        self.acc = defaultdict(list)
+        for x in xs:
+            self.acc[(x.src, x.chunk)].append((x.step, "r", x))
+            self.acc[(x.dst, x.chunk)].append((x.step, "w", x))
+        self.staged = {x.idx for x in xs
+                       if any(t == x.step and kind == "r" for t, kind, _ in self.acc[(x.dst, x.chunk)])}
+        self.tbs = []
+        self._threadblocks(self._candidates() if fuse else [])
+        self._fuse()
+        self._ops()
+        self._order_and_deps()
+
+    def lane(self, chunk: int) -> int:
+        return chunk % self.k
+
+    # --- fusion -----------------------------------------------------------------
+
+    def _candidates(self):
+        """(receive x, the send S it feeds, step type): x is the only write of its
+        chunk on its rank in its step, the rank reads nothing of it in that step, and S is
+        the first read after it, before any other write."""
+        out = []
+        for x in self.xs:
+            if x.idx in self.staged:
+                continue
+            acc = self.acc[(x.dst, x.chunk)]
+            if sum(1 for t, kind, _ in acc if t == x.step and kind == "w") != 1:
+                continue
+            later = [a for a in acc if a[0] > x.step]
+            reads = []
+            for t, kind, y in later:
+                if kind == "w":
+                    break
+                reads.append(y)
+            if not reads:
+                continue
+            if x.op == "copy":
+                kind = "rcs"
+            elif len(later) == 1 and (x.dst, x.chunk) not in self.coll.post:
+                kind = "rrs"
+            else:
+                kind = "rrcs"
+            out.append((x, reads[0], kind))
+        return out
+
+    def _threadblocks(self, candidates):
+        ins, outs, pairs = defaultdict(set), defaultdict(set), defaultdict(lambda: defaultdict(int))
+        for x in self.xs:
+            ins[(x.dst, self.lane(x.chunk))].add(x.src)
+            outs[(x.src, self.lane(x.chunk))].add(x.dst)
+        for x, s, _ in candidates:
+            pairs[(x.dst, self.lane(x.chunk))][(x.src, s.dst)] += 1
+        self.recv_tb, self.send_tb = {}, {}
+        for key in sorted(set(ins) | set(outs)):
+            rank, chan = key
+            for tb in _lane_tbs(rank, chan, ins[key], outs[key], pairs[key]):
+                self.tbs.append(tb)
+                if tb.recv >= 0:
+                    self.recv_tb[(rank, chan, tb.recv)] = tb
+                if tb.send >= 0:
+                    self.send_tb[(rank, chan, tb.send)] = tb
+        self.candidates = candidates
+
+    def _fuse(self):
+        self.tau = {x.idx: (x.step, 0, x.key) for x in self.xs}
+        self.fused, self.fused_by = {}, {}  # receive idx -> (send, kind); send idx -> receive
+        for x, s, kind in self.candidates:
+            lane = self.lane(x.chunk)
+            if self.recv_tb[(x.dst, lane, x.src)] is not self.send_tb[(x.dst, lane, s.dst)]:
+                continue
+            t0 = self.tau[x.idx][0]
+            if any(y is not s and t0 <= t <= s.step for t, _, y in self.acc[(s.dst, s.chunk)]):
+                continue  # the downstream rank touches the chunk while it would arrive early
+            self.fused[x.idx] = (s, kind)
+            self.fused_by[s.idx] = x
+            self.tau[s.idx] = self.tau[x.idx]
+
+    # --- ops, operands and dependencies -------------------------------------------
+
+    def _ops(self):
+        lay = self.layout
+        loc = {}  # (rank, chunk) -> Slot of its current value
+        for r in range(lay.n):
+            for k in range(lay.g):
+                slot = lay.init_slot(r, k)
+                if slot is not None:
+                    loc[(r, k)] = slot
+        self.scratch = defaultdict(int)
+        used = defaultdict(set)  # rank -> output slots handed out
+        state = defaultdict(lambda: [None, []])  # (rank, slot) -> [last writer, readers since]
+
+        def read(op, rank, slot):
+            w, readers = state[(rank, slot)]
+            if w is not None and w is not op:
+                op.deps.add(w)
+            readers.append(op)
+
+        def write(op, rank, slot):
+            entry = state[(rank, slot)]
+            op.deps.update(o for o in [entry[0], *entry[1]] if o is not None and o is not op)
+            entry[0], entry[1] = op, []
+
+        def fresh(rank):
+            self.scratch[rank] += 1
+            return Slot("s", self.scratch[rank] - 1)
+
+        def new_slot(rank, k):
+            out = lay.out_slot(rank, k)
+            if out is not None and out not in used[rank]:
+                used[rank].add(out)
+                return out
+            return fresh(rank)
+
+        def target(rank, k):
+            cur = loc.get((rank, k))
+            return cur if cur is not None and lay.writable(rank, k, cur) else new_slot(rank, k)
+
+        def place(op, tb):
+            op.tb = tb
+            tb.ops.append(op)
+            return op
+
+        sender_of = {}  # transfer idx -> the op that sends it
+        by_step = defaultdict(list)
+        for x in self.xs:
+            by_step[x.step].append(x)
+        for t in range(self.nsteps):
+            folds = []
+            for x in by_step[t]:
+                lane = self.lane(x.chunk)
+                if x.idx not in self.fused_by:  # a plain send
+                    op = place(_Op("s", x.src, self.tau[x.idx], src=loc[(x.src, x.chunk)]),
+                               self.send_tb[(x.src, lane, x.dst)])
+                    read(op, x.src, op.src)
+                    sender_of[x.idx] = op
+                d, k = x.dst, x.chunk
+                tb = self.recv_tb[(d, lane, x.src)]
+                if x.idx in self.fused:
+                    kind = self.fused[x.idx][1]
+                    op = place(_Op(kind, d, self.tau[x.idx]), tb)
+                    sender_of[self.fused[x.idx][0].idx] = op
+                    if kind != "rcs":
+                        op.src = loc[(d, k)]
+                        read(op, d, op.src)
+                    if kind != "rrs":
+                        op.dst = target(d, k)
+                        write(op, d, op.dst)
+                        loc[(d, k)] = op.dst
+                elif x.idx in self.staged:
+                    op = place(_Op("r", d, self.tau[x.idx], dst=fresh(d)), tb)
+                    write(op, d, op.dst)
+                    folds.append((x, op))
+                elif x.op == "reduce":
+                    op = place(_Op("rrc", d, self.tau[x.idx], src=loc[(d, k)]), tb)
+                    read(op, d, op.src)
+                    op.dst = target(d, k)
+                    write(op, d, op.dst)
+                    loc[(d, k)] = op.dst
+                else:
+                    op = place(_Op("r", d, self.tau[x.idx], dst=target(d, k)), tb)
+                    write(op, d, op.dst)
+                    loc[(d, k)] = op.dst
+                op.sender = sender_of[x.idx]
+            for x, recv in folds:  # after the step's sends of the old value
+                d, k, q = x.dst, x.chunk, recv.dst
+                cur = loc[(d, k)]
+                order = (t, 1, x.key)
+                if x.op == "copy" and not lay.writable(d, k, cur):
+                    loc[(d, k)] = q  # the new value simply lives in scratch
+                    continue
+                if x.op == "copy":
+                    op = place(_Op("cpy", d, order, src=q, dst=cur), recv.tb)
+                    read(op, d, q)
+                elif lay.writable(d, k, cur):
+                    op = place(_Op("re", d, order, src=q, dst=cur), recv.tb)
+                    read(op, d, q)
+                    read(op, d, cur)
+                else:
+                    op = place(_Op("re", d, order, src=cur, dst=q), recv.tb)
+                    read(op, d, cur)
+                    read(op, d, q)
+                    loc[(d, k)] = q
+                write(op, d, op.dst)
+        self._epilogue(loc, state, read, write)
+
+    def _epilogue(self, loc, state, read, write):
+        """Copy each result that is not yet in its output slot there: right after the
+        step that produced it, or first thing when it is the rank's untouched input."""
+        lay, early = self.layout, defaultdict(list)
+        for r, k in sorted(self.coll.post):
+            cur, out = loc.get((r, k)), lay.out_slot(r, k)
+            if cur is None or cur == out:
+                continue
+            writer = state[(r, cur)][0]
+            if writer is None:
+                early[(r, self.lane(k))].append((cur, out))
+                continue
+            op = _Op("cpy", r, writer.order + (1, k), src=cur, dst=out)
+            read(op, r, cur)
+            write(op, r, out)
+            op.tb = writer.tb
+            writer.tb.ops.append(op)
+        for (r, lane), copies in sorted(early.items()):
+            tb = next((tb for tb in self.tbs if tb.rank == r and tb.chan == lane), None) \
+                or next((tb for tb in self.tbs if tb.rank == r), None)
+            if tb is None:
+                tb = _TB(r, lane)
+                self.tbs.append(tb)
+            for n, (src, dst, cnt) in enumerate(_runs(copies)):
+                op = _Op("cpy", r, (-1, n), src=src, dst=dst, cnt=cnt)
+                op.tb = tb
+                tb.ops.append(op)
+
+    def _order_and_deps(self):
+        """Sort each threadblock by virtual time; turn dependencies into depid/deps, one
+        per step, extra ones as nop steps before it; mark what is waited on."""
+        by_rank = defaultdict(list)
+        for tb in self.tbs:
+            by_rank[tb.rank].append(tb)
+        for rank, tbs in by_rank.items():
+            tbs.sort(key=lambda tb: (tb.chan, tb.recv < 0, tb.recv, tb.send < 0, tb.send))
+            for i, tb in enumerate(tbs):
+                tb.id = i
+        self.tbs = [tb for rank in sorted(by_rank) for tb in by_rank[rank]]
+        pos = {}
+        for tb in self.tbs:
+            tb.ops.sort(key=lambda op: op.order)
+            for i, op in enumerate(tb.ops):
+                pos[op] = i
+        plans = self._plan_waits(pos)
+        # final step numbers, counting the nops
+        index = {}
+        for tb in self.tbs:
+            n = 0
+            for op, need in plans[tb]:
+                n += max(len(need) - 1, 0)
+                index[(tb, pos[op])] = n
+                n += 1
+        self.steps = {}
+        for tb in self.tbs:
+            out = []
+            for op, need in plans[tb]:
+                waits = [(t.id, index[(t, p)]) for t, p in need]
+                for t, s in waits[1:]:
+                    out.append(("nop", None, None, 1, t, s))
+                dep = waits[0] if waits else (-1, -1)
+                out.append((op.kind, op.src, op.dst, op.cnt, dep[0], dep[1]))
+            self.steps[tb] = out
+        self.hasdep = {(tb.rank, t, s) for tb in self.tbs for *_, t, s in self.steps[tb] if t >= 0}
+
+    def _plan_waits(self, pos):
+        """For each op, the (threadblock, position) steps it must wait on explicitly:
+        its dependencies minus those already implied by program order, earlier waits
+        and received messages (vector clocks, visiting ops so that each comes after its
+        threadblock predecessor and its sender; virtual time guarantees an order)."""
+        index = {tb: i for i, tb in enumerate(self.tbs)}
+        size = len(self.tbs)
+        clock, plans = {}, {tb: [] for tb in self.tbs}
+        nxt = {tb: 0 for tb in self.tbs}
+        pending = sorted(self.tbs, key=lambda tb: index[tb])
+        while pending:
+            progressed = False
+            for tb in pending:
+                while nxt[tb] < len(tb.ops):
+                    op = tb.ops[nxt[tb]]
+                    if (op.sender is not None and op.sender not in clock) \
+                            or any(dep not in clock for dep in op.deps):
+                        break
+                    now = list(clock[tb.ops[nxt[tb] - 1]]) if nxt[tb] else [0] * size
+                    if op.sender is not None:
+                        now = [max(a, b) for a, b in zip(now, clock[op.sender])]
+                    need = []
+                    for dep in sorted(op.deps, key=lambda d: d.order, reverse=True):
+                        if dep.order >= op.order:
+                            raise _NotOrdered()
+                        if dep.tb is tb or now[index[dep.tb]] > pos[dep]:
+                            continue
+                        need.append((dep.tb, pos[dep]))
+                        now = [max(a, b) for a, b in zip(now, clock[dep])]
+                    now[index[tb]] = pos[op] + 1
+                    clock[op] = now
+                    plans[tb].append((op, sorted(need, key=lambda item: (item[0].id, item[1]))))
+                    nxt[tb] += 1
+                    progressed = True
+            pending = [tb for tb in pending if nxt[tb] < len(tb.ops)]
+            if pending and not progressed:
+                raise _NotOrdered()
+        return plans
+
+    def check_limits(self):
+        """None when the runtimes' limits hold, else why not."""
+        per_gpu, per_chan = defaultdict(int), defaultdict(int)
+        for tb in self.tbs:
+            per_gpu[tb.rank] += 1
+            per_chan[(tb.rank, tb.chan)] += 1
+            if len(self.steps[tb]) > MAX_STEPS:
+                return (f"a threadblock of rank {tb.rank} needs {len(self.steps[tb])} steps "
+                        f"(limit {MAX_STEPS})")
+        if per_gpu and max(per_gpu.values()) > MAX_TBS:
+            return f"a rank needs {max(per_gpu.values())} threadblocks (limit {MAX_TBS})"
+        nodes = defaultdict(lambda: 1 + self.layout.n)
+        for tb in self.tbs:
+            nodes[tb.rank] += 1 + len(self.steps[tb])
+        if nodes and max(nodes.values()) > MAX_NODES:
+            return (f"a rank's part of the XML has {max(nodes.values())} elements (the "
+                    f"parser takes {MAX_NODES})")
+        if per_chan and max(per_chan.values()) > MAX_TBS_PER_CHANNEL:
+            return (f"a channel needs {max(per_chan.values())} threadblocks "
+                    f"(limit {MAX_TBS_PER_CHANNEL})")
+        return None
+
+
+def _runs(copies):
+    """Coalesce copies (src, dst) of consecutive slots into (src, dst, cnt)."""
+    out = []
+    for src, dst in sorted(copies):
+        if out:
+            s0, d0, cnt = out[-1]
+            if (src.buf == s0.buf and dst.buf == d0.buf and src.idx == s0.idx + cnt
+                    and dst.idx == d0.idx + cnt and cnt < MAX_CNT):
+                out[-1] = (s0, d0, cnt + 1)
+                continue
+        out.append((src, dst, 1))
+    return out
+
+
+def build(schedule, inplace: bool = False):
+    """The _Program with the fewest channels that fits the runtimes' limits."""
+    layout = Layout(schedule.collective, inplace)
+    most = max(1, min(schedule.collective.num_chunks, MAX_CHANNELS))
+    why = None
+    for k in range(1, most + 1):
+        try:
+            program = _Program(schedule, layout, k, fuse=True)
+        except _NotOrdered:
+            program = _Program(schedule, layout, k, fuse=False)
+        why = program.check_limits()
+        if why is None:
+            return program
+    raise BadInput(f"cannot export to MSCCL XML: even on {most} channels {why}")
+
+
+def to_msccl_xml(schedule, inplace: bool = False, name: str | None = None,
+                 min_bytes: int = 0, max_bytes: int = 0) -> str:
+    """The XML text of the schedule's algorithm. BadInput when it cannot be expressed."""
+    program = build(schedule, inplace)
+    lay, coll = program.layout, schedule.collective
+    name = name or default_name(schedule, inplace)
+    head = (f'<algo name={quoteattr(name)} proto="Simple" nchannels="{program.k}" '
+            f'nchunksperloop="{lay.loop_chunks}" ngpus="{lay.n}" coll="{coll.name}" '
+            f'inplace="{int(inplace)}" outofplace="{int(not inplace)}" '
+            f'minBytes="{int(min_bytes)}" maxBytes="{int(max_bytes)}">')
+    info = (f"<!-- synth: {lay.describe()}"
+            + (f", root {coll.root}" if coll.root is not None else "")
+            + f", {schedule.num_steps} steps, {schedule.rounds} rounds"
+            + f", topology {schedule.model.name} -->")
+    lines = [info, head]
+    by_rank = defaultdict(list)
+    for tb in program.tbs:
+        by_rank[tb.rank].append(tb)
+    for r in range(lay.n):
+        lines.append(f'  <gpu id="{r}" i_chunks="{lay.i_chunks}" o_chunks="{lay.o_chunks}" '
+                     f's_chunks="{program.scratch[r]}">')
+        for tb in by_rank[r]:
+            lines.append(f'    <tb id="{tb.id}" send="{tb.send}" recv="{tb.recv}" '
+                         f'chan="{tb.chan}">')
+            for s, (kind, src, dst, cnt, depid, deps) in enumerate(program.steps[tb]):
+                src = src or dst
+                dst = dst or src
+                sb, so = (src.buf, src.idx) if src else ("i", -1)
+                db, do = (dst.buf, dst.idx) if dst else ("o", -1)
+                hasdep = int((r, tb.id, s) in program.hasdep)
+                lines.append(f'      <step s="{s}" type="{kind}" srcbuf="{sb}" srcoff="{so}" '
+                             f'dstbuf="{db}" dstoff="{do}" cnt="{cnt}" depid="{depid}" '
+                             f'deps="{deps}" hasdep="{hasdep}"/>')
+            lines.append("    </tb>")
+        lines.append("  </gpu>")
+    lines.append("</algo>")
+    return "\n".join(lines) + "\n"
+
+
+def default_name(schedule, inplace: bool) -> str:
+    coll = schedule.collective
+    root = f"-root{coll.root}" if coll.root is not None else ""
+    return (f"synth-{coll.name}{root}-{schedule.model.name}-s{schedule.num_steps}"
+            f"-r{schedule.rounds}-c{coll.chunks}-{'inplace' if inplace else 'outofplace'}")

@@ -1,0 +1,399 @@
+"""Exporters (MSCCL XML, MSCCL++ plan) and their runtime simulators.
+
+Every schedule synthesis writes for ring:4 and dgx1 is exported both ways and run
+through the simulators; the simulators accept the reference examples and reject
+broken programs; the export command and --format at synthesis time.
+"""
+
+import json
+import re
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from synth.bounds import bounds
+from synth.catalog import resolve
+from synth.collectives import ROOTED, make_collective
+from synth.errors import BadInput
+from synth.export import render
+from synth.export import msccl as msccl_export
+from synth.export import mscclpp as mscclpp_export
+from synth.export.layout import Layout, Slot
+from synth.export.msccl import to_msccl_xml
+from synth.export.mscclpp import IN_PLACE, to_mscclpp_plan
+from synth.frontier import default_limits, synthesize
+from synth.msccl_sim import MscclInvalid, check_msccl_xml
+from synth.mscclpp_sim import PlanInvalid, check_mscclpp_plan
+from synth.schedule import schedule_to_dict, write_schedule
+
+TOPOLOGIES = ("ring:4", "dgx1")
+COLLS = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce", "alltoall",
+         "gather", "scatter")
+CASES = [(t, c) for t in TOPOLOGIES for c in COLLS]
+
+
+@pytest.fixture(scope="module")
+def frontier():
+    """frontier(topo, collective) -> the schedules synthesis writes (cached)."""
+    cache = {}
+
+    def get(topo, name):
+        if (topo, name) not in cache:
+            t = resolve(topo)
+            root = 0 if name in ROOTED else None
+            b = bounds(t, make_collective(name, t.ranks, 1, root))
+            result = synthesize(t, name, root, replace(default_limits(b, time_limit=20)))
+            assert result.points
+            cache[(topo, name)] = [p.schedule for p in result.points]
+        return cache[(topo, name)]
+    return get
+
+
+def modes(name):
+    return (False,) if name == "alltoall" else (False, True)
+
+
+# --- every synthesized schedule, both exporters ---------------------------------------
+
+@pytest.mark.parametrize("topo,name", CASES)
+def test_msccl_xml_of_every_frontier_schedule_runs(frontier, topo, name):
+    for schedule in frontier(topo, name):
+        coll = schedule.collective
+        for inplace in modes(name):
+            text = to_msccl_xml(schedule, inplace=inplace)
+            report = check_msccl_xml(text, root=coll.root)
+            assert (report["collective"], report["ranks"], report["chunks"]) == \
+                (name, coll.ranks, coll.chunks)
+            assert report["inplace"] == inplace
+            assert report["max_steps_per_threadblock"] <= 64
+
+
+@pytest.mark.parametrize("topo,name", CASES)
+def test_mscclpp_plan_of_every_frontier_schedule_runs(frontier, topo, name):
+    for schedule in frontier(topo, name):
+        for inplace in (False, True) if name in IN_PLACE else (False,):
+            plan = json.loads(json.dumps(to_mscclpp_plan(schedule, inplace=inplace)))
+            report = check_mscclpp_plan(plan, root=schedule.collective.root)
+            assert report["max_ops_per_threadblock"] <= 64
+            assert plan["inplace"] is inplace and plan["collective"] == name
+
+
+def test_fused_step_types_appear(frontier):
+    types = {}
+    for topo, name in [("ring:4", "allgather"), ("ring:4", "reduce"), ("dgx1", "allreduce")]:
+        for schedule in frontier(topo, name):
+            for kind, n in check_msccl_xml(to_msccl_xml(schedule), root=schedule.collective.root
+                                           )["step_types"].items():
+                types[kind] = types.get(kind, 0) + n
+    assert types.get("rcs") and types.get("rrs") and types.get("rrcs")
+
+
+def test_xml_keeps_the_loader_habits(frontier):
+    schedule = frontier("ring:4", "broadcast")[0]
+    text = to_msccl_xml(schedule)
+    assert not text.startswith("<?xml") and "'" not in text
+    algo = re.search(r"<algo [^>]*>", text).group(0)
+    for attr in ("outofplace=\"1\"", "inplace=\"0\"", "minBytes=\"0\"", "maxBytes=\"0\"",
+                 "coll=\"broadcast\"", "ngpus=\"4\"", "proto=\"Simple\""):
+        assert attr in algo
+    for line in text.splitlines():
+        if "<step " in line:
+            for attr in ("s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid",
+                         "deps", "hasdep"):
+                assert f' {attr}="' in line
+
+
+def test_layout_maps_global_chunks_onto_buffers():
+    ag = Layout(make_collective("allgather", 4, 2), inplace=False)
+    assert (ag.i_chunks, ag.o_chunks, ag.loop_chunks) == (2, 8, 8)
+    assert ag.init_slot(1, 3) == Slot("i", 1) and ag.init_slot(0, 3) is None
+    assert ag.out_slot(0, 3) == Slot("o", 3)
+    ag_ip = Layout(make_collective("allgather", 4, 2), inplace=True)
+    assert ag_ip.i_chunks == 0 and ag_ip.init_slot(1, 3) == Slot("o", 3)
+    rs_ip = Layout(make_collective("reducescatter", 4, 2), inplace=True)
+    assert rs_ip.o_chunks == 0 and rs_ip.out_slot(1, 3) == Slot("i", 3)
+    a2a = Layout(make_collective("alltoall", 3, 1), inplace=False)
+    k = (2 * 3 + 1) * 1  # from rank 2 to rank 1
+    assert a2a.init_slot(2, k) == Slot("i", 1) and a2a.out_slot(1, k) == Slot("o", 2)
+    assert a2a.loop_chunks == 3
+    with pytest.raises(BadInput, match="in-place"):
+        Layout(make_collective("alltoall", 3, 1), inplace=True)
+
+
+# --- limits: split across channels / thread blocks, or refuse --------------------------
+
+def test_xml_splits_across_channels_then_refuses(frontier, monkeypatch):
+    schedule = frontier("dgx1", "allgather")[-1]  # 48 chunks
+    monkeypatch.setattr(msccl_export, "MAX_STEPS", 12)
+    text = to_msccl_xml(schedule)
+    report = check_msccl_xml(text, max_steps=12)
+    assert report["channels"] > 1 and report["max_steps_per_threadblock"] <= 12
+    monkeypatch.setattr(msccl_export, "MAX_STEPS", 1)
+    with pytest.raises(BadInput, match="cannot export to MSCCL XML"):
+        to_msccl_xml(schedule)
+
+
+def test_plan_splits_into_thread_blocks_then_refuses(frontier, monkeypatch):
+    schedule = frontier("dgx1", "allreduce")[1]  # 16 chunks, 39 ops on one thread block
+    monkeypatch.setattr(mscclpp_export, "MAX_OPS", 30)
+    plan = to_mscclpp_plan(schedule)
+    assert len(plan["gpus"][0]["threadblocks"]) > 1
+    assert all(len(tb["ops"]) <= 30 for g in plan["gpus"] for tb in g["threadblocks"])
+    check_mscclpp_plan(plan)
+    monkeypatch.setattr(mscclpp_export, "MAX_OPS", 4)
+    with pytest.raises(BadInput, match="cannot export to MSCCL\\+\\+"):
+        to_mscclpp_plan(schedule)
+
+
+def test_unsupported_forms_are_refused(frontier):
+    with pytest.raises(BadInput, match="alltoall has no in-place form"):
+        to_msccl_xml(frontier("ring:4", "alltoall")[0], inplace=True)
+    with pytest.raises(BadInput, match="reducescatter in place to MSCCL\\+\\+"):
+        to_mscclpp_plan(frontier("ring:4", "reducescatter")[0], inplace=True)
+    with pytest.raises(BadInput, match="name"):
+        render(frontier("ring:4", "allgather")[0], "msccl-xml", name='bad"name')
+
+
+# --- the MSCCL++ plan's structure, per mscclpp-plan.md sections 1-4 ----------------------
+
+def test_plan_structure(frontier):
+    schedule = frontier("ring:4", "allreduce")[-1]
+    plan = json.loads(render(schedule, "mscclpp")[0])
+    types = {"name": str, "collective": str, "protocol": str, "inplace": bool, "gpus": list,
+             "reuse_resources": bool, "use_double_scratch_buffer": bool,
+             "num_threads_per_block": int, "buffer_alignment": int,
+             "min_message_size": int, "max_message_size": int}
+    for key, kind in types.items():
+        assert isinstance(plan[key], kind), key
+    assert plan["protocol"] == "Simple" and plan["reuse_resources"] is False
+    assert plan["use_double_scratch_buffer"] is False and plan["buffer_alignment"] == 16
+    assert plan["max_message_size"] * 4 < 2 ** 34  # offsets fit 32 bits
+    chunks = {(g["input_chunks"], g["output_chunks"], g["scratch_chunks"]) for g in plan["gpus"]}
+    assert len(chunks) == 1 and min(next(iter(chunks))[:2]) >= 1
+    for k, gpu in enumerate(plan["gpus"]):
+        assert gpu["id"] == k
+        for key in ("channels", "remote_buffers", "threadblocks"):
+            assert isinstance(gpu[key], list)
+        peers = [p for ch in gpu["channels"] for p in ch["connected_to"]]
+        for p in set(peers):  # declared symmetrically
+            other = [q for ch in plan["gpus"][p]["channels"] for q in ch["connected_to"]]
+            assert peers.count(p) == other.count(k)
+        for rb in gpu["remote_buffers"]:
+            assert rb["rank"] != k and rb["type"] in "ios" and rb["access_channel_types"] == ["memory"]
+        for j, tb in enumerate(gpu["threadblocks"]):
+            assert tb["id"] == j and tb["ops"] and len(tb["ops"]) <= 64
+            for op in tb["ops"]:
+                assert op["name"] in {"nop", "put", "signal", "wait", "rlxsignal", "rlxwait",
+                                      "re", "copy"}
+                if any("buffer_id" in e for e in op.get("dst_buff", [])):
+                    assert op["channel_type"] == "memory"
+                if op["name"] == "put":
+                    assert len(op["src_buff"]) == len(op["dst_buff"]) <= 8
+                    assert len({e["type"] for e in op["src_buff"]}) == 1
+
+
+# --- the simulators: reference examples pass, broken programs fail ----------------------
+
+def ring_xml(n=4, drop=None):
+    """msccl-xml.md's reference ring allgather, in place; drop=(gpu, step) removes one."""
+    lines = [f'<algo name="ring" proto="Simple" nchannels="1" nchunksperloop="{n}" ngpus="{n}" '
+             'coll="allgather" inplace="1" outofplace="0" minBytes="0" maxBytes="0">']
+    for r in range(n):
+        lines.append(f'<gpu id="{r}" i_chunks="0" o_chunks="{n}" s_chunks="0">')
+        lines.append(f'<tb id="0" send="{(r + 1) % n}" recv="{(r - 1) % n}" chan="0">')
+        kinds = [(s, "s" if s == 0 else "r" if s == n - 1 else "rcs") for s in range(n)]
+        kinds = [k for k in kinds if (r, k[0]) != drop]
+        for i, (s, kind) in enumerate(kinds):
+            off = (r - s) % n
+            lines.append(f'<step s="{i}" type="{kind}" srcbuf="o" srcoff="{off}" dstbuf="o" '
+                         f'dstoff="{off}" cnt="1" depid="-1" deps="-1" hasdep="0"/>')
+        lines += ["</tb>", "</gpu>"]
+    return "\n".join(lines + ["</algo>"])
+
+
+def ring_plan(n=4):
+    """mscclpp-plan.md's reference ring allgather plan (section 6.3)."""
+    mem = {"channel_type": "memory"}
+    gpus = []
+    for r in range(n):
+        ops = [{"name": "nop"}, dict(mem, name="rlxsignal", channel_ids=[0]), {"name": "nop"},
+               dict(mem, name="rlxwait", channel_ids=[1]), {"name": "nop"}]
+        for s in range(n - 1):
+            c = (r - s) % n
+            ops += [dict(mem, name="put", src_buff=[{"type": "o", "index": c, "size": 1}],
+                         dst_buff=[{"buffer_id": 0, "index": c, "size": 1}]),
+                    {"name": "nop"}, dict(mem, name="signal", channel_ids=[1]),
+                    dict(mem, name="wait", channel_ids=[0]), {"name": "nop"}]
+        gpus.append({"id": r, "input_chunks": 1, "output_chunks": n, "scratch_chunks": 0,
+                     "channels": [dict(mem, connected_to=[(r - 1) % n, (r + 1) % n])],
+                     "remote_buffers": [{"rank": (r + 1) % n, "type": "o",
+                                         "access_channel_types": ["memory"]}],
+                     "semaphores": [],
+                     "threadblocks": [{"id": 0, "channels": [dict(mem, channel_ids=[0, 1])],
+                                       "remote_buffer_refs": [{"access_channel_type": "memory",
+                                                               "remote_buffer_ids": [0]}],
+                                       "ops": ops}]})
+    return {"name": "ring_allgather_4gpus", "collective": "allgather", "protocol": "Simple",
+            "inplace": True, "reuse_resources": False, "num_threads_per_block": 1024,
+            "use_double_scratch_buffer": False, "buffer_alignment": 16,
+            "min_message_size": 0, "max_message_size": 1 << 30, "gpus": gpus}
+
+
+def test_simulators_accept_the_reference_examples():
+    report = check_msccl_xml(ring_xml())
+    assert report["step_types"] == {"s": 4, "rcs": 8, "r": 4}
+    assert check_mscclpp_plan(ring_plan())["max_ops_per_threadblock"] == 20
+
+
+def test_xml_missing_receive_deadlocks():
+    with pytest.raises(MscclInvalid, match="deadlock"):
+        check_msccl_xml(ring_xml(drop=(0, 1)))
+
+
+def test_xml_send_out_of_range_is_rejected():
+    text = ring_xml().replace('type="s" srcbuf="o" srcoff="0"', 'type="s" srcbuf="o" srcoff="4"')
+    with pytest.raises(MscclInvalid, match="outside the o buffer"):
+        check_msccl_xml(text)
+
+
+def test_xml_wrong_dependencies_are_rejected(frontier):
+    schedule = frontier("ring:4", "allreduce")[-1]
+    lines = to_msccl_xml(schedule).splitlines()
+    deps = [i for i, line in enumerate(lines) if re.search(r'depid="\d', line)]
+    assert deps
+    for i in deps:  # every dependency the exporter writes is needed
+        broken = lines[:i] + [re.sub(r'depid="\d+" deps="\d+"', 'depid="-1" deps="-1"',
+                                     lines[i])] + lines[i + 1:]
+        with pytest.raises(MscclInvalid):
+            check_msccl_xml("\n".join(broken))
+    i = deps[0]  # pointing at a step nobody marked
+    broken = lines[:i] + [re.sub(r'deps="\d+"', 'deps="0"', lines[i])] + lines[i + 1:]
+    with pytest.raises(MscclInvalid, match="hasdep|unordered|no data|deadlock"):
+        check_msccl_xml("\n".join(broken))
+
+
+def test_xml_dependency_cycle_deadlocks():
+    # gpu 0's first step waits on a nop of a second threadblock that waits on it
+    first = ('<step s="0" type="s" srcbuf="o" srcoff="0" dstbuf="o" dstoff="0" cnt="1" '
+             'depid="-1" deps="-1" hasdep="0"/>')
+    text = ring_xml().replace(first, first.replace('depid="-1" deps="-1" hasdep="0"',
+                                                   'depid="1" deps="0" hasdep="1"'), 1)
+    text = text.replace('</tb>\n</gpu>\n<gpu id="1"',
+                        '</tb>\n<tb id="1" send="-1" recv="-1" chan="0">\n'
+                        '<step s="0" type="nop" srcbuf="i" srcoff="-1" dstbuf="o" dstoff="-1" '
+                        'cnt="1" depid="0" deps="0" hasdep="1"/>\n</tb>\n</gpu>\n<gpu id="1"', 1)
+    assert 'depid="1"' in text and '<tb id="1"' in text
+    with pytest.raises(MscclInvalid, match="deadlock"):
+        check_msccl_xml(text)
+
+
+def test_xml_checked_against_the_right_root(frontier):
+    schedule = frontier("ring:4", "reduce")[0]
+    text = to_msccl_xml(schedule)
+    with pytest.raises(MscclInvalid, match="expected"):
+        check_msccl_xml(text, root=2)
+    with pytest.raises(MscclInvalid, match="root"):
+        check_msccl_xml(text)
+
+
+def test_plan_simulator_rejects_broken_plans(frontier):
+    plan = json.loads(render(frontier("ring:4", "allreduce")[-1], "mscclpp")[0])
+    check_mscclpp_plan(plan)
+
+    def broken(change):
+        p = json.loads(json.dumps(plan))
+        change(p)
+        return p
+
+    ops = plan["gpus"][1]["threadblocks"][0]["ops"]
+    first = {name: next(i for i, op in enumerate(ops) if op["name"] == name)
+             for name in ("wait", "signal", "put")}
+    drop = lambda i: lambda p: p["gpus"][1]["threadblocks"][0]["ops"].pop(i)  # noqa: E731
+    with pytest.raises(PlanInvalid):  # a wait missing: data read too early or unbalanced
+        check_mscclpp_plan(broken(drop(first["wait"])))
+    with pytest.raises(PlanInvalid, match="deadlock"):
+        check_mscclpp_plan(broken(drop(first["signal"])))
+    with pytest.raises(PlanInvalid, match="chain"):
+        check_mscclpp_plan(broken(drop(first["put"] + 1)))  # the nop publishing the put
+
+    def far(p):
+        p["gpus"][1]["threadblocks"][0]["ops"][first["put"]]["src_buff"][0]["index"] = 99
+    with pytest.raises(PlanInvalid, match="outside"):
+        check_mscclpp_plan(broken(far))
+
+    def one_sided(p):
+        p["gpus"][0]["channels"][0]["connected_to"].append(2)
+    with pytest.raises(PlanInvalid, match="lists"):
+        check_mscclpp_plan(broken(one_sided))
+
+    def too_long(p):
+        p["gpus"][0]["threadblocks"][0]["ops"] += [{"name": "nop"}] * 64
+    with pytest.raises(PlanInvalid, match="limit 64"):
+        check_mscclpp_plan(broken(too_long))
+
+    def as_int(p):
+        p["inplace"] = 0
+    with pytest.raises(PlanInvalid, match="boolean"):
+        check_mscclpp_plan(broken(as_int))
+
+
+# --- the command line ------------------------------------------------------------------
+
+def synth_cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "synth", *args], capture_output=True,
+                          text=True, cwd=cwd)
+
+
+def test_export_command(frontier, tmp_path):
+    src = write_schedule(frontier("ring:4", "allgather")[0], tmp_path / "ag.json")
+    a2a = write_schedule(frontier("ring:4", "alltoall")[0], tmp_path / "a2a.json")
+    broken = schedule_to_dict(frontier("ring:4", "allgather")[0])
+    broken["steps"][0]["sends"].pop()
+    (tmp_path / "bad.json").write_text(json.dumps(broken))
+
+    ok = synth_cli("export", str(src), "--to", "msccl-xml", "-o", str(tmp_path / "ag.xml"))
+    assert ok.returncode == 0 and ok.stderr == "" and "wrote" in ok.stdout
+    check_msccl_xml((tmp_path / "ag.xml").read_text())
+    ok = synth_cli("export", str(src), "--to", "mscclpp", "--inplace", "-o",
+                   str(tmp_path / "ag.mscclpp.json"))
+    assert ok.returncode == 0
+    assert check_mscclpp_plan(json.loads((tmp_path / "ag.mscclpp.json").read_text()))["inplace"]
+    ok = synth_cli("export", str(src), "--to", "json", "-o", str(tmp_path / "copy.json"))
+    assert ok.returncode == 0
+    assert json.loads((tmp_path / "copy.json").read_text())["steps"] == \
+        json.loads(src.read_text())["steps"]
+
+    for args in (["export", str(a2a), "--to", "msccl-xml", "--inplace", "-o",
+                  str(tmp_path / "no.xml")],
+                 ["export", str(tmp_path / "bad.json"), "--to", "mscclpp", "-o",
+                  str(tmp_path / "no.json")],
+                 ["export", str(src), "--to", "nccl", "-o", str(tmp_path / "no.xml")],
+                 ["export", str(tmp_path / "missing.json"), "--to", "json", "-o",
+                  str(tmp_path / "no.json")]):
+        bad = synth_cli(*args)
+        assert bad.returncode == 2, args
+        assert bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+    assert not list(tmp_path.glob("no.*")) and not list(tmp_path.glob(".*"))
+
+
+def test_format_at_synthesis_time(tmp_path):
+    folder = tmp_path / "out" / "ring:4" / "allgather"
+    folder.mkdir(parents=True)
+    (folder / "allgather-s9-r9-c9.mscclpp.json").write_text("{}")  # stale
+    run = synth_cli("allgather", "--topo", "ring:4", "--out", str(tmp_path / "out"),
+                    "--format", "json,msccl-xml,mscclpp", "--time-limit", "30", "--json")
+    assert run.returncode == 0, run.stderr
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == ["allgather-s2-r3-c2.json", "allgather-s2-r3-c2.mscclpp.json",
+                     "allgather-s2-r3-c2.xml"]
+    assert json.loads(run.stdout)["frontier"][0]["file"].endswith("allgather-s2-r3-c2.json")
+    check_msccl_xml((folder / "allgather-s2-r3-c2.xml").read_text())
+    check_mscclpp_plan(json.loads((folder / "allgather-s2-r3-c2.mscclpp.json").read_text()))
+
+    one = synth_cli("allgather", "--topo", "ring:4", "--out", str(tmp_path / "out"),
+                    "--steps", "2", "--rounds", "3", "--chunks", "2", "--format", "msccl-xml")
+    assert one.returncode == 0 and one.stdout.strip().endswith("allgather-s2-r3-c2.xml")
+    bad = synth_cli("allgather", "--topo", "ring:4", "--format", "nccl")
+    assert bad.returncode == 2 and "unknown format" in bad.stderr
