@@ -12,16 +12,9 @@ Two ways to start it:
 - Under torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set; one process per
   GPU), `synth run FILE` runs as one of the workers: env:// rendezvous.
 
-Buffers (per rank; n bytes in nccl-tests' sense, float32 elements):
-    collective      input (chunks)            output (chunks)
-    allgather       C: own share              N*C
-    reducescatter   N*C                       C: own share, summed
-    allreduce       C                         C (in place)
-    broadcast       C at the root             C
-    reduce          C                         C at the root
-    gather          C                         N*C at the root
-    scatter         N*C at the root           C
-    alltoall        N*C: block d for rank d   N*C: block s from rank s
+Buffers (per rank; n bytes in nccl-tests' sense, float32 elements) are the exporters'
+out-of-place layout, synth.export.layout: the same chunk lands in the same place
+whether MSCCL, MSCCL++ or this runner moves it.
 """
 
 from __future__ import annotations
@@ -37,31 +30,6 @@ from synth.errors import BadInput, NoAnswer
 from synth.schedule import Schedule, read_schedule
 
 ELEMENT_BYTES = 4  # float32
-
-
-def input_index(name: str, rank: int, chunk: int, n: int, c: int) -> int:
-    """Where global chunk `chunk` sits in `rank`'s input buffer (chunks)."""
-    if name in ("allgather", "gather"):
-        return chunk - rank * c
-    if name == "alltoall":
-        return chunk - rank * n * c
-    return chunk
-
-
-def output_index(name: str, rank: int, chunk: int, n: int, c: int) -> int:
-    """Where global chunk `chunk` sits in `rank`'s output buffer (chunks)."""
-    if name in ("reducescatter", "scatter"):
-        return chunk - rank * c
-    if name == "alltoall":  # chunk (s*N + d)*C + k lands in block s
-        return (chunk // c // n) * c + chunk % c
-    return chunk
-
-
-def buffer_chunks(name: str, n: int, c: int) -> tuple[int, int]:
-    """(input, output) buffer sizes in chunks on every rank (unused ones included)."""
-    return {"allgather": (c, n * c), "reducescatter": (n * c, c), "allreduce": (c, c),
-            "broadcast": (c, c), "reduce": (c, c), "gather": (c, n * c),
-            "scatter": (n * c, c), "alltoall": (n * c, n * c)}[name]
 
 
 def run(path: str | Path, nproc: int | None, nbytes: int, iters: int, backend: str,
@@ -122,11 +90,14 @@ def _worker(rank, world, path, nbytes, iters, backend, init, report_path):
 
 
 def _run_and_check(schedule: Schedule, rank, world, nbytes, iters, torch, dist) -> dict:
+    from synth.export.layout import Layout
+
     coll = schedule.collective
-    name, n, c = coll.name, coll.ranks, coll.chunks
+    name = coll.name
+    layout = Layout(coll, inplace=False)
     per_buffer = coll.buffer_chunks
     elems = max(1, -(-nbytes // (ELEMENT_BYTES * per_buffer)))  # per chunk, rounded up
-    n_in, n_out = buffer_chunks(name, n, c)
+    n_in, n_out = layout.input_chunks, layout.output_chunks
     # nccl needs each process's tensors on its own GPU; gloo runs on the CPU
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank))) \
         if dist.get_backend() == "nccl" else torch.device("cpu")
@@ -140,7 +111,7 @@ def _run_and_check(schedule: Schedule, rank, world, nbytes, iters, torch, dist) 
         return buf[index * elems:(index + 1) * elems]
 
     def execute():
-        state = {k: chunk_of(inp, input_index(name, rank, k, n, c)).clone() for k in mine}
+        state = {k: chunk_of(inp, layout.init_slot(rank, k).idx).clone() for k in mine}
         for step in schedule.steps:
             ops, arriving = [], []
             for x in sorted(step.sends, key=lambda x: (x.src, x.dst, x.chunk)):
@@ -157,15 +128,15 @@ def _run_and_check(schedule: Schedule, rank, world, nbytes, iters, torch, dist) 
                 state[x.chunk] = buf if x.op == "copy" else state[x.chunk] + buf
         out = torch.zeros(n_out * elems, device=device)
         for k in wanted:
-            chunk_of(out, output_index(name, rank, k, n, c)).copy_(state[k])
+            chunk_of(out, layout.out_slot(rank, k).idx).copy_(state[k])
         return out
 
     reference, how = _reference(name, coll.root, rank, world, inp, n_out * elems, torch, dist,
                                 device)
     got, expected = execute(), reference()  # every rank calls each exactly once
     bad = [k for k in wanted if not torch.allclose(
-        chunk_of(got, output_index(name, rank, k, n, c)),
-        chunk_of(expected, output_index(name, rank, k, n, c)), rtol=1e-4, atol=1e-5)]
+        chunk_of(got, layout.out_slot(rank, k).idx),
+        chunk_of(expected, layout.out_slot(rank, k).idx), rtol=1e-4, atol=1e-5)]
     failures = [None] * world
     dist.all_gather_object(failures, bad)
 
@@ -173,7 +144,8 @@ def _run_and_check(schedule: Schedule, rank, world, nbytes, iters, torch, dist) 
     torch_s = _timed(reference, iters, dist)
     message = per_buffer * elems * ELEMENT_BYTES
     report = {
-        "collective": name, "ranks": n, "chunks": c, "steps": schedule.num_steps,
+        "collective": name, "ranks": coll.ranks, "chunks": coll.chunks,
+        "steps": schedule.num_steps,
         "bytes": message, "iters": iters, "backend": dist.get_backend(),
         "correct": not any(failures),
         "mismatches": {str(r): f[:5] for r, f in enumerate(failures) if f},
