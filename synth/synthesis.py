@@ -1,20 +1,24 @@
 """Solve one instance: encode, run a solver, decode, and verify before returning.
 
 Reducescatter and reduce are solved through their duals (allgather and broadcast on
-the reversed links, then run backwards: synth.duality). Every schedule that leaves
-this module has passed the independent verifier.
+the reversed links, then run backwards: synth.duality). Decided answers are remembered
+(synth.cache). Every schedule that leaves this module has passed the independent
+verifier, a remembered one included.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
+from synth import cache
 from synth.collectives import DUAL, Collective, make_collective
-from synth.constraints import SAT, solve
+from synth.constraints import SAT, UNSAT, solve
 from synth.duality import reverse_model, reverse_schedule
 from synth.encoding import Instance, decode, encode, estimated_variables
+from synth.errors import SynthError
 from synth.linkmodel import LinkModel
-from synth.schedule import Schedule, schedule_to_dict
+from synth.schedule import Schedule, model_to_dict, schedule_from_dict, schedule_to_dict
 from synth.verify import ScheduleInvalid, verify_schedule
 
 
@@ -54,6 +58,14 @@ def solve_instance(model: LinkModel, collective: Collective, steps: int, rounds:
     """Is there a schedule with `steps` steps and at most `rounds` rounds? Find one;
     with `minimize`, one with the fewest rounds (Outcome.optimal says if proven)."""
     options = dict(minimize=minimize, rounds_floor=rounds_floor)
+    key = cache.instance_key(
+        model_to_dict(model),
+        {"name": collective.name, "ranks": collective.ranks, "chunks": collective.chunks,
+         "root": collective.root},
+        {"steps": steps, "rounds": rounds, **options}, backend)
+    remembered = _from_cache(key)
+    if remembered is not None:
+        return remembered
     if collective.name in DUAL:
         dual = make_collective(DUAL[collective.name], collective.ranks, collective.chunks,
                                collective.root)
@@ -68,7 +80,33 @@ def solve_instance(model: LinkModel, collective: Collective, steps: int, rounds:
     if schedule is not None:
         info = {"solver": backend, "method": method, "solve_seconds": round(out.seconds, 3)}
         schedule = verified(Schedule(schedule.collective, schedule.model, schedule.steps, info))
-    return Outcome(out.status, schedule, out.seconds, method, out.variables, out.optimal)
+    outcome = Outcome(out.status, schedule, out.seconds, method, out.variables, out.optimal)
+    # decided answers only; a minimum found but not proven depends on the time given
+    if out.status == UNSAT or (out.status == SAT and (out.optimal or not minimize)):
+        cache.store(key, {"status": out.status, "method": method, "optimal": out.optimal,
+                          "variables": out.variables,
+                          "schedule": schedule and schedule_to_dict(schedule)})
+    return outcome
+
+
+def _from_cache(key: str) -> Outcome | None:
+    """A remembered answer; a SAT one only once its schedule passes the verifier again."""
+    start = time.perf_counter()
+    entry = cache.load(key)
+    if entry is None:
+        return None
+    schedule = None
+    if entry["status"] == SAT:
+        try:
+            schedule = schedule_from_dict(entry["schedule"])
+            verify_schedule(schedule_to_dict(schedule))
+        except (SynthError, TypeError, KeyError, AttributeError):
+            return None  # corrupt: solve again, and the new answer replaces it
+        schedule = Schedule(schedule.collective, schedule.model, schedule.steps,
+                            {**schedule.info, "cached": True})
+    return Outcome(entry["status"], schedule, time.perf_counter() - start,
+                   str(entry.get("method", "")), int(entry.get("variables", 0)),
+                   bool(entry.get("optimal", False)))
 
 
 def _solve(instance: Instance, backend: str, time_limit: float, workers: int) -> Outcome:

@@ -1,0 +1,64 @@
+"""The solver cache: identical instances are answered from it, corrupt entries ignored."""
+
+import json
+
+import pytest
+
+from synth import cache
+from synth.catalog import resolve
+from synth.collectives import make_collective
+from synth.linkmodel import lower
+from synth.synthesis import solve_instance
+
+
+@pytest.fixture
+def model():
+    return lower(resolve("dgx1"))
+
+
+def entries():
+    return sorted(cache.cache_dir().glob("*.json"))
+
+
+def test_identical_instances_are_solved_once(model):
+    coll = make_collective("allgather", 8, 2)
+    first = solve_instance(model, coll, 2, 3)
+    assert first.status == "sat" and "cached" not in first.schedule.info
+    again = solve_instance(model, coll, 2, 3)
+    assert again.status == "sat" and again.schedule.info.get("cached")
+    assert again.schedule.steps == first.schedule.steps
+    assert len(entries()) == 1
+    no = solve_instance(model, coll, 2, 2)  # UNSAT is remembered too
+    assert no.status == "unsat" and len(entries()) == 2
+    assert solve_instance(model, coll, 2, 2).status == "unsat"
+
+
+def test_the_key_covers_topology_content_collective_instance_and_solver(model):
+    coll = make_collective("allgather", 8, 2)
+    solve_instance(model, coll, 2, 3)
+    solve_instance(model, coll, 2, 4)  # another instance
+    solve_instance(model, make_collective("allgather", 8, 1), 2, 3)  # another collective
+    solve_instance(lower(resolve("ndv2")), coll, 2, 3)  # same links: the same key
+    solve_instance(model, coll, 2, 3, backend="z3")  # another solver
+    assert len(entries()) == 4
+
+
+def test_corrupt_entries_are_ignored_and_replaced(model):
+    coll = make_collective("allgather", 8, 2)
+    solve_instance(model, coll, 2, 3)
+    path, = entries()
+    entry = json.loads(path.read_text())
+    entry["schedule"]["steps"][0]["sends"].pop()  # a schedule that no longer works
+    path.write_text(json.dumps(entry))
+    out = solve_instance(model, coll, 2, 3)
+    assert out.status == "sat" and "cached" not in out.schedule.info
+    path.write_text("{half a file")
+    assert solve_instance(model, coll, 2, 3).status == "sat"
+    assert json.loads(path.read_text())["status"] == "sat"  # rewritten whole
+
+
+def test_cache_can_be_turned_off(model, monkeypatch):
+    monkeypatch.setenv("SYNTH_CACHE", "0")
+    solve_instance(model, make_collective("allgather", 8, 2), 2, 3)
+    monkeypatch.setenv("SYNTH_CACHE", "1")
+    assert entries() == []
