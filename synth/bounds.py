@@ -9,7 +9,9 @@ data(S) is the shards of the GPUs in S whenever some GPU is outside it; the maxi
 over all S is found exactly with max-flow (`_max_ratio_cut`). The other collectives:
 
     reducescatter   allgather's bound on the reversed graph (the dual)
-    allreduce       reducescatter's bound plus allgather's (no in-network reduction)
+    allreduce       the largest of three counts (no in-network reduction; the sum of
+                    reducescatter's and allgather's cut bounds is NOT a bound, since a
+                    schedule may overlap the two: see _allreduce_rounds_per_chunk)
     broadcast       all n bytes leave every S holding the root: n / min-cut(root, t)
     reduce          broadcast's bound on the reversed graph
     gather          shards of the GPUs in S, for every S without the root
@@ -39,7 +41,8 @@ from synth.linkmodel import LinkModel, Lowering, hop_distances, lower_with_route
 from synth.topology import Topology
 
 NOTES = {
-    "allreduce": "reducescatter bound + allgather bound (no in-network reduction)",
+    "allreduce": "2(N-1) transfers per chunk over the links, a buffer across the "
+                 "thinnest cut, 2(K-1) across boxes (no in-network reduction)",
     "alltoall": "max concurrent flow (linear program) over one share per pair",
 }
 
@@ -107,8 +110,8 @@ def bandwidth_bound_shares(topo: Topology, lowering: Lowering, name: str,
         return _all_sinks(graph, gpus)
     if name == "reducescatter":
         return _all_sinks(reverse, gpus)
-    if name == "allreduce":
-        return _all_sinks(reverse, gpus) + _all_sinks(graph, gpus)
+    if name == "allreduce":  # in shares: the buffer is N of them
+        return _allreduce_rounds_per_chunk(topo, lowering, graph, gpus) * len(gpus)
     if name == "broadcast":
         return 1 / min(_max_flow(graph, root_name, t) for t in gpus if t != root_name)
     if name == "reduce":
@@ -120,6 +123,48 @@ def bandwidth_bound_shares(topo: Topology, lowering: Lowering, name: str,
     if name == "alltoall":
         return _alltoall_bound(topo, graph, gpus)
     raise ValueError(name)
+
+
+def _allreduce_rounds_per_chunk(topo: Topology, lowering: Lowering, graph: nx.DiGraph,
+                                gpus: list[str]) -> Fraction:
+    """Least R / C of any allreduce (a chunk: 1/C of the buffer), the largest of:
+
+    - traffic: every chunk needs at least 2(N-1) transfers. Before the first step in
+      which some rank becomes full, the transfers must join all N ranks (N-1 of them at
+      least, or each newly full rank needs one per remaining component); every rank
+      not full then needs one more. Each transfer leaves a GPU and enters one, and
+      crosses at least h physical links (h: the shortest GPU-to-GPU route), so the
+      GPUs' total out (and in) capacity, and h times all links' capacity, bound how
+      many a round moves.
+    - cut: every set of vertices that splits the GPUs must pass a whole buffer out
+      (its contributions, as partial sums or final values): 1 / the thinnest such cut,
+      the least max-flow between GPU 0 and another GPU, either way. Skipped past
+      CUT_LIMIT GPUs (2(N-1) max-flows).
+    - boxes: the traffic count with boxes as ranks: 2(K-1) transfers per chunk, each
+      leaving one box and entering another.
+    """
+    n = len(gpus)
+    hops = min(len(path) - 1 for path in lowering.routes.values())
+    total = sum((c for _, _, c in graph.edges(data="capacity")), Fraction(0))
+    gpu_set = set(gpus)
+    ports = [sum((c for u, v, c in graph.edges(data="capacity") if end(u, v) in gpu_set),
+                 Fraction(0)) for end in (lambda u, v: u, lambda u, v: v)]
+    best = max(Fraction(2 * (n - 1) * hops) / total,
+               *(Fraction(2 * (n - 1)) / port for port in ports))
+    if n <= CUT_LIMIT:
+        thinnest = min(min(_max_flow(graph, gpus[0], g), _max_flow(graph, g, gpus[0]))
+                       for g in gpus[1:])
+        best = max(best, 1 / thinnest)
+    boxes = sorted({v.box for v in topo.vertices if v.box is not None})
+    if len(boxes) > 1:
+        members = [{v.name for v in topo.vertices if v.box == b} for b in boxes]
+        out = sum((_out_capacity(graph, m) for m in members), Fraction(0))
+        into = sum((_out_capacity(graph.reverse(copy=False), m) for m in members), Fraction(0))
+        best = max(best, Fraction(2 * (len(boxes) - 1)) / min(out, into))
+    return best
+
+
+CUT_LIMIT = 64
 
 
 def _unit_graph(topo: Topology, lowering: Lowering) -> tuple[nx.DiGraph, list[str]]:

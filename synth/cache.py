@@ -21,7 +21,7 @@ from pathlib import Path
 
 from synth.files import write_atomic
 
-ENCODING_VERSION = 1
+ENCODING_VERSION = 2  # 2: allreduce's rounds floor from the corrected bound
 
 
 def cache_dir() -> Path | None:

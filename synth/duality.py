@@ -2,8 +2,10 @@
 
 SCCL's duality: run a non-combining schedule backwards on the reversed links and every
 copy becomes a reduction. Allgather's reversal is reducescatter, broadcast's is reduce.
-It is exact when each rank receives each chunk at most once (the encoder guarantees
-this), since then the copies form trees and the reductions sum each tree once.
+It is exact when each rank receives each chunk at most once and the chunk's holders
+never receive it back (the encoder allows a receive only when the rank lacks the
+chunk, which gives both): then the copies form trees rooted at the holders, and the
+reductions sum each tree exactly once.
 """
 
 from __future__ import annotations

@@ -66,7 +66,8 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
         pb = b if part == "allreduce" else bounds(topo, make_collective(part, model.ranks),
                                                   lowering)
         if part != "allreduce":  # room for the other phase, at least its hop bound
-            part_limits = replace(part_limits, max_steps=max(pb.steps, limits.max_steps - pb.steps))
+            part_limits = replace(part_limits, min_steps=1,
+                                  max_steps=max(pb.steps, limits.max_steps - pb.steps))
         if on_event:
             on_event("search", part)
         searches[part] = frontier(model, part, None, pb.steps, pb.rounds_per_chunk,
@@ -89,7 +90,7 @@ def _compose(rs, ag):
 def pareto_filter(points: list[Point]) -> list[Point]:
     """The points no other beats on both steps and rounds per chunk, by steps."""
     kept, best = [], None
-    for p in sorted(points, key=lambda p: (p.steps, p.ratio, p.chunks, not p.proven)):
+    for p in sorted(points, key=lambda p: (p.steps, p.ratio, not p.proven, p.chunks)):
         if best is None or p.ratio < best:
             kept.append(p)
             best = p.ratio

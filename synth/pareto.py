@@ -102,6 +102,8 @@ def frontier(model: LinkModel, name: str, root: int | None, min_steps: int,
     on_event = on_event or (lambda kind, data: None)
     deadline = time.monotonic() + limits.time_limit
     search = Search()
+    # starting above the hop bound leaves fewer steps unexplored: nothing is proven
+    search.complete = limits.min_steps <= min_steps
     best = None  # smallest ratio found so far
 
     def ask(steps, rounds, chunks, floor=0, minimize=False):
@@ -144,12 +146,14 @@ def frontier(model: LinkModel, name: str, root: int | None, min_steps: int,
             if not search.points and search.too_large:
                 search.stopped = ("instances too large for exact synthesis: "
                                   f"{search.too_large}")
-    except TimeoutError:
-        search.stopped = "out of time"
+    except (TimeoutError, KeyboardInterrupt) as stop:
+        search.stopped = "out of time" if isinstance(stop, TimeoutError) else "interrupted"
         search.complete = False
-    except KeyboardInterrupt:
-        search.stopped = "interrupted"
-        search.complete = False
+        found = getattr(stop, "found", None)
+        if found is not None and (best is None or
+                                  Fraction(found.rounds, found.collective.chunks) < best):
+            search.points.append(Point(found, proven=False))
+            on_event("point", search.points[-1])
     return search
 
 
@@ -174,7 +178,11 @@ def _least_ratio(ask, model, name, root, steps: int, floor: Fraction, cap: Fract
                  else _unbounded_rounds(model, name, root, steps) * chunks)
         if upper < lower:
             continue
-        out = ask(steps, upper, chunks, floor=lower, minimize=True)
+        try:
+            out = ask(steps, upper, chunks, floor=lower, minimize=True)
+        except (TimeoutError, KeyboardInterrupt) as stop:
+            stop.found = found  # the caller keeps a point already verified
+            raise
         if out.status != SAT:
             if cap is None and out.status == UNSAT:
                 return None  # S steps are too few
@@ -185,7 +193,12 @@ def _least_ratio(ask, model, name, root, steps: int, floor: Fraction, cap: Fract
             break
     if found is None:
         return None
-    return _fewest_chunks(ask, steps, cap, found.collective.chunks // cap.denominator, found)
+    try:
+        return _fewest_chunks(ask, steps, cap, found.collective.chunks // cap.denominator,
+                              found)
+    except (TimeoutError, KeyboardInterrupt) as stop:
+        stop.found = found
+        raise
 
 
 def _fewest_chunks(ask, steps: int, ratio: Fraction, k: int, found: Schedule) -> Schedule:

@@ -22,9 +22,18 @@ def test_dgx1_allgather_needs_2_steps_and_7_6_rounds_per_chunk():
     assert 1 / (b.us_per_byte * 1e3) == pytest.approx(171.43, abs=0.01)
 
 
-def test_dgx1_allreduce_is_twice_allgather_over_8_shares():
+def test_dgx1_allreduce_needs_2_n_minus_1_transfers_over_48_links():
+    # 14 transfers per chunk, 48 units of GPU egress: 7/24 (twice 7/6 over 8 shares)
     b = collective_bounds(resolve("dgx1"), "allreduce")
-    assert b.rounds_per_chunk == Fraction(7, 24) and "reducescatter" in b.note
+    assert b.rounds_per_chunk == Fraction(7, 24) and "2(N-1)" in b.note
+
+
+def test_allreduce_bound_allows_overlapping_phases():
+    # line:3: reducescatter's bound plus allgather's would say 4/3, but a pipeline that
+    # reduces chunk s into the middle while copying chunk s-1 out reaches 5/4
+    assert collective_bounds(resolve("line:3"), "allreduce").rounds_per_chunk == 1
+    assert collective_bounds(resolve("switch:4"), "allreduce").rounds_per_chunk == \
+        Fraction(3, 2)  # the classic 2(N-1)/N per port
 
 
 @pytest.mark.parametrize("spec, steps, rpc", [("ring:8", 4, Fraction(7, 2)),

@@ -205,3 +205,18 @@ def test_instances_too_large_are_refused_quickly_with_one_line(tmp_path):
     assert "too large for exact synthesis" in result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert time.monotonic() - start < 30  # refused before building anything
+
+
+def test_line3_allreduce_pipelines_below_the_old_composition_bound():
+    result = run_frontier("line:3", "allreduce", time_limit=60)
+    assert min(p.ratio for p in result.points) < Fraction(4, 3)
+    for p in result.points:
+        verify_schedule(schedule_to_dict(p.schedule))
+
+
+def test_steps_alone_proves_nothing_about_fewer_steps(tmp_path):
+    result = synth_cli("allgather", "--topo", "line:3", "--steps", "4", "--json",
+                       "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    points = json.loads(result.stdout)["frontier"]
+    assert points and all(not p["proven"] for p in points)
