@@ -303,7 +303,8 @@ def verify(files, show_cost, sizes):
         try:
             doc = verify_file(path)
         except SynthError as e:
-            click.echo(f"synth: {path}: {e}", err=True)
+            where = "" if str(e).startswith(str(path)) else f"{path}: "
+            click.echo(f"synth: {where}{e}", err=True)
             worst = max(worst, e.exit_code)
             continue
         line = (f"ok {path}: {doc['collective']} on {doc['topology'].get('name', '?')}, "

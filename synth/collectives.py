@@ -15,6 +15,8 @@ COLLECTIVES = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce",
                "gather", "scatter", "alltoall")
 COMBINING = frozenset({"reducescatter", "allreduce", "reduce"})
 ROOTED = frozenset({"broadcast", "reduce", "gather", "scatter"})
+# Past this many (rank, chunk) pairs the conditions alone would fill gigabytes.
+MAX_PAIRS = 20_000_000
 # The non-combining collective whose reversal gives each combining one (SCCL's duality).
 DUAL = {"reducescatter": "allgather", "reduce": "broadcast"}
 
@@ -63,6 +65,11 @@ def make_collective(name: str, ranks: int, chunks: int = 1, root: int | None = N
         raise BadInput(f"{name} takes no root")
 
     n, c = ranks, chunks
+    g = {"alltoall": n * n * c, "allreduce": c, "broadcast": c, "reduce": c}.get(name, n * c)
+    pairs = n * g  # the largest pre- or postcondition: every rank, every chunk
+    if pairs > MAX_PAIRS:
+        raise BadInput(f"{name} on {ranks} ranks with {chunks} chunks is too large "
+                       f"({pairs:,} (rank, chunk) pairs; the limit is {MAX_PAIRS:,})")
     everyone = range(n)
     if name == "alltoall":
         g = n * n * c

@@ -89,9 +89,11 @@ def schedule_from_dict(doc: dict) -> Schedule:
         coll = make_collective(doc["collective"], _int(doc["ranks"]), _int(doc["chunks"]),
                                doc.get("root"))
         model = model_from_dict(doc["topology"], coll.ranks)
-        steps = tuple(Step(_int(s["rounds"]),
-                           tuple(Send(_int(x["chunk"]), _int(x["src"]), _int(x["dst"]),
-                                      x.get("op", "copy")) for x in s["sends"]))
+        steps = tuple(Step(_int(s["rounds"], 1),
+                           tuple(Send(_int(x["chunk"], 0, coll.num_chunks - 1),
+                                      _int(x["src"], 0, coll.ranks - 1),
+                                      _int(x["dst"], 0, coll.ranks - 1), _op(x.get("op", "copy")))
+                                 for x in s["sends"]))
                       for s in doc["steps"])
         return Schedule(coll, model, steps, dict(doc.get("synthesis", {})))
     except KeyError as e:
@@ -135,7 +137,15 @@ def _fraction(x) -> Fraction:
     return Fraction(x).limit_denominator(1_000_000)
 
 
-def _int(x) -> int:
+def _int(x, lo: int | None = None, hi: int | None = None) -> int:
     if isinstance(x, bool) or not isinstance(x, int):
         raise TypeError(f"expected an integer, got {x!r}")
+    if (lo is not None and x < lo) or (hi is not None and x > hi):
+        raise ValueError(f"{x} is out of range {lo}..{'' if hi is None else hi}")
+    return x
+
+
+def _op(x) -> str:
+    if x not in ("copy", "reduce"):
+        raise ValueError(f"unknown op {x!r}")
     return x

@@ -21,6 +21,7 @@ NIC = "nic"
 SWITCH_KINDS = ("nvswitch", "pcie_switch", "net_switch")
 KINDS = (GPU, NIC) + SWITCH_KINDS
 FABRICS = ("single-switch", "rails")
+MAX_GPUS = 4096
 
 
 @dataclass(frozen=True)
@@ -123,8 +124,8 @@ def topology_from_dict(doc: dict) -> Topology:
     vertices: list[Vertex] = []
     gpus = doc.get("gpus")
     if isinstance(gpus, int) and not isinstance(gpus, bool):
-        if gpus < 1:
-            raise BadInput("gpus: expected at least one GPU")
+        if not 1 <= gpus <= MAX_GPUS:
+            raise BadInput(f"gpus: expected between 1 and {MAX_GPUS} GPUs, got {gpus}")
         vertices += [Vertex(f"gpu{i}", GPU) for i in range(gpus)]
     elif isinstance(gpus, list) and gpus:
         vertices += [Vertex(_string(g, f"gpus[{i}]"), GPU) for i, g in enumerate(gpus)]

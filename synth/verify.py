@@ -188,10 +188,19 @@ def parse(doc):
 # --- semantics: everything here raises ScheduleInvalid ------------------------------
 
 def _check_table(s):
-    g, pre, post = conditions(s.collective, s.n, s.c, s.root)
+    # sizes first, by arithmetic: a file claiming 10**12 ranks must not make us build
+    # sets that large; once the sizes match, the sets are no larger than the file
+    g_kind, pre_kind, post_kind = _TABLE[s.collective]
+    g = {"C": s.c, "N*C": s.n * s.c, "N*N*C": s.n * s.n * s.c}[g_kind]
     if s.g != g:
         raise ScheduleInvalid(f"num_chunks is {s.g}, but {s.collective} on {s.n} ranks "
                               f"with {s.c} chunks has {g}")
+    for name, kind, got in (("pre", pre_kind, s.pre), ("post", post_kind, s.post)):
+        size = s.n * g if kind == "all" else g
+        if len(got) != size and size > 100_000:  # small ones get the exact difference below
+            raise ScheduleInvalid(f"{name} lists {len(got)} (rank, chunk) pairs, but "
+                                  f"{s.collective}'s {name}condition has {size}")
+    g, pre, post = conditions(s.collective, s.n, s.c, s.root)
     for name, got, want in (("pre", s.pre, pre), ("post", s.post, post)):
         if got != want:
             diff = [f"missing {list(x)}" for x in sorted(want - got)[:1]]
