@@ -220,3 +220,15 @@ def test_steps_alone_proves_nothing_about_fewer_steps(tmp_path):
     assert result.returncode == 0, result.stderr
     points = json.loads(result.stdout)["frontier"]
     assert points and all(not p["proven"] for p in points)
+
+
+@pytest.mark.parametrize("args", [
+    ["allgather", "--topo", "torus:4x4", "--max-chunks", "16"],
+    ["allreduce", "--topo", "hypercube:4"],
+])
+def test_time_limit_is_honoured_within_seconds(args, tmp_path):
+    start = time.monotonic()
+    result = synth_cli(*args, "--time-limit", "5", "--out", str(tmp_path))
+    elapsed = time.monotonic() - start
+    assert result.returncode in (0, 1), result.stderr
+    assert elapsed < 5 + 8, elapsed  # interpreter start, bounds and the last encoding

@@ -1,0 +1,286 @@
+"""Mutation testing of the verifier.
+
+Valid schedules (synthesized, and synth.baselines') are mutated at random with a fixed
+seed. A brute-force simulator written here from DESIGN.md's semantics (independent of
+synth.verify) decides each mutant: meaning-preserving if every rule holds and the
+postcondition is met, else meaning-changing. Every meaning-changing mutant must be
+rejected by synth.verify; every meaning-preserving one must be accepted.
+"""
+
+import copy
+import random
+from collections import Counter
+
+import pytest
+
+from synth.baselines import baselines
+from synth.catalog import resolve
+from synth.collectives import make_collective
+from synth.linkmodel import lower
+from synth.schedule import schedule_to_dict
+from synth.synthesis import solve_instance
+from synth.verify import MalformedSchedule, ScheduleInvalid, verify_schedule
+
+SEED = 20261129
+MUTANTS_PER_SCHEDULE = 80
+STACKED = 0.25  # share of mutants that get a second mutation on top
+COMBINING = {"reducescatter", "allreduce", "reduce"}
+
+
+# --- the reference simulator ----------------------------------------------------------
+
+def expected(doc):
+    """(G, pre, post) straight from DESIGN.md's chunk numbering table."""
+    coll, n, c, root = doc["collective"], doc["ranks"], doc["chunks"], doc["root"]
+    every = lambda g: {(r, k) for r in range(n) for k in range(g)}  # noqa: E731
+    own = lambda g: {(k // c, k) for k in range(g)}  # noqa: E731
+    at_root = lambda g: {(root, k) for k in range(g)}  # noqa: E731
+    table = {
+        "allgather": (n * c, own, every), "reducescatter": (n * c, every, own),
+        "allreduce": (c, every, every), "broadcast": (c, at_root, every),
+        "reduce": (c, every, at_root), "gather": (n * c, own, at_root),
+        "scatter": (n * c, at_root, own),
+    }
+    if coll == "alltoall":
+        g = n * n * c
+        return g, {(k // c // n, k) for k in range(g)}, {(k // c % n, k) for k in range(g)}
+    g, pre, post = table[coll]
+    return g, pre(g), post(g)
+
+
+def reference_ok(doc):
+    """True iff the schedule follows every rule and ends in the postcondition.
+
+    Values are multisets (Counter) of contributing ranks, so a double count is visible
+    as a multiplicity, not just as a rule."""
+    coll, n = doc["collective"], doc["ranks"]
+    g, pre, post = expected(doc)
+    if doc["num_chunks"] != g or {tuple(p) for p in doc["pre"]} != pre \
+            or {tuple(p) for p in doc["post"]} != post:
+        return False
+    cap = {(l[0], l[1]): l[2] for l in doc["topology"]["links"]}
+    groups = [({tuple(x) for x in grp["links"]}, grp["capacity"])
+              for grp in doc["topology"].get("groups", [])]
+    state = {(r, k): Counter({r: 1}) for r, k in pre}
+    for step in doc["steps"]:
+        rounds = step["rounds"]
+        if not isinstance(rounds, int) or rounds < 1:
+            return False
+        incoming = {}
+        load = Counter()
+        for x in step["sends"]:
+            k, s, d, op = x["chunk"], x["src"], x["dst"], x["op"]
+            if not 0 <= k < g or (s, d) not in cap or (s, k) not in state:
+                return False
+            if op == "reduce" and (coll not in COMBINING or (d, k) not in state):
+                return False
+            if op not in ("copy", "reduce"):
+                return False
+            load[(s, d)] += 1
+            incoming.setdefault((d, k), []).append((op, Counter(state[(s, k)])))
+        for link, used in load.items():
+            if used > cap[link] * rounds + 1e-9:
+                return False
+        for members, c in groups:
+            if sum(load[l] for l in members) > c * rounds + 1e-9:
+                return False
+        for key, writes in incoming.items():
+            ops = [op for op, _ in writes]
+            if "copy" in ops:
+                if len(writes) > 1:  # two writers of one slot in one step: a race
+                    return False
+                state[key] = writes[0][1]
+            else:
+                total = Counter(state[key])
+                for _, v in writes:
+                    total += v
+                if any(m > 1 for m in total.values()):  # counted twice
+                    return False
+                state[key] = total
+    full = Counter(range(n))
+    for key in post:
+        if key not in state:
+            return False
+        if coll in COMBINING and state[key] != full:
+            return False
+    return True
+
+
+def verifier_accepts(doc):
+    try:
+        verify_schedule(doc)
+        return True
+    except (ScheduleInvalid, MalformedSchedule):
+        return False
+
+
+# --- mutations ------------------------------------------------------------------------
+
+def _sends(doc):
+    return [(i, j) for i, s in enumerate(doc["steps"]) for j in range(len(s["sends"]))]
+
+
+def drop_send(doc, rng):
+    i, j = rng.choice(_sends(doc))
+    del doc["steps"][i]["sends"][j]
+    return "drop"
+
+
+def move_send(doc, rng):
+    if len(doc["steps"]) < 2:
+        return None
+    i, j = rng.choice(_sends(doc))
+    to = rng.choice([k for k in range(len(doc["steps"])) if k != i])
+    doc["steps"][to]["sends"].append(doc["steps"][i]["sends"].pop(j))
+    return "move"
+
+
+def swap_destination(doc, rng):
+    i, j = rng.choice(_sends(doc))
+    send = doc["steps"][i]["sends"][j]
+    linked = [d for s, d, *_ in doc["topology"]["links"] if s == send["src"]]
+    # mostly a linked neighbour (a subtle change), sometimes any other rank
+    pool = linked if rng.random() < 0.8 else list(range(doc["ranks"]))
+    choices = [d for d in pool if d != send["dst"]]
+    if not choices:
+        return None
+    send["dst"] = rng.choice(choices)
+    return "swap-dst"
+
+
+def change_chunk(doc, rng):
+    i, j = rng.choice(_sends(doc))
+    send = doc["steps"][i]["sends"][j]
+    g = doc["num_chunks"]
+    choices = [k for k in range(g + 1) if k != send["chunk"]]  # g itself: out of range
+    send["chunk"] = rng.choice(choices)
+    return "chunk"
+
+
+def overload(doc, rng):
+    """Duplicate a send, or lower a step's rounds by one."""
+    i, j = rng.choice(_sends(doc))
+    step = doc["steps"][i]
+    if step["rounds"] > 1 and rng.random() < 0.5:
+        step["rounds"] -= 1
+        return "lower-rounds"
+    step["sends"].insert(j, dict(step["sends"][j]))
+    return "duplicate"
+
+
+def duplicate_reduction(doc, rng):
+    reds = [(i, j) for i, j in _sends(doc) if doc["steps"][i]["sends"][j]["op"] == "reduce"]
+    if not reds:
+        return None
+    i, j = rng.choice(reds)
+    send = dict(doc["steps"][i]["sends"][j])
+    if rng.random() < 0.5:  # the same reduction again, in the same step
+        doc["steps"][i]["sends"].append(send)
+    else:  # or in a later step (the sum would count the source twice)
+        later = rng.randrange(i, len(doc["steps"]))
+        doc["steps"][later]["sends"].append(send)
+    return "dup-reduce"
+
+
+def flip_op(doc, rng):
+    i, j = rng.choice(_sends(doc))
+    send = doc["steps"][i]["sends"][j]
+    send["op"] = "reduce" if send["op"] == "copy" else "copy"
+    return "flip-op"
+
+
+MUTATIONS = [drop_send, move_send, swap_destination, change_chunk, overload,
+             duplicate_reduction, flip_op]
+
+
+def mutants(doc, rng, count):
+    out = []
+    tries = 0
+    while len(out) < count and tries < 20 * count:
+        tries += 1
+        m = copy.deepcopy(doc)
+        kind = rng.choice(MUTATIONS)(m, rng)
+        if kind is not None and rng.random() < STACKED and _sends(m):
+            second = rng.choice(MUTATIONS)(m, rng)
+            kind = f"{kind}+{second}" if second else kind
+        if kind is not None and m != doc:
+            out.append((kind, m))
+    return out
+
+
+# --- the valid schedules --------------------------------------------------------------
+
+INSTANCES = [  # (topology, collective, steps, rounds, chunks)
+    ("ring:4", "allgather", 2, 3, 2),
+    ("ring:4", "reducescatter", 2, 3, 2),
+    ("ring:4", "allreduce", 2, 2, 2),
+    ("ring:4", "alltoall", 2, 2, 1),
+    ("dgx1", "allgather", 2, 3, 2),
+    ("fc:4", "allreduce", 1, 1, 1),
+    ("line:3", "allreduce", 2, 2, 1),
+    ("switch:4", "broadcast", 2, 6, 4),
+    ("switch:4", "reduce", 2, 6, 4),
+]
+BASELINES = [("ring:4", "allreduce"), ("ring:4", "allgather"), ("fc:4", "reducescatter"),
+             ("fc:4", "alltoall"), ("switch:4", "broadcast"), ("line:3", "reduce"),
+             ("hypercube:2", "allreduce"), ("fc:4", "gather"), ("fc:4", "scatter")]
+
+
+def valid_schedules():
+    out = []
+    for spec, name, steps, rounds, chunks in INSTANCES:
+        model = lower(resolve(spec))
+        root = 0 if name in ("broadcast", "reduce", "gather", "scatter") else None
+        res = solve_instance(model, make_collective(name, model.ranks, chunks, root), steps,
+                             rounds, time_limit=10, workers=2)
+        assert res.status == "sat", (spec, name)
+        out.append((f"{spec} {name} synthesized", schedule_to_dict(res.schedule)))
+    for spec, name in BASELINES:
+        model = lower(resolve(spec))
+        root = 0 if name in ("broadcast", "reduce", "gather", "scatter") else None
+        for b in baselines(model, name, root)[:2]:
+            out.append((f"{spec} {name} {b.name}", schedule_to_dict(b.schedule)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def schedules():
+    return valid_schedules()
+
+
+def test_reference_simulator_accepts_the_originals(schedules):
+    assert len(schedules) >= 15
+    for label, doc in schedules:
+        assert verifier_accepts(doc), label
+        assert reference_ok(doc), label
+
+
+def test_every_meaning_changing_mutant_is_rejected(schedules, capsys):
+    rng = random.Random(SEED)
+    total = rejected = preserving = 0
+    by_kind = Counter()
+    missed, over_strict = [], []
+    for label, doc in schedules:
+        for kind, m in mutants(doc, rng, MUTANTS_PER_SCHEDULE):
+            total += 1
+            ok = reference_ok(m)
+            accepted = verifier_accepts(m)
+            rejected += not accepted
+            preserving += ok
+            by_kind[kind.split("+")[0] + (" (+1 more)" if "+" in kind else ""),
+                    "rejected" if not accepted else "accepted"] += 1
+            if not ok and accepted:
+                missed.append((label, kind, m))
+            if ok and not accepted:
+                over_strict.append((label, kind, m))
+    with capsys.disabled():
+        print(f"\nmutants: {total}, rejected by the verifier: {rejected} "
+              f"({rejected / total:.1%}), meaning-preserving: {preserving}")
+        for kind in sorted({k for k, _ in by_kind}):
+            print(f"  {kind:21s} rejected {by_kind[kind, 'rejected']:4d}  "
+                  f"accepted {by_kind[kind, 'accepted']:4d}")
+    assert not missed, f"verifier accepted a meaning-changing mutant: {missed[0][:2]}"
+    assert not over_strict, f"verifier rejected a valid mutant: {over_strict[0][:2]}"
+    assert total >= 500
+    assert rejected / total > 0.5
+    assert preserving == total - rejected and preserving > 0
