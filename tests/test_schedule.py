@@ -104,3 +104,23 @@ def test_written_files_follow_the_umask(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+def test_a_write_that_fails_midway_leaves_nothing_behind(tmp_path, monkeypatch):
+    import os
+
+    import synth.files
+
+    target = tmp_path / "out" / "r.json"
+    write_schedule(ring_allgather(3), target)
+    before = target.read_text()
+
+    def killed(src, dst):
+        raise KeyboardInterrupt  # as if the process died before the rename
+
+    monkeypatch.setattr(synth.files.os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        write_schedule(ring_allgather(4), target)
+    monkeypatch.undo()
+    assert target.read_text() == before  # the old file whole, not half a new one
+    assert os.listdir(target.parent) == ["r.json"]  # no temporary left over
