@@ -132,3 +132,18 @@ def drop_redundant(coll: Collective, steps) -> list[list]:
         held |= {(x.dst, x.chunk) for x in kept}
         out.append(kept)
     return out
+
+
+def coalesce(copies, max_count: int | None = None) -> list[tuple[Slot, Slot, int]]:
+    """Copies (src, dst) of consecutive slots merged into runs (src, dst, count), each
+    run at most max_count long: one runtime operation per run instead of per chunk."""
+    out = []
+    for src, dst in sorted(copies):
+        if out:
+            s0, d0, cnt = out[-1]
+            if ((src.buf, dst.buf) == (s0.buf, d0.buf) and src.idx == s0.idx + cnt
+                    and dst.idx == d0.idx + cnt and (max_count is None or cnt < max_count)):
+                out[-1] = (s0, d0, cnt + 1)
+                continue
+        out.append((src, dst, 1))
+    return out

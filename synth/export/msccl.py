@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from xml.sax.saxutils import quoteattr
 
 from synth.errors import BadInput
-from synth.export.layout import Layout, Slot, drop_redundant
+from synth.export.layout import Layout, Slot, coalesce, drop_redundant
 
 MAX_STEPS = 64          # steps per threadblock: msccl-executor-nccl and RCCL
 MAX_TBS = 64            # threadblocks per GPU: RCCL
@@ -324,7 +324,7 @@ class _Program:
             if tb is None:
                 tb = _TB(r, lane)
                 self.tbs.append(tb)
-            for n, (src, dst, cnt) in enumerate(_runs(copies)):
+            for n, (src, dst, cnt) in enumerate(coalesce(copies, MAX_CNT)):
                 op = _Op("cpy", r, (-1, n), src=src, dst=dst, cnt=cnt)
                 op.tb = tb
                 tb.ops.append(op)
@@ -426,20 +426,6 @@ class _Program:
             return (f"a channel needs {max(per_chan.values())} threadblocks "
                     f"(limit {MAX_TBS_PER_CHANNEL})")
         return None
-
-
-def _runs(copies):
-    """Coalesce copies (src, dst) of consecutive slots into (src, dst, cnt)."""
-    out = []
-    for src, dst in sorted(copies):
-        if out:
-            s0, d0, cnt = out[-1]
-            if (src.buf == s0.buf and dst.buf == d0.buf and src.idx == s0.idx + cnt
-                    and dst.idx == d0.idx + cnt and cnt < MAX_CNT):
-                out[-1] = (s0, d0, cnt + 1)
-                continue
-        out.append((src, dst, 1))
-    return out
 
 
 def build(schedule, inplace: bool = False):

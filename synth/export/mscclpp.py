@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from synth.errors import BadInput
-from synth.export.layout import Layout, Slot, drop_redundant
+from synth.export.layout import Layout, Slot, coalesce, drop_redundant
 
 MAX_OPS = 64
 MAX_IDS = 8           # channel_ids per op
@@ -202,7 +202,7 @@ class _Plan:
         if tb.epilogue:
             if ops and ops[-1]["name"] != "nop":
                 ops.append({"name": "nop"})
-            for src, dst, cnt in _runs(tb.epilogue):
+            for src, dst, cnt in coalesce(tb.epilogue):
                 ops.append({"name": "copy", "src_buff": [dict(local(src), size=cnt)],
                             "dst_buff": [dict(local(dst), size=cnt)]})
         return ops or [{"name": "nop"}]
@@ -219,19 +219,6 @@ class _Plan:
                 return f"a thread block of rank {r} needs {len(tb.remote_refs)} remote " \
                        f"buffers (limit {MAX_TB_REMOTE})"
         return None
-
-
-def _runs(copies):
-    out = []
-    for src, dst in sorted(copies):
-        if out:
-            s0, d0, cnt = out[-1]
-            if (src.buf, dst.buf) == (s0.buf, d0.buf) and src.idx == s0.idx + cnt \
-                    and dst.idx == d0.idx + cnt:
-                out[-1] = (s0, d0, cnt + 1)
-                continue
-        out.append((src, dst, 1))
-    return out
 
 
 def build(schedule, inplace: bool = False) -> _Plan:
