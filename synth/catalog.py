@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -67,7 +68,7 @@ def generate(spec: str) -> Topology:
         ok = len(dims) == shape
     if not ok or any(d < 1 for d in dims):
         raise BadInput(f"{spec}: expected {GENERATORS[kind].split()[0]}")
-    n = 2 ** dims[0] if kind == "hypercube" else _product(dims)
+    n = 2 ** dims[0] if kind == "hypercube" else math.prod(dims)
     if n < 2 or n > 4096:
         raise BadInput(f"{spec}: expected between 2 and 4096 GPUs, got {n}")
     if kind == "switch":
@@ -130,13 +131,6 @@ def _flat(coord, dims) -> int:
     for c, d in zip(coord, dims):
         index = index * d + c
     return index
-
-
-def _product(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out
 
 
 # --- multi-node -------------------------------------------------------------------

@@ -133,12 +133,12 @@ def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, 
         raise NoAnswer(f"no answer: {what} was not decided within {time_limit:g} s")
     point = Point(out.schedule, proven=False)
     path, = write_points([point], output_dir(out_dir, topo.name, name), formats)
-    cost = out.schedule
-    line = {"collective": name, "topology": topo.name, "steps": cost.num_steps,
-            "rounds": cost.rounds, "chunks": chunks, "file": str(path),
+    found = out.schedule
+    line = {"collective": name, "topology": topo.name, "steps": found.num_steps,
+            "rounds": found.rounds, "chunks": chunks, "file": str(path),
             "solve_seconds": round(out.seconds, 3), "solver": backend}
     click.echo(json.dumps(line) if as_json else
-               f"found {name} on {topo.name}: {cost.num_steps} steps, {cost.rounds} rounds, "
+               f"found {name} on {topo.name}: {found.num_steps} steps, {found.rounds} rounds, "
                f"{chunks} chunks in {out.seconds:.2f} s -> {path}")
     return 0
 
@@ -147,13 +147,11 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
               out_dir, formats, as_json, show_progress, plots=False):
     from dataclasses import replace
 
-    from synth.bounds import bounds
-    from synth.collectives import make_collective
-    from synth.frontier import default_limits, synthesize
+    from synth.frontier import synthesize
     from synth.output import format_table, output_dir, result_summary, write_points
+    from synth.pareto import Limits
 
-    b = bounds(topo, make_collective(name, topo.ranks, 1, root))
-    limits = default_limits(b, max_steps, max_chunks, time_limit, backend)
+    limits = Limits(max_steps, max_chunks or 8, time_limit, backend)
     if steps is not None:
         limits = replace(limits, max_steps=steps, min_steps=steps)
     progress = _Progress(show_progress, overwrite=sys.stderr.isatty())
@@ -257,22 +255,20 @@ def bounds_command(collective, spec, root, as_json):
 def compare_command(collective, spec, root, sizes, time_limit, solver, as_json):
     """Synthesized frontier against ring, tree, recursive, direct and hierarchical."""
     from synth.baselines import baselines
-    from synth.bounds import bounds
     from synth.catalog import resolve
-    from synth.collectives import make_collective
     from synth.compare import comparison, format_comparison, make_rows
     from synth.cost import parse_size
-    from synth.frontier import default_limits, synthesize
+    from synth.frontier import synthesize
+    from synth.pareto import Limits
 
     size_list = [parse_size(x) for x in sizes.split(",")]
     topo = resolve(spec)
-    b = bounds(topo, make_collective(collective, topo.ranks, 1, root))
-    limits = default_limits(b, time_limit=time_limit, backend=SOLVER_CHOICE[solver][0])
+    limits = Limits(time_limit=time_limit, backend=SOLVER_CHOICE[solver][0])
     result = synthesize(topo, collective, root, limits)
     rows = make_rows([p.schedule for p in result.points],
                      [(base.name, base.schedule) for base in
                       baselines(result.model, collective, result.root)])
-    data = comparison(rows, b, size_list)
+    data = comparison(rows, result.bounds, size_list)
     data.update(collective=collective, topology=topo.name, complete=result.complete)
     if as_json:
         click.echo(json.dumps(data, indent=1))

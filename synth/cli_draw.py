@@ -77,20 +77,18 @@ def report_command(collective, spec, out_dir, root, time_limit, max_chunks, size
     comparison with the baselines, the plots, the topology and every frontier schedule
     drawn (pictures inlined, so DIR/index.html works offline)."""
     from synth.baselines import baselines, not_applicable
-    from synth.bounds import bounds
     from synth.catalog import resolve
-    from synth.collectives import make_collective
     from synth.cost import parse_size
-    from synth.frontier import default_limits, synthesize
+    from synth.frontier import synthesize
+    from synth.pareto import Limits
     from synth.report import write_report
 
     size_list = [parse_size(x) for x in sizes.split(",")]
     if Path(out_dir).exists() and not Path(out_dir).is_dir():
         raise BadInput(f"{out_dir}: exists and is not a folder")
     topology = resolve(spec)
-    b = bounds(topology, make_collective(collective, topology.ranks, 1, root))
     backend = SOLVER_CHOICE[solver][0]
-    limits = default_limits(b, max_chunks=max_chunks, time_limit=time_limit, backend=backend)
+    limits = Limits(max_chunks=max_chunks or 8, time_limit=time_limit, backend=backend)
     result = synthesize(topology, collective, root, limits)
     base = [(x.name, x.schedule) for x in baselines(result.model, collective, result.root)]
     skipped = not_applicable(result.model, collective, result.root)

@@ -37,12 +37,16 @@ class Result:
         return all(s.complete for s in self.searches.values())
 
 
+def default_max_steps(b: Bounds) -> int:
+    """3 steps past the hop bound; allreduce: room for two phases."""
+    return 2 * b.steps + 2 if b.collective == "allreduce" else b.steps + 3
+
+
 def default_limits(b: Bounds, max_steps=None, max_chunks=None, time_limit=None,
                    backend="cpsat") -> Limits:
-    """Defaults: 3 steps past the hop bound (allreduce: room for two phases), 8 chunks,
-    5 minutes."""
-    steps = 2 * b.steps + 2 if b.collective == "allreduce" else b.steps + 3
-    return Limits(max_steps or steps, max_chunks or 8, time_limit or 300.0, backend)
+    """Limits with every default filled in (8 chunks, 5 minutes, default_max_steps)."""
+    return Limits(max_steps or default_max_steps(b), max_chunks or 8, time_limit or 300.0,
+                  backend)
 
 
 def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limits | None = None,
@@ -53,7 +57,9 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     model = lowering.model
     coll = make_collective(name, model.ranks, 1, root)
     b = bounds(topo, coll, lowering)
-    limits = limits or default_limits(b)
+    limits = limits or Limits()
+    if limits.max_steps is None:
+        limits = replace(limits, max_steps=default_max_steps(b))
     if name != "allreduce":
         search = frontier(model, name, coll.root, b.steps, b.rounds_per_chunk, limits, on_event)
         return Result(name, coll.root, model, b, search.points, {name: search},

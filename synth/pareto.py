@@ -83,9 +83,9 @@ class Search:
 
 @dataclass(frozen=True)
 class Limits:
-    max_steps: int
-    max_chunks: int
-    time_limit: float  # seconds for the whole search
+    max_steps: int | None = None  # None: synth.frontier's default from the hop bound
+    max_chunks: int = 8
+    time_limit: float = 300.0  # seconds for the whole search
     backend: str = "cpsat"
     min_steps: int = 1  # searched from max(this, the hop bound)
     workers: int = DEFAULT_WORKERS  # CP-SAT portfolio size
