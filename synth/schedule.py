@@ -21,7 +21,7 @@ FORMAT = "synth.schedule"
 VERSION = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: composed schedules hold millions
 class Send:
     chunk: int
     src: int
@@ -111,7 +111,63 @@ def model_from_dict(doc: dict, ranks: int) -> LinkModel:
 
 
 def write_schedule(schedule: Schedule, path: str | Path) -> Path:
-    return write_atomic(path, json.dumps(schedule_to_dict(schedule), indent=1) + "\n")
+    return write_atomic(path, schedule_json(schedule_to_dict(schedule)))
+
+
+def schedule_json(doc: dict) -> str:
+    """The file's text: indented, with every value short enough on one line, so a
+    small schedule reads easily and one of millions of sends (one per line) is written
+    fast (json's own indenting encoder is pure Python, and puts every number on a line
+    of its own)."""
+    return _pretty(doc, 0) + "\n"
+
+
+LINE = 80  # characters: a value this short is written on one line
+
+
+def _pretty(value, depth: int) -> str:
+    if isinstance(value, (dict, list)) and value and not _short(value):
+        pad = " " * (depth + 1)
+        if isinstance(value, dict):
+            items = [f"{pad}{json.dumps(k)}: {_pretty(v, depth + 1)}" for k, v in value.items()]
+            return "{\n" + ",\n".join(items) + "\n" + " " * depth + "}"
+        if all(isinstance(v, list) and len(v) == 2 for v in value):
+            items = _wrapped([json.dumps(v) for v in value], pad)  # (rank, chunk) pairs
+        else:
+            items = [pad + _pretty(v, depth + 1) for v in value]
+        return "[\n" + ",\n".join(items) + "\n" + " " * depth + "]"
+    return json.dumps(value)
+
+
+def _wrapped(texts: list[str], pad: str) -> list[str]:
+    """The texts joined by ", " into lines of about LINE characters."""
+    lines, line = [], []
+    width = len(pad)
+    for text in texts:
+        if line and width + len(text) > LINE:
+            lines.append(pad + ", ".join(line))
+            line, width = [], len(pad)
+        line.append(text)
+        width += len(text) + 2
+    return lines + [pad + ", ".join(line)]
+
+
+def _short(value) -> bool:
+    """Whether json.dumps(value) has at most about LINE characters; stops early."""
+    room, todo = LINE, [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, dict):
+            room -= 2 + sum(len(k) + 6 for k in v)
+            todo.extend(v.values())
+        elif isinstance(v, list):
+            room -= 2 + 2 * len(v)
+            todo.extend(v)
+        else:
+            room -= len(str(v)) + 2
+        if room < 0:
+            return False
+    return True
 
 
 def read_schedule(path: str | Path) -> Schedule:

@@ -104,6 +104,11 @@ def _pairs(doc, key, n):
     """A list of [rank, chunk] pairs as a set; chunk ranges are left to the table check."""
     out = set()
     for i, item in enumerate(_get(doc, key, "", list, "a list")):
+        # fast path for the common well-formed pair; the slow one names the problem
+        if (type(item) is list and len(item) == 2 and type(item[0]) is int
+                and type(item[1]) is int and 0 <= item[0] < n):
+            out.add((item[0], item[1]))
+            continue
         p = f"{key}[{i}]"
         if not isinstance(item, list) or len(item) != 2:
             _bad(p, "expected [rank, chunk]")
@@ -151,6 +156,13 @@ def _steps(doc, n):
         rounds = _int(_get(step, "rounds", p), f"{p}.rounds", 1)
         sends = []
         for j, send in enumerate(_get(step, "sends", p, list, "a list")):
+            if type(send) is dict:  # fast path: a well-formed send; else the slow one below
+                chunk, src, dst, op = (send.get("chunk"), send.get("src"), send.get("dst"),
+                                       send.get("op"))
+                if (type(chunk) is int and type(src) is int and type(dst) is int
+                        and 0 <= src < n and 0 <= dst < n and op in ("copy", "reduce")):
+                    sends.append((chunk, src, dst, op))
+                    continue
             q = f"{p}.sends[{j}]"
             op = _get(send, "op", q)
             if op not in ("copy", "reduce"):
@@ -210,6 +222,9 @@ def _check_table(s):
 
 
 def _check_send(s, i, state, chunk, src, dst, op):
+    if (0 <= chunk < s.g and (src, dst) in s.links and (src, chunk) in state
+            and (op == "copy" or (s.collective in COMBINING and (dst, chunk) in state))):
+        return  # the common case, without building the messages below
     where = dict(step=i, chunk=chunk, ranks=(src, dst))
     what = f"chunk {chunk} {'sent' if op == 'copy' else 'reduced'} from rank {src} to rank {dst}"
     if not 0 <= chunk < s.g:
@@ -287,8 +302,10 @@ def verify_schedule(doc):
     """Return None if doc is a valid schedule; raise MalformedSchedule or ScheduleInvalid."""
     s = parse(doc)
     _check_table(s)
-    # combining: each holder starts with its own contribution only
-    state = {(rank, chunk): frozenset({rank}) for rank, chunk in s.pre}
+    # combining: each holder starts with its own contribution only (one set per rank,
+    # shared: a composed allreduce has millions of (rank, chunk) pairs)
+    own = {rank: frozenset({rank}) for rank in range(s.n)}
+    state = {(rank, chunk): own[rank] for rank, chunk in s.pre}
     _check_post(s, simulate(s, state))
 
 
