@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from synth.collectives import Collective
+from synth.collectives import COMBINING, Collective
 from synth.constraints import ConstraintModel
 from synth.linkmodel import LinkModel, hop_distances, min_rounds
 from synth.schedule import Schedule, Send, Step
@@ -61,8 +61,16 @@ def estimated_variables(instance: Instance) -> int:
     """About how many boolean variables encode() makes, before pruning: G x links x S,
     times N contributions for combining collectives. Cheap: nothing is built."""
     coll = instance.collective
-    tokens = coll.ranks if coll.combining else 1
-    return coll.num_chunks * len(instance.model.links) * instance.steps * tokens
+    return variables_for(coll.name, coll.ranks, coll.chunks, len(instance.model.links),
+                         instance.steps)
+
+
+def variables_for(name: str, ranks: int, chunks: int, links: int, steps: int) -> int:
+    """estimated_variables without building the collective (G from DESIGN.md's table)."""
+    g = {"alltoall": ranks * ranks * chunks, "allreduce": chunks, "broadcast": chunks,
+         "reduce": chunks}.get(name, ranks * chunks)
+    tokens = ranks if name in COMBINING else 1
+    return g * links * steps * tokens
 
 
 def encode(instance: Instance) -> Encoding:

@@ -31,7 +31,7 @@ from synth.collectives import make_collective
 from synth.constraints import SAT, UNKNOWN, UNSAT
 from synth.linkmodel import LinkModel
 from synth.schedule import Schedule
-from synth.synthesis import DEFAULT_WORKERS, Outcome, TooLarge, solve_instance
+from synth.synthesis import DEFAULT_WORKERS, Outcome, TooLarge, solve_instance, too_large
 
 
 INSTANCE_SHARE = 0.2  # of the search's time limit, at most, for one solver call
@@ -129,8 +129,15 @@ def frontier(model: LinkModel, name: str, root: int | None, min_steps: int,
             search.complete = False
         return out
 
+    first = max(1, min_steps, limits.min_steps)
+    refused = too_large(model, name, first, limits.max_chunks // 2 + 1)
+    if refused:  # the smallest instance the search would ask is refused: so is the rest
+        search.complete = False
+        search.too_large = refused
+        search.stopped = f"instances too large for exact synthesis: {refused}"
+        return search
     try:
-        for steps in range(max(1, min_steps, limits.min_steps), limits.max_steps + 1):
+        for steps in range(first, limits.max_steps + 1):
             point = _least_ratio(ask, model, name, root, steps, ratio_bound, best,
                                  limits.max_chunks)
             if point is None:

@@ -15,7 +15,7 @@ from synth import cache
 from synth.collectives import DUAL, Collective, make_collective
 from synth.constraints import SAT, UNSAT, solve
 from synth.duality import reverse_model, reverse_schedule
-from synth.encoding import Instance, decode, encode, estimated_variables
+from synth.encoding import Instance, decode, encode, estimated_variables, variables_for
 from synth.errors import SynthError
 from synth.linkmodel import LinkModel
 from synth.schedule import Schedule, model_to_dict, schedule_from_dict, schedule_to_dict
@@ -87,6 +87,15 @@ def solve_instance(model: LinkModel, collective: Collective, steps: int, rounds:
                           "variables": out.variables,
                           "schedule": schedule and schedule_to_dict(schedule)})
     return outcome
+
+
+def too_large(model: LinkModel, name: str, steps: int, chunks: int) -> str:
+    """Why an instance of `name` with these steps and chunks would be refused, or "".
+    Checked by arithmetic alone, so a frontier search over a huge model stops at once."""
+    size = variables_for(DUAL.get(name, name), model.ranks, chunks, len(model.links), steps)
+    if size > MAX_VARIABLES:
+        return f"about {size:,} variables (limit {MAX_VARIABLES:,})"
+    return ""
 
 
 def _from_cache(key: str) -> Outcome | None:
