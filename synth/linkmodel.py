@@ -193,3 +193,22 @@ def min_rounds(model: LinkModel, pairs) -> int:
         if count:
             rounds = max(rounds, math.ceil(count / group.capacity))
     return rounds
+
+
+def restrict(model: LinkModel, ranks, name: str = "") -> LinkModel:
+    """The links and groups among `ranks`, renumbered: ranks[i] becomes rank i.
+
+    A group keeps its capacity with only its links among `ranks` (empty groups go), so
+    the sub-model is the network as these ranks see it when no one else sends.
+    """
+    local = {r: i for i, r in enumerate(ranks)}
+    links = tuple(RankLink(local[l.src], local[l.dst], l.capacity, l.alpha_us)
+                  for l in model.links if l.src in local and l.dst in local)
+    groups = []
+    for g in model.groups:
+        inside = tuple((local[a], local[b]) for a, b in g.links if a in local and b in local)
+        if len(inside) > 1 and g.capacity < sum(model.link[p].capacity for p in
+                                                 ((ranks[a], ranks[b]) for a, b in inside)):
+            groups.append(Group(g.name, inside, g.capacity))
+    return LinkModel(name or f"{model.name}[{len(ranks)} ranks]", model.unit_gbps, len(ranks),
+                     links, tuple(groups))

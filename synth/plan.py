@@ -1,7 +1,8 @@
-"""Plans: the sends of a baseline, step by step, before rounds are attached.
+"""Plans: the sends of a constructed schedule, step by step, before rounds are attached.
 
 A Move is (chunk, src, dst, op); a Plan is a list of steps, each a list of moves. The
-algorithm modules write plans from small primitives (a ring pass, a direct exchange, a
+baselines (synth/baselines/) and the decomposition (synth/decompose.py) build
+schedules this way. The baseline modules write plans from small primitives (a ring pass, a direct exchange, a
 tree sweep) that take explicit chunk lists, so one primitive serves every chunk
 numbering; `assemble` turns a plan into a Schedule whose every step's rounds come from
 `synth.linkmodel.min_rounds`.
@@ -45,6 +46,12 @@ def in_parallel(*plans: Plan) -> Plan:
 
 def in_sequence(*plans: Plan) -> Plan:
     return [step for p in plans for step in p]
+
+
+def pipelined(plans: list[Plan]) -> Plan:
+    """Plan i starts at step i, alongside the others: a pipeline over batches (plans
+    over disjoint chunks), so each step runs a different stage of several batches."""
+    return in_parallel(*([[] for _ in range(i)] + p for i, p in enumerate(plans)))
 
 
 def widen(plan: Plan, lanes: int) -> Plan:

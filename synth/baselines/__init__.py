@@ -22,9 +22,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 from synth.baselines.direct import direct_baseline
-from synth.baselines.graphs import find_boxes
+from synth.hierarchy import find_boxes
 from synth.baselines.hierarchical import hierarchical_baseline
-from synth.baselines.plan import Baseline, missing_link
+from synth.plan import Baseline, missing_link
 from synth.baselines.recursive import BOTH, DOUBLING, HALVING, recursive_baseline
 from synth.baselines.rings import pack_rings, ring_baseline
 from synth.baselines.trees import tree_baseline

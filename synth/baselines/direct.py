@@ -7,7 +7,7 @@ the rooted ones. C = 1 (N for allreduce) times lanes (plan.best_lanes).
 from __future__ import annotations
 
 from synth.baselines.graphs import all_linked
-from synth.baselines.plan import (Baseline, assemble_widest, direct_allgather,
+from synth.plan import (Baseline, assemble_widest, direct_allgather,
                                   direct_allreduce, direct_broadcast, direct_reduce,
                                   direct_reducescatter, missing_link)
 from synth.linkmodel import LinkModel

@@ -1,4 +1,4 @@
-"""Graph helpers for the baselines: boxes, complete subsets, Hamiltonian cycles, trees.
+"""Graph helpers for the baselines: complete subsets, Hamiltonian cycles, trees.
 
 Everything here reads only the LinkModel (ranks, links, groups); searches are bounded
 by explicit budgets so that baselines stay cheap on 64+ ranks.
@@ -8,43 +8,12 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from fractions import Fraction
 
-import networkx as nx
 
 from synth.linkmodel import LinkModel
 
 # Depth-first search for one Hamiltonian cycle: at most this many nodes pushed.
 HAMILTON_BUDGET = 4000
-
-
-def find_boxes(model: LinkModel) -> tuple[list[list[int]], str]:
-    """(boxes, "") or ([], why not). Boxes are lists of ranks in rank order.
-
-    The rule: drop the slowest class of links (all links of the smallest capacity); the
-    boxes are the connected components of what is left, if there are at least two, all
-    of one size >= 2; otherwise drop the next class too, and so on. So dgx2x2 (NIC
-    links 1/2, NVSwitch 6) and ndv2x2 (NIC 1/2, NVLink 1 and 2) split into their boxes,
-    while dgx1's doubled NVLinks form one ring: one box. (A median rule fails on dgx2x2,
-    where the slow NIC links are the majority.) Cost: O(classes x (ranks + links)).
-    """
-    caps = sorted({l.capacity for l in model.links})
-    if len(caps) < 2:
-        return [], "every link has the same capacity, so there are no boxes"
-    why = ""
-    for threshold in caps[1:]:
-        g = nx.Graph()
-        g.add_nodes_from(range(model.ranks))
-        g.add_edges_from((l.src, l.dst) for l in model.links if l.capacity >= threshold)
-        boxes = sorted(sorted(c) for c in nx.connected_components(g))
-        sizes = sorted({len(b) for b in boxes})
-        if len(boxes) >= 2 and len(sizes) == 1 and sizes[0] >= 2:
-            return boxes, ""
-        if len(boxes) >= 2 and not why and sizes[-1] >= 2:
-            why = (f"links of capacity >= {_fmt(threshold)} make boxes of unequal sizes "
-                   f"{sorted(len(b) for b in boxes)}")
-    return [], why or ("no class of slow links separates the ranks into boxes "
-                       f"(capacities {', '.join(_fmt(c) for c in caps)})")
 
 
 def all_linked(model: LinkModel, ranks) -> bool:
@@ -193,6 +162,3 @@ def spanning_tree(nodes, root, adjacent, max_children: int | None = None,
 def interior(children) -> set[int]:
     return {p for p, ks in children.items() if ks}
 
-
-def _fmt(x: Fraction) -> str:
-    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"

@@ -1,6 +1,6 @@
 """Hierarchical: inside the boxes, then across them, then inside again.
 
-Boxes come from graphs.find_boxes (the components left when the slowest links are
+Boxes come from synth.hierarchy.find_boxes (the components left when the slowest links are
 dropped). Local rank i of every box forms the peer group of shard i. Inside a box, and
 within a peer group, data moves directly when every pair is linked, else around a ring
 (a Hamiltonian cycle of that subset), else the baseline does not apply.
@@ -16,8 +16,9 @@ within a peer group, data moves directly when every pair is linked, else around 
 
 from __future__ import annotations
 
-from synth.baselines.graphs import all_linked, find_boxes, hamiltonian_cycle
-from synth.baselines.plan import (Baseline, assemble_widest, chain_broadcast, chain_reduce,
+from synth.baselines.graphs import all_linked, hamiltonian_cycle
+from synth.hierarchy import find_boxes
+from synth.plan import (Baseline, assemble_widest, chain_broadcast, chain_reduce,
                                   direct_allgather, direct_allreduce, direct_broadcast,
                                   direct_reduce, direct_reducescatter, exchange_allreduce,
                                   in_parallel, in_sequence, ring_allgather, ring_allreduce,

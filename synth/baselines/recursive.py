@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 
-from synth.baselines.plan import Baseline, Plan, assemble_widest, best_lanes, in_sequence
+from synth.plan import Baseline, Plan, assemble_widest, best_lanes, in_sequence
 from synth.linkmodel import LinkModel
 
 DOUBLING, HALVING, BOTH = "recursive doubling", "recursive halving", "recursive halving-doubling"

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from synth.baselines.graphs import find_boxes, hamiltonian_cycle
-from synth.baselines.plan import (Baseline, assemble, chain_broadcast, chain_reduce, in_parallel,
+from synth.baselines.graphs import hamiltonian_cycle
+from synth.hierarchy import find_boxes
+from synth.plan import (Baseline, assemble, chain_broadcast, chain_reduce, in_parallel,
                                   ring_allgather, ring_allreduce, ring_reducescatter,
                                   scaled_rounds, capacity_tables)
 from synth.linkmodel import LinkModel

@@ -12,7 +12,7 @@ half each way. C = 2 x lanes (plan.best_lanes), so wide ports are filled too.
 from __future__ import annotations
 
 from synth.baselines.graphs import all_linked, interior, spanning_tree
-from synth.baselines.plan import (Baseline, assemble_widest, best_lanes, in_parallel,
+from synth.plan import (Baseline, assemble_widest, best_lanes, in_parallel,
                                   in_sequence, tree_broadcast, tree_reduce)
 from synth.linkmodel import LinkModel, hop_distances
 
