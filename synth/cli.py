@@ -60,7 +60,7 @@ def topo_show(spec, as_json):
 # --- synthesis ----------------------------------------------------------------------
 
 SOLVER_CHOICE = {
-    "auto": ("cpsat", "auto picks CP-SAT: it solved every instance in bench/ faster than Z3"),
+    "auto": ("cpsat", "auto: CP-SAT solved every instance in bench/ faster than Z3"),
     "cpsat": ("cpsat", "asked for"),
     "z3": ("z3", "asked for"),
 }
@@ -82,6 +82,12 @@ def _synthesis_command(name: str):
                   show_default=True)
     @click.option("--time-limit", type=click.FloatRange(min=0.1), default=300.0,
                   show_default=True, help="Seconds for the whole search.")
+    @click.option("--method", type=click.Choice(["auto", "exact", "decomposed"]),
+                  default="auto", show_default=True,
+                  help="auto: on multi-node topologies, decompose into boxes and the network "
+                       "first, then search exactly in the time left.")
+    @click.option("--hints", "hints_path", default=None, type=click.Path(dir_okay=False),
+                  help="Optional YAML hints for the decomposition (README, Multi-node).")
     @click.option("--out", "out_dir", default="out", show_default=True,
                   help="Schedules go to OUT/TOPO/COLLECTIVE/.")
     @click.option("--format", "formats", default="json", show_default=True,
@@ -92,12 +98,14 @@ def _synthesis_command(name: str):
     @click.option("--plots", is_flag=True,
                   help="Also plot the frontier and time against size (PNG) beside the files.")
     def command(spec, root, steps, rounds, chunks, max_steps, max_chunks, solver, time_limit,
-                out_dir, formats, as_json, progress, plots):
+                method, hints_path, out_dir, formats, as_json, progress, plots):
         from synth.catalog import resolve
+        from synth.hints import read_hints
         from synth.output import parse_formats
 
         formats = parse_formats(formats)
         topo = resolve(spec)
+        hints = read_hints(hints_path, topo.ranks) if hints_path else None
         backend, why = SOLVER_CHOICE[solver]
         if rounds is not None or chunks is not None:
             if None in (steps, rounds, chunks):
@@ -108,7 +116,7 @@ def _synthesis_command(name: str):
         if progress is None:
             progress = sys.stderr.isatty() and not as_json
         return _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why,
-                         time_limit, out_dir, formats, as_json, progress, plots)
+                         time_limit, out_dir, formats, as_json, progress, plots, method, hints)
 
     command.__doc__ = (f"Synthesize {name} schedules: the Pareto frontier of steps against "
                        "rounds per chunk, each verified and written under --out.")
@@ -144,7 +152,7 @@ def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, 
 
 
 def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time_limit,
-              out_dir, formats, as_json, show_progress, plots=False):
+              out_dir, formats, as_json, show_progress, plots=False, method="auto", hints=None):
     from dataclasses import replace
 
     from synth.frontier import synthesize
@@ -156,7 +164,7 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
         limits = replace(limits, max_steps=steps, min_steps=steps)
     progress = _Progress(show_progress, overwrite=sys.stderr.isatty())
     progress.say(f"solver: {backend} ({why})")
-    result = synthesize(topo, name, root, limits, progress.event)
+    result = synthesize(topo, name, root, limits, progress.event, method, hints)
     progress.done()
     if steps is not None:
         result.points = [p for p in result.points if p.steps == steps]
@@ -168,7 +176,7 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
         write_plots(result, [(base.name, base.schedule) for base in
                              baselines(result.model, name, result.root)],
                     output_dir(out_dir, topo.name, name))
-    summary = result_summary(result, topo.name, backend, paths)
+    summary = result_summary(result, topo.name, backend, paths, why)
     click.echo(json.dumps(summary, indent=1) if as_json else format_table(summary))
     if not result.points:
         why = "; ".join(dict.fromkeys(s.stopped.split(":")[0]

@@ -1,9 +1,12 @@
 """A collective's whole frontier: bounds, the searches, and allreduce's composition.
 
-Allreduce gets three searches sharing the time limit: allreduce directly, and the
-reducescatter and allgather frontiers, whose every pairing (cut to a common number of
-chunks per rank) is a composed allreduce candidate. All candidates meet on one
-frontier. Every schedule returned has passed the verifier.
+Multi-node topologies (synth.hierarchy finds boxes) first get the decomposition
+(synth.decompose): pipelined schedules built from small exact problems per level, in
+seconds; the exact searches then run in the time left, where the instance is small
+enough to encode. Allreduce gets three exact searches sharing that time: allreduce
+directly, and the reducescatter and allgather frontiers, whose every pairing (cut to a
+common number of chunks per rank) is a composed allreduce candidate. All candidates
+meet on one frontier. Every schedule returned has passed the verifier.
 """
 
 from __future__ import annotations
@@ -15,10 +18,14 @@ from fractions import Fraction
 
 from synth.bounds import Bounds, bounds
 from synth.collectives import make_collective
+from synth.decompose import COLLECTIVES as DECOMPOSED, DEPTHS, decompose
 from synth.duality import compose_allreduce, refine
+from synth.errors import NoAnswer
+from synth.hierarchy import find_hierarchy
+from synth.hints import Hints
 from synth.linkmodel import LinkModel, lower_with_routes
 from synth.pareto import Limits, Point, Search, frontier
-from synth.synthesis import verified
+from synth.synthesis import too_large, verified
 from synth.topology import Topology
 
 
@@ -49,24 +56,67 @@ def default_limits(b: Bounds, max_steps=None, max_chunks=None, time_limit=None,
                   backend)
 
 
+METHODS = ("auto", "exact", "decomposed")
+
+
 def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limits | None = None,
-               on_event=None) -> Result:
-    """The Pareto frontier of `name` on `topo` within `limits`."""
+               on_event=None, method: str = "auto", hints: Hints | None = None) -> Result:
+    """The Pareto frontier of `name` on `topo` within `limits`.
+
+    method: "auto" decomposes multi-node topologies and then searches exactly in the
+    time left; "exact" or "decomposed" do only that. hints: synth.hints, for the
+    decomposition. Raises NoAnswer when "decomposed" does not apply.
+    """
     start = time.monotonic()
     lowering = lower_with_routes(topo)
     model = lowering.model
     coll = make_collective(name, model.ranks, 1, root)
+    hints = hints or Hints()
+    hierarchy, why = None, f"{name} is not decomposed (only {', '.join(DECOMPOSED)} are)"
+    if method != "exact" and name in DECOMPOSED:
+        hierarchy, why = find_hierarchy(lowering, {v.name: v.kind for v in topo.vertices},
+                                        hints.boxes)
+    if method == "decomposed" and hierarchy is None:
+        raise NoAnswer(f"cannot decompose {name} on {topo.name}: {why}")
     b = bounds(topo, coll, lowering)
     limits = limits or Limits()
-    if limits.max_steps is None:
-        limits = replace(limits, max_steps=default_max_steps(b))
-    if name != "allreduce":
-        search = frontier(model, name, coll.root, b.steps, b.rounds_per_chunk, limits, on_event)
-        return Result(name, coll.root, model, b, search.points, {name: search},
-                      time.monotonic() - start)
+    on_event = on_event or (lambda kind, data: None)
+    searches = {}
+    if hierarchy is not None:
+        on_event("search", f"{name} by decomposition: {hierarchy.describe()}")
+        searches["decomposed"] = decompose(model, hierarchy, name, limits, on_event,
+                                           hints.batches or DEPTHS)
+    points = list(searches.get("decomposed", Search()).points)
+    if method != "decomposed" and searches.get("decomposed", Search()).stopped != "interrupted":
+        exact = replace(limits, max_steps=limits.max_steps or default_max_steps(b),
+                        time_limit=max(limits.time_limit - (time.monotonic() - start), 0.0))
+        if name == "allreduce":
+            searches.update(_allreduce_searches(topo, lowering, b, exact, on_event))
+            points += searches["allreduce"].points
+            points += [Point(_compose(rs.schedule, ag.schedule), proven=False)
+                       for rs in searches.get("reducescatter", Search()).points
+                       for ag in searches.get("allgather", Search()).points]
+        else:
+            searches[name] = frontier(model, name, coll.root, b.steps, b.rounds_per_chunk,
+                                      exact, on_event)
+            points += searches[name].points
+    return Result(name, coll.root, model, b, pareto_filter(points), searches,
+                  time.monotonic() - start)
 
+
+def _allreduce_searches(topo: Topology, lowering, b: Bounds, limits: Limits, on_event
+                        ) -> dict[str, Search]:
+    """Allreduce directly, then allgather and reducescatter for the composition, sharing
+    the time 3 : 2 : 1 of what is left at each start."""
+    model = lowering.model
+    start = time.monotonic()
     searches = {}
     for part, share in (("allreduce", 3), ("allgather", 2), ("reducescatter", 1)):
+        refused = too_large(model, part, 1, limits.max_chunks // 2 + 1)
+        if refused:  # not even one step fits: skip the bounds too (minutes at 256 GPUs)
+            searches[part] = Search(stopped=f"instances too large for exact synthesis: "
+                                            f"{refused}", complete=False, too_large=refused)
+            continue
         remaining = limits.time_limit - (time.monotonic() - start)
         part_limits = replace(limits, time_limit=max(remaining / share, 0.0))
         pb = b if part == "allreduce" else bounds(topo, make_collective(part, model.ranks),
@@ -74,17 +124,12 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
         if part != "allreduce":  # room for the other phase, at least its hop bound
             part_limits = replace(part_limits, min_steps=1,
                                   max_steps=max(pb.steps, limits.max_steps - pb.steps))
-        if on_event:
-            on_event("search", part)
+        on_event("search", part)
         searches[part] = frontier(model, part, None, pb.steps, pb.rounds_per_chunk,
                                   part_limits, on_event)
         if searches[part].stopped == "interrupted":
             break  # Ctrl-C ends the whole job, keeping what was found
-    composed = [Point(_compose(rs.schedule, ag.schedule), proven=False)
-                for rs in searches.get("reducescatter", Search()).points
-                for ag in searches.get("allgather", Search()).points]
-    points = pareto_filter(searches["allreduce"].points + composed)
-    return Result(name, None, model, b, points, searches, time.monotonic() - start)
+    return searches
 
 
 def _compose(rs, ag):

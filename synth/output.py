@@ -86,11 +86,12 @@ def point_summary(point: Point, result: Result, path: Path | None) -> dict:
     }
 
 
-def result_summary(result: Result, topology: str, solver: str, paths: list[Path]) -> dict:
+def result_summary(result: Result, topology: str, solver: str, paths: list[Path],
+                   solver_reason: str = "") -> dict:
     b = result.bounds
     return {
         "collective": result.collective, "topology": topology, "ranks": result.model.ranks,
-        "root": result.root, "solver": solver,
+        "root": result.root, "solver": solver, "solver_reason": solver_reason,
         "bounds": {"steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
                    "us_per_mb": b.us_per_mb, "note": b.note},
         "frontier": [point_summary(p, result, path)
@@ -115,7 +116,9 @@ def format_table(summary: dict) -> str:
              for row in rows]
     b = summary["bounds"]
     head = (f"{summary['collective']} on {summary['topology']} ({summary['ranks']} ranks), "
-            f"solver {summary['solver']}: bounds {b['steps']} steps, "
+            f"solver {summary['solver']}"
+            f"{' (' + summary['solver_reason'] + ')' if summary.get('solver_reason') else ''}"
+            f": bounds {b['steps']} steps, "
             f"{b['rounds_per_chunk']} rounds per chunk ({b['us_per_mb']:.3f} us/MB)")
     stops = "; ".join(f"{k}: {v}" for k, v in summary["stopped"].items())
     tail = (f"{len(summary['frontier'])} frontier points, {summary['solver_calls']} solver calls, "

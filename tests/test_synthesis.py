@@ -199,8 +199,8 @@ def test_cli_bad_input(args, message, tmp_path):
 
 def test_instances_too_large_are_refused_quickly_with_one_line(tmp_path):
     start = time.monotonic()
-    result = synth_cli("allreduce", "--topo", "dgx2x4", "--time-limit", "60",
-                       "--out", str(tmp_path))
+    result = synth_cli("allreduce", "--topo", "dgx2x4", "--method", "exact",
+                       "--time-limit", "60", "--out", str(tmp_path))
     assert result.returncode == 1
     assert "too large for exact synthesis" in result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

@@ -1,0 +1,275 @@
+"""Multi-node synthesis: the hierarchy found from the topology, the composed and
+pipelined schedules (synth.decompose), the hints file and the CLI around them.
+
+Every composed schedule is checked by the independent verifier and by its numbers: its
+rounds per chunk never beat the proven bound, the pricing shortcut agrees with the
+schedule actually built, and deeper pipelines buy bandwidth with steps.
+"""
+
+import json
+import subprocess
+import sys
+import time
+from fractions import Fraction
+from functools import lru_cache
+
+import pytest
+
+from synth.bounds import bounds
+from synth.catalog import resolve
+from synth.collectives import make_collective
+from synth.decompose import _build, _designs, decompose, level_allgathers
+from synth.hierarchy import find_hierarchy
+from synth.linkmodel import lower_with_routes, restrict
+from synth.pareto import Limits
+from synth.schedule import Schedule, Send, Step, schedule_to_dict
+from synth.topology import topology_from_dict
+from synth.verify import ScheduleInvalid, verify_schedule
+
+LIMITS = Limits(max_steps=12, time_limit=30)
+
+
+@lru_cache(maxsize=None)
+def lowered(spec):
+    topo = resolve(spec)
+    return topo, lower_with_routes(topo)
+
+
+def hierarchy_of(spec):
+    topo, lowering = lowered(spec)
+    return find_hierarchy(lowering, {v.name: v.kind for v in topo.vertices})
+
+
+# --- the hierarchy ---------------------------------------------------------------------
+
+def test_dgx2_boxes_share_one_switch_and_pairs_of_gpus_share_a_nic():
+    h, why = hierarchy_of("dgx2x2")
+    assert why == ""
+    assert h.boxes == (tuple(range(16)), tuple(range(16, 32)))
+    assert h.peers[3] == (3, 19)
+    assert h.rails == (("net", tuple(range(16))),)  # one non-blocking switch: one rail
+    assert h.gpus_per_nic == 2
+
+
+@pytest.mark.parametrize("spec, boxes", [("dgxh100x2", 2), ("dgxh100x4", 4), ("dgxa100x2", 2)])
+def test_rail_optimised_boxes_have_one_rail_per_local_rank(spec, boxes):
+    h, _ = hierarchy_of(spec)
+    assert len(h.boxes) == boxes and all(len(box) == 8 for box in h.boxes)
+    assert h.rails == tuple((f"rail{j}", (j,)) for j in range(8))
+    assert h.peers[5] == tuple(8 * b + 5 for b in range(boxes))
+    assert h.gpus_per_nic == 1
+
+
+@pytest.mark.parametrize("spec, reason", [
+    ("dgx1", "no class of slow links"),
+    ("dgx2", "no boxes"),
+    ("ndv2x2", "have no link out of their box"),  # one NIC for eight GPUs: relaying
+])
+def test_topologies_without_identical_reachable_boxes_are_not_decomposed(spec, reason):
+    h, why = hierarchy_of(spec)
+    assert h is None and reason in why
+
+
+def _rail_topology(rail_of_box1):
+    """Two boxes of 4 GPUs on a switch each, one NIC per GPU; GPU i of box 0 on rail i,
+    GPU 4 + j of box 1 on rail rail_of_box1[j] (a permuted numbering)."""
+    links = [{"between": [f"gpu{g}", f"sw{g // 4}"], "gbps": 100} for g in range(8)]
+    links += [{"between": [f"gpu{g}", f"nic{g}"], "gbps": 25} for g in range(8)]
+    rails = list(range(4)) + list(rail_of_box1)
+    links += [{"between": [f"nic{g}", f"rail{rails[g]}"], "gbps": 25} for g in range(8)]
+    return topology_from_dict({
+        "name": "permuted", "unit_gbps": 25, "gpus": 8,
+        "switches": [{"name": "sw0", "kind": "nvswitch"}, {"name": "sw1", "kind": "nvswitch"}]
+        + [{"name": f"rail{j}", "kind": "net_switch"} for j in range(4)],
+        "nics": [f"nic{g}" for g in range(8)], "links": links})
+
+
+def test_isomorphism_aligns_boxes_numbered_differently_by_their_rails():
+    topo = _rail_topology([2, 0, 3, 1])
+    h, why = find_hierarchy(lower_with_routes(topo), {v.name: v.kind for v in topo.vertices})
+    assert why == ""
+    assert h.peers == ((0, 5), (1, 7), (2, 4), (3, 6))  # each pair on one rail
+    result = decompose(lower_with_routes(topo).model, h, "allgather", LIMITS)
+    for p in result.points:
+        verify_schedule(schedule_to_dict(p.schedule))
+
+
+# --- composed schedules ----------------------------------------------------------------
+
+@lru_cache(maxsize=None)
+def composed(spec, name):
+    topo, lowering = lowered(spec)
+    h, _ = hierarchy_of(spec)
+    search = decompose(lowering.model, h, name, LIMITS)
+    return search, bounds(topo, make_collective(name, lowering.model.ranks), lowering)
+
+
+@pytest.mark.parametrize("spec", ["dgx2x2", "dgxh100x2"])
+@pytest.mark.parametrize("name", ["allgather", "reducescatter", "allreduce"])
+def test_composed_schedules_pass_the_verifier_and_respect_the_bound(spec, name):
+    search, b = composed(spec, name)
+    assert len(search.points) >= 3
+    for p in search.points:
+        doc = schedule_to_dict(p.schedule)
+        verify_schedule(doc)
+        assert doc["collective"] == name and doc["ranks"] == lowered(spec)[1].model.ranks
+        assert p.ratio >= b.rounds_per_chunk  # nothing beats a proven bound
+        assert p.steps <= LIMITS.max_steps
+    steps = [p.steps for p in search.points]
+    ratios = [p.ratio for p in search.points]
+    assert steps == sorted(steps) and ratios == sorted(ratios, reverse=True)
+    assert len(set(ratios)) == len(ratios)  # more steps only where they buy bandwidth
+
+
+def test_deeper_pipelines_approach_the_bound_on_dgx2x2():
+    # the NICs carry one share per GPU pair each batch; the NVSwitch phase of one batch
+    # overlaps the next batch's NIC phase, so only the ends cost extra
+    search, b = composed("dgx2x2", "allgather")
+    first, last = search.points[0], search.points[-1]
+    assert first.steps == 2  # across, then inside: no pipeline
+    # (the cut bound counts each GPU's PCIe link in full, though its NIC is shared, so
+    # even the best schedule stays a few percent above it here)
+    assert last.ratio / b.rounds_per_chunk < Fraction(6, 5)
+    assert last.ratio < first.ratio * Fraction(7, 10)
+
+
+def test_allreduce_overlaps_its_reducescatter_and_allgather():
+    # one pipeline: a batch's reducescatter then its allgather, so its steps are far
+    # fewer than a reducescatter followed by an allgather of the same depth
+    search, _ = composed("dgxh100x2", "allreduce")
+    for p in search.points:
+        batches = p.schedule.info["decomposition"]["batches"]
+        assert p.steps == batches + 3  # inside, across, across, inside
+
+
+def test_pricing_agrees_with_the_schedules_built():
+    topo, lowering = lowered("dgxh100x2")
+    h, _ = hierarchy_of("dgxh100x2")
+    for name in ("allgather", "allreduce"):
+        designs = _designs(lowering.model, h, name, LIMITS, time.monotonic() + 30,
+                           lambda kind, data: None)
+        for design in designs[:3]:
+            built = _build(lowering.model, h, name, design)
+            assert (built.num_steps, built.rounds) == (design.steps, design.rounds)
+            assert sum(len(s.sends) for s in built.steps) == design.sends
+
+
+def test_levels_are_synthesized_on_their_own_link_models():
+    _, lowering = lowered("dgx2x2")
+    h, _ = hierarchy_of("dgx2x2")
+    box = level_allgathers(restrict(lowering.model, h.boxes[0]), LIMITS,
+                           time.monotonic() + 30)
+    # one NVSwitch: every GPU sends straight to the other 15 in one step
+    assert box[0].num_steps == 1 and box[0].collective.ranks == 16
+    across = level_allgathers(restrict(lowering.model, h.peers[0]), LIMITS,
+                              time.monotonic() + 30)
+    assert across[0].collective.ranks == 2
+
+
+def _broken(schedule, edit):
+    steps = [list(step.sends) for step in schedule.steps]
+    rounds = [step.rounds for step in schedule.steps]
+    edit(steps, rounds)
+    return Schedule(schedule.collective, schedule.model,
+                    tuple(Step(r, tuple(s)) for r, s in zip(rounds, steps)))
+
+
+def test_the_verifier_rejects_broken_composed_schedules():
+    search, _ = composed("dgxh100x2", "allreduce")
+    good = search.points[-1].schedule
+    verify_schedule(schedule_to_dict(good))
+
+    def drop_last_send(steps, rounds):
+        steps[-1].pop()
+
+    def send_too_early(steps, rounds):  # an allgather copy before its reduction is done
+        steps[0].append(Send(steps[-1][0].chunk, steps[-1][0].src, steps[-1][0].dst, "copy"))
+
+    def fewer_rounds(steps, rounds):
+        busiest = max(range(len(rounds)), key=lambda i: rounds[i])
+        rounds[busiest] -= 1
+
+    def reduce_twice(steps, rounds):
+        x = next(s for s in steps[0] if s.op == "reduce")
+        steps[1].append(x)
+
+    for edit in (drop_last_send, send_too_early, fewer_rounds, reduce_twice):
+        with pytest.raises(ScheduleInvalid):
+            verify_schedule(schedule_to_dict(_broken(good, edit)))
+
+
+def test_anytime_a_tiny_time_limit_still_gives_a_verified_schedule():
+    _, lowering = lowered("dgx2x2")
+    h, _ = hierarchy_of("dgx2x2")
+    start = time.monotonic()
+    search = decompose(lowering.model, h, "allreduce", Limits(time_limit=0.5))
+    assert time.monotonic() - start < 0.5 + 5
+    assert search.points and search.stopped == "out of time"
+    verify_schedule(schedule_to_dict(search.points[0].schedule))
+
+
+# --- the command line -------------------------------------------------------------------
+
+def synth_cli(*args):
+    return subprocess.run([sys.executable, "-m", "synth", *args], capture_output=True,
+                          text=True)
+
+
+def test_cli_decomposes_a_multi_node_allreduce_and_writes_verified_files(tmp_path):
+    result = synth_cli("allreduce", "--topo", "dgx2x2", "--method", "decomposed",
+                       "--max-steps", "10", "--json", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["solver_reason"].startswith("auto")
+    assert "2 identical boxes of 16 GPUs" in summary["stopped"]["decomposed"]
+    frontier = summary["frontier"]
+    assert len(frontier) >= 3
+    assert all(p["method"].startswith("decomposed") and p["steps"] <= 10 for p in frontier)
+    assert all(p["ratio_to_bound"] >= 1 for p in frontier)
+    check = synth_cli("verify", *(p["file"] for p in frontier))
+    assert check.returncode == 0, check.stderr
+
+
+def test_cli_hints_set_the_boxes_and_the_depths(tmp_path):
+    hints = tmp_path / "hints.yaml"
+    order = list(range(8))
+    hints.write_text(f"boxes: [{list(range(8, 16))}, {order}]\nbatches: [1, 3]\n")
+    result = synth_cli("allgather", "--topo", "dgxh100x2", "--method", "decomposed",
+                       "--hints", str(hints), "--json", "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    frontier = json.loads(result.stdout)["frontier"]
+    assert [p["method"] for p in frontier] == ["decomposed, 1 batches", "decomposed, 3 batches"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("boxes: [[0, 1], [2, 3]]\n", "every rank 0..15 must appear exactly once"),
+    ("boxes: [[0, 1, 2, 3, 4, 5, 6, 7, 8], [9, 10, 11, 12, 13, 14, 15]]\n", "same size"),
+    ("batches: [0]\n", "batches: expected a list of integers"),
+    ("depth: 3\n", "unknown key 'depth'"),
+    ("[1, 2\n", "cannot read"),
+])
+def test_cli_bad_hints_get_one_line_and_exit_2(tmp_path, text, message):
+    hints = tmp_path / "hints.yaml"
+    hints.write_text(text)
+    result = synth_cli("allgather", "--topo", "dgxh100x2", "--hints", str(hints),
+                       "--out", str(tmp_path / "out"))
+    assert result.returncode == 2
+    assert message in result.stderr and result.stderr.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_hinted_boxes_that_do_not_match_are_refused(tmp_path):
+    hints = tmp_path / "hints.yaml"  # box 1 in another order: rails no longer line up
+    hints.write_text(f"boxes: [{list(range(8))}, {list(range(9, 16)) + [8]}]\n")
+    result = synth_cli("allgather", "--topo", "dgxh100x2", "--method", "decomposed",
+                       "--hints", str(hints), "--out", str(tmp_path / "out"))
+    assert result.returncode == 1
+    assert "cannot decompose" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_cli_decomposed_needs_a_multi_node_topology(tmp_path):
+    result = synth_cli("allgather", "--topo", "dgx1", "--method", "decomposed",
+                       "--out", str(tmp_path))
+    assert result.returncode == 1
+    assert "cannot decompose allgather on dgx1" in result.stderr
+    assert result.stderr.count("\n") == 1
