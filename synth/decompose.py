@@ -105,7 +105,10 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
                 search.stopped = "out of time"
                 continue
             on_event("build", (design.steps, design.rounds, design.chunks))
-            search.points.append(Point(_build(model, hierarchy, name, design), proven=False))
+            started = time.monotonic()
+            built = _build(model, hierarchy, name, design)
+            built.info["solve_seconds"] = round(time.monotonic() - started, 3)  # build+verify
+            search.points.append(Point(built, proven=False))
             on_event("point", search.points[-1])
     except KeyboardInterrupt:
         search.stopped = "interrupted"
@@ -321,7 +324,8 @@ def _build_order(designs: list[Design]) -> list[Design]:
 
 def _build(model: LinkModel, hierarchy: Hierarchy, name: str, design: Design) -> Schedule:
     """The design's schedule, verified."""
-    info = {"method": f"decomposed, {design.batches} batches",
+    batches = f"{design.batches} batch{'es' if design.batches > 1 else ''}"
+    info = {"method": f"decomposed, {batches}",
             "decomposition": {"hierarchy": hierarchy.describe(), "batches": design.batches,
                               "pieces": design.pieces,
                               "levels": [_level_info(lv) for lv in design.levels]}}

@@ -120,7 +120,10 @@ def format_table(summary: dict) -> str:
             f"{' (' + summary['solver_reason'] + ')' if summary.get('solver_reason') else ''}"
             f": bounds {b['steps']} steps, "
             f"{b['rounds_per_chunk']} rounds per chunk ({b['us_per_mb']:.3f} us/MB)")
-    stops = "; ".join(f"{k}: {v}" for k, v in summary["stopped"].items())
+    searches_by_stop: dict[str, list[str]] = {}  # one reason, once, for the searches
+    for name, why in summary["stopped"].items():    # it stopped (often all "too large")
+        searches_by_stop.setdefault(why, []).append(name)
+    stops = "; ".join(f"{', '.join(names)}: {why}" for why, names in searches_by_stop.items())
     tail = (f"{len(summary['frontier'])} frontier points, {summary['solver_calls']} solver calls, "
             f"{summary['seconds']:.1f} s ({stops})")
     return "\n".join([head] + lines + [tail])

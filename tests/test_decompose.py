@@ -238,7 +238,7 @@ def test_cli_hints_set_the_boxes_and_the_depths(tmp_path):
                        "--hints", str(hints), "--json", "--out", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr
     frontier = json.loads(result.stdout)["frontier"]
-    assert [p["method"] for p in frontier] == ["decomposed, 1 batches", "decomposed, 3 batches"]
+    assert [p["method"] for p in frontier] == ["decomposed, 1 batch", "decomposed, 3 batches"]
 
 
 @pytest.mark.parametrize("text, message", [
@@ -273,3 +273,15 @@ def test_cli_decomposed_needs_a_multi_node_topology(tmp_path):
     assert result.returncode == 1
     assert "cannot decompose allgather on dgx1" in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+def test_composed_schedules_export_to_msccl_but_not_to_single_node_mscclpp():
+    from synth.errors import BadInput
+    from synth.export import render
+
+    search, _ = composed("dgx2x2", "allreduce")
+    schedule = search.points[0].schedule
+    text, _ = render(schedule, "msccl-xml")  # checked by the MSCCL simulator first
+    assert "<algo " in text and 'ngpus="32"' in text
+    with pytest.raises(BadInput, match="different boxes"):
+        render(schedule, "mscclpp")

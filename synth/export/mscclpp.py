@@ -223,6 +223,11 @@ class _Plan:
 
 def build(schedule, inplace: bool = False) -> _Plan:
     coll = schedule.collective
+    crossing = _between_boxes(schedule)
+    if crossing:
+        raise BadInput(f"cannot export to MSCCL++: ranks {crossing[0]} and {crossing[1]} "
+                       "are in different boxes, and the plans synth writes use memory "
+                       "channels, which need one node (no port channels yet)")
     if inplace and coll.name not in IN_PLACE:
         raise BadInput(f"cannot export {coll.name} in place to MSCCL++ (in place: "
                        f"{', '.join(sorted(IN_PLACE))}); export it out of place")
@@ -235,6 +240,19 @@ def build(schedule, inplace: bool = False) -> _Plan:
         if why is None:
             return plan
     raise BadInput(f"cannot export to MSCCL++: even with {most} thread blocks, {why}")
+
+
+def _between_boxes(schedule) -> tuple[int, int] | None:
+    """A (src, dst) the schedule sends over between two boxes (synth.hierarchy), or None."""
+    from synth.hierarchy import find_boxes
+
+    boxes, _ = find_boxes(schedule.model)
+    box_of = {r: b for b, box in enumerate(boxes) for r in box}
+    for step in schedule.steps:
+        for x in step.sends:
+            if box_of.get(x.src) != box_of.get(x.dst):
+                return (x.src, x.dst)
+    return None
 
 
 def max_message_size(layout: Layout, scratch: int) -> int:
