@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from synth.hierarchy import find_hierarchy
 from synth.linkmodel import hop_distances, lower_with_routes
 from synth.topology import GPU, NIC, Topology
 
@@ -24,6 +25,7 @@ def topology_summary(topo: Topology) -> dict:
             nic_users[first].add(src)
     distances = hop_distances(model)
     diameter = max(max(d.values()) for d in distances.values())
+    hierarchy, why = find_hierarchy(lowering, {v.name: v.kind for v in topo.vertices})
     return {
         "name": topo.name,
         "description": topo.description,
@@ -44,6 +46,12 @@ def topology_summary(topo: Topology) -> dict:
         "per_gpu": [{"rank": r, "name": name, "out_gbps": out_gbps[name],
                      "in_gbps": in_gbps[name]} for r, name in enumerate(gpus)],
         "diameter": diameter,
+        "hierarchy": ({"boxes": [list(b) for b in hierarchy.boxes],
+                       "peer_groups": [list(p) for p in hierarchy.peers],
+                       "rails": {name: list(ix) for name, ix in hierarchy.rails},
+                       "gpus_per_nic": hierarchy.gpus_per_nic,
+                       "summary": hierarchy.describe()}
+                      if hierarchy else {"none": why}),
     }
 
 
@@ -61,6 +69,9 @@ def format_summary(s: dict) -> str:
         per = Counter(len(n["gpus"]) for n in s["nics"])
         lines.append("  NICs shared by: " + ", ".join(
             f"{k} GPU{'s' if k != 1 else ''} ({v} NICs)" for k, v in sorted(per.items())))
+    h = s["hierarchy"]
+    lines.append(f"  decomposition: {h['summary']}" if "summary" in h
+                 else f"  decomposition: none ({h['none']})")
     bandwidths = Counter((g["out_gbps"], g["in_gbps"]) for g in s["per_gpu"])
     if len(bandwidths) == 1:
         (out, inn), = bandwidths

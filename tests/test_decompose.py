@@ -285,3 +285,13 @@ def test_composed_schedules_export_to_msccl_but_not_to_single_node_mscclpp():
     assert "<algo " in text and 'ngpus="32"' in text
     with pytest.raises(BadInput, match="different boxes"):
         render(schedule, "mscclpp")
+
+
+def test_topo_show_reports_the_hierarchy():
+    result = synth_cli("topo", "show", "dgxh100x4", "--json")
+    assert result.returncode == 0, result.stderr
+    h = json.loads(result.stdout)["hierarchy"]
+    assert h["boxes"] == [list(range(8 * b, 8 * b + 8)) for b in range(4)]
+    assert h["rails"] == {f"rail{j}": [j] for j in range(8)}
+    text = synth_cli("topo", "show", "dgx2x2").stdout
+    assert "decomposition: 2 identical boxes of 16 GPUs" in text and "2 GPUs per NIC" in text
