@@ -19,8 +19,9 @@ one level alone. Each step's rounds come from everything it carries
 (synth.linkmodel.min_rounds), so sharing (two GPUs on one NIC, a GPU's port used by both
 levels) is priced exactly, and every composed schedule is verified whole.
 
-Reducescatter: the same construction on the reversed links, run backwards
-(synth.duality). Allreduce: that reducescatter, then the allgather.
+Reducescatter: the same construction on the reversed links, run backwards (SCCL's
+duality). Allreduce: each batch's reducescatter, then its allgather, all in one
+pipeline, so one batch's reducescatter overlaps an earlier batch's allgather.
 
 Choosing the depth: every batch carries the same (src, dst) pairs, so the rounds of any
 depth P and pieces per batch are sums over the loads of the ~2s windows of one batch's s
