@@ -55,9 +55,8 @@ MAX_STEPS = 128  # default cap on a composed schedule's steps
 MAX_SENDS = 2_500_000  # per composed schedule: about 3 GB while it is built and verified
 WORTH = Fraction(1, 100)  # a design with more sends must gain this much bandwidth
 SENDS_PER_SECOND = 50_000  # build + verify rate (bench/), to keep within --time-limit
-GRACE = 3.0  # seconds past the limit allowed for the first schedule, so there is one
-LEVEL_SHARE = 0.1  # of the time limit, at most, for each level's exact frontier
-LEVEL_SECONDS = 30.0  # and never more than this
+LEVEL_SHARE = 0.2  # of the time limit, at most, for all the levels' exact frontiers
+LEVEL_SECONDS = 60.0  # and never more than this
 LEVEL_CANDIDATES = 4  # schedules kept per level, fewest steps first
 
 
@@ -91,18 +90,21 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
               on_event: Callable[[str, object], None] | None = None,
               depths: tuple[int, ...] = DEPTHS) -> Search:
     """Composed schedules for `name` on `model`, the Pareto-optimal ones over the
-    pipeline depths and pieces per batch, each verified. Anytime: a schedule that would
-    not be built and verified before limits.time_limit runs out is skipped (the first
-    one is built if it takes a few seconds at most), and Ctrl-C keeps what was built.
-    Cost: the level frontiers (bounded by LEVEL_SHARE), then O(sends) per schedule."""
+    pipeline depths and pieces per batch, each verified. Anytime: the design with the
+    fewest sends is always built; any other that would not be built and verified
+    before limits.time_limit runs out is skipped; Ctrl-C keeps what was built. Cost:
+    the level frontiers (LEVEL_SHARE of the time), then O(sends) per schedule."""
     on_event = on_event or (lambda kind, data: None)
     deadline = time.monotonic() + limits.time_limit
     search = Search(complete=False)  # nothing here is proven optimal
     try:
-        designs = _designs(model, hierarchy, name, limits, deadline, on_event, depths)
+        designs = _designs(model, hierarchy, name, limits, on_event, depths)
+        if not designs:
+            search.stopped = (f"no pipeline fits in --max-steps {limits.max_steps} or "
+                              f"{MAX_SENDS:,} sends")
         for design in _build_order(designs):
-            grace = GRACE if not search.points else 0.0
-            if time.monotonic() + design.sends / SENDS_PER_SECOND > deadline + grace:
+            if search.points and (time.monotonic() + design.sends / SENDS_PER_SECOND
+                                  > deadline):
                 search.stopped = "out of time"
                 continue
             on_event("build", (design.steps, design.rounds, design.chunks))
@@ -121,28 +123,29 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
 
 # --- levels --------------------------------------------------------------------------
 
-def level_allgathers(sub: LinkModel, limits: Limits, deadline: float,
+def level_allgathers(sub: LinkModel, limits: Limits, budget: float,
                      on_event=lambda kind, data: None) -> list[Schedule]:
     """Allgather schedules for one level's link model: its exact frontier, once with up
     to limits.max_chunks chunks and once with one (a level runs side by side many times
-    in the composition, so its fewest-chunk form often packs best), within a share of
-    the time; and the baselines (the fallback when the level is too large). Those no
-    other beats on steps, rounds per chunk and chunks, at most LEVEL_CANDIDATES."""
+    in the composition, so its fewest-chunk form often packs best), the two sharing
+    `budget` seconds; and the baselines (the fallback when the level is too large).
+    Those no other beats on steps, rounds per chunk and chunks, at most
+    LEVEL_CANDIDATES. Ctrl-C in a search is raised again (KeyboardInterrupt)."""
     from synth.baselines import baselines  # the baselines import synth.plan; keep it lazy
 
     coll = make_collective("allgather", sub.ranks, 1)
     hops = step_bound(sub, coll)
     schedules = [b.schedule for b in baselines(sub, "allgather")]
     for max_chunks in dict.fromkeys((limits.max_chunks, 1)):
-        budget = min(LEVEL_SECONDS, LEVEL_SHARE * limits.time_limit,
-                     max(deadline - time.monotonic(), 0.0))
         found = frontier(sub, "allgather", None, hops, _allgather_floor(sub),
-                         Limits(hops + 2, max_chunks, budget, limits.backend,
+                         Limits(hops + 2, max_chunks, budget / 2, limits.backend,
                                 workers=limits.workers), on_event)
+        if found.stopped == "interrupted":
+            raise KeyboardInterrupt
         schedules += [p.schedule for p in found.points]
 
     def key(s):
-        return (s.num_steps, _ratio(s), s.collective.chunks)
+        return (s.num_steps, Fraction(s.rounds, s.collective.chunks), s.collective.chunks)
     kept = []
     for s in sorted(schedules, key=key):  # a schedule that dominates s sorts before it
         if not any(all(a <= b for a, b in zip(key(k), key(s))) for k in kept):
@@ -165,20 +168,26 @@ def _allgather_floor(sub: LinkModel) -> Fraction:
     return floor
 
 
-def _ratio(s: Schedule) -> Fraction:
-    return Fraction(s.rounds, s.collective.chunks)
-
-
-def _level_options(model: LinkModel, hierarchy: Hierarchy, limits: Limits, deadline: float,
+def _level_options(model: LinkModel, hierarchy: Hierarchy, limits: Limits, budget: float,
                    on_event) -> list[Levels]:
+    """Every pairing of the two levels' candidates; each level gets half of `budget`."""
     k, g = len(hierarchy.boxes), len(hierarchy.boxes[0])
     on_event("search", f"allgather across boxes ({k} ranks)")
     across = level_allgathers(restrict(model, hierarchy.peers[0], f"{model.name} across"),
-                              limits, deadline, on_event)
+                              limits, budget / 2, on_event)
     on_event("search", f"allgather inside a box ({g} ranks)")
     inside = level_allgathers(restrict(model, hierarchy.boxes[0], f"{model.name} box"),
-                              limits, deadline, on_event)
+                              limits, budget / 2, on_event)
     return [Levels(a, i) for a in across for i in inside]
+
+
+def _symmetric(model: LinkModel) -> bool:
+    """Whether every link and group has its reverse, alike: then reducescatter's levels
+    are allgather's."""
+    links = {(l.src, l.dst, l.capacity) for l in model.links}
+    groups = {(frozenset(g.links), g.capacity) for g in model.groups}
+    return (links == {(b, a, c) for a, b, c in links}
+            and groups == {(frozenset((b, a) for a, b in ls), c) for ls, c in groups})
 
 
 # --- one batch ----------------------------------------------------------------------
@@ -267,14 +276,16 @@ def _price(plan: Plan) -> _Priced:
 
 
 def _designs(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
-             deadline: float, on_event, depths: tuple[int, ...] = DEPTHS) -> list[Design]:
+             on_event, depths: tuple[int, ...] = DEPTHS) -> list[Design]:
     """Every design within the step and send limits, priced; the Pareto-optimal ones."""
     max_steps = limits.max_steps or MAX_STEPS
+    budget = min(LEVEL_SECONDS, LEVEL_SHARE * limits.time_limit)  # for all level searches
     ag = rs = []
     if name != "reducescatter":
-        ag = _level_options(model, hierarchy, limits, deadline, on_event)
+        ag = _level_options(model, hierarchy, limits, budget, on_event)
     if name != "allgather":
-        rs = _level_options(reverse_model(model), hierarchy, limits, deadline, on_event)
+        rs = (ag if ag and _symmetric(model) else
+              _level_options(reverse_model(model), hierarchy, limits, budget, on_event))
     # allreduce pairs the i-th options of both parts (alike when the links are symmetric)
     options = {"allgather": [(a,) for a in ag], "reducescatter": [(r,) for r in rs],
                "allreduce": [(r, a) for r, a in zip(rs, ag)]}[name]
@@ -304,21 +315,22 @@ def _pareto(designs: list[Design]) -> list[Design]:
         by_steps[d.steps].append(d)
     kept = []
     for steps in sorted(by_steps):
-        group = by_steps[steps]
-        least = min(d.ratio for d in group)
-        pick = min((d for d in group if d.ratio <= least * (1 + WORTH)),
-                   key=lambda d: (d.sends, d.ratio))
-        if not kept or pick.ratio < kept[-1].ratio:
-            kept.append(pick)
+        group = [d for d in by_steps[steps] if not kept or d.ratio < kept[-1].ratio]
+        if group:
+            least = min(d.ratio for d in group)
+            kept.append(min((d for d in group if d.ratio <= least * (1 + WORTH)),
+                            key=lambda d: (d.sends, d.ratio)))
     return kept
 
 
 def _build_order(designs: list[Design]) -> list[Design]:
-    """Fewest steps, then least bandwidth, then the rest by steps: with little time, the
-    two ends of the frontier come first."""
+    """The fewest sends (the quickest to build, so there is an answer), the least
+    bandwidth, then the rest by steps: with little time, the ends come first."""
     if len(designs) <= 2:
-        return designs
-    return [designs[0], designs[-1]] + designs[1:-1]
+        return sorted(designs, key=lambda d: d.sends)
+    first = min(designs, key=lambda d: d.sends)
+    rest = [d for d in designs if d is not first]
+    return [first, rest[-1]] + rest[:-1]
 
 
 # --- building ------------------------------------------------------------------------

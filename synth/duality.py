@@ -24,7 +24,7 @@ def reverse_model(model: LinkModel) -> LinkModel:
     links = tuple(RankLink(l.dst, l.src, l.capacity, l.alpha_us) for l in model.links)
     groups = tuple(Group(g.name, tuple((b, a) for a, b in g.links), g.capacity)
                    for g in model.groups)
-    return LinkModel(model.name, model.unit_gbps, model.ranks, links, groups)
+    return LinkModel(model.name, model.unit_gbps, model.ranks, links, groups, model.boxes)
 
 
 def reverse_schedule(schedule: Schedule, original: LinkModel) -> Schedule:

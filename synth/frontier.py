@@ -20,7 +20,7 @@ from synth.bounds import Bounds, bounds
 from synth.collectives import make_collective
 from synth.decompose import COLLECTIVES as DECOMPOSED, DEPTHS, decompose
 from synth.duality import compose_allreduce, refine
-from synth.errors import NoAnswer
+from synth.errors import BadInput, NoAnswer
 from synth.hierarchy import find_hierarchy
 from synth.hints import Hints
 from synth.linkmodel import LinkModel, lower_with_routes
@@ -67,6 +67,8 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     time left; "exact" or "decomposed" do only that. hints: synth.hints, for the
     decomposition. Raises NoAnswer when "decomposed" does not apply.
     """
+    if method not in METHODS:
+        raise BadInput(f"unknown method '{method}' (expected {', '.join(METHODS)})")
     start = time.monotonic()
     lowering = lower_with_routes(topo)
     model = lowering.model
@@ -76,6 +78,8 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     if method != "exact" and name in DECOMPOSED:
         hierarchy, why = find_hierarchy(lowering, {v.name: v.kind for v in topo.vertices},
                                         hints.boxes)
+        if hierarchy is None and hints.boxes is not None:
+            raise BadInput(f"hints: {why}")
     if method == "decomposed" and hierarchy is None:
         raise NoAnswer(f"cannot decompose {name} on {topo.name}: {why}")
     b = bounds(topo, coll, lowering)
@@ -84,7 +88,9 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     searches = {}
     if hierarchy is not None:
         on_event("search", f"{name} by decomposition: {hierarchy.describe()}")
-        searches["decomposed"] = decompose(model, hierarchy, name, limits, on_event,
+        left = replace(limits, time_limit=max(limits.time_limit - (time.monotonic() - start),
+                                              0.0))
+        searches["decomposed"] = decompose(model, hierarchy, name, left, on_event,
                                            hints.batches or DEPTHS)
     points = list(searches.get("decomposed", Search()).points)
     if method != "decomposed" and searches.get("decomposed", Search()).stopped != "interrupted":

@@ -8,9 +8,9 @@ links, the components are the boxes). Identical boxes: every box must be isomorp
 box 0 (links and capacities; networkx's VF2), and the isomorphism gives each GPU its
 local index, so that "local rank i" means the same position in every box. Among the
 isomorphisms we take one that maps each GPU onto a GPU it can reach across the network
-(node_match), which on a rail-optimised network means the same rail: the peer group of
-local index i (local rank i of every box) is then fully linked, and it is the group the
-across-box level of the decomposition works in. Rails and NIC sharing are read off the
+(node_match, both ways), which on a rail-optimised network means the same rail; the peer
+group of local index i (local rank i of every box) must then be fully linked, and it is
+the group the across-box level of the decomposition works in. Rails and NIC sharing are read off the
 routes: a GPU's NIC is the first NIC on its routes out of its box, its rail the vertex
 after that NIC (the network switch it hangs on).
 
@@ -91,6 +91,9 @@ def find_hierarchy(lowering: Lowering, kinds: dict[str, str] | None = None,
 def _given(lowering: Lowering, kinds, boxes) -> tuple[Hierarchy | None, str]:
     model = lowering.model
     first = _box_graph(model, boxes[0])
+    if len(boxes[0]) < 2 or not nx.is_strongly_connected(first):
+        return None, ("box 0 of the hints is not one box: its GPUs do not all reach each "
+                      "other inside it")
     for b, box in enumerate(boxes[1:], start=1):
         position = dict(zip(boxes[0], box))
         same = {(position[a], position[c], cap) for a, c, cap in first.edges(data="capacity")}
@@ -155,11 +158,12 @@ def _box_graph(model: LinkModel, box) -> nx.DiGraph:
 
 def _isomorphism(model: LinkModel, first: nx.DiGraph, other: nx.DiGraph) -> dict | None:
     """An isomorphism first -> other that keeps capacities and maps each rank onto one
-    it has a link to (its partner across the network), or None."""
+    linked with it both ways (its partner across the network), or None."""
     links = model.link
     matcher = DiGraphMatcher(
         first, other,
-        node_match=lambda a, b: (a["rank"], b["rank"]) in links,
+        node_match=lambda a, b: ((a["rank"], b["rank"]) in links
+                                 and (b["rank"], a["rank"]) in links),
         edge_match=lambda a, b: a["capacity"] == b["capacity"])
     return next(matcher.isomorphisms_iter(), None)
 

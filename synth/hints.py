@@ -56,6 +56,8 @@ def _boxes(value, ranks: int, path) -> tuple[tuple[int, ...], ...] | None:
         raise BadInput(f"hints {path}: boxes: every rank 0..{ranks - 1} must appear exactly once")
     if len({len(box) for box in value}) != 1:
         raise BadInput(f"hints {path}: boxes: all boxes must have the same size")
+    if len(value[0]) < 2:
+        raise BadInput(f"hints {path}: boxes: a box needs at least two GPUs")
     return tuple(tuple(box) for box in value)
 
 

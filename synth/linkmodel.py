@@ -57,6 +57,7 @@ class LinkModel:
     ranks: int
     links: tuple[RankLink, ...]
     groups: tuple[Group, ...] = ()
+    boxes: tuple[int, ...] = ()  # each rank's machine (NAMExK), empty when one box
 
     @cached_property
     def link(self) -> dict[tuple[int, int], RankLink]:
@@ -126,7 +127,10 @@ def lower_with_routes(topo: Topology) -> Lowering:
         groups.append(Group(name, members, cap))
         sources[name] = tuple(f"{u}->{v}" for u, v in hops)
     groups.sort(key=lambda g: g.name)
-    model = LinkModel(topo.name, topo.unit_gbps, len(gpus), tuple(links), tuple(groups))
+    box_of = {v.name: v.box for v in topo.vertices}
+    boxes = tuple(box_of[g] for g in gpus) if topo.boxes > 1 else ()
+    model = LinkModel(topo.name, topo.unit_gbps, len(gpus), tuple(links), tuple(groups),
+                      boxes)
     return Lowering(model, routes, sources)
 
 
@@ -210,5 +214,6 @@ def restrict(model: LinkModel, ranks, name: str = "") -> LinkModel:
         if len(inside) > 1 and g.capacity < sum(model.link[p].capacity for p in
                                                  ((ranks[a], ranks[b]) for a, b in inside)):
             groups.append(Group(g.name, inside, g.capacity))
+    boxes = tuple(model.boxes[r] for r in ranks) if model.boxes else ()
     return LinkModel(name or f"{model.name}[{len(ranks)} ranks]", model.unit_gbps, len(ranks),
-                     links, tuple(groups))
+                     links, tuple(groups), boxes)

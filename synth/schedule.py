@@ -73,12 +73,15 @@ def schedule_to_dict(schedule: Schedule) -> dict:
 
 
 def model_to_dict(model: LinkModel) -> dict:
-    return {
+    doc = {
         "name": model.name, "unit_gbps": model.unit_gbps,
         "links": [[l.src, l.dst, _number(l.capacity), l.alpha_us] for l in model.links],
         "groups": [{"name": g.name, "links": [list(p) for p in g.links],
                     "capacity": _number(g.capacity)} for g in model.groups],
     }
+    if model.boxes:  # an extra key (DESIGN.md: readers ignore keys they do not know)
+        doc["boxes"] = list(model.boxes)
+    return doc
 
 
 def schedule_from_dict(doc: dict) -> Schedule:
@@ -107,7 +110,11 @@ def model_from_dict(doc: dict, ranks: int) -> LinkModel:
                            float(l[3]) if len(l) > 3 else 0.0) for l in doc["links"])
     groups = tuple(Group(g["name"], tuple((_int(a), _int(b)) for a, b in g["links"]),
                          _fraction(g["capacity"])) for g in doc.get("groups", []))
-    return LinkModel(doc.get("name", "custom"), float(doc["unit_gbps"]), ranks, links, groups)
+    boxes = tuple(_int(b, 0) for b in doc.get("boxes", ()))
+    if boxes and len(boxes) != ranks:
+        raise BadInput(f"schedule file: topology.boxes names {len(boxes)} ranks, not {ranks}")
+    return LinkModel(doc.get("name", "custom"), float(doc["unit_gbps"]), ranks, links, groups,
+                     boxes)
 
 
 def write_schedule(schedule: Schedule, path: str | Path) -> Path:

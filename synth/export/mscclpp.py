@@ -243,16 +243,13 @@ def build(schedule, inplace: bool = False) -> _Plan:
 
 
 def _between_boxes(schedule) -> tuple[int, int] | None:
-    """A (src, dst) the schedule sends over between two boxes (synth.hierarchy), or None."""
-    from synth.hierarchy import find_boxes
-
-    boxes, _ = find_boxes(schedule.model)
-    box_of = {r: b for b, box in enumerate(boxes) for r in box}
-    for step in schedule.steps:
-        for x in step.sends:
-            if box_of.get(x.src) != box_of.get(x.dst):
-                return (x.src, x.dst)
-    return None
+    """A (src, dst) the schedule sends over between two machines (the topology's boxes,
+    as NAMExK records them), or None."""
+    boxes = schedule.model.boxes
+    if not boxes:
+        return None
+    return next(((x.src, x.dst) for step in schedule.steps for x in step.sends
+                 if boxes[x.src] != boxes[x.dst]), None)
 
 
 def max_message_size(layout: Layout, scratch: int) -> int:
