@@ -193,9 +193,10 @@ def _symmetric(model: LinkModel) -> bool:
 # --- one batch ----------------------------------------------------------------------
 
 def _embed(level: Schedule, ranks, chunk_of) -> Plan:
-    """The level's steps on global ranks (level rank j is ranks[j]) and chunks."""
+    """The level's steps on global ranks (level rank j is ranks[j]) and chunks; empty
+    steps are left out (they would be priced a round, and assemble drops them)."""
     return [[(chunk_of[x.chunk], ranks[x.src], ranks[x.dst], x.op) for x in step.sends]
-            for step in level.steps]
+            for step in level.steps if step.sends]
 
 
 def allgather_batch(hierarchy: Hierarchy, levels: Levels, share_chunks: int, batch: int,
