@@ -96,24 +96,26 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     if method != "decomposed" and searches.get("decomposed", Search()).stopped != "interrupted":
         exact = replace(limits, max_steps=limits.max_steps or default_max_steps(b),
                         time_limit=max(limits.time_limit - (time.monotonic() - start), 0.0))
+        known = tuple((p.steps, p.ratio) for p in points)  # ask only for what beats them
         if name == "allreduce":
-            searches.update(_allreduce_searches(topo, lowering, b, exact, on_event))
+            searches.update(_allreduce_searches(topo, lowering, b, exact, on_event, known))
             points += searches["allreduce"].points
             points += [Point(_compose(rs.schedule, ag.schedule), proven=False)
                        for rs in searches.get("reducescatter", Search()).points
                        for ag in searches.get("allgather", Search()).points]
         else:
             searches[name] = frontier(model, name, coll.root, b.steps, b.rounds_per_chunk,
-                                      exact, on_event)
+                                      exact, on_event, known)
             points += searches[name].points
     return Result(name, coll.root, model, b, pareto_filter(points), searches,
                   time.monotonic() - start)
 
 
-def _allreduce_searches(topo: Topology, lowering, b: Bounds, limits: Limits, on_event
-                        ) -> dict[str, Search]:
-    """Allreduce directly, then allgather and reducescatter for the composition, sharing
-    the time 3 : 2 : 1 of what is left at each start."""
+def _allreduce_searches(topo: Topology, lowering, b: Bounds, limits: Limits, on_event,
+                        known=()) -> dict[str, Search]:
+    """Allreduce directly (asking only for what beats `known`, as frontier does), then
+    allgather and reducescatter for the composition, sharing the time 3 : 2 : 1 of what
+    is left at each start."""
     model = lowering.model
     start = time.monotonic()
     searches = {}
@@ -132,7 +134,7 @@ def _allreduce_searches(topo: Topology, lowering, b: Bounds, limits: Limits, on_
                                   max_steps=max(pb.steps, limits.max_steps - pb.steps))
         on_event("search", part)
         searches[part] = frontier(model, part, None, pb.steps, pb.rounds_per_chunk,
-                                  part_limits, on_event)
+                                  part_limits, on_event, known if part == "allreduce" else ())
         if searches[part].stopped == "interrupted":
             break  # Ctrl-C ends the whole job, keeping what was found
     return searches

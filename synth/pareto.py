@@ -93,11 +93,14 @@ class Limits:
 
 def frontier(model: LinkModel, name: str, root: int | None, min_steps: int,
              ratio_bound: Fraction, limits: Limits,
-             on_event: Callable[[str, object], None] | None = None) -> Search:
+             on_event: Callable[[str, object], None] | None = None,
+             known: tuple[tuple[int, Fraction], ...] = ()) -> Search:
     """Search the frontier of collective `name`; see the module doc.
 
-    Cost: at most max_chunks / 2 + a few solver calls per step count; the calls
-    dominate.
+    known: (steps, R / C) of schedules found another way (the decomposition); at S
+    steps only ratios below every known one with at most S steps are asked for, since
+    the rest are dominated. Cost: at most max_chunks / 2 + a few solver calls per step
+    count; the calls dominate.
     """
     on_event = on_event or (lambda kind, data: None)
     deadline = time.monotonic() + limits.time_limit
@@ -138,7 +141,12 @@ def frontier(model: LinkModel, name: str, root: int | None, min_steps: int,
         return search
     try:
         for steps in range(first, limits.max_steps + 1):
-            point = _least_ratio(ask, model, name, root, steps, ratio_bound, best,
+            cap = min([r for s, r in known if s <= steps] + ([best] if best else []),
+                      default=None)
+            if cap is not None and cap <= ratio_bound:
+                search.stopped = "reached the bandwidth bound"
+                break
+            point = _least_ratio(ask, model, name, root, steps, ratio_bound, cap,
                                  limits.max_chunks)
             if point is None:
                 continue

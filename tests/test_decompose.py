@@ -338,3 +338,22 @@ def test_ctrl_c_in_a_level_search_stops_the_whole_job(monkeypatch):
     result = synthesize(_two_by_two(), "allreduce", None, Limits(max_steps=4, time_limit=60))
     assert result.searches["decomposed"].stopped == "interrupted"
     assert set(result.searches) == {"decomposed"}  # the exact search did not start
+
+
+def test_exact_search_asks_only_for_what_beats_known_points():
+    from synth.pareto import frontier
+
+    topo = _two_by_two()
+    lowering = lower_with_routes(topo)
+    b = bounds(topo, make_collective("allgather", 4), lowering)
+    limits = Limits(max_steps=4, time_limit=60)
+    plain = frontier(lowering.model, "allgather", None, b.steps, b.rounds_per_chunk, limits)
+    at_bound = frontier(lowering.model, "allgather", None, b.steps, b.rounds_per_chunk,
+                        limits, known=((b.steps, b.rounds_per_chunk),))
+    assert plain.attempts and not at_bound.attempts  # nothing can beat the bound
+    assert at_bound.stopped == "reached the bandwidth bound"
+    worst = max(p.ratio for p in plain.points)
+    capped = frontier(lowering.model, "allgather", None, b.steps, b.rounds_per_chunk,
+                      limits, known=((b.steps, worst),))
+    assert all(p.ratio < worst for p in capped.points)
+    assert min(p.ratio for p in capped.points) == min(p.ratio for p in plain.points)
