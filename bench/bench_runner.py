@@ -20,17 +20,17 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import cpu_name  # bench/machine.py
+
 JOBS = [("dgx1", "allgather"), ("dgx1", "allreduce")]
 
 
 def machine() -> dict:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text()
-                .splitlines() if line.startswith("model name")), platform.processor())
     import os
 
     import torch
 
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+    return {"cpu": cpu_name(), "cores": os.cpu_count(), "python": platform.python_version(),
             "torch": torch.__version__,
             "date": subprocess.run(["date"], capture_output=True, text=True).stdout.strip(),
             "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"],

@@ -68,6 +68,8 @@ import threading
 import time
 from pathlib import Path
 
+from machine import cpu_name, memory_gib, version  # bench/machine.py
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
@@ -158,29 +160,7 @@ def child_env(code_dir: Path, cache_dir: Path | None = None) -> dict:
 
 # --- the machine -----------------------------------------------------------------
 
-def _version(module: str) -> str:
-    try:
-        if module == "z3":
-            import z3
-            return z3.get_version_string()
-        mod = __import__(module)
-        return getattr(mod, "__version__", "unknown")
-    except ImportError:
-        return "missing"
-
-
 def machine() -> dict:
-    cpu, mem_kb = "", 0
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem_kb = int(line.split()[1])
-    except OSError:
-        pass
     os_name = platform.platform()
     try:
         for line in Path("/etc/os-release").read_text().splitlines():
@@ -190,15 +170,15 @@ def machine() -> dict:
         pass
     dirty = _cmd("git", "status", "--porcelain", "synth", "topologies").splitlines()
     return {
-        "cpu": cpu or platform.processor() or "unknown",
+        "cpu": cpu_name(),
         "cores": os.cpu_count(),
         "cores_usable": len(os.sched_getaffinity(0)),
-        "memory_gib": round(mem_kb / 2**20, 1),
+        "memory_gib": memory_gib(),
         "os": os_name,
         "python": platform.python_version(),
-        "ortools": _version("ortools"),
-        "z3": _version("z3"),
-        "networkx": _version("networkx"),
+        "ortools": version("ortools"),
+        "z3": version("z3"),
+        "networkx": version("networkx"),
         "date": _cmd("date", "-u"),
         "git_commit": _cmd("git", "rev-parse", "--short", "HEAD") or "unknown",
         "git_uncommitted_code": dirty,  # not measured: the snapshot is HEAD

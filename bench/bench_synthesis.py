@@ -38,6 +38,8 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
+from machine import cpu_name, memory_gib, version  # bench/machine.py
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
@@ -232,39 +234,18 @@ def _cmd(*args) -> str:
 
 
 def machine() -> dict:
-    cpu, mem_kb = "", 0
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem_kb = int(line.split()[1])
-    except OSError:
-        pass
-    try:
-        import ortools
-        ortools_version = ortools.__version__
-    except ImportError:
-        ortools_version = "missing"
-    try:
-        import z3
-        z3_version = z3.get_version_string()
-    except ImportError:
-        z3_version = "missing"
     dirty = [line[3:] for line in _cmd("git", "status", "--porcelain").splitlines()
              if line[3:].startswith(("synth/", "topologies/"))]
     return {
-        "cpu": cpu or platform.processor() or "unknown",
+        "cpu": cpu_name(),
         "cores": os.cpu_count(),
         "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
         else os.cpu_count(),
-        "memory_gib": round(mem_kb / 2**20, 1),
+        "memory_gib": memory_gib(),
         "os": platform.platform(),
         "python": platform.python_version(),
-        "ortools": ortools_version,
-        "z3": z3_version,
+        "ortools": version("ortools"),
+        "z3": version("z3"),
         "date": _cmd("date"),
         "git_commit": _cmd("git", "rev-parse", "--short", "HEAD") or "unknown",
         # others edit synth/ while benchmarks run: the commit alone may not be the code
