@@ -88,9 +88,9 @@ class Design:
 
 def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
               on_event: Callable[[str, object], None] | None = None,
-              depths: tuple[int, ...] = DEPTHS) -> Search:
+              depths: tuple[int, ...] | None = None) -> Search:
     """Composed schedules for `name` on `model`, the Pareto-optimal ones over the
-    pipeline depths and pieces per batch, each verified. Anytime: the design with the
+    pipeline depths (default DEPTHS) and pieces per batch, each verified. Anytime: the design with the
     fewest sends is always built; any other that would not be built and verified
     before limits.time_limit runs out is skipped; Ctrl-C keeps what was built. Cost:
     the level frontiers (LEVEL_SHARE of the time), then O(sends) per schedule."""
@@ -98,7 +98,7 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
     deadline = time.monotonic() + limits.time_limit
     search = Search(complete=False)  # nothing here is proven optimal
     try:
-        designs = _designs(model, hierarchy, name, limits, on_event, depths)
+        designs = _designs(model, hierarchy, name, limits, on_event, depths or DEPTHS)
         if not designs:
             search.stopped = (f"no pipeline fits in --max-steps {limits.max_steps} or "
                               f"{MAX_SENDS:,} sends")
@@ -346,8 +346,7 @@ def _build(model: LinkModel, hierarchy: Hierarchy, name: str, design: Design) ->
     share_chunks = design.batches * design.pieces
     plan = pipelined([batch_plan(name, hierarchy, design.levels, share_chunks, b,
                                  design.pieces) for b in range(design.batches)])
-    chunks = share_chunks * (model.ranks if name == "allreduce" else 1)
-    return verified(assemble(model, name, chunks, None, plan, info))
+    return verified(assemble(model, name, design.chunks, None, plan, info))
 
 
 def _level_info(levels: Levels) -> dict:

@@ -18,7 +18,7 @@ from fractions import Fraction
 
 from synth.bounds import Bounds, bounds
 from synth.collectives import make_collective
-from synth.decompose import COLLECTIVES as DECOMPOSED, DEPTHS, decompose
+from synth.decompose import COLLECTIVES as DECOMPOSED, decompose
 from synth.duality import compose_allreduce, refine
 from synth.errors import BadInput, NoAnswer
 from synth.hierarchy import find_hierarchy
@@ -91,7 +91,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
         left = replace(limits, time_limit=max(limits.time_limit - (time.monotonic() - start),
                                               0.0))
         searches["decomposed"] = decompose(model, hierarchy, name, left, on_event,
-                                           hints.batches or DEPTHS)
+                                           hints.batches)
     points = list(searches.get("decomposed", Search()).points)
     if method != "decomposed" and searches.get("decomposed", Search()).stopped != "interrupted":
         exact = replace(limits, max_steps=limits.max_steps or default_max_steps(b),

@@ -10,9 +10,9 @@ local index, so that "local rank i" means the same position in every box. Among 
 isomorphisms we take one that maps each GPU onto a GPU it can reach across the network
 (node_match, both ways), which on a rail-optimised network means the same rail; the peer
 group of local index i (local rank i of every box) must then be fully linked, and it is
-the group the across-box level of the decomposition works in. Rails and NIC sharing are read off the
-routes: a GPU's NIC is the first NIC on its routes out of its box, its rail the vertex
-after that NIC (the network switch it hangs on).
+the group the across-box level of the decomposition works in. Rails and NIC sharing are
+read off the routes: a GPU's NIC is the first NIC on its routes out of its box, its rail
+the vertex after that NIC (the network switch it hangs on).
 
 Cost: find_boxes O(classes x links); VF2 per box, fast on the built-ins (a switch box
 is complete, so the first mapping tried that respects the network is taken).
@@ -28,8 +28,7 @@ import networkx as nx
 from networkx.algorithms.isomorphism import DiGraphMatcher
 
 from synth.linkmodel import LinkModel, Lowering
-
-NIC_KIND = "nic"
+from synth.topology import NIC
 
 
 @dataclass(frozen=True)
@@ -176,7 +175,7 @@ def _rails(lowering: Lowering, hierarchy: Hierarchy, kinds: dict[str, str]):
     for (a, c), route in lowering.routes.items():
         if a in nic_of or box_of[a] == box_of[c]:
             continue
-        at = next((i for i, v in enumerate(route) if kinds.get(v) == NIC_KIND), None)
+        at = next((i for i, v in enumerate(route) if kinds.get(v) == NIC), None)
         if at is not None and at + 1 < len(route):
             nic_of[a], rail_of[a] = route[at], route[at + 1]
     rails: dict[str, list[int]] = {}

@@ -2,9 +2,9 @@
 
 A Move is (chunk, src, dst, op); a Plan is a list of steps, each a list of moves. The
 baselines (synth/baselines/) and the decomposition (synth/decompose.py) build
-schedules this way. The baseline modules write plans from small primitives (a ring pass, a direct exchange, a
-tree sweep) that take explicit chunk lists, so one primitive serves every chunk
-numbering; `assemble` turns a plan into a Schedule whose every step's rounds come from
+schedules this way. The baseline modules write plans from small primitives (a ring
+pass, a direct exchange, a tree sweep) that take explicit chunk lists, so one primitive
+serves every chunk numbering; `assemble` turns a plan into a Schedule whose every step's rounds come from
 `synth.linkmodel.min_rounds`.
 
 Lanes: a plan written for C0 chunks can be run w times side by side (chunk b becomes
