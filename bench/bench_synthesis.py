@@ -86,13 +86,14 @@ def job_name(job) -> str:
 def run_one(job, backend: str, workers: int, time_limit: float) -> dict:
     """Synthesize one frontier; everything about it as plain data."""
     from synth.bounds import bounds
-    from synth.catalog import resolve
-    from synth.collectives import make_collective
     from synth.frontier import default_limits, synthesize
+    from synth.schedule.collectives import make_collective
+    from synth.topology.catalog import resolve
+    from synth.topology.linkmodel import lower_with_routes
 
     topo_name, name, root = job
     topo = resolve(topo_name)
-    b = bounds(topo, make_collective(name, topo.ranks, 1, root))
+    b = bounds(lower_with_routes(topo), make_collective(name, topo.ranks, 1, root))
     limits = dataclasses.replace(default_limits(b, time_limit=time_limit),
                                  backend=backend, workers=workers)
     timeline, part, start = [], [name], time.perf_counter()

@@ -21,10 +21,10 @@ over all S is found exactly with max-flow (`_max_ratio_cut`). The other collecti
                     miss that a pair two hops apart loads two links. Past LP_LIMIT
                     variables: the best single-GPU and box cut (valid, weaker)
 
-The graph is the network as lowered (synth.linkmodel): a physical link that no route
-crosses is left out, since no schedule can use it (on a DGX-2 the PCIe path between two
-GPUs that the NVSwitch joins better). All ratios are exact Fractions; capacities are in
-units of unit_gbps.
+The graph is the network as lowered (synth.topology.linkmodel): a physical link that no
+route crosses is left out, since no schedule can use it (on a DGX-2 the PCIe path
+between two GPUs that the NVSwitch joins better). All ratios are exact Fractions;
+capacities are in units of unit_gbps.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from math import lcm
 
 import networkx as nx
 
-from synth.collectives import Collective, make_collective
-from synth.linkmodel import LinkModel, Lowering, hop_distances, lower_with_routes
-from synth.topology import Topology
+from synth.schedule.collectives import Collective, make_collective
+from synth.topology.linkmodel import LinkModel, Lowering, hop_distances
+from synth.topology.physical import Topology
 
 NOTES = {
     "allreduce": "2(N-1) transfers per chunk over the links, a buffer across the "
@@ -62,11 +62,11 @@ class Bounds:
         return self.us_per_byte * 1e6
 
 
-def bounds(topo: Topology, collective: Collective, lowering: Lowering | None = None) -> Bounds:
-    """Both bounds for one collective. Cost: O(N) max-flows on the physical graph."""
-    lowering = lowering or lower_with_routes(topo)
+def bounds(lowering: Lowering, collective: Collective) -> Bounds:
+    """Both bounds for one collective on the lowered topology (its link model for the
+    steps, its physical graph for the cuts). Cost: O(N) max-flows on the physical graph."""
     model = lowering.model
-    per_share = bandwidth_bound_shares(topo, lowering, collective.name, collective.root)
+    per_share = bandwidth_bound_shares(lowering, collective.name, collective.root)
     # rounds per chunk: chunk = share / C, so R / C >= (shares moved per unit bandwidth)
     # expressed per the collective's own chunk: for allreduce-like ones a "share" is the
     # whole buffer divided by N, and a chunk is the buffer / C.
@@ -96,14 +96,15 @@ def step_bound(model: LinkModel, collective: Collective) -> int:
     return worst
 
 
-def bandwidth_bound_shares(topo: Topology, lowering: Lowering, name: str,
-                           root: int | None = None) -> Fraction:
+def bandwidth_bound_shares(lowering: Lowering, name: str, root: int | None = None
+                           ) -> Fraction:
     """Least time, in shares per unit of bandwidth, that the cut bound allows.
 
     A share is one rank's piece: n / N for allgather-like collectives, the whole
     buffer for broadcast and reduce, n / N for allreduce and alltoall.
     """
-    graph, gpus = _unit_graph(topo, lowering)
+    topo = lowering.topology
+    graph, gpus = _unit_graph(lowering)
     reverse = graph.reverse(copy=True)
     root_name = gpus[root] if root is not None else None
     if name == "allgather":
@@ -167,8 +168,9 @@ def _allreduce_rounds_per_chunk(topo: Topology, lowering: Lowering, graph: nx.Di
 CUT_LIMIT = 64
 
 
-def _unit_graph(topo: Topology, lowering: Lowering) -> tuple[nx.DiGraph, list[str]]:
+def _unit_graph(lowering: Lowering) -> tuple[nx.DiGraph, list[str]]:
     """The routed part of the physical graph, capacities in units of unit_gbps."""
+    topo = lowering.topology
     unit = Fraction(str(topo.unit_gbps))
     routed = {hop for path in lowering.routes.values() for hop in zip(path, path[1:])}
     g = nx.DiGraph()
@@ -307,6 +309,6 @@ def _alltoall_cuts(topo: Topology, graph: nx.DiGraph, gpus: list[str]) -> Fracti
     return worst
 
 
-def collective_bounds(topo: Topology, name: str, root: int | None = None) -> Bounds:
-    return bounds(topo, make_collective(name, topo.ranks, 1, root))
+def collective_bounds(lowering: Lowering, name: str, root: int | None = None) -> Bounds:
+    return bounds(lowering, make_collective(name, lowering.model.ranks, 1, root))
 

@@ -1,6 +1,6 @@
 """Synthesized schedules against NCCL-style baselines: predicted time per message size.
 
-Every schedule is costed with the same alpha-beta model (synth.cost) and measured
+Every schedule is costed with the same alpha-beta model (synth.schedule.cost) and measured
 against the same lower bounds (synth.bounds), so the table says both who wins at each
 size and how far each one is from the best possible.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from synth.bounds import Bounds
-from synth.cost import Cost, format_size, schedule_cost
-from synth.schedule import Schedule
+from synth.schedule.cost import Cost, format_size, schedule_cost
+from synth.schedule.ir import Schedule
 
 
 @dataclass(frozen=True)

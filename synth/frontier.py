@@ -1,12 +1,12 @@
 """A collective's whole frontier: bounds, the searches, and allreduce's composition.
 
-Multi-node topologies (synth.hierarchy finds boxes) first get the decomposition
-(synth.decompose): pipelined schedules built from small exact problems per level, in
-seconds; the exact searches then run in the time left, where the instance is small
-enough to encode. Allreduce gets three exact searches sharing that time: allreduce
+Multi-node topologies (synth.topology.hierarchy finds boxes) first get the decomposition
+(synth.construct.decompose): pipelined schedules built from small exact problems per
+level, in seconds; the exact searches then run in the time left, where the instance is
+small enough to encode. Allreduce gets three exact searches sharing that time: allreduce
 directly, and the reducescatter and allgather frontiers, whose every pairing (cut to a
-common number of chunks per rank) is a composed allreduce candidate. All candidates
-meet on one frontier. Every schedule returned has passed the verifier.
+common number of chunks per rank) is a composed allreduce candidate. All candidates meet
+on one frontier. Every schedule returned has passed the verifier.
 """
 
 from __future__ import annotations
@@ -17,16 +17,18 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from synth.bounds import Bounds, bounds
-from synth.collectives import make_collective
-from synth.decompose import COLLECTIVES as DECOMPOSED, decompose
-from synth.duality import compose_allreduce, refine
+from synth.construct.decompose import COLLECTIVES as DECOMPOSED
+from synth.construct.decompose import decompose
+from synth.construct.hints import Hints
 from synth.errors import BadInput, NoAnswer
-from synth.hierarchy import find_hierarchy
-from synth.hints import Hints
-from synth.linkmodel import LinkModel, lower_with_routes
-from synth.pareto import Limits, Point, Search, frontier
-from synth.synthesis import too_large, verified
-from synth.topology import Topology
+from synth.schedule.collectives import make_collective
+from synth.schedule.file import verified
+from synth.schedule.transform import compose_allreduce, refine
+from synth.search.instance import too_large
+from synth.search.pareto import Limits, Point, Search, frontier
+from synth.topology.hierarchy import find_hierarchy
+from synth.topology.linkmodel import LinkModel, Lowering, lower_with_routes
+from synth.topology.physical import Topology
 
 
 @dataclass
@@ -64,7 +66,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     """The Pareto frontier of `name` on `topo` within `limits`.
 
     method: "auto" decomposes multi-node topologies and then searches exactly in the
-    time left; "exact" or "decomposed" do only that. hints: synth.hints, for the
+    time left; "exact" or "decomposed" do only that. hints: synth.construct.hints, for the
     decomposition. Raises NoAnswer when "decomposed" does not apply.
     """
     if method not in METHODS:
@@ -76,13 +78,12 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     hints = hints or Hints()
     hierarchy, why = None, f"{name} is not decomposed (only {', '.join(DECOMPOSED)} are)"
     if method != "exact" and name in DECOMPOSED:
-        hierarchy, why = find_hierarchy(lowering, {v.name: v.kind for v in topo.vertices},
-                                        hints.boxes)
+        hierarchy, why = find_hierarchy(lowering, hints.boxes)
         if hierarchy is None and hints.boxes is not None:
             raise BadInput(f"hints: {why}")
     if method == "decomposed" and hierarchy is None:
         raise NoAnswer(f"cannot decompose {name} on {topo.name}: {why}")
-    b = bounds(topo, coll, lowering)
+    b = bounds(lowering, coll)
     limits = limits or Limits()
     on_event = on_event or (lambda kind, data: None)
     searches = {}
@@ -98,7 +99,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
                         time_limit=max(limits.time_limit - (time.monotonic() - start), 0.0))
         known = tuple((p.steps, p.ratio) for p in points)  # ask only for what beats them
         if name == "allreduce":
-            searches.update(_allreduce_searches(topo, lowering, b, exact, on_event, known))
+            searches.update(_allreduce_searches(lowering, b, exact, on_event, known))
             points += searches["allreduce"].points
             points += [Point(_compose(rs.schedule, ag.schedule), proven=False)
                        for rs in searches.get("reducescatter", Search()).points
@@ -111,7 +112,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
                   time.monotonic() - start)
 
 
-def _allreduce_searches(topo: Topology, lowering, b: Bounds, limits: Limits, on_event,
+def _allreduce_searches(lowering: Lowering, b: Bounds, limits: Limits, on_event,
                         known=()) -> dict[str, Search]:
     """Allreduce directly (asking only for what beats `known`, as frontier does), then
     allgather and reducescatter for the composition, sharing the time 3 : 2 : 1 of what
@@ -127,8 +128,8 @@ def _allreduce_searches(topo: Topology, lowering, b: Bounds, limits: Limits, on_
             continue
         remaining = limits.time_limit - (time.monotonic() - start)
         part_limits = replace(limits, time_limit=max(remaining / share, 0.0))
-        pb = b if part == "allreduce" else bounds(topo, make_collective(part, model.ranks),
-                                                  lowering)
+        pb = b if part == "allreduce" else bounds(lowering,
+                                                  make_collective(part, model.ranks))
         if part != "allreduce":  # room for the other phase, at least its hop bound
             part_limits = replace(part_limits, min_steps=1,
                                   max_steps=max(pb.steps, limits.max_steps - pb.steps))

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from synth.cost import schedule_cost
 from synth.errors import BadInput
 from synth.frontier import Result, optimality, ratio_to_bound
-from synth.pareto import Point
-from synth.schedule import write_schedule
+from synth.schedule.cost import schedule_cost
+from synth.schedule.file import write_schedule
+from synth.search.pareto import Point
 
 FORMATS = ("json", "msccl-xml", "mscclpp")  # files: synth.export.EXTENSIONS
 

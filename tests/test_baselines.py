@@ -1,4 +1,4 @@
-"""Tests for the NCCL-style baselines (synth.baselines).
+"""Tests for the NCCL-style baselines (synth.construct.baselines).
 
 Every baseline on every built-in topology must pass the independent verifier; on
 uniform topologies the costs must match the textbook formulas. The searches inside are
@@ -11,14 +11,14 @@ from functools import lru_cache
 
 import pytest
 
-from synth.baselines import baselines, find_boxes, not_applicable, pack_rings
-from synth.baselines.trees import _classic_trees
-from synth.catalog import resolve
-from synth.cost import schedule_cost
+from synth.construct.baselines import baselines, find_boxes, not_applicable, pack_rings
+from synth.construct.baselines.trees import _classic_trees
 from synth.errors import BadInput
-from synth.linkmodel import lower, min_rounds
-from synth.schedule import schedule_to_dict
-from synth.verify import ScheduleInvalid, verify_schedule
+from synth.schedule.cost import schedule_cost
+from synth.schedule.file import schedule_to_dict
+from synth.schedule.verify import ScheduleInvalid, verify_schedule
+from synth.topology.catalog import resolve
+from synth.topology.linkmodel import lower, min_rounds
 
 TOPOLOGIES = ["dgx1", "ndv2", "dgx2", "dgxa100", "dgxh100", "ring:8", "fc:8", "switch:8",
               "hypercube:3", "torus:3x3", "dgx2x2", "dgxh100x2"]

@@ -7,16 +7,22 @@ from fractions import Fraction
 
 import pytest
 
-from synth.baselines import baselines
 from synth.bounds import collective_bounds
-from synth.catalog import resolve
-from synth.collectives import COLLECTIVES
-from synth.cost import schedule_cost
-from synth.linkmodel import lower
+from synth.construct.baselines import baselines
+from synth.schedule.collectives import COLLECTIVES
+from synth.schedule.cost import schedule_cost
+from synth.topology.catalog import resolve
+from synth.topology.linkmodel import lower, lower_with_routes
+
+
+def bounds_of(topo, name, root=None):
+    """The bounds of `name` on a topology or a topology name."""
+    topo = resolve(topo) if isinstance(topo, str) else topo
+    return collective_bounds(lower_with_routes(topo), name, root)
 
 
 def test_dgx1_allgather_needs_2_steps_and_7_6_rounds_per_chunk():
-    b = collective_bounds(resolve("dgx1"), "allgather")
+    b = bounds_of("dgx1", "allgather")
     assert b.steps == 2 and b.rounds_per_chunk == Fraction(7, 6)
     # 7/6 of a share (n/8) at 25 GB/s: the published 171.4 GB/s algbw bound
     assert 1 / (b.us_per_byte * 1e3) == pytest.approx(171.43, abs=0.01)
@@ -24,15 +30,15 @@ def test_dgx1_allgather_needs_2_steps_and_7_6_rounds_per_chunk():
 
 def test_dgx1_allreduce_needs_2_n_minus_1_transfers_over_48_links():
     # 14 transfers per chunk, 48 units of GPU egress: 7/24 (twice 7/6 over 8 shares)
-    b = collective_bounds(resolve("dgx1"), "allreduce")
+    b = bounds_of("dgx1", "allreduce")
     assert b.rounds_per_chunk == Fraction(7, 24) and "2(N-1)" in b.note
 
 
 def test_allreduce_bound_allows_overlapping_phases():
     # line:3: reducescatter's bound plus allgather's would say 4/3, but a pipeline that
     # reduces chunk s into the middle while copying chunk s-1 out reaches 5/4
-    assert collective_bounds(resolve("line:3"), "allreduce").rounds_per_chunk == 1
-    assert collective_bounds(resolve("switch:4"), "allreduce").rounds_per_chunk == \
+    assert bounds_of("line:3", "allreduce").rounds_per_chunk == 1
+    assert bounds_of("switch:4", "allreduce").rounds_per_chunk == \
         Fraction(3, 2)  # the classic 2(N-1)/N per port
 
 
@@ -40,26 +46,26 @@ def test_allreduce_bound_allows_overlapping_phases():
                                               ("fc:8", 1, Fraction(1)),
                                               ("line:4", 3, Fraction(3))])
 def test_allgather_on_uniform_graphs(spec, steps, rpc):
-    b = collective_bounds(resolve(spec), "allgather")
+    b = bounds_of(spec, "allgather")
     assert (b.steps, b.rounds_per_chunk) == (steps, rpc)
 
 
 def test_broadcast_is_one_over_the_min_cut():
     # ring:8: two links leave the root, so the buffer needs half a round per chunk
-    assert collective_bounds(resolve("ring:8"), "broadcast").rounds_per_chunk == Fraction(1, 2)
+    assert bounds_of("ring:8", "broadcast").rounds_per_chunk == Fraction(1, 2)
     # dgx1: 6 NVLinks out of every GPU
-    assert collective_bounds(resolve("dgx1"), "broadcast", root=3).rounds_per_chunk == Fraction(1, 6)
+    assert bounds_of("dgx1", "broadcast", root=3).rounds_per_chunk == Fraction(1, 6)
 
 
 def test_multinode_bound_is_set_by_the_nics():
     # dgx2x4 allgather: 48 of 64 shares must enter a box through its 8 NICs of 12.5 GB/s
-    b = collective_bounds(resolve("dgx2x4"), "allgather")
+    b = bounds_of("dgx2x4", "allgather")
     assert b.rounds_per_chunk == 12 and b.us_per_mb == pytest.approx(48 / 64 / 100e3 * 1e6)
 
 
 def test_dual_collectives_have_equal_bounds_on_symmetric_graphs():
     topo = resolve("dgx1")
-    ag, rs = collective_bounds(topo, "allgather"), collective_bounds(topo, "reducescatter")
+    ag, rs = bounds_of(topo, "allgather"), bounds_of(topo, "reducescatter")
     assert (ag.steps, ag.rounds_per_chunk) == (rs.steps, rs.rounds_per_chunk)
 
 
@@ -68,7 +74,7 @@ def test_no_baseline_beats_a_bound(spec):
     topo = resolve(spec)
     model = lower(topo)
     for name in ("allgather", "reducescatter", "allreduce", "broadcast"):
-        b = collective_bounds(topo, name)
+        b = bounds_of(topo, name)
         for base in baselines(model, name):
             cost = schedule_cost(base.schedule)
             assert base.schedule.num_steps >= b.steps, base.name
@@ -90,12 +96,12 @@ def test_synth_bounds_cli():
 def test_every_collective_has_bounds():
     topo = resolve("dgx1")
     for name in COLLECTIVES:
-        b = collective_bounds(topo, name)
+        b = bounds_of(topo, name)
         assert b.steps >= 1 and b.rounds_per_chunk > 0
 
 
 def test_alltoall_bound_sees_dgx1s_bisection():
     # the two K4 halves of dgx1 exchange 16 shares over 6 links: 8/3, above any
     # single-GPU cut (7/6)
-    assert collective_bounds(resolve("dgx1"), "alltoall").rounds_per_chunk == Fraction(8, 3)
-    assert collective_bounds(resolve("fc:8"), "alltoall").rounds_per_chunk == 1
+    assert bounds_of("dgx1", "alltoall").rounds_per_chunk == Fraction(8, 3)
+    assert bounds_of("fc:8", "alltoall").rounds_per_chunk == 1

@@ -4,11 +4,11 @@ import json
 
 import pytest
 
-from synth import cache
-from synth.catalog import resolve
-from synth.collectives import make_collective
-from synth.linkmodel import lower
-from synth.synthesis import solve_instance
+from synth.schedule.collectives import make_collective
+from synth.search import cache
+from synth.search.instance import solve_instance
+from synth.topology.catalog import resolve
+from synth.topology.linkmodel import lower
 
 
 @pytest.fixture

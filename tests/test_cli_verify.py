@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-from synth.schedule import schedule_to_dict
+from synth.schedule.file import schedule_to_dict
 from tests.test_schedule import ring_allgather
 
 

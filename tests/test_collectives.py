@@ -2,8 +2,8 @@
 
 import pytest
 
-from synth.collectives import COLLECTIVES, make_collective
 from synth.errors import BadInput
+from synth.schedule.collectives import COLLECTIVES, make_collective
 
 
 def test_allgather_numbering():

@@ -1,5 +1,5 @@
 """Multi-node synthesis: the hierarchy found from the topology, the composed and
-pipelined schedules (synth.decompose), the hints file and the CLI around them.
+pipelined schedules (synth.construct.decompose), the hints file and the CLI around them.
 
 Every composed schedule is checked by the independent verifier and by its numbers: its
 rounds per chunk never beat the proven bound, the pricing shortcut agrees with the
@@ -16,15 +16,16 @@ from functools import lru_cache
 import pytest
 
 from synth.bounds import bounds
-from synth.catalog import resolve
-from synth.collectives import make_collective
-from synth.decompose import _build, _designs, decompose, level_allgathers
-from synth.hierarchy import find_hierarchy
-from synth.linkmodel import lower_with_routes, restrict
-from synth.pareto import Limits
-from synth.schedule import Schedule, Send, Step, schedule_to_dict
-from synth.topology import topology_from_dict
-from synth.verify import ScheduleInvalid, verify_schedule
+from synth.construct.decompose import _build, _designs, decompose, level_allgathers
+from synth.schedule.collectives import make_collective
+from synth.schedule.file import schedule_to_dict
+from synth.schedule.ir import Schedule, Send, Step
+from synth.schedule.verify import ScheduleInvalid, verify_schedule
+from synth.search.pareto import Limits
+from synth.topology.catalog import resolve
+from synth.topology.hierarchy import find_hierarchy
+from synth.topology.linkmodel import lower_with_routes, restrict
+from synth.topology.physical import topology_from_dict
 
 LIMITS = Limits(max_steps=12, time_limit=30)
 
@@ -37,7 +38,7 @@ def lowered(spec):
 
 def hierarchy_of(spec):
     topo, lowering = lowered(spec)
-    return find_hierarchy(lowering, {v.name: v.kind for v in topo.vertices})
+    return find_hierarchy(lowering)
 
 
 # --- the hierarchy ---------------------------------------------------------------------
@@ -86,7 +87,7 @@ def _rail_topology(rail_of_box1):
 
 def test_isomorphism_aligns_boxes_numbered_differently_by_their_rails():
     topo = _rail_topology([2, 0, 3, 1])
-    h, why = find_hierarchy(lower_with_routes(topo), {v.name: v.kind for v in topo.vertices})
+    h, why = find_hierarchy(lower_with_routes(topo))
     assert why == ""
     assert h.peers == ((0, 5), (1, 7), (2, 4), (3, 6))  # each pair on one rail
     result = decompose(lower_with_routes(topo).model, h, "allgather", LIMITS)
@@ -102,7 +103,7 @@ def composed(spec, name):
     topo, lowering = lowered(spec)
     h, _ = hierarchy_of(spec)
     search = decompose(lowering.model, h, name, LIMITS)
-    return search, bounds(topo, make_collective(name, lowering.model.ranks), lowering)
+    return search, bounds(lowering, make_collective(name, lowering.model.ranks))
 
 
 @pytest.mark.parametrize("spec", ["dgx2x2", "dgxh100x2"])
@@ -328,24 +329,24 @@ def test_auto_merges_decomposed_and_exact_points_on_one_frontier():
 
 
 def test_ctrl_c_in_a_level_search_stops_the_whole_job(monkeypatch):
-    import synth.pareto
+    import synth.search.pareto
     from synth.frontier import synthesize
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(synth.pareto, "solve_instance", interrupted)
+    monkeypatch.setattr(synth.search.pareto, "solve_instance", interrupted)
     result = synthesize(_two_by_two(), "allreduce", None, Limits(max_steps=4, time_limit=60))
     assert result.searches["decomposed"].stopped == "interrupted"
     assert set(result.searches) == {"decomposed"}  # the exact search did not start
 
 
 def test_exact_search_asks_only_for_what_beats_known_points():
-    from synth.pareto import frontier
+    from synth.search.pareto import frontier
 
     topo = _two_by_two()
     lowering = lower_with_routes(topo)
-    b = bounds(topo, make_collective("allgather", 4), lowering)
+    b = bounds(lowering, make_collective("allgather", 4))
     limits = Limits(max_steps=4, time_limit=60)
     plain = frontier(lowering.model, "allgather", None, b.steps, b.rounds_per_chunk, limits)
     at_bound = frontier(lowering.model, "allgather", None, b.steps, b.rounds_per_chunk,

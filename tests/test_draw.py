@@ -12,17 +12,17 @@ from html.parser import HTMLParser
 
 import pytest
 
-from synth.baselines import baselines
 from synth.bounds import bounds
-from synth.catalog import resolve
-from synth.collectives import make_collective
-from synth.draw import hamiltonian_cycle, rank_positions, render
-from synth.draw_schedule import panel_columns, schedule_graph
-from synth.draw_topology import topology_graph
+from synth.construct.baselines import baselines
 from synth.frontier import default_limits, synthesize
-from synth.linkmodel import lower
-from synth.plots import write_plots
-from synth.schedule import write_schedule
+from synth.pictures.graphviz import hamiltonian_cycle, rank_positions, render
+from synth.pictures.plots import write_plots
+from synth.pictures.schedule import panel_columns, schedule_graph
+from synth.pictures.topology import topology_graph
+from synth.schedule.collectives import make_collective
+from synth.schedule.file import write_schedule
+from synth.topology.catalog import resolve
+from synth.topology.linkmodel import lower, lower_with_routes
 
 SVG = "{http://www.w3.org/2000/svg}"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -79,7 +79,7 @@ def test_multi_node_picture_frames_each_box(tmp_path):
 
 
 def test_one_way_links_are_arrows():
-    from synth.topology import topology_from_dict
+    from synth.topology.physical import topology_from_dict
 
     topo = topology_from_dict({"gpus": 2, "links": [
         {"from": "gpu0", "to": "gpu1", "gbps": 25}, {"from": "gpu1", "to": "gpu0", "gbps": 50}]})
@@ -173,7 +173,7 @@ def test_draw_commands_and_bad_input(tmp_path):
 @pytest.fixture(scope="module")
 def ring4_result():
     topo = resolve("ring:4")
-    b = bounds(topo, make_collective("allgather", 4))
+    b = bounds(lower_with_routes(topo), make_collective("allgather", 4))
     return synthesize(topo, "allgather", None, default_limits(b, time_limit=30))
 
 

@@ -14,19 +14,20 @@ from dataclasses import replace
 import pytest
 
 from synth.bounds import bounds
-from synth.catalog import resolve
-from synth.collectives import ROOTED, make_collective
 from synth.errors import BadInput
-from synth.export import render
 from synth.export import msccl as msccl_export
 from synth.export import mscclpp as mscclpp_export
+from synth.export import render
 from synth.export.layout import Layout, Slot
 from synth.export.msccl import to_msccl_xml
+from synth.export.msccl_sim import MscclInvalid, check_msccl_xml
 from synth.export.mscclpp import IN_PLACE, to_mscclpp_plan
+from synth.export.mscclpp_sim import PlanInvalid, check_mscclpp_plan
 from synth.frontier import default_limits, synthesize
-from synth.msccl_sim import MscclInvalid, check_msccl_xml
-from synth.mscclpp_sim import PlanInvalid, check_mscclpp_plan
-from synth.schedule import schedule_to_dict, write_schedule
+from synth.schedule.collectives import ROOTED, make_collective
+from synth.schedule.file import schedule_to_dict, write_schedule
+from synth.topology.catalog import resolve
+from synth.topology.linkmodel import lower_with_routes
 
 TOPOLOGIES = ("ring:4", "dgx1")
 COLLS = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce", "alltoall",
@@ -43,7 +44,7 @@ def frontier():
         if (topo, name) not in cache:
             t = resolve(topo)
             root = 0 if name in ROOTED else None
-            b = bounds(t, make_collective(name, t.ranks, 1, root))
+            b = bounds(lower_with_routes(t), make_collective(name, t.ranks, 1, root))
             result = synthesize(t, name, root, replace(default_limits(b, time_limit=20)))
             assert result.points
             cache[(topo, name)] = [p.schedule for p in result.points]

@@ -1,10 +1,11 @@
 """Mutation testing of the verifier.
 
-Valid schedules (synthesized, and synth.baselines') are mutated at random with a fixed
-seed. A brute-force simulator written here from DESIGN.md's semantics (independent of
-synth.verify) decides each mutant: meaning-preserving if every rule holds and the
-postcondition is met, else meaning-changing. Every meaning-changing mutant must be
-rejected by synth.verify; every meaning-preserving one must be accepted.
+Valid schedules (synthesized, and synth.construct.baselines') are mutated at random with
+a fixed seed. A brute-force simulator written here from DESIGN.md's semantics
+(independent of synth.schedule.verify) decides each mutant: meaning-preserving if every
+rule holds and the postcondition is met, else meaning-changing. Every meaning-changing
+mutant must be rejected by synth.schedule.verify; every meaning-preserving one must be
+accepted.
 """
 
 import copy
@@ -13,13 +14,13 @@ from collections import Counter
 
 import pytest
 
-from synth.baselines import baselines
-from synth.catalog import resolve
-from synth.collectives import make_collective
-from synth.linkmodel import lower
-from synth.schedule import schedule_to_dict
-from synth.synthesis import solve_instance
-from synth.verify import MalformedSchedule, ScheduleInvalid, verify_schedule
+from synth.construct.baselines import baselines
+from synth.schedule.collectives import make_collective
+from synth.schedule.file import schedule_to_dict
+from synth.schedule.verify import MalformedSchedule, ScheduleInvalid, verify_schedule
+from synth.search.instance import solve_instance
+from synth.topology.catalog import resolve
+from synth.topology.linkmodel import lower
 
 SEED = 20261129
 MUTANTS_PER_SCHEDULE = 80

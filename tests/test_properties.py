@@ -19,14 +19,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from synth.bounds import bounds
-from synth.collectives import COLLECTIVES, ROOTED, make_collective
-from synth.duality import compose_allreduce, refine, reverse_model, reverse_schedule
 from synth.export import render
 from synth.frontier import default_limits, synthesize
-from synth.linkmodel import lower
-from synth.schedule import schedule_to_dict
-from synth.topology import topology_from_dict
-from synth.verify import verify_schedule
+from synth.schedule.collectives import COLLECTIVES, ROOTED, make_collective
+from synth.schedule.file import schedule_to_dict
+from synth.schedule.transform import (compose_allreduce, refine, reverse_model,
+                                      reverse_schedule)
+from synth.schedule.verify import verify_schedule
+from synth.topology.linkmodel import lower, lower_with_routes
+from synth.topology.physical import topology_from_dict
 
 BANDWIDTHS = (12.5, 25, 50)
 NO_IN_PLACE = {"msccl-xml": {"alltoall"},
@@ -72,7 +73,7 @@ def limits_for(b, name):
 def synthesize_doc(doc, name):
     topo = topology_from_dict(doc)
     root = 0 if name in ROOTED else None
-    b = bounds(topo, make_collective(name, topo.ranks, 1, root))
+    b = bounds(lower_with_routes(topo), make_collective(name, topo.ranks, 1, root))
     return topo, b, synthesize(topo, name, root, limits_for(b, name))
 
 
@@ -118,7 +119,7 @@ def test_reversed_dual_path(name, primal, doc):
         assert point.schedule.info.get("method") == f"dual of {primal}"
         assert all(x.op == "reduce" for s in point.schedule.steps for x in s.sends)
     # by hand: solve the primal on the reversed model, reverse it, verify on the original
-    from synth.synthesis import solve_instance
+    from synth.search.instance import solve_instance
 
     model = lower(topo)
     root = 0 if name in ROOTED else None

@@ -6,11 +6,12 @@ import sys
 
 import pytest
 
-from synth.catalog import resolve
-from synth.collectives import ROOTED, make_collective
 from synth.bounds import bounds
 from synth.frontier import default_limits, synthesize
-from synth.schedule import write_schedule
+from synth.schedule.collectives import ROOTED, make_collective
+from synth.schedule.file import write_schedule
+from synth.topology.catalog import resolve
+from synth.topology.linkmodel import lower_with_routes
 
 
 def synth_cli(*args):
@@ -21,7 +22,7 @@ def synth_cli(*args):
 def frontier_files(spec, name, directory):
     topo = resolve(spec)
     root = 0 if name in ROOTED else None
-    b = bounds(topo, make_collective(name, topo.ranks, 1, root))
+    b = bounds(lower_with_routes(topo), make_collective(name, topo.ranks, 1, root))
     result = synthesize(topo, name, root, default_limits(b, time_limit=60))
     return [write_schedule(p.schedule, directory / f"{name}-{i}.json")
             for i, p in enumerate(result.points)]

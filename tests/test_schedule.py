@@ -5,14 +5,15 @@ from fractions import Fraction
 
 import pytest
 
-from synth.catalog import resolve
-from synth.collectives import make_collective
-from synth.cost import parse_size, schedule_cost
 from synth.errors import BadInput
-from synth.linkmodel import lower
-from synth.schedule import (Schedule, Send, Step, read_schedule, schedule_from_dict,
-                            schedule_to_dict, write_schedule)
-from synth.verify import verify_schedule
+from synth.schedule.collectives import make_collective
+from synth.schedule.cost import parse_size, schedule_cost
+from synth.schedule.file import (read_schedule, schedule_from_dict, schedule_to_dict,
+                                 write_schedule)
+from synth.schedule.ir import Schedule, Send, Step
+from synth.schedule.verify import verify_schedule
+from synth.topology.catalog import resolve
+from synth.topology.linkmodel import lower
 
 
 def ring_allgather(n: int) -> Schedule:

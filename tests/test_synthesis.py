@@ -2,29 +2,29 @@
 
 import json
 import subprocess
-import time
 import sys
+import time
 from dataclasses import replace
 from fractions import Fraction
 
 import pytest
 
 from synth.bounds import bounds
-from synth.catalog import resolve
-from synth.collectives import COLLECTIVES, ROOTED, make_collective
-from synth.constraints import solve
-from synth.encoding import Instance, encode
 from synth.frontier import default_limits, synthesize
-from synth.linkmodel import lower
-from synth.schedule import schedule_to_dict
-from synth.synthesis import solve_instance
-from synth.verify import verify_schedule
+from synth.schedule.collectives import COLLECTIVES, ROOTED, make_collective
+from synth.schedule.file import schedule_to_dict
+from synth.schedule.verify import verify_schedule
+from synth.search.constraints import solve
+from synth.search.encoding import Instance, encode
+from synth.search.instance import solve_instance
+from synth.topology.catalog import resolve
+from synth.topology.linkmodel import lower, lower_with_routes
 
 
 def run_frontier(spec, name, time_limit=60, **limits):
     topo = resolve(spec)
     root = 0 if name in ROOTED else None
-    b = bounds(topo, make_collective(name, topo.ranks, 1, root))
+    b = bounds(lower_with_routes(topo), make_collective(name, topo.ranks, 1, root))
     return synthesize(topo, name, root, replace(default_limits(b, time_limit=time_limit),
                                                 **limits))
 

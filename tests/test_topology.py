@@ -7,10 +7,10 @@ from fractions import Fraction
 
 import pytest
 
-from synth.catalog import builtin_names, resolve
 from synth.errors import BadInput
-from synth.linkmodel import hop_distances, lower, lower_with_routes
-from synth.topology import topology_from_dict
+from synth.topology.catalog import builtin_names, resolve
+from synth.topology.linkmodel import hop_distances, lower, lower_with_routes
+from synth.topology.physical import topology_from_dict
 
 DGX1_MULTIPLICITY = [
     [0, 2, 1, 1, 2, 0, 0, 0],

@@ -1,15 +1,15 @@
-"""Tests for the independent schedule verifier (synth.verify)."""
+"""Tests for the independent schedule verifier (synth.schedule.verify)."""
 
 import copy
 import json
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from synth.errors import BadInput, NoAnswer
-from synth.verify import (MalformedSchedule, ScheduleInvalid, parse, simulate, verify_file,
-                          verify_schedule)
-
+from synth.schedule.verify import (MalformedSchedule, ScheduleInvalid, parse, simulate,
+                                   verify_file, verify_schedule)
 
 # --- helpers: schedules as plain dicts ---------------------------------------------
 

@@ -6,9 +6,9 @@
 
 synth/export/layout.py maps DESIGN.md's chunk numbering onto input, output and scratch
 buffers; synth/export/msccl.py and synth/export/mscclpp.py lower the steps. Every XML
-and plan is run through its independent simulator (synth/msccl_sim.py,
-synth/mscclpp_sim.py) before it is returned. Exporters never solve; BadInput says why a
-schedule cannot be expressed.
+and plan is run through its independent simulator (synth/export/msccl_sim.py,
+synth/export/mscclpp_sim.py) before it is returned. Exporters never solve; BadInput says
+why a schedule cannot be expressed.
 """
 
 from __future__ import annotations
@@ -37,14 +37,14 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
         raise BadInput(f"--min-bytes {min_bytes} is above --max-bytes {max_bytes}")
     coll = schedule.collective
     if fmt == "json":
-        from synth.schedule import schedule_to_dict
+        from synth.schedule.file import schedule_to_dict
 
         return (json.dumps(schedule_to_dict(schedule), indent=1) + "\n",
                 f"{coll.name} schedule, {coll.ranks} ranks, {schedule.num_steps} steps")
     mode = "in place" if inplace else "out of place"
     if fmt == "msccl-xml":
         from synth.export.msccl import to_msccl_xml
-        from synth.msccl_sim import check_msccl_xml
+        from synth.export.msccl_sim import check_msccl_xml
 
         text = to_msccl_xml(schedule, inplace, name, min_bytes, max_bytes or 0)
         if not check:
@@ -56,7 +56,7 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
                       f"{report['max_steps_per_threadblock']} steps per threadblock, "
                       f"{fused} fused steps; simulated: no deadlock, right result")
     from synth.export.mscclpp import to_mscclpp_plan
-    from synth.mscclpp_sim import check_mscclpp_plan
+    from synth.export.mscclpp_sim import check_mscclpp_plan
 
     plan = to_mscclpp_plan(schedule, inplace, name, min_bytes, max_bytes)
     text = json.dumps(plan, indent=1) + "\n"

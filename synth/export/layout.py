@@ -34,8 +34,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from synth.collectives import Collective
 from synth.errors import BadInput
+from synth.schedule.collectives import Collective
 
 # Collectives whose in-place form drops the input buffer (its data sits in the output)
 # and those whose in-place form drops the output buffer (the result sits in the input).

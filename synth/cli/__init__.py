@@ -1,0 +1,11 @@
+"""The command line (README "Set up and run"; the contract is in docs/cli.md).
+
+Importing this package registers every command on the `synth` group; each command
+imports what it needs only when it runs, so `synth --help` loads no solver, SciPy or
+matplotlib.
+"""
+
+from synth.cli import compare, export, pictures, run, synthesize, topo, verify  # noqa: F401
+from synth.cli.app import cli, main
+
+__all__ = ["cli", "main"]

@@ -1,0 +1,73 @@
+"""`synth bounds` and `synth compare`: how good a schedule can be, and how the frontier
+fares against the baselines."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from synth.cli.app import SOLVER_CHOICE, cli
+
+
+@cli.command("bounds")
+@click.argument("collective", metavar="COLLECTIVE")
+@click.option("--topo", "spec", required=True, help="Topology name, generator or file.")
+@click.option("--root", type=int, default=None, help="Root rank of rooted collectives.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def bounds_command(collective, spec, root, as_json):
+    """Lower bounds on steps and bandwidth for COLLECTIVE on TOPO."""
+    from synth.bounds import collective_bounds
+    from synth.topology.catalog import resolve
+    from synth.topology.linkmodel import lower_with_routes
+
+    b = collective_bounds(lower_with_routes(resolve(spec)), collective, root)
+    summary = {"collective": b.collective, "topology": spec, "ranks": b.ranks,
+               "steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
+               "latency_us": b.latency_us, "us_per_mb": b.us_per_mb,
+               "algbw_gbps_max": 1 / (b.us_per_byte * 1e3), "note": b.note}
+    if as_json:
+        click.echo(json.dumps(summary, indent=1))
+        return
+    click.echo(f"{collective} on {spec} ({b.ranks} ranks)")
+    click.echo(f"  steps            >= {b.steps}  (latency >= {b.latency_us:.2f} us)")
+    click.echo(f"  rounds per chunk >= {b.rounds_per_chunk}  ({b.us_per_mb:.3f} us/MB, "
+               f"algbw <= {summary['algbw_gbps_max']:.1f} GB/s)")
+    if b.note:
+        click.echo(f"  note: {b.note}")
+
+
+@cli.command("compare")
+@click.argument("collective", metavar="COLLECTIVE")
+@click.option("--topo", "spec", required=True, help="Topology name, generator or file.")
+@click.option("--root", type=int, default=None, help="Root rank of rooted collectives.")
+@click.option("--sizes", default="1KB,1MB,64MB,1GB", show_default=True,
+              help="Message sizes (nccl-tests' n, binary units).")
+@click.option("--time-limit", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
+              help="Seconds for synthesizing the frontier.")
+@click.option("--solver", type=click.Choice(list(SOLVER_CHOICE)), default="auto",
+              show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def compare_command(collective, spec, root, sizes, time_limit, solver, as_json):
+    """Synthesized frontier against ring, tree, recursive, direct and hierarchical."""
+    from synth.compare import comparison, format_comparison, make_rows
+    from synth.construct.baselines import baselines
+    from synth.frontier import synthesize
+    from synth.schedule.cost import parse_size
+    from synth.search.pareto import Limits
+    from synth.topology.catalog import resolve
+
+    size_list = [parse_size(x) for x in sizes.split(",")]
+    topo = resolve(spec)
+    limits = Limits(time_limit=time_limit, backend=SOLVER_CHOICE[solver][0])
+    result = synthesize(topo, collective, root, limits)
+    rows = make_rows([p.schedule for p in result.points],
+                     [(base.name, base.schedule) for base in
+                      baselines(result.model, collective, result.root)])
+    data = comparison(rows, result.bounds, size_list)
+    data.update(collective=collective, topology=topo.name, complete=result.complete)
+    if as_json:
+        click.echo(json.dumps(data, indent=1))
+    else:
+        title = f"{collective} on {topo.name} ({topo.ranks} ranks): predicted time and algbw"
+        click.echo(format_comparison(title, data, size_list))

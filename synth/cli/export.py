@@ -1,0 +1,49 @@
+"""`synth export FILE --to msccl-xml|mscclpp|json -o PATH` (DESIGN.md, the command line).
+
+Registered on the `synth` group when synth.cli imports this module.
+"""
+
+from __future__ import annotations
+
+import click
+
+from synth.cli.app import cli
+from synth.export import FORMATS
+
+
+@cli.command("export")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--to", "fmt", required=True, type=click.Choice(FORMATS),
+              help="msccl-xml: MSCCL/RCCL algorithm; mscclpp: MSCCL++ execution plan; "
+                   "json: the schedule file.")
+@click.option("-o", "--output", "path", required=True, type=click.Path(dir_okay=False),
+              help="File to write (whole or not at all).")
+@click.option("--inplace/--out-of-place", default=False, show_default=True,
+              help="Buffer layout of the calls the algorithm serves.")
+@click.option("--name", default=None,
+              help="Algorithm / plan name [synth-COLL-TOPO-sS-rR-cC-MODE].")
+@click.option("--min-bytes", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Smallest message the runtime may select it for.")
+@click.option("--max-bytes", type=click.IntRange(min=0), default=None,
+              help="Largest message [XML: no limit; MSCCL++: the largest whose offsets "
+                   "fit 32 bits].")
+def export_command(file, fmt, path, inplace, name, min_bytes, max_bytes):
+    """Write a schedule file as MSCCL XML, an MSCCL++ plan, or schedule JSON.
+
+    The schedule is verified first; the XML or plan is checked by its runtime simulator
+    before it is written. Exit 2 when the schedule cannot be expressed.
+    """
+    from synth.errors import BadInput, NoAnswer
+    from synth.export import render
+    from synth.files import write_atomic
+    from synth.schedule.file import schedule_from_dict
+    from synth.schedule.verify import verify_file
+
+    try:
+        doc = verify_file(file)
+    except NoAnswer as e:
+        raise BadInput(f"{file}: not a valid schedule: {e}") from None
+    schedule = schedule_from_dict(doc)
+    text, summary = render(schedule, fmt, inplace, name, min_bytes, max_bytes)
+    write_atomic(path, text)
+    click.echo(f"wrote {path} ({fmt}): {summary}")

@@ -1,0 +1,99 @@
+"""Commands for pictures: `synth topo draw`, `synth draw`, `synth report`.
+
+Registered when synth.cli imports this module. Rendering is in
+synth.pictures.graphviz, synth.pictures.topology, synth.pictures.schedule,
+synth.pictures.plots and synth.pictures.report; these commands check their input first
+(an unknown topology, a file that is not a schedule, an -o that is neither .svg nor .png
+are one line on stderr and exit 2) and write each file whole or not at all.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from synth.cli.app import SOLVER_CHOICE, cli, topo
+from synth.errors import BadInput, NoAnswer
+
+
+@topo.command("draw")
+@click.argument("spec", metavar="TOPO")
+@click.option("-o", "--output", required=True, metavar="FILE.svg|FILE.png",
+              help="Where to write the picture; its suffix picks the format.")
+def topo_draw(spec, output):
+    """Draw TOPO: GPUs, NVSwitches, PCIe switches, NICs, network switches, and links
+    labelled lanes x GB/s; the boxes of a multi-node topology framed."""
+    from synth.pictures.graphviz import picture_format, render
+    from synth.pictures.topology import topology_graph
+    from synth.topology.catalog import resolve
+
+    picture_format(output)
+    path = render(topology_graph(resolve(spec)), output)
+    click.echo(f"wrote {path}")
+
+
+@cli.command("draw")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, metavar="FILE.svg|FILE.png",
+              help="Where to write the picture; its suffix picks the format.")
+@click.option("--color", type=click.Choice(["chunk", "origin"]), default="chunk",
+              show_default=True, help="Colour each chunk by itself or by the rank it "
+                                      "starts at.")
+@click.option("--columns", type=click.IntRange(1, 64), default=None,
+              help="Panels per row [4 for up to 8 ranks, else 3].")
+def draw_command(file, output, color, columns):
+    """Draw a schedule FILE step by step: one panel per step, showing which chunks
+    cross which rank link and each link's load against capacity x rounds."""
+    from synth.pictures.graphviz import picture_format, render
+    from synth.pictures.schedule import schedule_graph
+    from synth.schedule.file import read_schedule
+
+    picture_format(output)
+    schedule = read_schedule(file)
+    path = render(schedule_graph(schedule, color, columns), output)
+    click.echo(f"wrote {path}")
+
+
+@cli.command("report")
+@click.argument("collective", metavar="COLLECTIVE")
+@click.option("--topo", "spec", required=True, help="Topology name, generator or file.")
+@click.option("-o", "--output", "out_dir", required=True, metavar="DIR",
+              help="Folder for index.html and the files it links to.")
+@click.option("--root", type=int, default=None, help="Root rank of rooted collectives.")
+@click.option("--time-limit", type=click.FloatRange(min=0.1), default=60.0,
+              show_default=True, help="Seconds for synthesizing the frontier.")
+@click.option("--max-chunks", type=click.IntRange(1, 256), default=None,
+              help="Largest chunks per share searched [8].")
+@click.option("--sizes", default="1KB,1MB,64MB,1GB", show_default=True,
+              help="Message sizes for the comparison (nccl-tests' n, binary units).")
+@click.option("--solver", type=click.Choice(list(SOLVER_CHOICE)), default="auto",
+              show_default=True)
+@click.option("--color", type=click.Choice(["chunk", "origin"]), default="chunk",
+              show_default=True, help="Colouring of the schedule pictures.")
+def report_command(collective, spec, out_dir, root, time_limit, max_chunks, sizes, solver,
+                   color):
+    """Synthesize COLLECTIVE on TOPO and write one HTML page: the frontier table, the
+    comparison with the baselines, the plots, the topology and every frontier schedule
+    drawn (pictures inlined, so DIR/index.html works offline)."""
+    from synth.construct.baselines import baselines, not_applicable
+    from synth.frontier import synthesize
+    from synth.pictures.report import write_report
+    from synth.schedule.cost import parse_size
+    from synth.search.pareto import Limits
+    from synth.topology.catalog import resolve
+
+    size_list = [parse_size(x) for x in sizes.split(",")]
+    if Path(out_dir).exists() and not Path(out_dir).is_dir():
+        raise BadInput(f"{out_dir}: exists and is not a folder")
+    topology = resolve(spec)
+    backend = SOLVER_CHOICE[solver][0]
+    limits = Limits(max_chunks=max_chunks or 8, time_limit=time_limit, backend=backend)
+    result = synthesize(topology, collective, root, limits)
+    base = [(x.name, x.schedule) for x in baselines(result.model, collective, result.root)]
+    skipped = not_applicable(result.model, collective, result.root)
+    page = write_report(topology, result, base, size_list, out_dir, backend, color, skipped)
+    click.echo(f"wrote {page} ({len(result.points)} frontier points, {len(base)} baselines)")
+    if not result.points:
+        raise NoAnswer(f"no schedule found for {collective} on {topology.name} within the "
+                       "limits (the page says so)")

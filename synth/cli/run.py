@@ -1,0 +1,45 @@
+"""`synth run`: execute a schedule with torch.distributed (synth.run.distributed)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from synth.cli.app import cli
+from synth.errors import NoAnswer
+
+
+@cli.command("run")
+@click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
+@click.option("--nproc", type=click.IntRange(1, 1024), default=None,
+              help="Processes to start here [the schedule's ranks]. Under torchrun, omit.")
+@click.option("--size", "size", default="1MB", show_default=True,
+              help="Message size n (nccl-tests' convention, binary units).")
+@click.option("--backend", type=click.Choice(["gloo", "nccl"]), default="gloo",
+              show_default=True)
+@click.option("--iters", type=click.IntRange(1, 10000), default=5, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--no-verify", is_flag=True, hidden=True,
+              help="Skip the verifier (to test the runner's numeric check).")
+def run_command(path, nproc, size, backend, iters, as_json, no_verify):
+    """Run FILE on N processes, check it against torch's collective, time both."""
+    from synth.run.distributed import run
+    from synth.schedule.cost import parse_size
+
+    report = run(path, nproc, parse_size(size), iters, backend, check_first=not no_verify)
+    if not report:  # a torchrun worker other than rank 0
+        return 0
+    if as_json:
+        click.echo(json.dumps(report, indent=1))
+    else:
+        click.echo(f"{report['collective']} on {report['ranks']} ranks ({report['backend']}), "
+                   f"{report['bytes']} bytes, {report['iters']} iterations: "
+                   f"{'correct' if report['correct'] else 'WRONG'}")
+        click.echo(f"  synth schedule {report['synth_us']:10.1f} us {report['synth_algbw_gbps']:8.3f}"
+                   f" GB/s  ({report['steps']} steps)")
+        click.echo(f"  torch          {report['torch_us']:10.1f} us {report['torch_algbw_gbps']:8.3f}"
+                   f" GB/s  ({report['torch_reference']})")
+    if not report["correct"]:
+        raise NoAnswer(f"the schedule's result differs from torch's: {report['mismatches']}")
+    return 0

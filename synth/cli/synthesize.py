@@ -1,0 +1,166 @@
+"""`synth COLLECTIVE --topo TOPO`: the frontier (or one instance), verified and written."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from synth.cli.app import SOLVER_CHOICE, cli
+from synth.errors import BadInput, NoAnswer
+
+
+def _synthesis_command(name: str):
+    @click.option("--topo", "spec", required=True, help="Topology name, generator or file.")
+    @click.option("--root", type=int, default=None, help="Root rank (rooted collectives).")
+    @click.option("--steps", type=click.IntRange(1, 64), default=None,
+                  help="With --rounds and --chunks: solve that one instance. Alone: only "
+                       "schedules with exactly this many steps.")
+    @click.option("--rounds", type=click.IntRange(1, 4096), default=None)
+    @click.option("--chunks", type=click.IntRange(1, 256), default=None)
+    @click.option("--max-steps", type=click.IntRange(1, 64), default=None,
+                  help="Largest step count searched [hop bound + 3; allreduce 2x + 2].")
+    @click.option("--max-chunks", type=click.IntRange(1, 256), default=None,
+                  help="Largest chunks per share searched [8].")
+    @click.option("--solver", type=click.Choice(list(SOLVER_CHOICE)), default="auto",
+                  show_default=True)
+    @click.option("--time-limit", type=click.FloatRange(min=0.1), default=300.0,
+                  show_default=True, help="Seconds for the whole search.")
+    @click.option("--method", type=click.Choice(["auto", "exact", "decomposed"]),
+                  default="auto", show_default=True,
+                  help="auto: on multi-node topologies, decompose into boxes and the network "
+                       "first, then search exactly in the time left.")
+    @click.option("--hints", "hints_path", default=None, type=click.Path(dir_okay=False),
+                  help="Optional YAML hints for the decomposition (README, Multi-node).")
+    @click.option("--out", "out_dir", default="out", show_default=True,
+                  help="Schedules go to OUT/TOPO/COLLECTIVE/.")
+    @click.option("--format", "formats", default="json", show_default=True,
+                  help="Comma-separated output formats.")
+    @click.option("--json", "as_json", is_flag=True, help="Print one JSON summary.")
+    @click.option("--progress/--no-progress", default=None,
+                  help="Report each solver call on stderr [on a terminal].")
+    @click.option("--plots", is_flag=True,
+                  help="Also plot the frontier and time against size (PNG) beside the files.")
+    def command(spec, root, steps, rounds, chunks, max_steps, max_chunks, solver, time_limit,
+                method, hints_path, out_dir, formats, as_json, progress, plots):
+        from synth.construct.hints import read_hints
+        from synth.output import parse_formats
+        from synth.topology.catalog import resolve
+
+        formats = parse_formats(formats)
+        topo = resolve(spec)
+        hints = read_hints(hints_path, topo.ranks) if hints_path else None
+        backend, why = SOLVER_CHOICE[solver]
+        if rounds is not None or chunks is not None:
+            if None in (steps, rounds, chunks):
+                raise BadInput("give --steps, --rounds and --chunks together (one instance), "
+                               "or --steps alone")
+            return _one_instance(topo, name, root, steps, rounds, chunks, backend,
+                                 time_limit, out_dir, formats, as_json)
+        if progress is None:
+            progress = sys.stderr.isatty() and not as_json
+        return _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why,
+                         time_limit, out_dir, formats, as_json, progress, plots, method, hints)
+
+    command.__doc__ = (f"Synthesize {name} schedules: the Pareto frontier of steps against "
+                       "rounds per chunk, each verified and written under --out.")
+    return cli.command(name)(command)
+
+
+def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, out_dir,
+                  formats, as_json):
+    from synth.output import output_dir, write_points
+    from synth.schedule.collectives import make_collective
+    from synth.search.instance import solve_instance
+    from synth.search.pareto import Point
+    from synth.topology.linkmodel import lower
+
+    model = lower(topo)
+    coll = make_collective(name, model.ranks, chunks, root)
+    out = solve_instance(model, coll, steps, rounds, backend, time_limit)
+    what = f"{name} on {topo.name} with {steps} steps, {rounds} rounds, {chunks} chunks"
+    if out.status == "unsat":
+        raise NoAnswer(f"no schedule: {what} is infeasible ({out.seconds:.2f} s)")
+    if out.status != "sat":
+        raise NoAnswer(f"no answer: {what} was not decided within {time_limit:g} s")
+    point = Point(out.schedule, proven=False)
+    path, = write_points([point], output_dir(out_dir, topo.name, name), formats)
+    found = out.schedule
+    line = {"collective": name, "topology": topo.name, "steps": found.num_steps,
+            "rounds": found.rounds, "chunks": chunks, "file": str(path),
+            "solve_seconds": round(out.seconds, 3), "solver": backend}
+    click.echo(json.dumps(line) if as_json else
+               f"found {name} on {topo.name}: {found.num_steps} steps, {found.rounds} rounds, "
+               f"{chunks} chunks in {out.seconds:.2f} s -> {path}")
+    return 0
+
+
+def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time_limit,
+              out_dir, formats, as_json, show_progress, plots=False, method="auto", hints=None):
+    from dataclasses import replace
+
+    from synth.frontier import synthesize
+    from synth.output import format_table, output_dir, result_summary, write_points
+    from synth.search.pareto import Limits
+
+    limits = Limits(max_steps, max_chunks or 8, time_limit, backend)
+    if steps is not None:
+        limits = replace(limits, max_steps=steps, min_steps=steps)
+    progress = _Progress(show_progress, overwrite=sys.stderr.isatty())
+    progress.say(f"solver: {backend} ({why})")
+    result = synthesize(topo, name, root, limits, progress.event, method, hints)
+    progress.done()
+    if steps is not None:
+        result.points = [p for p in result.points if p.steps == steps]
+    paths = write_points(result.points, output_dir(out_dir, topo.name, name), formats)
+    if plots and result.points:
+        from synth.construct.baselines import baselines
+        from synth.pictures.plots import write_plots
+
+        write_plots(result, [(base.name, base.schedule) for base in
+                             baselines(result.model, name, result.root)],
+                    output_dir(out_dir, topo.name, name))
+    summary = result_summary(result, topo.name, backend, paths, why)
+    click.echo(json.dumps(summary, indent=1) if as_json else format_table(summary))
+    if not result.points:
+        why = "; ".join(dict.fromkeys(s.stopped.split(":")[0]
+                                      for s in result.searches.values()))
+        raise NoAnswer(f"no schedule found for {name} on {topo.name} ({why})")
+    if any(s.stopped == "interrupted" for s in result.searches.values()):
+        return 130
+    return 0
+
+
+class _Progress:
+    """Solver calls and points on stderr: one overwritten line on a terminal, plain
+    lines elsewhere."""
+
+    def __init__(self, enabled: bool, overwrite: bool):
+        self.enabled, self.overwrite = enabled, overwrite
+
+    def say(self, text: str) -> None:
+        if not self.enabled or (not text and not self.overwrite):
+            return
+        if self.overwrite:
+            click.echo(f"\r\033[K{text}", err=True, nl=False)
+        else:
+            click.echo(text, err=True)
+
+    def event(self, kind: str, data) -> None:
+        if kind == "search":
+            self.say(f"searching {data} ...")
+        elif kind == "ask":
+            self.say(f"  trying S={data[0]} R={data[1]} C={data[2]} ...")
+        elif kind == "point":
+            self.say("")
+            if self.enabled:
+                click.echo(f"  found S={data.steps} R={data.rounds} C={data.chunks}", err=True)
+
+    def done(self) -> None:
+        self.say("")
+
+
+for _name in ("allgather", "reducescatter", "allreduce", "broadcast", "reduce", "gather",
+              "scatter", "alltoall"):
+    _synthesis_command(_name)

@@ -1,0 +1,44 @@
+"""`synth verify FILE...`: check schedule files with the independent simulator."""
+
+from __future__ import annotations
+
+import click
+
+from synth.cli.app import cli
+from synth.errors import SynthError
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--cost", "show_cost", is_flag=True, help="Also print each schedule's cost.")
+@click.option("--sizes", default="1KB,1MB,64MB,1GB", show_default=True,
+              help="Message sizes for --cost.")
+def verify(files, show_cost, sizes):
+    """Check schedule files with the independent simulator.
+
+    Exit 0 when every file is valid, 1 when one is invalid, 2 when one is not a schedule.
+    """
+    from synth.schedule.cost import format_size, parse_size, schedule_cost
+    from synth.schedule.file import schedule_from_dict
+    from synth.schedule.verify import verify_file
+
+    size_list = [parse_size(s) for s in sizes.split(",")] if show_cost else []
+    worst = 0
+    for path in files:
+        try:
+            doc = verify_file(path)
+        except SynthError as e:
+            where = "" if str(e).startswith(str(path)) else f"{path}: "
+            click.echo(f"synth: {where}{e}", err=True)
+            worst = max(worst, e.exit_code)
+            continue
+        line = (f"ok {path}: {doc['collective']} on {doc['topology'].get('name', '?')}, "
+                f"{len(doc['steps'])} steps, "
+                f"{sum(s['rounds'] for s in doc['steps'])} rounds, {doc['chunks']} chunks")
+        if show_cost:
+            cost = schedule_cost(schedule_from_dict(doc))
+            times = "  ".join(f"{format_size(n)} {cost.time_us(n):.1f} us "
+                              f"({cost.algbw_gbps(n):.1f} GB/s)" for n in size_list)
+            line += f"\n   latency {cost.latency_us:.2f} us, {cost.us_per_byte * 1e6:.3f} us/MB;  {times}"
+        click.echo(line)
+    return worst

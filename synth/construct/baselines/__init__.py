@@ -1,0 +1,91 @@
+"""NCCL-style baseline algorithms as ordinary Schedules, for comparison with synthesis.
+
+    baselines(model, "allreduce")        -> [Baseline("ring x4 (6 channels)", schedule), ...]
+    not_applicable(model, "allreduce")   -> {"recursive doubling": "6 ranks is not ...", ...}
+
+Each Baseline's schedule is in the same IR as synthesized ones (DESIGN.md's chunk
+numbering, rounds from synth.topology.linkmodel.min_rounds) and passes the independent
+verifier. The algorithms, one module each:
+
+  ring                        rings.py: packed Hamiltonian rings (all but gather, scatter,
+                              alltoall)
+  double binary tree          trees.py: allreduce, broadcast, reduce
+  recursive doubling          recursive.py: allgather, allreduce (N a power of two)
+  recursive halving           recursive.py: reducescatter
+  recursive halving-doubling  recursive.py: allreduce
+  direct                      direct.py: every collective, where the pairs are linked
+  hierarchical                hierarchical.py: multi-box topologies
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from synth.construct.baselines.baseline import Baseline
+from synth.construct.baselines.direct import direct_baseline
+from synth.construct.baselines.hierarchical import hierarchical_baseline
+from synth.construct.baselines.recursive import BOTH, DOUBLING, HALVING, recursive_baseline
+from synth.construct.baselines.rings import pack_rings, ring_baseline
+from synth.construct.baselines.trees import tree_baseline
+from synth.construct.moves import missing_link
+from synth.errors import BadInput
+from synth.schedule.collectives import COLLECTIVES, ROOTED
+from synth.topology.hierarchy import find_boxes
+from synth.topology.linkmodel import LinkModel
+
+__all__ = ["ALGORITHMS", "Baseline", "baselines", "find_boxes", "not_applicable",
+           "pack_rings", "survey"]
+
+ALGORITHMS = {
+    "ring": ring_baseline,
+    "double binary tree": tree_baseline,
+    DOUBLING: lambda m, c, r: recursive_baseline(m, c, DOUBLING),
+    HALVING: lambda m, c, r: recursive_baseline(m, c, HALVING),
+    BOTH: lambda m, c, r: recursive_baseline(m, c, BOTH),
+    "direct": direct_baseline,
+    "hierarchical": hierarchical_baseline,
+}
+
+
+def baselines(model: LinkModel, collective: str, root: int | None = None) -> list[Baseline]:
+    """Every baseline that applies to this topology and collective, in ALGORITHMS order.
+
+    Cost: dominated by the ring packing (bounded searches, cached per model) and by
+    building the schedules, O(steps x sends); well under a second for 32 ranks.
+    """
+    return list(survey(model, collective, root)[0])
+
+
+def not_applicable(model: LinkModel, collective: str, root: int | None = None
+                   ) -> dict[str, str]:
+    """{algorithm: why it was skipped} for every algorithm that baselines() leaves out."""
+    return dict(survey(model, collective, root)[1])
+
+
+@lru_cache(maxsize=64)
+def survey(model: LinkModel, collective: str, root: int | None = None
+           ) -> tuple[tuple[Baseline, ...], tuple[tuple[str, str], ...]]:
+    """(baselines, ((algorithm, reason), ...)): both answers from one pass."""
+    if collective not in COLLECTIVES:
+        raise BadInput(f"unknown collective '{collective}' (expected one of "
+                       f"{', '.join(COLLECTIVES)})")
+    if collective in ROOTED:
+        root = 0 if root is None else root
+        if not 0 <= root < model.ranks:
+            raise BadInput(f"{collective}: root {root} is not a rank (0..{model.ranks - 1})")
+    else:
+        root = None
+    found, skipped = [], []
+    for name, build in ALGORITHMS.items():
+        if model.ranks < 2:
+            skipped.append((name, "needs at least 2 ranks"))
+            continue
+        result = build(model, collective, root)
+        if isinstance(result, str):
+            skipped.append((name, result))
+            continue
+        pair = missing_link(model, [[(s.chunk, s.src, s.dst, s.op) for s in step.sends]
+                                    for step in result.schedule.steps])
+        assert pair is None, f"{name} sends over {pair}, which is not a link"  # a bug here
+        found.append(result)
+    return tuple(found), tuple(skipped)

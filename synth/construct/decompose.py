@@ -1,0 +1,360 @@
+"""Multi-node synthesis by decomposition: across the boxes, inside them, pipelined.
+
+Exact synthesis cannot hold a 64-GPU instance (synth.search.instance refuses it), and
+needs no sketch to be told what a multi-node machine looks like:
+synth.topology.hierarchy finds the identical boxes and the peer groups (local rank i of
+every box) from the link model. Each level is then a small problem of its own, solved
+exactly (synth.search.pareto's frontier on the level's link model, with the baselines as
+a fallback):
+
+    across   an allgather among the K ranks of one peer group (on dgx2xK: through the
+             NICs and the InfiniBand switch; on dgxh100xK: along one rail)
+    inside   an allgather among the g ranks of box 0 (NVSwitch, NVLink)
+
+Allgather, one batch of data: every peer group runs the across schedule on the batch's
+pieces of its members' shares (one peer group per local index, all at once); then each
+box runs the inside schedule once per box of origin, spreading the K shares each member
+now holds. Batches are pipelined: batch b starts at step b, so while batch b crosses the
+network, batch b - 1 spreads inside the boxes, and only the first and last steps run one
+level alone. Each step's rounds come from everything it carries
+(synth.topology.linkmodel.min_rounds), so sharing (two GPUs on one NIC, a GPU's port
+used by both levels) is priced exactly, and every composed schedule is verified whole.
+
+Reducescatter: the same construction on the reversed links, run backwards (SCCL's
+duality). Allreduce: each batch's reducescatter, then its allgather, all in one
+pipeline, so one batch's reducescatter overlaps an earlier batch's allgather.
+
+Choosing the depth: every batch carries the same (src, dst) pairs, so the rounds of any
+depth P and pieces per batch are sums over the loads of the ~2s windows of one batch's s
+steps (synth.construct.moves.scaled_rounds): all designs are priced without building
+any, and only the Pareto-optimal ones are built, the cheapest in steps and in bandwidth
+first.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Callable
+
+from synth.bounds import step_bound
+from synth.construct.moves import (Moves, assemble, in_parallel, in_sequence, pipelined,
+                                   scaled_rounds)
+from synth.schedule.collectives import make_collective
+from synth.schedule.file import verified
+from synth.schedule.ir import Schedule
+from synth.schedule.transform import reverse_model
+from synth.search.pareto import Limits, Point, Search, frontier
+from synth.topology.hierarchy import Hierarchy
+from synth.topology.linkmodel import LinkModel, restrict
+
+COLLECTIVES = ("allgather", "reducescatter", "allreduce")
+DEPTHS = (1, 2, 4, 8, 12, 16, 24, 32)  # pipeline depths priced (more halve the fill's share)
+MAX_LANES = 4  # pieces per batch: up to this many times the levels' common chunk count
+MAX_STEPS = 128  # default cap on a composed schedule's steps
+MAX_SENDS = 2_500_000  # per composed schedule: about 3 GB while it is built and verified
+WORTH = Fraction(1, 100)  # a design with more sends must gain this much bandwidth
+SENDS_PER_SECOND = 50_000  # build + verify rate (bench/), to keep within --time-limit
+LEVEL_SHARE = 0.2  # of the time limit, at most, for all the levels' exact frontiers
+LEVEL_SECONDS = 60.0  # and never more than this
+LEVEL_CANDIDATES = 4  # schedules kept per level, fewest steps first
+
+
+@dataclass(frozen=True)
+class Levels:
+    """An allgather per level, each on the level's own ranks: across 0..K-1 (box order),
+    inside 0..g-1 (local order)."""
+
+    across: Schedule
+    inside: Schedule
+
+
+@dataclass(frozen=True)
+class Design:
+    """A priced candidate. chunks: per rank share (allreduce: of the buffer)."""
+
+    levels: tuple[Levels, ...]  # one for allgather / reducescatter; (rs, ag) for allreduce
+    batches: int
+    pieces: int  # chunks of each share in one batch
+    steps: int
+    rounds: int
+    chunks: int
+    sends: int
+
+    @property
+    def ratio(self) -> Fraction:
+        return Fraction(self.rounds, self.chunks)
+
+
+def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
+              on_event: Callable[[str, object], None] | None = None,
+              depths: tuple[int, ...] | None = None) -> Search:
+    """Composed schedules for `name` on `model`, the Pareto-optimal ones over the
+    pipeline depths (default DEPTHS) and pieces per batch, each verified. Anytime: the design with the
+    fewest sends is always built; any other that would not be built and verified
+    before limits.time_limit runs out is skipped; Ctrl-C keeps what was built. Cost:
+    the level frontiers (LEVEL_SHARE of the time), then O(sends) per schedule."""
+    on_event = on_event or (lambda kind, data: None)
+    deadline = time.monotonic() + limits.time_limit
+    search = Search(complete=False)  # nothing here is proven optimal
+    try:
+        designs = _designs(model, hierarchy, name, limits, on_event, depths or DEPTHS)
+        if not designs:
+            search.stopped = (f"no pipeline fits in --max-steps {limits.max_steps} or "
+                              f"{MAX_SENDS:,} sends")
+        for design in _build_order(designs):
+            if search.points and (time.monotonic() + design.sends / SENDS_PER_SECOND
+                                  > deadline):
+                search.stopped = "out of time"
+                continue
+            on_event("build", (design.steps, design.rounds, design.chunks))
+            started = time.monotonic()
+            built = _build(model, hierarchy, name, design)
+            built.info["solve_seconds"] = round(time.monotonic() - started, 3)  # build+verify
+            search.points.append(Point(built, proven=False))
+            on_event("point", search.points[-1])
+    except KeyboardInterrupt:
+        search.stopped = "interrupted"
+    search.points.sort(key=lambda p: p.steps)
+    search.stopped = search.stopped or (f"{len(search.points)} pipelined schedules over "
+                                        f"{hierarchy.describe()}")
+    return search
+
+
+# --- levels --------------------------------------------------------------------------
+
+def level_allgathers(sub: LinkModel, limits: Limits, budget: float,
+                     on_event=lambda kind, data: None) -> list[Schedule]:
+    """Allgather schedules for one level's link model: its exact frontier, once with up
+    to limits.max_chunks chunks and once with one (a level runs side by side many times
+    in the composition, so its fewest-chunk form often packs best), the two sharing
+    `budget` seconds; and the baselines (the fallback when the level is too large).
+    Those no other beats on steps, rounds per chunk and chunks, at most
+    LEVEL_CANDIDATES. Ctrl-C in a search is raised again (KeyboardInterrupt)."""
+    from synth.construct.baselines import \
+        baselines  # the baselines import synth.moves; keep it lazy
+
+    coll = make_collective("allgather", sub.ranks, 1)
+    hops = step_bound(sub, coll)
+    schedules = [b.schedule for b in baselines(sub, "allgather")]
+    for max_chunks in dict.fromkeys((limits.max_chunks, 1)):
+        found = frontier(sub, "allgather", None, hops, _allgather_floor(sub),
+                         Limits(hops + 2, max_chunks, budget / 2, limits.backend,
+                                workers=limits.workers), on_event)
+        if found.stopped == "interrupted":
+            raise KeyboardInterrupt
+        schedules += [p.schedule for p in found.points]
+
+    def key(s):
+        return (s.num_steps, Fraction(s.rounds, s.collective.chunks), s.collective.chunks)
+    kept = []
+    for s in sorted(schedules, key=key):  # a schedule that dominates s sorts before it
+        if not any(all(a <= b for a, b in zip(key(k), key(s))) for k in kept):
+            kept.append(s)
+    return kept[:LEVEL_CANDIDATES]
+
+
+def _allgather_floor(sub: LinkModel) -> Fraction:
+    """R / C >= (n - 1) / in-capacity of any rank: it must receive (n - 1) C chunks. A
+    rank's in-capacity: its links' capacities, or a group holding all of them."""
+    into = defaultdict(list)
+    for l in sub.links:
+        into[l.dst].append(l)
+    floor = Fraction(0)
+    for links in into.values():
+        pairs = {(l.src, l.dst) for l in links}
+        cap = min([sum(l.capacity for l in links)] +
+                  [g.capacity for g in sub.groups if pairs <= set(g.links)])
+        floor = max(floor, (sub.ranks - 1) / cap)
+    return floor
+
+
+def _level_options(model: LinkModel, hierarchy: Hierarchy, limits: Limits, budget: float,
+                   on_event) -> list[Levels]:
+    """Every pairing of the two levels' candidates; each level gets half of `budget`."""
+    k, g = len(hierarchy.boxes), len(hierarchy.boxes[0])
+    on_event("search", f"allgather across boxes ({k} ranks)")
+    across = level_allgathers(restrict(model, hierarchy.peers[0], f"{model.name} across"),
+                              limits, budget / 2, on_event)
+    on_event("search", f"allgather inside a box ({g} ranks)")
+    inside = level_allgathers(restrict(model, hierarchy.boxes[0], f"{model.name} box"),
+                              limits, budget / 2, on_event)
+    return [Levels(a, i) for a in across for i in inside]
+
+
+def _symmetric(model: LinkModel) -> bool:
+    """Whether every link and group has its reverse, alike: then reducescatter's levels
+    are allgather's."""
+    links = {(l.src, l.dst, l.capacity) for l in model.links}
+    groups = {(frozenset(g.links), g.capacity) for g in model.groups}
+    return (links == {(b, a, c) for a, b, c in links}
+            and groups == {(frozenset((b, a) for a, b in ls), c) for ls, c in groups})
+
+
+# --- one batch ----------------------------------------------------------------------
+
+def _embed(level: Schedule, ranks, chunk_of) -> Moves:
+    """The level's steps on global ranks (level rank j is ranks[j]) and chunks; empty
+    steps are left out (they would be priced a round, and assemble drops them)."""
+    return [[(chunk_of[x.chunk], ranks[x.src], ranks[x.dst], x.op) for x in step.sends]
+            for step in level.steps if step.sends]
+
+
+def allgather_batch(hierarchy: Hierarchy, levels: Levels, share_chunks: int, batch: int,
+                    pieces: int) -> Moves:
+    """One batch of the decomposed allgather: chunks batch * pieces .. + pieces - 1 of
+    every rank's share (share_chunks chunks a share, DESIGN.md's numbering) cross the
+    network within each peer group, then spread inside every box."""
+    boxes, peers = hierarchy.boxes, hierarchy.peers
+    ca, ci = levels.across.collective.chunks, levels.inside.collective.chunks
+    first = batch * pieces
+
+    def chunk(rank, piece):
+        return rank * share_chunks + first + piece
+
+    across = []
+    for group in peers:
+        for lane in range(pieces // ca):  # level chunk x: piece lane*ca + x%ca of x//ca
+            chunk_of = [chunk(group[x // ca], lane * ca + x % ca)
+                        for x in range(len(group) * ca)]
+            across.append(_embed(levels.across, group, chunk_of))
+    inside = []
+    for box in boxes:
+        for origin in boxes:  # after `across`, local rank i holds origin[i]'s pieces
+            for lane in range(pieces // ci):
+                chunk_of = [chunk(origin[x // ci], lane * ci + x % ci)
+                            for x in range(len(box) * ci)]
+                inside.append(_embed(levels.inside, box, chunk_of))
+    return in_sequence(in_parallel(*across), in_parallel(*inside))
+
+
+def reversed_moves(moves: Moves) -> Moves:
+    """SCCL's duality on a moves: an allgather built on the reversed links, run backwards
+    with every copy a reduction, is a reducescatter on the links themselves."""
+    return [[(c, d, s, "reduce") for c, s, d, _ in step] for step in reversed(moves)]
+
+
+def batch_moves(name: str, hierarchy: Hierarchy, levels: tuple[Levels, ...],
+                share_chunks: int, batch: int, pieces: int) -> Moves:
+    """One batch of `name`. levels: (allgather's) or (reducescatter's, allgather's), the
+    reducescatter's synthesized on the reversed links. Allreduce runs a batch's
+    reducescatter then its allgather, so in the pipeline the two overlap across batches."""
+    if name == "allgather":
+        return allgather_batch(hierarchy, levels[0], share_chunks, batch, pieces)
+    rs = reversed_moves(allgather_batch(hierarchy, levels[0], share_chunks, batch, pieces))
+    if name == "reducescatter":
+        return rs
+    return in_sequence(rs, allgather_batch(hierarchy, levels[1], share_chunks, batch, pieces))
+
+
+# --- pricing -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Priced:
+    """The loads of one batch's steps, from which any depth is priced."""
+
+    windows: list  # windows[lo][hi]: the load (Counter of pairs) of steps lo..hi together
+    steps: int  # of one batch
+    sends: int  # of one batch
+
+    def rounds(self, model: LinkModel, depth: int, lanes: int) -> int:
+        """Total rounds of `depth` batches in a pipeline, each `lanes` times wider."""
+        s = self.steps
+        return sum(scaled_rounds(model, self.windows[max(0, t - depth + 1)][min(s - 1, t)],
+                                 lanes)
+                   for t in range(depth + s - 1))  # batch steps running at step t
+
+
+def _price(moves: Moves) -> _Priced:
+    loads = [Counter((s, d) for _, s, d, _ in step) for step in moves]
+    windows = []
+    for lo in range(len(loads)):
+        row, acc = {}, Counter()
+        for hi in range(lo, len(loads)):
+            acc = acc + loads[hi]
+            row[hi] = acc
+        windows.append(row)
+    return _Priced(windows, len(moves), sum(len(step) for step in moves))
+
+
+def _designs(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
+             on_event, depths: tuple[int, ...] = DEPTHS) -> list[Design]:
+    """Every design within the step and send limits, priced; the Pareto-optimal ones."""
+    max_steps = limits.max_steps or MAX_STEPS
+    budget = min(LEVEL_SECONDS, LEVEL_SHARE * limits.time_limit)  # for all level searches
+    ag = rs = []
+    if name != "reducescatter":
+        ag = _level_options(model, hierarchy, limits, budget, on_event)
+    if name != "allgather":
+        rs = (ag if ag and _symmetric(model) else
+              _level_options(reverse_model(model), hierarchy, limits, budget, on_event))
+    # allreduce pairs the i-th options of both parts (alike when the links are symmetric)
+    options = {"allgather": [(a,) for a in ag], "reducescatter": [(r,) for r in rs],
+               "allreduce": [(r, a) for r, a in zip(rs, ag)]}[name]
+    designs = []
+    share = model.ranks if name == "allreduce" else 1  # allreduce: C = N x share chunks
+    for levels in options:
+        base = math.lcm(*(c for lv in levels for c in (lv.across.collective.chunks,
+                                                       lv.inside.collective.chunks)))
+        priced = _price(batch_moves(name, hierarchy, levels, base, 0, base))
+        for depth in depths:
+            for lanes in range(1, MAX_LANES + 1):
+                steps, sends = depth + priced.steps - 1, depth * lanes * priced.sends
+                if steps > max_steps or sends > MAX_SENDS:
+                    continue
+                designs.append(Design(levels, depth, base * lanes, steps,
+                                      priced.rounds(model, depth, lanes),
+                                      share * depth * base * lanes, sends))
+    return _pareto(designs)
+
+
+def _pareto(designs: list[Design]) -> list[Design]:
+    """Per step count, the fewest sends within WORTH of the least rounds per chunk there
+    (a hair's gain is not worth twice the sends); then, by steps, each that beats every
+    one with fewer steps."""
+    by_steps = defaultdict(list)
+    for d in designs:
+        by_steps[d.steps].append(d)
+    kept = []
+    for steps in sorted(by_steps):
+        group = [d for d in by_steps[steps] if not kept or d.ratio < kept[-1].ratio]
+        if group:
+            least = min(d.ratio for d in group)
+            kept.append(min((d for d in group if d.ratio <= least * (1 + WORTH)),
+                            key=lambda d: (d.sends, d.ratio)))
+    return kept
+
+
+def _build_order(designs: list[Design]) -> list[Design]:
+    """The fewest sends (the quickest to build, so there is an answer), the least
+    bandwidth, then the rest by steps: with little time, the ends come first."""
+    if len(designs) <= 2:
+        return sorted(designs, key=lambda d: d.sends)
+    first = min(designs, key=lambda d: d.sends)
+    rest = [d for d in designs if d is not first]
+    return [first, rest[-1]] + rest[:-1]
+
+
+# --- building ------------------------------------------------------------------------
+
+def _build(model: LinkModel, hierarchy: Hierarchy, name: str, design: Design) -> Schedule:
+    """The design's schedule, verified."""
+    batches = f"{design.batches} batch{'es' if design.batches > 1 else ''}"
+    info = {"method": f"decomposed, {batches}",
+            "decomposition": {"hierarchy": hierarchy.describe(), "batches": design.batches,
+                              "pieces": design.pieces,
+                              "levels": [_level_info(lv) for lv in design.levels]}}
+    share_chunks = design.batches * design.pieces
+    moves = pipelined([batch_moves(name, hierarchy, design.levels, share_chunks, b,
+                                   design.pieces) for b in range(design.batches)])
+    return verified(assemble(model, name, design.chunks, None, moves, info))
+
+
+def _level_info(levels: Levels) -> dict:
+    return {level: {"ranks": s.collective.ranks, "steps": s.num_steps, "rounds": s.rounds,
+                    "chunks": s.collective.chunks, "method": s.info.get("method")
+                    or s.info.get("algorithm")}
+            for level, s in (("across", levels.across), ("inside", levels.inside))}

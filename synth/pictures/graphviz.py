@@ -1,0 +1,156 @@
+"""Graphviz pictures: the pieces shared by synth.pictures.topology (topology_graph) and
+synth.pictures.schedule (schedule_graph).
+
+    render(graph, "x.svg")               -> the Path written (SVG or PNG, by the suffix)
+    rank_positions(ranks, pairs, name)   -> {rank: (x, y)}, in points
+
+Pictures with fixed positions (GPU-only topologies such as dgx1, ring:8, torus:4x4, and
+every schedule panel) place their ranks with `rank_positions`: a grid for 2-D meshes
+and tori, otherwise a circle in the order of a Hamiltonian cycle, so that a ring's links
+are the circle's sides; `render` draws them with `neato -n2`, where they are put. Also
+here: DrawError, picture_format, render_bytes, palette and small text helpers.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import html
+import math
+import re
+from collections import Counter, defaultdict
+from fractions import Fraction
+from pathlib import Path
+
+import graphviz
+
+from synth.errors import BadInput, SynthError
+from synth.files import write_atomic
+
+PICTURE_FORMATS = ("svg", "png")
+FONT = "Helvetica"
+
+
+class DrawError(SynthError):
+    """graphviz is missing or failed: exit code 2, one line."""
+
+
+def picture_format(path: str | Path) -> str:
+    """'svg' or 'png' from the file name; BadInput for anything else."""
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix not in PICTURE_FORMATS:
+        raise BadInput(f"{path}: unknown picture type '.{suffix}' (expected .svg or .png)")
+    return suffix
+
+
+def render_bytes(graph: graphviz.Digraph, fmt: str) -> bytes:
+    """The picture as bytes in `fmt` (svg or png), laid out by the graph's engine."""
+    no_op = 2 if graph.engine == "neato" else False
+    try:
+        return graph.pipe(format=fmt, neato_no_op=no_op, quiet=True)
+    except graphviz.ExecutableNotFound:
+        raise DrawError("drawing needs graphviz's 'dot' program (Debian package graphviz)"
+                        ) from None
+    except graphviz.CalledProcessError as e:
+        lines = (e.stderr or b"").decode(errors="replace").strip().splitlines()
+        raise DrawError(f"graphviz failed: {lines[-1] if lines else e}") from None
+
+
+def render(graph: graphviz.Digraph, path: str | Path) -> Path:
+    """Render to `path` (.svg or .png), written whole or not at all; returns the path."""
+    return write_atomic(path, render_bytes(graph, picture_format(path)))
+
+
+# --- positions ----------------------------------------------------------------------
+
+def rank_positions(ranks: int, pairs: dict, name: str = "", spacing: float = 1.2
+                   ) -> dict[int, tuple[float, float]]:
+    """Points (x, y), in points, for ranks 0..ranks-1.
+
+    A 2-D mesh or torus by name ("torus:4x4") is a grid, rows bent a little so that a
+    wrap-around link passes beside the row, not through it; anything else is a circle
+    in the order of a Hamiltonian cycle of `pairs` ({(a, b): width}) when one is found
+    quickly, preferring wide links (the circle's sides are then links), else in rank
+    order. `spacing` is the distance
+    between neighbours in inches.
+    """
+    step = spacing * 72
+    grid = re.fullmatch(r"(?:mesh|torus):(\d+)x(\d+)", name)
+    if grid and int(grid.group(1)) * int(grid.group(2)) == ranks:
+        rows, cols = int(grid.group(1)), int(grid.group(2))
+        bend = 0.45 if name.startswith("torus") else 0.0
+
+        def bump(k, n):
+            return math.sin(math.pi * k / (n - 1)) if n > 2 else 0.0
+
+        return {r * cols + c: ((c + bend * bump(r, rows)) * step,
+                               -(r + bend * bump(c, cols)) * step)
+                for r in range(rows) for c in range(cols)}
+    order = hamiltonian_cycle(ranks, pairs) or list(range(ranks))
+    radius = max(step * 0.9, ranks * step / (2 * math.pi))
+    out = {}
+    for i, r in enumerate(order):
+        angle = math.pi / 2 - 2 * math.pi * i / ranks  # clockwise from the top
+        out[r] = (radius * math.cos(angle), radius * math.sin(angle))
+    return out
+
+
+def hamiltonian_cycle(ranks: int, pairs: dict, budget: int = 20000) -> list[int] | None:
+    """A cycle through every rank over `pairs` ({(a, b): width}, either direction
+    counts), found by a depth-first search that tries wide links first, within `budget`
+    extensions; None when none is found."""
+    if ranks < 3:
+        return None
+    adjacent = defaultdict(Counter)
+    for (a, b), width in pairs.items():
+        if a != b:
+            adjacent[a][b] += float(width)
+            adjacent[b][a] += float(width)
+    path, seen, left = [0], {0}, [budget]
+
+    def extend() -> bool:
+        if len(path) == ranks:
+            return 0 in adjacent[path[-1]]
+        for nxt in sorted(adjacent[path[-1]], key=lambda r: (-adjacent[path[-1]][r], r)):
+            if nxt in seen:
+                continue
+            left[0] -= 1
+            if left[0] < 0:
+                return False
+            path.append(nxt)
+            seen.add(nxt)
+            if extend():
+                return True
+            path.pop()
+            seen.discard(nxt)
+        return False
+
+    return path if extend() else None
+
+
+# --- colours and text ---------------------------------------------------------------
+
+def palette(n: int) -> list[str]:
+    """n distinct, dark enough colours (readable as text on white)."""
+    base = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b",
+            "#e377c2", "#7f7f7f", "#bcbd22"]
+    if n <= len(base):
+        return base[:n]
+    out = []
+    for i in range(n):
+        hue = (i * 0.618033988749895) % 1.0
+        value = 0.75 if i % 2 else 0.6
+        r, g, b = colorsys.hsv_to_rgb(hue, 0.85, value)
+        out.append(f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}")
+    return out
+
+
+def _fraction(x: Fraction) -> str:
+    return str(int(x)) if x.denominator == 1 else f"{float(x):.3g}"
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _html(text: str) -> str:
+    return html.escape(text, quote=False)

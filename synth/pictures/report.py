@@ -1,0 +1,168 @@
+"""One HTML page about a collective on a topology: the frontier, the comparison with the
+baselines, and the pictures.
+
+    write_report(topo, result, baselines, sizes, directory) -> DIR/index.html
+
+The page needs nothing but itself: every picture is inlined as a data: URI (an SVG).
+Beside it go the same pictures as files, each frontier schedule's JSON file, and the
+plots, which the page links to. Every file is written whole or not at all, the page last.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+
+from synth.compare import comparison, make_rows
+from synth.files import write_atomic
+from synth.frontier import Result
+from synth.output import point_stem, result_summary
+from synth.pictures.graphviz import render_bytes
+from synth.pictures.plots import figure_bytes, frontier_figure, plot_files, time_figure
+from synth.pictures.schedule import schedule_graph
+from synth.pictures.topology import topology_graph
+from synth.schedule.cost import format_size
+from synth.schedule.file import write_schedule
+from synth.topology.physical import Topology
+
+STYLE = """
+body { font-family: Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1400px;
+       color: #222; padding: 0 1em; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
+table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+th { background: #f2f2f2; } td.name, th.name { text-align: left; }
+tr.synth td.name { color: #1f4f8f; } td.best { background: #e5f5e0; font-weight: bold; }
+figure { margin: 1em 0; } figcaption { font-size: 0.9em; color: #555; }
+img { max-width: 100%; height: auto; border: 1px solid #eee; }
+.note { color: #555; font-size: 0.9em; }
+"""
+
+
+def _e(text) -> str:
+    return html.escape(str(text))
+
+
+def _picture(data: bytes, href: str, alt: str, caption: str) -> str:
+    uri = "data:image/svg+xml;base64," + base64.b64encode(data).decode("ascii")
+    return (f'<figure><a href="{_e(href)}"><img src="{uri}" alt="{_e(alt)}"></a>'
+            f'<figcaption>{_e(caption)} (<a href="{_e(href)}">{_e(href)}</a>)</figcaption>'
+            "</figure>")
+
+
+def _frontier_table(summary: dict) -> str:
+    head = ["S", "R", "C", "R/C", "latency us", "us/MB", "x bound", "optimal", "method",
+            "solve s", "file"]
+    rows = ["<tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>"]
+    for p in summary["frontier"]:
+        name = Path(p["file"]).name if p["file"] else ""
+        cells = [p["steps"], p["rounds"], p["chunks"], p["rounds_per_chunk"],
+                 f"{p['latency_us']:.2f}", f"{p['us_per_mb']:.3f}",
+                 f"{p['ratio_to_bound']:.3f}", p["optimality"], p["method"] or "-",
+                 "-" if p["solve_seconds"] is None else f"{p['solve_seconds']:.2f}"]
+        rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells)
+                    + f'<td class="name"><a href="{_e(name)}">{_e(name)}</a></td></tr>')
+    return '<table class="frontier">' + "".join(rows) + "</table>"
+
+
+def _comparison_table(data: dict, sizes: list[int]) -> str:
+    labels = [format_size(n) for n in sizes]
+    head = ('<tr><th class="name">schedule</th><th>S</th><th>R</th><th>C</th>'
+            "<th>latency us</th><th>us/MB</th><th>bw x bound</th>"
+            + "".join(f"<th>{_e(l)}<br>us (GB/s)</th>" for l in labels) + "</tr>")
+    rows = [head]
+    for r in data["rows"]:
+        cells = [f'<td class="name">{_e(r["name"])}</td>', f"<td>{r['steps']}</td>",
+                 f"<td>{r['rounds']}</td>", f"<td>{r['chunks']}</td>",
+                 f"<td>{r['latency_us']:.2f}</td>", f"<td>{r['us_per_mb']:.3f}</td>",
+                 f"<td>{r['bandwidth_to_bound']:.2f}</td>"]
+        for l in labels:
+            t = r["sizes"][l]
+            best = ' class="best"' if data["winners"][l] == r["name"] else ""
+            cells.append(f"<td{best}>{t['time_us']:.1f} ({t['algbw_gbps']:.1f})</td>")
+        rows.append(f'<tr class="{_e(r["kind"])}">' + "".join(cells) + "</tr>")
+    return '<table class="comparison">' + "".join(rows) + "</table>"
+
+
+def write_report(topo: Topology, result: Result, baselines: list, sizes: list[int],
+                 directory: str | Path, solver: str = "cpsat", color: str = "chunk",
+                 skipped: dict | None = None) -> Path:
+    """Write DIR/index.html and the files it links to; returns the page's path.
+
+    `baselines` is a list of (name, Schedule); `skipped` optionally {algorithm: why}
+    for the baselines that do not apply.
+    """
+    directory = Path(directory)
+    b = result.bounds
+    paths = [write_schedule(p.schedule, directory / f"{point_stem(p)}.json")
+             for p in result.points]
+    summary = result_summary(result, topo.name, solver, paths)
+    rows = make_rows([p.schedule for p in result.points], baselines)
+    data = comparison(rows, b, sizes) if rows else {"rows": [], "winners": {}}
+
+    topo_svg = render_bytes(topology_graph(topo), "svg")
+    write_atomic(directory / "topology.svg", topo_svg)
+    plots = []
+    stems = plot_files(result)
+    for key, fig, caption in (
+            ("frontier", frontier_figure(result, baselines),
+             "Latency against bandwidth cost; dashed and dotted lines: the bounds."),
+            ("time", time_figure(result, baselines),
+             "Predicted time and algbw against message size, frontier and baselines.")):
+        svg = figure_bytes(fig, "svg")
+        name = f"{stems[key]}.svg"
+        write_atomic(directory / name, svg)
+        plots.append(_picture(svg, name, key, caption))
+    schedules = []
+    for p in result.points:
+        svg = render_bytes(schedule_graph(p.schedule, color), "svg")
+        name = f"{point_stem(p)}.svg"
+        write_atomic(directory / name, svg)
+        schedules.append(f"<h3>S{p.steps} R{p.rounds} C{p.chunks}</h3>"
+                         + _picture(svg, name, point_stem(p),
+                                    f"{p.steps} steps, {p.rounds} rounds, {p.chunks} chunks "
+                                    "per share, step by step"))
+
+    root = f" (root {result.root})" if result.root is not None else ""
+    title = f"{result.collective}{root} on {topo.name}"
+    stops = "; ".join(f"{k}: {v}" for k, v in summary["stopped"].items())
+    winners = ", ".join(f"{_e(k)}: {_e(v)}" for k, v in data["winners"].items())
+    skipped_note = ""
+    if skipped:
+        skipped_note = ('<p class="note">Baselines that do not apply: '
+                        + "; ".join(f"{_e(k)} ({_e(v)})" for k, v in skipped.items())
+                        + "</p>")
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>synth: {_e(title)}</title><style>{STYLE}</style></head><body>",
+        f"<h1>synth: {_e(title)}</h1>",
+        f"<p>{_e(topo.description or topo.name)}; {result.model.ranks} ranks, capacity unit "
+        f"{result.model.unit_gbps:g} GB/s.</p>",
+        f"<p>Lower bounds: {b.steps} step{'' if b.steps == 1 else 's'} "
+        f"(latency {b.latency_us:.2f} us), "
+        f"{_e(b.rounds_per_chunk)} rounds per chunk ({b.us_per_mb:.3f} us/MB)"
+        + (f"; {_e(b.note)}" if b.note else "") + ".</p>",
+        "<h2>Pareto frontier</h2>",
+        f'<p class="note">{len(result.points)} points, {summary["solver_calls"]} solver calls, '
+        f"{summary['seconds']:.1f} s, solver {_e(solver)} ({_e(stops)}). "
+        "proven: every cheaper instance was shown infeasible; bw-bound, step-bound: the "
+        "point meets that lower bound.</p>",
+        _frontier_table(summary) if result.points else "<p>No schedule was found within "
+                                                       "the limits.</p>",
+        "<h2>Against the baselines</h2>",
+        '<p class="note">Alpha-beta model; n is nccl-tests\' message size. Shaded: the '
+        f"fastest at that size. Fastest: {winners}.</p>",
+        _comparison_table(data, sizes) if rows else "<p>Nothing to compare.</p>",
+        skipped_note,
+        "<h2>Plots</h2>", *plots,
+        "<h2>Topology</h2>",
+        _picture(topo_svg, "topology.svg", topo.name,
+                 "GPUs, switches, NICs and links (lanes x GB/s per direction)."),
+        "<h2>Schedules</h2>",
+        '<p class="note">One panel per step; each arrow (or matrix cell) lists the chunks '
+        "that cross the link and its load against capacity x rounds.</p>",
+        *schedules,
+        "</body></html>", "",
+    ]
+    return write_atomic(directory / "index.html", "\n".join(parts))

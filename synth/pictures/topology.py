@@ -1,0 +1,278 @@
+"""Graphviz picture of a topology: GPUs, NVSwitches, PCIe switches, NICs, network
+switches, and links labelled lanes x GB/s.
+
+    topology_graph(topo)   -> graphviz.Digraph (write it with synth.pictures.graphviz.render)
+
+A topology with GPU-to-GPU links (dgx1, ring:8, torus:4x4, ...) is placed here and drawn
+by `neato -n2`: each box's GPUs at synth.pictures.graphviz.rank_positions, its switches
+and NICs outside them, one ring further out per hop, boxes side by side in outlines,
+network switches below. Any other goes to `dot`, which puts NVSwitches above the GPUs
+and PCIe switches, NICs and network switches below them; the boxes of a multi-node
+topology are graphviz clusters, alternately above and below the network switches.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+
+import graphviz
+
+from synth.pictures.graphviz import FONT, _html, rank_positions
+from synth.topology.physical import GPU, NIC, Topology
+
+# kind -> (shape, fill, level): level orders dot's ranks, top to bottom
+KIND_STYLE = {
+    "nvswitch": ("hexagon", "#9ecae1", 0),
+    GPU: ("box", "#c7e9c0", 1),
+    "pcie_switch": ("ellipse", "#e0e0e0", 2),
+    NIC: ("box", "#fdd0a2", 3),
+    "net_switch": ("octagon", "#dadaeb", 4),
+}
+KIND_WORDS = {"nvswitch": "blue hexagon: NVSwitch", GPU: "green box: GPU (its rank below)",
+              "pcie_switch": "grey ellipse: PCIe switch", NIC: "orange box: NIC",
+              "net_switch": "purple octagon: network switch"}
+
+
+def topology_graph(topo: Topology) -> graphviz.Digraph:
+    """The physical topology: every vertex, and each link labelled lanes x GB/s.
+
+    A link whose two directions have the same lanes and bandwidth is one line; other
+    links are arrows. Pen width grows with the link's bandwidth. GPU nodes are named as
+    in the topology and labelled with their rank.
+    """
+    gpus = set(topo.gpus)
+    placed = any(l.src in gpus and l.dst in gpus for l in topo.links)
+    rank_of = {name: r for r, name in enumerate(topo.gpus)}
+    title = (f"{topo.name}: {topo.description}" if topo.description else topo.name)
+    kinds = [k for k in KIND_STYLE if any(v.kind == k for v in topo.vertices)]
+    caption = (f"{_html(title)}<br/><font point-size='11'>"
+               f"{_html('; '.join(KIND_WORDS[k] for k in kinds))}<br/>"
+               "edge label: lanes x GB/s per direction (a line: both directions alike; "
+               "an arrow: one direction); width grows with bandwidth</font>")
+    g = graphviz.Digraph(topo.name, engine="neato" if placed else "dot")
+    g.attr(label=f"<{caption}>", labelloc="t", fontname=FONT, fontsize="16",
+           bgcolor="white", pad="0.3")
+    g.attr("node", fontname=FONT, fontsize="12", style="filled", penwidth="1.2")
+    g.attr("edge", fontname=FONT, fontsize="11", fontcolor="#333333", color="#555555",
+           arrowsize="0.7")
+    if placed:  # box outlines are nodes, which spline routing would steer around
+        g.attr(splines="line" if topo.boxes > 1 else "true", outputorder="edgesfirst")
+        pos = _placed_positions(topo)
+    else:
+        g.attr(rankdir="TB", nodesep="0.25", ranksep="0.9", newrank="true")
+
+    def short(name: str) -> str:  # a box's vertices are drawn inside its box
+        return re.sub(r"^n\d+\.", "", name) if topo.boxes > 1 else name
+
+    def add_vertex(graph, v):
+        shape, fill, _ = KIND_STYLE[v.kind]
+        attrs = {"shape": shape, "fillcolor": fill, "class": v.kind}
+        if v.kind == GPU:
+            attrs.update(label=f"{short(v.name)}\nrank {rank_of[v.name]}", style="rounded,filled")
+        else:
+            attrs["label"] = short(v.name)
+            if v.kind == "pcie_switch":
+                attrs.update(fontsize="10", height="0.35")
+        if placed:
+            x, y = pos[v.name]
+            attrs["pos"] = f"{x:.1f},{y:.1f}!"
+        graph.node(v.name, **attrs)
+
+    if topo.boxes > 1 and placed:
+        _box_frames(g, topo, pos)
+    if topo.boxes > 1 and not placed:
+        for b in sorted({v.box for v in topo.vertices if v.box is not None}):
+            with g.subgraph(name=f"cluster_box{b}") as c:
+                c.attr(label=f"box {b}", style="rounded", color="#888888", fontsize="14",
+                       labelloc="b" if b % 2 else "t")
+                for v in topo.vertices:
+                    if v.box == b:
+                        add_vertex(c, v)
+        for v in topo.vertices:
+            if v.box is None:
+                add_vertex(g, v)
+    else:
+        for v in topo.vertices:
+            add_vertex(g, v)
+
+    unit = min((l.bandwidth for l in topo.links), default=1.0)
+    link = {(l.src, l.dst): l for l in topo.links}
+    level = {v.name: _level(topo, v) for v in topo.vertices}
+    done = set()
+    for l in topo.links:
+        if (l.src, l.dst) in done:
+            continue
+        back = link.get((l.dst, l.src))
+        both = back is not None and (back.gbps, back.count) == (l.gbps, l.count)
+        label = f"{l.count}x{l.gbps:g}" if l.count > 1 else f"{l.gbps:g}"
+        attrs = {"label": label, "penwidth": f"{_penwidth(l.bandwidth, unit):.2f}"}
+        src, dst = l.src, l.dst
+        if both:
+            done.add((l.dst, l.src))
+            attrs["dir"] = "none"
+            if level[src] > level[dst]:  # dot ranks tails above heads
+                src, dst = dst, src
+        elif level[src] > level[dst]:
+            src, dst = dst, src
+            attrs["dir"] = "back"
+        if level[src] == level[dst] and not placed:
+            attrs["constraint"] = "false"
+        done.add((l.src, l.dst))
+        g.edge(src, dst, **attrs)
+    if not placed:
+        _same_rank_rows(g, topo, level)
+    return g
+
+
+def _placed_positions(topo: Topology) -> dict[str, tuple[float, float]]:
+    """Points for a topology with GPU-to-GPU links: each box's GPUs on a circle
+    (rank_positions), boxes side by side; a switch or NIC goes outside its box's circle
+    in the direction of the vertices it links to (at the centre when they surround
+    it), one ring further out per hop from the GPUs; network switches below the boxes,
+    each box turned so that the vertices linked to them face down."""
+    step = 1.6 * 72
+    graph = topo.graph().to_undirected()
+    box_of = {v.name: v.box for v in topo.vertices}
+    pos: dict[str, tuple[float, float]] = {}
+    centre: dict[int | None, tuple[float, float]] = {}
+    boxes = sorted({v.box for v in topo.vertices if v.box is not None})
+    x0 = 0.0
+    for b in boxes:
+        names = [n for n in topo.gpus if box_of[n] == b]
+        local = {n: i for i, n in enumerate(names)}
+        pairs = {(local[l.src], local[l.dst]): l.bandwidth for l in topo.links
+                 if l.src in local and l.dst in local}
+        ring = rank_positions(len(names), pairs, topo.name if len(boxes) == 1 else "",
+                              spacing=1.6)
+        r = max(math.hypot(x, y) for x, y in ring.values()) or step
+        depth = max(_hops_from_gpus(topo, graph, b).values(), default=0)
+        half = r + depth * step * 0.8 + step * 0.6
+        x0 += half
+        centre[b] = (x0, 0.0)
+        for n, i in local.items():
+            pos[n] = (x0 + ring[i][0], ring[i][1])
+        x0 += half
+    for b in boxes:
+        cx, cy = centre[b]
+        r = max(math.hypot(pos[n][0] - cx, pos[n][1] - cy) for n in topo.gpus
+                if box_of[n] == b)
+        hops = _hops_from_gpus(topo, graph, b)
+        for name, d in sorted(hops.items(), key=lambda kv: (kv[1], kv[0])):
+            vx = vy = 0.0
+            for nb in graph.neighbors(name):
+                if nb in pos and box_of[nb] == b:
+                    vx += pos[nb][0] - cx
+                    vy += pos[nb][1] - cy
+            norm = math.hypot(vx, vy)
+            if norm < 1e-6 * step:  # surrounded: the centre, or below when further out
+                pos[name] = (cx, cy) if d == 1 else (cx, cy - r - d * step * 0.8)
+            else:
+                out = r + d * step * 0.8
+                pos[name] = (cx + vx / norm * out, cy + vy / norm * out)
+    outer = [v.name for v in topo.vertices if v.name not in pos]  # network switches
+    for b in boxes:  # turn each box so that its way out faces the switches below
+        cx, cy = centre[b]
+        exits = [u for u in pos if box_of[u] == b
+                 and any(nb in outer for nb in graph.neighbors(u))]
+        vx = sum(pos[u][0] - cx for u in exits)
+        vy = sum(pos[u][1] - cy for u in exits)
+        if math.hypot(vx, vy) > 1e-6:
+            turn = -math.pi / 2 - math.atan2(vy, vx)
+            c, s = math.cos(turn), math.sin(turn)
+            for u in [u for u in pos if box_of[u] == b]:
+                dx, dy = pos[u][0] - cx, pos[u][1] - cy
+                pos[u] = (cx + c * dx - s * dy, cy + s * dx + c * dy)
+    if outer:
+        low = min(y for _, y in pos.values()) - step
+        width = max(x for x, _ in pos.values()) - min(x for x, _ in pos.values())
+        left = min(x for x, _ in pos.values())
+        for i, name in enumerate(outer):
+            pos[name] = (left + width * (i + 1) / (len(outer) + 1), low)
+    _spread(pos, step * 0.7)
+    return pos
+
+
+def _hops_from_gpus(topo: Topology, graph, box) -> dict[str, int]:
+    """Non-GPU vertices of `box` by their hop distance from the box's GPUs."""
+    box_of = {v.name: v.box for v in topo.vertices}
+    frontier = [n for n in topo.gpus if box_of[n] == box]
+    seen = set(frontier)
+    out, d = {}, 0
+    while frontier:
+        d += 1
+        nxt = []
+        for u in frontier:
+            for v in graph.neighbors(u):
+                if v not in seen and box_of[v] == box:
+                    seen.add(v)
+                    out[v] = d
+                    nxt.append(v)
+        frontier = nxt
+    return out
+
+
+def _spread(pos: dict, gap: float) -> None:
+    """Push apart vertices that landed on top of each other (a few sideways passes)."""
+    names = sorted(pos)
+    for _ in range(20):
+        moved = False
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                (ax, ay), (bx, by) = pos[a], pos[b]
+                if math.hypot(ax - bx, ay - by) < gap:
+                    pos[b] = (bx + gap, by)
+                    moved = True
+        if not moved:
+            return
+
+
+def _box_frames(g: graphviz.Digraph, topo: Topology, pos: dict) -> None:
+    """An outline around each box's vertices, for layouts graphviz does not cluster."""
+    for b in sorted({v.box for v in topo.vertices if v.box is not None}):
+        pts = [pos[v.name] for v in topo.vertices if v.box == b]
+        x1, x2 = min(p[0] for p in pts) - 60, max(p[0] for p in pts) + 60
+        y1, y2 = min(p[1] for p in pts) - 40, max(p[1] for p in pts) + 50
+        g.node(f"box{b}", label=f"box {b}", shape="box", style="rounded", color="#888888",
+               labelloc="t", fixedsize="true", width=f"{(x2 - x1) / 72:.2f}",
+               height=f"{(y2 - y1) / 72:.2f}", pos=f"{(x1 + x2) / 2:.1f},{(y1 + y2) / 2:.1f}!",
+               fillcolor="none", fontsize="14", **{"class": "box"})
+
+
+def _level(topo: Topology, v) -> int:
+    """dot's row for a vertex: boxes alternate above (even) and below (odd) the network
+    switches, the odd ones upside down, so two boxes stack instead of sitting side by
+    side."""
+    base = KIND_STYLE[v.kind][2]
+    if topo.boxes <= 1 or v.box is None:
+        return base
+    return base if v.box % 2 == 0 else 8 - base
+
+
+def _same_rank_rows(g: graphviz.Digraph, topo: Topology, level: dict) -> None:
+    """One row per level, with invisible edges down the levels so that empty levels
+    still keep their order, and along each box's GPUs to keep them in rank order."""
+    rows = defaultdict(list)
+    for v in topo.vertices:
+        rows[level[v.name]].append(v.name)
+    for names in rows.values():
+        with g.subgraph() as s:
+            s.attr(rank="same")
+            for name in names:
+                s.node(name)
+    box_of = {v.name: v.box for v in topo.vertices}
+    by_box = defaultdict(list)
+    for name in topo.gpus:
+        by_box[box_of[name]].append(name)
+    for box, gpus in by_box.items():  # left to right in rank order, box after box
+        chain = gpus + by_box.get(box + 2, [])[:1] if box is not None else gpus
+        for a, b in zip(chain, chain[1:]):
+            g.edge(a, b, style="invis")
+    ordered = [rows[k] for k in sorted(rows)]
+    for upper, lower in zip(ordered, ordered[1:]):
+        g.edge(upper[0], lower[0], style="invis", weight="0")
+
+
+def _penwidth(bandwidth: float, unit: float) -> float:
+    return min(8.0, 0.8 + 1.2 * math.log2(bandwidth / unit + 1))

@@ -1,0 +1,2 @@
+"""Running a schedule on real processes: torch.distributed execution, checked against
+torch's own collective and timed (distributed)."""

@@ -1,0 +1,82 @@
+"""Alpha-beta cost of a schedule (DESIGN.md, "cost of a schedule").
+
+A step costs the largest alpha among the links it uses, plus its rounds times one
+chunk's time at the unit bandwidth. A chunk is n / buffer_chunks bytes, n being the
+per-rank buffer nccl-tests sizes by, so
+
+    time(n) = latency_us + us_per_byte * n
+
+and Pareto comparisons use the pair (latency_us, us_per_byte).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from synth.errors import BadInput
+from synth.schedule.ir import Schedule
+
+
+@dataclass(frozen=True)
+class Cost:
+    latency_us: float  # sum over steps of the step's alpha
+    us_per_byte: float  # bandwidth term: rounds x chunk time, per byte of n
+
+    def time_us(self, nbytes: float) -> float:
+        return self.latency_us + self.us_per_byte * nbytes
+
+    def algbw_gbps(self, nbytes: float) -> float:
+        """nccl-tests' algorithm bandwidth: n / time, in GB/s."""
+        return nbytes / self.time_us(nbytes) / 1e3
+
+    def dominates(self, other: "Cost") -> bool:
+        return (self.latency_us <= other.latency_us and self.us_per_byte <= other.us_per_byte
+                and self != other)
+
+
+def step_alpha_us(schedule: Schedule, step_index: int) -> float:
+    links = schedule.model.link
+    return max((links[(s.src, s.dst)].alpha_us for s in schedule.steps[step_index].sends),
+               default=0.0)
+
+
+def schedule_cost(schedule: Schedule) -> Cost:
+    latency = sum(step_alpha_us(schedule, i) for i in range(schedule.num_steps))
+    # one round moves one chunk at unit_gbps GB/s = unit_gbps * 1e3 bytes per us
+    chunk_us_per_byte = 1.0 / (schedule.collective.buffer_chunks * schedule.model.unit_gbps * 1e3)
+    return Cost(latency, schedule.rounds * chunk_us_per_byte)
+
+
+def cost_summary(schedule: Schedule) -> dict:
+    """The "cost" object of the schedule file."""
+    cost = schedule_cost(schedule)
+    return {
+        "steps": schedule.num_steps,
+        "rounds": schedule.rounds,
+        "chunks": schedule.collective.chunks,
+        "latency_us": round(cost.latency_us, 6),
+        "us_per_mb": round(cost.us_per_byte * 1e6, 6),
+    }
+
+
+SIZE_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "M": 1 << 20, "MB": 1 << 20,
+              "G": 1 << 30, "GB": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """'64MB' -> 67108864 bytes. Units are binary, as nccl-tests' -b/-e flags are."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMG]?B?)\s*", text.upper())
+    if not m:
+        raise BadInput(f"size '{text}': expected a number with an optional unit (KB, MB, GB)")
+    nbytes = int(float(m.group(1)) * SIZE_UNITS[m.group(2)])
+    if nbytes <= 0:
+        raise BadInput(f"size '{text}': must be positive")
+    return nbytes
+
+
+def format_size(nbytes: int) -> str:
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale}{unit}"
+    return f"{nbytes}B"

@@ -1,0 +1,198 @@
+"""The schedule file ("synth.schedule", version 1 of docs/schedule-file.md): the IR to and
+from JSON, exactly (capacities are written as numbers and read back as the nearest small
+fraction), and `verified`, which runs what would be written through the independent
+verifier.
+"""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+from synth.errors import BadInput
+from synth.files import write_atomic
+from synth.schedule.collectives import make_collective
+from synth.schedule.cost import cost_summary
+from synth.schedule.ir import Schedule, Send, Step
+from synth.schedule.verify import ScheduleInvalid, verify_schedule
+from synth.topology.linkmodel import Group, LinkModel, RankLink
+
+FORMAT = "synth.schedule"
+VERSION = 1
+
+
+def schedule_to_dict(schedule: Schedule) -> dict:
+    coll, model = schedule.collective, schedule.model
+    doc = {
+        "format": FORMAT, "version": VERSION,
+        "collective": coll.name, "root": coll.root,
+        "ranks": coll.ranks, "chunks": coll.chunks, "num_chunks": coll.num_chunks,
+        "topology": model_to_dict(model),
+        "pre": sorted([r, c] for r, c in coll.pre),
+        "post": sorted([r, c] for r, c in coll.post),
+        "steps": [{"rounds": s.rounds,
+                   "sends": [{"chunk": x.chunk, "src": x.src, "dst": x.dst, "op": x.op}
+                             for x in s.sends]} for s in schedule.steps],
+        "cost": cost_summary(schedule),
+    }
+    if schedule.info:
+        doc["synthesis"] = schedule.info
+    return doc
+
+
+def model_to_dict(model: LinkModel) -> dict:
+    doc = {
+        "name": model.name, "unit_gbps": model.unit_gbps,
+        "links": [[l.src, l.dst, _number(l.capacity), l.alpha_us] for l in model.links],
+        "groups": [{"name": g.name, "links": [list(p) for p in g.links],
+                    "capacity": _number(g.capacity)} for g in model.groups],
+    }
+    if model.boxes:  # an extra key (DESIGN.md: readers ignore keys they do not know)
+        doc["boxes"] = list(model.boxes)
+    return doc
+
+
+def schedule_from_dict(doc: dict) -> Schedule:
+    """Read a schedule document; BadInput names what is missing or of the wrong type."""
+    try:
+        if doc.get("format") != FORMAT or doc.get("version") != VERSION:
+            raise BadInput(f"not a {FORMAT} version {VERSION} file")
+        coll = make_collective(doc["collective"], _int(doc["ranks"]), _int(doc["chunks"]),
+                               doc.get("root"))
+        model = model_from_dict(doc["topology"], coll.ranks)
+        steps = tuple(Step(_int(s["rounds"], 1),
+                           tuple(Send(_int(x["chunk"], 0, coll.num_chunks - 1),
+                                      _int(x["src"], 0, coll.ranks - 1),
+                                      _int(x["dst"], 0, coll.ranks - 1), _op(x.get("op", "copy")))
+                                 for x in s["sends"]))
+                      for s in doc["steps"])
+        return Schedule(coll, model, steps, dict(doc.get("synthesis", {})))
+    except KeyError as e:
+        raise BadInput(f"schedule file: missing key {e}") from None
+    except (TypeError, ValueError, AttributeError) as e:
+        raise BadInput(f"schedule file: malformed ({e})") from None
+
+
+def model_from_dict(doc: dict, ranks: int) -> LinkModel:
+    links = tuple(RankLink(_int(l[0]), _int(l[1]), _fraction(l[2]),
+                           float(l[3]) if len(l) > 3 else 0.0) for l in doc["links"])
+    groups = tuple(Group(g["name"], tuple((_int(a), _int(b)) for a, b in g["links"]),
+                         _fraction(g["capacity"])) for g in doc.get("groups", []))
+    boxes = tuple(_int(b, 0) for b in doc.get("boxes", ()))
+    if boxes and len(boxes) != ranks:
+        raise BadInput(f"schedule file: topology.boxes names {len(boxes)} ranks, not {ranks}")
+    return LinkModel(doc.get("name", "custom"), float(doc["unit_gbps"]), ranks, links, groups,
+                     boxes)
+
+
+def write_schedule(schedule: Schedule, path: str | Path) -> Path:
+    return write_atomic(path, schedule_json(schedule_to_dict(schedule)))
+
+
+def schedule_json(doc: dict) -> str:
+    """The file's text: indented, with every value short enough on one line, so a
+    small schedule reads easily and one of millions of sends (one per line) is written
+    fast (json's own indenting encoder is pure Python, and puts every number on a line
+    of its own)."""
+    return _pretty(doc, 0) + "\n"
+
+
+LINE = 80  # characters: a value this short is written on one line
+
+
+def _pretty(value, depth: int) -> str:
+    if isinstance(value, (dict, list)) and value and not _short(value):
+        pad = " " * (depth + 1)
+        if isinstance(value, dict):
+            items = [f"{pad}{json.dumps(k)}: {_pretty(v, depth + 1)}" for k, v in value.items()]
+            return "{\n" + ",\n".join(items) + "\n" + " " * depth + "}"
+        if all(isinstance(v, list) and len(v) == 2 for v in value):
+            items = _wrapped([json.dumps(v) for v in value], pad)  # (rank, chunk) pairs
+        else:
+            items = [pad + _pretty(v, depth + 1) for v in value]
+        return "[\n" + ",\n".join(items) + "\n" + " " * depth + "]"
+    return json.dumps(value)
+
+
+def _wrapped(texts: list[str], pad: str) -> list[str]:
+    """The texts joined by ", " into lines of about LINE characters."""
+    lines, line = [], []
+    width = len(pad)
+    for text in texts:
+        if line and width + len(text) > LINE:
+            lines.append(pad + ", ".join(line))
+            line, width = [], len(pad)
+        line.append(text)
+        width += len(text) + 2
+    return lines + [pad + ", ".join(line)]
+
+
+def _short(value) -> bool:
+    """Whether json.dumps(value) has at most about LINE characters; stops early."""
+    room, todo = LINE, [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, dict):
+            room -= 2 + sum(len(k) + 6 for k in v)
+            todo.extend(v.values())
+        elif isinstance(v, list):
+            room -= 2 + 2 * len(v)
+            todo.extend(v)
+        else:
+            room -= len(str(v)) + 2
+        if room < 0:
+            return False
+    return True
+
+
+def read_schedule(path: str | Path) -> Schedule:
+    try:
+        doc = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise BadInput(f"{path}: cannot read: {e.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise BadInput(f"{path}: not a JSON file") from None
+    if not isinstance(doc, dict):
+        raise BadInput(f"{path}: not a schedule (expected a JSON object)")
+    try:
+        return schedule_from_dict(doc)
+    except BadInput as e:
+        raise BadInput(f"{path}: {e}") from None
+
+
+def _number(x: Fraction) -> int | float:
+    return int(x) if x.denominator == 1 else float(x)
+
+
+def _fraction(x) -> Fraction:
+    return Fraction(x).limit_denominator(1_000_000)
+
+
+def _int(x, lo: int | None = None, hi: int | None = None) -> int:
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise TypeError(f"expected an integer, got {x!r}")
+    if (lo is not None and x < lo) or (hi is not None and x > hi):
+        raise ValueError(f"{x} is out of range {lo}..{'' if hi is None else hi}")
+    return x
+
+
+def _op(x) -> str:
+    if x not in ("copy", "reduce"):
+        raise ValueError(f"unknown op {x!r}")
+    return x
+
+
+class InternalError(RuntimeError):
+    """A schedule synth made fails the verifier: a bug in whatever made it."""
+
+
+def verified(schedule: Schedule) -> Schedule:
+    """The schedule itself, once the independent verifier accepts its file form."""
+    try:
+        verify_schedule(schedule_to_dict(schedule))
+    except ScheduleInvalid as e:
+        how = schedule.info.get("method") or schedule.info.get("algorithm") or "synthesized"
+        raise InternalError(f"internal error: a {how} schedule fails verification: {e}"
+                            ) from e
+    return schedule

@@ -1,0 +1,165 @@
+"""A solver-neutral constraint model and its two backends, CP-SAT and Z3.
+
+The encoder (synth.search.encoding) writes clauses and linear inequalities over boolean and
+small integer variables; `solve` hands the same model to OR-Tools CP-SAT or to Z3 and
+maps the answer back. Keeping one model means one encoding to get right and two
+solvers to compare.
+
+Literals are DIMACS-style: boolean variable v (1, 2, ...) is the literal v, its
+negation -v. Integer variables are numbered separately from 0.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+SAT, UNSAT, UNKNOWN = "sat", "unsat", "unknown"
+BACKENDS = ("cpsat", "z3")
+
+
+@dataclass
+class ConstraintModel:
+    bools: int = 0
+    ints: list[tuple[int, int]] = field(default_factory=list)  # (lo, hi) per variable
+    clauses: list[tuple[int, ...]] = field(default_factory=list)
+    # sum(coef * bool) + sum(coef * int) <= rhs
+    linear: list[tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...], int]] = \
+        field(default_factory=list)
+    hints: dict[int, bool] = field(default_factory=dict)
+    trivially_unsat: bool = False  # an empty clause was added
+    minimize: tuple[int, ...] = ()  # integer variables whose sum to minimise, if any
+
+    def new_bool(self) -> int:
+        self.bools += 1
+        return self.bools
+
+    def new_int(self, lo: int, hi: int) -> int:
+        self.ints.append((lo, hi))
+        return len(self.ints) - 1
+
+    def clause(self, *literals: int) -> None:
+        if not literals:
+            self.trivially_unsat = True
+        self.clauses.append(literals)
+
+    def at_most(self, bools, rhs: int, ints=()) -> None:
+        """sum(c * b for c, b in bools) + sum(c * i for c, i in ints) <= rhs."""
+        self.linear.append((tuple(bools), tuple(ints), rhs))
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: str  # SAT, UNSAT or UNKNOWN (out of time)
+    bools: frozenset[int] = frozenset()  # the true boolean variables
+    ints: tuple[int, ...] = ()
+    seconds: float = 0.0
+    optimal: bool = False  # with an objective: the minimum is proven
+
+
+def solve(model: ConstraintModel, backend: str = "cpsat", time_limit: float = 60.0,
+          workers: int = 2, seed: int = 0) -> Answer:
+    start = time.perf_counter()
+    if model.trivially_unsat:
+        return Answer(UNSAT, seconds=time.perf_counter() - start)
+    run = {"cpsat": _solve_cpsat, "z3": _solve_z3}[backend]
+    status, true_bools, ints, optimal = run(model, max(time_limit, 0.01), workers, seed)
+    return Answer(status, true_bools, ints, time.perf_counter() - start, optimal)
+
+
+def _solve_cpsat(model: ConstraintModel, time_limit: float, workers: int, seed: int):
+    from ortools.sat.python import cp_model
+
+    m = cp_model.CpModel()
+    b = [None] + [m.new_bool_var("") for _ in range(model.bools)]
+    n = [m.new_int_var(lo, hi, "") for lo, hi in model.ints]
+
+    def lit(x):
+        return b[x] if x > 0 else ~b[-x]
+
+    for clause in model.clauses:
+        m.add_bool_or([lit(x) for x in clause])
+    for bool_terms, int_terms, rhs in model.linear:
+        m.add(sum(c * b[v] for c, v in bool_terms) + sum(c * n[i] for c, i in int_terms) <= rhs)
+    for v, value in model.hints.items():
+        m.add_hint(b[v], value)
+    if model.minimize:
+        m.minimize(sum(n[i] for i in model.minimize))
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = time_limit
+    solver.parameters.num_workers = workers
+    solver.parameters.random_seed = seed
+    solver.parameters.catch_sigint_signal = False  # Ctrl-C is ours: see _interruptible
+    status = _interruptible(lambda: solver.solve(m), solver.stop_search)
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        true = frozenset(v for v in range(1, model.bools + 1) if solver.boolean_value(b[v]))
+        return SAT, true, tuple(solver.value(x) for x in n), status == cp_model.OPTIMAL
+    if status == cp_model.INFEASIBLE:
+        return UNSAT, frozenset(), (), False
+    return UNKNOWN, frozenset(), (), False
+
+
+def _solve_z3(model: ConstraintModel, time_limit: float, workers: int, seed: int):
+    import z3
+
+    if model.minimize:  # z3's optimiser: slower, but the same answers
+        s = z3.Optimize()
+        s.set("timeout", int(time_limit * 1000))
+    else:
+        s = z3.SolverFor("QF_LIA")
+        s.set("timeout", int(time_limit * 1000))
+        s.set("random_seed", seed)
+    b = [None] + [z3.Bool(f"b{v}") for v in range(1, model.bools + 1)]
+    n = [z3.Int(f"i{i}") for i in range(len(model.ints))]
+
+    def lit(x):
+        return b[x] if x > 0 else z3.Not(b[-x])
+
+    for i, (lo, hi) in enumerate(model.ints):
+        s.add(n[i] >= lo, n[i] <= hi)
+    for clause in model.clauses:
+        s.add(z3.Or([lit(x) for x in clause]) if len(clause) > 1 else lit(clause[0]))
+    for bool_terms, int_terms, rhs in model.linear:
+        if not int_terms and all(c > 0 for c, _ in bool_terms):
+            s.add(z3.PbLe([(b[v], c) for c, v in bool_terms], rhs))
+        else:
+            s.add(z3.Sum([z3.If(b[v], c, 0) for c, v in bool_terms]
+                         + [c * n[i] for c, i in int_terms]) <= rhs)
+    if model.minimize:
+        s.minimize(z3.Sum([n[i] for i in model.minimize]))
+    result = _interruptible(s.check, s.ctx.interrupt)
+    if result == z3.sat:  # for Optimize, sat means the optimum was reached
+        m = s.model()
+        true = frozenset(v for v in range(1, model.bools + 1)
+                         if z3.is_true(m.eval(b[v], model_completion=True)))
+        ints = tuple(m.eval(x, model_completion=True).as_long() for x in n)
+        return SAT, true, ints, bool(model.minimize)
+    if result == z3.unsat:
+        return UNSAT, frozenset(), (), False
+    return UNKNOWN, frozenset(), (), False
+
+
+def _interruptible(run, stop):
+    """run() in a worker thread, so that Ctrl-C reaches Python at once: it stops the
+    solver and raises KeyboardInterrupt here, and the caller keeps what it had."""
+    box = {}
+
+    def target():
+        try:
+            box["value"] = run()
+        except BaseException as e:  # handed to the main thread
+            box["error"] = e
+
+    worker = threading.Thread(target=target, daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.1)
+    except KeyboardInterrupt:
+        stop()
+        worker.join(5)
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

@@ -1,0 +1,299 @@
+"""Encode an Instance (link model, collective, steps S, rounds R) as constraints.
+
+Time-expanded chunk routing, one encoding for every collective. The value a rank holds
+of a chunk is a set of tokens: for non-combining collectives the one token "the chunk",
+for combining ones the ranks whose contributions it sums. Variables:
+
+    has[c, n, s, k]   after step s, rank n's value of chunk c includes token k
+    send[c, l, s]     chunk c crosses link l = (u, v) in step s (a copy; for
+                      combining collectives a reduce, and `copy[c, l, s]` a copy)
+    rounds[s]         rounds of step s, >= 1, summing to at most R
+
+Rules (DESIGN.md's semantics, with two restrictions that lose nothing useful and
+make answers cheaper to find):
+- a sender holds the chunk at the start of the step; values only grow;
+- non-combining: a rank receives a chunk at most once, only when it lacks it;
+- combining: reduces into a rank in one step carry pairwise disjoint contributor sets,
+  disjoint from the rank's own; a copy is alone in its step and never discards a
+  contribution (the source's value covers the destination's);
+- every link and group carries at most capacity x rounds[s] chunks in step s;
+- at the end every (rank, chunk) of the postcondition holds the full value.
+
+Pruning by hop distance: token k can be at rank n after step s only if s >= its
+distance, and a send is only made where what it carries can still reach a rank that
+needs it. Cost: O(G x links x S) send variables, times N tokens for combining ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from synth.schedule.collectives import COMBINING, Collective
+from synth.schedule.ir import Schedule, Send, Step
+from synth.search.constraints import ConstraintModel
+from synth.topology.linkmodel import LinkModel, hop_distances, min_rounds
+
+
+@dataclass(frozen=True)
+class Instance:
+    model: LinkModel
+    collective: Collective
+    steps: int
+    rounds: int  # at most this many rounds in all
+    break_symmetry: bool = True
+    rounds_floor: int = 0  # at least this many (a proven lower bound: it only prunes)
+    minimize: bool = False  # ask for the fewest rounds, not just any schedule
+
+    @property
+    def chunks(self) -> int:
+        return self.collective.chunks
+
+
+@dataclass
+class Encoding:
+    instance: Instance
+    constraints: ConstraintModel
+    sends: dict[tuple[int, tuple[int, int], int, str], int]  # (c, link, s, op) -> var
+    rounds: list[int]  # int variable per step
+
+
+def estimated_variables(instance: Instance) -> int:
+    """About how many boolean variables encode() makes, before pruning: G x links x S,
+    times N contributions for combining collectives. Cheap: nothing is built."""
+    coll = instance.collective
+    return variables_for(coll.name, coll.ranks, coll.chunks, len(instance.model.links),
+                         instance.steps)
+
+
+def variables_for(name: str, ranks: int, chunks: int, links: int, steps: int) -> int:
+    """estimated_variables without building the collective (G from DESIGN.md's table)."""
+    g = {"alltoall": ranks * ranks * chunks, "allreduce": chunks, "broadcast": chunks,
+         "reduce": chunks}.get(name, ranks * chunks)
+    tokens = ranks if name in COMBINING else 1
+    return g * links * steps * tokens
+
+
+def encode(instance: Instance) -> Encoding:
+    inst = instance
+    model, coll, S = inst.model, inst.collective, inst.steps
+    cm = ConstraintModel()
+    dist = hop_distances(model)
+    far = model.ranks + S + 1
+    links = [(l.src, l.dst) for l in model.links]
+    into = {v: [(u, w) for u, w in links if w == v] for v in range(model.ranks)}
+    tokens = list(range(model.ranks)) if coll.combining else [0]
+
+    def d(a, b):
+        return dist[a].get(b, far)
+
+    # where each token starts, per chunk
+    origin = {}
+    for rank, chunk in coll.pre:
+        origin.setdefault(chunk, []).append(rank)
+
+    def token_sources(c, k):
+        return [k] if coll.combining else origin.get(c, [])
+
+    wanters = {}
+    for rank, chunk in coll.post:
+        wanters.setdefault(chunk, []).append(rank)
+
+    # has[c, n, s, k]: a literal, or the constants True and False
+    has = {}
+    for c in range(coll.num_chunks):
+        for n in range(model.ranks):
+            for k in tokens:
+                first = min((d(src, n) for src in token_sources(c, k)), default=far)
+                for s in range(S + 1):
+                    if s == 0:
+                        has[c, n, 0, k] = (n in token_sources(c, k)) and \
+                            ((n, c) in coll.pre)
+                    elif first > s:
+                        has[c, n, s, k] = False
+                    else:
+                        has[c, n, s, k] = cm.new_bool()
+
+    sends: dict = {}
+    ops = ("reduce", "copy") if coll.combining else ("copy",)
+    for c in range(coll.num_chunks):
+        need = wanters.get(c, [])
+        for s in range(1, S + 1):
+            for (u, v) in links:
+                # u must hold some token by step s-1; v must still be able to pass it on
+                if all(has[c, u, s - 1, k] is False for k in tokens):
+                    continue
+                if not need or min(d(v, w) for w in need) > S - s:
+                    continue
+                if not coll.combining and has[c, v, s - 1, 0] is True:
+                    continue  # v already holds it
+                for op in ops:
+                    sends[c, (u, v), s, op] = cm.new_bool()
+
+    # rounds per step
+    rounds = [cm.new_int(1, max(1, inst.rounds - S + 1)) for _ in range(S)]
+    cm.at_most((), inst.rounds, tuple((1, r) for r in rounds))
+    if inst.rounds_floor > S:
+        cm.at_most((), -inst.rounds_floor, tuple((-1, r) for r in rounds))
+    if inst.minimize:
+        cm.minimize = tuple(rounds)
+
+    for c in range(coll.num_chunks):
+        for s in range(1, S + 1):
+            for v in range(model.ranks):
+                incoming = {op: [(u, sends[c, (u, v), s, op]) for u, _ in into[v]
+                                 if (c, (u, v), s, op) in sends] for op in ops}
+                if coll.combining:
+                    _combining_step(cm, has, c, v, s, tokens, incoming)
+                else:
+                    _plain_step(cm, has, c, v, s, incoming["copy"])
+
+    # post: the full value at the end
+    for rank, chunk in coll.post:
+        for k in tokens:
+            _clause(cm, has[chunk, rank, S, k])  # False here: the empty clause, unsat
+
+    _bandwidth(cm, model, sends, rounds, S)
+    if inst.break_symmetry:
+        _order_interchangeable_chunks(cm, has, coll, S)
+    return Encoding(inst, cm, sends, rounds)
+
+
+def _order_interchangeable_chunks(cm, has, coll: Collective, S: int) -> None:
+    """Symmetry breaking: chunks with the same holders and wanters can swap labels in
+    any solution, so we may ask that they reach one chosen rank in label order.
+
+    Arrival at a fixed rank (for combining collectives: of one fixed contribution) is
+    a preorder on chunks, and relabelling sorts it, so no solution class is lost.
+    """
+    classes: dict[tuple, list[int]] = {}
+    for c in range(coll.num_chunks):
+        key = (tuple(coll.holders(c)), tuple(coll.wanters(c)))
+        classes.setdefault(key, []).append(c)
+    for (holders, wanters), chunks in classes.items():
+        if len(chunks) < 2:
+            continue
+        outsiders = [w for w in wanters if w not in holders] or list(wanters)
+        rank = outsiders[0]
+        token = 0 if not coll.combining else next(k for k in range(coll.ranks) if k != rank)
+        for c, later in zip(chunks, chunks[1:]):
+            for s in range(1, S + 1):
+                _clause(cm, _neg(has[later, rank, s, token]), has[c, rank, s, token])
+
+
+def _clause(cm: ConstraintModel, *lits) -> None:
+    """A clause whose literals may be the constants True and False."""
+    if any(x is True for x in lits):
+        return
+    cm.clause(*(x for x in lits if x is not False))
+
+
+def _neg(x):
+    return (not x) if isinstance(x, bool) else -x
+
+
+def _equals_any(cm, target, before, arrivals) -> None:
+    """target <-> before or any of arrivals (values only grow)."""
+    _clause(cm, _neg(before), target)
+    for a in arrivals:
+        _clause(cm, -a, target)
+    _clause(cm, _neg(target), before, *arrivals)
+
+
+def _plain_step(cm, has, c, v, s, incoming):
+    """Non-combining: v receives chunk c at most once, only when it lacks it."""
+    before, after = has[c, v, s - 1, 0], has[c, v, s, 0]
+    for u, x in incoming:
+        _clause(cm, -x, has[c, u, s - 1, 0])  # the sender holds it
+        _clause(cm, -x, _neg(before))  # v lacks it
+    if len(incoming) > 1:
+        cm.at_most(tuple((1, x) for _, x in incoming), 1)
+    _equals_any(cm, after, before, [x for _, x in incoming])
+
+
+def _combining_step(cm, has, c, v, s, tokens, incoming):
+    """Combining: reduces add disjoint contributions; a copy covers v's value."""
+    reduces, copies = incoming["reduce"], incoming["copy"]
+    if len(copies) > 1:
+        cm.at_most(tuple((1, x) for _, x in copies), 1)
+    for _, xc in copies:
+        for _, xr in reduces:
+            cm.clause(-xc, -xr)  # a copy is the only write in its step
+    for k in tokens:
+        before, after = has[c, v, s - 1, k], has[c, v, s, k]
+        arrivals, reduced = [], []
+        for op, group in (("reduce", reduces), ("copy", copies)):
+            for u, x in group:
+                src = has[c, u, s - 1, k]
+                if op == "copy":
+                    _clause(cm, -x, _neg(before), src)  # never discard token k
+                if src is False:
+                    continue
+                if src is True:
+                    arrive = x
+                else:  # arrive <-> x and src
+                    arrive = cm.new_bool()
+                    cm.clause(-arrive, x)
+                    cm.clause(-arrive, src)
+                    cm.clause(arrive, -x, -src)
+                arrivals.append(arrive)
+                if op == "reduce":
+                    reduced.append(arrive)
+        # nothing counted twice: v's own token k and each reduce's are exclusive
+        if before is True:
+            for a in reduced:
+                cm.clause(-a)
+        elif before is False and len(reduced) > 1:
+            cm.at_most(tuple((1, a) for a in reduced), 1)
+        elif before is not False and reduced:
+            cm.at_most(tuple((1, a) for a in [before] + reduced), 1)
+        _equals_any(cm, after, before, arrivals)
+
+
+def _bandwidth(cm, model: LinkModel, sends, rounds, S):
+    by_link_step = {}
+    for (c, link, s, op), x in sends.items():
+        by_link_step.setdefault((link, s), []).append(x)
+    for s in range(1, S + 1):
+        r = rounds[s - 1]
+        for l in model.links:
+            xs = by_link_step.get(((l.src, l.dst), s), [])
+            _capacity(cm, xs, l.capacity, r)
+        for g in model.groups:
+            xs = [x for link in g.links for x in by_link_step.get((link, s), [])]
+            _capacity(cm, xs, g.capacity, r)
+
+
+def _capacity(cm, xs, capacity: Fraction, r):
+    """q * sum(xs) <= p * rounds, capacity = p / q; skipped when it cannot bind."""
+    if not xs or len(xs) <= capacity:  # even one round carries them all
+        return
+    p, q = capacity.numerator, capacity.denominator
+    cm.at_most(tuple((q, x) for x in xs), 0, ((-p, r),))
+
+
+def decode(enc: Encoding, true_bools: frozenset[int]) -> Schedule:
+    """The schedule of a satisfying assignment, trimmed of sends nobody needs."""
+    inst = enc.instance
+    chosen = sorted((s, c, link, op) for (c, link, s, op), x in enc.sends.items()
+                    if x in true_bools)
+    steps = [[] for _ in range(inst.steps)]
+    for s, c, (u, v), op in chosen:
+        steps[s - 1].append(Send(c, u, v, op))
+    if not inst.collective.combining:
+        steps = _trim(inst.collective, steps)
+    out = tuple(Step(min_rounds(inst.model, [(x.src, x.dst) for x in sends]), tuple(sends))
+                for sends in steps)
+    return Schedule(inst.collective, inst.model, out)
+
+
+def _trim(coll: Collective, steps: list[list[Send]]) -> list[list[Send]]:
+    """Drop copies whose chunk is neither wanted at the destination nor passed on."""
+    needed = set(coll.post)  # (rank, chunk) that must be delivered
+    kept = []
+    for sends in reversed(steps):
+        keep = [x for x in sends if (x.dst, x.chunk) in needed]
+        for x in keep:
+            needed.add((x.src, x.chunk))
+        kept.append(keep)
+    return list(reversed(kept))

@@ -1,0 +1,178 @@
+"""Names users type for topologies: built-in files, generators, NAMExK, paths.
+
+    resolve("dgx1")        topologies/dgx1.yaml
+    resolve("torus:4x4")   a generator (ring, line, fc, mesh, torus, hypercube, switch)
+    resolve("dgx2x4")      four dgx2 boxes joined by their NICs (the box file's network:)
+    resolve("my.yaml")     a topology file
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from synth.errors import BadInput
+from synth.topology.physical import (GPU, NIC, Link, Topology, Vertex, load_topology_file,
+                                     validate)
+
+TOPOLOGY_DIR = Path(__file__).resolve().parents[2] / "topologies"
+
+# Generated topologies use NVLink2-class links (hardware.md): 25 GB/s, 0.7 us.
+GEN_GBPS = 25.0
+GEN_ALPHA_US = 0.7
+
+GENERATORS = {
+    "ring": "ring:N  bidirectional ring of N GPUs",
+    "line": "line:N  chain of N GPUs",
+    "fc": "fc:N  every GPU linked to every other",
+    "mesh": "mesh:RxC  2-D grid",
+    "torus": "torus:RxC or torus:RxCxD  grid with wrap-around",
+    "hypercube": "hypercube:D  2^D GPUs, linked when their numbers differ in one bit",
+    "switch": "switch:N  N GPUs on one non-blocking switch",
+}
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.stem for p in TOPOLOGY_DIR.glob("*.yaml"))
+
+
+def resolve(spec: str) -> Topology:
+    """Turn a topology name, generator, NAMExK form or file path into a Topology."""
+    if ":" in spec and spec.split(":", 1)[0] in GENERATORS:
+        return generate(spec)
+    if spec in builtin_names():
+        return load_topology_file(TOPOLOGY_DIR / f"{spec}.yaml")
+    multi = re.fullmatch(r"(.+)x(\d+)", spec)
+    if multi and multi.group(1) in builtin_names():
+        box = load_topology_file(TOPOLOGY_DIR / f"{multi.group(1)}.yaml")
+        return join_boxes(box, int(multi.group(2)), name=spec)
+    if Path(spec).suffix.lower() in (".yaml", ".yml", ".json") or Path(spec).exists():
+        return load_topology_file(spec)
+    raise BadInput(f"unknown topology '{spec}' (try: synth topo list)")
+
+
+# --- generators -------------------------------------------------------------------
+
+def generate(spec: str) -> Topology:
+    kind, _, arg = spec.partition(":")
+    try:
+        dims = [int(x) for x in arg.split("x")]
+    except ValueError:
+        raise BadInput(f"{spec}: expected {GENERATORS[kind].split()[0]}") from None
+    shape = {"mesh": 2, "hypercube": 1}.get(kind, 1)
+    if kind == "torus":
+        ok = len(dims) in (2, 3)
+    else:
+        ok = len(dims) == shape
+    if not ok or any(d < 1 for d in dims):
+        raise BadInput(f"{spec}: expected {GENERATORS[kind].split()[0]}")
+    n = 2 ** dims[0] if kind == "hypercube" else math.prod(dims)
+    if n < 2 or n > 4096:
+        raise BadInput(f"{spec}: expected between 2 and 4096 GPUs, got {n}")
+    if kind == "switch":
+        return _on_switch(spec, n)
+    pairs = _generator_pairs(kind, dims, n)
+    gpus = tuple(Vertex(f"gpu{i}", GPU) for i in range(n))
+    links = []
+    for a, b in sorted(pairs):
+        links.append(Link(f"gpu{a}", f"gpu{b}", GEN_GBPS, 1, GEN_ALPHA_US))
+        links.append(Link(f"gpu{b}", f"gpu{a}", GEN_GBPS, 1, GEN_ALPHA_US))
+    return Topology(spec, GEN_GBPS, gpus, tuple(links), GENERATORS[kind])
+
+
+def _generator_pairs(kind: str, dims: list[int], n: int) -> set[tuple[int, int]]:
+    """Undirected GPU pairs (a < b) that the generator links."""
+    pairs = set()
+
+    def add(a, b):
+        if a != b:
+            pairs.add((min(a, b), max(a, b)))
+
+    if kind == "ring":
+        for i in range(n):
+            add(i, (i + 1) % n)
+    elif kind == "line":
+        for i in range(n - 1):
+            add(i, i + 1)
+    elif kind == "fc":
+        for a, b in itertools.combinations(range(n), 2):
+            add(a, b)
+    elif kind == "hypercube":
+        for a in range(n):
+            for bit in range(dims[0]):
+                add(a, a ^ (1 << bit))
+    else:  # mesh and torus: coordinates in row-major order
+        wrap = kind == "torus"
+        for coord in itertools.product(*(range(d) for d in dims)):
+            for axis, size in enumerate(dims):
+                nxt = list(coord)
+                nxt[axis] += 1
+                if nxt[axis] == size:
+                    if not wrap:
+                        continue
+                    nxt[axis] = 0
+                add(_flat(coord, dims), _flat(nxt, dims))
+    return pairs
+
+
+def _on_switch(spec: str, n: int) -> Topology:
+    vertices = tuple(Vertex(f"gpu{i}", GPU) for i in range(n)) + (Vertex("switch", "nvswitch"),)
+    links = []
+    for i in range(n):
+        links.append(Link(f"gpu{i}", "switch", GEN_GBPS, 1, GEN_ALPHA_US))
+        links.append(Link("switch", f"gpu{i}", GEN_GBPS, 1, 0.0))
+    return Topology(spec, GEN_GBPS, vertices, tuple(links), GENERATORS["switch"])
+
+
+def _flat(coord, dims) -> int:
+    index = 0
+    for c, d in zip(coord, dims):
+        index = index * d + c
+    return index
+
+
+# --- multi-node -------------------------------------------------------------------
+
+def join_boxes(box: Topology, k: int, name: str) -> Topology:
+    """K copies of `box`, vertex names prefixed "nI.", GPUs numbered box by box.
+
+    The box file's `network:` says how: single-switch hangs every NIC on one
+    non-blocking switch "net"; rails hangs NIC j of every box on switch "railJ".
+    """
+    if box.network is None:
+        raise BadInput(f"{box.name} has no network section: it cannot be joined into {name}")
+    nics = [v.name for v in box.vertices if v.kind == NIC]
+    if not nics:
+        raise BadInput(f"{box.name} has no NICs: it cannot be joined into {name}")
+    if not 1 <= k <= 1024:
+        raise BadInput(f"{name}: expected between 1 and 1024 boxes")
+    net = box.network
+    if net.fabric == "single-switch":
+        switches = [Vertex("net", "net_switch", None)]
+        switch_of = {nic: "net" for nic in nics}
+    else:
+        switches = [Vertex(f"rail{j}", "net_switch", None) for j in range(len(nics))]
+        switch_of = {nic: f"rail{j}" for j, nic in enumerate(nics)}
+
+    def local(b, v):
+        return f"n{b}.{v}"
+
+    # GPUs of every box first, so ranks run box by box in the box's own order.
+    boxes = [(b, v) for b in range(k) for v in box.vertices]
+    vertices = ([Vertex(local(b, v.name), v.kind, b) for b, v in boxes if v.kind == GPU]
+                + [Vertex(local(b, v.name), v.kind, b) for b, v in boxes if v.kind != GPU])
+    links = []
+    for b in range(k):
+        links += [replace(l, src=local(b, l.src), dst=local(b, l.dst)) for l in box.links]
+        for nic in nics:
+            links.append(Link(local(b, nic), switch_of[nic], net.gbps, 1, net.alpha_us))
+            links.append(Link(switch_of[nic], local(b, nic), net.gbps, 1, net.alpha_us))
+    description = (f"{k} x {box.name} joined by their NICs "
+                   f"({'one non-blocking switch' if net.fabric == 'single-switch' else 'rail-optimised'})")
+    topo = Topology(name, box.unit_gbps, tuple(vertices) + tuple(switches), tuple(links),
+                    description, net, boxes=k)
+    validate(topo)
+    return topo

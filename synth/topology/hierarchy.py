@@ -1,0 +1,187 @@
+"""The hierarchy of a multi-node topology, found from the link model alone.
+
+    find_hierarchy(lowering) -> (Hierarchy(boxes, rails, gpus_per_nic), "")
+                                or (None, why there is none)
+
+Boxes: the groups of GPUs joined by fast links (`find_boxes`: drop the slowest class of
+links, the components are the boxes). Identical boxes: every box must be isomorphic to
+box 0 (links and capacities; networkx's VF2), and the isomorphism gives each GPU its
+local index, so that "local rank i" means the same position in every box. Among the
+isomorphisms we take one that maps each GPU onto a GPU it can reach across the network
+(node_match, both ways), which on a rail-optimised network means the same rail; the peer
+group of local index i (local rank i of every box) must then be fully linked, and it is
+the group the across-box level of the decomposition works in. Rails and NIC sharing are
+read off the routes: a GPU's NIC is the first NIC on its routes out of its box, its rail
+the vertex after that NIC (the network switch it hangs on).
+
+Cost: find_boxes O(classes x links); VF2 per box, fast on the built-ins (a switch box
+is complete, so the first mapping tried that respects the network is taken).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from fractions import Fraction
+
+import networkx as nx
+from networkx.algorithms.isomorphism import DiGraphMatcher
+
+from synth.topology.linkmodel import LinkModel, Lowering
+from synth.topology.physical import NIC
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    """boxes[b][i] is local rank i of box b; the order is the same in every box."""
+
+    boxes: tuple[tuple[int, ...], ...]
+    rails: tuple[tuple[str, tuple[int, ...]], ...] = ()  # network vertex -> local indices
+    gpus_per_nic: int = 1
+
+    @property
+    def peers(self) -> tuple[tuple[int, ...], ...]:
+        """peers[i]: local rank i of every box, in box order (the across-box groups)."""
+        return tuple(zip(*self.boxes))
+
+    def describe(self) -> str:
+        k, g = len(self.boxes), len(self.boxes[0])
+        text = f"{k} identical boxes of {g} GPUs, {g} peer groups of {k} across them"
+        if self.rails:
+            text += f", {len(self.rails)} rail{'s' if len(self.rails) > 1 else ''}"
+        if self.gpus_per_nic > 1:
+            text += f", {self.gpus_per_nic} GPUs per NIC"
+        return text
+
+
+def find_hierarchy(lowering: Lowering, boxes: list | tuple | None = None
+                   ) -> tuple[Hierarchy | None, str]:
+    """The boxes, their aligned local order, rails and NIC sharing; or (None, why).
+
+    boxes: the boxes in local order (a hint: synth.construct.hints) instead of finding
+    them; checked: position i of every box must be linked alike inside the box and
+    reach position i of the others.
+    """
+    model = lowering.model
+    if boxes is not None:
+        return _given(lowering, boxes)
+    boxes, why = find_boxes(model)
+    if not boxes:
+        return None, why
+    box_of = {r: b for b, box in enumerate(boxes) for r in box}
+    outward = {l.src for l in model.links if box_of[l.src] != box_of[l.dst]}
+    inward = [r for r in range(model.ranks) if r not in outward]
+    if inward:
+        return None, (f"{len(inward)} GPUs (first: rank {inward[0]}) have no link out of "
+                      "their box; relaying through another GPU is not decomposed")
+    aligned = [tuple(boxes[0])]
+    first = _box_graph(model, boxes[0])
+    for b, box in enumerate(boxes[1:], start=1):
+        mapping = _isomorphism(model, first, _box_graph(model, box))
+        if mapping is None:
+            return None, (f"box {b} (ranks {box[0]}..{box[-1]}) is not a copy of box 0 that "
+                          "reaches it across the network rank for rank")
+        aligned.append(tuple(mapping[r] for r in boxes[0]))
+    return _checked(lowering, Hierarchy(tuple(aligned)))
+
+
+def _given(lowering: Lowering, boxes) -> tuple[Hierarchy | None, str]:
+    model = lowering.model
+    first = _box_graph(model, boxes[0])
+    if len(boxes[0]) < 2 or not nx.is_strongly_connected(first):
+        return None, ("box 0 of the hints is not one box: its GPUs do not all reach each "
+                      "other inside it")
+    for b, box in enumerate(boxes[1:], start=1):
+        position = dict(zip(boxes[0], box))
+        same = {(position[a], position[c], cap) for a, c, cap in first.edges(data="capacity")}
+        if same != set(_box_graph(model, box).edges(data="capacity")):
+            return None, (f"box {b} of the hints is not linked like box 0, position by "
+                          "position")
+    return _checked(lowering, Hierarchy(tuple(tuple(box) for box in boxes)))
+
+
+def _checked(lowering: Lowering, hierarchy: Hierarchy) -> tuple[Hierarchy | None, str]:
+    """The hierarchy with rails and NIC sharing, once every peer group is fully linked."""
+    model = lowering.model
+    for group in hierarchy.peers:
+        missing = next(((a, c) for a in group for c in group
+                        if a != c and (a, c) not in model.link), None)
+        if missing:
+            return None, (f"local ranks {list(group)} of the boxes are not all linked "
+                          f"(no link {missing[0]} -> {missing[1]})")
+    rails, per_nic = _rails(lowering, hierarchy)
+    return Hierarchy(hierarchy.boxes, rails, per_nic), ""
+
+
+def find_boxes(model: LinkModel) -> tuple[list[list[int]], str]:
+    """(boxes, "") or ([], why not). Boxes are lists of ranks in rank order.
+
+    The rule: drop the slowest class of links (all links of the smallest capacity); the
+    boxes are the connected components of what is left, if there are at least two, all
+    of one size >= 2; otherwise drop the next class too, and so on. So dgx2x2 (NIC
+    links 1/2, NVSwitch 6) and ndv2x2 (NIC 1/2, NVLink 1 and 2) split into their boxes,
+    while dgx1's doubled NVLinks form one ring: one box. (A median rule fails on dgx2x2,
+    where the slow NIC links are the majority.) Cost: O(classes x (ranks + links)).
+    """
+    caps = sorted({l.capacity for l in model.links})
+    if len(caps) < 2:
+        return [], "every link has the same capacity, so there are no boxes"
+    why = ""
+    for threshold in caps[1:]:
+        g = nx.Graph()
+        g.add_nodes_from(range(model.ranks))
+        g.add_edges_from((l.src, l.dst) for l in model.links if l.capacity >= threshold)
+        boxes = sorted(sorted(c) for c in nx.connected_components(g))
+        sizes = sorted({len(b) for b in boxes})
+        if len(boxes) >= 2 and len(sizes) == 1 and sizes[0] >= 2:
+            return boxes, ""
+        if len(boxes) >= 2 and not why and sizes[-1] >= 2:
+            why = (f"links of capacity >= {_fmt(threshold)} make boxes of unequal sizes "
+                   f"{sorted(len(b) for b in boxes)}")
+    return [], why or ("no class of slow links separates the ranks into boxes "
+                       f"(capacities {', '.join(_fmt(c) for c in caps)})")
+
+
+def _box_graph(model: LinkModel, box) -> nx.DiGraph:
+    inside = set(box)
+    g = nx.DiGraph()
+    g.add_nodes_from((r, {"rank": r}) for r in box)
+    g.add_edges_from((l.src, l.dst, {"capacity": l.capacity}) for l in model.links
+                     if l.src in inside and l.dst in inside)
+    return g
+
+
+def _isomorphism(model: LinkModel, first: nx.DiGraph, other: nx.DiGraph) -> dict | None:
+    """An isomorphism first -> other that keeps capacities and maps each rank onto one
+    linked with it both ways (its partner across the network), or None."""
+    links = model.link
+    matcher = DiGraphMatcher(
+        first, other,
+        node_match=lambda a, b: ((a["rank"], b["rank"]) in links
+                                 and (b["rank"], a["rank"]) in links),
+        edge_match=lambda a, b: a["capacity"] == b["capacity"])
+    return next(matcher.isomorphisms_iter(), None)
+
+
+def _rails(lowering: Lowering, hierarchy: Hierarchy):
+    """(rails, GPUs per NIC): the vertex after each GPU's NIC on its way out of the box,
+    with the local indices that hang on it; the most GPUs that share one NIC."""
+    kinds = {v.name: v.kind for v in lowering.topology.vertices}
+    box_of = {r: b for b, box in enumerate(hierarchy.boxes) for r in box}
+    rail_of, nic_of = {}, {}
+    for (a, c), route in lowering.routes.items():
+        if a in nic_of or box_of[a] == box_of[c]:
+            continue
+        at = next((i for i, v in enumerate(route) if kinds.get(v) == NIC), None)
+        if at is not None and at + 1 < len(route):
+            nic_of[a], rail_of[a] = route[at], route[at + 1]
+    rails: dict[str, list[int]] = {}
+    for i, r in enumerate(hierarchy.boxes[0]):
+        if r in rail_of:
+            rails.setdefault(rail_of[r], []).append(i)
+    per_nic = max(Counter(nic_of.values()).values(), default=1)
+    return tuple((name, tuple(ix)) for name, ix in sorted(rails.items())), per_nic
+
+
+def _fmt(x: Fraction) -> str:
+    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"

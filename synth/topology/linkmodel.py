@@ -1,0 +1,221 @@
+"""Lower a physical Topology to the rank-to-rank link model the solvers use.
+
+The lowering, step by step (README "How a topology is lowered"):
+
+1. Route. For every ordered pair of GPUs (a, b), the route is a path from a to b whose
+   inner vertices are switches or NICs, never another GPU (forwarding through a GPU is
+   a step of the schedule, not of the network). Among the routes with fewest hops we
+   take the widest (largest bottleneck bandwidth); ties go to the vertex listed first.
+   A pair with a route gets one rank link.
+2. Capacity. A rank link's capacity is its route's bottleneck in units of unit_gbps
+   (chunks per round); its alpha is the largest alpha on the route (switches forward
+   cut-through, so a message pays the slowest hop's latency once).
+3. Groups. Each physical link that carries more than one rank link's route becomes a
+   shared-capacity group: a GPU's port into a switch, a NIC shared by two GPUs, a PCIe
+   uplink. Physical links that carry exactly the same rank links merge into one group
+   with the smallest capacity. A group that could never bind (its capacity is at least
+   the sum of its members' capacities) is dropped.
+
+Cost: one breadth-first search per GPU, O(N * (V + E)) for N GPUs, then one pass over
+the routes, O(N^2 * hops).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cached_property, lru_cache
+
+import networkx as nx
+
+from synth.topology.physical import GPU, Topology
+
+
+@dataclass(frozen=True)
+class RankLink:
+    src: int
+    dst: int
+    capacity: Fraction  # chunks per round
+    alpha_us: float = 0.0
+
+
+@dataclass(frozen=True)
+class Group:
+    """Links that share one physical resource of `capacity` chunks per round."""
+
+    name: str
+    links: tuple[tuple[int, int], ...]
+    capacity: Fraction
+
+
+@dataclass(frozen=True)
+class LinkModel:
+    name: str
+    unit_gbps: float
+    ranks: int
+    links: tuple[RankLink, ...]
+    groups: tuple[Group, ...] = ()
+    boxes: tuple[int, ...] = ()  # each rank's machine (NAMExK), empty when one box
+
+    @cached_property
+    def link(self) -> dict[tuple[int, int], RankLink]:
+        return {(l.src, l.dst): l for l in self.links}
+
+    def out_neighbours(self, rank: int) -> list[int]:
+        return [l.dst for l in self.links if l.src == rank]
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """The link model plus what it came from: the physical topology, and routes as lists
+    of physical vertices."""
+
+    topology: Topology
+    model: LinkModel
+    routes: dict[tuple[int, int], tuple[str, ...]]
+    group_sources: dict[str, tuple[str, ...]]  # group name -> the physical links merged
+
+
+def lower(topo: Topology) -> LinkModel:
+    return lower_with_routes(topo).model
+
+
+def lower_with_routes(topo: Topology) -> Lowering:
+    gpus = topo.gpus
+    rank_of = {name: r for r, name in enumerate(gpus)}
+    graph = topo.graph()
+    unit = Fraction(str(topo.unit_gbps))
+
+    routes: dict[tuple[int, int], tuple[str, ...]] = {}
+    for a, name in enumerate(gpus):
+        for dst, path in _widest_shortest_routes(graph, name).items():
+            routes[(a, rank_of[dst])] = path
+
+    def edge(u, v):
+        return graph.edges[u, v]["link"]
+
+    def capacity(u, v):
+        return Fraction(str(edge(u, v).gbps)) * edge(u, v).count / unit
+
+    links = []
+    users: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
+    for pair, path in sorted(routes.items()):
+        hops = list(zip(path, path[1:]))
+        links.append(RankLink(pair[0], pair[1], min(capacity(u, v) for u, v in hops),
+                              max(edge(u, v).alpha_us for u, v in hops)))
+        for hop in hops:
+            users[hop].append(pair)
+
+    link_capacity = {(l.src, l.dst): l.capacity for l in links}
+    merged: dict[tuple, tuple[Fraction, list[tuple[str, str]]]] = {}
+    for hop, members in users.items():
+        if len(members) < 2:
+            continue
+        key = tuple(members)
+        cap = capacity(*hop)
+        if cap >= sum(link_capacity[m] for m in members):
+            continue  # never binds
+        if key in merged:
+            best, hops = merged[key]
+            merged[key] = (min(best, cap), hops + [hop])
+        else:
+            merged[key] = (cap, [hop])
+    groups, sources = [], {}
+    for members, (cap, hops) in merged.items():
+        tightest = min(hops, key=lambda h: (capacity(*h), h))
+        name = f"{tightest[0]}->{tightest[1]}"
+        groups.append(Group(name, members, cap))
+        sources[name] = tuple(f"{u}->{v}" for u, v in hops)
+    groups.sort(key=lambda g: g.name)
+    box_of = {v.name: v.box for v in topo.vertices}
+    boxes = tuple(box_of[g] for g in gpus) if topo.boxes > 1 else ()
+    model = LinkModel(topo.name, topo.unit_gbps, len(gpus), tuple(links), tuple(groups),
+                      boxes)
+    return Lowering(topo, model, routes, sources)
+
+
+def _widest_shortest_routes(graph, source: str) -> dict[str, tuple[str, ...]]:
+    """Routes from GPU `source` to every GPU reachable through non-GPU vertices.
+
+    Breadth-first by layers: every fewest-hop path to v ends with a fewest-hop path to a
+    vertex of the layer before, so keeping the widest such path per vertex is exact.
+    """
+    order = {v: i for i, v in enumerate(graph.nodes)}
+    best: dict[str, tuple[float, tuple[str, ...]]] = {source: (float("inf"), (source,))}
+    layer = [source]
+    routes = {}
+    while layer:
+        candidates: dict[str, tuple[float, tuple[str, ...]]] = {}
+        for u in sorted(layer, key=order.get):
+            width, path = best[u]
+            for v in graph.successors(u):
+                if v in best:
+                    continue
+                w = min(width, graph.edges[u, v]["link"].bandwidth)
+                if v not in candidates or w > candidates[v][0]:
+                    candidates[v] = (w, path + (v,))
+        best.update(candidates)
+        layer = []
+        for v, (_, path) in candidates.items():
+            if graph.nodes[v]["kind"] == GPU:
+                routes[v] = path  # a GPU ends a route; it never relays
+            else:
+                layer.append(v)
+    return routes
+
+
+@lru_cache(maxsize=16)
+def hop_distances(model: LinkModel) -> dict[int, dict[int, int]]:
+    """Fewest rank hops between every pair of ranks: BFS from each, O(N * links).
+
+    Cached: a frontier search encodes many instances of one model. Do not mutate."""
+    return {r: nx.single_source_shortest_path_length(rank_graph(model), r)
+            for r in range(model.ranks)}
+
+
+def rank_graph(model: LinkModel) -> nx.DiGraph:
+    g = nx.DiGraph()
+    g.add_nodes_from(range(model.ranks))
+    g.add_edges_from((l.src, l.dst, {"capacity": l.capacity}) for l in model.links)
+    return g
+
+
+def min_rounds(model: LinkModel, pairs) -> int:
+    """Fewest rounds in which one step can carry one chunk per (src, dst) in `pairs`.
+
+    A pair may repeat (several chunks on one link). Every link and group must carry at
+    most capacity x rounds chunks. At least 1.
+    """
+    load: dict[tuple[int, int], int] = defaultdict(int)
+    for pair in pairs:
+        load[pair] += 1
+    rounds = 1
+    for pair, count in load.items():
+        rounds = max(rounds, math.ceil(count / model.link[pair].capacity))
+    for group in model.groups:
+        count = sum(load.get(pair, 0) for pair in group.links)
+        if count:
+            rounds = max(rounds, math.ceil(count / group.capacity))
+    return rounds
+
+
+def restrict(model: LinkModel, ranks, name: str = "") -> LinkModel:
+    """The links and groups among `ranks`, renumbered: ranks[i] becomes rank i.
+
+    A group keeps its capacity with only its links among `ranks` (empty groups go), so
+    the sub-model is the network as these ranks see it when no one else sends.
+    """
+    local = {r: i for i, r in enumerate(ranks)}
+    links = tuple(RankLink(local[l.src], local[l.dst], l.capacity, l.alpha_us)
+                  for l in model.links if l.src in local and l.dst in local)
+    groups = []
+    for g in model.groups:
+        inside = tuple((local[a], local[b]) for a, b in g.links if a in local and b in local)
+        if len(inside) > 1 and g.capacity < sum(model.link[p].capacity for p in
+                                                 ((ranks[a], ranks[b]) for a, b in inside)):
+            groups.append(Group(g.name, inside, g.capacity))
+    boxes = tuple(model.boxes[r] for r in ranks) if model.boxes else ()
+    return LinkModel(name or f"{model.name}[{len(ranks)} ranks]", model.unit_gbps, len(ranks),
+                     links, tuple(groups), boxes)

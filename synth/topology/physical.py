@@ -1,0 +1,257 @@
+"""The physical topology: GPUs, switches and NICs joined by directed links.
+
+A Topology is what a topology file describes; `synth.topology.linkmodel.lower` turns it into
+the rank-to-rank model the solvers and the schedule file use. The file format is
+documented in README.md ("Topology files"); `topology_from_dict` checks it and raises
+BadInput with one line naming the first problem.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import networkx as nx
+import yaml
+
+from synth.errors import BadInput
+
+GPU = "gpu"
+NIC = "nic"
+SWITCH_KINDS = ("nvswitch", "pcie_switch", "net_switch")
+KINDS = (GPU, NIC) + SWITCH_KINDS
+FABRICS = ("single-switch", "rails")
+MAX_GPUS = 4096
+
+
+@dataclass(frozen=True)
+class Vertex:
+    name: str
+    kind: str
+    box: int | None = 0  # its box in a multi-node topology; None: between boxes
+
+
+@dataclass(frozen=True)
+class Link:
+    """A directed physical link: `count` parallel lanes of `gbps` GB/s each."""
+
+    src: str
+    dst: str
+    gbps: float
+    count: int = 1
+    alpha_us: float = 0.0
+
+    @property
+    def bandwidth(self) -> float:
+        return self.gbps * self.count
+
+
+@dataclass(frozen=True)
+class Network:
+    """How NAMExK joins boxes: every NIC on one switch, or NIC k on rail switch k."""
+
+    fabric: str
+    gbps: float
+    alpha_us: float = 0.0
+
+
+@dataclass(frozen=True)
+class Topology:
+    name: str
+    unit_gbps: float
+    vertices: tuple[Vertex, ...]
+    links: tuple[Link, ...]
+    description: str = ""
+    network: Network | None = None
+    boxes: int = 1
+
+    @property
+    def gpus(self) -> list[str]:
+        """GPU names in rank order."""
+        return [v.name for v in self.vertices if v.kind == GPU]
+
+    @property
+    def ranks(self) -> int:
+        return len(self.gpus)
+
+    def vertex(self, name: str) -> Vertex:
+        return next(v for v in self.vertices if v.name == name)
+
+    def graph(self) -> nx.DiGraph:
+        """The physical graph; edge attribute `link` holds the Link."""
+        g = nx.DiGraph()
+        for v in self.vertices:
+            g.add_node(v.name, kind=v.kind, box=v.box)
+        for link in self.links:
+            g.add_edge(link.src, link.dst, link=link)
+        return g
+
+
+# --- reading topology files -------------------------------------------------------
+
+TOP_KEYS = {"name", "description", "unit_gbps", "gpus", "switches", "nics", "links", "network"}
+LINK_KEYS = {"between", "from", "to", "gbps", "count", "alpha_us"}
+
+
+def load_topology_file(path: str | Path) -> Topology:
+    """Read a YAML or JSON topology file (JSON is YAML)."""
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise BadInput(f"{path}: cannot read: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise BadInput(f"{path}: not valid YAML{where}") from None
+    if not isinstance(doc, dict):
+        raise BadInput(f"{path}: expected a mapping at the top level")
+    doc.setdefault("name", path.stem)
+    try:
+        return topology_from_dict(doc)
+    except BadInput as e:
+        raise BadInput(f"{path}: {e}") from None
+
+
+def topology_from_dict(doc: dict) -> Topology:
+    """Build and validate a Topology from the file format's dictionary."""
+    _check_keys(doc, TOP_KEYS, "")
+    name = _string(doc.get("name", "custom"), "name")
+    description = doc.get("description", "")
+    if not isinstance(description, str):
+        raise BadInput("description: expected a string")
+
+    vertices: list[Vertex] = []
+    gpus = doc.get("gpus")
+    if isinstance(gpus, int) and not isinstance(gpus, bool):
+        if not 1 <= gpus <= MAX_GPUS:
+            raise BadInput(f"gpus: expected between 1 and {MAX_GPUS} GPUs, got {gpus}")
+        vertices += [Vertex(f"gpu{i}", GPU) for i in range(gpus)]
+    elif isinstance(gpus, list) and gpus:
+        vertices += [Vertex(_string(g, f"gpus[{i}]"), GPU) for i, g in enumerate(gpus)]
+    else:
+        raise BadInput("gpus: expected a count or a list of names")
+    for i, s in enumerate(_list(doc.get("switches", []), "switches")):
+        if not isinstance(s, dict):
+            raise BadInput(f"switches[{i}]: expected a mapping with name and kind")
+        _check_keys(s, {"name", "kind"}, f"switches[{i}]")
+        kind = s.get("kind")
+        if kind not in SWITCH_KINDS:
+            raise BadInput(f"switches[{i}].kind: expected one of {', '.join(SWITCH_KINDS)}")
+        vertices.append(Vertex(_string(s.get("name"), f"switches[{i}].name"), kind))
+    for i, n in enumerate(_list(doc.get("nics", []), "nics")):
+        vertices.append(Vertex(_string(n, f"nics[{i}]"), NIC))
+    seen: set[str] = set()
+    for v in vertices:
+        if v.name in seen:
+            raise BadInput(f"duplicate vertex name '{v.name}'")
+        seen.add(v.name)
+
+    links: list[Link] = []
+    for i, entry in enumerate(_list(doc.get("links"), "links")):
+        links += _parse_link(entry, f"links[{i}]", seen)
+    network = _parse_network(doc["network"]) if "network" in doc else None
+    unit = doc.get("unit_gbps")
+    if unit is None:  # the thinnest link touching a GPU
+        unit = min((l.gbps for l in links if _is_gpu_link(l, vertices)), default=1.0)
+    topo = Topology(name, _positive(unit, "unit_gbps"), tuple(vertices), tuple(links),
+                    description, network)
+    validate(topo)
+    return topo
+
+
+def _is_gpu_link(link: Link, vertices: list[Vertex]) -> bool:
+    gpus = {v.name for v in vertices if v.kind == GPU}
+    return link.src in gpus or link.dst in gpus
+
+
+def _parse_link(entry, where: str, names: set[str]) -> list[Link]:
+    if not isinstance(entry, dict):
+        raise BadInput(f"{where}: expected a mapping")
+    _check_keys(entry, LINK_KEYS, where)
+    if "between" in entry:
+        pair = entry["between"]
+        if "from" in entry or "to" in entry:
+            raise BadInput(f"{where}: give either between or from/to, not both")
+        if not (isinstance(pair, list) and len(pair) == 2):
+            raise BadInput(f"{where}.between: expected two vertex names")
+        ends = [(pair[0], pair[1]), (pair[1], pair[0])]
+    elif "from" in entry and "to" in entry:
+        ends = [(entry["from"], entry["to"])]
+    else:
+        raise BadInput(f"{where}: expected between: [a, b] or from: a and to: b")
+    for a, b in ends:
+        for end in (a, b):
+            if end not in names:
+                raise BadInput(f"{where}: unknown vertex '{end}'")
+        if a == b:
+            raise BadInput(f"{where}: a link from '{a}' to itself")
+    gbps = _positive(entry.get("gbps"), f"{where}.gbps")
+    count = entry.get("count", 1)
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise BadInput(f"{where}.count: expected a whole number >= 1")
+    alpha = entry.get("alpha_us", 0.0)
+    if not _is_number(alpha) or alpha < 0:
+        raise BadInput(f"{where}.alpha_us: expected a number >= 0")
+    return [Link(a, b, float(gbps), count, float(alpha)) for a, b in ends]
+
+
+def _parse_network(doc) -> Network:
+    if not isinstance(doc, dict):
+        raise BadInput("network: expected a mapping with fabric, gbps, alpha_us")
+    _check_keys(doc, {"fabric", "gbps", "alpha_us"}, "network")
+    if doc.get("fabric") not in FABRICS:
+        raise BadInput(f"network.fabric: expected one of {', '.join(FABRICS)}")
+    alpha = doc.get("alpha_us", 0.0)
+    if not _is_number(alpha) or alpha < 0:
+        raise BadInput("network.alpha_us: expected a number >= 0")
+    return Network(doc["fabric"], float(_positive(doc.get("gbps"), "network.gbps")),
+                   float(alpha))
+
+
+def validate(topo: Topology) -> None:
+    """Whole-topology checks: no duplicate links, every GPU reaches every other."""
+    seen = set()
+    for link in topo.links:
+        if (link.src, link.dst) in seen:
+            raise BadInput(f"duplicate link {link.src} -> {link.dst} (use count for "
+                           "parallel lanes)")
+        seen.add((link.src, link.dst))
+    gpus = topo.gpus
+    g = topo.graph()
+    reach = nx.descendants(g, gpus[0]) | {gpus[0]}
+    back = nx.ancestors(g, gpus[0]) | {gpus[0]}
+    for gpu in gpus:
+        if gpu not in reach:
+            raise BadInput(f"GPU '{gpu}' cannot be reached from '{gpus[0]}'")
+        if gpu not in back:
+            raise BadInput(f"GPU '{gpu}' cannot reach '{gpus[0]}'")
+
+
+def _check_keys(doc: dict, allowed: set[str], where: str) -> None:
+    for key in doc:
+        if key not in allowed:
+            prefix = f"{where}: " if where else ""
+            raise BadInput(f"{prefix}unknown key '{key}' (expected {', '.join(sorted(allowed))})")
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _positive(x, where: str) -> float:
+    if not _is_number(x) or not x > 0 or x != x or x == float("inf"):
+        raise BadInput(f"{where}: expected a positive number, got {x!r}")
+    return x
+
+
+def _string(x, where: str) -> str:
+    if not isinstance(x, str) or not x:
+        raise BadInput(f"{where}: expected a non-empty string")
+    return x
+
+
+def _list(x, where: str) -> list:
+    if not isinstance(x, list):
+        raise BadInput(f"{where}: expected a list")
+    return x

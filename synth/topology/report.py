@@ -1,0 +1,83 @@
+"""What `synth topo show` prints: a topology, its lowering, and derived figures."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from synth.topology.hierarchy import find_hierarchy
+from synth.topology.linkmodel import hop_distances, lower_with_routes
+from synth.topology.physical import GPU, NIC, Topology
+
+
+def topology_summary(topo: Topology) -> dict:
+    lowering = lower_with_routes(topo)
+    model = lowering.model
+    gpus = topo.gpus
+    out_gbps, in_gbps = Counter(), Counter()
+    for link in topo.links:
+        out_gbps[link.src] += link.bandwidth
+        in_gbps[link.dst] += link.bandwidth
+    nic_users: dict[str, set[int]] = {v.name: set() for v in topo.vertices if v.kind == NIC}
+    for (src, _), path in lowering.routes.items():
+        # the first NIC on a route is the one its GPU sends into the network through
+        first = next((v for v in path if v in nic_users), None)
+        if first is not None:
+            nic_users[first].add(src)
+    distances = hop_distances(model)
+    diameter = max(max(d.values()) for d in distances.values())
+    hierarchy, why = find_hierarchy(lowering)
+    return {
+        "name": topo.name,
+        "description": topo.description,
+        "unit_gbps": topo.unit_gbps,
+        "boxes": topo.boxes,
+        "ranks": len(gpus),
+        "gpus": gpus,
+        "switches": [{"name": v.name, "kind": v.kind, "box": v.box}
+                     for v in topo.vertices if v.kind not in (GPU, NIC)],
+        "nics": [{"name": name, "box": topo.vertex(name).box, "gpus": sorted(users)}
+                 for name, users in nic_users.items()],
+        "links": [{"src": l.src, "dst": l.dst, "gbps": l.gbps, "count": l.count,
+                   "alpha_us": l.alpha_us} for l in topo.links],
+        "rank_links": [[l.src, l.dst, float(l.capacity), l.alpha_us] for l in model.links],
+        "groups": [{"name": g.name, "capacity": float(g.capacity),
+                    "links": [list(p) for p in g.links],
+                    "physical": list(lowering.group_sources[g.name])} for g in model.groups],
+        "per_gpu": [{"rank": r, "name": name, "out_gbps": out_gbps[name],
+                     "in_gbps": in_gbps[name]} for r, name in enumerate(gpus)],
+        "diameter": diameter,
+        "hierarchy": ({"boxes": [list(b) for b in hierarchy.boxes],
+                       "peer_groups": [list(p) for p in hierarchy.peers],
+                       "rails": {name: list(ix) for name, ix in hierarchy.rails},
+                       "gpus_per_nic": hierarchy.gpus_per_nic,
+                       "summary": hierarchy.describe()}
+                      if hierarchy else {"none": why}),
+    }
+
+
+def format_summary(s: dict) -> str:
+    kinds = Counter(sw["kind"] for sw in s["switches"])
+    switches = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "none"
+    lines = [
+        f"{s['name']}: {s['description']}".rstrip(": "),
+        f"  GPUs {s['ranks']}  NICs {len(s['nics'])}  switches {switches}  boxes {s['boxes']}",
+        f"  physical links {len(s['links'])} (directed)  rank links {len(s['rank_links'])}"
+        f"  shared groups {len(s['groups'])}  hop diameter {s['diameter']}",
+        f"  capacity unit {s['unit_gbps']:g} GB/s",
+    ]
+    if s["nics"]:
+        per = Counter(len(n["gpus"]) for n in s["nics"])
+        lines.append("  NICs shared by: " + ", ".join(
+            f"{k} GPU{'s' if k != 1 else ''} ({v} NICs)" for k, v in sorted(per.items())))
+    h = s["hierarchy"]
+    lines.append(f"  decomposition: {h['summary']}" if "summary" in h
+                 else f"  decomposition: none ({h['none']})")
+    bandwidths = Counter((g["out_gbps"], g["in_gbps"]) for g in s["per_gpu"])
+    if len(bandwidths) == 1:
+        (out, inn), = bandwidths
+        lines.append(f"  per GPU: out {out:g} GB/s, in {inn:g} GB/s (every GPU)")
+    else:
+        lines.append("  rank  GPU           out GB/s   in GB/s")
+        for g in s["per_gpu"]:
+            lines.append(f"  {g['rank']:>4}  {g['name']:<12} {g['out_gbps']:>9g} {g['in_gbps']:>9g}")
+    return "\n".join(lines)
