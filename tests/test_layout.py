@@ -1,0 +1,93 @@
+"""The package's layout is its architecture (README "Layout"): these tests keep it so.
+
+- Stages import only from earlier stages (or their own), so the folders read in the
+  order data flows through the pipeline.
+- The independent checkers (the verifier and the two runtime simulators) import nothing
+  of synth's beyond synth.errors and each other: an encoder or exporter bug must not be
+  able to hide behind a helper they share.
+- `synth --help` stays quick: importing the command line loads no solver, SciPy,
+  matplotlib or torch.
+"""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "synth"
+
+# The pipeline's stages, earliest first. A module may import from its own stage and
+# from earlier ones only.
+STAGES = [
+    ["synth", "synth.errors", "synth.files"],
+    ["synth.topology"],
+    ["synth.schedule"],
+    ["synth.bounds"],
+    ["synth.search"],
+    ["synth.construct"],
+    ["synth.frontier"],
+    ["synth.export"],
+    ["synth.output", "synth.compare"],
+    ["synth.run"],
+    ["synth.pictures"],
+    ["synth.cli", "synth.__main__"],
+]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def stage_of(module: str) -> int:
+    best = None
+    for index, prefixes in enumerate(STAGES):
+        for prefix in prefixes:
+            if module == prefix or module.startswith(prefix + "."):
+                if best is None or len(prefix) > best[1]:
+                    best = (index, len(prefix))
+    assert best is not None, f"{module} belongs to no stage: add it to STAGES"
+    return best[0]
+
+
+def synth_imports(path: Path) -> set[str]:
+    """Every synth module `path` imports, at the top or inside a function."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "synth"}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
+                and node.module.split(".")[0] == "synth":
+            found.add(node.module)
+    return found
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: module_name(p))
+def test_stages_import_only_from_earlier_stages(path):
+    here = stage_of(module_name(path))
+    later = sorted(m for m in synth_imports(path) if stage_of(m) > here)
+    assert not later, f"{module_name(path)} imports from later stages: {later}"
+
+
+@pytest.mark.parametrize("module, allowed", [
+    ("synth.schedule.verify", {"synth.errors"}),
+    ("synth.export.msccl_sim", {"synth.errors"}),
+    ("synth.export.mscclpp_sim", {"synth.errors", "synth.export.msccl_sim"}),
+])
+def test_independent_checkers_share_no_code(module, allowed):
+    path = PACKAGE.parent / (module.replace(".", "/") + ".py")
+    assert synth_imports(path) <= allowed
+
+
+def test_the_command_line_loads_no_heavy_library():
+    heavy = ["ortools", "z3", "scipy", "matplotlib", "torch"]
+    code = ("import sys, synth.cli; "
+            f"print([m for m in {heavy!r} if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
