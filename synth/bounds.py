@@ -30,6 +30,8 @@ capacities are in units of unit_gbps.
 from __future__ import annotations
 
 import math
+import time
+from collections import defaultdict
 from dataclasses import dataclass
 from fractions import Fraction
 from math import lcm
@@ -37,7 +39,7 @@ from math import lcm
 import networkx as nx
 
 from synth.schedule.collectives import Collective, make_collective
-from synth.topology.linkmodel import LinkModel, Lowering, hop_distances
+from synth.topology.linkmodel import LinkModel, Lowering, rank_graph
 from synth.topology.physical import Topology
 
 NOTES = {
@@ -56,17 +58,36 @@ class Bounds:
     us_per_byte: float  # the same, as time per byte of n at unit_gbps
     latency_us: float  # steps x the smallest alpha of any link
     note: str = ""
+    partial: bool = False  # time ran out: still valid, maybe looser than the full bound
 
     @property
     def us_per_mb(self) -> float:
         return self.us_per_byte * 1e6
 
 
-def bounds(lowering: Lowering, collective: Collective) -> Bounds:
+class Clock:
+    """A deadline for the bounds (time.monotonic() seconds; None: no limit). Every
+    search below is a max (or min) over candidates that are each valid on their own, so
+    when time runs out the best found so far is still a bound, only maybe looser:
+    `partial` records that it happened."""
+
+    def __init__(self, deadline: float | None = None):
+        self.deadline, self.partial = deadline, False
+
+    def expired(self) -> bool:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            self.partial = True
+        return self.partial
+
+
+def bounds(lowering: Lowering, collective: Collective, deadline: float | None = None
+           ) -> Bounds:
     """Both bounds for one collective on the lowered topology (its link model for the
-    steps, its physical graph for the cuts). Cost: O(N) max-flows on the physical graph."""
+    steps, its physical graph for the cuts). Cost: O(N) max-flows on the physical graph,
+    cut short at `deadline` (Clock)."""
     model = lowering.model
-    per_share = bandwidth_bound_shares(lowering, collective.name, collective.root)
+    clock = Clock(deadline)
+    per_share = bandwidth_bound_shares(lowering, collective.name, collective.root, clock)
     # rounds per chunk: chunk = share / C, so R / C >= (shares moved per unit bandwidth)
     # expressed per the collective's own chunk: for allreduce-like ones a "share" is the
     # whole buffer divided by N, and a chunk is the buffer / C.
@@ -76,58 +97,107 @@ def bounds(lowering: Lowering, collective: Collective) -> Bounds:
         rpc = per_share
     shares_in_buffer = collective.buffer_chunks // collective.chunks  # N or 1
     us_per_byte = float(rpc) / shares_in_buffer / (model.unit_gbps * 1e3)
-    steps = step_bound(model, collective)
+    steps = step_bound(model, collective, clock)
     min_alpha = min((l.alpha_us for l in model.links), default=0.0)
+    note = NOTES.get(collective.name, "")
+    if clock.partial:
+        note = ("partial: the time limit cut the bounds short; they hold, but may be "
+                "looser than the full ones") + (f"; {note}" if note else "")
     return Bounds(collective.name, collective.ranks, steps, rpc, us_per_byte,
-                  steps * min_alpha, NOTES.get(collective.name, ""))
+                  steps * min_alpha, note, clock.partial)
 
 
-def step_bound(model: LinkModel, collective: Collective) -> int:
-    """Largest hop distance a chunk (or, combining, a contribution) must travel."""
-    dist = hop_distances(model)
+def step_bound(model: LinkModel, collective: Collective, clock: Clock | None = None) -> int:
+    """Largest hop distance a chunk (or, combining, a contribution) must travel.
+
+    One breadth-first search per source rank, O(N x links) in all, kept one at a time
+    (all pairs at once would be N^2 entries). Past the clock's deadline the sources not
+    yet searched are left out: the maximum over the rest is still a lower bound."""
+    clock = clock or Clock()
+    holders: dict[int, list[int]] = defaultdict(list)
+    wanters: dict[int, list[int]] = defaultdict(list)
+    for rank, chunk in collective.pre:
+        holders[chunk].append(rank)
+    for rank, chunk in collective.post:
+        wanters[chunk].append(rank)
+    graph = rank_graph(model)
+    far = model.ranks  # unreachable: never happens in a validated topology
+    if collective.combining:  # every rank's contribution must reach every target
+        targets = {t for ts in wanters.values() for t in ts}
+        worst = 0
+        for s in range(model.ranks):
+            if s and clock.expired():
+                break
+            dist = nx.single_source_shortest_path_length(graph, s)
+            worst = max([worst] + [dist.get(t, far) for t in targets])
+        return worst
+    # the nearest holder's copy must reach each target: the chunks' holder sets repeat
+    # (one holder each, or the root), so group the targets by holder set
+    by_holders: dict[tuple, set[int]] = defaultdict(set)
+    for chunk, ts in wanters.items():
+        by_holders[tuple(sorted(holders[chunk]))].update(ts)
+    searched: dict[int, dict[int, int]] = {}
     worst = 0
-    for chunk in range(collective.num_chunks):
-        for target in collective.wanters(chunk):
-            if collective.combining:  # every rank's contribution must reach the target
-                need = max(dist[s][target] for s in range(model.ranks))
-            else:  # the nearest holder's copy must
-                need = min(dist[s][target] for s in collective.holders(chunk))
-            worst = max(worst, need)
+    for hs, targets in by_holders.items():
+        for s in hs:
+            if s not in searched:
+                if worst and clock.expired():
+                    return worst
+                searched[s] = nx.single_source_shortest_path_length(graph, s)
+        for t in targets:
+            if t not in hs:
+                worst = max(worst, min(searched[s].get(t, far) for s in hs))
+        if len(hs) == 1:
+            del searched[hs[0]]  # each holder set is met once: keep memory O(N)
     return worst
 
 
-def bandwidth_bound_shares(lowering: Lowering, name: str, root: int | None = None
-                           ) -> Fraction:
+def bandwidth_bound_shares(lowering: Lowering, name: str, root: int | None = None,
+                           clock: Clock | None = None) -> Fraction:
     """Least time, in shares per unit of bandwidth, that the cut bound allows.
 
     A share is one rank's piece: n / N for allgather-like collectives, the whole
     buffer for broadcast and reduce, n / N for allreduce and alltoall.
     """
+    clock = clock or Clock()
     topo = lowering.topology
     graph, gpus = _unit_graph(lowering)
     reverse = graph.reverse(copy=True)
     root_name = gpus[root] if root is not None else None
     if name == "allgather":
-        return _all_sinks(graph, gpus)
+        return _all_sinks(graph, gpus, clock)
     if name == "reducescatter":
-        return _all_sinks(reverse, gpus)
+        return _all_sinks(reverse, gpus, clock)
     if name == "allreduce":  # in shares: the buffer is N of them
-        return _allreduce_rounds_per_chunk(topo, lowering, graph, gpus) * len(gpus)
-    if name == "broadcast":
-        return 1 / min(_max_flow(graph, root_name, t) for t in gpus if t != root_name)
-    if name == "reduce":
-        return 1 / min(_max_flow(reverse, root_name, t) for t in gpus if t != root_name)
+        return _allreduce_rounds_per_chunk(topo, lowering, graph, gpus, clock) * len(gpus)
+    if name in ("broadcast", "reduce"):
+        return 1 / _least_flow(graph if name == "broadcast" else reverse, root_name,
+                               [t for t in gpus if t != root_name], clock)
     if name == "gather":
-        return _max_ratio_cut(graph, [g for g in gpus if g != root_name], root_name)
+        return _max_ratio_cut(graph, [g for g in gpus if g != root_name], root_name,
+                              clock=clock)
     if name == "scatter":
-        return _max_ratio_cut(reverse, [g for g in gpus if g != root_name], root_name)
+        return _max_ratio_cut(reverse, [g for g in gpus if g != root_name], root_name,
+                              clock=clock)
     if name == "alltoall":
-        return _alltoall_bound(topo, graph, gpus)
+        return _alltoall_bound(topo, graph, gpus, clock)
     raise ValueError(name)
 
 
+def _least_flow(graph: nx.DiGraph, root: str, targets: list[str], clock: Clock) -> Fraction:
+    """min over targets of the max flow from root (the first always; the rest while time
+    lasts: a larger minimum only weakens 1 / it)."""
+    least = None
+    for t in targets:
+        if least is not None and clock.expired():
+            break
+        flow = _max_flow(graph, root, t)
+        least = flow if least is None else min(least, flow)
+    return least
+
+
 def _allreduce_rounds_per_chunk(topo: Topology, lowering: Lowering, graph: nx.DiGraph,
-                                gpus: list[str]) -> Fraction:
+                                gpus: list[str], clock: Clock) -> Fraction:
     """Least R / C of any allreduce (a chunk: 1/C of the buffer), the largest of:
 
     - traffic: every chunk needs at least 2(N-1) transfers. Before the first step in
@@ -153,9 +223,14 @@ def _allreduce_rounds_per_chunk(topo: Topology, lowering: Lowering, graph: nx.Di
     best = max(Fraction(2 * (n - 1) * hops) / total,
                *(Fraction(2 * (n - 1)) / port for port in ports))
     if n <= CUT_LIMIT:
-        thinnest = min(min(_max_flow(graph, gpus[0], g), _max_flow(graph, g, gpus[0]))
-                       for g in gpus[1:])
-        best = max(best, 1 / thinnest)
+        thinnest = None
+        for g in gpus[1:]:
+            if clock.expired():
+                break
+            flow = min(_max_flow(graph, gpus[0], g), _max_flow(graph, g, gpus[0]))
+            thinnest = flow if thinnest is None else min(thinnest, flow)
+        if thinnest is not None:
+            best = max(best, 1 / thinnest)
     boxes = sorted({v.box for v in topo.vertices if v.box is not None})
     if len(boxes) > 1:
         members = [{v.name for v in topo.vertices if v.box == b} for b in boxes]
@@ -181,28 +256,34 @@ def _unit_graph(lowering: Lowering) -> tuple[nx.DiGraph, list[str]]:
     return g, topo.gpus
 
 
-def _all_sinks(graph: nx.DiGraph, gpus: list[str]) -> Fraction:
+def _all_sinks(graph: nx.DiGraph, gpus: list[str], clock: Clock) -> Fraction:
     """max over S (some GPU outside) of |S n GPUs| / B+(S), trying each GPU outside."""
     worst = Fraction(0)
     for t in gpus:
-        worst = max(worst, _max_ratio_cut(graph, [g for g in gpus if g != t], t, worst))
+        if worst and clock.expired():
+            break
+        worst = max(worst, _max_ratio_cut(graph, [g for g in gpus if g != t], t, worst,
+                                          clock))
     return worst
 
 
 def _max_ratio_cut(graph: nx.DiGraph, sources: list[str], sink: str,
-                   known: Fraction = Fraction(0)) -> Fraction:
+                   known: Fraction = Fraction(0), clock: Clock | None = None) -> Fraction:
     """max over S with sink not in S of |S n sources| / B+(S) (at least `known`).
 
     Newton's method on the rate rho = 1 / ratio: send rho from a super source into each
     source; if the max flow to `sink` is short, the min cut S has B+(S) < rho |S n
     sources|, and its own ratio is the next guess. Each step strictly lowers rho, and
     there are finitely many cuts. Capacities are scaled to integers so networkx's flow
-    is exact.
+    is exact. Every rho tried is some cut's own ratio, so stopping at the clock's
+    deadline leaves a valid (maybe looser) bound.
     """
-    rho = min(_out_capacity(graph, {s}) for s in sources)
+    clock = clock or Clock()
+    rho = min(sum((c for _, _, c in graph.out_edges(s, data="capacity")), Fraction(0))
+              for s in sources)
     if known:
         rho = min(rho, 1 / known)
-    while True:
+    while not clock.expired():
         g = graph.copy()
         for s in sources:
             g.add_edge("__source__", s, capacity=rho)
@@ -214,11 +295,12 @@ def _max_ratio_cut(graph: nx.DiGraph, sources: list[str], sink: str,
             return 1 / rho
         cut = set(side) - {"__source__"}
         rho = _out_capacity(graph, cut) / sum(1 for s in sources if s in cut)
+    return 1 / rho
 
 
 def _out_capacity(graph: nx.DiGraph, vertices: set[str]) -> Fraction:
-    return sum((c for u, v, c in graph.edges(data="capacity") if u in vertices and v not in vertices),
-               Fraction(0))
+    return sum((c for u, v, c in graph.out_edges(vertices, data="capacity")
+                if v not in vertices), Fraction(0))
 
 
 def _max_flow(graph: nx.DiGraph, s: str, t: str) -> Fraction:
@@ -229,7 +311,8 @@ def _max_flow(graph: nx.DiGraph, s: str, t: str) -> Fraction:
     return Fraction(nx.maximum_flow_value(g, s, t), scale)
 
 
-def _alltoall_bound(topo: Topology, graph: nx.DiGraph, gpus: list[str]) -> Fraction:
+def _alltoall_bound(topo: Topology, graph: nx.DiGraph, gpus: list[str], clock: Clock
+                    ) -> Fraction:
     """Least time for every GPU to send one share to every other: max concurrent flow.
 
     A linear program (HiGHS): each source's flow is conserved, and on every link the
@@ -238,7 +321,7 @@ def _alltoall_bound(topo: Topology, graph: nx.DiGraph, gpus: list[str]) -> Fract
     LP_LIMIT variables it falls back to the best single-GPU and box cut.
     """
     edges = list(graph.edges(data="capacity"))
-    if len(gpus) * len(edges) > LP_LIMIT:
+    if len(gpus) * len(edges) > LP_LIMIT or clock.expired():
         return _alltoall_cuts(topo, graph, gpus)
     value = _max_concurrent_flow(graph, gpus, edges)
     # a Fraction no larger than the LP's float answer, simple when it is simple
@@ -309,6 +392,7 @@ def _alltoall_cuts(topo: Topology, graph: nx.DiGraph, gpus: list[str]) -> Fracti
     return worst
 
 
-def collective_bounds(lowering: Lowering, name: str, root: int | None = None) -> Bounds:
-    return bounds(lowering, make_collective(name, lowering.model.ranks, 1, root))
+def collective_bounds(lowering: Lowering, name: str, root: int | None = None,
+                      deadline: float | None = None) -> Bounds:
+    return bounds(lowering, make_collective(name, lowering.model.ranks, 1, root), deadline)
 

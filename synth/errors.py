@@ -1,6 +1,6 @@
 """Errors that reach the user as one line on stderr and a documented exit code.
 
-Exit codes (DESIGN.md): 0 done, 1 the answer is no (invalid schedule, infeasible
+Exit codes (docs/cli.md): 0 done, 1 the answer is no (invalid schedule, infeasible
 instance, nothing found within limits), 2 bad input.
 """
 

@@ -1,33 +1,265 @@
-"""Writing output files whole or not at all."""
+"""Files in and out: user files read within limits, outputs written whole or not at all.
+
+Writing (`write_atomic`):
+- Only regular files are written. A directory, device, FIFO or socket at the path, or a
+  path that ends in "/", is refused with one line (BadInput): `-o /dev/null` must not
+  turn the device into a file.
+- A symbolic link is written through: its final target is replaced, the link stays.
+- An existing file keeps its mode; a new one gets 0666 less the umask.
+- The data goes to a temporary file beside the target, then is renamed over it, so a
+  reader or a kill never sees half a file. Temporaries are named `.synth-HOST-PID-N.tmp`
+  (short, so a 250-character target name still fits); a later write into the same folder
+  removes those of processes on this host that no longer run (SIGKILL leaves them).
+- An OSError (disk full, read-only folder, a file where a folder should be) becomes
+  OutputError: one line, exit 2.
+
+Reading (`read_text`, `load_yaml`, `load_json`):
+- Only regular files are read (a FIFO or /dev/zero would never end), at most `limit`
+  bytes, as UTF-8.
+- YAML: the safe loader without aliases (a few hundred bytes of nested aliases expand to
+  gigabytes), at most MAX_DEPTH levels of nesting, and numbers like `1e308` read as
+  numbers (YAML 1.2), not as strings.
+- JSON: nesting too deep for the parser is refused, not a RecursionError.
+
+Names that become paths go through `safe_component`, and `inside` checks that a path
+stays within the folder a user gave.
+"""
 
 from __future__ import annotations
 
+import errno
+import hashlib
+import itertools
+import json
 import os
-import tempfile
+import re
+import socket
+import stat
 from pathlib import Path
 
+import yaml
+
+from synth.errors import BadInput
+
+MAX_DEPTH = 64  # nesting levels in a YAML or JSON document
+TEXT_LIMIT = 16 << 20  # bytes: topology files, hints, cache entries
+SCHEDULE_LIMIT = 2 << 30  # bytes: a schedule file
+QUOTE = 40  # characters of a user's value quoted in a message
+
+
+class OutputError(BadInput):
+    """An output could not be written: one line, exit 2."""
+
+
+def quote(value, width: int = QUOTE) -> str:
+    """repr(value), cut to about `width` characters for a one-line message."""
+    text = repr(value)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+# --- writing ------------------------------------------------------------------------
 
 def write_atomic(path: str | Path, data: str | bytes) -> Path:
-    """Write to a temporary file beside `path`, then rename it into place.
-
-    A reader (or a kill) never sees half a file: the rename is atomic on POSIX.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = "wb" if isinstance(data, bytes) else "w"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    """Write `data` to `path` whole or not at all; returns the path (module docstring)."""
+    text = os.fspath(path)
+    if not text or text.endswith(os.sep):
+        raise BadInput(f"{text or 'an empty path'}: expected a file name, not a folder")
+    path = Path(text)
+    target = Path(os.path.realpath(path))  # through symbolic links to the final file
+    mode = _mode_for(target, path)
+    payload = data.encode() if isinstance(data, str) else data
     try:
-        with os.fdopen(fd, mode) as f:
-            f.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; users expect the umask
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_temporaries(target.parent)
+        tmp = _temporary(target.parent)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(payload)
+            os.chmod(tmp, mode)
+            os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    except OSError as e:
+        raise OutputError(f"cannot write {path}: {_reason(e)}") from None
     return path
+
+
+def _mode_for(target: Path, path: Path) -> int:
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+    except OSError as e:
+        raise OutputError(f"cannot write {path}: {_reason(e)}") from None
+    if not stat.S_ISREG(st.st_mode):
+        what = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+        raise BadInput(f"{path}: is {what}; synth writes only regular files")
+    return stat.S_IMODE(st.st_mode)
+
+
+_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:6]
+_COUNTER = itertools.count()
+_TEMPORARY = re.compile(r"\.synth-([0-9a-f]{6})-(\d+)-\d+\.tmp")
+_SWEPT: set[str] = set()
+
+
+def _temporary(folder: Path) -> Path:
+    return folder / f".synth-{_HOST}-{os.getpid()}-{next(_COUNTER)}.tmp"
+
+
+def _remove_stale_temporaries(folder: Path) -> None:
+    """Remove the temporaries of this host's processes that no longer run; once a folder
+    per process (a cache folder holds thousands of files)."""
+    key = os.fspath(folder)
+    if key in _SWEPT:
+        return
+    _SWEPT.add(key)
+    try:
+        names = [e.name for e in os.scandir(folder) if e.name.startswith(".synth-")]
+    except OSError:
+        return
+    for name in names:
+        m = _TEMPORARY.fullmatch(name)
+        if m and m.group(1) == _HOST and not _running(int(m.group(2))):
+            (folder / name).unlink(missing_ok=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
 
 
 def _umask() -> int:
     current = os.umask(0)
     os.umask(current)
     return current
+
+
+def _reason(e: OSError) -> str:
+    if e.errno == errno.ENOSPC:
+        return "no space left on the device"
+    if e.errno == errno.EROFS:
+        return "the file system is read-only"
+    if e.errno == errno.ENAMETOOLONG:
+        return "the name is too long"
+    return e.strerror or str(e)
+
+
+# --- names that become paths -----------------------------------------------------------
+
+def safe_component(name: str) -> str:
+    """`name` as one path component that every file system and tool accepts: letters,
+    digits and _ . + - only (ring:4 -> ring_4), never hidden, '.' or '..', at most 100
+    characters."""
+    safe = re.sub(r"[^A-Za-z0-9_.+-]", "_", str(name))[:100]
+    return re.sub(r"^\.", "_", safe) or "_"
+
+
+def inside(folder: str | Path, path: str | Path) -> Path:
+    """`path`, once it is checked to lie within `folder` (symbolic links resolved)."""
+    root, full = Path(os.path.realpath(folder)), Path(os.path.realpath(path))
+    if full != root and root not in full.parents:
+        raise BadInput(f"{path}: outside {folder}; nothing is written there")
+    return Path(path)
+
+
+# --- reading ---------------------------------------------------------------------------
+
+def read_bytes(path: str | Path, limit: int = TEXT_LIMIT, what: str = "file") -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; BadInput otherwise."""
+    name = os.fspath(path)
+    if not name:
+        raise BadInput(f"an empty name where a {what} was expected")
+    try:
+        st = os.stat(name)
+        if stat.S_ISDIR(st.st_mode):
+            raise BadInput(f"{quote(name, 80)}: is a folder, not a {what}")
+        if not stat.S_ISREG(st.st_mode):
+            raise BadInput(f"{quote(name, 80)}: not a regular file (a device or pipe is "
+                           "not read)")
+        if st.st_size > limit:
+            raise BadInput(f"{quote(name, 80)}: {st.st_size:,} bytes, over the "
+                           f"{limit:,}-byte limit for a {what}")
+        with open(name, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise BadInput(f"{quote(name, 80)}: cannot read: {_reason(e)}") from None
+    if len(data) > limit:
+        raise BadInput(f"{quote(name, 80)}: over the {limit:,}-byte limit for a {what}")
+    return data
+
+
+def read_text(path: str | Path, limit: int = TEXT_LIMIT, what: str = "file") -> str:
+    try:
+        return read_bytes(path, limit, what).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadInput(f"{quote(os.fspath(path), 80)}: not UTF-8 text (byte {e.start})"
+                       ) from None
+
+
+class _Loader(yaml.SafeLoader):
+    """The safe loader with no aliases, bounded nesting, and YAML 1.2 numbers."""
+
+    yaml_implicit_resolvers = {k: list(v) for k, v in
+                               yaml.SafeLoader.yaml_implicit_resolvers.items()}
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.YAMLError(f"line {mark.line + 1}: aliases (*name) are not allowed")
+        self._depth = getattr(self, "_depth", 0) + 1
+        try:
+            if self._depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark
+                raise yaml.YAMLError(f"line {mark.line + 1}: nested more than {MAX_DEPTH} "
+                                     "levels deep")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+# 1e308, 2E-3, 5e+6: YAML 1.2 floats that YAML 1.1 (PyYAML) would read as strings
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
+
+
+def load_yaml(path: str | Path, limit: int = TEXT_LIMIT, what: str = "file"):
+    """The document in a YAML (or JSON) file; BadInput names the line of a problem."""
+    text = read_text(path, limit, what)
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 (a safe loader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise BadInput(f"{quote(os.fspath(path), 80)}: not valid YAML{where}") from None
+    except yaml.YAMLError as e:
+        raise BadInput(f"{quote(os.fspath(path), 80)}: {e}") from None
+    except ValueError:  # an integer of more than 4300 digits
+        raise BadInput(f"{quote(os.fspath(path), 80)}: a number too long to read") from None
+    except RecursionError:
+        raise BadInput(f"{quote(os.fspath(path), 80)}: nested too deeply") from None
+
+
+def load_json(path: str | Path, limit: int = SCHEDULE_LIMIT, what: str = "file"):
+    """The document in a JSON file; BadInput when it is not one."""
+    text = read_text(path, limit, what)
+    return parse_json(text, quote(os.fspath(path), 80))
+
+
+def parse_json(text: str, name: str = "JSON"):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise BadInput(f"{name}: not valid JSON (line {e.lineno})") from None
+    except ValueError:  # a number of more than 4300 digits
+        raise BadInput(f"{name}: a number too long to read") from None
+    except RecursionError:
+        raise BadInput(f"{name}: nested too deeply") from None

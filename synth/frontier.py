@@ -27,7 +27,7 @@ from synth.schedule.transform import compose_allreduce, refine
 from synth.search.instance import too_large
 from synth.search.pareto import Limits, Point, Search, frontier
 from synth.topology.hierarchy import find_hierarchy
-from synth.topology.linkmodel import LinkModel, Lowering, lower_with_routes
+from synth.topology.linkmodel import LinkModel, Lowering, TimeLimit, lower_with_routes
 from synth.topology.physical import Topology
 
 
@@ -59,6 +59,7 @@ def default_limits(b: Bounds, max_steps=None, max_chunks=None, time_limit=None,
 
 
 METHODS = ("auto", "exact", "decomposed")
+BOUNDS_SHARE = 0.4  # of the time limit, at most, for the bounds (the rest: the searches)
 
 
 def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limits | None = None,
@@ -72,7 +73,12 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     if method not in METHODS:
         raise BadInput(f"unknown method '{method}' (expected {', '.join(METHODS)})")
     start = time.monotonic()
-    lowering = lower_with_routes(topo)
+    limits = limits or Limits()
+    try:
+        lowering = lower_with_routes(topo, start + limits.time_limit)
+    except TimeLimit as e:
+        raise NoAnswer(f"no schedule: the time limit ({limits.time_limit:g} s) ran out "
+                       f"while {e}") from None
     model = lowering.model
     coll = make_collective(name, model.ranks, 1, root)
     hints = hints or Hints()
@@ -83,8 +89,8 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
             raise BadInput(f"hints: {why}")
     if method == "decomposed" and hierarchy is None:
         raise NoAnswer(f"cannot decompose {name} on {topo.name}: {why}")
-    b = bounds(lowering, coll)
-    limits = limits or Limits()
+    # the bounds may take at most a share of the time (a partial bound is still one)
+    b = bounds(lowering, coll, start + BOUNDS_SHARE * limits.time_limit)
     on_event = on_event or (lambda kind, data: None)
     searches = {}
     if hierarchy is not None:
@@ -128,8 +134,9 @@ def _allreduce_searches(lowering: Lowering, b: Bounds, limits: Limits, on_event,
             continue
         remaining = limits.time_limit - (time.monotonic() - start)
         part_limits = replace(limits, time_limit=max(remaining / share, 0.0))
-        pb = b if part == "allreduce" else bounds(lowering,
-                                                  make_collective(part, model.ranks))
+        pb = b if part == "allreduce" else bounds(
+            lowering, make_collective(part, model.ranks),
+            time.monotonic() + BOUNDS_SHARE * part_limits.time_limit)
         if part != "allreduce":  # room for the other phase, at least its hop bound
             part_limits = replace(part_limits, min_steps=1,
                                   max_steps=max(pb.steps, limits.max_steps - pb.steps))

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from synth.errors import BadInput
+from synth.files import inside, safe_component, write_atomic
 from synth.frontier import Result, optimality, ratio_to_bound
 from synth.schedule.cost import schedule_cost
 from synth.schedule.file import write_schedule
@@ -23,23 +24,30 @@ def parse_formats(text: str) -> list[str]:
 
 
 def output_dir(root: str | Path, topology: str, collective: str) -> Path:
-    """out/TOPO/COLLECTIVE, with the topology name made safe as one path component."""
-    safe = re.sub(r"[^A-Za-z0-9_.:+-]", "_", topology) or "topology"
-    return Path(root) / safe / collective
+    """OUT/TOPO/COLLECTIVE, the topology name made one safe path component (ring:4 ->
+    ring_4; '..' or 'a/b' can never lead out of OUT)."""
+    for folder in (Path(root), Path(root) / safe_component(topology)):
+        if folder.exists() and not folder.is_dir():
+            raise BadInput(f"{folder}: exists and is not a folder (--out names a folder)")
+    return inside(root, Path(root) / safe_component(topology) / collective)
 
 
 def point_stem(point: Point) -> str:
     return f"{point.schedule.collective.name}-s{point.steps}-r{point.rounds}-c{point.chunks}"
 
 
-def write_points(points: list[Point], directory: Path, formats: list[str]) -> list[Path]:
+def write_points(points: list[Point], directory: Path, formats: list[str],
+                 replaces: tuple[int, int] | None = None) -> list[Path]:
     """Write every point in each format (json: STEM.json, msccl-xml: STEM.xml, mscclpp:
-    STEM.mscclpp.json), then remove files of earlier runs that are not on this frontier
-    (their names follow point_stem), so the folder holds just the frontier. Returns one
-    path per point: its JSON file, else its first format's. A point an exporter cannot
-    express raises BadInput after everything else is written."""
+    STEM.mscclpp.json). Returns one path per point: its JSON file, else its first
+    format's. A point an exporter cannot express raises BadInput after everything else
+    is written; a file that cannot be written raises OutputError.
+
+    replaces: the (least, most) steps the search covered. Files of earlier runs in that
+    range that are not on this frontier are removed (their names follow point_stem), so
+    the folder holds the frontier; files outside it, and every file after a run of one
+    instance (replaces=None), stay."""
     from synth.export import EXTENSIONS, render
-    from synth.files import write_atomic
 
     formats = list(dict.fromkeys(formats))
     written, primary, failed = [], [], None
@@ -59,16 +67,22 @@ def write_points(points: list[Point], directory: Path, formats: list[str]) -> li
         written += paths.values()
         if paths:
             primary.append(paths.get("json", next(iter(paths.values()))))
-    keep = {path.name for path in written}
-    if points:
-        prefix = points[0].schedule.collective.name
-        for old in directory.glob(f"{prefix}-s*-r*-c*.*"):
-            if old.name not in keep and re.fullmatch(
-                    rf"{prefix}-s\d+-r\d+-c\d+(\.mscclpp)?\.\w+", old.name):
-                old.unlink()
+    if replaces is not None and points:
+        _remove_stale(directory, points[0].schedule.collective.name, replaces,
+                      {path.name for path in written})
     if failed:
         raise BadInput(failed)
     return primary
+
+
+def _remove_stale(directory: Path, collective: str, steps: tuple[int, int], keep: set[str]):
+    """Remove earlier frontier files of `collective` whose steps lie in `steps`; another
+    run may remove them at the same moment (missing_ok)."""
+    pattern = re.compile(rf"{collective}-s(\d+)-r\d+-c\d+(\.mscclpp)?\.(json|xml)")
+    for old in directory.glob(f"{collective}-s*-r*-c*.*"):
+        m = pattern.fullmatch(old.name)
+        if m and old.name not in keep and steps[0] <= int(m.group(1)) <= steps[1]:
+            old.unlink(missing_ok=True)
 
 
 def point_summary(point: Point, result: Result, path: Path | None) -> dict:

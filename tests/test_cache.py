@@ -62,3 +62,48 @@ def test_cache_can_be_turned_off(model, monkeypatch):
     solve_instance(model, make_collective("allgather", 8, 2), 2, 3)
     monkeypatch.setenv("SYNTH_CACHE", "1")
     assert entries() == []
+
+
+def test_an_entry_edited_to_say_unsat_is_not_a_proof(model):
+    # the frontier would become "proven" at 3 steps where 2 exist if this were trusted
+    coll = make_collective("allgather", 8, 2)
+    solve_instance(model, coll, 2, 3)
+    path, = entries()
+    entry = json.loads(path.read_text())
+    entry.update(status="unsat", schedule=None)
+    path.write_text(json.dumps(entry))
+    out = solve_instance(model, coll, 2, 3)
+    assert out.status == "sat" and "cached" not in out.schedule.info
+
+
+def test_an_entry_holding_another_instances_schedule_is_ignored(model):
+    coll = make_collective("allgather", 8, 2)
+    solve_instance(model, coll, 3, 8)  # a valid schedule, of another instance
+    other, = entries()
+    solve_instance(model, coll, 2, 3)
+    mine, = [p for p in entries() if p != other]
+    entry = json.loads(other.read_text())
+    entry["key"] = mine.stem  # a valid schedule of 3 steps, filed under the 2-step key
+    mine.write_text(json.dumps(entry))
+    out = solve_instance(model, coll, 2, 3)
+    assert out.status == "sat" and "cached" not in out.schedule.info
+    assert out.schedule.num_steps == 2
+
+
+def test_a_cached_schedule_is_checked_on_the_model_asked_for(model):
+    # ndv2's links are dgx1's: one key, and the answer comes back on ndv2's own model
+    coll = make_collective("allgather", 8, 2)
+    solve_instance(model, coll, 2, 3)
+    ndv2 = lower(resolve("ndv2"))
+    out = solve_instance(ndv2, coll, 2, 3)
+    assert out.schedule.info.get("cached") and out.schedule.model is ndv2
+
+
+def test_the_cache_secret_is_private_and_a_lost_secret_voids_every_entry(model):
+    coll = make_collective("allgather", 8, 2)
+    solve_instance(model, coll, 2, 3)
+    secret = cache.cache_dir() / ".secret"
+    assert secret.stat().st_mode & 0o777 == 0o600
+    secret.unlink()  # every entry's MAC now fails: solved again, not trusted
+    out = solve_instance(model, coll, 2, 3)
+    assert out.status == "sat" and "cached" not in out.schedule.info

@@ -1,4 +1,4 @@
-"""Collectives follow DESIGN.md's chunk numbering exactly."""
+"""Collectives follow the chunk numbering of docs/schedule-file.md exactly."""
 
 import pytest
 

@@ -252,7 +252,7 @@ def test_cli_hints_set_the_boxes_and_the_depths(tmp_path):
     ("boxes: [[0, 1, 2, 3, 4, 5, 6, 7, 8], [9, 10, 11, 12, 13, 14, 15]]\n", "same size"),
     ("batches: [0]\n", "batches: expected a list of integers"),
     ("depth: 3\n", "unknown key 'depth'"),
-    ("[1, 2\n", "cannot read"),
+    ("[1, 2\n", "not valid YAML"),
     (f"boxes: {[[r] for r in range(16)]}\n", "at least two GPUs"),
     # pairs of ranks from different boxes and rails: not linked inside, not one box
     (f"boxes: {[[i, 8 + (i + 1) % 8] for i in range(8)]}\n", "not one box"),
@@ -313,10 +313,16 @@ def _two_by_two():
 def test_auto_merges_decomposed_and_exact_points_on_one_frontier():
     from synth.frontier import synthesize
 
+    # max_chunks=1 limits what the searches ask, not a composed schedule's chunks: the
+    # exact search finds the 1-step point but cannot pipeline one chunk (R / C >= S),
+    # so the 3-step point is the decomposition's 2-batch pipeline; both meet on the
+    # frontier. Every solver call here is decided in well under a second.
     result = synthesize(_two_by_two(), "allgather", None,
-                        Limits(max_steps=4, time_limit=60))
+                        Limits(max_steps=3, max_chunks=1, time_limit=60))
     assert set(result.searches) == {"decomposed", "allgather"}
     assert result.points
+    found_by = {id(q.schedule): name for name, s in result.searches.items() for q in s.points}
+    assert {found_by[id(p.schedule)] for p in result.points} == {"decomposed", "allgather"}
     steps = [p.steps for p in result.points]
     assert steps == sorted(steps)
     assert [p.ratio for p in result.points] == sorted((p.ratio for p in result.points),
@@ -347,7 +353,9 @@ def test_exact_search_asks_only_for_what_beats_known_points():
     topo = _two_by_two()
     lowering = lower_with_routes(topo)
     b = bounds(lowering, make_collective("allgather", 4))
-    limits = Limits(max_steps=4, time_limit=60)
+    # up to two steps, every call is decided in well under a second (from three on,
+    # single calls run into their time limit); the 1-step point is the worst
+    limits = Limits(max_steps=2, time_limit=60)
     plain = frontier(lowering.model, "allgather", None, b.steps, b.rounds_per_chunk, limits)
     at_bound = frontier(lowering.model, "allgather", None, b.steps, b.rounds_per_chunk,
                         limits, known=((b.steps, b.rounds_per_chunk),))
@@ -356,5 +364,7 @@ def test_exact_search_asks_only_for_what_beats_known_points():
     worst = max(p.ratio for p in plain.points)
     capped = frontier(lowering.model, "allgather", None, b.steps, b.rounds_per_chunk,
                       limits, known=((b.steps, worst),))
+    assert capped.attempts and all(Fraction(a.rounds, a.chunks) < worst
+                                   for a in capped.attempts)  # every call asked for less
     assert all(p.ratio < worst for p in capped.points)
     assert min(p.ratio for p in capped.points) == min(p.ratio for p in plain.points)

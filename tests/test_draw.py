@@ -189,7 +189,7 @@ def test_write_plots(tmp_path, ring4_result):
 def test_synthesis_plots_flag(tmp_path):
     run = synth_cli("allgather", "--topo", "ring:4", "--out", str(tmp_path), "--plots")
     assert run.returncode == 0, run.stderr
-    folder = tmp_path / "ring:4" / "allgather"
+    folder = tmp_path / "ring_4" / "allgather"
     assert (folder / "allgather-frontier.png").read_bytes().startswith(PNG_SIGNATURE)
     assert (folder / "allgather-time.png").read_bytes().startswith(PNG_SIGNATURE)
 

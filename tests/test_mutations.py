@@ -1,7 +1,7 @@
 """Mutation testing of the verifier.
 
 Valid schedules (synthesized, and synth.construct.baselines') are mutated at random with
-a fixed seed. A brute-force simulator written here from DESIGN.md's semantics
+a fixed seed. A brute-force simulator written here from docs/schedule-file.md's semantics
 (independent of synth.schedule.verify) decides each mutant: meaning-preserving if every
 rule holds and the postcondition is met, else meaning-changing. Every meaning-changing
 mutant must be rejected by synth.schedule.verify; every meaning-preserving one must be
@@ -31,7 +31,7 @@ COMBINING = {"reducescatter", "allreduce", "reduce"}
 # --- the reference simulator ----------------------------------------------------------
 
 def expected(doc):
-    """(G, pre, post) straight from DESIGN.md's chunk numbering table."""
+    """(G, pre, post) straight from docs/schedule-file.md's chunk numbering table."""
     coll, n, c, root = doc["collective"], doc["ranks"], doc["chunks"], doc["root"]
     every = lambda g: {(r, k) for r in range(n) for k in range(g)}  # noqa: E731
     own = lambda g: {(k // c, k) for k in range(g)}  # noqa: E731

@@ -94,8 +94,12 @@ def test_known_small_frontiers(spec, table):
 
 @pytest.mark.parametrize("spec", ["ring:4", "fc:4", "switch:4", "line:3"])
 def test_every_collective_on_small_graphs_verifies_and_respects_bounds(spec):
+    # up to 4 chunks a share: still pipelined, and every call decided in a second (at 8,
+    # switch:4's broadcast and reduce run calls into their time limit; the 8-chunk
+    # frontiers of ring:4 and fc:4 are test_known_small_frontiers', and switch:4
+    # broadcast is one of bench/bench_synthesis.py's jobs)
     for name in COLLECTIVES:
-        result = run_frontier(spec, name, time_limit=30)
+        result = run_frontier(spec, name, time_limit=30, max_chunks=4)
         assert result.points, name
         for p in result.points:
             verify_schedule(schedule_to_dict(p.schedule))
@@ -170,7 +174,7 @@ def test_cli_table(tmp_path):
     assert result.returncode == 0, result.stderr
     header = result.stdout.splitlines()[1].split()
     assert header[:4] == ["S", "R", "C", "R/C"]
-    assert (tmp_path / "ring:4" / "broadcast" / "broadcast-s2-r2-c2.json").exists()
+    assert (tmp_path / "ring_4" / "broadcast" / "broadcast-s2-r2-c2.json").exists()
 
 
 def test_cli_one_instance(tmp_path):
@@ -186,7 +190,7 @@ def test_cli_one_instance(tmp_path):
     (["allgather", "--topo", "dgx1", "--rounds", "3"], "together"),
     (["allgather", "--topo", "nope"], "unknown topology"),
     (["broadcast", "--topo", "dgx1", "--root", "8"], "root 8 is not a rank"),
-    (["allgather", "--topo", "dgx1", "--root", "1"], "takes no root"),
+    (["allgather", "--topo", "dgx1", "--root", "1"], "No such option '--root'"),
     (["allgather", "--topo", "dgx1", "--format", "pdf"], "unknown format"),
     (["allgather", "--topo", "dgx1", "--max-chunks", "0"], "max-chunks"),
 ])
@@ -227,8 +231,9 @@ def test_steps_alone_proves_nothing_about_fewer_steps(tmp_path):
     ["allreduce", "--topo", "hypercube:4"],
 ])
 def test_time_limit_is_honoured_within_seconds(args, tmp_path):
+    limit = 2  # far below what either search needs: it runs out of time
     start = time.monotonic()
-    result = synth_cli(*args, "--time-limit", "5", "--out", str(tmp_path))
+    result = synth_cli(*args, "--time-limit", str(limit), "--out", str(tmp_path))
     elapsed = time.monotonic() - start
     assert result.returncode in (0, 1), result.stderr
-    assert elapsed < 5 + 8, elapsed  # interpreter start, bounds and the last encoding
+    assert elapsed < limit + 8, elapsed  # interpreter start, bounds and the last encoding

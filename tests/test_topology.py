@@ -132,8 +132,8 @@ def with_change(**changes):
 
 @pytest.mark.parametrize("doc, message", [
     (with_change(links=[{"between": ["gpu0", "gpu9"], "gbps": 10}]), "unknown vertex 'gpu9'"),
-    (with_change(links=[{"between": ["gpu0", "gpu1"], "gbps": 0}]), "gbps: expected a positive"),
-    (with_change(links=[{"between": ["gpu0", "gpu1"], "gbps": -3}]), "gbps: expected a positive"),
+    (with_change(links=[{"between": ["gpu0", "gpu1"], "gbps": 0}]), "gbps: expected a number from 0.001"),
+    (with_change(links=[{"between": ["gpu0", "gpu1"], "gbps": -3}]), "gbps: expected a number from 0.001"),
     (with_change(gpus=3), "cannot be reached"),
     (with_change(links=[{"from": "gpu0", "to": "gpu1", "gbps": 1}]), "cannot reach"),
     (with_change(gpus=["a", "a"]), "duplicate vertex name 'a'"),

@@ -1,6 +1,6 @@
 """The command line's frame: the `synth` group, the `topo` group, and `main`, which turns
-every error into one line on stderr and an exit code (0 done, 1 the answer is no, 2 bad
-input, 130 interrupted).
+every error into one line on stderr and an exit code: 0 done, 1 the answer is no, 2 bad
+input, 130 interrupted (Ctrl-C or SIGTERM).
 
 The commands live in the modules beside this one, one per kind of work, and register
 themselves on this group when synth.cli imports them.
@@ -8,6 +8,9 @@ themselves on this group when synth.cli imports them.
 
 from __future__ import annotations
 
+import math
+import os
+import signal
 import sys
 
 import click
@@ -15,37 +18,97 @@ import click
 from synth.errors import SynthError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]},
+             invoke_without_command=True)
 @click.version_option(package_name="synth", prog_name="synth")
-def cli():
+@click.pass_context
+def cli(ctx):
     """Synthesize collective communication algorithms for GPU clusters."""
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
 
 
-@cli.group()
-def topo():
+@cli.group(invoke_without_command=True)
+@click.pass_context
+def topo(ctx):
     """List, show and draw topologies."""
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
 
 
 SOLVER_CHOICE = {
-    "auto": ("cpsat", "auto: CP-SAT solved every instance in bench/ faster than Z3"),
+    "auto": ("cpsat", "auto: CP-SAT, faster than Z3 on most instances in bench/"),
     "cpsat": ("cpsat", "asked for"),
     "z3": ("z3", "asked for"),
 }
 
 
+class Seconds(click.ParamType):
+    """A time limit: a finite number of seconds from 0.1 to a million."""
+
+    name = "SECONDS"
+
+    def convert(self, value, param, ctx):
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{str(value)[:40]!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or not 0.1 <= seconds <= 1e6:
+            self.fail(f"{str(value)[:40]!r} is not between 0.1 and 1000000 seconds", param,
+                      ctx)
+        return seconds
+
+
+def _terminated(signum, frame):
+    raise KeyboardInterrupt  # SIGTERM is handled like Ctrl-C: keep what was found
+
+
 def main(argv=None) -> None:
+    signal.signal(signal.SIGTERM, _terminated)
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        code = cli.main(args=argv, prog_name="synth", standalone_mode=False)
+        # make_context + invoke is click's main without its own handling of errors,
+        # Ctrl-C and closed pipes, which this function does in its own way
+        with cli.make_context("synth", args) as ctx:
+            code = cli.invoke(ctx)
+        sys.stdout.flush()
     except click.exceptions.Exit as e:
         code = e.exit_code
     except click.ClickException as e:
-        click.echo(f"synth: error: {e.format_message()}", err=True)
+        click.echo(f"synth: error: {_one_line(e.format_message())}", err=True)
         code = 2
     except (KeyboardInterrupt, click.exceptions.Abort):
         click.echo("synth: interrupted", err=True)
         code = 130
     except SynthError as e:
-        click.echo(f"synth: error: {e}", err=True)
+        click.echo(f"synth: error: {_one_line(str(e))}", err=True)
         code = e.exit_code
+    except BrokenPipeError:  # the reader stopped reading (synth topo list | head -1)
+        _stdout_open()
+        code = 0
+    except MemoryError:
+        click.echo("synth: error: out of memory (try a smaller topology or instance)",
+                   err=True)
+        code = 2
+    except OSError as e:  # a file or pipe failed where no one expected it
+        click.echo(f"synth: error: {_one_line(e.strerror or str(e))}", err=True)
+        code = 2
+    _stdout_open()
     sys.exit(code if isinstance(code, int) else 0)
 
+
+def _one_line(text: str, width: int = 400) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _stdout_open() -> bool:
+    """Flush stdout; a reader that went away (a closed pipe) is not an error: stdout is
+    pointed at /dev/null so that Python's own flush at exit stays quiet."""
+    try:
+        sys.stdout.flush()
+        return True
+    except (BrokenPipeError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return False

@@ -7,25 +7,32 @@ import json
 
 import click
 
-from synth.cli.app import SOLVER_CHOICE, cli
+from synth.cli.app import SOLVER_CHOICE, Seconds, cli
 
 
 @cli.command("bounds")
 @click.argument("collective", metavar="COLLECTIVE")
 @click.option("--topo", "spec", required=True, help="Topology name, generator or file.")
 @click.option("--root", type=int, default=None, help="Root rank of rooted collectives.")
+@click.option("--time-limit", type=Seconds(), default=60.0, show_default=True,
+              help="Seconds for the bounds; past them the best found so far (a valid, "
+                   "maybe looser bound, marked partial).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def bounds_command(collective, spec, root, as_json):
+def bounds_command(collective, spec, root, time_limit, as_json):
     """Lower bounds on steps and bandwidth for COLLECTIVE on TOPO."""
+    import time
+
     from synth.bounds import collective_bounds
     from synth.topology.catalog import resolve
     from synth.topology.linkmodel import lower_with_routes
 
-    b = collective_bounds(lower_with_routes(resolve(spec)), collective, root)
+    deadline = time.monotonic() + time_limit
+    b = collective_bounds(lower_with_routes(resolve(spec)), collective, root, deadline)
     summary = {"collective": b.collective, "topology": spec, "ranks": b.ranks,
                "steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
                "latency_us": b.latency_us, "us_per_mb": b.us_per_mb,
-               "algbw_gbps_max": 1 / (b.us_per_byte * 1e3), "note": b.note}
+               "algbw_gbps_max": 1 / (b.us_per_byte * 1e3), "note": b.note,
+               "partial": b.partial}
     if as_json:
         click.echo(json.dumps(summary, indent=1))
         return
@@ -43,10 +50,10 @@ def bounds_command(collective, spec, root, as_json):
 @click.option("--root", type=int, default=None, help="Root rank of rooted collectives.")
 @click.option("--sizes", default="1KB,1MB,64MB,1GB", show_default=True,
               help="Message sizes (nccl-tests' n, binary units).")
-@click.option("--time-limit", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
+@click.option("--time-limit", type=Seconds(), default=60.0, show_default=True,
               help="Seconds for synthesizing the frontier.")
 @click.option("--solver", type=click.Choice(list(SOLVER_CHOICE)), default="auto",
-              show_default=True)
+              show_default=True, help="Constraint solver of the exact search.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def compare_command(collective, spec, root, sizes, time_limit, solver, as_json):
     """Synthesized frontier against ring, tree, recursive, direct and hierarchical."""

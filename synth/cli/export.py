@@ -1,4 +1,4 @@
-"""`synth export FILE --to msccl-xml|mscclpp|json -o PATH` (DESIGN.md, the command line).
+"""`synth export FILE --to msccl-xml|mscclpp|json -o PATH` (docs/cli.md).
 
 Registered on the `synth` group when synth.cli imports this module.
 """
@@ -12,11 +12,11 @@ from synth.export import FORMATS
 
 
 @cli.command("export")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file")
 @click.option("--to", "fmt", required=True, type=click.Choice(FORMATS),
               help="msccl-xml: MSCCL/RCCL algorithm; mscclpp: MSCCL++ execution plan; "
                    "json: the schedule file.")
-@click.option("-o", "--output", "path", required=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", "path", required=True,
               help="File to write (whole or not at all).")
 @click.option("--inplace/--out-of-place", default=False, show_default=True,
               help="Buffer layout of the calls the algorithm serves.")
@@ -30,20 +30,15 @@ from synth.export import FORMATS
 def export_command(file, fmt, path, inplace, name, min_bytes, max_bytes):
     """Write a schedule file as MSCCL XML, an MSCCL++ plan, or schedule JSON.
 
-    The schedule is verified first; the XML or plan is checked by its runtime simulator
-    before it is written. Exit 2 when the schedule cannot be expressed.
+    The schedule is verified first (exit 1 when it is invalid); the XML or plan is
+    checked by its runtime simulator before it is written. Exit 2 when the schedule
+    cannot be expressed.
     """
-    from synth.errors import BadInput, NoAnswer
     from synth.export import render
     from synth.files import write_atomic
-    from synth.schedule.file import schedule_from_dict
-    from synth.schedule.verify import verify_file
+    from synth.schedule.file import read_verified
 
-    try:
-        doc = verify_file(file)
-    except NoAnswer as e:
-        raise BadInput(f"{file}: not a valid schedule: {e}") from None
-    schedule = schedule_from_dict(doc)
+    schedule = read_verified(file)
     text, summary = render(schedule, fmt, inplace, name, min_bytes, max_bytes)
     write_atomic(path, text)
     click.echo(f"wrote {path} ({fmt}): {summary}")

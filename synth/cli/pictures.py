@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from synth.cli.app import SOLVER_CHOICE, cli, topo
+from synth.cli.app import SOLVER_CHOICE, Seconds, cli, topo
 from synth.errors import BadInput, NoAnswer
 
 
@@ -47,10 +47,10 @@ def draw_command(file, output, color, columns):
     cross which rank link and each link's load against capacity x rounds."""
     from synth.pictures.graphviz import picture_format, render
     from synth.pictures.schedule import schedule_graph
-    from synth.schedule.file import read_schedule
+    from synth.schedule.file import read_verified
 
     picture_format(output)
-    schedule = read_schedule(file)
+    schedule = read_verified(file)
     path = render(schedule_graph(schedule, color, columns), output)
     click.echo(f"wrote {path}")
 
@@ -61,14 +61,14 @@ def draw_command(file, output, color, columns):
 @click.option("-o", "--output", "out_dir", required=True, metavar="DIR",
               help="Folder for index.html and the files it links to.")
 @click.option("--root", type=int, default=None, help="Root rank of rooted collectives.")
-@click.option("--time-limit", type=click.FloatRange(min=0.1), default=60.0,
+@click.option("--time-limit", type=Seconds(), default=60.0,
               show_default=True, help="Seconds for synthesizing the frontier.")
 @click.option("--max-chunks", type=click.IntRange(1, 256), default=None,
               help="Largest chunks per share searched [8].")
 @click.option("--sizes", default="1KB,1MB,64MB,1GB", show_default=True,
               help="Message sizes for the comparison (nccl-tests' n, binary units).")
 @click.option("--solver", type=click.Choice(list(SOLVER_CHOICE)), default="auto",
-              show_default=True)
+              show_default=True, help="Constraint solver of the exact search.")
 @click.option("--color", type=click.Choice(["chunk", "origin"]), default="chunk",
               show_default=True, help="Colouring of the schedule pictures.")
 def report_command(collective, spec, out_dir, root, time_limit, max_chunks, sizes, solver,

@@ -17,8 +17,10 @@ from synth.errors import NoAnswer
 @click.option("--size", "size", default="1MB", show_default=True,
               help="Message size n (nccl-tests' convention, binary units).")
 @click.option("--backend", type=click.Choice(["gloo", "nccl"]), default="gloo",
-              show_default=True)
-@click.option("--iters", type=click.IntRange(1, 10000), default=5, show_default=True)
+              show_default=True, help="torch.distributed backend: gloo on CPUs, nccl on "
+                                      "GPUs.")
+@click.option("--iters", type=click.IntRange(1, 10000), default=5, show_default=True,
+              help="Timed runs of each (after one warm-up).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--no-verify", is_flag=True, hidden=True,
               help="Skip the verifier (to test the runner's numeric check).")

@@ -4,46 +4,22 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
+import time
 
 import click
 
-from synth.cli.app import SOLVER_CHOICE, cli
-from synth.errors import BadInput, NoAnswer
+from synth.cli.app import SOLVER_CHOICE, Seconds, cli
+from synth.errors import BadInput, NoAnswer, SynthError
+
+ROOTED = ("broadcast", "reduce", "gather", "scatter")
+FORMATS = ("json", "msccl-xml", "mscclpp")
+HEARTBEAT = 30.0  # seconds: without a terminal, a line at least this often
 
 
 def _synthesis_command(name: str):
-    @click.option("--topo", "spec", required=True, help="Topology name, generator or file.")
-    @click.option("--root", type=int, default=None, help="Root rank (rooted collectives).")
-    @click.option("--steps", type=click.IntRange(1, 64), default=None,
-                  help="With --rounds and --chunks: solve that one instance. Alone: only "
-                       "schedules with exactly this many steps.")
-    @click.option("--rounds", type=click.IntRange(1, 4096), default=None)
-    @click.option("--chunks", type=click.IntRange(1, 256), default=None)
-    @click.option("--max-steps", type=click.IntRange(1, 64), default=None,
-                  help="Largest step count searched [hop bound + 3; allreduce 2x + 2].")
-    @click.option("--max-chunks", type=click.IntRange(1, 256), default=None,
-                  help="Largest chunks per share searched [8].")
-    @click.option("--solver", type=click.Choice(list(SOLVER_CHOICE)), default="auto",
-                  show_default=True)
-    @click.option("--time-limit", type=click.FloatRange(min=0.1), default=300.0,
-                  show_default=True, help="Seconds for the whole search.")
-    @click.option("--method", type=click.Choice(["auto", "exact", "decomposed"]),
-                  default="auto", show_default=True,
-                  help="auto: on multi-node topologies, decompose into boxes and the network "
-                       "first, then search exactly in the time left.")
-    @click.option("--hints", "hints_path", default=None, type=click.Path(dir_okay=False),
-                  help="Optional YAML hints for the decomposition (README, Multi-node).")
-    @click.option("--out", "out_dir", default="out", show_default=True,
-                  help="Schedules go to OUT/TOPO/COLLECTIVE/.")
-    @click.option("--format", "formats", default="json", show_default=True,
-                  help="Comma-separated output formats.")
-    @click.option("--json", "as_json", is_flag=True, help="Print one JSON summary.")
-    @click.option("--progress/--no-progress", default=None,
-                  help="Report each solver call on stderr [on a terminal].")
-    @click.option("--plots", is_flag=True,
-                  help="Also plot the frontier and time against size (PNG) beside the files.")
-    def command(spec, root, steps, rounds, chunks, max_steps, max_chunks, solver, time_limit,
-                method, hints_path, out_dir, formats, as_json, progress, plots):
+    def command(spec, steps, rounds, chunks, max_steps, max_chunks, solver, time_limit,
+                method, hints_path, out_dir, formats, as_json, progress, plots, root=None):
         from synth.construct.hints import read_hints
         from synth.output import parse_formats
         from synth.topology.catalog import resolve
@@ -58,11 +34,53 @@ def _synthesis_command(name: str):
                                "or --steps alone")
             return _one_instance(topo, name, root, steps, rounds, chunks, backend,
                                  time_limit, out_dir, formats, as_json)
-        if progress is None:
-            progress = sys.stderr.isatty() and not as_json
         return _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why,
                          time_limit, out_dir, formats, as_json, progress, plots, method, hints)
 
+    options = [
+        click.option("--topo", "spec", required=True,
+                     help="Topology: a built-in, a generator, NAMExK or a file."),
+        click.option("--steps", type=click.IntRange(1, 64), default=None,
+                     help="With --rounds and --chunks: solve that one instance. Alone: only "
+                          "schedules with exactly this many steps."),
+        click.option("--rounds", type=click.IntRange(1, 4096), default=None,
+                     help="One instance: at most this many rounds in all (with --steps and "
+                          "--chunks)."),
+        click.option("--chunks", type=click.IntRange(1, 256), default=None,
+                     help="One instance: pieces of each rank's share (with --steps and "
+                          "--rounds)."),
+        click.option("--max-steps", type=click.IntRange(1, 64), default=None,
+                     help="Largest step count searched [hop bound + 3; allreduce 2x + 2]."),
+        click.option("--max-chunks", type=click.IntRange(1, 256), default=None,
+                     help="Largest chunks per share searched [8]."),
+        click.option("--solver", type=click.Choice(list(SOLVER_CHOICE)), default="auto",
+                     show_default=True, help="Constraint solver of the exact search."),
+        click.option("--time-limit", type=Seconds(), default=300.0, show_default=True,
+                     help="Seconds for the whole job: bounds, searches and building."),
+        click.option("--method", type=click.Choice(["auto", "exact", "decomposed"]),
+                     default="auto", show_default=True,
+                     help="auto: on multi-node topologies, decompose into boxes and the "
+                          "network first, then search exactly in the time left."),
+        click.option("--hints", "hints_path", default=None,
+                     help="Optional YAML hints for the decomposition (README, Multi-node)."),
+        click.option("--out", "out_dir", default="out", show_default=True,
+                     help="Schedules go to OUT/TOPO/COLLECTIVE/."),
+        click.option("--format", "formats", default="json", show_default=True,
+                     metavar="FORMAT[,FORMAT...]",
+                     help=f"Files to write per schedule: {', '.join(FORMATS)}."),
+        click.option("--json", "as_json", is_flag=True, help="Print one JSON summary."),
+        click.option("--progress/--no-progress", default=None,
+                     help="Every solver call on stderr [on a terminal; elsewhere a line "
+                          f"every {HEARTBEAT:g} s]."),
+        click.option("--plots", is_flag=True,
+                     help="Also plot the frontier and time against size (PNG) beside the "
+                          "files."),
+    ]
+    if name in ROOTED:
+        options.insert(1, click.option("--root", type=click.IntRange(min=0), default=None,
+                                        help="Root rank [0]."))
+    for option in reversed(options):
+        command = option(command)
     command.__doc__ = (f"Synthesize {name} schedules: the Pareto frontier of steps against "
                        "rounds per chunk, each verified and written under --out.")
     return cli.command(name)(command)
@@ -72,14 +90,17 @@ def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, 
                   formats, as_json):
     from synth.output import output_dir, write_points
     from synth.schedule.collectives import make_collective
-    from synth.search.instance import solve_instance
+    from synth.search.instance import TooLarge, solve_instance
     from synth.search.pareto import Point
     from synth.topology.linkmodel import lower
 
     model = lower(topo)
     coll = make_collective(name, model.ranks, chunks, root)
-    out = solve_instance(model, coll, steps, rounds, backend, time_limit)
     what = f"{name} on {topo.name} with {steps} steps, {rounds} rounds, {chunks} chunks"
+    try:
+        out = solve_instance(model, coll, steps, rounds, backend, time_limit)
+    except TooLarge as e:
+        raise NoAnswer(f"no answer: {what} is too large for exact synthesis ({e})") from None
     if out.status == "unsat":
         raise NoAnswer(f"no schedule: {what} is infeasible ({out.seconds:.2f} s)")
     if out.status != "sat":
@@ -97,7 +118,7 @@ def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, 
 
 
 def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time_limit,
-              out_dir, formats, as_json, show_progress, plots=False, method="auto", hints=None):
+              out_dir, formats, as_json, progress, plots=False, method="auto", hints=None):
     from dataclasses import replace
 
     from synth.frontier import synthesize
@@ -107,41 +128,60 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     limits = Limits(max_steps, max_chunks or 8, time_limit, backend)
     if steps is not None:
         limits = replace(limits, max_steps=steps, min_steps=steps)
-    progress = _Progress(show_progress, overwrite=sys.stderr.isatty())
-    progress.say(f"solver: {backend} ({why})")
-    result = synthesize(topo, name, root, limits, progress.event, method, hints)
-    progress.done()
+    directory = output_dir(out_dir, topo.name, name)  # a bad --out fails before the search
+    terminal = sys.stderr.isatty()
+    reporter = _Progress(progress if progress is not None else terminal, terminal,
+                         heartbeat=progress is None and not terminal)
+    reporter.say(f"solver: {backend} ({why})")
+    try:
+        result = synthesize(topo, name, root, limits, reporter.event, method, hints)
+    finally:
+        reporter.done()
     if steps is not None:
         result.points = [p for p in result.points if p.steps == steps]
-    paths = write_points(result.points, output_dir(out_dir, topo.name, name), formats)
-    if plots and result.points:
-        from synth.construct.baselines import baselines
-        from synth.pictures.plots import write_plots
+    interrupted = any(s.stopped == "interrupted" for s in result.searches.values())
+    # replace the earlier files of the steps this search covered; after Ctrl-C, none
+    covered = None if interrupted else (steps or 1, steps or max_steps or 1 << 30)
+    failed, paths = None, []
+    try:
+        paths = write_points(result.points, directory, formats, covered)
+        if plots and result.points:
+            from synth.construct.baselines import baselines
+            from synth.pictures.plots import write_plots
 
-        write_plots(result, [(base.name, base.schedule) for base in
-                             baselines(result.model, name, result.root)],
-                    output_dir(out_dir, topo.name, name))
+            write_plots(result, [(base.name, base.schedule) for base in
+                                 baselines(result.model, name, result.root)], directory)
+    except SynthError as e:  # the table is still worth printing
+        failed = e
     summary = result_summary(result, topo.name, backend, paths, why)
     click.echo(json.dumps(summary, indent=1) if as_json else format_table(summary))
+    if failed is not None:
+        raise failed
     if not result.points:
         why = "; ".join(dict.fromkeys(s.stopped.split(":")[0]
                                       for s in result.searches.values()))
         raise NoAnswer(f"no schedule found for {name} on {topo.name} ({why})")
-    if any(s.stopped == "interrupted" for s in result.searches.values()):
-        return 130
-    return 0
+    return 130 if interrupted else 0
 
 
 class _Progress:
-    """Solver calls and points on stderr: one overwritten line on a terminal, plain
-    lines elsewhere."""
+    """What the search is doing, on stderr. On a terminal: one overwritten line per
+    solver call, and a line per point found. Elsewhere, with --progress: plain lines;
+    by default only a heartbeat, at least every HEARTBEAT seconds while the job runs
+    (a log must not look hung for minutes)."""
 
-    def __init__(self, enabled: bool, overwrite: bool):
+    def __init__(self, enabled: bool, overwrite: bool, heartbeat: bool = False):
         self.enabled, self.overwrite = enabled, overwrite
+        self.start = self.last = time.monotonic()
+        self.doing = "starting"
+        self.stop = threading.Event()
+        if heartbeat:
+            threading.Thread(target=self._beat, daemon=True).start()
 
     def say(self, text: str) -> None:
         if not self.enabled or (not text and not self.overwrite):
             return
+        self.last = time.monotonic()
         if self.overwrite:
             click.echo(f"\r\033[K{text}", err=True, nl=False)
         else:
@@ -149,15 +189,28 @@ class _Progress:
 
     def event(self, kind: str, data) -> None:
         if kind == "search":
-            self.say(f"searching {data} ...")
+            self.doing = f"searching {data}"
+            self.say(f"{self.doing} ...")
         elif kind == "ask":
-            self.say(f"  trying S={data[0]} R={data[1]} C={data[2]} ...")
+            self.doing = f"trying S={data[0]} R={data[1]} C={data[2]}"
+            self.say(f"  {self.doing} ...")
+        elif kind == "build":
+            self.doing = f"building S={data[0]} R={data[1]} C={data[2]}"
         elif kind == "point":
             self.say("")
             if self.enabled:
+                self.last = time.monotonic()
                 click.echo(f"  found S={data.steps} R={data.rounds} C={data.chunks}", err=True)
 
+    def _beat(self) -> None:
+        while not self.stop.wait(1.0):
+            now = time.monotonic()
+            if now - self.last >= HEARTBEAT:
+                self.last = now
+                click.echo(f"synth: {self.doing} ({now - self.start:.0f} s so far)", err=True)
+
     def done(self) -> None:
+        self.stop.set()
         self.say("")
 
 

@@ -206,7 +206,7 @@ def _embed(level: Schedule, ranks, chunk_of) -> Moves:
 def allgather_batch(hierarchy: Hierarchy, levels: Levels, share_chunks: int, batch: int,
                     pieces: int) -> Moves:
     """One batch of the decomposed allgather: chunks batch * pieces .. + pieces - 1 of
-    every rank's share (share_chunks chunks a share, DESIGN.md's numbering) cross the
+    every rank's share (share_chunks chunks a share, the chunk numbering) cross the
     network within each peer group, then spread inside every box."""
     boxes, peers = hierarchy.boxes, hierarchy.peers
     ca, ci = levels.across.collective.chunks, levels.inside.collective.chunks

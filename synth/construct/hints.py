@@ -14,9 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from synth.errors import BadInput
+from synth.files import load_yaml
 
 KEYS = {"boxes", "batches"}
 MAX_BATCHES = 256
@@ -31,9 +30,9 @@ class Hints:
 def read_hints(path: str | Path, ranks: int) -> Hints:
     """The hints in `path` for a topology of `ranks` GPUs; BadInput names the problem."""
     try:
-        doc = yaml.safe_load(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise BadInput(f"hints {path}: cannot read: {str(e).splitlines()[0]}") from None
+        doc = load_yaml(path, what="hints file")
+    except BadInput as e:
+        raise BadInput(f"hints: {e}") from None
     if not isinstance(doc, dict):
         raise BadInput(f"hints {path}: expected a mapping with keys {', '.join(sorted(KEYS))}")
     unknown = sorted(set(map(str, doc)) - KEYS)

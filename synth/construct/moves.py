@@ -8,7 +8,7 @@ serves every chunk numbering; `assemble` turns moves into a Schedule whose every
 rounds come from `synth.topology.linkmodel.min_rounds`.
 
 Lanes: moves written for C0 chunks can be run w times side by side (chunk b becomes
-chunks b*w .. b*w + w - 1, which keeps DESIGN.md's numbering, since the owner of chunk
+chunks b*w .. b*w + w - 1, which keeps the chunk numbering, since the owner of chunk
 b*w + l is still (b*w + l) // (C0*w) = b // C0). Wide links (a switch port of capacity
 6 or 18) need several chunks per step to be used fully; `best_lanes` picks w.
 """

@@ -4,11 +4,11 @@
     text, summary = render(schedule, "mscclpp")            # MSCCL++ execution plan (JSON)
     text, summary = render(schedule, "json")               # the schedule file itself
 
-synth/export/layout.py maps DESIGN.md's chunk numbering onto input, output and scratch
-buffers; synth/export/msccl.py and synth/export/mscclpp.py lower the steps. Every XML
-and plan is run through its independent simulator (synth/export/msccl_sim.py,
-synth/export/mscclpp_sim.py) before it is returned. Exporters never solve; BadInput says
-why a schedule cannot be expressed.
+synth/export/layout.py maps the chunk numbering (docs/schedule-file.md) onto input,
+output and scratch buffers; synth/export/msccl.py and synth/export/mscclpp.py lower the
+steps. Every XML and plan is run through its independent simulator
+(synth/export/msccl_sim.py, synth/export/mscclpp_sim.py) before it is returned.
+Exporters never solve; BadInput says why a schedule cannot be expressed.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
     if max_bytes and min_bytes > max_bytes:
         raise BadInput(f"--min-bytes {min_bytes} is above --max-bytes {max_bytes}")
     coll = schedule.collective
-    if fmt == "json":
-        from synth.schedule.file import schedule_to_dict
+    if fmt == "json":  # the same text synthesis writes
+        from synth.schedule.file import schedule_json, schedule_to_dict
 
-        return (json.dumps(schedule_to_dict(schedule), indent=1) + "\n",
+        return (schedule_json(schedule_to_dict(schedule)),
                 f"{coll.name} schedule, {coll.ranks} ranks, {schedule.num_steps} steps")
     mode = "in place" if inplace else "out of place"
     if fmt == "msccl-xml":

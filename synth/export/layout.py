@@ -2,7 +2,7 @@
 
 Both exporters (MSCCL XML and the MSCCL++ plan) address data as (buffer, index) with
 buffers "i" (input, the user's send buffer), "o" (output, the receive buffer) and "s"
-(scratch). This module maps DESIGN.md's global chunk numbering onto those buffers, the
+(scratch). This module maps the global chunk numbering onto those buffers, the
 way NCCL lays out each collective's arguments. N ranks, C chunks per share; a chunk of
 the buffer is the runtime's unit (the larger per-rank buffer cut into nchunksperloop
 pieces):

@@ -4,8 +4,8 @@ Buffers follow synth.export.layout: chunk k of the collective sits in the slot t
 layout gives each rank; a value a rank relays without a slot of its own, and a value
 received while the rank still reads the old one in the same step, goes to a fresh
 scratch slot (scratch slots are never reused within a launch). nchunksperloop is the
-chunk count of the larger per-rank buffer (DESIGN.md's G, except alltoall: its N*N*C
-global chunks are the N*C chunks of each rank's buffers).
+chunk count of the larger per-rank buffer (G of docs/schedule-file.md, except alltoall:
+its N*N*C global chunks are the N*C chunks of each rank's buffers).
 
 The program, per rank:
 - Channels are chunk lanes: chunk k travels on channel k mod K, K the fewest channels

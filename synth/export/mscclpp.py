@@ -9,7 +9,7 @@ executor's symmetric-offset rule forbids; alltoall has no in-place form). Buffer
 synth.export.layout, with input_chunks/output_chunks the nominal sizes on every rank
 (so one chunk is the same number of bytes in i, o and s, as the executor requires).
 
-The recipe is mscclpp-plan.md's section 9:
+The recipe (docs/runtimes.md, "The plan synth writes"):
 - Chunk lanes: chunk k is handled by thread block k mod T on every rank, T the fewest
   that keep each thread block within 64 ops, 16 channels and 16 remote buffers. Every
   slot belongs to one chunk, so thread blocks never touch each other's data.

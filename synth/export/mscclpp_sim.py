@@ -1,4 +1,5 @@
-"""Independent checker for MSCCL++ execution plans (mscclpp-plan.md, section 7).
+"""Independent checker for MSCCL++ execution plans (docs/runtimes.md, "What the plan
+simulator checks").
 
 Reads the plan (a dict, as loaded from JSON) and shares no code with the exporter: it
 imports the standard library, synth.errors, and from synth.export.msccl_sim only the

@@ -27,6 +27,7 @@ from synth.errors import BadInput, SynthError
 from synth.files import write_atomic
 
 PICTURE_FORMATS = ("svg", "png")
+MAX_INCHES = 60  # the larger side of a PNG: 4320 pixels (image libraries open it)
 FONT = "Helvetica"
 
 
@@ -45,6 +46,9 @@ def picture_format(path: str | Path) -> str:
 def render_bytes(graph: graphviz.Digraph, fmt: str) -> bytes:
     """The picture as bytes in `fmt` (svg or png), laid out by the graph's engine."""
     no_op = 2 if graph.engine == "neato" else False
+    if fmt == "png":  # at most MAX_INCHES x MAX_INCHES at 72 dpi: about 19 megapixels
+        graph = graph.copy()
+        graph.attr(size=f"{MAX_INCHES},{MAX_INCHES}", dpi="72")
     try:
         return graph.pipe(format=fmt, neato_no_op=no_op, quiet=True)
     except graphviz.ExecutableNotFound:

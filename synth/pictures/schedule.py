@@ -23,6 +23,7 @@ from synth.schedule.ir import Schedule
 from synth.topology.linkmodel import LinkModel
 
 COLOR_MODES = ("chunk", "origin")
+MAX_PANELS = 64  # steps drawn at most; a longer schedule shows its first ones
 
 
 def chunk_origin(schedule: Schedule, chunk: int) -> int | None:
@@ -56,7 +57,7 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
         raise BadInput(f"unknown colouring '{color}' (expected chunk or origin)")
     coll, model = schedule.collective, schedule.model
     n = coll.ranks
-    steps = schedule.steps
+    steps = schedule.steps[:MAX_PANELS]  # a picture of 300,000 panels is no picture
     busiest = max((len({(x.src, x.dst) for x in st.sends}) for st in steps), default=0)
     dense = busiest > max(DENSE_LINKS, 4 * n)
     colours, chunk_colour, how = _colouring(schedule, color)
@@ -64,6 +65,8 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
     title = (f"{coll.name}{root} on {model.name}: {_plural(len(steps), 'step')}, "
              f"{_plural(schedule.rounds, 'round')}, {_plural(coll.chunks, 'chunk')}"
              f" per share ({coll.num_chunks} in all)")
+    if len(steps) < schedule.num_steps:
+        title += f"; the first {len(steps)} steps are drawn"
     if dense:
         what = ("row: sending rank, column: receiving rank; a cell lists the chunks sent "
                 "and the load / (capacity x rounds), bold when full; shaded: links "

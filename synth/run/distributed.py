@@ -1,6 +1,6 @@
 """Run a schedule with torch.distributed and check it against torch's own collective.
 
-Each process (one per rank) cuts its buffers into chunks by DESIGN.md's numbering,
+Each process (one per rank) cuts its buffers into chunks by the chunk numbering (docs/schedule-file.md),
 then executes the schedule step by step: the step's point-to-point sends and
 receives are posted together (batch_isend_irecv) and applied when all have arrived, so
 every send reads the value its rank held at the start of the step, as the schedule's
@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from synth.errors import BadInput, NoAnswer
-from synth.schedule.file import read_schedule
+from synth.schedule.file import read_schedule, read_verified
 from synth.schedule.ir import Schedule
 
 ELEMENT_BYTES = 4  # float32
@@ -39,18 +39,27 @@ def run(path: str | Path, nproc: int | None, nbytes: int, iters: int, backend: s
 
     The schedule is verified first (an invalid one could deadlock the workers);
     check_first=False skips that, to test the runner's own numeric check."""
-    schedule = read_schedule(path)  # bad files fail here, before any process starts
-    if check_first:
-        from synth.schedule.verify import verify_file
-
-        verify_file(path)
+    # bad files fail here, before any process starts (an invalid one: exit 1)
+    schedule = read_verified(path) if check_first else read_schedule(path)
     try:
         import torch.multiprocessing as mp
     except ImportError:
         raise BadInput("synth run needs torch: pip install torch==2.13.0 (CPU build)") from None
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # started by torchrun
-        report = _worker(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), str(path),
-                         nbytes, iters, backend, "env://", None)
+        missing = [v for v in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(v)]
+        if missing:
+            raise BadInput(f"RANK and WORLD_SIZE are set, but not {' and '.join(missing)}: "
+                           "start the workers with torchrun, or unset RANK to run here")
+        try:
+            rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        except ValueError:
+            raise BadInput("RANK and WORLD_SIZE must be whole numbers") from None
+        if not 0 <= rank < world:
+            raise BadInput(f"RANK {rank} is not below WORLD_SIZE {world}")
+        if world != schedule.collective.ranks:
+            raise BadInput(f"the schedule has {schedule.collective.ranks} ranks, but "
+                           f"WORLD_SIZE is {world}")
+        report = _worker(rank, world, str(path), nbytes, iters, backend, "env://", None)
         return report or {}
     ranks = schedule.collective.ranks
     if nproc is None:

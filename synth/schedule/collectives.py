@@ -1,4 +1,4 @@
-"""Collectives as pre- and postconditions over global chunks (DESIGN.md's table).
+"""Collectives as pre- and postconditions over global chunks (docs/schedule-file.md's table).
 
 N ranks, C chunks per rank share, G global chunks. For combining collectives the
 precondition says which ranks contribute to a chunk (every holder does) and the
@@ -37,7 +37,7 @@ class Collective:
 
     @property
     def buffer_chunks(self) -> int:
-        """Chunks in the per-rank buffer nccl-tests sizes messages by (DESIGN.md)."""
+        """Chunks in the per-rank buffer nccl-tests sizes messages by (docs/schedule-file.md)."""
         return self.chunks if self.name in ("allreduce", "broadcast", "reduce") \
             else self.ranks * self.chunks
 

@@ -1,4 +1,4 @@
-"""Alpha-beta cost of a schedule (DESIGN.md, "cost of a schedule").
+"""Alpha-beta cost of a schedule (docs/schedule-file.md, "Message size and cost").
 
 A step costs the largest alpha among the links it uses, plus its rounds times one
 chunk's time at the unit bandwidth. A chunk is n / buffer_chunks bytes, n being the
@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from synth.errors import BadInput
+from synth.files import quote
 from synth.schedule.ir import Schedule
 
 
@@ -60,18 +61,21 @@ def cost_summary(schedule: Schedule) -> dict:
     }
 
 
+MAX_SIZE = 1 << 50  # bytes: a message of a petabyte is a typo
+
 SIZE_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "M": 1 << 20, "MB": 1 << 20,
               "G": 1 << 30, "GB": 1 << 30}
 
 
 def parse_size(text: str) -> int:
     """'64MB' -> 67108864 bytes. Units are binary, as nccl-tests' -b/-e flags are."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMG]?B?)\s*", text.upper())
+    m = re.fullmatch(r"\s*(\d{1,20}(?:\.\d{1,20})?)\s*([KMG]?B?)\s*", text.upper())
     if not m:
-        raise BadInput(f"size '{text}': expected a number with an optional unit (KB, MB, GB)")
+        raise BadInput(f"size {quote(text)}: expected a number with an optional unit (KB, "
+                       "MB, GB)")
     nbytes = int(float(m.group(1)) * SIZE_UNITS[m.group(2)])
-    if nbytes <= 0:
-        raise BadInput(f"size '{text}': must be positive")
+    if not 0 < nbytes <= MAX_SIZE:
+        raise BadInput(f"size {quote(text)}: expected from 1 byte to 1 PB")
     return nbytes
 
 

@@ -7,11 +7,12 @@ verifier.
 from __future__ import annotations
 
 import json
+import math
 from fractions import Fraction
 from pathlib import Path
 
 from synth.errors import BadInput
-from synth.files import write_atomic
+from synth.files import SCHEDULE_LIMIT, load_json, quote, write_atomic
 from synth.schedule.collectives import make_collective
 from synth.schedule.cost import cost_summary
 from synth.schedule.ir import Schedule, Send, Step
@@ -48,7 +49,7 @@ def model_to_dict(model: LinkModel) -> dict:
         "groups": [{"name": g.name, "links": [list(p) for p in g.links],
                     "capacity": _number(g.capacity)} for g in model.groups],
     }
-    if model.boxes:  # an extra key (DESIGN.md: readers ignore keys they do not know)
+    if model.boxes:  # an extra key (readers ignore keys they do not know)
         doc["boxes"] = list(model.boxes)
     return doc
 
@@ -69,21 +70,23 @@ def schedule_from_dict(doc: dict) -> Schedule:
                       for s in doc["steps"])
         return Schedule(coll, model, steps, dict(doc.get("synthesis", {})))
     except KeyError as e:
-        raise BadInput(f"schedule file: missing key {e}") from None
-    except (TypeError, ValueError, AttributeError) as e:
-        raise BadInput(f"schedule file: malformed ({e})") from None
+        raise BadInput(f"schedule file: missing key {quote(e.args[0])}") from None
+    except (TypeError, ValueError, AttributeError, IndexError, OverflowError) as e:
+        raise BadInput(f"schedule file: malformed ({str(e)[:80]})") from None
 
 
 def model_from_dict(doc: dict, ranks: int) -> LinkModel:
     links = tuple(RankLink(_int(l[0]), _int(l[1]), _fraction(l[2]),
-                           float(l[3]) if len(l) > 3 else 0.0) for l in doc["links"])
-    groups = tuple(Group(g["name"], tuple((_int(a), _int(b)) for a, b in g["links"]),
+                           _finite(l[3]) if len(l) > 3 else 0.0) for l in doc["links"])
+    groups = tuple(Group(str(g["name"]), tuple((_int(a), _int(b)) for a, b in g["links"]),
                          _fraction(g["capacity"])) for g in doc.get("groups", []))
+    unit = _finite(doc["unit_gbps"])
+    if unit <= 0:
+        raise ValueError(f"topology.unit_gbps must be positive, got {quote(unit)}")
     boxes = tuple(_int(b, 0) for b in doc.get("boxes", ()))
     if boxes and len(boxes) != ranks:
         raise BadInput(f"schedule file: topology.boxes names {len(boxes)} ranks, not {ranks}")
-    return LinkModel(doc.get("name", "custom"), float(doc["unit_gbps"]), ranks, links, groups,
-                     boxes)
+    return LinkModel(str(doc.get("name", "custom")), unit, ranks, links, groups, boxes)
 
 
 def write_schedule(schedule: Schedule, path: str | Path) -> Path:
@@ -146,13 +149,26 @@ def _short(value) -> bool:
     return True
 
 
-def read_schedule(path: str | Path) -> Schedule:
+def read_verified(path: str | Path) -> Schedule:
+    """The schedule in a file, once the independent verifier accepts it: MalformedSchedule
+    (exit 2) when it is not a schedule file, ScheduleInvalid (exit 1) when it is one that
+    does not do what it claims. The one way `export`, `draw` and `run` read a schedule."""
+    doc = load_json(path, SCHEDULE_LIMIT, "schedule file")
     try:
-        doc = json.loads(Path(path).read_text())
-    except OSError as e:
-        raise BadInput(f"{path}: cannot read: {e.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise BadInput(f"{path}: not a JSON file") from None
+        verify_schedule(doc)
+    except ScheduleInvalid as e:
+        raise ScheduleInvalid(f"{path}: not a valid schedule: {e}") from None
+    except BadInput as e:
+        raise BadInput(f"{path}: {e}") from None
+    try:
+        return schedule_from_dict(doc)
+    except BadInput as e:
+        raise BadInput(f"{path}: {e}") from None
+
+
+def read_schedule(path: str | Path) -> Schedule:
+    """The schedule in a file, read but not verified."""
+    doc = load_json(path, SCHEDULE_LIMIT, "schedule file")
     if not isinstance(doc, dict):
         raise BadInput(f"{path}: not a schedule (expected a JSON object)")
     try:
@@ -166,12 +182,20 @@ def _number(x: Fraction) -> int | float:
 
 
 def _fraction(x) -> Fraction:
-    return Fraction(x).limit_denominator(1_000_000)
+    return Fraction(_finite(x)).limit_denominator(1_000_000)
+
+
+def _finite(x) -> float:
+    """A finite, non-negative number of at most 1e12 (JSON allows 1e400 and NaN)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or \
+            not (0 <= x <= 1e12 and math.isfinite(x)):
+        raise ValueError(f"expected a non-negative number, got {quote(x)}")
+    return x
 
 
 def _int(x, lo: int | None = None, hi: int | None = None) -> int:
     if isinstance(x, bool) or not isinstance(x, int):
-        raise TypeError(f"expected an integer, got {x!r}")
+        raise TypeError(f"expected an integer, got {quote(x)}")
     if (lo is not None and x < lo) or (hi is not None and x > hi):
         raise ValueError(f"{x} is out of range {lo}..{'' if hi is None else hi}")
     return x
@@ -179,7 +203,7 @@ def _int(x, lo: int | None = None, hi: int | None = None) -> int:
 
 def _op(x) -> str:
     if x not in ("copy", "reduce"):
-        raise ValueError(f"unknown op {x!r}")
+        raise ValueError(f"unknown op {quote(x)}")
     return x
 
 

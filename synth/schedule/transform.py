@@ -40,7 +40,7 @@ def reverse_schedule(schedule: Schedule, original: LinkModel) -> Schedule:
 def refine(schedule: Schedule, factor: int) -> Schedule:
     """Cut every chunk into `factor` pieces: chunk c becomes c * factor + j.
 
-    DESIGN.md numbers chunks so that this is the same collective with factor x C
+    The chunk numbering numbers chunks so that this is the same collective with factor x C
     chunks; every step then needs at most factor x its rounds (fewer where links
     had capacity to spare).
     """

@@ -1,17 +1,20 @@
 """Independent schedule verifier: simulate a schedule file and check it.
 
-Implements DESIGN.md's "Chunk numbering" and "The schedule file". It shares no code
+Implements docs/schedule-file.md (the format, chunk numbering and semantics). It shares no code
 with the rest of synth on purpose: an encoder bug must not be able to hide behind a
 helper that the verifier also trusts. Only the standard library and synth.errors.
 """
 
 import json
 import math
+import os
+import stat
 from collections import Counter, namedtuple
 
 from synth.errors import BadInput, NoAnswer
 
 FORMAT, VERSION = "synth.schedule", 1
+MAX_RANKS = 4096  # synth's one cap on GPUs (synth.topology.physical.MAX_GPUS)
 TOLERANCE = 1e-9  # fractional capacities: 0.5 * 2 rounds must allow exactly 1 chunk
 COMBINING = frozenset({"reducescatter", "allreduce", "reduce"})
 ROOTED = frozenset({"broadcast", "reduce", "gather", "scatter"})
@@ -88,7 +91,7 @@ def _int(value, path, lo=None, hi=None):
     if isinstance(value, bool) or not isinstance(value, int):  # JSON true is not 1
         _bad(path, "expected an integer")
     if (lo is not None and value < lo) or (hi is not None and value > hi):
-        _bad(path, f"{value} is out of range {lo}..{'' if hi is None else hi}")
+        _bad(path, f"{_cut(repr(value))} is out of range {lo}..{'' if hi is None else hi}")
     return value
 
 
@@ -166,7 +169,7 @@ def _steps(doc, n):
             q = f"{p}.sends[{j}]"
             op = _get(send, "op", q)
             if op not in ("copy", "reduce"):
-                _bad(f"{q}.op", f"unknown op {op!r} (expected 'copy' or 'reduce')")
+                _bad(f"{q}.op", f"unknown op {_cut(repr(op))} (expected 'copy' or 'reduce')")
             sends.append((_int(_get(send, "chunk", q), f"{q}.chunk"),
                           _int(_get(send, "src", q), f"{q}.src", 0, n - 1),
                           _int(_get(send, "dst", q), f"{q}.dst", 0, n - 1), op))
@@ -177,13 +180,13 @@ def _steps(doc, n):
 def parse(doc):
     """Check the document's shape and return a Schedule; raises MalformedSchedule."""
     if _get(doc, "format", "") != FORMAT:
-        _bad("format", f"expected {FORMAT!r}, got {doc['format']!r}")
+        _bad("format", f"expected {FORMAT!r}, got {_cut(repr(doc['format']))}")
     if _int(_get(doc, "version", ""), "version") != VERSION:
-        _bad("version", f"expected {VERSION}, got {doc['version']!r}")
+        _bad("version", f"expected {VERSION}, got {_cut(repr(doc['version']))}")
     coll = _get(doc, "collective", "")
     if not isinstance(coll, str) or coll not in _TABLE:
-        _bad("collective", f"unknown collective {coll!r} (expected one of {', '.join(_TABLE)})")
-    n = _int(_get(doc, "ranks", ""), "ranks", 1)
+        _bad("collective", f"unknown collective {_cut(repr(coll))} (expected one of {', '.join(_TABLE)})")
+    n = _int(_get(doc, "ranks", ""), "ranks", 1, MAX_RANKS)
     c = _int(_get(doc, "chunks", ""), "chunks", 1)
     g = _int(_get(doc, "num_chunks", ""), "num_chunks", 0)
     root = doc.get("root")
@@ -268,7 +271,7 @@ def _check_bandwidth(s, i, rounds, sends):
         count = sum(use[link] for link in members)
         if count > cap * rounds + TOLERANCE:
             ranks = sorted({r for link in members if use[link] for r in link})
-            raise ScheduleInvalid(f"group {name!r} carries {count} chunks, over its capacity "
+            raise ScheduleInvalid(f"group {_cut(repr(name))} carries {count} chunks, over its capacity "
                                   f"{cap:g} x {rounds} rounds", i, None, ranks)
 
 
@@ -309,12 +312,33 @@ def verify_schedule(doc):
     _check_post(s, simulate(s, state))
 
 
+MAX_FILE_BYTES = 2 << 30  # a schedule file larger than this is refused unread
+
+
 def verify_file(path):
-    """Read a schedule JSON file, verify it and return the document."""
+    """Read a schedule JSON file, verify it and return the document. Only a regular file
+    of at most MAX_FILE_BYTES is read (a pipe or /dev/zero would never end)."""
+    name = _cut(os.fspath(path), 120)
     try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise MalformedSchedule(f"{name}: not a regular file")
+        if st.st_size > MAX_FILE_BYTES:
+            raise MalformedSchedule(f"{name}: {st.st_size:,} bytes, over the "
+                                    f"{MAX_FILE_BYTES:,}-byte limit")
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise MalformedSchedule(f"{path}: cannot read a schedule: {e}") from None
+    except (OSError, ValueError) as e:  # ValueError: bad JSON, bad UTF-8, 5000 digits
+        reason = e.strerror if isinstance(e, OSError) else str(e)
+        raise MalformedSchedule(f"{name}: cannot read a schedule: {_cut(reason, 120)}"
+                                ) from None
+    except RecursionError:
+        raise MalformedSchedule(f"{name}: cannot read a schedule: nested too deeply"
+                                ) from None
     verify_schedule(doc)
     return doc
+
+
+def _cut(text, width=40):
+    text = str(text)
+    return text if len(text) <= width else text[:width - 3] + "..."

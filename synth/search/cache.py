@@ -6,22 +6,31 @@ bounds given to the solver, minimising or not), the backend and its version, and
 ENCODING_VERSION (raised whenever the encoding changes what it admits). Only decided
 answers are kept (SAT with its schedule, UNSAT); a time-out depends on the time given.
 
-Entries are not trusted: a SAT entry's schedule goes through the verifier again when it
-is read, and an entry that does not parse, or names another key, is ignored and later
-overwritten. Files live under $SYNTH_CACHE_DIR, else ~/.cache/synth; SYNTH_CACHE=0
-turns the cache off.
+Entries are not trusted as files:
+- each carries an HMAC-SHA256 over its key and content, made with a secret of 32 random
+  bytes that only this user can read ($CACHE/.secret, mode 0600). An entry edited by
+  hand, copied from elsewhere, or stored under another key fails the check and is
+  ignored (and later overwritten). So an UNSAT taken from the cache, which nothing can
+  re-check cheaply, is one this user's synth computed for exactly this instance: a proof
+  from the cache is as sound as the solver's.
+- a SAT entry's schedule is verified again when it is read, on the link model and
+  collective that were asked for (synth.search.instance), not on what the entry says.
+Files live under $SYNTH_CACHE_DIR, else ~/.cache/synth; SYNTH_CACHE=0 turns it off.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
+import secrets
 from pathlib import Path
 
-from synth.files import write_atomic
+from synth.errors import BadInput
+from synth.files import TEXT_LIMIT, parse_json, read_text, write_atomic
 
-ENCODING_VERSION = 2  # 2: allreduce's rounds floor from the corrected bound
+ENCODING_VERSION = 3  # 2: allreduce's rounds floor from the corrected bound; 3: MACs
 
 
 def cache_dir() -> Path | None:
@@ -51,25 +60,67 @@ def instance_key(model_doc: dict, collective: dict, instance: dict, backend: str
 
 
 def load(key: str) -> dict | None:
-    """The entry stored under key, or None (absent, unreadable, or not for this key)."""
+    """The entry stored under key, or None (absent, unreadable, not for this key, or
+    failing its integrity check)."""
     folder = cache_dir()
-    if folder is None:
+    secret = _secret(folder) if folder else None
+    path = folder / f"{key}.json" if folder else None
+    if secret is None or not path.exists():
         return None
     try:
-        entry = json.loads((folder / f"{key}.json").read_text())
-    except (OSError, ValueError):
+        entry = parse_json(read_text(path, TEXT_LIMIT * 64, "cache entry"))
+    except BadInput:
         return None
-    if not isinstance(entry, dict) or entry.get("key") != key or \
-            entry.get("status") not in ("sat", "unsat"):
+    if not isinstance(entry, dict) or entry.get("status") not in ("sat", "unsat"):
+        return None
+    mac = entry.pop("mac", None)
+    if not isinstance(mac, str) or not hmac.compare_digest(mac, _mac(secret, key, entry)):
         return None
     return entry
 
 
 def store(key: str, entry: dict) -> None:
     folder = cache_dir()
-    if folder is None:
+    secret = _secret(folder, create=True) if folder else None
+    if secret is None:
         return
+    entry = {**entry, "key": key}
     try:
-        write_atomic(folder / f"{key}.json", json.dumps({**entry, "key": key}))
-    except OSError:
+        write_atomic(folder / f"{key}.json",
+                     json.dumps({**entry, "mac": _mac(secret, key, entry)}))
+    except BadInput:
         pass  # a cache that cannot be written is only a slower run
+
+
+def _mac(secret: bytes, key: str, entry: dict) -> str:
+    """HMAC-SHA256 over the key and the entry's canonical JSON."""
+    text = json.dumps({"key": key, "entry": entry}, sort_keys=True, separators=(",", ":"))
+    return hmac.new(secret, text.encode(), hashlib.sha256).hexdigest()
+
+
+def _secret(folder: Path, create: bool = False) -> bytes | None:
+    """This user's cache secret, made on first store; None when it cannot be had."""
+    path = folder / ".secret"
+    try:
+        data = path.read_bytes()
+        if len(data) == 32:
+            return data
+        if not create:
+            return None
+        path.unlink()
+    except FileNotFoundError:
+        if not create:
+            return None
+    except OSError:
+        return None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(secrets.token_bytes(32))
+        return path.read_bytes()
+    except FileExistsError:  # another run made it first
+        data = path.read_bytes()
+        return data if len(data) == 32 else None
+    except OSError:
+        return None

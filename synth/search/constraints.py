@@ -69,35 +69,67 @@ def solve(model: ConstraintModel, backend: str = "cpsat", time_limit: float = 60
 
 
 def _solve_cpsat(model: ConstraintModel, time_limit: float, workers: int, seed: int):
-    from ortools.sat.python import cp_model
+    """The model as CP-SAT's own CpModelProto, built directly: OR-Tools' cp_model layer
+    would import pandas and NumPy (a third of a second at every start) and make a Python
+    object per variable and constraint. Boolean variable v is CP-SAT variable v - 1
+    (literal v - 1, its negation -v); integer variable i follows the booleans."""
+    from ortools.sat.python import cp_model_helper as cmh
 
-    m = cp_model.CpModel()
-    b = [None] + [m.new_bool_var("") for _ in range(model.bools)]
-    n = [m.new_int_var(lo, hi, "") for lo, hi in model.ints]
+    proto = cmh.CpModelProto()
+    for _ in range(model.bools):
+        proto.variables.add().domain.extend((0, 1))
+    first_int = model.bools
+    for lo, hi in model.ints:
+        proto.variables.add().domain.extend((lo, hi))
 
     def lit(x):
-        return b[x] if x > 0 else ~b[-x]
+        return x - 1 if x > 0 else x  # -v is CP-SAT's negation of variable v - 1
 
     for clause in model.clauses:
-        m.add_bool_or([lit(x) for x in clause])
+        proto.constraints.add().bool_or.literals.extend([lit(x) for x in clause])
     for bool_terms, int_terms, rhs in model.linear:
-        m.add(sum(c * b[v] for c, v in bool_terms) + sum(c * n[i] for c, i in int_terms) <= rhs)
-    for v, value in model.hints.items():
-        m.add_hint(b[v], value)
+        linear = proto.constraints.add().linear
+        variables, coefficients = [], []
+        for c, v in bool_terms:  # c * (1 - b) = c - c * b for a negated literal
+            if v > 0:
+                variables.append(v - 1)
+                coefficients.append(c)
+            else:
+                variables.append(-v - 1)
+                coefficients.append(-c)
+                rhs -= c
+        variables += [first_int + i for _, i in int_terms]
+        coefficients += [c for c, _ in int_terms]
+        linear.vars.extend(variables)
+        linear.coeffs.extend(coefficients)
+        linear.domain.extend((_INT64_MIN, rhs))
+    if model.hints:
+        proto.solution_hint.vars.extend(v - 1 for v in model.hints)
+        proto.solution_hint.values.extend(int(x) for x in model.hints.values())
     if model.minimize:
-        m.minimize(sum(n[i] for i in model.minimize))
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = time_limit
-    solver.parameters.num_workers = workers
-    solver.parameters.random_seed = seed
-    solver.parameters.catch_sigint_signal = False  # Ctrl-C is ours: see _interruptible
-    status = _interruptible(lambda: solver.solve(m), solver.stop_search)
-    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        true = frozenset(v for v in range(1, model.bools + 1) if solver.boolean_value(b[v]))
-        return SAT, true, tuple(solver.value(x) for x in n), status == cp_model.OPTIMAL
-    if status == cp_model.INFEASIBLE:
+        proto.objective.vars.extend(first_int + i for i in model.minimize)
+        proto.objective.coeffs.extend(1 for _ in model.minimize)
+    parameters = cmh.SatParameters()
+    parameters.max_time_in_seconds = time_limit
+    parameters.num_workers = workers
+    parameters.random_seed = seed
+    parameters.catch_sigint_signal = False  # Ctrl-C is ours: see _interruptible
+    solver = cmh.SolveWrapper()
+    solver.set_parameters(parameters)
+    response = _interruptible(lambda: solver.solve(proto), solver.stop_search)
+    status = response.status
+    if status in (cmh.CpSolverStatus.OPTIMAL, cmh.CpSolverStatus.FEASIBLE):
+        values = list(response.solution)
+        true = frozenset(v + 1 for v in range(model.bools) if values[v])
+        return SAT, true, tuple(values[first_int:]), status == cmh.CpSolverStatus.OPTIMAL
+    if status == cmh.CpSolverStatus.INFEASIBLE:
         return UNSAT, frozenset(), (), False
+    if status == cmh.CpSolverStatus.MODEL_INVALID:
+        raise RuntimeError("internal error: CP-SAT found the model invalid")
     return UNKNOWN, frozenset(), (), False
+
+
+_INT64_MIN = -(2 ** 63)
 
 
 def _solve_z3(model: ConstraintModel, time_limit: float, workers: int, seed: int):

@@ -9,7 +9,7 @@ for combining ones the ranks whose contributions it sums. Variables:
                       combining collectives a reduce, and `copy[c, l, s]` a copy)
     rounds[s]         rounds of step s, >= 1, summing to at most R
 
-Rules (DESIGN.md's semantics, with two restrictions that lose nothing useful and
+Rules (docs/schedule-file.md's semantics, with two restrictions that lose nothing useful and
 make answers cheaper to find):
 - a sender holds the chunk at the start of the step; values only grow;
 - non-combining: a rank receives a chunk at most once, only when it lacks it;
@@ -67,7 +67,7 @@ def estimated_variables(instance: Instance) -> int:
 
 
 def variables_for(name: str, ranks: int, chunks: int, links: int, steps: int) -> int:
-    """estimated_variables without building the collective (G from DESIGN.md's table)."""
+    """estimated_variables without building the collective (G from docs/schedule-file.md's table)."""
     g = {"alltoall": ranks * ranks * chunks, "allreduce": chunks, "broadcast": chunks,
          "reduce": chunks}.get(name, ranks * chunks)
     tokens = ranks if name in COMBINING else 1
@@ -182,10 +182,15 @@ def _order_interchangeable_chunks(cm, has, coll: Collective, S: int) -> None:
 
 
 def _clause(cm: ConstraintModel, *lits) -> None:
-    """A clause whose literals may be the constants True and False."""
-    if any(x is True for x in lits):
-        return
-    cm.clause(*(x for x in lits if x is not False))
+    """A clause whose literals may be the constants True and False (a plain loop: the
+    encoder makes tens of thousands of these per instance)."""
+    kept = []
+    for x in lits:
+        if x is True:
+            return
+        if x is not False:
+            kept.append(x)
+    cm.clause(*kept)
 
 
 def _neg(x):

@@ -61,7 +61,7 @@ def solve_instance(model: LinkModel, collective: Collective, steps: int, rounds:
         {"name": collective.name, "ranks": collective.ranks, "chunks": collective.chunks,
          "root": collective.root},
         {"steps": steps, "rounds": rounds, **options}, backend)
-    remembered = _from_cache(key)
+    remembered = _from_cache(key, model, collective, steps, rounds, rounds_floor)
     if remembered is not None:
         return remembered
     if collective.name in DUAL:
@@ -96,8 +96,11 @@ def too_large(model: LinkModel, name: str, steps: int, chunks: int) -> str:
     return ""
 
 
-def _from_cache(key: str) -> Outcome | None:
-    """A remembered answer; a SAT one only once its schedule passes the verifier again."""
+def _from_cache(key: str, model: LinkModel, collective: Collective, steps: int,
+                rounds: int, rounds_floor: int) -> Outcome | None:
+    """A remembered answer (synth.search.cache checked its integrity). A SAT one only
+    once its steps, put on the model and collective asked for (not those the entry
+    names), fit the instance and pass the verifier again."""
     start = time.perf_counter()
     entry = cache.load(key)
     if entry is None:
@@ -105,12 +108,15 @@ def _from_cache(key: str) -> Outcome | None:
     schedule = None
     if entry["status"] == SAT:
         try:
-            schedule = schedule_from_dict(entry["schedule"])
+            stored = schedule_from_dict(entry["schedule"])
+            schedule = Schedule(collective, model, stored.steps,
+                                {**stored.info, "cached": True})
+            if not (schedule.num_steps == steps and rounds_floor <= schedule.rounds <= rounds
+                    and stored.collective.chunks == collective.chunks):
+                return None
             verify_schedule(schedule_to_dict(schedule))
-        except (SynthError, TypeError, KeyError, AttributeError):
-            return None  # corrupt: solve again, and the new answer replaces it
-        schedule = Schedule(schedule.collective, schedule.model, schedule.steps,
-                            {**schedule.info, "cached": True})
+        except (SynthError, TypeError, KeyError, AttributeError, ValueError):
+            return None  # not this instance's answer: solve again, and replace it
     return Outcome(entry["status"], schedule, time.perf_counter() - start,
                    str(entry.get("method", "")), int(entry.get("variables", 0)),
                    bool(entry.get("optimal", False)))

@@ -15,8 +15,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from synth.errors import BadInput
-from synth.topology.physical import (GPU, NIC, Link, Topology, Vertex, load_topology_file,
-                                     validate)
+from synth.files import quote
+from synth.topology.linkmodel import MAX_RANK_LINKS
+from synth.topology.physical import (GPU, MAX_GPUS, NIC, Link, Topology, Vertex,
+                                     load_topology_file, validate)
 
 TOPOLOGY_DIR = Path(__file__).resolve().parents[2] / "topologies"
 
@@ -41,6 +43,10 @@ def builtin_names() -> list[str]:
 
 def resolve(spec: str) -> Topology:
     """Turn a topology name, generator, NAMExK form or file path into a Topology."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise BadInput("an empty topology name (try: synth topo list)")
+    if len(spec) > 4096:
+        raise BadInput(f"a topology name of {len(spec):,} characters (try: synth topo list)")
     if ":" in spec and spec.split(":", 1)[0] in GENERATORS:
         return generate(spec)
     if spec in builtin_names():
@@ -49,9 +55,16 @@ def resolve(spec: str) -> Topology:
     if multi and multi.group(1) in builtin_names():
         box = load_topology_file(TOPOLOGY_DIR / f"{multi.group(1)}.yaml")
         return join_boxes(box, int(multi.group(2)), name=spec)
-    if Path(spec).suffix.lower() in (".yaml", ".yml", ".json") or Path(spec).exists():
+    if Path(spec).suffix.lower() in (".yaml", ".yml", ".json") or _exists(spec):
         return load_topology_file(spec)
-    raise BadInput(f"unknown topology '{spec}' (try: synth topo list)")
+    raise BadInput(f"unknown topology {quote(spec)} (try: synth topo list)")
+
+
+def _exists(path: str) -> bool:
+    try:
+        return Path(path).exists()
+    except OSError:  # a name too long for the file system is no file
+        return False
 
 
 # --- generators -------------------------------------------------------------------
@@ -62,6 +75,8 @@ def generate(spec: str) -> Topology:
         dims = [int(x) for x in arg.split("x")]
     except ValueError:
         raise BadInput(f"{spec}: expected {GENERATORS[kind].split()[0]}") from None
+    if len(dims) > 3 or any(d > MAX_GPUS for d in dims):
+        raise BadInput(f"{spec}: expected between 2 and {MAX_GPUS} GPUs")
     shape = {"mesh": 2, "hypercube": 1}.get(kind, 1)
     if kind == "torus":
         ok = len(dims) in (2, 3)
@@ -69,9 +84,13 @@ def generate(spec: str) -> Topology:
         ok = len(dims) == shape
     if not ok or any(d < 1 for d in dims):
         raise BadInput(f"{spec}: expected {GENERATORS[kind].split()[0]}")
-    n = 2 ** dims[0] if kind == "hypercube" else math.prod(dims)
-    if n < 2 or n > 4096:
-        raise BadInput(f"{spec}: expected between 2 and 4096 GPUs, got {n}")
+    n = 2 ** min(dims[0], 13) if kind == "hypercube" else math.prod(dims)
+    if n < 2 or n > MAX_GPUS:
+        raise BadInput(f"{spec}: expected between 2 and {MAX_GPUS} GPUs, got "
+                       f"{'more' if n > MAX_GPUS else n}")
+    if kind == "fc" and n * (n - 1) > MAX_RANK_LINKS:
+        raise BadInput(f"{spec}: {n * (n - 1):,} links, over the {MAX_RANK_LINKS:,} the "
+                       "lowering can hold in memory")
     if kind == "switch":
         return _on_switch(spec, n)
     pairs = _generator_pairs(kind, dims, n)
@@ -147,8 +166,9 @@ def join_boxes(box: Topology, k: int, name: str) -> Topology:
     nics = [v.name for v in box.vertices if v.kind == NIC]
     if not nics:
         raise BadInput(f"{box.name} has no NICs: it cannot be joined into {name}")
-    if not 1 <= k <= 1024:
-        raise BadInput(f"{name}: expected between 1 and 1024 boxes")
+    if not 1 <= k <= MAX_GPUS // box.ranks:
+        raise BadInput(f"{name}: expected between 1 and {MAX_GPUS // box.ranks} boxes "
+                       f"({MAX_GPUS} GPUs at most)")
     net = box.network
     if net.fabric == "single-switch":
         switches = [Vertex("net", "net_switch", None)]

@@ -23,6 +23,7 @@ the routes, O(N^2 * hops).
 from __future__ import annotations
 
 import math
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 from fractions import Fraction
@@ -30,6 +31,7 @@ from functools import cached_property, lru_cache
 
 import networkx as nx
 
+from synth.errors import BadInput
 from synth.topology.physical import GPU, Topology
 
 
@@ -78,33 +80,49 @@ class Lowering:
     group_sources: dict[str, tuple[str, ...]]  # group name -> the physical links merged
 
 
+# Past this many rank links (GPU pairs with a route) the lowering alone would take
+# gigabytes: 1024 GPUs on one switch (about 1M links) take 0.6 GB; 4096 would take ten.
+MAX_RANK_LINKS = 1_100_000
+
+
+class TimeLimit(Exception):
+    """The deadline passed before the lowering was done."""
+
+
 def lower(topo: Topology) -> LinkModel:
     return lower_with_routes(topo).model
 
 
-def lower_with_routes(topo: Topology) -> Lowering:
+def lower_with_routes(topo: Topology, deadline: float | None = None) -> Lowering:
+    """The lowering (module docstring); BadInput, by arithmetic first, when it would
+    hold more than MAX_RANK_LINKS rank links; TimeLimit past `deadline` (monotonic)."""
+    estimate = rank_links_at_most(topo)
+    if estimate > MAX_RANK_LINKS:
+        raise BadInput(f"{topo.name}: up to {estimate:,} GPU pairs with a route of their "
+                       f"own, over the {MAX_RANK_LINKS:,} the lowering can hold in memory")
     gpus = topo.gpus
     rank_of = {name: r for r, name in enumerate(gpus)}
     graph = topo.graph()
     unit = Fraction(str(topo.unit_gbps))
+    capacities = {(l.src, l.dst): Fraction(str(l.gbps)) * l.count / unit for l in topo.links}
+    alphas = {(l.src, l.dst): l.alpha_us for l in topo.links}
 
     routes: dict[tuple[int, int], tuple[str, ...]] = {}
     for a, name in enumerate(gpus):
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeLimit(f"lowering {topo.name} ({len(gpus)} GPUs)")
         for dst, path in _widest_shortest_routes(graph, name).items():
             routes[(a, rank_of[dst])] = path
 
-    def edge(u, v):
-        return graph.edges[u, v]["link"]
-
     def capacity(u, v):
-        return Fraction(str(edge(u, v).gbps)) * edge(u, v).count / unit
+        return capacities[(u, v)]
 
     links = []
     users: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
     for pair, path in sorted(routes.items()):
         hops = list(zip(path, path[1:]))
-        links.append(RankLink(pair[0], pair[1], min(capacity(u, v) for u, v in hops),
-                              max(edge(u, v).alpha_us for u, v in hops)))
+        links.append(RankLink(pair[0], pair[1], min(capacities[h] for h in hops),
+                              max(alphas[h] for h in hops)))
         for hop in hops:
             users[hop].append(pair)
 
@@ -134,6 +152,28 @@ def lower_with_routes(topo: Topology) -> Lowering:
     model = LinkModel(topo.name, topo.unit_gbps, len(gpus), tuple(links), tuple(groups),
                       boxes)
     return Lowering(topo, model, routes, sources)
+
+
+def rank_links_at_most(topo: Topology) -> int:
+    """An upper bound on the rank links the lowering makes, by counting alone: GPUs meet
+    through a connected part of the non-GPU vertices, or over a direct link. O(V + E)."""
+    gpu = {v.name for v in topo.vertices if v.kind == GPU}
+    others = nx.Graph()
+    others.add_nodes_from(v.name for v in topo.vertices if v.kind != GPU)
+    others.add_edges_from((l.src, l.dst) for l in topo.links
+                          if l.src not in gpu and l.dst not in gpu)
+    part = {v: i for i, comp in enumerate(nx.connected_components(others)) for v in comp}
+    members: dict[int, set[str]] = defaultdict(set)
+    direct = 0
+    for l in topo.links:
+        if l.src in gpu and l.dst in gpu:
+            direct += 1
+        elif l.src in gpu:
+            members[part[l.dst]].add(l.src)
+        elif l.dst in gpu:
+            members[part[l.src]].add(l.dst)
+    n = len(gpu)
+    return min(n * (n - 1), direct + sum(len(m) * (len(m) - 1) for m in members.values()))
 
 
 def _widest_shortest_routes(graph, source: str) -> dict[str, tuple[str, ...]]:
@@ -173,6 +213,14 @@ def hop_distances(model: LinkModel) -> dict[int, dict[int, int]]:
     Cached: a frontier search encodes many instances of one model. Do not mutate."""
     return {r: nx.single_source_shortest_path_length(rank_graph(model), r)
             for r in range(model.ranks)}
+
+
+def diameter(model: LinkModel) -> int:
+    """The most rank hops between two ranks: one BFS per rank, O(N x links) time and
+    O(N) memory (hop_distances would keep all N^2 distances)."""
+    graph = rank_graph(model)
+    return max(max(nx.single_source_shortest_path_length(graph, r).values())
+               for r in range(model.ranks))
 
 
 def rank_graph(model: LinkModel) -> nx.DiGraph:

@@ -8,20 +8,25 @@ BadInput with one line naming the first problem.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import networkx as nx
-import yaml
 
 from synth.errors import BadInput
+from synth.files import load_yaml, quote
 
 GPU = "gpu"
 NIC = "nic"
 SWITCH_KINDS = ("nvswitch", "pcie_switch", "net_switch")
 KINDS = (GPU, NIC) + SWITCH_KINDS
 FABRICS = ("single-switch", "rails")
-MAX_GPUS = 4096
+MAX_GPUS = 4096  # the one cap on GPUs, for files, generators and NAMExK alike
+MIN_GBPS, MAX_GBPS = 1e-3, 1e6  # GB/s of one lane: outside these, a typo
+MAX_ALPHA_US = 1e6
+MAX_LANES = 4096
+MAX_VERTICES = 65536
 
 
 @dataclass(frozen=True)
@@ -94,16 +99,9 @@ LINK_KEYS = {"between", "from", "to", "gbps", "count", "alpha_us"}
 
 
 def load_topology_file(path: str | Path) -> Topology:
-    """Read a YAML or JSON topology file (JSON is YAML)."""
+    """Read a YAML or JSON topology file (JSON is YAML), within synth.files' limits."""
     path = Path(path)
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise BadInput(f"{path}: cannot read: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        raise BadInput(f"{path}: not valid YAML{where}") from None
+    doc = load_yaml(path, what="topology file")
     if not isinstance(doc, dict):
         raise BadInput(f"{path}: expected a mapping at the top level")
     doc.setdefault("name", path.stem)
@@ -127,8 +125,10 @@ def topology_from_dict(doc: dict) -> Topology:
         if not 1 <= gpus <= MAX_GPUS:
             raise BadInput(f"gpus: expected between 1 and {MAX_GPUS} GPUs, got {gpus}")
         vertices += [Vertex(f"gpu{i}", GPU) for i in range(gpus)]
-    elif isinstance(gpus, list) and gpus:
+    elif isinstance(gpus, list) and 0 < len(gpus) <= MAX_GPUS:
         vertices += [Vertex(_string(g, f"gpus[{i}]"), GPU) for i, g in enumerate(gpus)]
+    elif isinstance(gpus, list) and gpus:
+        raise BadInput(f"gpus: expected between 1 and {MAX_GPUS} GPUs, got {len(gpus)}")
     else:
         raise BadInput("gpus: expected a count or a list of names")
     for i, s in enumerate(_list(doc.get("switches", []), "switches")):
@@ -141,6 +141,8 @@ def topology_from_dict(doc: dict) -> Topology:
         vertices.append(Vertex(_string(s.get("name"), f"switches[{i}].name"), kind))
     for i, n in enumerate(_list(doc.get("nics", []), "nics")):
         vertices.append(Vertex(_string(n, f"nics[{i}]"), NIC))
+    if len(vertices) > MAX_VERTICES:
+        raise BadInput(f"{len(vertices):,} GPUs, switches and NICs (limit {MAX_VERTICES:,})")
     seen: set[str] = set()
     for v in vertices:
         if v.name in seen:
@@ -154,7 +156,8 @@ def topology_from_dict(doc: dict) -> Topology:
     unit = doc.get("unit_gbps")
     if unit is None:  # the thinnest link touching a GPU
         unit = min((l.gbps for l in links if _is_gpu_link(l, vertices)), default=1.0)
-    topo = Topology(name, _positive(unit, "unit_gbps"), tuple(vertices), tuple(links),
+    topo = Topology(name, _positive(unit, "unit_gbps", MAX_GBPS), tuple(vertices),
+                    tuple(links),
                     description, network)
     validate(topo)
     return topo
@@ -173,7 +176,8 @@ def _parse_link(entry, where: str, names: set[str]) -> list[Link]:
         pair = entry["between"]
         if "from" in entry or "to" in entry:
             raise BadInput(f"{where}: give either between or from/to, not both")
-        if not (isinstance(pair, list) and len(pair) == 2):
+        if not (isinstance(pair, list) and len(pair) == 2
+                and all(isinstance(end, str) for end in pair)):
             raise BadInput(f"{where}.between: expected two vertex names")
         ends = [(pair[0], pair[1]), (pair[1], pair[0])]
     elif "from" in entry and "to" in entry:
@@ -182,18 +186,19 @@ def _parse_link(entry, where: str, names: set[str]) -> list[Link]:
         raise BadInput(f"{where}: expected between: [a, b] or from: a and to: b")
     for a, b in ends:
         for end in (a, b):
+            if not isinstance(end, str):
+                raise BadInput(f"{where}: expected a vertex name, got {quote(end)}")
             if end not in names:
-                raise BadInput(f"{where}: unknown vertex '{end}'")
+                raise BadInput(f"{where}: unknown vertex {quote(end)}")
         if a == b:
             raise BadInput(f"{where}: a link from '{a}' to itself")
-    gbps = _positive(entry.get("gbps"), f"{where}.gbps")
+    gbps = _positive(entry.get("gbps"), f"{where}.gbps", MAX_GBPS)
     count = entry.get("count", 1)
-    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-        raise BadInput(f"{where}.count: expected a whole number >= 1")
-    alpha = entry.get("alpha_us", 0.0)
-    if not _is_number(alpha) or alpha < 0:
-        raise BadInput(f"{where}.alpha_us: expected a number >= 0")
-    return [Link(a, b, float(gbps), count, float(alpha)) for a, b in ends]
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_LANES:
+        raise BadInput(f"{where}.count: expected a whole number from 1 to {MAX_LANES}, "
+                       f"got {quote(count)}")
+    alpha = _non_negative(entry.get("alpha_us", 0.0), f"{where}.alpha_us", MAX_ALPHA_US)
+    return [Link(a, b, gbps, count, alpha) for a, b in ends]
 
 
 def _parse_network(doc) -> Network:
@@ -202,11 +207,9 @@ def _parse_network(doc) -> Network:
     _check_keys(doc, {"fabric", "gbps", "alpha_us"}, "network")
     if doc.get("fabric") not in FABRICS:
         raise BadInput(f"network.fabric: expected one of {', '.join(FABRICS)}")
-    alpha = doc.get("alpha_us", 0.0)
-    if not _is_number(alpha) or alpha < 0:
-        raise BadInput("network.alpha_us: expected a number >= 0")
-    return Network(doc["fabric"], float(_positive(doc.get("gbps"), "network.gbps")),
-                   float(alpha))
+    alpha = _non_negative(doc.get("alpha_us", 0.0), "network.alpha_us", MAX_ALPHA_US)
+    return Network(doc["fabric"], _positive(doc.get("gbps"), "network.gbps", MAX_GBPS),
+                   alpha)
 
 
 def validate(topo: Topology) -> None:
@@ -232,22 +235,35 @@ def _check_keys(doc: dict, allowed: set[str], where: str) -> None:
     for key in doc:
         if key not in allowed:
             prefix = f"{where}: " if where else ""
-            raise BadInput(f"{prefix}unknown key '{key}' (expected {', '.join(sorted(allowed))})")
+            raise BadInput(f"{prefix}unknown key {quote(key)} (expected "
+                           f"{', '.join(sorted(allowed))})")
 
 
-def _is_number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+def _number(x, where: str, lo: float, hi: float) -> float:
+    """x as a float when it is a finite number from lo to hi; one line naming the field
+    otherwise. Huge integers (10**400) are compared, never converted, so they cannot
+    overflow."""
+    ok = isinstance(x, (int, float)) and not isinstance(x, bool)
+    if ok and isinstance(x, float):
+        ok = math.isfinite(x)
+    if not (ok and lo <= x <= hi):
+        raise BadInput(f"{where}: expected a number from {lo:g} to {hi:g}, got {quote(x)}")
+    return float(x)
 
 
-def _positive(x, where: str) -> float:
-    if not _is_number(x) or not x > 0 or x != x or x == float("inf"):
-        raise BadInput(f"{where}: expected a positive number, got {x!r}")
-    return x
+def _positive(x, where: str, hi: float) -> float:
+    return _number(x, where, MIN_GBPS, hi)
+
+
+def _non_negative(x, where: str, hi: float) -> float:
+    return _number(x, where, 0, hi)
 
 
 def _string(x, where: str) -> str:
     if not isinstance(x, str) or not x:
-        raise BadInput(f"{where}: expected a non-empty string")
+        raise BadInput(f"{where}: expected a non-empty string, got {quote(x)}")
+    if len(x) > 200:
+        raise BadInput(f"{where}: a name of {len(x)} characters (at most 200)")
     return x
 
 

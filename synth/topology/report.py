@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from synth.topology.hierarchy import find_hierarchy
-from synth.topology.linkmodel import hop_distances, lower_with_routes
+from synth.topology.linkmodel import diameter, lower_with_routes
 from synth.topology.physical import GPU, NIC, Topology
 
 
@@ -23,8 +23,6 @@ def topology_summary(topo: Topology) -> dict:
         first = next((v for v in path if v in nic_users), None)
         if first is not None:
             nic_users[first].add(src)
-    distances = hop_distances(model)
-    diameter = max(max(d.values()) for d in distances.values())
     hierarchy, why = find_hierarchy(lowering)
     return {
         "name": topo.name,
@@ -45,7 +43,7 @@ def topology_summary(topo: Topology) -> dict:
                     "physical": list(lowering.group_sources[g.name])} for g in model.groups],
         "per_gpu": [{"rank": r, "name": name, "out_gbps": out_gbps[name],
                      "in_gbps": in_gbps[name]} for r, name in enumerate(gpus)],
-        "diameter": diameter,
+        "diameter": diameter(model),
         "hierarchy": ({"boxes": [list(b) for b in hierarchy.boxes],
                        "peer_groups": [list(p) for p in hierarchy.peers],
                        "rails": {name: list(ix) for name, ix in hierarchy.rails},

@@ -3,7 +3,7 @@
     baselines(model, "allreduce")        -> [Baseline("ring x4 (6 channels)", schedule), ...]
     not_applicable(model, "allreduce")   -> {"recursive doubling": "6 ranks is not ...", ...}
 
-Each Baseline's schedule is in the same IR as synthesized ones (DESIGN.md's chunk
+Each Baseline's schedule is in the same IR as synthesized ones (docs/schedule-file.md's chunk
 numbering, rounds from synth.topology.linkmodel.min_rounds) and passes the independent
 verifier. The algorithms, one module each:
 
