@@ -153,7 +153,13 @@ def test_pricing_agrees_with_the_schedules_built(spec, name):
     for design in designs[:4]:
         built = _build(lowering.model, h, name, design)
         assert (built.num_steps, built.rounds) == (design.steps, design.rounds)
-        assert sum(len(s.sends) for s in built.steps) == design.sends
+        # the file holds one batch: its chunk moves are the design's, widened by lanes
+        moved = sum(x.count for s in built.steps for x in s.sends)
+        assert moved * built.batches == sum(len(s.sends) for s in built.expanded().steps)
+        assert moved % design.sends == 0
+        # the compact file and its expansion are the same schedule to the verifier
+        verify_schedule(schedule_to_dict(built.expanded()))
+        assert built.expanded().rounds == built.rounds
 
 
 def test_levels_are_synthesized_on_their_own_link_models():

@@ -45,19 +45,20 @@ from synth.construct.moves import (Moves, assemble, in_parallel, in_sequence, pi
                                    scaled_rounds)
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import verified
-from synth.schedule.ir import Schedule
+from synth.schedule.ir import Pipeline, Schedule, Send, Step
 from synth.schedule.transform import reverse_model
 from synth.search.pareto import Limits, Point, Search, frontier
 from synth.topology.hierarchy import Hierarchy
 from synth.topology.linkmodel import LinkModel, restrict
 
 COLLECTIVES = ("allgather", "reducescatter", "allreduce")
-DEPTHS = (1, 2, 4, 8, 12, 16, 24, 32)  # pipeline depths priced (more halve the fill's share)
+# pipeline depths priced (more halve the fill's share); a pipeline is one batch's program
+# and a count, so depth costs nothing to build: only --max-steps bounds it
+DEPTHS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 MAX_LANES = 4  # pieces per batch: up to this many times the levels' common chunk count
 MAX_STEPS = 128  # default cap on a composed schedule's steps
-MAX_SENDS = 2_500_000  # per composed schedule: about 3 GB while it is built and verified
 WORTH = Fraction(1, 100)  # a design with more sends must gain this much bandwidth
-SENDS_PER_SECOND = 50_000  # build + verify rate (bench/), to keep within --time-limit
+SENDS_PER_SECOND = 50_000  # build + verify rate of a batch program, to keep within the limit
 LEVEL_SHARE = 0.2  # of the time limit, at most, for all the levels' exact frontiers
 LEVEL_SECONDS = 60.0  # and never more than this
 LEVEL_CANDIDATES = 4  # schedules kept per level, fewest steps first
@@ -82,7 +83,7 @@ class Design:
     steps: int
     rounds: int
     chunks: int
-    sends: int
+    sends: int  # moves of one batch at the levels' own chunk count: the program's size
 
     @property
     def ratio(self) -> Fraction:
@@ -103,8 +104,7 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
     try:
         designs = _designs(model, hierarchy, name, limits, on_event, depths or DEPTHS)
         if not designs:
-            search.stopped = (f"no pipeline fits in --max-steps {limits.max_steps} or "
-                              f"{MAX_SENDS:,} sends")
+            search.stopped = f"no pipeline fits in --max-steps {limits.max_steps}"
         for design in _build_order(designs):
             if search.points and (time.monotonic() + design.sends / SENDS_PER_SECOND
                                   > deadline):
@@ -200,7 +200,7 @@ def _embed(level: Schedule, ranks, chunk_of) -> Moves:
     """The level's steps on global ranks (level rank j is ranks[j]) and chunks; empty
     steps are left out (they would be priced a round, and assemble drops them)."""
     return [[(chunk_of[x.chunk], ranks[x.src], ranks[x.dst], x.op) for x in step.sends]
-            for step in level.steps if step.sends]
+            for step in level.expanded().steps if step.sends]
 
 
 def allgather_batch(hierarchy: Hierarchy, levels: Levels, share_chunks: int, batch: int,
@@ -215,17 +215,19 @@ def allgather_batch(hierarchy: Hierarchy, levels: Levels, share_chunks: int, bat
     def chunk(rank, piece):
         return rank * share_chunks + first + piece
 
-    across = []
+    # level chunk x is piece (x % c) * lanes + lane of member x // c: the lanes of one
+    # level chunk are consecutive pieces, so they travel as one ranged send
+    across, la = [], pieces // ca
     for group in peers:
-        for lane in range(pieces // ca):  # level chunk x: piece lane*ca + x%ca of x//ca
-            chunk_of = [chunk(group[x // ca], lane * ca + x % ca)
+        for lane in range(la):
+            chunk_of = [chunk(group[x // ca], (x % ca) * la + lane)
                         for x in range(len(group) * ca)]
             across.append(_embed(levels.across, group, chunk_of))
-    inside = []
+    inside, li = [], pieces // ci
     for box in boxes:
         for origin in boxes:  # after `across`, local rank i holds origin[i]'s pieces
-            for lane in range(pieces // ci):
-                chunk_of = [chunk(origin[x // ci], lane * ci + x % ci)
+            for lane in range(li):
+                chunk_of = [chunk(origin[x // ci], (x % ci) * li + lane)
                             for x in range(len(box) * ci)]
                 inside.append(_embed(levels.inside, box, chunk_of))
     return in_sequence(in_parallel(*across), in_parallel(*inside))
@@ -252,32 +254,51 @@ def batch_moves(name: str, hierarchy: Hierarchy, levels: tuple[Levels, ...],
 
 # --- pricing -------------------------------------------------------------------------
 
-@dataclass(frozen=True)
 class _Priced:
-    """The loads of one batch's steps, from which any depth is priced."""
+    """The loads of one batch's steps, from which any depth is priced.
 
-    windows: list  # windows[lo][hi]: the load (Counter of pairs) of steps lo..hi together
-    steps: int  # of one batch
-    sends: int  # of one batch
+    In a pipeline of P batches, expanded step t runs the batch steps max(0, t-P+1) ..
+    min(s-1, t) together. When P >= s only three kinds of window occur: a prefix 0..t
+    while the pipeline fills, all s steps in the steady state, a suffix while it drains;
+    so any depth costs O(s) window prices, each priced once per lane count."""
+
+    def __init__(self, moves: Moves):
+        self.loads = [Counter((s, d) for _, s, d, _ in step) for step in moves]
+        self.steps = len(moves)
+        self.sends = sum(len(step) for step in moves)
+        self._rounds: dict[tuple[int, int, int], int] = {}
+
+    def window(self, model: LinkModel, lo: int, hi: int, lanes: int) -> int:
+        """Rounds of batch steps lo..hi running together, each `lanes` times wider."""
+        key = (lo, hi, lanes)
+        if key not in self._rounds:
+            load = Counter()
+            for i in range(lo, hi + 1):
+                load.update(self.loads[i])
+            self._rounds[key] = scaled_rounds(model, load, lanes)
+        return self._rounds[key]
+
+    def rounds_per_step(self, model: LinkModel, depth: int, lanes: int) -> list[int]:
+        s = self.steps
+        if depth < s:  # short pipelines: every window is its own
+            return [self.window(model, max(0, t - depth + 1), min(s - 1, t), lanes)
+                    for t in range(depth + s - 1)]
+        fill = [self.window(model, 0, t, lanes) for t in range(s - 1)]
+        drain = [self.window(model, u, s - 1, lanes) for u in range(1, s)]
+        return fill + [self.window(model, 0, s - 1, lanes)] * (depth - s + 1) + drain
 
     def rounds(self, model: LinkModel, depth: int, lanes: int) -> int:
         """Total rounds of `depth` batches in a pipeline, each `lanes` times wider."""
         s = self.steps
-        return sum(scaled_rounds(model, self.windows[max(0, t - depth + 1)][min(s - 1, t)],
-                                 lanes)
-                   for t in range(depth + s - 1))  # batch steps running at step t
+        if depth < s:
+            return sum(self.rounds_per_step(model, depth, lanes))
+        return (sum(self.window(model, 0, t, lanes) for t in range(s - 1))
+                + (depth - s + 1) * self.window(model, 0, s - 1, lanes)
+                + sum(self.window(model, u, s - 1, lanes) for u in range(1, s)))
 
 
 def _price(moves: Moves) -> _Priced:
-    loads = [Counter((s, d) for _, s, d, _ in step) for step in moves]
-    windows = []
-    for lo in range(len(loads)):
-        row, acc = {}, Counter()
-        for hi in range(lo, len(loads)):
-            acc = acc + loads[hi]
-            row[hi] = acc
-        windows.append(row)
-    return _Priced(windows, len(moves), sum(len(step) for step in moves))
+    return _Priced(moves)
 
 
 def _designs(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
@@ -302,19 +323,19 @@ def _designs(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
         priced = _price(batch_moves(name, hierarchy, levels, base, 0, base))
         for depth in depths:
             for lanes in range(1, MAX_LANES + 1):
-                steps, sends = depth + priced.steps - 1, depth * lanes * priced.sends
-                if steps > max_steps or sends > MAX_SENDS:
+                steps = depth + priced.steps - 1
+                if steps > max_steps:
                     continue
                 designs.append(Design(levels, depth, base * lanes, steps,
                                       priced.rounds(model, depth, lanes),
-                                      share * depth * base * lanes, sends))
+                                      share * depth * base * lanes, priced.sends))
     return _pareto(designs)
 
 
 def _pareto(designs: list[Design]) -> list[Design]:
-    """Per step count, the fewest sends within WORTH of the least rounds per chunk there
-    (a hair's gain is not worth twice the sends); then, by steps, each that beats every
-    one with fewer steps."""
+    """Per step count, the fewest chunks within WORTH of the least rounds per chunk there
+    (a hair's gain is not worth chunks twice as small); then, by steps, each that beats
+    every one with fewer steps."""
     by_steps = defaultdict(list)
     for d in designs:
         by_steps[d.steps].append(d)
@@ -324,16 +345,16 @@ def _pareto(designs: list[Design]) -> list[Design]:
         if group:
             least = min(d.ratio for d in group)
             kept.append(min((d for d in group if d.ratio <= least * (1 + WORTH)),
-                            key=lambda d: (d.sends, d.ratio)))
+                            key=lambda d: (d.chunks, d.ratio)))
     return kept
 
 
 def _build_order(designs: list[Design]) -> list[Design]:
-    """The fewest sends (the quickest to build, so there is an answer), the least
+    """The smallest program (the quickest to build, so there is an answer), the least
     bandwidth, then the rest by steps: with little time, the ends come first."""
     if len(designs) <= 2:
-        return sorted(designs, key=lambda d: d.sends)
-    first = min(designs, key=lambda d: d.sends)
+        return sorted(designs, key=lambda d: (d.sends, d.chunks))
+    first = min(designs, key=lambda d: (d.sends, d.chunks))
     rest = [d for d in designs if d is not first]
     return [first, rest[-1]] + rest[:-1]
 
@@ -341,16 +362,47 @@ def _build_order(designs: list[Design]) -> list[Design]:
 # --- building ------------------------------------------------------------------------
 
 def _build(model: LinkModel, hierarchy: Hierarchy, name: str, design: Design) -> Schedule:
-    """The design's schedule, verified."""
+    """The design's schedule, verified: one batch's program, its moves of consecutive
+    chunks joined into ranged sends, and a pipeline of design.batches copies (version 2
+    of the schedule file), whose rounds per expanded step come from the loads of the
+    batch steps running in it."""
     batches = f"{design.batches} batch{'es' if design.batches > 1 else ''}"
     info = {"method": f"decomposed, {batches}",
             "decomposition": {"hierarchy": hierarchy.describe(), "batches": design.batches,
                               "pieces": design.pieces,
                               "levels": [_level_info(lv) for lv in design.levels]}}
     share_chunks = design.batches * design.pieces
-    moves = pipelined([batch_moves(name, hierarchy, design.levels, share_chunks, b,
-                                   design.pieces) for b in range(design.batches)])
-    return verified(assemble(model, name, design.chunks, None, moves, info))
+    moves = batch_moves(name, hierarchy, design.levels, share_chunks, 0, design.pieces)
+    moves = [step for step in moves if step]
+    coll = make_collective(name, model.ranks, design.chunks)
+    priced = _Priced(moves)
+    steps = tuple(Step(priced.window(model, i, i, 1), ranged(step, coll.share_chunks))
+                  for i, step in enumerate(moves))
+    pipeline = None
+    if design.batches > 1:
+        pipeline = Pipeline(design.batches, design.pieces,
+                            tuple(priced.rounds_per_step(model, design.batches, 1)))
+    return verified(Schedule(coll, model, steps, info, pipeline))
+
+
+def ranged(moves, share: int) -> tuple[Send, ...]:
+    """One step's moves as sends, consecutive chunks of one (src, dst, op) and one share
+    joined into a range."""
+    chunks = defaultdict(list)
+    for c, s, d, op in moves:
+        chunks[(s, d, op)].append(c)
+    sends = []
+    for (s, d, op), cs in chunks.items():
+        cs.sort()
+        start = prev = cs[0]
+        for c in cs[1:] + [None]:
+            if c is not None and c == prev + 1 and c // share == start // share:
+                prev = c
+                continue
+            sends.append(Send(start, s, d, op, prev - start + 1))
+            if c is not None:
+                start = prev = c
+    return tuple(sorted(sends, key=lambda x: (x.chunk, x.src, x.dst)))
 
 
 def _level_info(levels: Levels) -> dict:

@@ -42,6 +42,7 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
         return (schedule_json(schedule_to_dict(schedule)),
                 f"{coll.name} schedule, {coll.ranks} ranks, {schedule.num_steps} steps")
     mode = "in place" if inplace else "out of place"
+    schedule = schedule.expanded()  # the exporters lower one send per chunk
     if fmt == "msccl-xml":
         from synth.export.msccl import to_msccl_xml
         from synth.export.msccl_sim import check_msccl_xml

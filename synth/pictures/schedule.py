@@ -55,6 +55,7 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
     """
     if color not in COLOR_MODES:
         raise BadInput(f"unknown colouring '{color}' (expected chunk or origin)")
+    schedule = schedule.expanded()
     coll, model = schedule.collective, schedule.model
     n = coll.ranks
     steps = schedule.steps[:MAX_PANELS]  # a picture of 300,000 panels is no picture

@@ -100,6 +100,7 @@ def _worker(rank, world, path, nbytes, iters, backend, init, report_path):
 
 
 def _run_and_check(schedule: Schedule, rank, world, nbytes, iters, torch, dist) -> dict:
+    schedule = schedule.expanded()
     from synth.export.layout import Layout
 
     coll = schedule.collective

@@ -37,13 +37,24 @@ class Cost:
 
 
 def step_alpha_us(schedule: Schedule, step_index: int) -> float:
+    """The largest alpha among the links expanded step `step_index` uses (0: no sends)."""
+    alphas = _program_alphas(schedule)
+    return max((alphas[i] for _, i in schedule.active(step_index)), default=0.0)
+
+
+def _program_alphas(schedule: Schedule) -> list[float]:
     links = schedule.model.link
-    return max((links[(s.src, s.dst)].alpha_us for s in schedule.steps[step_index].sends),
-               default=0.0)
+    return [max((links[(s.src, s.dst)].alpha_us for s in step.sends), default=0.0)
+            for step in schedule.steps]
 
 
 def schedule_cost(schedule: Schedule) -> Cost:
-    latency = sum(step_alpha_us(schedule, i) for i in range(schedule.num_steps))
+    """Latency and bandwidth of the expanded schedule: a pipelined step's alpha is the
+    largest of the program steps active in it. O(program + expanded steps x batches in
+    flight)."""
+    alphas = _program_alphas(schedule)
+    latency = sum(max((alphas[i] for _, i in schedule.active(t)), default=0.0)
+                  for t in range(schedule.num_steps))
     # one round moves one chunk at unit_gbps GB/s = unit_gbps * 1e3 bytes per us
     chunk_us_per_byte = 1.0 / (schedule.collective.buffer_chunks * schedule.model.unit_gbps * 1e3)
     return Cost(latency, schedule.rounds * chunk_us_per_byte)

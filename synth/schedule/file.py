@@ -15,31 +15,50 @@ from synth.errors import BadInput
 from synth.files import SCHEDULE_LIMIT, load_json, quote, write_atomic
 from synth.schedule.collectives import make_collective
 from synth.schedule.cost import cost_summary
-from synth.schedule.ir import Schedule, Send, Step
+from synth.schedule.ir import Pipeline, Schedule, Send, Step
 from synth.schedule.verify import ScheduleInvalid, verify_schedule
 from synth.topology.linkmodel import Group, LinkModel, RankLink
 
 FORMAT = "synth.schedule"
-VERSION = 1
+VERSIONS = (1, 2)
 
 
 def schedule_to_dict(schedule: Schedule) -> dict:
+    """The file's document: version 1, or version 2 when the schedule uses a compact form
+    (chunk ranges or a pipeline; pre and post are then written as ranges too)."""
     coll, model = schedule.collective, schedule.model
+    compact = schedule.compact
     doc = {
-        "format": FORMAT, "version": VERSION,
+        "format": FORMAT, "version": 2 if compact else 1,
         "collective": coll.name, "root": coll.root,
         "ranks": coll.ranks, "chunks": coll.chunks, "num_chunks": coll.num_chunks,
         "topology": model_to_dict(model),
-        "pre": sorted([r, c] for r, c in coll.pre),
-        "post": sorted([r, c] for r, c in coll.post),
-        "steps": [{"rounds": s.rounds,
-                   "sends": [{"chunk": x.chunk, "src": x.src, "dst": x.dst, "op": x.op}
-                             for x in s.sends]} for s in schedule.steps],
-        "cost": cost_summary(schedule),
+        "pre": _condition(coll.pre_ranges(), compact),
+        "post": _condition(coll.post_ranges(), compact),
+        "steps": [{"rounds": s.rounds, "sends": [_send(x) for x in s.sends]}
+                  for s in schedule.steps],
     }
+    if schedule.pipeline is not None:
+        p = schedule.pipeline
+        doc["pipeline"] = {"batches": p.batches, "stride": p.stride, "rounds": list(p.rounds)}
+    doc["cost"] = cost_summary(schedule)
     if schedule.info:
         doc["synthesis"] = schedule.info
     return doc
+
+
+def _send(x: Send) -> dict:
+    if x.count == 1:
+        return {"chunk": x.chunk, "src": x.src, "dst": x.dst, "op": x.op}
+    return {"chunk": x.chunk, "count": x.count, "src": x.src, "dst": x.dst, "op": x.op}
+
+
+def _condition(ranges, compact: bool) -> list[list[int]]:
+    """(rank, first, count) runs as version 2's [rank, chunk, count] (count 1: [rank,
+    chunk]) or version 1's [rank, chunk] pairs, sorted."""
+    if compact:
+        return sorted([r, k, n] if n > 1 else [r, k] for r, k, n in ranges if n)
+    return sorted([r, k] for r, first, n in ranges for k in range(first, first + n))
 
 
 def model_to_dict(model: LinkModel) -> dict:
@@ -55,24 +74,36 @@ def model_to_dict(model: LinkModel) -> dict:
 
 
 def schedule_from_dict(doc: dict) -> Schedule:
-    """Read a schedule document; BadInput names what is missing or of the wrong type."""
+    """Read a schedule document (version 1 or 2); BadInput names what is missing or of
+    the wrong type. pre and post are not read: the collective's table defines them
+    (the verifier checks that the file's lists agree)."""
     try:
-        if doc.get("format") != FORMAT or doc.get("version") != VERSION:
-            raise BadInput(f"not a {FORMAT} version {VERSION} file")
+        if doc.get("format") != FORMAT or doc.get("version") not in VERSIONS:
+            raise BadInput(f"not a {FORMAT} file of version 1 or 2")
         coll = make_collective(doc["collective"], _int(doc["ranks"]), _int(doc["chunks"]),
                                doc.get("root"))
         model = model_from_dict(doc["topology"], coll.ranks)
         steps = tuple(Step(_int(s["rounds"], 1),
-                           tuple(Send(_int(x["chunk"], 0, coll.num_chunks - 1),
-                                      _int(x["src"], 0, coll.ranks - 1),
-                                      _int(x["dst"], 0, coll.ranks - 1), _op(x.get("op", "copy")))
-                                 for x in s["sends"]))
+                           tuple(_read_send(x, coll) for x in s["sends"]))
                       for s in doc["steps"])
-        return Schedule(coll, model, steps, dict(doc.get("synthesis", {})))
+        pipeline = None
+        if "pipeline" in doc:
+            p = doc["pipeline"]
+            pipeline = Pipeline(_int(p["batches"], 1), _int(p["stride"], 0),
+                                tuple(_int(r, 1) for r in p["rounds"]))
+            if len(pipeline.rounds) != len(steps) + pipeline.batches - 1:
+                raise ValueError("pipeline.rounds has the wrong length")
+        return Schedule(coll, model, steps, dict(doc.get("synthesis", {})), pipeline)
     except KeyError as e:
         raise BadInput(f"schedule file: missing key {quote(e.args[0])}") from None
     except (TypeError, ValueError, AttributeError, IndexError, OverflowError) as e:
         raise BadInput(f"schedule file: malformed ({str(e)[:80]})") from None
+
+
+def _read_send(x: dict, coll) -> Send:
+    count = _int(x.get("count", 1), 1, coll.num_chunks)
+    return Send(_int(x["chunk"], 0, coll.num_chunks - count), _int(x["src"], 0, coll.ranks - 1),
+                _int(x["dst"], 0, coll.ranks - 1), _op(x.get("op", "copy")), count)
 
 
 def model_from_dict(doc: dict, ranks: int) -> LinkModel:

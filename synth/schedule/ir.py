@@ -3,22 +3,37 @@
 A Schedule pairs a Collective (what must happen, synth.schedule.collectives) with a
 LinkModel (where, synth.topology.linkmodel) and the steps that do it. Its file form is
 synth.schedule.file; the independent check is synth.schedule.verify.
+
+Two compact forms (docs/schedule-file.md, "Version 2") keep multi-node schedules small:
+- A Send may move `count` consecutive chunks `chunk .. chunk + count - 1`, all of one
+  share; it counts `count` towards its link's and groups' loads.
+- A Pipeline makes `steps` the program of batch 0: batch b (0 <= b < batches) runs the
+  same program on chunks shifted by b x stride, its step i in expanded step b + i, and
+  expanded step t has `rounds[t]` rounds. The steps' own rounds are those of one batch
+  running alone.
+The meaning is always the plain schedule `expanded()` returns; `num_steps` and `rounds`
+describe that expansion, so a pipelined schedule is costed and compared like any other.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Iterator
 
 from synth.schedule.collectives import Collective
 from synth.topology.linkmodel import LinkModel
 
 
-@dataclass(frozen=True, slots=True)  # slots: composed schedules hold millions
+@dataclass(frozen=True, slots=True)  # slots: schedules hold many thousands
 class Send:
     chunk: int
     src: int
     dst: int
     op: str = "copy"  # or "reduce"
+    count: int = 1  # chunks chunk .. chunk + count - 1
+
+    def chunks(self) -> range:
+        return range(self.chunk, self.chunk + self.count)
 
 
 @dataclass(frozen=True)
@@ -26,18 +41,78 @@ class Step:
     rounds: int
     sends: tuple[Send, ...]
 
+    @property
+    def load(self) -> int:
+        """Chunks moved in this step."""
+        return sum(x.count for x in self.sends)
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    batches: int
+    stride: int  # chunk ids of batch b are those of batch 0 plus b x stride
+    rounds: tuple[int, ...]  # of every expanded step: len(steps) + batches - 1 of them
+
 
 @dataclass(frozen=True)
 class Schedule:
     collective: Collective
     model: LinkModel
-    steps: tuple[Step, ...]
+    steps: tuple[Step, ...]  # every step; with a pipeline, the program of batch 0
     info: dict = field(default_factory=dict, compare=False)  # how it was made
+    pipeline: Pipeline | None = None
 
     @property
     def num_steps(self) -> int:
-        return len(self.steps)
+        """Steps of the expanded schedule."""
+        if self.pipeline is None:
+            return len(self.steps)
+        return len(self.steps) + self.pipeline.batches - 1
 
     @property
     def rounds(self) -> int:
-        return sum(step.rounds for step in self.steps)
+        """Rounds of the expanded schedule."""
+        if self.pipeline is None:
+            return sum(step.rounds for step in self.steps)
+        return sum(self.pipeline.rounds)
+
+    @property
+    def compact(self) -> bool:
+        """Whether it uses a version 2 form (ranged sends or a pipeline)."""
+        return self.pipeline is not None or any(x.count != 1 for s in self.steps
+                                                for x in s.sends)
+
+    @property
+    def batches(self) -> int:
+        return self.pipeline.batches if self.pipeline else 1
+
+    def step_rounds(self, t: int) -> int:
+        """Rounds of expanded step t."""
+        return self.pipeline.rounds[t] if self.pipeline else self.steps[t].rounds
+
+    def active(self, t: int) -> Iterator[tuple[int, int]]:
+        """(batch, program step) pairs running in expanded step t."""
+        if self.pipeline is None:
+            yield 0, t
+            return
+        last = len(self.steps) - 1
+        for b in range(max(0, t - last), min(t, self.pipeline.batches - 1) + 1):
+            yield b, t - b
+
+    def step_sends(self, t: int) -> Iterator[Send]:
+        """The sends of expanded step t, chunk ranges kept."""
+        shift = self.pipeline.stride if self.pipeline else 0
+        for b, i in self.active(t):
+            for x in self.steps[i].sends:
+                yield replace(x, chunk=x.chunk + b * shift) if b else x
+
+    def expanded(self) -> Schedule:
+        """The same schedule with one send per chunk and no pipeline (version 1): what
+        the compact forms mean. Its size grows with chunks x batches."""
+        if not self.compact:
+            return self
+        steps = tuple(Step(self.step_rounds(t),
+                           tuple(Send(c, x.src, x.dst, x.op) for x in self.step_sends(t)
+                                 for c in x.chunks()))
+                      for t in range(self.num_steps))
+        return Schedule(self.collective, self.model, steps, dict(self.info))

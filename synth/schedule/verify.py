@@ -1,19 +1,34 @@
 """Independent schedule verifier: simulate a schedule file and check it.
 
-Implements docs/schedule-file.md (the format, chunk numbering and semantics). It shares no code
-with the rest of synth on purpose: an encoder bug must not be able to hide behind a
-helper that the verifier also trusts. Only the standard library and synth.errors.
+Implements docs/schedule-file.md (the format, version 1 and 2, the chunk numbering and
+the semantics). It shares no code with the rest of synth on purpose: an encoder or a
+construction bug must not be able to hide behind a helper that the verifier also
+trusts. Only the standard library and synth.errors.
+
+Version 2 files are checked without unrolling them:
+- Ranges: a send of `count` chunks is cut at every boundary any send's range has, so
+  each piece (an elementary interval) is moved by exactly the same sends; one chunk per
+  piece is simulated, standing for all of it.
+- Pipelines: batch b runs the program on chunks shifted by b x stride. Once every
+  shifted chunk stays in its share (so it has the same holders and wanters) and no two
+  batches touch one chunk (so no batch sees another's data), every batch's data flow is
+  batch 0's: batch 0 is simulated, and the union of the batches must reach every chunk
+  the postcondition needs. Capacity is checked per expanded step on the loads of the
+  batches active in it, kept as a sliding sum over the program's steps.
+So time and memory grow with the program and the number of steps, not with chunks x
+batches.
 """
 
 import json
 import math
 import os
 import stat
-from collections import Counter, namedtuple
+from bisect import bisect_left
+from collections import Counter, defaultdict, namedtuple
 
 from synth.errors import BadInput, NoAnswer
 
-FORMAT, VERSION = "synth.schedule", 1
+FORMAT, VERSIONS = "synth.schedule", (1, 2)
 MAX_RANKS = 4096  # synth's one cap on GPUs (synth.topology.physical.MAX_GPUS)
 TOLERANCE = 1e-9  # fractional capacities: 0.5 * 2 rounds must allow exactly 1 chunk
 COMBINING = frozenset({"reducescatter", "allreduce", "reduce"})
@@ -46,23 +61,39 @@ class MalformedSchedule(BadInput):
 
 
 # links: {(src, dst): capacity}; groups: [(name, {(src, dst), ...}, capacity)];
-# pre/post: {(rank, chunk)}; steps: [(rounds, [(chunk, src, dst, op), ...])]
-Schedule = namedtuple("Schedule", "collective n c g root links groups pre post steps")
+# pre/post: [(rank, chunk, count), ...] as listed; steps: [(rounds, [(chunk, count, src,
+# dst, op), ...])]; pipeline: None or (batches, stride, [rounds of each expanded step]);
+# compact: the file uses a version 2 form (a count, a range in pre/post, a pipeline)
+Schedule = namedtuple("Schedule", "collective n c g root links groups pre post steps "
+                                  "version pipeline compact")
 
 
 def conditions(collective, n, c, root):
     """(G, pre, post) of the chunk numbering table, as sets of (rank, chunk)."""
     g_kind, pre_kind, post_kind = _TABLE[collective]
     g = {"C": c, "N*C": n * c, "N*N*C": n * n * c}[g_kind]
+    return g, {(r, k) for k in range(g) for r in _ranks(pre_kind, k, n, c, root)}, \
+        {(r, k) for k in range(g) for r in _ranks(post_kind, k, n, c, root)}
 
-    def holders(kind):
-        if kind == "all":
-            return {(r, k) for r in range(n) for k in range(g)}
-        rank_of = {"root": lambda k: root, "own": lambda k: k // c,
-                   "src": lambda k: k // c // n, "dst": lambda k: k // c % n}[kind]
-        return {(rank_of(k), k) for k in range(g)}
 
-    return g, holders(pre_kind), holders(post_kind)
+def _ranks(kind, k, n, c, root):
+    """The ranks a table column names for chunk k."""
+    if kind == "all":
+        return range(n)
+    return ({"root": root, "own": k // c, "src": k // c // n, "dst": k // c % n}[kind],)
+
+
+def _intervals(kind, n, c, g, root):
+    """A table column as intervals: {rank: [(start, end), ...]}, merged and sorted."""
+    if kind == "all":
+        return {r: [(0, g)] for r in range(n)} if g else {}
+    if kind == "root":
+        return {root: [(0, g)]} if g else {}
+    if kind == "own":
+        return {r: [(r * c, (r + 1) * c)] for r in range(n)}
+    if kind == "src":
+        return {s: [(s * n * c, (s + 1) * n * c)] for s in range(n)}
+    return {d: [((s * n + d) * c, (s * n + d + 1) * c) for s in range(n)] for d in range(n)}
 
 
 # --- structure: everything here raises MalformedSchedule naming the path -------------
@@ -104,19 +135,23 @@ def _number(value, path):
 
 
 def _pairs(doc, key, n):
-    """A list of [rank, chunk] pairs as a set; chunk ranges are left to the table check."""
-    out = set()
+    """A list of [rank, chunk] (or, in version 2, [rank, chunk, count]) entries, as
+    (rank, chunk, count) triples, and whether any had three elements (a version 2 form);
+    chunk ranges are left to the table check."""
+    out, ranged = [], False
     for i, item in enumerate(_get(doc, key, "", list, "a list")):
         # fast path for the common well-formed pair; the slow one names the problem
         if (type(item) is list and len(item) == 2 and type(item[0]) is int
                 and type(item[1]) is int and 0 <= item[0] < n):
-            out.add((item[0], item[1]))
+            out.append((item[0], item[1], 1))
             continue
         p = f"{key}[{i}]"
-        if not isinstance(item, list) or len(item) != 2:
-            _bad(p, "expected [rank, chunk]")
-        out.add((_int(item[0], f"{p}[0]", 0, n - 1), _int(item[1], f"{p}[1]")))
-    return out
+        if not isinstance(item, list) or len(item) not in (2, 3):
+            _bad(p, "expected [rank, chunk] or [rank, chunk, count]")
+        out.append((_int(item[0], f"{p}[0]", 0, n - 1), _int(item[1], f"{p}[1]"),
+                    _int(item[2], f"{p}[2]", 1) if len(item) == 3 else 1))
+        ranged = ranged or len(item) == 3
+    return out, ranged
 
 
 def _links(topo, n):
@@ -153,7 +188,9 @@ def _groups(topo, links):
 
 
 def _steps(doc, n):
-    steps = []
+    """The steps as (rounds, [(chunk, count, src, dst, op), ...]), and whether any send
+    named a count (a version 2 form)."""
+    steps, counted = [], False
     for i, step in enumerate(_get(doc, "steps", "", list, "a list")):
         p = f"steps[{i}]"
         rounds = _int(_get(step, "rounds", p), f"{p}.rounds", 1)
@@ -162,30 +199,48 @@ def _steps(doc, n):
             if type(send) is dict:  # fast path: a well-formed send; else the slow one below
                 chunk, src, dst, op = (send.get("chunk"), send.get("src"), send.get("dst"),
                                        send.get("op"))
+                count = send.get("count", 1)
                 if (type(chunk) is int and type(src) is int and type(dst) is int
+                        and type(count) is int and count >= 1
                         and 0 <= src < n and 0 <= dst < n and op in ("copy", "reduce")):
-                    sends.append((chunk, src, dst, op))
+                    sends.append((chunk, count, src, dst, op))
+                    counted = counted or "count" in send
                     continue
             q = f"{p}.sends[{j}]"
             op = _get(send, "op", q)
             if op not in ("copy", "reduce"):
                 _bad(f"{q}.op", f"unknown op {_cut(repr(op))} (expected 'copy' or 'reduce')")
-            sends.append((_int(_get(send, "chunk", q), f"{q}.chunk"),
+            count = _int(send["count"], f"{q}.count", 1) if "count" in send else 1
+            counted = counted or "count" in send
+            sends.append((_int(_get(send, "chunk", q), f"{q}.chunk"), count,
                           _int(_get(send, "src", q), f"{q}.src", 0, n - 1),
                           _int(_get(send, "dst", q), f"{q}.dst", 0, n - 1), op))
         steps.append((rounds, sends))
-    return steps
+    return steps, counted
+
+
+def _pipeline(doc):
+    """(batches, stride, rounds) of the "pipeline" object, or None."""
+    if "pipeline" not in doc:
+        return None
+    pipe = _get(doc, "pipeline", "", dict, "an object")
+    batches = _int(_get(pipe, "batches", "pipeline"), "pipeline.batches", 1)
+    stride = _int(_get(pipe, "stride", "pipeline"), "pipeline.stride", 0)
+    rounds = _get(pipe, "rounds", "pipeline", list, "a list")
+    return batches, stride, [_int(r, f"pipeline.rounds[{t}]", 1) for t, r in enumerate(rounds)]
 
 
 def parse(doc):
     """Check the document's shape and return a Schedule; raises MalformedSchedule."""
     if _get(doc, "format", "") != FORMAT:
         _bad("format", f"expected {FORMAT!r}, got {_cut(repr(doc['format']))}")
-    if _int(_get(doc, "version", ""), "version") != VERSION:
-        _bad("version", f"expected {VERSION}, got {_cut(repr(doc['version']))}")
+    version = _int(_get(doc, "version", ""), "version")
+    if version not in VERSIONS:
+        _bad("version", f"expected 1 or 2, got {_cut(repr(doc['version']))}")
     coll = _get(doc, "collective", "")
     if not isinstance(coll, str) or coll not in _TABLE:
-        _bad("collective", f"unknown collective {_cut(repr(coll))} (expected one of {', '.join(_TABLE)})")
+        _bad("collective", f"unknown collective {_cut(repr(coll))} (expected one of "
+                           f"{', '.join(_TABLE)})")
     n = _int(_get(doc, "ranks", ""), "ranks", 1, MAX_RANKS)
     c = _int(_get(doc, "chunks", ""), "chunks", 1)
     g = _int(_get(doc, "num_chunks", ""), "num_chunks", 0)
@@ -196,42 +251,92 @@ def parse(doc):
         _bad("root", f"{coll} takes no root")
     topo = _get(doc, "topology", "", dict, "an object")
     links = _links(topo, n)
-    return Schedule(coll, n, c, g, root, links, _groups(topo, links),
-                    _pairs(doc, "pre", n), _pairs(doc, "post", n), _steps(doc, n))
+    (pre, ranged_pre), (post, ranged_post) = _pairs(doc, "pre", n), _pairs(doc, "post", n)
+    steps, counted = _steps(doc, n)
+    pipeline = _pipeline(doc)
+    compact = pipeline is not None or ranged_pre or ranged_post or counted
+    return Schedule(coll, n, c, g, root, links, _groups(topo, links), pre, post, steps,
+                    version, pipeline, compact)
 
 
 # --- semantics: everything here raises ScheduleInvalid ------------------------------
 
+def _share_size(s):
+    """Chunks per share: allreduce, broadcast and reduce have one share, the buffer;
+    the others C (a rank's share, or for alltoall one (source, destination) block)."""
+    return s.g if _TABLE[s.collective][0] == "C" else s.c
+
+
+def _check_version(s):
+    if s.version == 1 and s.compact:
+        what = ("a pipeline" if s.pipeline is not None else
+                "chunk ranges (a count, or [rank, chunk, count] in pre or post)")
+        raise ScheduleInvalid(f"a version 1 file uses {what}, a version 2 form")
+
+
+def _merged(entries):
+    """{rank: sorted disjoint [start, end) intervals} of (rank, chunk, count) entries."""
+    by_rank = defaultdict(list)
+    for rank, chunk, count in entries:
+        by_rank[rank].append((chunk, chunk + count))
+    return {r: _union(spans) for r, spans in by_rank.items()}
+
+
+def _union(spans):
+    out = []
+    for lo, hi in sorted(spans):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _first_outside(spans, cover):
+    """The first chunk of `spans` (sorted disjoint intervals) not in `cover`, or None."""
+    j = 0
+    for lo, hi in spans:
+        k = lo
+        while k < hi:
+            while j < len(cover) and cover[j][1] <= k:
+                j += 1
+            if j == len(cover) or cover[j][0] > k:
+                return k
+            k = cover[j][1]
+    return None
+
+
 def _check_table(s):
-    # sizes first, by arithmetic: a file claiming 10**12 ranks must not make us build
-    # sets that large; once the sizes match, the sets are no larger than the file
+    # sizes first, by arithmetic: a file claiming 10**12 chunks must not make us build
+    # anything that large; once they match, nothing built is larger than the file
     g_kind, pre_kind, post_kind = _TABLE[s.collective]
     g = {"C": s.c, "N*C": s.n * s.c, "N*N*C": s.n * s.n * s.c}[g_kind]
     if s.g != g:
         raise ScheduleInvalid(f"num_chunks is {s.g}, but {s.collective} on {s.n} ranks "
                               f"with {s.c} chunks has {g}")
     for name, kind, got in (("pre", pre_kind, s.pre), ("post", post_kind, s.post)):
+        pieces = s.n * s.n if kind == "dst" else s.n  # intervals the column needs at least
+        covered = sum(count for _, _, count in got)
         size = s.n * g if kind == "all" else g
-        if len(got) != size and size > 100_000:  # small ones get the exact difference below
-            raise ScheduleInvalid(f"{name} lists {len(got)} (rank, chunk) pairs, but "
+        if len(got) < min(pieces, size) or (covered < size and size > 100_000):
+            raise ScheduleInvalid(f"{name} lists {covered} (rank, chunk) pairs, but "
                                   f"{s.collective}'s {name}condition has {size}")
-    g, pre, post = conditions(s.collective, s.n, s.c, s.root)
-    for name, got, want in (("pre", s.pre, pre), ("post", s.post, post)):
-        if got != want:
-            diff = [f"missing {list(x)}" for x in sorted(want - got)[:1]]
-            diff += [f"extra {list(x)}" for x in sorted(got - want)[:1]]
-            raise ScheduleInvalid(f"{name} does not match {s.collective}'s {name}condition "
-                                  f"({', '.join(diff)})")
+        want = _intervals(kind, s.n, s.c, g, s.root)
+        have = _merged(got)
+        for a, b, what in ((want, have, "missing"), (have, want, "extra")):
+            for rank in sorted(a):
+                k = _first_outside(a[rank], b.get(rank, []))
+                if k is not None:
+                    raise ScheduleInvalid(f"{name} does not match {s.collective}'s "
+                                          f"{name}condition ({what} [{rank}, {k}])")
 
 
 def _check_send(s, i, state, chunk, src, dst, op):
-    if (0 <= chunk < s.g and (src, dst) in s.links and (src, chunk) in state
+    if ((src, dst) in s.links and (src, chunk) in state
             and (op == "copy" or (s.collective in COMBINING and (dst, chunk) in state))):
         return  # the common case, without building the messages below
     where = dict(step=i, chunk=chunk, ranks=(src, dst))
     what = f"chunk {chunk} {'sent' if op == 'copy' else 'reduced'} from rank {src} to rank {dst}"
-    if not 0 <= chunk < s.g:
-        raise ScheduleInvalid(f"{what}, but chunks are 0..{s.g - 1}", **where)
     if (src, dst) not in s.links:
         raise ScheduleInvalid(f"{what}, but there is no link {src}->{dst}", **where)
     if op == "reduce" and s.collective not in COMBINING:
@@ -240,6 +345,19 @@ def _check_send(s, i, state, chunk, src, dst, op):
         raise ScheduleInvalid(f"{what}, but rank {src} does not hold it", **where)
     if op == "reduce" and (dst, chunk) not in state:
         raise ScheduleInvalid(f"{what}, but rank {dst} holds nothing to reduce into", **where)
+
+
+def _check_range(s, i, chunk, count, src, dst, per):
+    """A send's chunks must exist and lie in one share."""
+    last = chunk + count - 1
+    if 0 <= chunk and last < s.g and chunk // per == last // per:
+        return
+    what = (f"chunk {chunk}" if count == 1 else f"chunks {chunk}..{last}") + \
+        f" sent from rank {src} to rank {dst}"
+    if not (0 <= chunk and last < s.g):
+        raise ScheduleInvalid(f"{what}, but chunks are 0..{s.g - 1}", i, chunk, (src, dst))
+    raise ScheduleInvalid(f"{what} leave their share: a range stays within one share of "
+                          f"{per} chunks", i, chunk, (src, dst))
 
 
 def _merge(i, dst, chunk, writes, current):
@@ -260,56 +378,193 @@ def _merge(i, dst, chunk, writes, current):
     return total
 
 
-def _check_bandwidth(s, i, rounds, sends):
-    use = Counter((src, dst) for _, src, dst, _ in sends)
+def _loads(sends):
+    """Chunks per link of one step's sends."""
+    use = Counter()
+    for _, count, src, dst, _ in sends:
+        use[(src, dst)] += count
+    return use
+
+
+def _check_loads(s, step, rounds, use, where=""):
+    """Every link and group carries at most capacity x rounds chunks."""
     for (src, dst), count in use.items():
-        cap = s.links[(src, dst)]
-        if count > cap * rounds + TOLERANCE:
+        cap = s.links.get((src, dst))
+        if cap is not None and count > cap * rounds + TOLERANCE:
             raise ScheduleInvalid(f"link {src}->{dst} carries {count} chunks, over its capacity "
-                                  f"{cap:g} x {rounds} rounds", i, None, (src, dst))
+                                  f"{cap:g} x {rounds} rounds{where}", step, None, (src, dst))
     for name, members, cap in s.groups:
-        count = sum(use[link] for link in members)
+        count = sum(use[link] for link in members if link in use)
         if count > cap * rounds + TOLERANCE:
-            ranks = sorted({r for link in members if use[link] for r in link})
-            raise ScheduleInvalid(f"group {_cut(repr(name))} carries {count} chunks, over its capacity "
-                                  f"{cap:g} x {rounds} rounds", i, None, ranks)
+            ranks = sorted({r for link in members if use.get(link) for r in link})
+            raise ScheduleInvalid(f"group {_cut(repr(name))} carries {count} chunks, over its "
+                                  f"capacity {cap:g} x {rounds} rounds{where}", step, None,
+                                  ranks)
 
 
-def simulate(s, state):
-    """Run every step on state {(rank, chunk): frozenset of contributors}, in place."""
+def _pieces(s, per):
+    """The sorted boundaries of every well-formed send range: each interval between two
+    consecutive boundaries is moved by exactly the same sends (an elementary piece)."""
+    cuts = set()
+    for _, sends in s.steps:
+        for chunk, count, _, _, _ in sends:
+            last = chunk + count - 1
+            if 0 <= chunk and last < s.g and chunk // per == last // per:
+                cuts.add(chunk)
+                cuts.add(chunk + count)
+    return sorted(cuts)
+
+
+def _touched(cuts, s, per):
+    """The pieces some send covers, as (start, end) intervals, and their first chunks."""
+    covered = set()
+    for _, sends in s.steps:
+        for chunk, count, _, _, _ in sends:
+            last = chunk + count - 1
+            if 0 <= chunk and last < s.g and chunk // per == last // per:
+                if count == 1:
+                    covered.add(chunk)
+                else:
+                    covered.update(cuts[bisect_left(cuts, chunk):
+                                        bisect_left(cuts, chunk + count)])
+    by_share = defaultdict(list)  # merged within a share, never across one
+    for k in covered:
+        by_share[k // per].append((k, cuts[bisect_left(cuts, k) + 1]))
+    spans = [span for share in sorted(by_share) for span in _union(by_share[share])]
+    return spans, covered
+
+
+def simulate(s, state, cuts=None):
+    """Run every step of the (batch) program on state {(rank, chunk): frozenset of
+    contributors}, in place; `cuts`: the pieces' boundaries (default: every chunk its
+    own piece). A step's sends read the state at its start."""
+    per = _share_size(s)
     for i, (rounds, sends) in enumerate(s.steps):
         writes = {}  # reads happen before any write: a step sees its start state
-        for chunk, src, dst, op in sends:
-            _check_send(s, i, state, chunk, src, dst, op)
-            writes.setdefault((dst, chunk), []).append((op, src, state[(src, chunk)]))
+        for chunk, count, src, dst, op in sends:
+            _check_range(s, i, chunk, count, src, dst, per)
+            if count == 1 or cuts is None:
+                firsts = range(chunk, chunk + count) if cuts is None else (chunk,)
+            else:
+                firsts = cuts[bisect_left(cuts, chunk):bisect_left(cuts, chunk + count)]
+            for k in firsts:
+                _check_send(s, i, state, k, src, dst, op)
+                writes.setdefault((dst, k), []).append((op, src, state[(src, k)]))
         merged = {key: _merge(i, *key, w, state.get(key)) for key, w in writes.items()}
-        _check_bandwidth(s, i, rounds, sends)
+        if s.pipeline is None:
+            _check_loads(s, i, rounds, _loads(sends))
         state.update(merged)
     return state
 
 
-def _check_post(s, state):
+def _check_pipeline(s, spans, per):
+    """Rounds for every expanded step; every batch's chunks in their shares and apart."""
+    batches, stride, rounds = s.pipeline
+    expected = len(s.steps) + batches - 1
+    if len(rounds) != expected:
+        raise ScheduleInvalid(f"pipeline.rounds lists {len(rounds)} steps, but {len(s.steps)} "
+                              f"steps in {batches} batches expand to {expected}")
+    shifted = []
+    for lo, hi in spans:
+        top = (hi - 1) + (batches - 1) * stride  # the last chunk the last batch touches
+        if top // per != lo // per or top >= s.g:
+            b = next(b for b in range(1, batches)
+                     if (hi - 1 + b * stride) // per != lo // per or hi - 1 + b * stride >= s.g)
+            k = hi - 1
+            raise ScheduleInvalid(f"batch {b} moves chunk {k} to {k + b * stride}, out of "
+                                  f"its share (stride {stride})", None, k)
+        shifted += [(lo + b * stride, hi + b * stride, b) for b in range(batches)]
+    shifted.sort()
+    for (lo, hi, b), (lo2, _, b2) in zip(shifted, shifted[1:]):
+        if lo2 < hi:  # two batches touch chunk lo2
+            first, second = sorted((b, b2))
+            raise ScheduleInvalid(f"batches {first} and {second} both touch chunk {lo2} "
+                                  f"(stride {stride} is too small for the program's chunks)",
+                                  None, lo2)
+
+
+def _check_expanded_loads(s):
+    """Each expanded step carries the loads of the batches active in it: a sliding sum
+    over the program's steps (a window of `batches` of them)."""
+    batches, _, rounds = s.pipeline
+    program = [_loads(sends) for _, sends in s.steps]
+    for i, (own, use) in enumerate(zip((r for r, _ in s.steps), program)):
+        _check_loads(s, i, own, use, " (one batch alone: the program's own rounds)")
+    window = Counter()
+    last = len(program) - 1
+    for t in range(len(rounds)):
+        if t <= last:
+            window.update(program[t])
+        if t - batches >= 0:
+            window.subtract(program[t - batches])
+        active = f"batches {max(0, t - last)}..{min(t, batches - 1)}"
+        _check_loads(s, t, rounds[t], +window, f" (expanded step, {active} active)")
+
+
+def _check_post(s, state, spans, covered, per):
+    """Every piece simulated ends right at its wanters; every chunk no batch touches
+    must already be right, as the precondition leaves it."""
+    _, pre_kind, post_kind = _TABLE[s.collective]
     everyone = frozenset(range(s.n))
-    for rank, chunk in sorted(s.post):
-        value = state.get((rank, chunk))
-        if value is None:
-            raise ScheduleInvalid(f"after the last step rank {rank} does not hold chunk {chunk}",
-                                  None, chunk, (rank,))
-        if s.collective in COMBINING and value != everyone:
-            raise ScheduleInvalid(f"after the last step rank {rank} holds chunk {chunk} summed "
-                                  f"over ranks {sorted(value)} only, not all {s.n}",
-                                  None, chunk, (rank,))
+    for k in sorted(covered):
+        for rank in _ranks(post_kind, k, s.n, s.c, s.root):
+            _post_holds(s, state, rank, k, everyone)
+    batches, stride = (s.pipeline[0], s.pipeline[1]) if s.pipeline else (1, 0)
+    by_share = defaultdict(list)
+    for lo, hi in spans:
+        by_share[lo // per].extend((lo + b * stride, hi + b * stride) for b in range(batches))
+    for share in range(s.g // per if per else 0):
+        start = share * per
+        wanters = set(_ranks(post_kind, start, s.n, s.c, s.root))
+        holders = set(_ranks(pre_kind, start, s.n, s.c, s.root))
+        needed = (wanters and s.collective in COMBINING and s.n > 1) or (wanters - holders)
+        if not needed:
+            continue
+        k = _first_outside([(start, start + per)], _union(by_share.get(share, [])))
+        if k is not None:
+            rank = min(wanters - holders) if wanters - holders else min(wanters)
+            raise ScheduleInvalid(f"after the last step rank {rank} does not hold chunk {k}"
+                                  + (" (no batch moves it)" if s.pipeline else ""),
+                                  None, k, (rank,))
+
+
+def _post_holds(s, state, rank, chunk, everyone):
+    value = state.get((rank, chunk))
+    if value is None:
+        raise ScheduleInvalid(f"after the last step rank {rank} does not hold chunk {chunk}",
+                              None, chunk, (rank,))
+    if s.collective in COMBINING and value != everyone:
+        raise ScheduleInvalid(f"after the last step rank {rank} holds chunk {chunk} summed "
+                              f"over ranks {sorted(value)} only, not all {s.n}",
+                              None, chunk, (rank,))
 
 
 def verify_schedule(doc):
     """Return None if doc is a valid schedule; raise MalformedSchedule or ScheduleInvalid."""
     s = parse(doc)
+    _check_version(s)
     _check_table(s)
+    per = _share_size(s)
+    cuts = _pieces(s, per)
+    spans, covered = _touched(cuts, s, per)
+    if s.pipeline is not None:
+        _check_pipeline(s, spans, per)
     # combining: each holder starts with its own contribution only (one set per rank,
-    # shared: a composed allreduce has millions of (rank, chunk) pairs)
+    # shared); only the first chunk of every piece is simulated
+    _, pre_kind, _ = _TABLE[s.collective]
     own = {rank: frozenset({rank}) for rank in range(s.n)}
-    state = {(rank, chunk): own[rank] for rank, chunk in s.pre}
-    _check_post(s, simulate(s, state))
+    state = {(rank, k): own[rank] for k in covered
+             for rank in _ranks(pre_kind, k, s.n, s.c, s.root)}
+    try:
+        simulate(s, state, cuts)
+    except ScheduleInvalid as e:
+        if s.pipeline is None:
+            raise
+        raise ScheduleInvalid(f"{e.message} (in batch 0, and so in every batch: the "
+                              "program repeats)", e.step, e.chunk, e.ranks) from None
+    _check_post(s, state, spans, covered, per)
+    if s.pipeline is not None:
+        _check_expanded_loads(s)
 
 
 MAX_FILE_BYTES = 2 << 30  # a schedule file larger than this is refused unread
