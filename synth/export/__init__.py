@@ -42,7 +42,12 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
         return (schedule_json(schedule_to_dict(schedule)),
                 f"{coll.name} schedule, {coll.ranks} ranks, {schedule.num_steps} steps")
     mode = "in place" if inplace else "out of place"
-    schedule = schedule.expanded()  # the exporters lower one send per chunk
+    if name is None:  # named after the schedule asked for, not its batch program
+        from synth.export.msccl import default_name
+
+        name = re.sub(r"[^A-Za-z0-9_.:+-]", "_", default_name(schedule, inplace))
+    schedule, note = runtime_form(schedule)
+    coll = schedule.collective
     if fmt == "msccl-xml":
         from synth.export.msccl import to_msccl_xml
         from synth.export.msccl_sim import check_msccl_xml
@@ -55,7 +60,7 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
         return text, (f"{coll.name} {mode}, {report['ranks']} gpus, {report['channels']} "
                       f"channel(s), {report['threadblocks']} threadblocks, at most "
                       f"{report['max_steps_per_threadblock']} steps per threadblock, "
-                      f"{fused} fused steps; simulated: no deadlock, right result")
+                      f"{fused} fused steps; simulated: no deadlock, right result{note}")
     from synth.export.mscclpp import to_mscclpp_plan
     from synth.export.mscclpp_sim import check_mscclpp_plan
 
@@ -67,7 +72,34 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
     return text, (f"{coll.name} {mode}, Simple protocol, memory channels, "
                   f"{report['ranks']} gpus x {report['threadblocks'] // report['ranks']} "
                   f"thread block(s), at most {report['max_ops_per_threadblock']} ops each; "
-                  f"simulated over two launches: no deadlock, right result")
+                  f"simulated over two launches: no deadlock, right result{note}")
+
+
+MAX_EXPANDED_SENDS = 200_000  # a pipeline no runtime loop can express, unrolled at most
+
+
+def runtime_form(schedule):
+    """(a version 1 schedule to lower, a note for the summary). A pipeline becomes its
+    batch program, a collective of its own on a P-th of the chunks (synth.schedule.
+    transform.one_batch): the runtimes run an algorithm over successive slices of the
+    buffer, which is the pipeline. Chunk ranges stay (the exporters move cnt chunks in
+    one step). A pipeline whose batches do not split every share evenly is unrolled, up
+    to MAX_EXPANDED_SENDS sends."""
+    from synth.schedule.file import verified
+    from synth.schedule.transform import one_batch
+
+    if schedule.pipeline is None:
+        return schedule.expanded(), ""
+    batch = one_batch(schedule)
+    if batch is not None:
+        p = schedule.pipeline.batches
+        return verified(batch).expanded(), (f"; one batch of the {p}-batch pipeline, which "
+                                            "the runtime repeats over slices of the buffer")
+    sends = sum(x.count for s in schedule.steps for x in s.sends) * schedule.batches
+    if sends > MAX_EXPANDED_SENDS:
+        raise BadInput(f"the pipeline's batches do not split the buffer evenly, and unrolled "
+                       f"it would be {sends:,} sends (at most {MAX_EXPANDED_SENDS:,})")
+    return schedule.expanded(), "; the pipeline unrolled"
 
 
 def _checked(check, doc, root, what):

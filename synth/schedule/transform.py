@@ -68,3 +68,38 @@ def compose_allreduce(reducescatter: Schedule, allgather: Schedule) -> Schedule:
     info = {"composed": {"reducescatter": dict(reducescatter.info),
                          "allgather": dict(allgather.info)}}
     return Schedule(coll, reducescatter.model, reducescatter.steps + allgather.steps, info)
+
+
+def one_batch(schedule: Schedule) -> Schedule | None:
+    """A pipelined schedule's batch program as a collective of its own, or None.
+
+    Batch 0 of a pipeline of P batches moves a P-th of every share; with its chunks
+    renumbered in order (k -> its position among the chunks batch 0 touches) it is the
+    same collective with C / P chunks per share: a runtime that repeats an algorithm
+    over slices of the buffer (MSCCL's loop) runs the pipeline by itself. None when the
+    batches do not split every share evenly (then only the expansion is the schedule).
+    The result is not verified here; callers verify it.
+    """
+    pipe, coll = schedule.pipeline, schedule.collective
+    if pipe is None:
+        return schedule
+    touched = sorted({k for step in schedule.steps for x in step.sends for k in x.chunks()})
+    if len(touched) * pipe.batches != coll.num_chunks or coll.chunks % pipe.batches:
+        return None
+    per_share = coll.share_chunks // pipe.batches
+    index = {k: i for i, k in enumerate(touched)}
+    if any(index[k] // per_share != k // coll.share_chunks for k in touched):
+        return None  # batch 0 does not take the same number of chunks from every share
+    batch = make_collective(coll.name, coll.ranks, coll.chunks // pipe.batches, coll.root)
+    steps = []
+    for step in schedule.steps:
+        sends = []
+        for x in step.sends:
+            first, last = index[x.chunk], index[x.chunk + x.count - 1]
+            if last - first + 1 == x.count:  # still consecutive: keep the range
+                sends.append(Send(first, x.src, x.dst, x.op, x.count))
+            else:
+                sends += [Send(index[k], x.src, x.dst, x.op) for k in x.chunks()]
+        steps.append(Step(step.rounds, tuple(sends)))
+    info = {**schedule.info, "batch_of": {"batches": pipe.batches, "stride": pipe.stride}}
+    return Schedule(batch, schedule.model, tuple(steps), info)
