@@ -34,6 +34,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from xml.sax.saxutils import quoteattr
 
+import numpy as np
+
 from synth.errors import BadInput
 from synth.export.layout import Layout, Slot, coalesce, drop_redundant
 
@@ -384,9 +386,10 @@ class _Program:
                     if (op.sender is not None and op.sender not in clock) \
                             or any(dep not in clock for dep in op.deps):
                         break
-                    now = list(clock[tb.ops[nxt[tb] - 1]]) if nxt[tb] else [0] * size
+                    now = (clock[tb.ops[nxt[tb] - 1]].copy() if nxt[tb]
+                           else np.zeros(size, dtype=np.int32))
                     if op.sender is not None:
-                        now = [max(a, b) for a, b in zip(now, clock[op.sender])]
+                        np.maximum(now, clock[op.sender], out=now)
                     need = []
                     for dep in sorted(op.deps, key=lambda d: d.order, reverse=True):
                         if dep.order >= op.order:
@@ -394,7 +397,7 @@ class _Program:
                         if dep.tb is tb or now[index[dep.tb]] > pos[dep]:
                             continue
                         need.append((dep.tb, pos[dep]))
-                        now = [max(a, b) for a, b in zip(now, clock[dep])]
+                        np.maximum(now, clock[dep], out=now)
                     now[index[tb]] = pos[op] + 1
                     clock[op] = now
                     plans[tb].append((op, sorted(need, key=lambda item: (item[0].id, item[1]))))

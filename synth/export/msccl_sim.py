@@ -1,8 +1,8 @@
 """Independent checker for MSCCL XML algorithms: the loader's rules and a simulation.
 
 It reads the XML text only (plus the root of a rooted collective, which the format does
-not carry) and shares no code with the exporter: like synth/schedule/verify.py it
-imports only the standard library and synth.errors, so an exporter bug cannot hide
+not carry) and shares no code with the exporter: it imports only the standard library,
+NumPy (its vector clocks are arrays) and synth.errors, so an exporter bug cannot hide
 behind a helper both trust.
 
 Static checks (what the runtimes' loaders enforce, the strictest of them):
@@ -43,6 +43,8 @@ requires:
 import re
 import xml.etree.ElementTree as ET
 from collections import deque
+
+import numpy as np
 
 from synth.errors import NoAnswer
 
@@ -291,14 +293,14 @@ def _step(st, i, where, send, recv, size):
 
 
 def _joined(a, b):
-    return [max(x, y) for x, y in zip(a, b)]
+    return np.maximum(a, b)
 
 
 def _simulate(p, slots):
     tbs = p["tbs"]
     order = sorted(tbs.values(), key=lambda tb: tb.gid)
-    for tb in order:
-        tb.clock = [0] * len(order)
+    for tb in order:  # vector clocks as arrays: joins are the simulator's inner loop
+        tb.clock = np.zeros(len(order), dtype=np.int32)
     value = dict(p["start"])
     access = {}  # (gpu, buf, idx) -> [last write (gid, seq) or None, {gid: seq} reads since]
     conns = {}  # (src gpu, dst gpu, chan) -> deque of (values, clock)
@@ -389,8 +391,8 @@ def _simulate(p, slots):
             for i in range(cnt):
                 put(tb, (g, st["dst"][0], st["dst"][1] + i), result[i], where)
         if sends:
-            conns.setdefault((g, tb.send, tb.chan), deque()).append((result, list(tb.clock)))
-        tb.history.append(list(tb.clock))
+            conns.setdefault((g, tb.send, tb.chan), deque()).append((result, tb.clock.copy()))
+        tb.history.append(tb.clock.copy())
         tb.pc += 1
 
     moved = True
