@@ -32,9 +32,13 @@ def verify(files, show_cost, sizes):
             click.echo(f"synth: {where}{e}", err=True)
             worst = max(worst, e.exit_code)
             continue
+        pipe = doc.get("pipeline")  # steps and rounds of the expanded schedule
+        steps = len(doc["steps"]) + (pipe["batches"] - 1 if pipe else 0)
+        rounds = sum(pipe["rounds"]) if pipe else sum(s["rounds"] for s in doc["steps"])
         line = (f"ok {path}: {doc['collective']} on {doc['topology'].get('name', '?')}, "
-                f"{len(doc['steps'])} steps, "
-                f"{sum(s['rounds'] for s in doc['steps'])} rounds, {doc['chunks']} chunks")
+                f"{steps} steps, {rounds} rounds, {doc['chunks']} chunks"
+                + (f" (version 2: a batch program of {len(doc['steps'])} steps in "
+                   f"{pipe['batches']} batches)" if pipe else ""))
         if show_cost:
             cost = schedule_cost(schedule_from_dict(doc))
             times = "  ".join(f"{format_size(n)} {cost.time_us(n):.1f} us "
