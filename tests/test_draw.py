@@ -5,6 +5,7 @@ panels, PNG with its signature, an HTML page whose every local reference exists.
 """
 
 import re
+import struct
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -13,14 +14,16 @@ from html.parser import HTMLParser
 import pytest
 
 from synth.bounds import bounds
-from synth.construct.baselines import baselines
+from synth.construct.baselines import ALGORITHMS, baselines
 from synth.frontier import default_limits, synthesize
 from synth.pictures.graphviz import hamiltonian_cycle, rank_positions, render
 from synth.pictures.plots import write_plots
-from synth.pictures.schedule import panel_columns, schedule_graph
+from synth.pictures.schedule import panel_columns, rank_blocks, schedule_graph
 from synth.pictures.topology import topology_graph
 from synth.schedule.collectives import make_collective
-from synth.schedule.file import write_schedule
+from synth.schedule.file import verified, write_schedule
+from synth.schedule.ir import Pipeline, Schedule, Send, Step
+from synth.search.pareto import Limits
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower, lower_with_routes
 
@@ -143,6 +146,124 @@ def test_schedule_png(tmp_path):
                   tmp_path / "tree.png")
     data = path.read_bytes()
     assert data.startswith(PNG_SIGNATURE) and len(data) > 20_000
+
+
+# --- pipelined and big schedules ------------------------------------------------------
+
+def png_size(data):
+    assert data.startswith(PNG_SIGNATURE)
+    return struct.unpack(">II", data[16:24])
+
+
+def svg_size(path):
+    """The declared width and height in points (graphviz writes "...pt")."""
+    root = ET.parse(path).getroot()
+    return tuple(float(root.get(k).removesuffix("pt")) for k in ("width", "height"))
+
+
+@pytest.fixture(scope="module")
+def pipelined():
+    """The decomposition's deepest pipeline on dgx2x2 (two boxes of 16 GPUs)."""
+    result = synthesize(resolve("dgx2x2"), "allgather",
+                        limits=Limits(max_steps=8, time_limit=30), method="decomposed")
+    schedule = max((p.schedule for p in result.points), key=lambda s: s.batches)
+    assert schedule.pipeline is not None and schedule.batches >= 2
+    return schedule
+
+
+def test_pipelined_schedule_is_one_batch_and_a_timeline(tmp_path, pipelined, monkeypatch):
+    def refuse(self):
+        raise AssertionError("a picture must not expand the schedule")
+
+    monkeypatch.setattr(Schedule, "expanded", refuse)
+    path = render(schedule_graph(pipelined), tmp_path / "pipe.svg")
+    program, pipe = pipelined.steps, pipelined.pipeline
+    panels = svg_groups(path, "panel")
+    assert len(panels) == len(program) < pipelined.num_steps  # one batch, not the expansion
+    assert sorted(texts(p)[0] for p in panels) == sorted(
+        f"program step {i}: {st.rounds} rounds, {len(st.sends)} sends"
+        for i, st in enumerate(program))
+    # where each program step's sends go, read off the sends: across, then inside boxes
+    assert [texts(p)[1] for p in panels] == ["between boxes", "inside boxes"]
+    assert len(svg_groups(path, "timeline")) == 1
+    ticks = svg_groups(path, "tick")
+    assert len(ticks) == pipelined.num_steps
+    assert [texts(t) for t in ticks] == [[str(t), str(r)] for t, r in enumerate(pipe.rounds)]
+    slots = svg_groups(path, "slot")
+    assert len(slots) == pipe.batches * len(program)  # every batch runs every program step
+    cells = {g.find(f"{SVG}title").text: texts(g) for g in slots}
+    for i in range(len(program)):
+        for b in range(pipe.batches):
+            assert cells[f"slot{i}_{b + i}"] == [str(b)]  # batch b: program step i at b + i
+    caption = " ".join(t for g in svg_groups(path, "graph") for t in texts(g)[:8])
+    assert f"{pipe.batches} batches of a {len(program)}-step program" in caption
+    assert "decomposed over 2 identical boxes" in caption
+
+
+def test_chunk_ranges_are_labelled_compactly(tmp_path):
+    """The documented version 2 example: an allgather on a ring of 4, C = 4, two batches
+    of two pieces; every send moves a range of two chunks."""
+    model = lower(resolve("ring:4"))
+    first = tuple(Send(4 * r, r, d, count=2) for r in range(4) for d in ((r + 1) % 4, (r - 1) % 4))
+    second = tuple(Send(4 * r, (r + 1) % 4, (r + 2) % 4, count=2) for r in range(4))
+    schedule = verified(Schedule(make_collective("allgather", 4, 4), model,
+                                 (Step(2, first), Step(2, second)), {}, Pipeline(2, 2, (2, 4, 2))))
+    path = render(schedule_graph(schedule), tmp_path / "ring4.svg")
+    assert [texts(p)[0] for p in svg_groups(path, "panel")] == [
+        "program step 0: 2 rounds, 8 sends of 16 chunks",
+        "program step 1: 2 rounds, 4 sends of 8 chunks"]
+    loads = sorted(" ".join(" ".join(texts(g)).split()) for g in svg_groups(path, "load"))
+    assert len(loads) == 12 and "0-1 2/2" in loads and "12-13 2/2" in loads
+    assert all(re.fullmatch(r"\d+-\d+ 2/2", l) for l in loads), loads
+    assert len(svg_groups(path, "slot")) == 4 and len(svg_groups(path, "tick")) == 3
+
+
+def test_ranges_in_matrices(tmp_path):
+    """dgxh100x2's decomposition moves 18 pieces of a share at once: a matrix cell names
+    each range once, never a chunk each."""
+    result = synthesize(resolve("dgxh100x2"), "allgather",
+                        limits=Limits(max_steps=8, time_limit=30), method="decomposed")
+    schedule = max((p.schedule for p in result.points), key=lambda s: s.batches)
+    assert max(x.count for st in schedule.steps for x in st.sends) > 1
+    path = render(schedule_graph(schedule), tmp_path / "h100.svg")
+    matrices = svg_groups(path, "matrix")
+    assert len(matrices) == len(schedule.steps)
+    words = [t for m in matrices for t in texts(m)]
+    assert "0-17" in words  # rank 0's first piece range crossing to its peer
+    assert not any(re.fullmatch(r"\d+( \d+){4,}", w) for w in words)  # no lists of chunks
+
+
+def test_big_schedules_stay_small(tmp_path):
+    """Whatever is drawn, a PNG keeps to 60 x 60 inches at 72 dpi and an SVG declares at
+    most 45 x 45 inches: about 19 megapixels either way. Past 64 ranks a panel is a
+    matrix of blocks of ranks, none spanning two boxes."""
+    model = lower(resolve("dgx2x8"))  # 128 ranks in 8 boxes of 16
+    blocks = rank_blocks(model)
+    assert len(blocks) == 64 and all(len(b) == 2 for b in blocks)
+    assert all(len({model.boxes[r] for r in b}) == 1 for b in blocks)
+    schedule = ALGORITHMS["hierarchical"](model, "allgather", None).schedule
+    graph = schedule_graph(schedule)
+    natural = tmp_path / "natural.svg"
+    natural.write_bytes(graph.pipe(format="svg", neato_no_op=2))  # uncapped
+    assert max(svg_size(natural)) > 45 * 72  # too big: the cap has work to do
+    width, height = png_size(render(graph, tmp_path / "big.png").read_bytes())
+    assert max(width, height) <= 4320 and width * height <= 20_000_000
+    svg = render(graph, tmp_path / "big.svg")
+    assert max(svg_size(svg)) <= 45 * 72 + 1
+    assert len(svg_groups(svg, "rank")) == 0
+    assert len(svg_groups(svg, "matrix")) == len(svg_groups(svg, "panel")) == 2
+    heads = texts(svg_groups(svg, "matrix")[0])
+    assert heads[:3] == ["0-1", "2-3", "4-5"] and "126-127" in heads
+
+
+def test_long_schedules_draw_their_first_steps(tmp_path):
+    schedule = ALGORITHMS["ring"](lower(resolve("ring:128")), "allgather", None).schedule
+    path = render(schedule_graph(schedule), tmp_path / "ring128.svg")
+    panels = len(svg_groups(path, "panel"))
+    assert 1 <= panels < schedule.num_steps == 127  # as many as PANEL_AREA holds
+    caption = " ".join(t for g in svg_groups(path, "graph") for t in texts(g)[:8])
+    assert f"the first {panels} steps of 127 are drawn" in caption
+    assert "128 ranks in 64 blocks (2 consecutive ranks each)" in caption
 
 
 # --- the command line ---------------------------------------------------------------

@@ -41,10 +41,11 @@ def topo_draw(spec, output):
               show_default=True, help="Colour each chunk by itself or by the rank it "
                                       "starts at.")
 @click.option("--columns", type=click.IntRange(1, 64), default=None,
-              help="Panels per row [4 for up to 8 ranks, else 3].")
+              help="Panels per row [4 for up to 8 ranks, else 3; fewer for big panels].")
 def draw_command(file, output, color, columns):
     """Draw a schedule FILE step by step: one panel per step, showing which chunks
-    cross which rank link and each link's load against capacity x rounds."""
+    cross which rank link and each link's load against capacity x rounds. A pipelined
+    schedule: one batch's program and a timeline of the batches."""
     from synth.pictures.graphviz import picture_format, render
     from synth.pictures.schedule import schedule_graph
     from synth.schedule.file import read_verified

@@ -9,6 +9,10 @@ every schedule panel) place their ranks with `rank_positions`: a grid for 2-D me
 and tori, otherwise a circle in the order of a Hamiltonian cycle, so that a ring's links
 are the circle's sides; `render` draws them with `neato -n2`, where they are put. Also
 here: DrawError, picture_format, render_bytes, palette and small text helpers.
+
+No picture is drawn larger than about 19 megapixels: `render_bytes` scales a bigger
+drawing down to fit MAX_INCHES x MAX_INCHES at 72 dpi (PNG) or SVG_MAX_INCHES x
+SVG_MAX_INCHES (SVG: a rasterizer's usual 96 dpi then makes the same 4320 pixels).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from synth.files import write_atomic
 
 PICTURE_FORMATS = ("svg", "png")
 MAX_INCHES = 60  # the larger side of a PNG: 4320 pixels (image libraries open it)
+SVG_MAX_INCHES = 45  # of an SVG: 3240 points, 4320 pixels when rasterized at 96 dpi
 FONT = "Helvetica"
 
 
@@ -46,9 +51,11 @@ def picture_format(path: str | Path) -> str:
 def render_bytes(graph: graphviz.Digraph, fmt: str) -> bytes:
     """The picture as bytes in `fmt` (svg or png), laid out by the graph's engine."""
     no_op = 2 if graph.engine == "neato" else False
-    if fmt == "png":  # at most MAX_INCHES x MAX_INCHES at 72 dpi: about 19 megapixels
-        graph = graph.copy()
+    graph = graph.copy()  # scaled down (never up) to fit: about 19 megapixels at most
+    if fmt == "png":  # at most MAX_INCHES x MAX_INCHES at 72 dpi
         graph.attr(size=f"{MAX_INCHES},{MAX_INCHES}", dpi="72")
+    else:  # a vector picture still zooms; its declared size is what a rasterizer fills
+        graph.attr(size=f"{SVG_MAX_INCHES},{SVG_MAX_INCHES}")
     try:
         return graph.pipe(format=fmt, neato_no_op=no_op, quiet=True)
     except graphviz.ExecutableNotFound:
@@ -133,19 +140,23 @@ def hamiltonian_cycle(ranks: int, pairs: dict, budget: int = 20000) -> list[int]
 
 # --- colours and text ---------------------------------------------------------------
 
+_BASE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b",
+         "#e377c2", "#7f7f7f", "#bcbd22"]
+
+
 def palette(n: int) -> list[str]:
     """n distinct, dark enough colours (readable as text on white)."""
-    base = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b",
-            "#e377c2", "#7f7f7f", "#bcbd22"]
-    if n <= len(base):
-        return base[:n]
-    out = []
-    for i in range(n):
-        hue = (i * 0.618033988749895) % 1.0
-        value = 0.75 if i % 2 else 0.6
-        r, g, b = colorsys.hsv_to_rgb(hue, 0.85, value)
-        out.append(f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}")
-    return out
+    return [palette_colour(i, n) for i in range(n)]
+
+
+def palette_colour(i: int, n: int) -> str:
+    """palette(n)[i], without building the list (a schedule may have 10^5 chunks)."""
+    if n <= len(_BASE):
+        return _BASE[i]
+    hue = (i * 0.618033988749895) % 1.0
+    value = 0.75 if i % 2 else 0.6
+    r, g, b = colorsys.hsv_to_rgb(hue, 0.85, value)
+    return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
 
 
 def _fraction(x: Fraction) -> str:
@@ -158,3 +169,19 @@ def _plural(count: int, word: str) -> str:
 
 def _html(text: str) -> str:
     return html.escape(text, quote=False)
+
+
+def mix(a: str, b: str, t: float) -> str:
+    """The colour t of the way from a to b (#rrggbb)."""
+    ca = [int(a[k:k + 2], 16) for k in (1, 3, 5)]
+    cb = [int(b[k:k + 2], 16) for k in (1, 3, 5)]
+    return "#" + "".join(f"{round(x + (y - x) * t):02x}" for x, y in zip(ca, cb))
+
+
+def point(p) -> str:
+    return f"{p[0]:.1f},{p[1]:.1f}"
+
+
+def text_width(text: str, size: float = 10.0) -> float:
+    """About how wide Helvetica draws `text`, in points."""
+    return sum(0.28 if ch == " " else 0.56 for ch in text) * size

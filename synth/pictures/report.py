@@ -119,10 +119,14 @@ def write_report(topo: Topology, result: Result, baselines: list, sizes: list[in
         svg = render_bytes(schedule_graph(p.schedule, color), "svg")
         name = f"{point_stem(p)}.svg"
         write_atomic(directory / name, svg)
+        pipe = p.schedule.pipeline
+        how = ("step by step" if pipe is None else
+               f"a pipeline of {pipe.batches} batch{'' if pipe.batches == 1 else 'es'}: "
+               f"one batch's {len(p.schedule.steps)}-step program and the timeline")
         schedules.append(f"<h3>S{p.steps} R{p.rounds} C{p.chunks}</h3>"
                          + _picture(svg, name, point_stem(p),
                                     f"{p.steps} steps, {p.rounds} rounds, {p.chunks} chunks "
-                                    "per share, step by step"))
+                                    f"per share, {how}"))
 
     root = f" (root {result.root})" if result.root is not None else ""
     title = f"{result.collective}{root} on {topo.name}"
@@ -161,7 +165,9 @@ def write_report(topo: Topology, result: Result, baselines: list, sizes: list[in
                  "GPUs, switches, NICs and links (lanes x GB/s per direction)."),
         "<h2>Schedules</h2>",
         '<p class="note">One panel per step; each arrow (or matrix cell) lists the chunks '
-        "that cross the link and its load against capacity x rounds.</p>",
+        "that cross the link and its load against capacity x rounds. A pipelined schedule "
+        "shows one batch (its program) and a timeline of which batch runs which program "
+        "step in each step.</p>",
         *schedules,
         "</body></html>", "",
     ]

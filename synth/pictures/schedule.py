@@ -4,26 +4,41 @@
 
 Panels are tiled in a grid (panel_columns). A sparse schedule's panel is its ranks at
 synth.pictures.graphviz.rank_positions with an arrow per used link, labelled with the
-chunks it carries and its load / (capacity x rounds); when a step uses very many links
-(a switch's all-to-all) every panel is a sender x receiver matrix instead. Everything is
-placed here and drawn by `neato -n2`.
+chunks it carries (a range of chunks as "0-7") and its load / (capacity x rounds); when
+a step uses very many links (a switch's all-to-all) every panel is a sender x receiver
+matrix instead, and past MAX_RANKS ranks a matrix of blocks of ranks (a block never
+spans two boxes). A pipelined schedule (docs/schedule-file.md, version 2) is drawn as
+one batch, its program, plus a timeline of which batch runs which program step in which
+step; nothing is ever expanded. Everything is placed here and drawn by `neato -n2`.
+
+Bounded: at most MAX_PANELS panels and a grid of at most PANEL_AREA square points
+(fewer panels when they are big; the caption says how many are drawn), at most
+MAX_RANKS rows and columns in a matrix, MAX_TIMELINE columns in a timeline.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import Counter
 from fractions import Fraction
 
 import graphviz
 
 from synth.errors import BadInput
-from synth.pictures.graphviz import FONT, _fraction, _html, _plural, palette, rank_positions
+from synth.pictures.graphviz import (FONT, _fraction, _html, _plural, palette,
+                                     palette_colour, point, rank_positions, text_width)
+from synth.pictures.loads import chunk_spans, link_loads, load_text
+from synth.pictures.matrix import (MAX_RANKS, block_cell_width, block_matrix_label,
+                                   block_words, matrix_cell_width, matrix_label,
+                                   rank_blocks)
+from synth.pictures.timeline import (batch_words, decomposition_words, draw_timeline,
+                                     where_sends_go)
 from synth.schedule.ir import Schedule
 from synth.topology.linkmodel import LinkModel
 
 COLOR_MODES = ("chunk", "origin")
 MAX_PANELS = 64  # steps drawn at most; a longer schedule shows its first ones
+PANEL_AREA = 75_000_000  # square points the panel grid may fill: 4 x a 60-inch square
 
 
 def chunk_origin(schedule: Schedule, chunk: int) -> int | None:
@@ -37,6 +52,7 @@ def chunk_origin(schedule: Schedule, chunk: int) -> int | None:
 
 
 DENSE_LINKS = 64  # a step using more rank links than this (and 4 per rank) is a matrix
+GAP = 24.0  # between panels
 
 
 def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None = None
@@ -44,50 +60,46 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
     """One panel per step, tiled in a grid. A panel shows which chunks cross which rank
     link in that step, coloured by chunk (or by the rank the chunk starts at), and each
     used link's load against its capacity x the step's rounds (e.g. "3/4", bold when
-    full).
+    full). Consecutive chunks are one range ("0-7"), never a label each.
 
     Sparse schedules are drawn as graphs: the ranks at the same places in every panel
     (node s{i}r{r}, class "rank"), an arrow per used link, bending to its left so that a
     link's two directions never overlap, its label a node of class "load". When some
     step uses more than max(DENSE_LINKS, 4 x ranks) links (a switch's all-to-all), every
-    panel is a matrix instead: a row per sending rank, a column per receiving rank.
-    Panels are nodes of class "panel" named step0, step1, ...
+    panel is a matrix instead (node s{i}m, class "matrix"): a row per sending rank, a
+    column per receiving rank; with more than MAX_RANKS ranks, a row and a column per
+    block of ranks (`rank_blocks`). Panels are nodes of class "panel" named step0,
+    step1, ...; on a multi-node topology each says whether its sends cross boxes.
+
+    A pipelined schedule is drawn without expanding it: the panels are its program (the
+    steps of batch 0, the loads of one batch alone), and below them a timeline (node
+    "timeline", class "timeline"): a column per step of the schedule (node tick{t},
+    class "tick", with the step's rounds), a row per program step (class "tlrow"), and
+    a cell (node slot{i}_{t}, class "slot") labelled b where batch b runs program step i
+    in step t.
     """
     if color not in COLOR_MODES:
         raise BadInput(f"unknown colouring '{color}' (expected chunk or origin)")
-    schedule = schedule.expanded()
-    coll, model = schedule.collective, schedule.model
+    coll, model, pipe = schedule.collective, schedule.model, schedule.pipeline
     n = coll.ranks
-    steps = schedule.steps[:MAX_PANELS]  # a picture of 300,000 panels is no picture
-    busiest = max((len({(x.src, x.dst) for x in st.sends}) for st in steps), default=0)
-    dense = busiest > max(DENSE_LINKS, 4 * n)
-    colours, chunk_colour, how = _colouring(schedule, color)
-    root = f", root {coll.root}" if coll.root is not None else ""
-    title = (f"{coll.name}{root} on {model.name}: {_plural(len(steps), 'step')}, "
-             f"{_plural(schedule.rounds, 'round')}, {_plural(coll.chunks, 'chunk')}"
-             f" per share ({coll.num_chunks} in all)")
-    if len(steps) < schedule.num_steps:
-        title += f"; the first {len(steps)} steps are drawn"
-    if dense:
-        what = ("row: sending rank, column: receiving rank; a cell lists the chunks sent "
-                "and the load / (capacity x rounds), bold when full; shaded: links "
-                "(darker: fuller), R: a reduce")
-    else:
-        what = ("each arrow is labelled with the chunks it carries, then load / (capacity "
-                "x rounds), bold when full; dashed: reduce; grey lines: links unused in "
-                "the step")
-    caption = (f"{_html(title)}<br/><font point-size='11'>{_html(how)}<br/>{what}</font>")
-    g = graphviz.Digraph(f"{coll.name}-{model.name}", engine="neato")
-    g.attr(label=f"<{caption}>", labelloc="t", fontname=FONT, fontsize="16",
-           bgcolor="white", pad="0.3", outputorder="edgesfirst")
-    g.attr("node", fontname=FONT, fontsize="12", shape="circle", width=f"{2 * RANK_R / 72}",
-           fixedsize="true", style="filled", fillcolor="white", penwidth="1.2")
-    g.attr("edge", fontname=FONT, arrowsize="0.7")
+    program = schedule.steps[:MAX_PANELS]  # a picture of 300,000 panels is no picture
+    blocks = rank_blocks(model) if n > MAX_RANKS else None
+    busiest = max((len({(x.src, x.dst) for x in st.sends}) for st in program), default=0)
+    dense = blocks is not None or busiest > max(DENSE_LINKS, 4 * n)
+    rank_colours, colour, how = _colouring(schedule, color)
 
-    if dense:
-        cell = max(30.0, max((_cell_width(schedule, st) for st in steps), default=30.0))
-        width = (n + 1) * cell + 40
-        height = (n + 1) * 24 + 90
+    big = 1.0  # a big matrix gets a bigger panel title, and room for it
+    if blocks is not None or dense:
+        side = len(blocks) if blocks is not None else n
+        if blocks is not None:
+            of = {r: k for k, block in enumerate(blocks) for r in block}
+            cell = block_cell_width(schedule, program, blocks, of)
+            linked = {(of[l.src], of[l.dst]) for l in model.links}
+        else:
+            cell = max(30.0, max((matrix_cell_width(schedule, st) for st in program), default=30.0))
+        width = (side + 1) * cell + 40
+        big = min(2.0, max(1.0, width / 1500))
+        height = (side + 1) * 24 + 90 + (big - 1) * 50
     else:
         pairs = {(l.src, l.dst): l.capacity for l in model.links}
         spacing = 1.3 + 0.5 * min(2.0, max(0.0, busiest / max(n, 1) - 2))  # room for labels
@@ -98,85 +110,131 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
         pos = {r: (x - shift[0], y - shift[1]) for r, (x, y) in pos.items()}
         width = max(xs) - min(xs) + 160
         height = max(ys) - min(ys) + 160 + 40  # + the panel's title
-    if columns is None:
-        columns = panel_columns(len(steps), 4 if n <= 8 and not dense else 3)
-    gap = 24.0
+
+    def grid(k: int) -> int:
+        if columns is not None:
+            return columns
+        widest = 4 if n <= 8 and not dense else 3
+        if width > 600:  # big panels: about as many rows as columns, a squarer picture
+            widest = min(widest, max(1, math.ceil(math.sqrt(k * height / width))))
+        return panel_columns(k, widest)
+
+    def area(k: int) -> float:
+        cols = min(grid(k), k)
+        rows = -(-k // cols)
+        return (cols * (width + GAP)) * (rows * (height + GAP))
+
+    shown = len(program)
+    while shown > 1 and area(shown) > PANEL_AREA:
+        shown -= 1
+    steps = program[:shown]
+    cols = grid(shown)
+
+    root = f", root {coll.root}" if coll.root is not None else ""
+    title = (f"{coll.name}{root} on {model.name}: {_plural(schedule.num_steps, 'step')}, "
+             f"{_plural(schedule.rounds, 'round')}, {_plural(coll.chunks, 'chunk')}"
+             f" per share ({coll.num_chunks} in all)")
+    lines = [f"{_html(title)}", f"<font point-size='11'>{_html(how)}</font>"]
+    if blocks is not None:
+        what = (f"{n} ranks in {len(blocks)} blocks ({block_words(model, blocks)}); row: "
+                "sending block, column: receiving block; a cell gives the chunks sent "
+                "between them and the fullest link's load / (capacity x rounds), bold when "
+                "full; shaded: used (darker: fuller), R: reduces")
+    elif dense:
+        what = ("row: sending rank, column: receiving rank; a cell lists the chunks sent "
+                "and the load / (capacity x rounds), bold when full; shaded: links "
+                "(darker: fuller), R: a reduce")
+    else:
+        what = ("each arrow is labelled with the chunks it carries, then load / (capacity "
+                "x rounds), bold when full; dashed: reduce; grey lines: links unused in "
+                "the step")
+    lines.append(f"<font point-size='11'>{_html(what)}</font>")
+    if pipe is not None:
+        lines.append("<font point-size='11'>" + _html(
+            f"pipelined: {batch_words(pipe.batches)} of a {len(schedule.steps)}-step "
+            f"program, drawn once (batch 0; loads "
+            f"and rounds of one batch alone); batch b moves chunk + b x {pipe.stride} and "
+            "runs program step i in step b + i, as the timeline below shows") + "</font>")
+    decomposition = decomposition_words(schedule)
+    if decomposition:
+        lines.append(f"<font point-size='11'>{_html(decomposition)}</font>")
+    if shown < len(schedule.steps):
+        what = "program steps" if pipe is not None else "steps"
+        lines.append("<font point-size='11'>" + _html(
+            f"the first {shown} {what} of {len(schedule.steps)} are drawn") + "</font>")
+    # a big grid gets a bigger caption and timeline, readable when the picture is scaled
+    span = min(len(steps), cols) * (width + GAP) - GAP
+    zoom = min(2.5, max(1.0, span / 2000))
+    caption = "<br/>".join(lines).replace("point-size='11'", f"point-size='{11 * zoom:.0f}'")
+
+    g = graphviz.Digraph(f"{coll.name}-{model.name}", engine="neato")
+    g.attr(label=f"<{caption}>", labelloc="t", fontname=FONT, fontsize=f"{16 * zoom:.0f}",
+           bgcolor="white", pad="0.3", outputorder="edgesfirst")
+    g.attr("node", fontname=FONT, fontsize="12", shape="circle", width=f"{2 * RANK_R / 72}",
+           fixedsize="true", style="filled", fillcolor="white", penwidth="1.2")
+    g.attr("edge", fontname=FONT, arrowsize="0.7")
+
     for i, step in enumerate(steps):
-        col, row = i % columns, i // columns
-        centre = (col * (width + gap) + width / 2, -row * (height + gap) - height / 2)
-        g.node(f"step{i}", label=f"<{_panel_title(schedule, i)}>", shape="box",
-               style="rounded", fixedsize="true", width=f"{width / 72:.3f}",
-               height=f"{height / 72:.3f}", labelloc="t", fontsize="13", color="#999999",
-               fillcolor="none", pos=_point(centre) + "!", **{"class": "panel"})
-        inner = (centre[0], centre[1] - 20)  # below the title
-        if dense:
-            g.node(f"s{i}m", label=f"<{_matrix(schedule, step, chunk_colour, cell)}>",
-                   shape="plaintext", fixedsize="false", width="0", height="0", margin="0",
-                   style="", pos=_point(inner) + "!", **{"class": "matrix"})
+        col, row = i % cols, i // cols
+        centre = (col * (width + GAP) + width / 2, -row * (height + GAP) - height / 2)
+        g.node(f"step{i}", label=f"<{_panel_title(schedule, i, round(10 * big))}>",
+               shape="box", style="rounded", fixedsize="true", width=f"{width / 72:.3f}",
+               height=f"{height / 72:.3f}", labelloc="t", fontsize=f"{13 * big:.0f}",
+               color="#999999", fillcolor="none", pos=point(centre) + "!",
+               **{"class": "panel"})
+        inner = (centre[0], centre[1] - 20 - (big - 1) * 25)  # below the title
+        if blocks is not None:
+            label = block_matrix_label(schedule, step, blocks, of, cell, linked)
+        elif dense:
+            label = matrix_label(schedule, step, colour, cell)
         else:
             here = {r: (x + inner[0], y + inner[1]) for r, (x, y) in pos.items()}
-            _graph_panel(g, schedule, i, here, colours if color == "origin" else None,
-                         chunk_colour)
+            _graph_panel(g, schedule, i, here, rank_colours if color == "origin" else None,
+                         colour)
+            continue
+        g.node(f"s{i}m", label=f"<{label}>", shape="plaintext", fixedsize="false",
+               width="0", height="0", margin="0", style="", pos=point(inner) + "!",
+               **{"class": "matrix"})
+    if pipe is not None and steps:
+        rows = -(-len(steps) // cols)
+        draw_timeline(g, schedule, -rows * (height + GAP), zoom, MAX_PANELS)
     return g
 
 
 def panel_columns(panels: int, widest: int) -> int:
     """Panels per row: all in one row when they fit in `widest`, else `widest` or one
     fewer, whichever leaves fewer empty places in the last row (the wider on a tie)."""
-    if panels <= widest:
-        return max(panels, 1)
+    if panels <= widest or widest <= 1:
+        return max(min(panels, widest), 1)
     return min(range(max(2, widest - 1), widest + 1), key=lambda c: (-panels % c, -c))
 
 
 def _colouring(schedule: Schedule, color: str):
-    """(rank colours, {chunk: colour}, words for the caption)."""
+    """(rank colours, chunk -> colour, words for the caption). Chunk colours are computed
+    when asked for: a schedule may have 10^5 chunks."""
     coll = schedule.collective
+    ranks = palette(coll.ranks)
     if color == "origin":
-        origins = {c: chunk_origin(schedule, c) for c in range(coll.num_chunks)}
-        if any(o is not None for o in origins.values()):
-            colours = palette(coll.ranks)
-            return (colours, {c: (colours[o] if o is not None else "#444444")
-                              for c, o in origins.items()},
+        # who holds and who wants a chunk is one rank for every chunk of a collective or
+        # for none (synth.schedule.collectives): chunk 0 tells
+        if chunk_origin(schedule, 0) is not None:
+            return (ranks, lambda c: ranks[chunk_origin(schedule, c)],
                     "colour: the rank a chunk starts at (reductions: where it ends)")
         how = f"colour: chunk ({coll.name} chunks start at every rank)"
     else:
         how = "colour: chunk"
-    colours = palette(coll.num_chunks)
-    return palette(coll.ranks), dict(enumerate(colours)), how
+    return ranks, lambda c: palette_colour(c % coll.num_chunks, coll.num_chunks), how
 
 
-def _link_loads(schedule: Schedule, step) -> dict:
-    """{(src, dst): (sends, capacity x rounds or None)} for the links a step uses."""
-    links = schedule.model.link
-    load: dict[tuple[int, int], list] = defaultdict(list)
-    for send in step.sends:
-        load[(send.src, send.dst)].append(send)
-    return {pair: (sends, links[pair].capacity * step.rounds if pair in links else None)
-            for pair, sends in sorted(load.items())}
-
-
-def _load_text(sends, cap, chunk_colour, most: int = 4) -> tuple[str, str]:
-    """(HTML label, its plain text): the chunks (at most `most`, then +k) and load/limit."""
-    chunks = sorted({x.chunk for x in sends})
-    shown = chunks[:most]
-    ids = " ".join(f"<font color='{chunk_colour[c]}'>{c}</font>" for c in shown)
-    more = f" +{len(chunks) - len(shown)}" if len(chunks) > len(shown) else ""
-    used = f"{len(sends)}/{_fraction(cap)}" if cap is not None else f"{len(sends)}/?"
-    plain = f"{' '.join(map(str, shown))}{more} {used}"
-    if cap is not None and len(sends) >= cap:
-        used = f"<b>{used}</b>"
-    return f"{ids}{more} {used}", plain
-
-
-def _graph_panel(g, schedule: Schedule, i: int, here: dict, rank_colours, chunk_colour):
+def _graph_panel(g, schedule: Schedule, i: int, here: dict, rank_colours, colour):
     """Step i as ranks at `here` with an arrow per used link and its label."""
     n = schedule.collective.ranks
     step = schedule.steps[i]
     for r in range(n):
         fill = f"{rank_colours[r]}33" if rank_colours else "white"
-        g.node(f"s{i}r{r}", label=str(r), pos=_point(here[r]) + "!", fillcolor=fill,
+        g.node(f"s{i}r{r}", label=str(r), pos=point(here[r]) + "!", fillcolor=fill,
                **{"class": "rank"})
-    loads = _link_loads(schedule, step)
+    loads = link_loads(schedule, step)
     background = _undirected([(l.src, l.dst) for l in schedule.model.links])
     if len(background) <= 3 * n:
         for a, b in background:
@@ -185,77 +243,32 @@ def _graph_panel(g, schedule: Schedule, i: int, here: dict, rank_colours, chunk_
                        penwidth="1", pos=_straight(here[a], here[b]))
     arrows = []
     for (a, b), (sends, cap) in loads.items():
-        label, plain = _load_text(sends, cap, chunk_colour)
-        chunks = sorted({x.chunk for x in sends})
-        # up to three chunks as parallel stripes of their colours; more: one dark line
-        stroke = ":".join(chunk_colour[c] for c in chunks) if len(chunks) <= 3 else "#333333"
+        label, plain = load_text(sends, cap, colour)
+        spans = chunk_spans(sends)
+        chunks = sum(hi - lo + 1 for lo, hi in spans)
+        # up to three ranges as parallel stripes of their colours; more: one dark line
+        stroke = ":".join(colour(lo) for lo, _ in spans) if len(spans) <= 3 else "#333333"
         curve = _bent(here[a], here[b])
         g.edge(f"s{i}r{a}", f"s{i}r{b}", color=stroke, pos=_spline(curve),
-               penwidth="1.4" if len(chunks) <= 3 else f"{min(4.0, 1 + 0.4 * len(chunks)):.1f}",
+               penwidth="1.4" if chunks <= 3 else f"{min(4.0, 1 + 0.4 * chunks):.1f}",
                style="dashed" if any(x.op == "reduce" for x in sends) else "solid")
-        arrows.append(((a, b), curve, label, _text_width(plain)))
+        arrows.append(((a, b), curve, label, text_width(plain)))
     spots = _place_labels([(c, w) for _, c, _, w in arrows], list(here.values()))
     for ((a, b), _, label, _), spot in zip(arrows, spots):
         g.node(f"s{i}l{a}_{b}", label=f"<{label}>", shape="plaintext", fixedsize="false",
                width="0", height="0", margin="0.02", fontsize="10", style="filled",
                fillcolor="#ffffffcc",  # lines behind a label fade, text stays clear
-               pos=_point(spot) + "!", **{"class": "load"})
+               pos=point(spot) + "!", **{"class": "load"})
 
 
-def _cell_width(schedule: Schedule, step) -> float:
-    widest = 0.0
-    for sends, cap in _link_loads(schedule, step).values():
-        chunks = sorted({x.chunk for x in sends})
-        ids = " ".join(map(str, chunks[:2])) + (f" +{len(chunks) - 2}" if len(chunks) > 2 else "")
-        used = f"{len(sends)}/{_fraction(cap) if cap is not None else '?'}"
-        widest = max(widest, _text_width(ids, 9), _text_width(used, 9))
-    return widest + 8
+# --- many ranks: blocks ---------------------------------------------------------------
 
 
-def _matrix(schedule: Schedule, step, chunk_colour, cell: float) -> str:
-    """A graphviz HTML table: row = sender, column = receiver, cell = chunks and load."""
-    n = schedule.collective.ranks
-    links = schedule.model.link
-    loads = _link_loads(schedule, step)
-    size = f'width="{cell:.0f}" height="24" fixedsize="true"'
-    rows = ['<tr><td border="0"></td>' + "".join(
-        f'<td border="0" {size}><b>{d}</b></td>' for d in range(n)) + "</tr>"]
-    for a in range(n):
-        cells = [f'<td border="0" {size}><b>{a}</b></td>']
-        for b in range(n):
-            if a == b:
-                cells.append(f'<td {size} bgcolor="#d0d0d0"></td>')
-            elif (a, b) in loads:
-                sends, cap = loads[(a, b)]
-                label, _ = _load_text(sends, cap, chunk_colour, most=2)
-                ids, _, used = label.rpartition(" ")
-                fill = 1.0 if cap is None else min(1.0, float(len(sends) / cap))
-                shade = _mix("#ffffff", "#fdae6b", 0.25 + 0.75 * fill)
-                mark = " R" if any(x.op == "reduce" for x in sends) else ""
-                cells.append(f'<td {size} bgcolor="{shade}"><font point-size="9">{ids}<br/>'
-                             f'{used}{mark}</font></td>')
-            elif (a, b) in links:
-                cells.append(f'<td {size} bgcolor="#f4f4f4"></td>')
-            else:
-                cells.append(f'<td {size}></td>')
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    return ('<table border="0" cellborder="1" cellspacing="0" cellpadding="1" '
-            'color="#bbbbbb">' + "".join(rows) + "</table>")
-
-
-def _mix(a: str, b: str, t: float) -> str:
-    """The colour t of the way from a to b (#rrggbb)."""
-    ca = [int(a[k:k + 2], 16) for k in (1, 3, 5)]
-    cb = [int(b[k:k + 2], 16) for k in (1, 3, 5)]
-    return "#" + "".join(f"{round(x + (y - x) * t):02x}" for x, y in zip(ca, cb))
+# --- pipelines: the timeline --------------------------------------------------------
 
 
 RANK_R = 14.0  # a rank's circle radius, points
 ARROW = 7.0  # arrowhead length, points (10 x arrowsize)
-
-
-def _point(p) -> str:
-    return f"{p[0]:.1f},{p[1]:.1f}"
 
 
 def _straight(a, b) -> str:
@@ -267,7 +280,7 @@ def _straight(a, b) -> str:
     p3 = (b[0] - ux * RANK_R, b[1] - uy * RANK_R)
     p1 = (p0[0] + (p3[0] - p0[0]) / 3, p0[1] + (p3[1] - p0[1]) / 3)
     p2 = (p0[0] + 2 * (p3[0] - p0[0]) / 3, p0[1] + 2 * (p3[1] - p0[1]) / 3)
-    return " ".join(_point(p) for p in (p0, p1, p2, p3))
+    return " ".join(point(p) for p in (p0, p1, p2, p3))
 
 
 def _bent(a, b) -> tuple:
@@ -292,12 +305,7 @@ def _bent(a, b) -> tuple:
 def _spline(curve) -> str:
     """graphviz's pos for a bezier curve with an arrowhead at its tip."""
     start, c1, c2, end, tip = curve
-    return f"e,{_point(tip)} " + " ".join(_point(p) for p in (start, c1, c2, end))
-
-
-def _text_width(text: str, size: float = 10.0) -> float:
-    """About how wide Helvetica draws `text`, in points."""
-    return sum(0.28 if ch == " " else 0.56 for ch in text) * size
+    return f"e,{point(tip)} " + " ".join(point(p) for p in (start, c1, c2, end))
 
 
 LABEL_H = 12.0
@@ -342,14 +350,21 @@ def _overlap(p, q) -> float:
     return w * h if w > 0 and h > 0 else 0.0
 
 
-def _panel_title(schedule: Schedule, i: int) -> str:
+def _panel_title(schedule: Schedule, i: int, small: int = 10) -> str:
     step = schedule.steps[i]
     # one run of text per line: a viewer whose font differs from graphviz's would
     # otherwise open gaps between runs
-    words = f"<b>step {i}: {_plural(step.rounds, 'round')}, {_plural(len(step.sends), 'send')}</b>"
+    name = "program step" if schedule.pipeline is not None else "step"
+    load = step.load
+    of = f" of {_plural(load, 'chunk')}" if load != len(step.sends) else ""
+    words = (f"<b>{name} {i}: {_plural(step.rounds, 'round')}, "
+             f"{_plural(len(step.sends), 'send')}{of}</b>")
+    where = where_sends_go(schedule, step)
+    if where:
+        words += f"<br/><font point-size='{small}'>{_html(where)}</font>"
     group = _busiest_group(schedule.model, step)
     if group:
-        words += f"<br/><font point-size='10'>busiest group {_html(group)}</font>"
+        words += f"<br/><font point-size='{small}'>busiest group {_html(group)}</font>"
     return words
 
 
@@ -357,7 +372,9 @@ def _busiest_group(model: LinkModel, step) -> str | None:
     """'name load/limit' for the shared group nearest its limit in this step, if any."""
     if not model.groups:
         return None
-    count = Counter((s.src, s.dst) for s in step.sends)
+    count = Counter()
+    for s in step.sends:
+        count[(s.src, s.dst)] += s.count
     best = None
     for group in model.groups:
         used = sum(count.get(p, 0) for p in group.links)
