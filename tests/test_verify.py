@@ -199,7 +199,7 @@ def test_reduce_into_empty_destination():
     # and states never empty), so drive the simulator from a hand-made start state
     sched = parse(two_rank_allreduce("copy"))
     with pytest.raises(ScheduleInvalid, match="rank 1 holds nothing to reduce into") as info:
-        simulate(sched, {(0, 0): frozenset({0})})
+        simulate(sched, {(0, 0): 1 << 0})  # contributors as a bit mask: rank 0
     assert info.value.step == 0
 
 
