@@ -283,16 +283,17 @@ def test_cli_decomposed_needs_a_multi_node_topology(tmp_path):
     assert result.stderr.count("\n") == 1
 
 
-def test_composed_schedules_export_to_msccl_but_not_to_single_node_mscclpp():
-    from synth.errors import BadInput
+def test_composed_schedules_export_to_msccl_and_to_multi_node_mscclpp():
     from synth.export import render
 
     search, _ = composed("dgx2x2", "allreduce")
     schedule = search.points[0].schedule
     text, _ = render(schedule, "msccl-xml")  # checked by the MSCCL simulator first
     assert "<algo " in text and 'ngpus="32"' in text
-    with pytest.raises(BadInput, match="different boxes"):
-        render(schedule, "mscclpp")
+    plan = json.loads(render(schedule, "mscclpp")[0])  # checked by the plan simulator
+    assert len(plan["gpus"]) == 32
+    assert {c["channel_type"] for g in plan["gpus"] for c in g["channels"]} == \
+        {"memory", "port"}
 
 
 def test_topo_show_reports_the_hierarchy():

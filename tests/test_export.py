@@ -2,7 +2,9 @@
 
 Every schedule synthesis writes for ring:4 and dgx1 is exported both ways and run
 through the simulators; the simulators accept the reference examples and reject
-broken programs; the export command and --format at synthesis time.
+broken programs; multi-node schedules (dgx2x2, dgxh100x2) export to MSCCL++ plans with
+port channels between boxes, and the plan simulator's port-channel rules; the export
+command and --format at synthesis time.
 """
 
 import json
@@ -26,6 +28,7 @@ from synth.export.mscclpp_sim import PlanInvalid, check_mscclpp_plan
 from synth.frontier import default_limits, synthesize
 from synth.schedule.collectives import ROOTED, make_collective
 from synth.schedule.file import schedule_to_dict, write_schedule
+from synth.search.pareto import Limits
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower_with_routes
 
@@ -338,6 +341,215 @@ def test_plan_simulator_rejects_broken_plans(frontier):
         p["inplace"] = 0
     with pytest.raises(PlanInvalid, match="boolean"):
         check_mscclpp_plan(broken(as_int))
+
+
+# --- MSCCL++ across boxes: port channels ---------------------------------------------
+
+MULTI_NODE = [(t, c) for t in ("dgx2x2", "dgxh100x2")
+              for c in ("allgather", "reducescatter", "allreduce")]
+
+
+@pytest.fixture(scope="module")
+def multi_node():
+    """multi_node(topo, collective) -> the decomposition's most pipelined schedule."""
+    cache = {}
+
+    def get(topo, name):
+        if (topo, name) not in cache:
+            result = synthesize(resolve(topo), name, limits=Limits(max_steps=8, time_limit=20),
+                                method="decomposed")
+            cache[(topo, name)] = result.points[-1].schedule
+        return cache[(topo, name)]
+    return get
+
+
+def plan_of(schedule, inplace=False):
+    """The plan render writes (batch program of a pipeline), and its simulator report."""
+    plan = json.loads(render(schedule, "mscclpp", inplace=inplace, check=False)[0])
+    return plan, check_mscclpp_plan(plan, root=schedule.collective.root)
+
+
+@pytest.mark.parametrize("topo,name", MULTI_NODE)
+def test_multi_node_plans_use_port_channels_between_boxes(multi_node, topo, name):
+    schedule = multi_node(topo, name)
+    boxes = schedule.model.boxes
+    box_size = boxes.count(boxes[0])
+    for inplace in (False, True) if name in IN_PLACE else (False,):
+        plan, report = plan_of(schedule, inplace)
+        assert report["ranks"] == len(boxes) and report["max_ops_per_threadblock"] <= 64
+        assert report["channels"]["port"] > 0 and report["channels"]["memory"] > 0
+        assert report["ops"].get("pws(port)", 0) + report["ops"].get("pwsf(port)", 0) > 0
+        for k, gpu in enumerate(plan["gpus"]):
+            kinds = {}
+            for ch in gpu["channels"]:
+                for p in ch["connected_to"]:  # memory inside a box, port between boxes
+                    assert (ch["channel_type"] == "port") == (boxes[p] != boxes[k])
+                    kinds[(p, ch["channel_type"])] = kinds.get((p, ch["channel_type"]), 0) + 1
+            # like MSCCL++'s multi-node allreduce: one channel per peer and type, and no
+            # more thread blocks than its one per box peer plus one for the port peers
+            assert all(v == 1 for v in kinds.values())
+            assert len(gpu["threadblocks"]) <= box_size
+            for rb in gpu["remote_buffers"]:
+                want = "port" if boxes[rb["rank"]] != boxes[k] else "memory"
+                assert rb["access_channel_types"] == [want]
+            for tb in gpu["threadblocks"]:
+                kinds_here = {c["channel_type"] for c in tb["channels"]}
+                assert len(kinds_here) <= 1  # port traffic has thread blocks of its own
+                for c in tb["channels"]:
+                    assert len(c["channel_ids"]) <= 16
+                for op in tb["ops"]:
+                    if op["name"] in ("pws", "pwsf") or (op["name"] == "put" and
+                                                         op["channel_type"] == "port"):
+                        assert len(op["channel_ids"]) == len(op["dst_buff"]) <= 8
+
+
+def test_a_composed_schedule_exports_to_mscclpp(multi_node):
+    """Once refused (memory channels only), a schedule between boxes now exports."""
+    schedule = multi_node("dgx2x2", "allreduce")
+    text, summary = render(schedule, "mscclpp")  # checked by the plan simulator first
+    plan = json.loads(text)
+    assert len(plan["gpus"]) == 32 and "simulated over two launches" in summary
+    types = {ch["channel_type"] for g in plan["gpus"] for ch in g["channels"]}
+    assert types == {"memory", "port"}
+
+
+def test_port_sources_written_again_are_flushed(multi_node):
+    """pwsf exactly where the source is written again; pws there instead is rejected."""
+    schedule = multi_node("dgxh100x2", "reducescatter")
+    plan, report = plan_of(schedule)
+    assert report["ops"].get("pwsf(port)")
+    text = json.dumps(plan)
+    with pytest.raises(PlanInvalid, match="proxy may not have read"):
+        check_mscclpp_plan(json.loads(text.replace('"pwsf"', '"pws"')))
+    plan, report = plan_of(multi_node("dgxh100x2", "allgather"), inplace=True)
+    assert report["ops"].get("pws(port)") and not report["ops"].get("pwsf(port)")
+
+
+def test_every_port_and_semaphore_op_is_needed(multi_node):
+    plan, _ = plan_of(multi_node("dgxh100x2", "allgather"))
+    kinds = ("pws", "pwsf", "sem_release", "sem_acquire", "wait")
+    tbs = plan["gpus"][0]["threadblocks"]
+    dropped = 0
+    for j, tb in enumerate(tbs):
+        for i, op in enumerate(tb["ops"]):
+            if op["name"] in kinds and (op["name"] != "wait" or op["channel_type"] == "port"):
+                broken = json.loads(json.dumps(plan))
+                broken["gpus"][0]["threadblocks"][j]["ops"].pop(i)
+                with pytest.raises(PlanInvalid):
+                    check_mscclpp_plan(broken)
+                dropped += 1
+    assert dropped >= 4
+
+
+def port_plan(send, c=1, tail=lambda r: ()):
+    """A 2-rank allgather between two nodes over one port channel each way, C chunks per
+    rank: handshake, copy i -> o, nop, send(r) (the ops that send o[r*C..] to the peer),
+    wait, nop, then tail(r)."""
+    port = {"channel_type": "port"}
+    gpus = []
+    for r in range(2):
+        ops = [dict(port, name="signal", channel_ids=[0]),
+               dict(port, name="wait", channel_ids=[0]), {"name": "nop"},
+               {"name": "copy", "src_buff": [{"type": "i", "index": 0, "size": c}],
+                "dst_buff": [{"type": "o", "index": r * c, "size": c}]},
+               {"name": "nop"}, *send(r),
+               dict(port, name="wait", channel_ids=[0]), {"name": "nop"}, *tail(r)]
+        gpus.append({"id": r, "input_chunks": c, "output_chunks": 2 * c, "scratch_chunks": 0,
+                     "channels": [dict(port, connected_to=[1 - r])],
+                     "remote_buffers": [{"rank": 1 - r, "type": "o",
+                                         "access_channel_types": ["port"]}],
+                     "semaphores": [],
+                     "threadblocks": [{"id": 0, "channels": [dict(port, channel_ids=[0])],
+                                       "remote_buffer_refs": [{"access_channel_type": "port",
+                                                               "remote_buffer_ids": [0]}],
+                                       "ops": ops}]})
+    return {"name": "port_allgather", "collective": "allgather", "protocol": "Simple",
+            "inplace": False, "reuse_resources": False, "num_threads_per_block": 1024,
+            "use_double_scratch_buffer": False, "buffer_alignment": 16,
+            "min_message_size": 0, "max_message_size": 1 << 30, "gpus": gpus}
+
+
+def port_op(name, r, c=1):
+    """A port put/pws/pwsf of o[r*C..] to the same slots of the peer's o, one entry."""
+    return {"name": name, "channel_type": "port", "channel_ids": [0],
+            "src_buff": [{"type": "o", "index": r * c, "size": c}],
+            "dst_buff": [{"buffer_id": 0, "index": r * c, "size": c}]}
+
+
+PORT_SIGNAL = {"name": "signal", "channel_type": "port", "channel_ids": [0]}
+NOP = {"name": "nop"}
+
+
+def two_threads(r):
+    """A port put of o[2r], o[2r+1] as two entries: threads 0 and 1 push one each."""
+    return dict(port_op("put", r, 2), channel_ids=[0, 0],
+                src_buff=[{"type": "o", "index": 2 * r + j, "size": 1} for j in (0, 1)],
+                dst_buff=[{"buffer_id": 0, "index": 2 * r + j, "size": 1} for j in (0, 1)])
+
+
+def rewrite(r):
+    """Write the sent slot o[r] again (the same value: only the timing is wrong)."""
+    return [{"name": "copy", "src_buff": [{"type": "i", "index": 0, "size": 1}],
+             "dst_buff": [{"type": "o", "index": r, "size": 1}]}]
+
+
+def test_plan_simulator_accepts_correct_port_plans():
+    report = check_mscclpp_plan(port_plan(lambda r: [port_op("pws", r)]))
+    assert report["channels"] == {"memory": 0, "port": 2}
+    assert report["ops"]["pws(port)"] == 2 and report["ops"]["wait(port)"] == 4
+    # put, then signal on the same channel by the same thread: behind the put's data
+    check_mscclpp_plan(port_plan(lambda r: [port_op("put", r), PORT_SIGNAL]))
+    # two entries pushed by two threads, a nop, then the signal
+    check_mscclpp_plan(port_plan(lambda r: [two_threads(r), NOP, PORT_SIGNAL], c=2))
+    # the source written again after pwsf and a nop, or after a flush that flushes
+    check_mscclpp_plan(port_plan(lambda r: [port_op("pwsf", r), NOP], tail=rewrite))
+    flush = {"name": "flush", "channel_type": "port", "channel_ids": [0],
+             "dst_buff": [{"type": "o", "index": 0, "size": 0}]}
+    check_mscclpp_plan(port_plan(lambda r: [port_op("pws", r), flush, NOP], tail=rewrite))
+
+
+def test_plan_simulator_rejects_broken_port_plans():
+    # a port put no later signal covers: counts balance, the data may come any time
+    with pytest.raises(PlanInvalid, match="not followed by a signal"):
+        check_mscclpp_plan(port_plan(lambda r: [PORT_SIGNAL, port_op("put", r)]))
+    # entry 1 pushed by thread 1, the signal by thread 0, no nop between: unordered
+    with pytest.raises(PlanInvalid, match="not followed by a signal"):
+        check_mscclpp_plan(port_plan(lambda r: [two_threads(r), PORT_SIGNAL], c=2))
+    # the source written again while the proxy may still read it: after pws (no
+    # flush), or after a flush written the DSL's way (no dst_buff: it flushes nothing)
+    dsl_flush = {"name": "flush", "channel_type": "port", "channel_ids": [0]}
+    for extra in ([], [dsl_flush]):
+        with pytest.raises(PlanInvalid, match="proxy may not have read"):
+            check_mscclpp_plan(port_plan(lambda r: [port_op("pws", r), *extra, NOP],
+                                         tail=rewrite))
+    # pwsf, but the write comes before the nop that makes its completion known
+    with pytest.raises(PlanInvalid, match="proxy may not have read"):
+        check_mscclpp_plan(port_plan(lambda r: [port_op("pwsf", r), *rewrite(r)]))
+    # unbalanced port signals: one more signal than the peer waits for
+    with pytest.raises(PlanInvalid, match="signals 3 times on its port channel 0"):
+        check_mscclpp_plan(port_plan(lambda r: [port_op("pws", r)],
+                                     tail=lambda r: [PORT_SIGNAL] if r == 0 else []))
+    # a port channel declared on one side only
+    plan = port_plan(lambda r: [port_op("pws", r)])
+    plan["gpus"][0]["channels"][0]["connected_to"].append(1)
+    with pytest.raises(PlanInvalid, match="port channels: gpu 0 lists gpu 1 2 times"):
+        check_mscclpp_plan(plan)
+    # pws on a memory channel sends no signal: refused
+    plan = port_plan(lambda r: [dict(port_op("pws", r), channel_type="memory")])
+    with pytest.raises(PlanInvalid, match="needs channel_type port"):
+        check_mscclpp_plan(plan)
+    # the data a port put wrote, read after the wait and a nop; without the nop: refused
+    plan = port_plan(lambda r: [port_op("pws", r)],
+                     tail=lambda r: [{"name": "copy",
+                                      "src_buff": [{"type": "o", "index": 1 - r, "size": 1}],
+                                      "dst_buff": [{"type": "s", "index": 0, "size": 1}]}])
+    for gpu in plan["gpus"]:
+        gpu["scratch_chunks"] = 1
+    check_mscclpp_plan(plan)
+    plan["gpus"][0]["threadblocks"][0]["ops"].pop(-2)  # the nop after the last wait
+    with pytest.raises(PlanInvalid, match="a port put wrote, delivered by op 6 .wait. of the "
+                                          "same thread block, with no nop between them"):
+        check_mscclpp_plan(plan)
 
 
 # --- the command line ------------------------------------------------------------------

@@ -77,7 +77,9 @@ def test_stages_import_only_from_earlier_stages(path):
 @pytest.mark.parametrize("module, allowed", [
     ("synth.schedule.verify", {"synth.errors"}),
     ("synth.export.msccl_sim", {"synth.errors"}),
-    ("synth.export.mscclpp_sim", {"synth.errors", "synth.export.msccl_sim"}),
+    ("synth.export.mscclpp_sim", {"synth.errors", "synth.export.msccl_sim",
+                                  "synth.export.mscclpp_launches"}),
+    ("synth.export.mscclpp_launches", {"synth.errors", "synth.export.msccl_sim"}),
 ])
 def test_independent_checkers_share_no_code(module, allowed):
     path = PACKAGE.parent / (module.replace(".", "/") + ".py")

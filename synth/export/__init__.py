@@ -69,10 +69,12 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
     if not check:
         return text, f"{coll.name} {mode}"
     report = _checked(check_mscclpp_plan, json.loads(text), coll.root, "MSCCL++ plan")
-    return text, (f"{coll.name} {mode}, Simple protocol, memory channels, "
-                  f"{report['ranks']} gpus x {report['threadblocks'] // report['ranks']} "
-                  f"thread block(s), at most {report['max_ops_per_threadblock']} ops each; "
-                  f"simulated over two launches: no deadlock, right result{note}")
+    channels = ", ".join(f"{n} {kind}" for kind, n in report["channels"].items() if n)
+    return text, (f"{coll.name} {mode}, Simple protocol, channels: {channels}; "
+                  f"{report['ranks']} gpus, at most {report['max_threadblocks_per_rank']} "
+                  f"thread block(s) each and {report['max_ops_per_threadblock']} ops per "
+                  f"thread block; simulated over two launches: no deadlock, right "
+                  f"result{note}")
 
 
 MAX_EXPANDED_SENDS = 200_000  # a pipeline no runtime loop can express, unrolled at most

@@ -1,8 +1,10 @@
 """Lower a Schedule to an MSCCL++ execution plan (the JSON the executor loads, v0.8.0+).
 
-Produced: protocol Simple, memory channels (CUDA IPC / NVLink, so every rank must be in
-one node or NVLink domain), every collective out of place; in place for allgather,
-gather, allreduce, broadcast and reduce (the data sits in o alone; a peer's i is never
+Produced: protocol Simple; memory channels (CUDA IPC / NVLink) between ranks of one box
+and port channels (the host proxy: InfiniBand between nodes) between ranks of different
+boxes (the topology's boxes, `schedule.model.boxes`; without boxes every rank is taken
+to be in one node). Every collective out of place; in place for allgather, gather,
+allreduce, broadcast and reduce (the data sits in o alone; a peer's i is never
 addressed). Reducescatter and scatter in place, and alltoall in place, are refused (the
 first two leave a rank's output at a different offset on each rank, which the
 executor's symmetric-offset rule forbids; alltoall has no in-place form). Buffers follow
@@ -10,21 +12,45 @@ synth.export.layout, with input_chunks/output_chunks the nominal sizes on every 
 (so one chunk is the same number of bytes in i, o and s, as the executor requires).
 
 The recipe (docs/runtimes.md, "The plan synth writes"):
-- Chunk lanes: chunk k is handled by thread block k mod T on every rank, T the fewest
-  that keep each thread block within 64 ops, 16 channels and 16 remote buffers. Every
-  slot belongs to one chunk, so thread blocks never touch each other's data.
-- Channels: one memory channel per (lane, peer pair that exchanges data in the lane),
-  declared on both ranks in (lane, peer) order, so the k-th channel from A to B pairs
-  with the k-th from B to A.
-- Each thread block opens with a handshake (rlxsignal, rlxwait on all its channels,
-  nop), then per schedule step: put for every send (the sender writes the peer's
-  memory), nop, signal each destination, wait for each source, nop, then a local re for
-  every reduction that arrived, nop. Sends read the value at the start of the step.
-- A copy is put straight into a slot the receiver has not touched in this launch: its
-  output slot, or else a fresh scratch slot. A reduction is put into a fresh scratch slot
-  and summed into the receiver's value by the re after the wait (all of one chunk's
-  arrivals in one re). Scratch slots are never reused in a launch. Results not in their
-  output slot at the end are copied there.
+- Slots first (independent of the thread blocks): a copy is put straight into the
+  receiver's output slot if the receiver has not touched it in this launch, or if its
+  only accesses since its last write to it are sends to the same peer in earlier steps
+  (whose signals that peer has waited for); else into a fresh scratch slot. A
+  reduction is put into a fresh scratch slot and summed into the receiver's value by
+  one re after the waits (all of one chunk's arrivals in one re). Scratch slots are
+  never reused in a launch; they are handed out per receiver in chunk order
+  (reductions: per receiver and sender), so runs of consecutive chunks land in runs of
+  consecutive slots. Results not in their output slot at the end are copied there.
+- Thread blocks: chunk k belongs to lane k mod T. In a lane, a rank's peers are split by
+  channel type (memory peers in its box, port peers in other boxes) into groups of at
+  most `cap` peers whose remote buffers fit 16 (greedy, in rank order); one thread block
+  per (lane, type, group). Everything a rank exchanges with one peer in one lane goes
+  through one thread block, so each thread block waits on its own channels only. (T, cap)
+  are the fewest thread blocks found within 64 ops per thread block: cap 16 first, T by
+  doubling (while more lanes shorten the longest thread block) then bisection; smaller
+  caps only when they need fewer thread blocks.
+- Channels: one per (lane, peer pair that exchanges data in the lane) and type, declared
+  on both ranks in (lane, peer) order, so the k-th channel from A to B pairs with the
+  k-th from B to A.
+- Hand-offs: when a slot written or read by one thread block of a rank is next accessed
+  (the access conflicting) by another thread block of the same rank and lane, the first
+  releases a GPU semaphore after a nop and the second acquires it before a nop. Each
+  step has fixed points: acquires before the sends, releases after the sends (their
+  sources are then free), after the waits (the data arrived), after the reductions;
+  acquires before the reductions and before the final copies. An acquire only waits for
+  releases of earlier steps or of earlier points of the same step, so there is no cycle.
+- Ops of a thread block: handshake (rlxsignal and rlxwait on its memory channels, signal
+  and wait on its port channels, nop); then per step: acquires, nop; memory puts (one op
+  per source buffer type, up to 8 coalesced entries), nop; or port puts (after a nop if
+  requests were pushed since the last one): all but each peer's last entry as plain
+  puts (then a nop, unless each of them was pushed by the thread that pushes the peer's
+  last entry), then each peer's last entry as pws, or as pwsf when any of the peer's
+  sources is written in a launch (by the rank or a peer: the proxy reads the source
+  later, and pwsf waits until it has); releases (after a nop); signal the memory
+  destinations; wait for every source, nop (unless an acquire's nop follows); releases;
+  acquires, nop; one re per run of consecutive chunks whose sums arrived (more than 9
+  sources are chained), nop; releases. Then the final copies. Ops with nothing to do are
+  left out.
 - max_message_size is the largest size that keeps every buffer offset within the
   executor's 32-bit fields (unless given).
 """
@@ -40,29 +66,25 @@ MAX_OPS = 64
 MAX_IDS = 8           # channel_ids per op
 MAX_PUT = 8           # entries per put
 MAX_RE = 9            # sources per re (10 entries at most, one is the destination)
-MAX_TB_CHANNELS = 16
-MAX_TB_REMOTE = 16
+MAX_SEM = 16          # semaphore ids per op
+MAX_TB_CHANNELS = 16  # per thread block and channel type
+MAX_TB_REMOTE = 16    # per thread block and access type
 MAX_LANES = 64
+CAPS = (16, 8, 4, 2, 1)  # peers per thread block, tried in this order
 ALIGNMENT = 16
 IN_PLACE = frozenset({"allgather", "gather", "allreduce", "broadcast", "reduce"})
+KINDS = ("memory", "port")
+
+# The fixed points of a step in a thread block's program, in program order.
+ACQ_SEND, SENT, RECV, ACQ_RE, REDUCED = range(5)
 
 
-class _Lane:
-    """One thread block of one rank."""
+class _Flow:
+    """Where every value lives: the slots of every send, reduction and final copy. Does
+    not depend on how the work is split into thread blocks."""
 
-    def __init__(self, rank, lane):
-        self.rank, self.lane = rank, lane
-        self.peers = set()
-        self.steps = defaultdict(lambda: {"puts": [], "signal": set(), "wait": set(),
-                                          "re": []})
-        self.epilogue = []
-
-
-class _Plan:
-    def __init__(self, schedule, layout: Layout, lanes: int):
-        self.layout, self.t = layout, lanes
+    def __init__(self, schedule, layout: Layout):
         coll, lay = schedule.collective, layout
-        self.tbs = {(r, l): _Lane(r, l) for r in range(lay.n) for l in range(lanes)}
         loc, accessed = {}, defaultdict(set)
         for r in range(lay.n):
             for k in range(lay.g):
@@ -78,34 +100,48 @@ class _Plan:
             accessed[rank].add(slot)
             return slot
 
-        def untouched(rank, k):
+        # (rank, slot) -> (peer, step) of every read since its last write in the launch:
+        # the sends that read it, peer None for a local read
+        since = defaultdict(list)
+
+        def copy_slot(rank, k, peer, t):
+            """Where a copy of chunk k from peer lands at step t: the output slot if the
+            rank has not touched it, or if the rank's only accesses since its last write
+            are sends to that same peer in earlier steps (the peer has waited for their
+            signals, so it may write the slot); else a fresh scratch slot."""
             out = lay.out_slot(rank, k)
             if out is not None and out not in accessed[rank]:
                 accessed[rank].add(out)
                 return out
+            reads = since.get((rank, out))
+            if out is not None and reads and all(p == peer and s < t for p, s in reads):
+                return out
             return fresh(rank)
 
-        steps = drop_redundant(coll, schedule.steps)
-        self.nsteps = len(steps)
-        for t, sends in enumerate(steps):
-            moved, arrived = {}, defaultdict(list)
-            for x in sorted(sends, key=lambda x: (x.chunk, x.src, x.dst)):
-                lane = x.chunk % lanes
+        self.written = set()  # (rank, slot) written in a launch, by the rank or a peer
+        self.steps = []  # per step: (moves, reductions)
+        for t, sends in enumerate(drop_redundant(coll, schedule.steps)):
+            moves, moved, arrived = [], {}, defaultdict(list)
+            for x in sends:
+                since[(x.src, loc[(x.src, x.chunk)])].append((x.dst, t))
+            # copies in chunk order, reductions per sender in chunk order: runs of
+            # consecutive chunks get runs of consecutive slots
+            for x in sorted(sends, key=lambda x: (x.dst, x.op == "reduce",
+                                                  x.src if x.op == "reduce" else 0, x.chunk)):
                 src = loc[(x.src, x.chunk)]
                 if x.op == "copy":
-                    dst = untouched(x.dst, x.chunk)
+                    dst = copy_slot(x.dst, x.chunk, x.src, t)
                     moved[(x.dst, x.chunk)] = dst
                 else:
                     dst = fresh(x.dst)
-                    arrived[(x.dst, x.chunk)].append(dst)
-                sender, receiver = self.tbs[(x.src, lane)], self.tbs[(x.dst, lane)]
-                sender.peers.add(x.dst)
-                receiver.peers.add(x.src)
-                sender.steps[t]["puts"].append((src, x.dst, dst))
-                sender.steps[t]["signal"].add(x.dst)
-                receiver.steps[t]["wait"].add(x.src)
+                    arrived[(x.dst, x.chunk)].append((x.src, dst))
+                moves.append((x.chunk, x.src, x.dst, src, dst))
+                self.written.add((x.dst, dst))
+                since[(x.dst, dst)] = []
             loc.update(moved)
-            for (d, k), slots in sorted(arrived.items()):
+            reductions = []
+            for (d, k), got in sorted(arrived.items()):
+                slots = [s for _, s in got]
                 cur = loc[(d, k)]
                 if lay.writable(d, k, cur):
                     dst, srcs = cur, [cur, *slots]
@@ -117,139 +153,371 @@ class _Plan:
                     else:
                         dst, srcs = slots[0], [slots[0], cur, *slots[1:]]
                 loc[(d, k)] = dst
-                self.tbs[(d, k % lanes)].steps[t]["re"].append((dst, srcs))
+                reductions.append((d, k, dst, srcs, got[0][0]))
+                self.written.add((d, dst))
+                for slot in srcs:
+                    since[(d, slot)].append((None, t))
+                since[(d, dst)] = []
+            self.steps.append((moves, reductions))
+        self.epilogue = []  # (rank, chunk, from, to)
         for r, k in sorted(coll.post):
             out = lay.out_slot(r, k)
             if loc.get((r, k)) not in (None, out):
-                self.tbs[(r, k % lanes)].epilogue.append((loc[(r, k)], out))
-        self._channels()
-        self._remote_buffers()
-        self.ops = {key: self._ops(tb) for key, tb in self.tbs.items()}
+                self.epilogue.append((r, k, loc[(r, k)], out))
+                self.written.add((r, out))
 
-    def _channels(self):
-        """GPU-level memory channels, in (lane, peer) order on every rank."""
-        self.channels = defaultdict(list)  # rank -> peers, position = channel id
-        self.chan_id = {}  # (rank, lane, peer) -> GPU-level id
-        for r in range(self.layout.n):
-            for lane in range(self.t):
-                for p in sorted(self.tbs[(r, lane)].peers):
-                    self.chan_id[(r, lane, p)] = len(self.channels[r])
-                    self.channels[r].append(p)
 
-    def _remote_buffers(self):
-        self.remote = defaultdict(list)  # rank -> [(peer, buf)], position = id
-        for (r, lane), tb in sorted(self.tbs.items()):
-            for t in sorted(tb.steps):
-                for _, peer, dst in tb.steps[t]["puts"]:
-                    if (peer, dst.buf) not in self.remote[r]:
-                        self.remote[r].append((peer, dst.buf))
+class _Tb:
+    """One thread block of one rank: the peers of one channel type in one group of one
+    lane (or, with no peers, only local work)."""
+
+    def __init__(self, rank, lane, kind, peers):
+        self.rank, self.lane, self.kind, self.peers = rank, lane, kind, peers
+        self.steps = defaultdict(lambda: {"puts": [], "wait": set(), "re": []})
+        self.epilogue = []
+        self.acquire = defaultdict(list)  # (step, point) -> [thread blocks released by]
+        self.release = defaultdict(list)  # (step, point) -> [thread blocks released to]
+
+
+class _Plan:
+    def __init__(self, flow: _Flow, layout: Layout, boxes, lanes: int, cap: int):
+        self.layout, self.flow, self.t, self.cap = layout, flow, lanes, cap
+        n = layout.n
+        kind = (lambda a, b: "port" if boxes[a] != boxes[b] else "memory") if boxes \
+            else (lambda a, b: "memory")
+        self.kind = kind
+        # peers and the remote buffers written, per (rank, lane, kind)
+        peers = defaultdict(set)
+        refs = defaultdict(set)  # (rank, lane, peer) -> buffer types written there
+        for moves, _ in flow.steps:
+            for k, a, b, _, dst in moves:
+                lane = k % lanes
+                peers[(a, lane, kind(a, b))].add(b)
+                peers[(b, lane, kind(a, b))].add(a)
+                refs[(a, lane, b)].add(dst.buf)
+        self.tbs = defaultdict(list)  # rank -> thread blocks in id order
+        self.tb_of = {}  # (rank, lane, peer) -> thread block
+        self.first = {}  # (rank, lane) -> its first thread block
+        for r in range(n):
+            for lane in range(lanes):
+                for kd in KINDS:
+                    group, used = [], set()
+                    for p in sorted(peers.get((r, lane, kd), ())):
+                        mine = {(p, b) for b in refs.get((r, lane, p), ())}
+                        if group and (len(group) >= min(cap, MAX_TB_CHANNELS)
+                                      or len(used | mine) > MAX_TB_REMOTE):
+                            self._add(r, lane, kd, group)
+                            group, used = [], set()
+                        group.append(p)
+                        used |= mine
+                    if group:
+                        self._add(r, lane, kd, group)
+        self._handoffs()
+
+    def _add(self, rank, lane, kind, peers):
+        tb = _Tb(rank, lane, kind, peers)
+        self.tbs[rank].append(tb)
+        self.first.setdefault((rank, lane), tb)
+        for p in peers:
+            self.tb_of[(rank, lane, p)] = tb
+        return tb
+
+    def _local(self, rank, lane):
+        """A thread block of rank in lane for local work (one is made if there is none)."""
+        return self.first.get((rank, lane)) or self._add(rank, lane, "memory", [])
+
+    def _handoffs(self):
+        """Assign every access to a thread block; where a slot passes between thread
+        blocks of a rank, record a release at the first and an acquire at the second."""
+        lanes, flow = self.t, self.flow
+        log = {}  # (rank, slot) -> [(last writer, its release point) or None, {reader: point}]
+        have = {}  # (acquirer, releaser) -> latest release point acquired
+        needs = {}  # (acquirer, releaser, acquire point) -> release point
+
+        def need(y, x, p, q):
+            if have.get((y, x), (-1, 0)) >= p:
+                return
+            have[(y, x)] = p
+            needs[(y, x, q)] = p
+
+        def access(tb, key, write, q, p):
+            entry = log.get(key)
+            if entry is None:
+                entry = log[key] = [None, {}]
+            last, readers = entry
+            if q is not None:
+                if last is not None and last[0] is not tb:
+                    need(tb, last[0], last[1], q)
+                if write:
+                    for other, point in readers.items():
+                        if other is not tb:
+                            need(tb, other, point, q)
+            if write:
+                entry[0], entry[1] = (tb, p), {}
+            else:
+                readers[tb] = max(readers.get(tb, p), p)
+
+        for t, (moves, reductions) in enumerate(flow.steps):
+            for k, a, b, src, dst in moves:
+                lane = k % lanes
+                sender, receiver = self.tb_of[(a, lane, b)], self.tb_of[(b, lane, a)]
+                access(sender, (a, src), False, (t, ACQ_SEND), (t, SENT))
+                sender.steps[t]["puts"].append((src, b, dst))
+                receiver.steps[t]["wait"].add(a)
+                access(receiver, (b, dst), True, None, (t, RECV))
+            for d, k, dst, srcs, first in reductions:
+                tb = self.tb_of[(d, k % lanes, first)]
+                for s in srcs:
+                    access(tb, (d, s), False, (t, ACQ_RE), (t, REDUCED))
+                access(tb, (d, dst), True, (t, ACQ_RE), (t, REDUCED))
+                tb.steps[t]["re"].append((dst, srcs))
+        end = (len(flow.steps), ACQ_SEND)
+        for r, k, src, out in flow.epilogue:
+            entry = log.get((r, src))
+            holder = entry and (entry[0][0] if entry[0] else next(iter(entry[1]), None))
+            tb = holder or self._local(r, k % lanes)
+            access(tb, (r, src), False, end, end)
+            access(tb, (r, out), True, end, end)
+            tb.epilogue.append((src, out))
+        for (y, x, q), p in needs.items():
+            y.acquire[q].append(x)
+            x.release[p].append(y)
+
+    # --- the plan's tables and ops ------------------------------------------------------
+
+    def finish(self):
+        """Ids, channels, remote buffers, semaphores and ops. None, or why a limit fails."""
+        n = self.layout.n
+        self.channels = {kd: defaultdict(list) for kd in KINDS}  # rank -> peers (id = position)
+        self.remote = defaultdict(dict)  # rank -> {(peer, buf): id}
+        self.semaphores = defaultdict(dict)  # rank -> {(releaser, acquirer): id}
+        chan_id = {}
+        for r in range(n):
+            peers = defaultdict(list)  # (lane, kind) -> peers
+            for tb_id, tb in enumerate(self.tbs[r]):
+                tb.id = tb_id
+                peers[(tb.lane, tb.kind)].extend(tb.peers)
+            for (lane, kd), mine in sorted(peers.items(),
+                                           key=lambda e: (e[0][0], KINDS.index(e[0][1]))):
+                for p in sorted(mine):
+                    chan_id[(r, lane, p)] = len(self.channels[kd][r])
+                    self.channels[kd][r].append(p)
+        self.ops, self.worst, why = {}, 0, None
+        for r in range(n):
+            for tb in self.tbs[r]:
+                tb.channel_ids = [chan_id[(r, tb.lane, p)] for p in tb.peers]
+                tb.position = {p: i for i, p in enumerate(tb.peers)}
+                used = set()
+                for t in sorted(tb.steps):
+                    for _, p, dst in tb.steps[t]["puts"]:
+                        key = (p, dst.buf)
+                        if key not in self.remote[r]:
+                            self.remote[r][key] = len(self.remote[r])
+                        used.add(self.remote[r][key])
+                tb.remote_refs = sorted(used)
+                if len(tb.remote_refs) > MAX_TB_REMOTE:
+                    return (f"a thread block of rank {r} needs {len(tb.remote_refs)} remote "
+                            f"buffers (limit {MAX_TB_REMOTE})")
+                ops = self._ops(tb)
+                if len(ops) > self.worst:
+                    self.worst = len(ops)
+                    if len(ops) > MAX_OPS:
+                        why = f"a thread block of rank {r} needs {len(ops)} ops (limit {MAX_OPS})"
+                self.ops[(r, tb.id)] = ops
+        return why
+
+    def _sem(self, x, y):
+        table = self.semaphores[x.rank]
+        return table.setdefault((x.id, y.id), len(table))
 
     def _ops(self, tb):
-        peers = sorted(tb.peers)
-        position = {p: i for i, p in enumerate(peers)}
-        refs = sorted({self.remote[tb.rank].index((peer, dst.buf))
-                       for t in tb.steps for _, peer, dst in tb.steps[t]["puts"]})
-        ref_pos = {rid: i for i, rid in enumerate(refs)}
-        tb.channel_ids = [self.chan_id[(tb.rank, tb.lane, p)] for p in peers]
-        tb.remote_refs = refs
+        r, flow = tb.rank, self.flow
+        ref_pos = {rid: i for i, rid in enumerate(tb.remote_refs)}
+        remote = self.remote[r]
         ops = []
 
-        def control(name, targets):
-            ids = sorted(position[p] for p in targets)
-            for i in range(0, len(ids), MAX_IDS):
-                ops.append({"name": name, "channel_ids": ids[i:i + MAX_IDS],
-                            "channel_type": "memory"})
-
-        def local(slot):
-            return {"type": slot.buf, "index": slot.idx, "size": 1}
-
-        if peers:
-            control("rlxsignal", peers)
-            control("rlxwait", peers)
-            ops.append({"name": "nop"})
-        for t in range(self.nsteps):
-            if t not in tb.steps:
-                continue
-            step = tb.steps[t]
-            groups = defaultdict(list)
-            for src, peer, dst in step["puts"]:
-                groups[src.buf].append((src, peer, dst))
-            for buf in sorted(groups):
-                entries = groups[buf]
-                for i in range(0, len(entries), MAX_PUT):
-                    part = entries[i:i + MAX_PUT]
-                    ops.append({"name": "put", "src_buff": [local(s) for s, _, _ in part],
-                                "dst_buff": [{"buffer_id": ref_pos[self.remote[tb.rank].index(
-                                    (p, d.buf))], "index": d.idx, "size": 1} for _, p, d in part],
-                                "channel_type": "memory"})
-            if step["puts"]:
-                ops.append({"name": "nop"})
-            control("signal", step["signal"])
-            control("wait", step["wait"])
-            if step["wait"]:
-                ops.append({"name": "nop"})
-            for dst, srcs in step["re"]:
-                part, rest = srcs[:MAX_RE], srcs[MAX_RE:]
-                while True:  # more sources than one op takes: accumulate in dst
-                    ops.append({"name": "re", "src_buff": [local(s) for s in part],
-                                "dst_buff": [local(dst)]})
-                    if not rest:
-                        break
-                    ops.append({"name": "nop"})
-                    part, rest = [dst, *rest[:MAX_RE - 1]], rest[MAX_RE - 1:]
-            if step["re"]:
-                ops.append({"name": "nop"})
-        if tb.epilogue:
+        def nop():
             if ops and ops[-1]["name"] != "nop":
                 ops.append({"name": "nop"})
+
+        def control(name, targets, kd):
+            ids = sorted(tb.position[p] for p in targets)
+            for i in range(0, len(ids), MAX_IDS):
+                ops.append({"name": name, "channel_ids": ids[i:i + MAX_IDS], "channel_type": kd})
+
+        def local(slot, size=1):
+            return {"type": slot.buf, "index": slot.idx, "size": size}
+
+        def far(peer, slot, size=1):
+            return {"buffer_id": ref_pos[remote[(peer, slot.buf)]], "index": slot.idx,
+                    "size": size}
+
+        def semaphores(name, ids):
+            ids = sorted(set(ids))
+            for i in range(0, len(ids), MAX_SEM):
+                ops.append({"name": name, "semaphore_ids": ids[i:i + MAX_SEM]})
+
+        def acquire(point):
+            if tb.acquire.get(point):
+                semaphores("sem_acquire", [self._sem(x, tb) for x in tb.acquire[point]])
+                ops.append({"name": "nop"})
+
+        def release(point):
+            if tb.release.get(point):
+                nop()
+                semaphores("sem_release", [self._sem(tb, y) for y in tb.release[point]])
+
+        def puts(name, entries, kd):  # entries: (src, peer, dst, count)
+            for i in range(0, len(entries), MAX_PUT):
+                part = entries[i:i + MAX_PUT]
+                op = {"name": name, "src_buff": [local(s, c) for s, _, _, c in part],
+                      "dst_buff": [far(p, d, c) for _, p, d, c in part], "channel_type": kd}
+                if kd == "port":
+                    op["channel_ids"] = [tb.position[p] for _, p, _, _ in part]
+                ops.append(op)
+
+        if tb.peers:
+            control("rlxsignal" if tb.kind == "memory" else "signal", tb.peers, tb.kind)
+            control("rlxwait" if tb.kind == "memory" else "wait", tb.peers, tb.kind)
+            ops.append({"name": "nop"})
+        for t in range(len(flow.steps)):
+            acquire((t, ACQ_SEND))
+            step = tb.steps.get(t)
+            if step is not None and step["puts"]:
+                per_peer = defaultdict(list)
+                for src, p, dst in step["puts"]:
+                    per_peer[p].append((src, dst))
+                runs = {p: [(s, p, d, c) for s, d, c in coalesce(pairs)]
+                        for p, pairs in sorted(per_peer.items())}
+                if tb.kind == "memory":
+                    by_buf = defaultdict(list)
+                    for p in runs:
+                        for e in runs[p]:
+                            by_buf[e[0].buf].append(e)
+                    for buf in sorted(by_buf):
+                        puts("put", by_buf[buf], "memory")
+                    ops.append({"name": "nop"})
+                else:
+                    # thread j pushes entry j of an op; the signal of a peer's last entry
+                    # is behind its earlier entries if one thread pushed them all, or
+                    # after a nop; so is everything pushed in earlier steps
+                    if _pushed_since_nop(ops):
+                        ops.append({"name": "nop"})
+                    early = [e for p in runs for e in runs[p][:-1]]
+                    last = {"pws": [], "pwsf": []}
+                    for p in runs:
+                        reused = any((r, s) in flow.written for s, _ in per_peer[p])
+                        last["pwsf" if reused else "pws"].append(runs[p][-1])
+                    if early:
+                        puts("put", early, "port")
+                        thread = {e[1]: i % MAX_PUT for name in ("pws", "pwsf")
+                                  for i, e in enumerate(last[name])}
+                        if any(i % MAX_PUT != thread[e[1]] for i, e in enumerate(early)):
+                            ops.append({"name": "nop"})
+                    for name in ("pws", "pwsf"):
+                        puts(name, last[name], "port")
+            release((t, SENT))  # after a nop: the put sources are free
+            if step is not None:
+                if tb.kind == "memory" and step["puts"]:
+                    control("signal", {p for _, p, _ in step["puts"]}, "memory")
+                if step["wait"]:
+                    control("wait", step["wait"], tb.kind)
+                    if tb.release.get((t, RECV)) or not tb.acquire.get((t, ACQ_RE)):
+                        ops.append({"name": "nop"})  # else the acquire's nop serves
+            release((t, RECV))
+            acquire((t, ACQ_RE))
+            if step is not None and step["re"]:
+                for dst, srcs, cnt in _re_runs(step["re"]):
+                    part, rest = srcs[:MAX_RE], srcs[MAX_RE:]
+                    while True:  # more sources than one op takes: accumulate in dst
+                        ops.append({"name": "re", "src_buff": [local(s, cnt) for s in part],
+                                    "dst_buff": [local(dst, cnt)]})
+                        if not rest:
+                            break
+                        ops.append({"name": "nop"})
+                        part, rest = [dst, *rest[:MAX_RE - 1]], rest[MAX_RE - 1:]
+                ops.append({"name": "nop"})
+            release((t, REDUCED))
+        end = (len(flow.steps), ACQ_SEND)
+        if tb.epilogue:
+            acquire(end)
+            nop()
             for src, dst, cnt in coalesce(tb.epilogue):
-                ops.append({"name": "copy", "src_buff": [dict(local(src), size=cnt)],
-                            "dst_buff": [dict(local(dst), size=cnt)]})
+                ops.append({"name": "copy", "src_buff": [local(src, cnt)],
+                            "dst_buff": [local(dst, cnt)]})
         return ops or [{"name": "nop"}]
 
-    def check_limits(self):
-        for (r, lane), tb in self.tbs.items():
-            if len(self.ops[(r, lane)]) > MAX_OPS:
-                return f"a thread block of rank {r} needs {len(self.ops[(r, lane)])} ops " \
-                       f"(limit {MAX_OPS})"
-            if len(tb.peers) > MAX_TB_CHANNELS:
-                return f"a thread block of rank {r} needs {len(tb.peers)} channels " \
-                       f"(limit {MAX_TB_CHANNELS})"
-            if len(tb.remote_refs) > MAX_TB_REMOTE:
-                return f"a thread block of rank {r} needs {len(tb.remote_refs)} remote " \
-                       f"buffers (limit {MAX_TB_REMOTE})"
-        return None
+
+def _pushed_since_nop(ops):
+    """Whether a port request was pushed since the last nop: requests pushed later by
+    other threads might reach the proxy's FIFO before it."""
+    for op in reversed(ops):
+        if op["name"] == "nop":
+            return False
+        if op.get("channel_type") == "port" and op["name"] != "wait":
+            return True
+    return False
+
+
+def _re_runs(reductions):
+    """The reductions (dst, srcs) of one step merged into runs (dst, srcs, count) of
+    consecutive chunks: every operand one slot further than in the previous one."""
+    out = []
+    for dst, srcs in sorted(reductions, key=lambda e: (e[0].buf, e[0].idx)):
+        if out:
+            d0, s0, cnt = out[-1]
+            if (d0.buf == dst.buf and d0.idx + cnt == dst.idx and len(s0) == len(srcs)
+                    and all(a.buf == b.buf and a.idx + cnt == b.idx for a, b in zip(s0, srcs))):
+                out[-1] = (d0, s0, cnt + 1)
+                continue
+        out.append((dst, srcs, 1))
+    return out
 
 
 def build(schedule, inplace: bool = False) -> _Plan:
     coll = schedule.collective
-    crossing = _between_boxes(schedule)
-    if crossing:
-        raise BadInput(f"cannot export to MSCCL++: ranks {crossing[0]} and {crossing[1]} "
-                       "are in different boxes, and the plans synth writes use memory "
-                       "channels, which need one node (no port channels yet)")
     if inplace and coll.name not in IN_PLACE:
         raise BadInput(f"cannot export {coll.name} in place to MSCCL++ (in place: "
                        f"{', '.join(sorted(IN_PLACE))}); export it out of place")
     layout = Layout(coll, inplace)
+    flow = _Flow(schedule, layout)
+    boxes = schedule.model.boxes or None
     most = max(1, min(coll.num_chunks, MAX_LANES))
-    why = None
-    for lanes in range(1, most + 1):
-        plan = _Plan(schedule, layout, lanes)
-        why = plan.check_limits()
-        if why is None:
-            return plan
-    raise BadInput(f"cannot export to MSCCL++: even with {most} thread blocks, {why}")
+    best, why = None, None
 
+    def attempt(lanes, cap):
+        nonlocal why
+        plan = _Plan(flow, layout, boxes, lanes, cap)
+        why = plan.finish()
+        return plan if why is None else None, plan.worst
 
-def _between_boxes(schedule) -> tuple[int, int] | None:
-    """A (src, dst) the schedule sends over between two machines (the topology's boxes,
-    as NAMExK records them), or None."""
-    boxes = schedule.model.boxes
-    if not boxes:
-        return None
-    return next(((x.src, x.dst) for step in schedule.steps for x in step.sends
-                 if boxes[x.src] != boxes[x.dst]), None)
+    for cap in CAPS:
+        # the fewest lanes that fit: doubling (while more lanes make the longest thread
+        # block shorter), then bisection
+        lo, hi, plan, longest = 0, 1, None, None
+        while lo < most:
+            plan, worst = attempt(hi, cap)
+            if plan is not None or (longest is not None and worst >= longest):
+                break
+            lo, hi, longest = hi, min(2 * hi, most), worst
+        if plan is None:
+            continue
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            found, _ = attempt(mid, cap)
+            if found is None:
+                lo = mid
+            else:
+                hi, plan = mid, found
+        size = max(len(tbs) for tbs in plan.tbs.values())
+        if best is None or size < best[0]:
+            best = (size, plan)
+        if plan.t == 1:  # smaller groups only add thread blocks
+            break
+    if best is None:
+        raise BadInput(f"cannot export to MSCCL++: no split into thread blocks (up to {most} "
+                       f"chunk lanes, down to one peer each) fits the limits: {why}")
+    return best[1]
 
 
 def max_message_size(layout: Layout, scratch: int) -> int:
@@ -268,29 +536,30 @@ def to_mscclpp_plan(schedule, inplace: bool = False, name: str | None = None,
 
     plan = build(schedule, inplace)
     lay, coll = plan.layout, schedule.collective
-    scratch = max(plan.scratch.values(), default=0)
+    scratch = max(plan.flow.scratch.values(), default=0)
     gpus = []
     for r in range(lay.n):
         tbs = []
-        for lane in range(plan.t):
-            tb = plan.tbs[(r, lane)]
+        for tb in plan.tbs[r] or [_Tb(r, 0, "memory", [])]:
+            kd = tb.kind
             tbs.append({
-                "id": lane,
-                "channels": ([{"channel_type": "memory", "channel_ids": tb.channel_ids}]
-                             if tb.channel_ids else []),
-                "remote_buffer_refs": ([{"access_channel_type": "memory",
+                "id": len(tbs),
+                "channels": ([{"channel_type": kd, "channel_ids": tb.channel_ids}]
+                             if tb.peers else []),
+                "remote_buffer_refs": ([{"access_channel_type": kd,
                                          "remote_buffer_ids": tb.remote_refs}]
-                                       if tb.remote_refs else []),
-                "ops": plan.ops[(r, lane)],
+                                       if tb.peers and tb.remote_refs else []),
+                "ops": plan.ops.get((r, len(tbs)), [{"name": "nop"}]),
             })
         gpus.append({
             "id": r, "input_chunks": lay.input_chunks, "output_chunks": lay.output_chunks,
             "scratch_chunks": scratch,
-            "channels": ([{"channel_type": "memory", "connected_to": plan.channels[r]}]
-                         if plan.channels[r] else []),
-            "remote_buffers": [{"rank": peer, "type": buf, "access_channel_types": ["memory"]}
-                               for peer, buf in plan.remote[r]],
-            "semaphores": [],
+            "channels": [{"channel_type": kd, "connected_to": plan.channels[kd][r]}
+                         for kd in KINDS if plan.channels[kd][r]],
+            "remote_buffers": [{"rank": peer, "type": buf,
+                                "access_channel_types": [plan.kind(r, peer)]}
+                               for (peer, buf) in plan.remote[r]],
+            "semaphores": [{"init_value": 0} for _ in plan.semaphores[r]],
             "threadblocks": tbs,
         })
     return {

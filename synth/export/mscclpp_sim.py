@@ -7,48 +7,38 @@ table of what each collective's buffers hold at the start and must hold at the e
 (NCCL's layout, the same for both runtimes).
 
 Static checks, S1-S9: key presence and types, gpus[k].id == k, chunk counts >= 1 and
-equal on every rank (and as the collective needs), thread block ids, channel peers in
-range and declared symmetrically, channel and remote-buffer ids resolving through each
-thread block's tables, remote buffers listing the access type, op shapes (put pairs,
-one source type per memory put, local operands for copy/re, channel_type on every op
-with a buffer_id), chunk ranges inside the owner's buffers, equal operand sizes, and
-the limits (64 ops per thread block, 16 channels and 16 remote buffers per thread block
-and type, 8 channel ids per op, 10 entries per list, 1024 threads); a channel waited on
-by one thread block only; no peer i buffer in an in-place allgather.
+equal on every rank (and as the collective needs), thread block ids, memory and port
+channel peers in range and declared symmetrically per type, channel and remote-buffer
+ids resolving through each thread block's tables per type, remote buffers listing the
+access type, a port put's buffer owned by its channel's peer, op shapes (put pairs, one
+source type per memory put, channel ids for port puts, pws/pwsf/flush on port channels
+only, local operands for copy/re, channel_type on every op with a buffer_id, semaphore
+ids), chunk ranges inside the owner's buffers, equal operand sizes, and the limits (64
+ops per thread block, 16 channels and 16 remote buffers per thread block and type, 8
+channel ids per op, 10 entries per list, 16 semaphore ids per op, 1024 threads); a
+channel waited on by one thread block only, no channel twice in one wait; every port
+channel used by one thread block only; every semaphore released by one thread block and
+acquired by one; no peer i buffer in an in-place allgather.
 
-Dynamic checks, D1-D8, over two launches back to back (counters are never reset):
-thread blocks run their ops in order; wait blocks until the paired channel has had
-more signals than waits (the k-th wait matches the k-th signal). Vector clocks follow
-the rules of section 4.4: a data op's writes are published by a nop then a signal, seen
-after the matching wait then a nop; relaxed signals only grant permission (and carry the
-previous launch's completion); the end of a kernel orders a rank's launches. Errors:
-deadlock (D1), unbalanced signals and waits per launch (D2), reading data another
-thread block or rank wrote without such a chain (D3), writing a slot before every
-earlier access of it is ordered before the write, in this launch or the previous one
-(D4), two ops of one thread block touching the same chunk, one writing, without a nop
-between them (D5, D6), and wrong results (D8: symbolic multisets of (rank, chunk)
-contributions; reading a slot that holds nothing; writing the input of an out-of-place
-plan). Only the ops synth emits are simulated: nop, signal, wait, rlxsignal, rlxwait,
-put, copy, re on memory channels; any other accepted op is reported as not simulated.
+Dynamic checks, D1-D8, and the host proxy's port channels: synth.export.mscclpp_launches.
+
+Cost: linear in the plan's ops and chunk accesses, plus, for the ops that synchronise,
+the width of the vector clocks (one entry per thread block).
 """
 
-from synth.errors import NoAnswer
-from synth.export.msccl_sim import COLLS, COMBINING, ROOTED, layout
+from collections import Counter
+
+from synth.export.msccl_sim import COLLS, ROOTED, layout
+from synth.export.mscclpp_launches import Launches, PlanInvalid, _fail  # noqa: F401
 
 ACCEPTED = {"nop", "barrier", "signal", "wait", "rlxsignal", "rlxwait", "put", "pws", "pwsf",
             "get", "flush", "copy", "re", "res", "rre", "rres", "ppkt", "rppkt", "cpkt",
             "upkt", "repkt", "recpkt", "respkt", "recspkt", "glres", "gstore", "gstorepkt",
             "pipeline", "sem_acquire", "sem_release"}
-SIMULATED = {"nop", "signal", "wait", "rlxsignal", "rlxwait", "put", "copy", "re"}
-MAX_OPS, MAX_CHANNELS, MAX_IDS, MAX_ENTRIES = 64, 16, 8, 10
-
-
-class PlanInvalid(NoAnswer):
-    """The plan would not load, would hang, or would compute the wrong thing."""
-
-
-def _fail(message):
-    raise PlanInvalid(message)
+SIMULATED = {"nop", "signal", "wait", "rlxsignal", "rlxwait", "put", "pws", "pwsf", "flush",
+             "copy", "re", "sem_acquire", "sem_release"}
+TYPES = ("memory", "port")
+MAX_OPS, MAX_CHANNELS, MAX_IDS, MAX_ENTRIES, MAX_SEMS = 64, 16, 8, 10, 16
 
 
 def _need(obj, key, kind, where, name):
@@ -62,14 +52,13 @@ def _need(obj, key, kind, where, name):
     return value
 
 
-def _join(a, b):
-    return [max(x, y) for x, y in zip(a, b)]
+def _int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class _Tb:
-    def __init__(self, rank, tid, ops, gid, chans, rbufs):
+    def __init__(self, rank, tid, ops, gid):
         self.rank, self.id, self.ops, self.gid = rank, tid, ops, gid
-        self.chans, self.rbufs = chans, rbufs
         self.pc = self.seq = self.epoch = 0
 
     def __str__(self):
@@ -118,7 +107,7 @@ def _static(plan, root):
     if inplace and coll == "alltoall":
         _fail("alltoall in place is not simulated")
 
-    counts = []
+    counts, sems = [], []
     for k, gpu in enumerate(gpus):
         where = f"gpus[{k}]"
         if _need(gpu, "id", int, where, "") != k:
@@ -132,8 +121,13 @@ def _static(plan, root):
             _need(gpu, key, list, where, "a list")
         if not gpu["threadblocks"]:
             _fail(f"{where}.threadblocks: empty (give an idle rank a nop)")
-        for i, sem in enumerate(gpu.get("semaphores", [])):
-            _need(sem, "init_value", int, f"{where}.semaphores[{i}]", "")
+        semaphores = gpu.get("semaphores", [])
+        if not isinstance(semaphores, list):
+            _fail(f"{where}.semaphores: expected a list")
+        sems.append([_need(sem, "init_value", int, f"{where}.semaphores[{i}]", "")
+                     for i, sem in enumerate(semaphores)])
+        if any(v < 0 for v in sems[-1]):
+            _fail(f"{where}.semaphores: a negative init_value")
     if len({(c["i"], c["o"]) for c in counts}) != 1:
         _fail("input_chunks/output_chunks differ between GPUs")
     ic, oc = counts[0]["i"], counts[0]["o"]
@@ -143,24 +137,34 @@ def _static(plan, root):
     if c < 1 or (ic, oc) != (per[0] * c, per[1] * c):
         _fail(f"input_chunks={ic}, output_chunks={oc} do not fit {coll} on {n} ranks")
 
-    flat = []
+    flat = {t: [] for t in TYPES}  # type -> per gpu: peers, position = GPU-level id
     for k, gpu in enumerate(gpus):
-        peers = []
+        peers = {t: [] for t in TYPES}
         for i, ch in enumerate(gpu["channels"]):
             where = f"gpus[{k}].channels[{i}]"
             kind = _need(ch, "channel_type", str, where, "a string")
-            if kind != "memory":
+            if kind not in TYPES:
                 _fail(f"{where}: {kind} channels are not simulated")
             for p in _need(ch, "connected_to", list, where, "a list"):
-                if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < n or p == k:
+                if not _int(p) or not 0 <= p < n or p == k:
                     _fail(f"{where}: peer {p!r} is not another rank")
-                peers.append(p)
-        flat.append(peers)
-    for a in range(n):
-        for b in range(a + 1, n):
-            if flat[a].count(b) != flat[b].count(a):
-                _fail(f"memory channels: gpu {a} lists gpu {b} {flat[a].count(b)} times, "
-                      f"gpu {b} lists gpu {a} {flat[b].count(a)} times")
+                peers[kind].append(p)
+        for t in TYPES:
+            flat[t].append(peers[t])
+    paired = {}  # (type, rank, id) -> (peer, peer's paired id)
+    for t in TYPES:
+        pairs = Counter((a, b) for a in range(n) for b in flat[t][a])
+        for (a, b), times in pairs.items():
+            if pairs.get((b, a), 0) != times:
+                _fail(f"{t} channels: gpu {a} lists gpu {b} {times} times, gpu {b} lists "
+                      f"gpu {a} {pairs.get((b, a), 0)} times")
+        mine = {}  # (rank, peer) -> that rank's ids to the peer, in order
+        for a in range(n):
+            for g, b in enumerate(flat[t][a]):
+                mine.setdefault((a, b), []).append(g)
+        for (a, b), ids in mine.items():
+            for g, theirs in zip(ids, mine[(b, a)]):
+                paired[(t, a, g)] = (b, theirs)
     remote = []
     for k, gpu in enumerate(gpus):
         rbs = []
@@ -175,10 +179,14 @@ def _static(plan, root):
                 _fail(f"{where}: type {kind!r} (expected i, o or s)")
             if inplace and coll == "allgather" and kind == "i":
                 _fail(f"{where}: a peer's input buffer in an in-place allgather")
+            if not access or any(a not in TYPES for a in access):
+                _fail(f"{where}: access_channel_types {access!r} (memory and/or port)")
             rbs.append((owner, kind, set(access)))
         remote.append(rbs)
 
-    tbs, gid, waiters = [], 0, {}
+    tbs, gid = [], 0
+    waiters, users, releasers, acquirers = {}, {}, {}, {}
+    ctx = dict(remote=remote, counts=counts, flat=flat, threads=threads, sems=sems)
     for k, gpu in enumerate(gpus):
         for j, tb in enumerate(gpu["threadblocks"]):
             where = f"gpus[{k}].threadblocks[{j}]"
@@ -188,46 +196,64 @@ def _static(plan, root):
             for e in _need(tb, "channels", list, where, "a list"):
                 chans.setdefault(_need(e, "channel_type", str, where, ""), []).extend(
                     _need(e, "channel_ids", list, where, "a list"))
-            for e in tb.get("remote_buffer_refs", []):
+            refs = tb.get("remote_buffer_refs", [])
+            if not isinstance(refs, list):
+                _fail(f"{where}.remote_buffer_refs: expected a list")
+            for e in refs:
                 rbufs.setdefault(_need(e, "access_channel_type", str, where, ""), []).extend(
                     _need(e, "remote_buffer_ids", list, where, "a list"))
             for kind, ids in chans.items():
-                if kind != "memory":
+                if kind not in TYPES:
                     _fail(f"{where}: {kind} channels are not simulated")
                 if len(ids) > MAX_CHANNELS:
-                    _fail(f"{where}: {len(ids)} memory channels (limit {MAX_CHANNELS})")
+                    _fail(f"{where}: {len(ids)} {kind} channels (limit {MAX_CHANNELS})")
                 for g in ids:
-                    if not isinstance(g, int) or not 0 <= g < len(flat[k]):
-                        _fail(f"{where}: channel id {g!r} is not a memory channel of gpu {k}")
+                    if not _int(g) or not 0 <= g < len(flat[kind][k]):
+                        _fail(f"{where}: channel id {g!r} is not a {kind} channel of gpu {k}")
             for kind, ids in rbufs.items():
+                if kind not in TYPES:
+                    _fail(f"{where}: remote buffers accessed through {kind} channels")
                 if len(ids) > MAX_CHANNELS:
-                    _fail(f"{where}: {len(ids)} remote buffers (limit {MAX_CHANNELS})")
+                    _fail(f"{where}: {len(ids)} {kind} remote buffers (limit {MAX_CHANNELS})")
                 for b in ids:
-                    if not isinstance(b, int) or not 0 <= b < len(remote[k]):
+                    if not _int(b) or not 0 <= b < len(remote[k]):
                         _fail(f"{where}: remote buffer id {b!r} is not one of gpu {k}'s")
                     if kind not in remote[k][b][2]:
                         _fail(f"{where}: remote buffer {b} does not list access type {kind}")
             ops = _need(tb, "ops", list, where, "a list")
             if len(ops) > MAX_OPS:
                 _fail(f"{where}: {len(ops)} ops (limit {MAX_OPS})")
-            parsed = [_op(op, f"{where}.ops[{i}]", k, chans, rbufs, remote, counts, flat,
-                          threads) for i, op in enumerate(ops)]
-            for op in parsed:
+            parsed = [_op(op, f"{where}.ops[{i}]", k, chans, rbufs, ctx)
+                      for i, op in enumerate(ops)]
+            for i, op in enumerate(parsed):
+                w = f"{where}.ops[{i}]"
                 if op[0] == "wait":
-                    for g in op[2]:
-                        if waiters.setdefault((k, g), (k, j)) != (k, j):
-                            _fail(f"{where}: waits on memory channel {g}, which thread "
-                                  f"block {waiters[(k, g)][1]} also waits on")
-            tbs.append(_Tb(k, j, parsed, gid, chans, rbufs))
+                    for g in op[3]:
+                        if waiters.setdefault((op[1], k, g), j) != j:
+                            _fail(f"{w}: waits on {op[1]} channel {g}, which thread block "
+                                  f"{waiters[(op[1], k, g)]} also waits on")
+                if op[0] != "nop" and op[1] == "port":
+                    for g in op[3]:
+                        if users.setdefault((k, g), j) != j:
+                            _fail(f"{w}: uses port channel {g}, which thread block "
+                                  f"{users[(k, g)]} also uses (their requests would not be "
+                                  "ordered)")
+                if op[0] in ("sem_release", "sem_acquire"):
+                    table = releasers if op[0] == "sem_release" else acquirers
+                    for s in op[1]:
+                        if table.setdefault((k, s), j) != j:
+                            _fail(f"{w}: semaphore {s} is {op[0][4:]}d by thread blocks "
+                                  f"{table[(k, s)]} and {j} (not simulated: one each)")
+            tbs.append(_Tb(k, j, parsed, gid))
             gid += 1
     _, _, start, end = layout(coll, n, c, root, inplace)
     return dict(coll=coll, n=n, c=c, root=root, inplace=inplace, counts=counts, flat=flat,
-                tbs=tbs, start=start, end=end, ic=ic, oc=oc)
+                paired=paired, tbs=tbs, start=start, end=end, ic=ic, oc=oc, sems=sems)
 
 
 def _range(entry, where, owner, counts):
     for key in ("index", "size"):
-        if key not in entry or isinstance(entry[key], bool) or not isinstance(entry[key], int):
+        if key not in entry or not _int(entry[key]):
             _fail(f"{where}: missing or non-integer {key!r}")
     buf, idx, size = entry["type"], entry["index"], entry["size"]
     if size < 1:
@@ -245,7 +271,21 @@ def _local(entry, where, rank, counts):
     return _range(entry, where, rank, counts)
 
 
-def _op(op, where, rank, chans, rbufs, remote, counts, flat, threads):
+def _ids(op, where, kind, chans, threads):
+    """An op's channel ids, resolved to GPU-level ids of type kind."""
+    ids = _need(op, "channel_ids", list, where, "a list")
+    if not ids or len(ids) > MAX_IDS or len(ids) > threads:
+        _fail(f"{where}: {len(ids)} channel ids (1..{MAX_IDS}, and at most one per thread)")
+    table = chans.get(kind, [])
+    for i in ids:
+        if not _int(i) or not 0 <= i < len(table):
+            _fail(f"{where}: channel id {i!r} is not in the thread block's table "
+                  f"({len(table)} {kind} channels)")
+    return [table[i] for i in ids]
+
+
+def _op(op, where, rank, chans, rbufs, ctx):
+    counts, threads = ctx["counts"], ctx["threads"]
     name = _need(op, "name", str, where, "a string")
     if name not in ACCEPTED:
         _fail(f"{where}: Invalid operation type: {name}")
@@ -256,47 +296,66 @@ def _op(op, where, rank, chans, rbufs, remote, counts, flat, threads):
             _fail(f"{where}.{key}: expected a list of at most {MAX_ENTRIES} entries")
     if name == "nop":
         return ("nop",)
-    if name in ("signal", "wait", "rlxsignal", "rlxwait"):
-        if op.get("channel_type") != "memory":
-            _fail(f"{where}: {name} needs channel_type memory (port is not simulated; "
-                  f"without a type it does nothing)")
-        ids = _need(op, "channel_ids", list, where, "a list")
-        if not ids or len(ids) > MAX_IDS or len(ids) > threads:
-            _fail(f"{where}: {len(ids)} channel ids (1..{MAX_IDS}, and at most one per thread)")
-        table = chans.get("memory", [])
-        for i in ids:
-            if not isinstance(i, int) or not 0 <= i < len(table):
-                _fail(f"{where}: channel id {i!r} is not in the thread block's table "
-                      f"({len(table)} memory channels)")
-        return ("signal" if "signal" in name else "wait", name.startswith("rlx"),
-                [table[i] for i in ids])
+    if name in ("sem_acquire", "sem_release"):
+        ids = _need(op, "semaphore_ids", list, where, "a list")
+        if not ids or len(ids) > MAX_SEMS or len(ids) > threads or len(set(ids)) != len(ids):
+            _fail(f"{where}: {len(ids)} semaphore ids (1..{MAX_SEMS}, distinct)")
+        for s in ids:
+            if not _int(s) or not 0 <= s < len(ctx["sems"][rank]):
+                _fail(f"{where}: semaphore id {s!r} is not one of gpu {rank}'s "
+                      f"({len(ctx['sems'][rank])})")
+        return (name, ids, None, ())
+    kind = op.get("channel_type")
+    if name in ("signal", "wait", "rlxsignal", "rlxwait", "flush"):
+        if kind not in TYPES or (name == "flush" and kind != "port"):
+            want = "port" if name == "flush" else "memory or port"
+            _fail(f"{where}: {name} needs channel_type {want} (without a type it does "
+                  "nothing)")
+        ids = _ids(op, where, kind, chans, threads)
+        if name == "flush":  # the kernel flushes as many channels as dst_buff has entries
+            return ("flush", kind, None, ids[:len(op.get("dst_buff") or [])])
+        if "wait" in name and len(set(ids)) != len(ids):
+            _fail(f"{where}: a channel twice in one wait (two threads would race on its "
+                  "counter)")
+        relaxed = name.startswith("rlx") and kind == "memory"  # the same as strict on port
+        return ("signal" if "signal" in name else "wait", kind, relaxed, ids)
     srcs, dsts = op.get("src_buff"), op.get("dst_buff")
     if not srcs or not dsts:
         _fail(f"{where}: {name} needs src_buff and dst_buff")
-    if name == "put":
-        if op.get("channel_type") != "memory":
-            _fail(f"{where}: put needs channel_type memory (port is not simulated)")
+    if name in ("put", "pws", "pwsf"):
+        if kind not in TYPES or (name != "put" and kind != "port"):
+            want = "port" if name != "put" else "memory or port"
+            _fail(f"{where}: {name} needs channel_type {want}")
         if len(srcs) != len(dsts):
-            _fail(f"{where}: put with {len(srcs)} sources and {len(dsts)} destinations")
+            _fail(f"{where}: {name} with {len(srcs)} sources and {len(dsts)} destinations")
         src = [_local(e, f"{where}.src_buff[{i}]", rank, counts) for i, e in enumerate(srcs)]
-        if len({s[1] for s in src}) > 1:
+        if kind == "memory" and len({s[1] for s in src}) > 1:
             _fail(f"{where}: memory put sources of more than one buffer type")
-        table = rbufs.get("memory", [])
+        gids = None
+        if kind == "port":
+            gids = _ids(op, where, "port", chans, threads)
+            if len(gids) != len(dsts):
+                _fail(f"{where}: port {name} with {len(dsts)} destinations and {len(gids)} "
+                      "channel ids")
+        table = rbufs.get(kind, [])
         dst = []
         for i, e in enumerate(dsts):
             w = f"{where}.dst_buff[{i}]"
             if not isinstance(e, dict) or "buffer_id" not in e or "type" in e:
                 _fail(f"{w}: expected a remote entry {{buffer_id, index, size}}")
             b = e["buffer_id"]
-            if not isinstance(b, int) or not 0 <= b < len(table):
+            if not _int(b) or not 0 <= b < len(table):
                 _fail(f"{w}: buffer_id {b!r} is not in the thread block's remote table "
-                      f"({len(table)} memory entries)")
-            owner, kind, _ = remote[rank][table[b]]
-            dst.append(_range(dict(e, type=kind), w, owner, counts))
+                      f"({len(table)} {kind} entries)")
+            owner, buf, _ = ctx["remote"][rank][table[b]]
+            if gids is not None and ctx["flat"]["port"][rank][gids[i]] != owner:
+                _fail(f"{w}: gpu {owner}'s buffer over port channel {gids[i]}, which goes to "
+                      f"gpu {ctx['flat']['port'][rank][gids[i]]}")
+            dst.append(_range(dict(e, type=buf), w, owner, counts))
         for s, d in zip(src, dst):
             if s[3] != d[3]:
-                _fail(f"{where}: put pair sizes {s[3]} and {d[3]} differ")
-        return ("put", src, dst)
+                _fail(f"{where}: {name} pair sizes {s[3]} and {d[3]} differ")
+        return (name, kind, (src, dst), gids or ())
     if name == "copy" and (len(srcs) != 1 or len(dsts) != 1):
         _fail(f"{where}: copy takes one source and one destination")
     if name == "re" and len(dsts) != 1:
@@ -305,235 +364,27 @@ def _op(op, where, rank, chans, rbufs, remote, counts, flat, threads):
     dst = _local(dsts[0], f"{where}.dst_buff[0]", rank, counts)
     if any(s[3] != dst[3] for s in src):
         _fail(f"{where}: {name} operands of different sizes")
-    return (name, src, dst)
-
-
-def _canon(p, rank, buf, idx):
-    """In place, i and o name the same memory: map both onto one name."""
-    coll = p["coll"]
-    if p["inplace"]:
-        if coll in ("allgather", "gather") and buf == "i":
-            return (rank, "o", rank * p["ic"] + idx)
-        if coll in ("allreduce", "broadcast", "reduce") and buf == "i":
-            return (rank, "o", idx)
-        if coll in ("reducescatter", "scatter") and buf == "o":
-            return (rank, "i", rank * p["oc"] + idx)
-    return (rank, buf, idx)
-
-
-class _Simulation:
-    """The dynamic checks (D1-D8) of a parsed plan, launch after launch.
-
-    Each launch: start it (the kernel boundary orders a rank's earlier launches), run
-    every thread block until none can move, then check that nothing is stuck (D1), that
-    signals and waits balance (D2), and that every result arrived and is right (D8).
-    Reads and writes check visibility and permission (D3-D6) as they happen.
-    """
-
-    def __init__(self, p):
-        self.p, self.tbs, self.flat = p, p["tbs"], p["flat"]
-        size = len(self.tbs)
-        self.size = size
-        for tb in self.tbs:
-            tb.vc, tb.perm = [0] * size, [0] * size
-        self.incoming, self.waited, self.access = {}, {}, {}
-        self.combining = p["coll"] in COMBINING
-
-    def run(self, launches):
-        for launch in range(launches):
-            self.launch = launch
-            self.start_launch()
-            self.run_until_stuck()
-            self.check_finished()
-            self.check_balanced()
-            self.check_results()
-
-    # --- the phases of one launch ------------------------------------------------------
-
-    def start_launch(self):
-        self.value = dict(self.p["start"])
-        self.sent, self.done = {}, {}
-        finals = {}
-        for tb in self.tbs:
-            clock = list(tb.vc)
-            clock[tb.gid] = tb.seq
-            finals[tb.rank] = _join(finals.get(tb.rank, [0] * self.size), clock)
-        for tb in self.tbs:  # the kernel boundary orders all of a rank's earlier launches
-            tb.base = list(finals[tb.rank])
-            tb.vc, tb.perm, tb.fenced = list(tb.base), list(tb.base), list(tb.base)
-            tb.pend_vc, tb.pend_perm = [0] * self.size, [0] * self.size
-            tb.pc, tb.epoch = 0, tb.epoch + 1
-
-    def run_until_stuck(self):
-        moved = True
-        while moved:
-            moved = False
-            for tb in self.tbs:
-                while tb.pc < len(tb.ops) and not self.blocked(tb):
-                    self.step(tb)
-                    moved = True
-
-    def check_finished(self):
-        stuck = [tb for tb in self.tbs if tb.pc < len(tb.ops)]
-        if stuck:
-            tb = stuck[0]
-            _fail(f"deadlock in launch {self.launch + 1}: {len(stuck)} thread blocks never "
-                  f"finish; {tb} waits at op {tb.pc} for a signal that never comes")
-
-    def check_balanced(self):
-        for a in range(self.p["n"]):
-            for g in range(len(self.flat[a])):
-                peer, theirs = self.paired(a, g)
-                sent, done = self.sent.get((a, g), 0), self.done.get((peer, theirs), 0)
-                if sent != done:
-                    _fail(f"launch {self.launch + 1}: gpu {a} signals {sent} times on its "
-                          f"channel {g} to gpu {peer}, which waits {done} times on the "
-                          "paired channel")
-
-    def check_results(self):
-        seen = {}  # what each rank knows when its kernel ends (all its threads synchronise)
-        for tb in self.tbs:
-            clock = _join(tb.vc, tb.pend_vc)
-            clock[tb.gid] = tb.seq
-            seen[tb.rank] = _join(seen.get(tb.rank, [0] * self.size), clock)
-        for slot, want in sorted(self.p["end"].items()):
-            last = self.access.get(slot, [None])[0]
-            if last and last[2] == self.launch and seen[slot[0]][last[0]] < last[1]:
-                _fail(f"launch {self.launch + 1}: gpu {slot[0]}'s result "
-                      f"{slot[1]}[{slot[2]}], written by {self.tbs[last[0]]}, may not have "
-                      f"arrived when gpu {slot[0]}'s kernel ends (no nop, signal, wait "
-                      "chain)")
-            got = self.value.get(slot)
-            if got != want:
-                _fail(f"launch {self.launch + 1}: gpu {slot[0]} ends with "
-                      f"{slot[1]}[{slot[2]}] = {_show(got)}, expected {_show(want)}")
-
-    # --- one op --------------------------------------------------------------------------
-
-    def blocked(self, tb):
-        op = tb.ops[tb.pc]
-        return op[0] == "wait" and any(
-            len(self.incoming.get((tb.rank, g), [])) <= self.waited.get((tb.rank, g), 0)
-            for g in op[2])
-
-    def step(self, tb):
-        op = tb.ops[tb.pc]
-        tb.seq += 1
-        where = f"launch {self.launch + 1}: {tb} op {tb.pc} ({op[0]})"
-        getattr(self, f"op_{op[0]}")(tb, op, where)
-        tb.pc += 1
-
-    def op_nop(self, tb, op, where):
-        tb.vc = _join(tb.vc, tb.pend_vc)
-        tb.perm = _join(_join(tb.perm, tb.pend_perm), tb.vc)
-        tb.epoch += 1
-        tb.fenced = list(tb.vc)
-        tb.fenced[tb.gid] = tb.seq
-
-    def op_signal(self, tb, op, where):
-        relaxed = op[1]
-        record = (tb.base if relaxed else list(tb.fenced), tb.base, list(tb.fenced))
-        for g in op[2]:
-            peer, theirs = self.paired(tb.rank, g)
-            self.incoming.setdefault((peer, theirs), []).append(record)
-            self.sent[(tb.rank, g)] = self.sent.get((tb.rank, g), 0) + 1
-
-    def op_wait(self, tb, op, where):
-        relaxed = op[1]
-        for g in op[2]:
-            n = self.waited.get((tb.rank, g), 0)
-            strong, base, perm = self.incoming[(tb.rank, g)][n]
-            self.waited[(tb.rank, g)] = n + 1
-            self.done[(tb.rank, g)] = self.done.get((tb.rank, g), 0) + 1
-            tb.pend_vc = _join(tb.pend_vc, base if relaxed else strong)
-            tb.pend_perm = _join(tb.pend_perm, perm)
-
-    def op_put(self, tb, op, where):
-        for src, dst in zip(op[1], op[2]):
-            self.write(tb, dst, self.read(tb, src, where), where)
-
-    def op_copy(self, tb, op, where):
-        self.write(tb, op[2], self.read(tb, op[1][0], where), where)
-
-    def op_re(self, tb, op, where):
-        if not self.combining:
-            _fail(f"{where}: reduces, but {self.p['coll']} does not combine")
-        parts = [self.read(tb, s, where) for s in op[1]]
-        self.write(tb, op[2], [tuple(sorted(sum(vals, ()))) for vals in zip(*parts)], where)
-
-    # --- memory, with the visibility and permission rules --------------------------------
-
-    def paired(self, rank, g):
-        """The peer of rank's memory channel g, and the peer's channel paired with it."""
-        peer = self.flat[rank][g]
-        k = self.flat[rank][:g].count(peer)
-        return peer, [i for i, q in enumerate(self.flat[peer]) if q == rank][k]
-
-    def read(self, tb, rng, where):
-        owner, buf, idx, n = rng
-        out = []
-        for i in range(n):
-            slot = _canon(self.p, owner, buf, idx + i)
-            self.touch(tb, slot, False, where)
-            if self.value.get(slot) is None:
-                _fail(f"{where}: reads {slot[1]}[{slot[2]}] of gpu {slot[0]}, which holds "
-                      f"no data in this launch")
-            out.append(self.value[slot])
-        return out
-
-    def write(self, tb, rng, values, where):
-        owner, buf, idx, n = rng
-        for i in range(n):
-            slot = _canon(self.p, owner, buf, idx + i)
-            if slot[1] == "i" and not self.p["inplace"]:
-                _fail(f"{where}: writes the input buffer i[{slot[2]}] of gpu {owner} in an "
-                      f"out-of-place plan")
-            self.touch(tb, slot, True, where)
-            self.value[slot] = values[i]
-
-    def touch(self, tb, slot, write, where):
-        """Record an access; fail if it is not ordered after the accesses it must follow."""
-        entry = self.access.setdefault(slot, [None, {}])
-        here = (tb.gid, tb.seq, self.launch, tb.epoch, write, tb.pc)
-        earlier = ([entry[0]] if entry[0] else []) + (list(entry[1].values()) if write else [])
-        for gid, seq, when, epoch, wrote, pc in earlier:
-            what = f"{slot[1]}[{slot[2]}] of gpu {slot[0]}"
-            other = self.tbs[gid]
-            if gid == tb.gid:
-                if seq != tb.seq and epoch == tb.epoch and when == self.launch:
-                    _fail(f"{where}: touches {what}, which op {pc} of the same thread "
-                          f"block {'wrote' if wrote else 'read'}, with no nop between them")
-                continue
-            if not write:  # read after write: the data must be visible
-                if tb.vc[gid] < seq:
-                    _fail(f"{where}: reads {what}, written by {other} without a nop, signal, "
-                          f"wait, nop chain to this thread block")
-            elif tb.perm[gid] < seq or (wrote and when == self.launch and tb.vc[gid] < seq):
-                _fail(f"{where}: writes {what} before {other}'s earlier "
-                      f"{'write' if wrote else 'read'} of it is ordered before this write")
-        if write:
-            entry[0], entry[1] = here, {}
-        else:
-            entry[1][tb.gid] = here
-
-
-def _show(v):
-    if v is None:
-        return "nothing"
-    return "{" + ", ".join(f"{r}:{k}" for r, k in v) + "}"
+    return (name, None, (src, dst), ())
 
 
 def check_mscclpp_plan(plan, root=None, launches=2):
     """Check a plan (a dict); return a summary dict or raise PlanInvalid."""
     p = _static(plan, root)
-    _Simulation(p).run(max(1, launches))
+    Launches(p).run(max(1, launches))
     ops = {}
     for tb in p["tbs"]:
         for op in tb.ops:
-            name = op[0] if op[0] in ("nop", "put", "copy", "re") else \
-                ("rlx" if op[1] else "") + op[0]
+            name = op[0]
+            if name in ("signal", "wait"):
+                name = ("rlx" if op[2] else "") + name
+            if op[0] != "nop" and op[1] == "port":
+                name += "(port)"
             ops[name] = ops.get(name, 0) + 1
+    per_rank = Counter(tb.rank for tb in p["tbs"])
     return {"collective": p["coll"], "ranks": p["n"], "chunks": p["c"], "root": p["root"],
             "inplace": p["inplace"], "threadblocks": len(p["tbs"]),
+            "max_threadblocks_per_rank": max(per_rank.values()),
             "max_ops_per_threadblock": max(len(tb.ops) for tb in p["tbs"]), "ops": ops,
+            "channels": {t: sum(len(x) for x in p["flat"][t]) for t in TYPES},
+            "semaphores": sum(len(s) for s in p["sems"]),
             "scratch_chunks": max(c["s"] for c in p["counts"])}
