@@ -275,7 +275,7 @@ def test_a_schedule_of_300000_steps_is_drawn_in_part(tmp_path, schedule_file):
     big.write_text(json.dumps(doc))
     result = synth_cli("draw", str(big), "-o", str(tmp_path / "big.svg"), timeout=120)
     assert result.returncode == 0, result.stderr
-    assert "the first 64 steps are drawn" in (tmp_path / "big.svg").read_text()
+    assert "the first 64 steps of 300002 are drawn" in (tmp_path / "big.svg").read_text()
 
 
 # --- tracebacks and exit codes ------------------------------------------------------

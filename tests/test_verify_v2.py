@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from synth.errors import BadInput, NoAnswer
+from synth.errors import BadInput
 from synth.schedule.verify import MalformedSchedule, ScheduleInvalid, verify_schedule
 
 N, C = 4, 4
