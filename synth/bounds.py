@@ -110,46 +110,50 @@ def bounds(lowering: Lowering, collective: Collective, deadline: float | None = 
 def step_bound(model: LinkModel, collective: Collective, clock: Clock | None = None) -> int:
     """Largest hop distance a chunk (or, combining, a contribution) must travel.
 
-    One breadth-first search per source rank, O(N x links) in all, kept one at a time
-    (all pairs at once would be N^2 entries). Past the clock's deadline the sources not
-    yet searched are left out: the maximum over the rest is still a lower bound."""
+    Who holds and who wants a chunk follows from its share, and a share has one holder
+    unless every rank holds it (synth.schedule.collectives), so the bound is a maximum
+    of hop distances from one rank: one breadth-first search per holder, O(N x links) in
+    all, kept one at a time (all pairs at once would be N^2 entries). Past the clock's
+    deadline the holders not yet searched are left out: the maximum over the rest is
+    still a lower bound."""
     clock = clock or Clock()
-    holders: dict[int, list[int]] = defaultdict(list)
-    wanters: dict[int, list[int]] = defaultdict(list)
-    for rank, chunk in collective.pre:
-        holders[chunk].append(rank)
-    for rank, chunk in collective.post:
-        wanters[chunk].append(rank)
     graph = rank_graph(model)
     far = model.ranks  # unreachable: never happens in a validated topology
-    if collective.combining:  # every rank's contribution must reach every target
-        targets = {t for ts in wanters.values() for t in ts}
-        worst = 0
-        for s in range(model.ranks):
-            if s and clock.expired():
-                break
-            dist = nx.single_source_shortest_path_length(graph, s)
-            worst = max([worst] + [dist.get(t, far) for t in targets])
-        return worst
-    # the nearest holder's copy must reach each target: the chunks' holder sets repeat
-    # (one holder each, or the root), so group the targets by holder set
-    by_holders: dict[tuple, set[int]] = defaultdict(set)
-    for chunk, ts in wanters.items():
-        by_holders[tuple(sorted(holders[chunk]))].update(ts)
-    searched: dict[int, dict[int, int]] = {}
+    n = model.ranks
+    every = range(n)
+    if collective.combining:  # every rank's contribution must reach every wanter
+        sources = every
+        targets = lambda s: _wanting(collective)  # noqa: E731
+    else:  # the holder's copy must reach every wanter of its shares
+        sources, targets = _holders_and_wanters(collective)
     worst = 0
-    for hs, targets in by_holders.items():
-        for s in hs:
-            if s not in searched:
-                if worst and clock.expired():
-                    return worst
-                searched[s] = nx.single_source_shortest_path_length(graph, s)
-        for t in targets:
-            if t not in hs:
-                worst = max(worst, min(searched[s].get(t, far) for s in hs))
-        if len(hs) == 1:
-            del searched[hs[0]]  # each holder set is met once: keep memory O(N)
+    for i, s in enumerate(sources):
+        if i and clock.expired():
+            break
+        dist = nx.single_source_shortest_path_length(graph, s)
+        worst = max([worst] + [dist.get(t, far) for t in targets(s) if t != s])
     return worst
+
+
+def _wanting(collective: Collective) -> list[int]:
+    """The ranks that want some chunk."""
+    return sorted({r for r, _, count in collective.post_ranges() if count})
+
+
+def _holders_and_wanters(collective: Collective):
+    """(the ranks that hold some chunk at the start, rank -> the ranks that want a chunk
+    it holds) for a collective whose every share has one holder, from the table's runs
+    (no (rank, chunk) pair is built)."""
+    per = collective.share_chunks
+    held_by = {}  # share -> holder
+    for rank, first, count in collective.pre_ranges():
+        for share in range(first // per, (first + count - 1) // per + 1):
+            held_by[share] = rank
+    wanted: dict[int, set[int]] = defaultdict(set)
+    for rank, first, count in collective.post_ranges():
+        for share in range(first // per, (first + count - 1) // per + 1):
+            wanted[held_by[share]].add(rank)
+    return sorted(wanted), lambda s: wanted[s]
 
 
 def bandwidth_bound_shares(lowering: Lowering, name: str, root: int | None = None,

@@ -4,7 +4,10 @@ Writing (`write_atomic`):
 - Only regular files are written. A directory, device, FIFO or socket at the path, or a
   path that ends in "/", is refused with one line (BadInput): `-o /dev/null` must not
   turn the device into a file.
-- A symbolic link is written through: its final target is replaced, the link stays.
+- A symbolic link at a path the user named (`-o`) is written through: its final target
+  is replaced, the link stays. At a path synth names itself inside a folder (frontier
+  files, report pages, cache entries: `follow_links=False`) the link itself is
+  replaced, so nothing is ever written outside that folder.
 - An existing file keeps its mode; a new one gets 0666 less the umask.
 - The data goes to a temporary file beside the target, then is renamed over it, so a
   reader or a kill never sees half a file. Temporaries are named `.synth-HOST-PID-N.tmp`
@@ -43,7 +46,7 @@ from synth.errors import BadInput
 
 MAX_DEPTH = 64  # nesting levels in a YAML or JSON document
 TEXT_LIMIT = 16 << 20  # bytes: topology files, hints, cache entries
-SCHEDULE_LIMIT = 2 << 30  # bytes: a schedule file
+SCHEDULE_LIMIT = 128 << 20  # bytes: a schedule file (read into about ten times as much memory)
 QUOTE = 40  # characters of a user's value quoted in a message
 
 
@@ -52,20 +55,29 @@ class OutputError(BadInput):
 
 
 def quote(value, width: int = QUOTE) -> str:
-    """repr(value), cut to about `width` characters for a one-line message."""
+    """repr(value), cut to about `width` characters, on one line, for a message (a huge
+    integer is described, not printed: turning it into digits can take seconds)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
     text = repr(value)
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
 # --- writing ------------------------------------------------------------------------
 
-def write_atomic(path: str | Path, data: str | bytes) -> Path:
+def write_atomic(path: str | Path, data: str | bytes, follow_links: bool = True) -> Path:
     """Write `data` to `path` whole or not at all; returns the path (module docstring)."""
     text = os.fspath(path)
     if not text or text.endswith(os.sep):
-        raise BadInput(f"{text or 'an empty path'}: expected a file name, not a folder")
+        raise BadInput(f"{quote(text, 80) if text else 'an empty path'}: expected a file "
+                       "name, not a folder")
     path = Path(text)
-    target = Path(os.path.realpath(path))  # through symbolic links to the final file
+    if follow_links:
+        target = Path(os.path.realpath(path))  # through symbolic links to the final file
+    else:  # the link itself is replaced; its folder is the caller's own
+        target = Path(os.path.realpath(path.parent)) / path.name
+        if target.is_symlink():
+            target.unlink(missing_ok=True)
     mode = _mode_for(target, path)
     payload = data.encode() if isinstance(data, str) else data
     try:
@@ -155,10 +167,17 @@ def _reason(e: OSError) -> str:
 
 def safe_component(name: str) -> str:
     """`name` as one path component that every file system and tool accepts: letters,
-    digits and _ . + - only (ring:4 -> ring_4), never hidden, '.' or '..', at most 100
-    characters."""
-    safe = re.sub(r"[^A-Za-z0-9_.+-]", "_", str(name))[:100]
-    return re.sub(r"^\.", "_", safe) or "_"
+    digits and _ . + - only, never hidden, '.' or '..', at most 100 characters; and one
+    name per component. The colon of synth's own names becomes _ (ring:4 -> ring_4);
+    any other change appends a hash of the whole name (集群 -> __-2b1d6e0f, 'ring 4'
+    -> ring_4-9e3c1a57), so different names never share a folder."""
+    name = str(name)
+    safe = re.sub(r"[^A-Za-z0-9_.+-]", "_", name)
+    safe = re.sub(r"^\.", "_", safe) or "_"
+    if safe[:100] != name.replace(":", "_") or len(safe) > 100:
+        digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        safe = f"{safe[:91]}-{digest}"
+    return safe
 
 
 def inside(folder: str | Path, path: str | Path) -> Path:
@@ -203,38 +222,66 @@ def read_text(path: str | Path, limit: int = TEXT_LIMIT, what: str = "file") -> 
                        ) from None
 
 
-class _Loader(yaml.SafeLoader):
-    """The safe loader with no aliases, bounded nesting, and YAML 1.2 numbers."""
-
-    yaml_implicit_resolvers = {k: list(v) for k, v in
-                               yaml.SafeLoader.yaml_implicit_resolvers.items()}
-
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            mark = self.peek_event().start_mark
-            raise yaml.YAMLError(f"line {mark.line + 1}: aliases (*name) are not allowed")
-        self._depth = getattr(self, "_depth", 0) + 1
-        try:
-            if self._depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark
-                raise yaml.YAMLError(f"line {mark.line + 1}: nested more than {MAX_DEPTH} "
-                                     "levels deep")
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
+# YAML 1.2's core schema for numbers (PyYAML speaks YAML 1.1, where 010 is 8, 1_000 is
+# 1000 and 1e3 is a string)
+_INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_FLOAT = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
 
 
-# 1e308, 2E-3, 5e+6: YAML 1.2 floats that YAML 1.1 (PyYAML) would read as strings
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"))
+_BASE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser where built in
+
+
+class _Loader(_BASE):
+    """The safe loader (libyaml's parser when PyYAML has it: ten times faster on a
+    megabyte of topology) with YAML 1.2 numbers. Aliases and nesting are checked on the
+    events first (_check_events), before anything is composed."""
+
+    yaml_implicit_resolvers = {k: [(tag, rx) for tag, rx in v if tag not in _NUMBER_TAGS]
+                               for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+
+    def construct_yaml_int(self, node):
+        text = self.construct_scalar(node)
+        if text.startswith("0o"):
+            return int(text[2:], 8)
+        if text.startswith("0x"):
+            return int(text[2:], 16)
+        return int(text, 10)
+
+    def construct_yaml_float(self, node):
+        text = self.construct_scalar(node).lower()
+        return float(text.replace(".inf", "inf").replace(".nan", "nan"))
+
+
+_Loader.add_implicit_resolver("tag:yaml.org,2002:int", _INT, list("-+0123456789"))
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456789."))
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+_Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_yaml_float)
+
+
+def _check_events(text: str) -> None:
+    """No aliases (a few hundred bytes of nested ones expand to gigabytes), at most
+    MAX_DEPTH levels of nesting: checked on the parser's events, in one pass."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_BASE):
+        if isinstance(event, yaml.AliasEvent):
+            raise yaml.YAMLError(f"line {event.start_mark.line + 1}: aliases (*name) are "
+                                 "not allowed")
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise yaml.YAMLError(f"line {event.start_mark.line + 1}: nested more than "
+                                     f"{MAX_DEPTH} levels deep")
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
 
 
 def load_yaml(path: str | Path, limit: int = TEXT_LIMIT, what: str = "file"):
     """The document in a YAML (or JSON) file; BadInput names the line of a problem."""
     text = read_text(path, limit, what)
     try:
+        _check_events(text)
         return yaml.load(text, Loader=_Loader)  # noqa: S506 (a safe loader)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark

@@ -18,6 +18,7 @@ from fractions import Fraction
 
 from synth.bounds import Bounds, bounds
 from synth.construct.decompose import COLLECTIVES as DECOMPOSED
+from synth.construct.decompose import MAX_STEPS as DECOMPOSED_MAX_STEPS
 from synth.construct.decompose import decompose
 from synth.construct.hints import Hints
 from synth.errors import BadInput, NoAnswer
@@ -40,6 +41,7 @@ class Result:
     points: list[Point]
     searches: dict[str, Search] = field(default_factory=dict)
     seconds: float = 0.0
+    steps_searched: tuple[int, int] = (1, 0)  # the step counts some search covered
 
     @property
     def complete(self) -> bool:
@@ -74,6 +76,8 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
         raise BadInput(f"unknown method '{method}' (expected {', '.join(METHODS)})")
     start = time.monotonic()
     limits = limits or Limits()
+    on_event = on_event or (lambda kind, data: None)
+    on_event("stage", "routing every GPU pair")
     try:
         lowering = lower_with_routes(topo, start + limits.time_limit)
     except TimeLimit as e:
@@ -90,8 +94,8 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     if method == "decomposed" and hierarchy is None:
         raise NoAnswer(f"cannot decompose {name} on {topo.name}: {why}")
     # the bounds may take at most a share of the time (a partial bound is still one)
+    on_event("stage", "computing the lower bounds")
     b = bounds(lowering, coll, start + BOUNDS_SHARE * limits.time_limit)
-    on_event = on_event or (lambda kind, data: None)
     searches = {}
     if hierarchy is not None:
         on_event("search", f"{name} by decomposition: {hierarchy.describe()}")
@@ -114,8 +118,16 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
             searches[name] = frontier(model, name, coll.root, b.steps, b.rounds_per_chunk,
                                       exact, on_event, known)
             points += searches[name].points
-    return Result(name, coll.root, model, b, pareto_filter(points), searches,
-                  time.monotonic() - start)
+    covered = 0
+    if "decomposed" in searches:
+        covered = limits.max_steps or DECOMPOSED_MAX_STEPS
+    if any(key != "decomposed" for key in searches):
+        covered = max(covered, limits.max_steps or default_max_steps(b))
+    points = pareto_filter(points)
+    if any(p.ratio == b.rounds_per_chunk for p in points):
+        covered = 1 << 30  # at the bound: no point with more steps can be on the frontier
+    return Result(name, coll.root, model, b, points, searches,
+                  time.monotonic() - start, (max(1, limits.min_steps), covered))
 
 
 def _allreduce_searches(lowering: Lowering, b: Bounds, limits: Limits, on_event,

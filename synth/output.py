@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
+import stat
 from pathlib import Path
 
 from synth.errors import BadInput
-from synth.files import inside, safe_component, write_atomic
+from synth.files import inside, quote, read_text, safe_component, write_atomic
 from synth.frontier import Result, optimality, ratio_to_bound
 from synth.schedule.cost import schedule_cost
 from synth.schedule.file import write_schedule
@@ -24,12 +26,30 @@ def parse_formats(text: str) -> list[str]:
 
 
 def output_dir(root: str | Path, topology: str, collective: str) -> Path:
-    """OUT/TOPO/COLLECTIVE, the topology name made one safe path component (ring:4 ->
-    ring_4; '..' or 'a/b' can never lead out of OUT)."""
-    for folder in (Path(root), Path(root) / safe_component(topology)):
+    """OUT/TOPO/COLLECTIVE, the topology name made one safe path component
+    (synth.files.safe_component: ring:4 -> ring_4; '..' or 'a/b' never lead out of OUT,
+    and two names never share a folder)."""
+    if not str(root):
+        raise BadInput("--out: an empty folder name")
+    name = safe_component(topology)
+    if _owner(Path(root) / name) not in (None, topology):  # ring:4 and a file 'ring_4'
+        name = f"{name}-{hashlib.sha256(topology.encode()).hexdigest()[:8]}"
+    for folder in (Path(root), Path(root) / name):
         if folder.exists() and not folder.is_dir():
-            raise BadInput(f"{folder}: exists and is not a folder (--out names a folder)")
-    return inside(root, Path(root) / safe_component(topology) / collective)
+            raise BadInput(f"{quote(str(folder), 80)}: exists and is not a folder (--out "
+                           "names a folder)")
+    return inside(root, Path(root) / name / collective)
+
+
+MARKER = ".topology-name"  # in OUT/TOPO: the full name of the topology written there
+
+
+def _owner(folder: Path) -> str | None:
+    """The topology whose files a folder holds, from its marker, or None."""
+    try:
+        return read_text(folder / MARKER, 4096, "marker").strip() or None
+    except BadInput:
+        return None
 
 
 def point_stem(point: Point) -> str:
@@ -37,7 +57,8 @@ def point_stem(point: Point) -> str:
 
 
 def write_points(points: list[Point], directory: Path, formats: list[str],
-                 replaces: tuple[int, int] | None = None) -> list[Path]:
+                 replaces: tuple[int, int] | None = None, started_ns: int | None = None
+                 ) -> list[Path]:
     """Write every point in each format (json: STEM.json, msccl-xml: STEM.xml, mscclpp:
     STEM.mscclpp.json). Returns one path per point: its JSON file, else its first
     format's. A point an exporter cannot express raises BadInput after everything else
@@ -46,9 +67,15 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
     replaces: the (least, most) steps the search covered. Files of earlier runs in that
     range that are not on this frontier are removed (their names follow point_stem), so
     the folder holds the frontier; files outside it, and every file after a run of one
-    instance (replaces=None), stay."""
+    instance (replaces=None), stay. started_ns: when this run started (time.time_ns());
+    a file written since then is another run's, running at the same time, and stays.
+    Files are written in the folder synth chose: a symbolic link there is replaced, not
+    followed (nothing is written outside --out)."""
     from synth.export import EXTENSIONS, render
 
+    if points:
+        write_atomic(directory.parent / MARKER, points[0].schedule.model.name + "\n",
+                     follow_links=False)
     formats = list(dict.fromkeys(formats))
     written, primary, failed = [], [], None
     for p in points:
@@ -56,33 +83,45 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
         for fmt in formats:
             path = directory / f"{point_stem(p)}{EXTENSIONS[fmt]}"
             if fmt == "json":
-                paths[fmt] = write_schedule(p.schedule, path)
+                paths[fmt] = write_schedule(p.schedule, path, follow_links=False)
                 continue
             try:
                 text, _ = render(p.schedule, fmt)
             except BadInput as e:
                 failed = failed or f"{point_stem(p)}: {e}"
                 continue
-            paths[fmt] = write_atomic(path, text)
+            paths[fmt] = write_atomic(path, text, follow_links=False)
         written += paths.values()
         if paths:
             primary.append(paths.get("json", next(iter(paths.values()))))
     if replaces is not None and points:
         _remove_stale(directory, points[0].schedule.collective.name, replaces,
-                      {path.name for path in written})
+                      {path.name for path in written}, started_ns)
     if failed:
         raise BadInput(failed)
     return primary
 
 
-def _remove_stale(directory: Path, collective: str, steps: tuple[int, int], keep: set[str]):
-    """Remove earlier frontier files of `collective` whose steps lie in `steps`; another
-    run may remove them at the same moment (missing_ok)."""
-    pattern = re.compile(rf"{collective}-s(\d+)-r\d+-c\d+(\.mscclpp)?\.(json|xml)")
+def _remove_stale(directory: Path, collective: str, steps: tuple[int, int], keep: set[str],
+                  started_ns: int | None = None):
+    """Remove earlier frontier files of `collective` whose steps lie in `steps`: only
+    names synth writes, only regular files (or links) older than this run; best effort
+    (another run may remove one at the same moment)."""
+    pattern = re.compile(rf"{collective}-s([1-9]\d*)-r[1-9]\d*-c[1-9]\d*"
+                         r"(\.mscclpp\.json|\.json|\.xml)")
     for old in directory.glob(f"{collective}-s*-r*-c*.*"):
         m = pattern.fullmatch(old.name)
-        if m and old.name not in keep and steps[0] <= int(m.group(1)) <= steps[1]:
-            old.unlink(missing_ok=True)
+        if not m or old.name in keep or not steps[0] <= int(m.group(1)) <= steps[1]:
+            continue
+        try:
+            st = old.lstat()
+            if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+                continue
+            if started_ns is not None and st.st_mtime_ns >= started_ns:
+                continue  # written by a run going on at the same time
+            old.unlink()
+        except OSError:
+            continue
 
 
 def point_summary(point: Point, result: Result, path: Path | None) -> dict:

@@ -17,7 +17,7 @@ from synth.export import FORMATS
               help="msccl-xml: MSCCL/RCCL algorithm; mscclpp: MSCCL++ execution plan; "
                    "json: the schedule file.")
 @click.option("-o", "--output", "path", required=True,
-              help="File to write (whole or not at all).")
+              help="File to write (whole or not at all); - for standard output.")
 @click.option("--inplace/--out-of-place", default=False, show_default=True,
               help="Buffer layout of the calls the algorithm serves.")
 @click.option("--name", default=None,
@@ -40,5 +40,9 @@ def export_command(file, fmt, path, inplace, name, min_bytes, max_bytes):
 
     schedule = read_verified(file)
     text, summary = render(schedule, fmt, inplace, name, min_bytes, max_bytes)
+    if path == "-":  # standard output: the file's text there, the summary on stderr
+        click.echo(text, nl=False)
+        click.echo(f"wrote standard output ({fmt}): {summary}", err=True)
+        return
     write_atomic(path, text)
     click.echo(f"wrote {path} ({fmt}): {summary}")

@@ -9,7 +9,7 @@ import time
 
 import click
 
-from synth.cli.app import SOLVER_CHOICE, Seconds, cli
+from synth.cli.app import SOLVER_CHOICE, Seconds, cli, interrupts_deferred
 from synth.errors import BadInput, NoAnswer, SynthError
 
 ROOTED = ("broadcast", "reduce", "gather", "scatter")
@@ -26,7 +26,7 @@ def _synthesis_command(name: str):
 
         formats = parse_formats(formats)
         topo = resolve(spec)
-        hints = read_hints(hints_path, topo.ranks) if hints_path else None
+        hints = read_hints(hints_path, topo.ranks) if hints_path is not None else None
         backend, why = SOLVER_CHOICE[solver]
         if rounds is not None or chunks is not None:
             if None in (steps, rounds, chunks):
@@ -89,16 +89,28 @@ def _synthesis_command(name: str):
 def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, out_dir,
                   formats, as_json):
     from synth.output import output_dir, write_points
-    from synth.schedule.collectives import make_collective
-    from synth.search.instance import TooLarge, solve_instance
+    from synth.schedule.collectives import DUAL, make_collective
+    from synth.search.encoding import variables_for
+    from synth.search.instance import MAX_VARIABLES, TooLarge, solve_instance
     from synth.search.pareto import Point
-    from synth.topology.linkmodel import lower
+    from synth.topology.linkmodel import TimeLimit, lower_with_routes, rank_links_at_most
 
-    model = lower(topo)
-    coll = make_collective(name, model.ranks, chunks, root)
+    start = time.monotonic()
     what = f"{name} on {topo.name} with {steps} steps, {rounds} rounds, {chunks} chunks"
+    # too large by arithmetic, before the topology is even lowered (seconds at scale)
+    size = variables_for(DUAL.get(name, name), topo.ranks, chunks, rank_links_at_most(topo),
+                         steps)
+    if size > MAX_VARIABLES:
+        raise NoAnswer(f"no answer: {what} is too large for exact synthesis (about "
+                       f"{size:,} variables at most; limit {MAX_VARIABLES:,})")
     try:
-        out = solve_instance(model, coll, steps, rounds, backend, time_limit)
+        model = lower_with_routes(topo, start + time_limit).model
+    except TimeLimit as e:
+        raise NoAnswer(f"no answer: the time limit ran out while {e}") from None
+    coll = make_collective(name, model.ranks, chunks, root)
+    try:
+        out = solve_instance(model, coll, steps, rounds, backend,
+                             max(start + time_limit - time.monotonic(), 0.01))
     except TooLarge as e:
         raise NoAnswer(f"no answer: {what} is too large for exact synthesis ({e})") from None
     if out.status == "unsat":
@@ -125,6 +137,7 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     from synth.output import format_table, output_dir, result_summary, write_points
     from synth.search.pareto import Limits
 
+    started_ns = time.time_ns()
     limits = Limits(max_steps, max_chunks or 8, time_limit, backend)
     if steps is not None:
         limits = replace(limits, max_steps=steps, min_steps=steps)
@@ -141,27 +154,32 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
         result.points = [p for p in result.points if p.steps == steps]
     interrupted = any(s.stopped == "interrupted" for s in result.searches.values())
     # replace the earlier files of the steps this search covered; after Ctrl-C, none
-    covered = None if interrupted else (steps or 1, steps or max_steps or 1 << 30)
+    covered = None if interrupted else result.steps_searched
     failed, paths = None, []
-    try:
-        paths = write_points(result.points, directory, formats, covered)
-        if plots and result.points:
-            from synth.construct.baselines import baselines
-            from synth.pictures.plots import write_plots
+    with interrupts_deferred() as caught:  # a second Ctrl-C must not lose the points
+        try:
+            paths = write_points(result.points, directory, formats, covered, started_ns)
+            if plots and result.points:
+                from synth.construct.baselines import baselines
+                from synth.pictures.plots import write_plots
 
-            write_plots(result, [(base.name, base.schedule) for base in
-                                 baselines(result.model, name, result.root)], directory)
-    except SynthError as e:  # the table is still worth printing
-        failed = e
-    summary = result_summary(result, topo.name, backend, paths, why)
-    click.echo(json.dumps(summary, indent=1) if as_json else format_table(summary))
+                write_plots(result, [(base.name, base.schedule) for base in
+                                     baselines(result.model, name, result.root)], directory)
+        except SynthError as e:  # the table is still worth printing
+            failed = e
+        summary = result_summary(result, topo.name, backend, paths, why)
+        click.echo(json.dumps(summary, indent=1) if as_json else format_table(summary))
     if failed is not None:
         raise failed
+    if interrupted or caught:
+        kept = len(result.points)
+        click.echo(f"synth: interrupted ({kept} point{'s' * (kept != 1)} kept)", err=True)
+        return 130
     if not result.points:
         why = "; ".join(dict.fromkeys(s.stopped.split(":")[0]
                                       for s in result.searches.values()))
         raise NoAnswer(f"no schedule found for {name} on {topo.name} ({why})")
-    return 130 if interrupted else 0
+    return 0
 
 
 class _Progress:
@@ -188,7 +206,10 @@ class _Progress:
             click.echo(text, err=True)
 
     def event(self, kind: str, data) -> None:
-        if kind == "search":
+        if kind == "stage":  # before the searches: routing, bounds
+            self.doing = data
+            self.say(f"{data} ...")
+        elif kind == "search":
             self.doing = f"searching {data}"
             self.say(f"{self.doing} ...")
         elif kind == "ask":

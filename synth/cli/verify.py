@@ -9,7 +9,7 @@ from synth.errors import SynthError
 
 
 @cli.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True)
 @click.option("--cost", "show_cost", is_flag=True, help="Also print each schedule's cost.")
 @click.option("--sizes", default="1KB,1MB,64MB,1GB", show_default=True,
               help="Message sizes for --cost.")
@@ -27,20 +27,21 @@ def verify(files, show_cost, sizes):
     for path in files:
         try:
             doc = verify_file(path)
-        except SynthError as e:
+            cost = schedule_cost(schedule_from_dict(doc)) if show_cost else None
+        except SynthError as e:  # one line per file, whatever the name holds
             where = "" if str(e).startswith(str(path)) else f"{path}: "
-            click.echo(f"synth: {where}{e}", err=True)
+            click.echo(" ".join(f"synth: {where}{e}".split()), err=True)
             worst = max(worst, e.exit_code)
             continue
         pipe = doc.get("pipeline")  # steps and rounds of the expanded schedule
         steps = len(doc["steps"]) + (pipe["batches"] - 1 if pipe else 0)
         rounds = sum(pipe["rounds"]) if pipe else sum(s["rounds"] for s in doc["steps"])
-        line = (f"ok {path}: {doc['collective']} on {doc['topology'].get('name', '?')}, "
+        name = " ".join(str(doc["topology"].get("name", "?")).split())
+        line = (f"ok {' '.join(str(path).split())}: {doc['collective']} on {name}, "
                 f"{steps} steps, {rounds} rounds, {doc['chunks']} chunks"
                 + (f" (version 2: a batch program of {len(doc['steps'])} steps in "
                    f"{pipe['batches']} batches)" if pipe else ""))
         if show_cost:
-            cost = schedule_cost(schedule_from_dict(doc))
             times = "  ".join(f"{format_size(n)} {cost.time_us(n):.1f} us "
                               f"({cost.algbw_gbps(n):.1f} GB/s)" for n in size_list)
             line += f"\n   latency {cost.latency_us:.2f} us, {cost.us_per_byte * 1e6:.3f} us/MB;  {times}"

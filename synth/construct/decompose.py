@@ -41,8 +41,7 @@ from fractions import Fraction
 from typing import Callable
 
 from synth.bounds import step_bound
-from synth.construct.moves import (Moves, assemble, in_parallel, in_sequence, pipelined,
-                                   scaled_rounds)
+from synth.construct.moves import (Moves, in_parallel, in_sequence, scaled_rounds)
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import verified
 from synth.schedule.ir import Pipeline, Schedule, Send, Step
@@ -94,20 +93,24 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
               on_event: Callable[[str, object], None] | None = None,
               depths: tuple[int, ...] | None = None) -> Search:
     """Composed schedules for `name` on `model`, the Pareto-optimal ones over the
-    pipeline depths (default DEPTHS) and pieces per batch, each verified. Anytime: the design with the
-    fewest sends is always built; any other that would not be built and verified
-    before limits.time_limit runs out is skipped; Ctrl-C keeps what was built. Cost:
-    the level frontiers (LEVEL_SHARE of the time), then O(sends) per schedule."""
+    pipeline depths (default DEPTHS) and pieces per batch, each verified. Anytime: the
+    designs are built smallest program first, then the least bandwidth, then the rest;
+    one that would not be built and verified before limits.time_limit runs out is
+    skipped (so a time limit too short for any leaves none); Ctrl-C keeps what was
+    built. Cost: the level frontiers (LEVEL_SHARE of the time), pricing (O(steps of a
+    batch) window loads per lane count), then O(sends of one batch) per schedule."""
     on_event = on_event or (lambda kind, data: None)
     deadline = time.monotonic() + limits.time_limit
     search = Search(complete=False)  # nothing here is proven optimal
     try:
-        designs = _designs(model, hierarchy, name, limits, on_event, depths or DEPTHS)
+        designs = _designs(model, hierarchy, name, limits, on_event, depths or DEPTHS,
+                           deadline)
         if not designs:
-            search.stopped = f"no pipeline fits in --max-steps {limits.max_steps}"
+            search.stopped = ("out of time" if time.monotonic() > deadline else
+                              f"no pipeline fits in --max-steps "
+                              f"{limits.max_steps or MAX_STEPS}")
         for design in _build_order(designs):
-            if search.points and (time.monotonic() + design.sends / SENDS_PER_SECOND
-                                  > deadline):
+            if time.monotonic() + design.sends / SENDS_PER_SECOND > deadline:
                 search.stopped = "out of time"
                 continue
             on_event("build", (design.steps, design.rounds, design.chunks))
@@ -302,8 +305,10 @@ def _price(moves: Moves) -> _Priced:
 
 
 def _designs(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
-             on_event, depths: tuple[int, ...] = DEPTHS) -> list[Design]:
-    """Every design within the step and send limits, priced; the Pareto-optimal ones."""
+             on_event, depths: tuple[int, ...] = DEPTHS, deadline: float | None = None
+             ) -> list[Design]:
+    """Every design within the step limit, priced until `deadline`; the Pareto-optimal
+    ones."""
     max_steps = limits.max_steps or MAX_STEPS
     budget = min(LEVEL_SECONDS, LEVEL_SHARE * limits.time_limit)  # for all level searches
     ag = rs = []
@@ -322,6 +327,8 @@ def _designs(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
                                                        lv.inside.collective.chunks)))
         priced = _price(batch_moves(name, hierarchy, levels, base, 0, base))
         for depth in depths:
+            if deadline is not None and time.monotonic() > deadline:
+                return _pareto(designs)  # the designs priced so far
             for lanes in range(1, MAX_LANES + 1):
                 steps = depth + priced.steps - 1
                 if steps > max_steps:

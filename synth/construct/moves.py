@@ -20,7 +20,7 @@ from fractions import Fraction
 
 from synth.schedule.collectives import make_collective
 from synth.schedule.ir import Schedule, Send, Step
-from synth.topology.linkmodel import LinkModel, min_rounds
+from synth.topology.linkmodel import LinkModel
 
 Move = tuple  # (chunk, src, dst, op)
 Moves = list  # list[list[Move]]
@@ -132,27 +132,32 @@ def best_lanes(model: LinkModel, moves: Moves, max_lanes: int = MAX_LANES
 
 def assemble_widest(model: LinkModel, collective: str, chunks: int, root: int | None,
                     moves: Moves, info: dict) -> Schedule:
-    """assemble() of the moves run in best_lanes() lanes: C = chunks x lanes."""
+    """assemble() of the moves run in best_lanes() lanes: C = chunks x lanes, each move
+    one send of its `lanes` consecutive chunks (the chunk numbering keeps them in one
+    share), so a schedule of w lanes is no bigger than one of a single lane."""
     lanes, _ = best_lanes(model, moves)
-    return assemble(model, collective, chunks * lanes, root, widen(moves, lanes),
-                    dict(info, lanes=lanes))
+    return assemble(model, collective, chunks * lanes, root, moves, dict(info, lanes=lanes),
+                    lanes)
 
 
 # --- moves -> Schedule ----------------------------------------------------------------
 
 def assemble(model: LinkModel, collective: str, chunks: int, root: int | None,
-             moves: Moves, info: dict) -> Schedule:
+             moves: Moves, info: dict, lanes: int = 1) -> Schedule:
     """The Schedule of `moves` for `collective` with C = `chunks`; empty steps dropped.
+    With `lanes` w, the moves are run w times side by side (module docstring): move c
+    becomes one send of chunks c w .. c w + w - 1.
 
-    Each step's rounds are min_rounds(model, its sends), so the schedule respects every
-    link and group capacity by construction.
+    Each step's rounds are the fewest its load allows (scaled_rounds, the rule of
+    synth.topology.linkmodel.min_rounds), so the schedule respects every link and group
+    capacity by construction.
     """
     coll = make_collective(collective, model.ranks, chunks, root)
     steps = []
     for step in moves:
         if step:
-            sends = tuple(Send(c, s, d, op) for c, s, d, op in step)
-            steps.append(Step(min_rounds(model, pairs(step)), sends))
+            sends = tuple(Send(c * lanes, s, d, op, lanes) for c, s, d, op in step)
+            steps.append(Step(scaled_rounds(model, Counter(pairs(step)), lanes), sends))
     return Schedule(coll, model, tuple(steps), dict(info))
 
 

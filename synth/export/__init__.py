@@ -64,7 +64,7 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
     from synth.export.mscclpp import to_mscclpp_plan
     from synth.export.mscclpp_sim import check_mscclpp_plan
 
-    plan = to_mscclpp_plan(schedule, inplace, name, min_bytes, max_bytes)
+    plan = to_mscclpp_plan(schedule, inplace, name, min_bytes, max_bytes or None)  # 0: none
     text = json.dumps(plan, indent=1) + "\n"
     if not check:
         return text, f"{coll.name} {mode}"

@@ -11,6 +11,7 @@ curve uses synth.schedule.cost's alpha-beta model, as `synth compare` does.
 from __future__ import annotations
 
 import io
+import warnings
 from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -157,7 +158,9 @@ def figure_bytes(fig: Figure, fmt: str) -> bytes:
     """The figure encoded as `fmt` ("png" or "svg")."""
     buf = io.BytesIO()
     metadata = {"Date": None} if fmt == "svg" else {}
-    fig.savefig(buf, format=fmt, metadata=metadata, facecolor="white")
+    with warnings.catch_warnings():  # a name in a script the font lacks: boxes, not noise
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        fig.savefig(buf, format=fmt, metadata=metadata, facecolor="white")
     return buf.getvalue()
 
 

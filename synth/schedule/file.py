@@ -21,6 +21,7 @@ from synth.topology.linkmodel import Group, LinkModel, RankLink
 
 FORMAT = "synth.schedule"
 VERSIONS = (1, 2)
+MAX_ROUNDS = 10 ** 9  # a step's rounds, as the verifier allows
 
 
 def schedule_to_dict(schedule: Schedule) -> dict:
@@ -83,17 +84,19 @@ def schedule_from_dict(doc: dict) -> Schedule:
         coll = make_collective(doc["collective"], _int(doc["ranks"]), _int(doc["chunks"]),
                                doc.get("root"))
         model = model_from_dict(doc["topology"], coll.ranks)
-        steps = tuple(Step(_int(s["rounds"], 1),
+        steps = tuple(Step(_int(s["rounds"], 1, MAX_ROUNDS),
                            tuple(_read_send(x, coll) for x in s["sends"]))
                       for s in doc["steps"])
         pipeline = None
         if "pipeline" in doc:
             p = doc["pipeline"]
             pipeline = Pipeline(_int(p["batches"], 1), _int(p["stride"], 0),
-                                tuple(_int(r, 1) for r in p["rounds"]))
+                                tuple(_int(r, 1, MAX_ROUNDS) for r in p["rounds"]))
             if len(pipeline.rounds) != len(steps) + pipeline.batches - 1:
                 raise ValueError("pipeline.rounds has the wrong length")
-        return Schedule(coll, model, steps, dict(doc.get("synthesis", {})), pipeline)
+        info = doc.get("synthesis")  # an extra key: anything but an object is ignored
+        return Schedule(coll, model, steps, dict(info) if isinstance(info, dict) else {},
+                        pipeline)
     except KeyError as e:
         raise BadInput(f"schedule file: missing key {quote(e.args[0])}") from None
     except (TypeError, ValueError, AttributeError, IndexError, OverflowError) as e:
@@ -120,8 +123,8 @@ def model_from_dict(doc: dict, ranks: int) -> LinkModel:
     return LinkModel(str(doc.get("name", "custom")), unit, ranks, links, groups, boxes)
 
 
-def write_schedule(schedule: Schedule, path: str | Path) -> Path:
-    return write_atomic(path, schedule_json(schedule_to_dict(schedule)))
+def write_schedule(schedule: Schedule, path: str | Path, follow_links: bool = True) -> Path:
+    return write_atomic(path, schedule_json(schedule_to_dict(schedule)), follow_links)
 
 
 def schedule_json(doc: dict) -> str:
@@ -217,10 +220,11 @@ def _fraction(x) -> Fraction:
 
 
 def _finite(x) -> float:
-    """A finite, non-negative number of at most 1e12 (JSON allows 1e400 and NaN)."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or \
-            not (0 <= x <= 1e12 and math.isfinite(x)):
-        raise ValueError(f"expected a non-negative number, got {quote(x)}")
+    """A non-negative number of at most 1e300, the verifier's own rule (JSON allows
+    1e400 and NaN; an integer of 400 digits is compared, never converted)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= 1e300 \
+            or (isinstance(x, float) and not math.isfinite(x)):
+        raise ValueError(f"expected a number from 0 to 1e300, got {quote(x)}")
     return x
 
 

@@ -30,6 +30,8 @@ from synth.errors import BadInput, NoAnswer
 
 FORMAT, VERSIONS = "synth.schedule", (1, 2)
 MAX_RANKS = 4096  # synth's one cap on GPUs (synth.topology.physical.MAX_GPUS)
+MAX_NUMBER = 1e300  # capacities and alphas: finite, and far from a float's end
+MAX_ROUNDS = 10 ** 9  # a step's rounds
 TOLERANCE = 1e-9  # fractional capacities: 0.5 * 2 rounds must allow exactly 1 chunk
 COMBINING = frozenset({"reducescatter", "allreduce", "reduce"})
 ROOTED = frozenset({"broadcast", "reduce", "gather", "scatter"})
@@ -127,10 +129,15 @@ def _int(value, path, lo=None, hi=None):
 
 
 def _number(value, path):
+    """A non-negative number of at most MAX_NUMBER (compared, never converted: an integer
+    of 400 digits does not fit a float)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         _bad(path, "expected a number")
-    if not math.isfinite(value) or value < 0:
-        _bad(path, f"{value} is not a non-negative number")
+    if not (0 <= value <= MAX_NUMBER) or (isinstance(value, float) and not math.isfinite(value)):
+        # a huge integer is not printed: repr of 5000 digits raises, and says nothing
+        shown = _cut(repr(value)) if not isinstance(value, int) or abs(value) < 10**30 \
+            else "a number"
+        _bad(path, f"{shown} is not a non-negative number of at most {MAX_NUMBER:g}")
     return value
 
 
@@ -193,7 +200,7 @@ def _steps(doc, n):
     steps, counted = [], False
     for i, step in enumerate(_get(doc, "steps", "", list, "a list")):
         p = f"steps[{i}]"
-        rounds = _int(_get(step, "rounds", p), f"{p}.rounds", 1)
+        rounds = _int(_get(step, "rounds", p), f"{p}.rounds", 1, MAX_ROUNDS)
         sends = []
         for j, send in enumerate(_get(step, "sends", p, list, "a list")):
             if type(send) is dict:  # fast path: a well-formed send; else the slow one below
@@ -227,7 +234,8 @@ def _pipeline(doc):
     batches = _int(_get(pipe, "batches", "pipeline"), "pipeline.batches", 1)
     stride = _int(_get(pipe, "stride", "pipeline"), "pipeline.stride", 0)
     rounds = _get(pipe, "rounds", "pipeline", list, "a list")
-    return batches, stride, [_int(r, f"pipeline.rounds[{t}]", 1) for t, r in enumerate(rounds)]
+    return batches, stride, [_int(r, f"pipeline.rounds[{t}]", 1, MAX_ROUNDS)
+                             for t, r in enumerate(rounds)]
 
 
 def parse(doc):
@@ -315,10 +323,11 @@ def _check_table(s):
         raise ScheduleInvalid(f"num_chunks is {s.g}, but {s.collective} on {s.n} ranks "
                               f"with {s.c} chunks has {g}")
     for name, kind, got in (("pre", pre_kind, s.pre), ("post", post_kind, s.post)):
-        pieces = s.n * s.n if kind == "dst" else s.n  # intervals the column needs at least
+        # entries the column needs at least (as ranges), and (rank, chunk) pairs it has
+        pieces = {"dst": s.n * s.n, "root": 1}.get(kind, s.n) if g else 0
         covered = sum(count for _, _, count in got)
         size = s.n * g if kind == "all" else g
-        if len(got) < min(pieces, size) or (covered < size and size > 100_000):
+        if len(got) < pieces or (covered < size and size > 100_000):
             raise ScheduleInvalid(f"{name} lists {covered} (rank, chunk) pairs, but "
                                   f"{s.collective}'s {name}condition has {size}")
         want = _intervals(kind, s.n, s.c, g, s.root)
@@ -628,7 +637,7 @@ def verify_schedule(doc):
         _check_expanded_loads(s)
 
 
-MAX_FILE_BYTES = 2 << 30  # a schedule file larger than this is refused unread
+MAX_FILE_BYTES = 128 << 20  # a schedule file larger than this is refused unread
 
 
 def verify_file(path):

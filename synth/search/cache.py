@@ -25,6 +25,7 @@ import hmac
 import json
 import os
 import secrets
+import stat
 from pathlib import Path
 
 from synth.errors import BadInput
@@ -65,8 +66,8 @@ def load(key: str) -> dict | None:
     folder = cache_dir()
     secret = _secret(folder) if folder else None
     path = folder / f"{key}.json" if folder else None
-    if secret is None or not path.exists():
-        return None
+    if secret is None or path.is_symlink() or not path.exists():
+        return None  # an entry is a file synth wrote, never a link to elsewhere
     try:
         entry = parse_json(read_text(path, TEXT_LIMIT * 64, "cache entry"))
     except BadInput:
@@ -86,8 +87,8 @@ def store(key: str, entry: dict) -> None:
         return
     entry = {**entry, "key": key}
     try:
-        write_atomic(folder / f"{key}.json",
-                     json.dumps({**entry, "mac": _mac(secret, key, entry)}))
+        text = json.dumps({**entry, "mac": _mac(secret, key, entry)})
+        write_atomic(folder / f"{key}.json", text, follow_links=False)
     except BadInput:
         pass  # a cache that cannot be written is only a slower run
 
@@ -99,28 +100,38 @@ def _mac(secret: bytes, key: str, entry: dict) -> str:
 
 
 def _secret(folder: Path, create: bool = False) -> bytes | None:
-    """This user's cache secret, made on first store; None when it cannot be had."""
+    """This user's cache secret, made on first store; None when it cannot be had (then
+    the cache is off: a cache only ever slows a run, it never fails one). Only a regular
+    file of 32 bytes, not a link, counts; anything else at its name is replaced once, or
+    left alone when that fails."""
     path = folder / ".secret"
-    try:
-        data = path.read_bytes()
-        if len(data) == 32:
-            return data
-        if not create:
-            return None
-        path.unlink()
-    except FileNotFoundError:
-        if not create:
-            return None
-    except OSError:
-        return None
+    data = _read_secret(path)
+    if data is not None or not create:
+        return data
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        if os.path.lexists(path):
+            if os.path.isdir(path) and not os.path.islink(path):
+                return None
+            path.unlink()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(secrets.token_bytes(32))
-        return path.read_bytes()
     except FileExistsError:  # another run made it first
-        data = path.read_bytes()
-        return data if len(data) == 32 else None
+        pass
     except OSError:
         return None
+    return _read_secret(path)
+
+
+def _read_secret(path: Path) -> bytes | None:
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != 32:
+            return None  # a link, a pipe, /dev/zero: never read
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(33)
+    except OSError:
+        return None
+    return data if len(data) == 32 else None

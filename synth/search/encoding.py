@@ -26,6 +26,7 @@ needs it. Cost: O(G x links x S) send variables, times N tokens for combining on
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -74,7 +75,14 @@ def variables_for(name: str, ranks: int, chunks: int, links: int, steps: int) ->
     return g * links * steps * tokens
 
 
-def encode(instance: Instance) -> Encoding:
+def encode(instance: Instance, deadline: float | None = None) -> Encoding:
+    """The constraints of `instance`; TimeoutError past `deadline` (time.monotonic()):
+    a big instance takes seconds to encode, and the time limit covers that too."""
+
+    def in_time():
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError("out of time while encoding")
+
     inst = instance
     model, coll, S = inst.model, inst.collective, inst.steps
     cm = ConstraintModel()
@@ -102,6 +110,7 @@ def encode(instance: Instance) -> Encoding:
     # has[c, n, s, k]: a literal, or the constants True and False
     has = {}
     for c in range(coll.num_chunks):
+        in_time()
         for n in range(model.ranks):
             for k in tokens:
                 first = min((d(src, n) for src in token_sources(c, k)), default=far)
@@ -117,6 +126,7 @@ def encode(instance: Instance) -> Encoding:
     sends: dict = {}
     ops = ("reduce", "copy") if coll.combining else ("copy",)
     for c in range(coll.num_chunks):
+        in_time()
         need = wanters.get(c, [])
         for s in range(1, S + 1):
             for (u, v) in links:
@@ -139,6 +149,7 @@ def encode(instance: Instance) -> Encoding:
         cm.minimize = tuple(rounds)
 
     for c in range(coll.num_chunks):
+        in_time()
         for s in range(1, S + 1):
             for v in range(model.ranks):
                 incoming = {op: [(u, sends[c, (u, v), s, op]) for u, _ in into[v]

@@ -19,7 +19,7 @@ from synth.schedule.ir import Schedule
 from synth.schedule.transform import reverse_model, reverse_schedule
 from synth.schedule.verify import verify_schedule
 from synth.search import cache
-from synth.search.constraints import SAT, UNSAT, solve
+from synth.search.constraints import SAT, UNKNOWN, UNSAT, solve
 from synth.search.encoding import (Instance, decode, encode, estimated_variables,
                                    variables_for)
 from synth.topology.linkmodel import LinkModel
@@ -126,8 +126,13 @@ def _solve(instance: Instance, backend: str, time_limit: float, workers: int) ->
     size = estimated_variables(instance)
     if size > MAX_VARIABLES:
         raise TooLarge(f"about {size:,} variables (limit {MAX_VARIABLES:,})")
-    enc = encode(instance)
-    answer = solve(enc.constraints, backend, time_limit, workers)
+    started = time.monotonic()
+    try:
+        enc = encode(instance, started + time_limit)
+    except TimeoutError:  # encoding alone took the time: undecided, like a solver time-out
+        return Outcome(UNKNOWN, None, time.monotonic() - started, "")
+    left = max(time_limit - (time.monotonic() - started), 0.01)
+    answer = solve(enc.constraints, backend, left, workers)
     schedule = decode(enc, answer.bools) if answer.status == SAT else None
     return Outcome(answer.status, schedule, answer.seconds, "", enc.constraints.bools,
                    answer.optimal)

@@ -83,6 +83,8 @@ class Lowering:
 # Past this many rank links (GPU pairs with a route) the lowering alone would take
 # gigabytes: 1024 GPUs on one switch (about 1M links) take 0.6 GB; 4096 would take ten.
 MAX_RANK_LINKS = 1_100_000
+MAX_ROUTE_VERTICES = 40_000_000  # the routes' vertices in all: about 0.3 GB
+MAX_ROUTE = 66  # vertices on one route (estimated from above): real clusters need < 12
 
 
 class TimeLimit(Exception):
@@ -96,10 +98,18 @@ def lower(topo: Topology) -> LinkModel:
 def lower_with_routes(topo: Topology, deadline: float | None = None) -> Lowering:
     """The lowering (module docstring); BadInput, by arithmetic first, when it would
     hold more than MAX_RANK_LINKS rank links; TimeLimit past `deadline` (monotonic)."""
-    estimate = rank_links_at_most(topo)
+    estimate, along, longest = lowering_size(topo)
     if estimate > MAX_RANK_LINKS:
         raise BadInput(f"{topo.name}: up to {estimate:,} GPU pairs with a route of their "
                        f"own, over the {MAX_RANK_LINKS:,} the lowering can hold in memory")
+    if longest > MAX_ROUTE:
+        raise BadInput(f"{topo.name}: GPUs meet through switches and NICs chained up to "
+                       f"{longest - 2} deep (at most {MAX_ROUTE - 2}): not a GPU cluster "
+                       "synth can route")
+    if along > MAX_ROUTE_VERTICES:
+        raise BadInput(f"{topo.name}: routes of up to {along:,} vertices in all, over the "
+                       f"{MAX_ROUTE_VERTICES:,} the lowering can hold in memory (chains of "
+                       "switches that long are not a GPU cluster)")
     gpus = topo.gpus
     rank_of = {name: r for r, name in enumerate(gpus)}
     graph = topo.graph()
@@ -155,14 +165,23 @@ def lower_with_routes(topo: Topology, deadline: float | None = None) -> Lowering
 
 
 def rank_links_at_most(topo: Topology) -> int:
-    """An upper bound on the rank links the lowering makes, by counting alone: GPUs meet
-    through a connected part of the non-GPU vertices, or over a direct link. O(V + E)."""
+    """An upper bound on the rank links the lowering makes (lowering_size)."""
+    return lowering_size(topo)[0]
+
+
+def lowering_size(topo: Topology) -> tuple[int, int, int]:
+    """Upper bounds on what the lowering holds, by counting alone, O(V + E): (rank
+    links, vertices on all their routes, vertices on the longest route). GPUs meet
+    through a connected part of the non-GPU vertices, or over a direct link; a route
+    through a part is at most twice the part's eccentricity from any one of its
+    vertices, plus its two GPUs."""
     gpu = {v.name for v in topo.vertices if v.kind == GPU}
     others = nx.Graph()
     others.add_nodes_from(v.name for v in topo.vertices if v.kind != GPU)
     others.add_edges_from((l.src, l.dst) for l in topo.links
                           if l.src not in gpu and l.dst not in gpu)
-    part = {v: i for i, comp in enumerate(nx.connected_components(others)) for v in comp}
+    parts = list(nx.connected_components(others))
+    part = {v: i for i, comp in enumerate(parts) for v in comp}
     members: dict[int, set[str]] = defaultdict(set)
     direct = 0
     for l in topo.links:
@@ -173,7 +192,15 @@ def rank_links_at_most(topo: Topology) -> int:
         elif l.dst in gpu:
             members[part[l.src]].add(l.dst)
     n = len(gpu)
-    return min(n * (n - 1), direct + sum(len(m) * (len(m) - 1) for m in members.values()))
+    pairs, vertices, longest = direct, 2 * direct, 2
+    for i, m in members.items():
+        reach = max(nx.single_source_shortest_path_length(others, next(iter(parts[i])))
+                    .values())
+        pairs += len(m) * (len(m) - 1)
+        vertices += len(m) * (len(m) - 1) * (2 * reach + 3)
+        if len(m) > 1:
+            longest = max(longest, 2 * reach + 3)
+    return min(n * (n - 1), pairs), vertices, longest
 
 
 def _widest_shortest_routes(graph, source: str) -> dict[str, tuple[str, ...]]:
@@ -183,26 +210,35 @@ def _widest_shortest_routes(graph, source: str) -> dict[str, tuple[str, ...]]:
     vertex of the layer before, so keeping the widest such path per vertex is exact.
     """
     order = {v: i for i, v in enumerate(graph.nodes)}
-    best: dict[str, tuple[float, tuple[str, ...]]] = {source: (float("inf"), (source,))}
+    # each vertex keeps its width and the vertex before it (a path per vertex would be
+    # quadratic on long chains of switches); a GPU's route is read back at the end
+    best: dict[str, tuple[float, str | None]] = {source: (float("inf"), None)}
     layer = [source]
-    routes = {}
+    ends = []
     while layer:
-        candidates: dict[str, tuple[float, tuple[str, ...]]] = {}
+        candidates: dict[str, tuple[float, str]] = {}
         for u in sorted(layer, key=order.get):
-            width, path = best[u]
+            width = best[u][0]
             for v in graph.successors(u):
                 if v in best:
                     continue
                 w = min(width, graph.edges[u, v]["link"].bandwidth)
                 if v not in candidates or w > candidates[v][0]:
-                    candidates[v] = (w, path + (v,))
+                    candidates[v] = (w, u)
         best.update(candidates)
         layer = []
-        for v, (_, path) in candidates.items():
+        for v in candidates:
             if graph.nodes[v]["kind"] == GPU:
-                routes[v] = path  # a GPU ends a route; it never relays
+                ends.append(v)  # a GPU ends a route; it never relays
             else:
                 layer.append(v)
+    routes = {}
+    for v in ends:
+        path, at = [], v
+        while at is not None:
+            path.append(at)
+            at = best[at][1]
+        routes[v] = tuple(reversed(path))
     return routes
 
 

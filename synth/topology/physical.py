@@ -123,7 +123,7 @@ def topology_from_dict(doc: dict) -> Topology:
     gpus = doc.get("gpus")
     if isinstance(gpus, int) and not isinstance(gpus, bool):
         if not 1 <= gpus <= MAX_GPUS:
-            raise BadInput(f"gpus: expected between 1 and {MAX_GPUS} GPUs, got {gpus}")
+            raise BadInput(f"gpus: expected between 1 and {MAX_GPUS} GPUs, got {quote(gpus)}")
         vertices += [Vertex(f"gpu{i}", GPU) for i in range(gpus)]
     elif isinstance(gpus, list) and 0 < len(gpus) <= MAX_GPUS:
         vertices += [Vertex(_string(g, f"gpus[{i}]"), GPU) for i, g in enumerate(gpus)]
@@ -155,17 +155,12 @@ def topology_from_dict(doc: dict) -> Topology:
     network = _parse_network(doc["network"]) if "network" in doc else None
     unit = doc.get("unit_gbps")
     if unit is None:  # the thinnest link touching a GPU
-        unit = min((l.gbps for l in links if _is_gpu_link(l, vertices)), default=1.0)
+        gpus = {v.name for v in vertices if v.kind == GPU}
+        unit = min((l.gbps for l in links if l.src in gpus or l.dst in gpus), default=1.0)
     topo = Topology(name, _positive(unit, "unit_gbps", MAX_GBPS), tuple(vertices),
-                    tuple(links),
-                    description, network)
+                    tuple(links), description, network)
     validate(topo)
     return topo
-
-
-def _is_gpu_link(link: Link, vertices: list[Vertex]) -> bool:
-    gpus = {v.name for v in vertices if v.kind == GPU}
-    return link.src in gpus or link.dst in gpus
 
 
 def _parse_link(entry, where: str, names: set[str]) -> list[Link]:
@@ -264,6 +259,8 @@ def _string(x, where: str) -> str:
         raise BadInput(f"{where}: expected a non-empty string, got {quote(x)}")
     if len(x) > 200:
         raise BadInput(f"{where}: a name of {len(x)} characters (at most 200)")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in x):
+        raise BadInput(f"{where}: {quote(x)} contains control characters")
     return x
 
 

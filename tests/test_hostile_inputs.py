@@ -1,0 +1,239 @@
+"""What the second round of outside testing broke, case by case: folders and links in
+the output and cache, runs at the same time, numbers that YAML or JSON can hold but
+synth cannot, and inputs built to make a step take forever.
+
+Like tests/test_reliability.py, each test drives the command line (or the one function
+a fault lives in) and checks the exit code, the one line on stderr and the files."""
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+import synth.output
+from synth.cli import main
+from synth.output import MARKER, _remove_stale, output_dir
+from synth.schedule.collectives import make_collective
+from synth.search import cache
+from synth.search.instance import solve_instance
+from synth.topology.catalog import resolve
+from synth.topology.linkmodel import lower
+from tests.test_reliability import SMALL, one_line, synth_cli, write_topology
+
+
+@pytest.fixture(scope="module")
+def schedule_file(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sched")
+    result = synth_cli("allgather", "--topo", "ring:4", "--steps", "2", "--rounds", "2",
+                       "--chunks", "1", "--out", str(out), "--json")
+    assert result.returncode == 0, result.stderr
+    return Path(json.loads(result.stdout)["file"])
+
+
+# --- the output folder -------------------------------------------------------------
+
+def test_two_topologies_whose_names_look_alike_never_share_a_folder(tmp_path):
+    lookalike = write_topology(tmp_path / "t.yaml", 'name: "ring_4"\n' + SMALL)
+    first = synth_cli("allgather", "--topo", "ring:4", "--out", str(tmp_path / "o"),
+                      "--json")
+    second = synth_cli("allgather", "--topo", lookalike, "--out", str(tmp_path / "o"),
+                       "--json")
+    assert first.returncode == 0 and second.returncode == 0, second.stderr
+    ring = {Path(p["file"]) for p in json.loads(first.stdout)["frontier"]}
+    other = {Path(p["file"]) for p in json.loads(second.stdout)["frontier"]}
+    assert all(p.exists() for p in ring | other)  # the second run removed nothing
+    assert {p.parent.parent for p in ring}.isdisjoint({p.parent.parent for p in other})
+    assert (tmp_path / "o" / "ring_4" / MARKER).read_text() == "ring:4\n"
+    assert synth_cli("verify", *map(str, ring | other)).returncode == 0
+
+
+def test_a_link_in_the_output_folder_is_replaced_not_followed(tmp_path):
+    first = synth_cli("allgather", "--topo", "ring:4", "--out", str(tmp_path), "--json")
+    assert first.returncode == 0, first.stderr
+    target = Path(json.loads(first.stdout)["frontier"][0]["file"])
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    target.unlink()
+    target.symlink_to(victim)
+    again = synth_cli("allgather", "--topo", "ring:4", "--out", str(tmp_path))
+    assert again.returncode == 0, again.stderr
+    assert victim.read_text() == "keep me"
+    assert not target.is_symlink() and synth_cli("verify", str(target)).returncode == 0
+
+
+def test_files_written_after_a_run_started_are_another_runs_and_stay(tmp_path):
+    folder = tmp_path / "f"
+    folder.mkdir()
+    old, new = folder / "allgather-s2-r3-c1.json", folder / "allgather-s3-r3-c1.json"
+    old.write_text("{}")
+    os.utime(old, ns=(time.time_ns() - 10**10,) * 2)  # ten seconds before
+    started = time.time_ns() - 10**9
+    new.write_text("{}")  # written by a run going on beside this one
+    odd = folder / "allgather-s02-r3-c1.json"  # not a name synth writes
+    odd.write_text("{}")
+    _remove_stale(folder, "allgather", (1, 10), set(), started)
+    assert not old.exists() and new.exists() and odd.exists()
+
+
+def test_an_empty_out_is_refused():
+    one_line(synth_cli("allgather", "--topo", "ring:4", "--out", ""), 2)
+    with pytest.raises(Exception, match="empty"):
+        output_dir("", "ring:4", "allgather")
+
+
+# --- the solver cache --------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "dangling", "folder"])
+def test_an_odd_file_for_the_cache_secret_never_hangs_or_fails_a_run(kind, tmp_path):
+    folder = cache.cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    secret = folder / ".secret"
+    if kind == "fifo":
+        os.mkfifo(secret)  # reading it would block for ever
+    elif kind == "dev-zero":
+        secret.symlink_to("/dev/zero")  # reading it would never end
+    elif kind == "dangling":
+        secret.symlink_to(folder / "nowhere")
+    else:
+        secret.mkdir()
+    for _ in range(2):  # in a child, so that a regression hangs no longer than a minute
+        run = synth_cli("allgather", "--topo", "ring:4", "--steps", "2", "--rounds", "2",
+                        "--chunks", "1", "--out", str(tmp_path), timeout=60,
+                        env={"SYNTH_CACHE_DIR": str(folder)})
+        assert run.returncode == 0, run.stderr
+    out = solve_instance(lower(resolve("ring:4")), make_collective("allgather", 4), 2, 2)
+    # a file synth can replace is replaced by a real secret; a folder is left alone
+    # and the cache is off
+    assert secret.is_dir() if kind == "folder" else \
+        (secret.is_file() and not secret.is_symlink() and out.schedule.info.get("cached"))
+
+
+def test_a_cache_entry_that_is_a_link_is_not_read_or_written_through(tmp_path):
+    model, coll = lower(resolve("ring:4")), make_collective("allgather", 4)
+    solve_instance(model, coll, 2, 2)
+    (entry,) = cache.cache_dir().glob("*.json")
+    planted = tmp_path / "planted.json"
+    planted.write_text(entry.read_text())  # a valid entry, kept elsewhere
+    entry.unlink()
+    entry.symlink_to(planted)
+    out = solve_instance(model, coll, 2, 2)
+    assert "cached" not in out.schedule.info  # not answered from the link
+    assert not entry.is_symlink() and planted.read_text() != ""
+
+
+# --- numbers -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, gbps", [("010", "10"), ("1_000", None), ("0x19", "25"),
+                                        ("0o31", "25"), ("0x" + "f" * 400, None)])
+def test_yaml_1_2_integers(tmp_path, value, gbps):
+    """YAML 1.2: 010 is ten (not octal eight), 1_000 is a string; huge hex is refused
+    in one short line."""
+    path = write_topology(tmp_path / "t.yaml", SMALL.replace("gbps: 25", f"gbps: {value}"))
+    result = synth_cli("topo", "show", path, "--json")
+    if gbps is None:
+        one_line(result, 2)
+    else:
+        assert result.returncode == 0, result.stderr
+        assert {link["gbps"] for link in json.loads(result.stdout)["links"]} == {int(gbps)}
+
+
+@pytest.mark.parametrize("name", ["gpu\x1b[31m", "gpu\n1", "nv\x00"])
+def test_control_characters_in_names_are_refused(tmp_path, name):
+    text = f"gpus: [gpu0, {json.dumps(name)}]\nlinks:\n" \
+           f"  - {{between: [gpu0, {json.dumps(name)}], gbps: 25}}\n"
+    err = one_line(synth_cli("topo", "show", write_topology(tmp_path / "t.yaml", text)), 2)
+    assert "\x1b" not in err
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda d: d["steps"][0].__setitem__("rounds", 10 ** 400),
+    lambda d: d["steps"][0].__setitem__("rounds", 10 ** 12),
+    lambda d: d.__setitem__("synthesis", None),
+    lambda d: d.__setitem__("synthesis", [1]),
+], ids=["rounds-1e400", "rounds-1e12", "synthesis-null", "synthesis-list"])
+def test_the_reader_and_the_verifier_agree_on_every_file(tmp_path, schedule_file, mutate):
+    doc = json.loads(schedule_file.read_text())
+    mutate(doc)
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(doc))
+    verify = synth_cli("verify", str(path))
+    export = synth_cli("export", str(path), "--to", "json", "-o", str(tmp_path / "x.json"))
+    assert "Traceback" not in verify.stderr + export.stderr
+    # a file the verifier passes, every other command reads, and the other way round
+    assert (verify.returncode == 0) == (export.returncode == 0), (verify, export)
+
+
+# --- the command line --------------------------------------------------------------
+
+def test_export_to_standard_output(schedule_file):
+    result = synth_cli("export", str(schedule_file), "--to", "msccl-xml", "-o", "-")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("<!-- synth: allgather")  # the file alone
+    assert result.stdout.endswith("</algo>\n") and "wrote standard output" in result.stderr
+
+
+def test_verify_of_a_folder_is_one_line_per_file(tmp_path, schedule_file):
+    result = synth_cli("verify", str(tmp_path), str(schedule_file))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and "folder" in result.stderr
+    assert "OK" in result.stdout or "ok" in result.stdout.lower()
+
+
+# --- inputs built to make one step take forever ------------------------------------
+
+def test_a_long_chain_of_switches_is_refused_before_routing(tmp_path):
+    chain = 200
+    switches = "".join(f"  - {{name: s{i}, kind: net_switch}}\n" for i in range(chain))
+    links = "".join(f"  - {{between: [s{i}, s{i + 1}], gbps: 25}}\n"
+                    for i in range(chain - 1))
+    text = (f"gpus: 2\nswitches:\n{switches}links:\n  - {{between: [gpu0, s0], gbps: 25}}\n"
+            f"  - {{between: [gpu1, s{chain - 1}], gbps: 25}}\n{links}")
+    start = time.monotonic()
+    err = one_line(synth_cli("allgather", "--topo", write_topology(tmp_path / "t.yaml", text),
+                             "--out", str(tmp_path)), 2)
+    assert "deep" in err and time.monotonic() - start < 30
+
+
+def test_one_instance_too_large_to_encode_is_refused_by_arithmetic(tmp_path):
+    start = time.monotonic()
+    err = one_line(synth_cli("allgather", "--topo", "fc:64", "--steps", "64", "--rounds",
+                             "64", "--chunks", "64", "--out", str(tmp_path)), 1)
+    assert "too large" in err and time.monotonic() - start < 30
+
+
+def test_a_name_in_a_script_the_font_lacks_is_drawn_without_warnings(tmp_path):
+    path = write_topology(tmp_path / "t.yaml", 'name: "集群"\n' + SMALL)
+    result = synth_cli("allgather", "--topo", path, "--out", str(tmp_path), "--plots")
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert len(list(tmp_path.rglob("allgather-*.png"))) == 2
+
+
+def test_encoding_stops_at_the_time_limit_and_says_undecided():
+    from synth.search.encoding import Instance, encode
+
+    model = lower(resolve("fc:16"))
+    coll = make_collective("allgather", 16, 4)
+    with pytest.raises(TimeoutError):
+        encode(Instance(model, coll, 6, 12), deadline=time.monotonic())
+    out = solve_instance(model, coll, 6, 12, time_limit=1e-6)
+    assert out.status == "unknown" and out.schedule is None
+
+
+def test_ctrl_c_while_the_files_are_written_waits_for_them(tmp_path, monkeypatch, capsys):
+    write_points = synth.output.write_points
+
+    def interrupted_midway(points, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C, as the files are written
+        return write_points(points, *args, **kwargs)
+
+    monkeypatch.setattr(synth.output, "write_points", interrupted_midway)
+    with pytest.raises(SystemExit) as stop:
+        main(["allgather", "--topo", "ring:4", "--out", str(tmp_path), "--json"])
+    captured = capsys.readouterr()
+    assert stop.value.code == 130 and "interrupted (1 point kept)" in captured.err
+    files = [Path(p["file"]) for p in json.loads(captured.out)["frontier"]]
+    assert files and synth_cli("verify", *map(str, files)).returncode == 0
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
