@@ -368,6 +368,9 @@ def test_run_under_half_a_torchrun_environment_is_bad_input(schedule_file):
     err = one_line(synth_cli("run", str(schedule_file), env={"RANK": "0",
                                                              "WORLD_SIZE": "4"}), 2)
     assert "MASTER_ADDR" in err
+    err = one_line(synth_cli("run", str(schedule_file), env={
+        "RANK": "0", "WORLD_SIZE": "4", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "x9"}), 2)
+    assert "MASTER_PORT 'x9'" in err
 
 
 def test_bare_commands_print_help_and_a_closed_pipe_is_no_error():
