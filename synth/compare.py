@@ -23,7 +23,8 @@ class Row:
 
 
 def make_rows(synthesized: list[Schedule], baselines: list[tuple[str, Schedule]]) -> list[Row]:
-    rows = [Row(f"synth S{s.num_steps} R{s.rounds} C{s.collective.chunks}", "synth", s,
+    rows = [Row(f"synth S{s.num_steps} R{s.rounds} C{s.collective.chunks}"
+                + (f" = {s.info['baseline']}" if "baseline" in s.info else ""), "synth", s,
                 schedule_cost(s)) for s in synthesized]
     rows += [Row(name, "baseline", s, schedule_cost(s)) for name, s in baselines]
     return rows

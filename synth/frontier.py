@@ -17,12 +17,14 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from synth.bounds import Bounds, bounds
+from synth.construct.baselines import baselines
 from synth.construct.decompose import COLLECTIVES as DECOMPOSED
 from synth.construct.decompose import MAX_STEPS as DECOMPOSED_MAX_STEPS
 from synth.construct.decompose import decompose
 from synth.construct.hints import Hints
 from synth.errors import BadInput, NoAnswer
 from synth.schedule.collectives import make_collective
+from synth.schedule.cost import schedule_cost
 from synth.schedule.file import verified
 from synth.schedule.transform import compose_allreduce, refine
 from synth.search.instance import too_large
@@ -118,16 +120,48 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
             searches[name] = frontier(model, name, coll.root, b.steps, b.rounds_per_chunk,
                                       exact, on_event, known)
             points += searches[name].points
+    # the baselines join the frontier, so that it is never slower than one of them;
+    # only on "auto" ("exact" and "decomposed" ask for one method), and not after Ctrl-C
+    if method == "auto" and not any(s.stopped == "interrupted" for s in searches.values()):
+        on_event("stage", "building the baselines")
+        searches["baselines"] = _baselines(model, name, coll.root, limits,
+                                           start + limits.time_limit)
+        points += searches["baselines"].points
     covered = 0
     if "decomposed" in searches:
         covered = limits.max_steps or DECOMPOSED_MAX_STEPS
-    if any(key != "decomposed" for key in searches):
+    if any(key not in ("decomposed", "baselines") for key in searches):
         covered = max(covered, limits.max_steps or default_max_steps(b))
-    points = pareto_filter(points)
+    points = [p if p.proven or "baseline" not in p.schedule.info else
+              replace(p, schedule=verified(p.schedule)) for p in pareto_filter(points)]
+    if searches.get("baselines", Search()).points:
+        on = sum("baseline" in p.schedule.info for p in points)
+        searches["baselines"].stopped = (f"{on} of {len(searches['baselines'].points)} "
+                                         "on the frontier")
     if any(p.ratio == b.rounds_per_chunk for p in points):
         covered = 1 << 30  # at the bound: no point with more steps can be on the frontier
     return Result(name, coll.root, model, b, points, searches,
                   time.monotonic() - start, (max(1, limits.min_steps), covered))
+
+
+BASELINE_SECONDS = 2e-4  # x ranks^2: building every baseline (256 GPUs ~11 s, 512 ~55 s)
+
+
+def _baselines(model: LinkModel, name: str, root: int | None, limits: Limits,
+               deadline: float) -> Search:
+    """The baselines `synth compare` prints, within the step range asked for, as
+    candidates (verified only if they reach the frontier), unless building them would
+    overrun the deadline."""
+    need, left = BASELINE_SECONDS * model.ranks ** 2, deadline - time.monotonic()
+    if need > left:
+        return Search(stopped=f"not built: about {need:.0f} s needed, {max(left, 0):.0f} s "
+                              "left")
+    lo, hi = max(1, limits.min_steps), limits.max_steps or (1 << 30)
+    return Search(points=[Point(replace(b.schedule, info={"method": f"baseline: {b.name}",
+                                                          "baseline": b.name}), proven=False)
+                          for b in baselines(model, name, root)
+                          if lo <= b.schedule.num_steps <= hi],
+                  stopped="none applies within the steps asked for", complete=True)
 
 
 def _allreduce_searches(lowering: Lowering, b: Bounds, limits: Limits, on_event,
@@ -167,13 +201,22 @@ def _compose(rs, ag):
 
 
 def pareto_filter(points: list[Point]) -> list[Point]:
-    """The points no other beats on both steps and rounds per chunk, by steps."""
+    """The points no other beats on both real costs, latency (us) and bandwidth (us/MB,
+    exactly: rounds per chunk), ordered by steps. Of equal costs the one with fewer
+    steps, then a proven one, then fewer chunks is kept. Since time(n) = latency +
+    n x us/byte, the frontier is at every message size as fast as any point it drops.
+    O(P log P) for P points."""
+    def key(p):
+        # latency is a float sum of alphas: rounded, so that equal sums compare equal
+        return (round(schedule_cost(p.schedule).latency_us, 9), p.ratio, p.steps,
+                not p.proven, p.chunks)
+
     kept, best = [], None
-    for p in sorted(points, key=lambda p: (p.steps, p.ratio, not p.proven, p.chunks)):
+    for p in sorted(points, key=key):
         if best is None or p.ratio < best:
             kept.append(p)
             best = p.ratio
-    return kept
+    return sorted(kept, key=lambda p: (p.steps, p.ratio))
 
 
 def optimality(point: Point, b: Bounds) -> str:

@@ -312,10 +312,13 @@ def test_topo_show_reports_the_hierarchy():
 
 
 def _two_by_two():
-    """Two boxes of two GPUs (NVLink inside), each GPU with its own NIC on one switch."""
-    links = [{"between": ["gpu0", "gpu1"], "gbps": 50}, {"between": ["gpu2", "gpu3"], "gbps": 50}]
-    links += [{"between": [f"gpu{g}", f"nic{g}"], "gbps": 25} for g in range(4)]
-    links += [{"between": [f"nic{g}", "ib"], "gbps": 25} for g in range(4)]
+    """Two boxes of two GPUs (NVLink inside), each GPU with its own NIC on one switch.
+    Every link has an alpha: with none, steps would cost nothing and the frontier would
+    be its one bandwidth-best point."""
+    nvlink, ib = {"gbps": 50, "alpha_us": 0.7}, {"gbps": 25, "alpha_us": 0.5}
+    links = [{"between": ["gpu0", "gpu1"], **nvlink}, {"between": ["gpu2", "gpu3"], **nvlink}]
+    links += [{"between": [f"gpu{g}", f"nic{g}"], **ib} for g in range(4)]
+    links += [{"between": [f"nic{g}", "ib"], **ib} for g in range(4)]
     return topology_from_dict({
         "name": "two-by-two", "unit_gbps": 25, "gpus": 4,
         "switches": [{"name": "ib", "kind": "net_switch"}],
@@ -331,7 +334,7 @@ def test_auto_merges_decomposed_and_exact_points_on_one_frontier():
     # frontier. Every solver call here is decided in well under a second.
     result = synthesize(_two_by_two(), "allgather", None,
                         Limits(max_steps=3, max_chunks=1, time_limit=60))
-    assert set(result.searches) == {"decomposed", "allgather"}
+    assert set(result.searches) == {"decomposed", "allgather", "baselines"}
     assert result.points
     found_by = {id(q.schedule): name for name, s in result.searches.items() for q in s.points}
     assert {found_by[id(p.schedule)] for p in result.points} == {"decomposed", "allgather"}

@@ -22,6 +22,7 @@ from synth.bounds import bounds
 from synth.export import render
 from synth.frontier import default_limits, synthesize
 from synth.schedule.collectives import COLLECTIVES, ROOTED, make_collective
+from synth.schedule.cost import schedule_cost
 from synth.schedule.file import schedule_to_dict
 from synth.schedule.transform import (compose_allreduce, refine, reverse_model,
                                       reverse_schedule)
@@ -70,11 +71,11 @@ def limits_for(b, name):
     return replace(lim, max_steps=max_steps, max_chunks=2, workers=2)
 
 
-def synthesize_doc(doc, name):
+def synthesize_doc(doc, name, method="auto"):
     topo = topology_from_dict(doc)
     root = 0 if name in ROOTED else None
     b = bounds(lower_with_routes(topo), make_collective(name, topo.ranks, 1, root))
-    return topo, b, synthesize(topo, name, root, limits_for(b, name))
+    return topo, b, synthesize(topo, name, root, limits_for(b, name), method=method)
 
 
 def check_schedule(schedule, b, name):
@@ -98,9 +99,10 @@ def test_every_synthesized_schedule_is_valid_bounded_and_exportable(name, doc):
     topo, b, result = synthesize_doc(doc, name)
     for point in result.points:
         check_schedule(point.schedule, b, name)
-    # the frontier is a frontier: strictly better R/C as steps grow
-    ratios = [p.ratio for p in result.points]
-    assert ratios == sorted(ratios, reverse=True) and len(set(ratios)) == len(ratios)
+    # the frontier is a frontier: as latency grows, strictly better R/C
+    costs = sorted((round(schedule_cost(p.schedule).latency_us, 9), p.ratio)
+                   for p in result.points)
+    assert all(a[0] < b[0] and a[1] > b[1] for a, b in zip(costs, costs[1:])), costs
     if name != "alltoall":  # tiny graphs: every other collective solves in hop + 1 steps
         assert result.points, f"no schedule for {name} on {doc}"
 
@@ -112,7 +114,9 @@ def test_every_synthesized_schedule_is_valid_bounded_and_exportable(name, doc):
 def test_reversed_dual_path(name, primal, doc):
     """reducescatter / reduce come from the reversed allgather / broadcast; check both the
     path synthesize takes and the reversal applied by hand to a primal on reversed links."""
-    topo, b, result = synthesize_doc(doc, name)
+    # exact only: with auto, a baseline with more chunks than the search may try can
+    # beat every dual point
+    topo, b, result = synthesize_doc(doc, name, method="exact")
     assert result.points
     for point in result.points:
         check_schedule(point.schedule, b, name)

@@ -1,0 +1,82 @@
+"""The frontier is Pareto in the real costs (latency, us/MB), over every candidate:
+exact points, decomposed ones and the baselines, so no baseline is faster anywhere."""
+
+import json
+
+import pytest
+
+from synth.construct.baselines import baselines
+from synth.frontier import synthesize
+from synth.schedule.cost import schedule_cost
+from synth.schedule.file import schedule_to_dict
+from synth.schedule.verify import verify_schedule
+from synth.search.pareto import Limits
+from synth.topology.catalog import resolve
+from tests.test_reliability import synth_cli
+
+SIZES = [1 << k for k in range(0, 41, 2)]  # 1 byte to 1 TB
+
+
+def frontier_of(spec, name, root=None, time_limit=20.0, method="auto"):
+    return synthesize(resolve(spec), name, root, Limits(time_limit=time_limit),
+                      method=method)
+
+
+@pytest.mark.parametrize("spec,name,root", [
+    ("dgx1", "broadcast", 3),      # the ring baseline beat the frontier from 1 MB up
+    ("switch:4", "reduce", 0),
+    ("line:3", "allreduce", None),
+    ("dgxh100x2", "allgather", None),  # decomposed, exact and baselines meet
+])
+def test_no_baseline_is_faster_at_any_size_and_no_point_is_dominated(spec, name, root):
+    result = frontier_of(spec, name, root, time_limit=10.0)
+    costs = [schedule_cost(p.schedule) for p in result.points]
+    assert costs
+    for i, a in enumerate(costs):
+        assert not any(b.dominates(a) for b in costs[:i] + costs[i + 1:]), (i, a)
+    for p in result.points:
+        verify_schedule(schedule_to_dict(p.schedule))
+    for base in baselines(result.model, name, result.root):
+        theirs = schedule_cost(base.schedule)
+        for n in SIZES:
+            ours = min(c.time_us(n) for c in costs)
+            assert ours <= theirs.time_us(n) * (1 + 1e-12), (base.name, n)
+
+
+def test_a_baseline_faster_somewhere_joins_the_frontier_and_is_written(tmp_path):
+    # dgx1 broadcast from rank 3: within the default 5 steps nothing reaches the packed
+    # rings' bandwidth, so the rings are the frontier's bandwidth end
+    result = synth_cli("broadcast", "--topo", "dgx1", "--root", "3", "--time-limit", "30",
+                       "--json", "--out", str(tmp_path), "--no-progress")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    ring = [p for p in summary["frontier"] if (p["method"] or "").startswith("baseline: ring")]
+    assert len(ring) == 1 and ring[0]["steps"] > 5
+    assert ring[0]["us_per_mb"] == min(p["us_per_mb"] for p in summary["frontier"])
+    doc = json.loads(open(ring[0]["file"]).read())
+    assert doc["synthesis"]["method"].startswith("baseline: ring")
+    verify_schedule(doc)
+    checked = synth_cli("verify", ring[0]["file"])
+    assert checked.returncode == 0, checked.stderr
+
+
+def test_only_auto_adds_the_baselines():
+    exact = frontier_of("dgx1", "broadcast", 3, method="exact")
+    assert not any("baseline" in p.schedule.info for p in exact.points)
+    auto = frontier_of("dgx1", "broadcast", 3)
+    assert any("baseline" in p.schedule.info for p in auto.points)
+    # the proofs are about steps and rounds: the exact points keep them
+    searched = {(p.steps, p.rounds, p.chunks, p.proven) for p in exact.points}
+    assert all((p.steps, p.rounds, p.chunks, p.proven) in searched
+               for p in auto.points if "baseline" not in p.schedule.info)
+
+
+def test_compare_names_a_baseline_on_the_frontier():
+    result = synth_cli("compare", "broadcast", "--topo", "dgx1", "--root", "3", "--json",
+                       "--time-limit", "30")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    names = [r["name"] for r in data["rows"] if r["kind"] == "synth"]
+    assert any(" = ring" in n for n in names)
+    for size, winner in data["winners"].items():  # a synth row wins every size
+        assert winner in names, (size, winner)
