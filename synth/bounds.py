@@ -210,7 +210,9 @@ def _allreduce_rounds_per_chunk(topo: Topology, lowering: Lowering, graph: nx.Di
       not full then needs one more. Each transfer leaves a GPU and enters one, and
       crosses at least h physical links (h: the shortest GPU-to-GPU route), so the
       GPUs' total out (and in) capacity, and h times all links' capacity, bound how
-      many a round moves.
+      many a round moves. A GPU's out capacity is its narrowest cut from the other
+      GPUs (`_ports`), not its links' sum: a 64 GB/s PCIe link feeding a 50 GB/s NIC
+      passes 50.
     - cut: every set of vertices that splits the GPUs must pass a whole buffer out
       (its contributions, as partial sums or final values): 1 / the thinnest such cut,
       the least max-flow between GPU 0 and another GPU, either way. Skipped past
@@ -221,9 +223,7 @@ def _allreduce_rounds_per_chunk(topo: Topology, lowering: Lowering, graph: nx.Di
     n = len(gpus)
     hops = min(len(path) - 1 for path in lowering.routes.values())
     total = sum((c for _, _, c in graph.edges(data="capacity")), Fraction(0))
-    gpu_set = set(gpus)
-    ports = [sum((c for u, v, c in graph.edges(data="capacity") if end(u, v) in gpu_set),
-                 Fraction(0)) for end in (lambda u, v: u, lambda u, v: v)]
+    ports = [_ports(graph, gpus, clock), _ports(graph.reverse(copy=False), gpus, clock)]
     best = max(Fraction(2 * (n - 1) * hops) / total,
                *(Fraction(2 * (n - 1)) / port for port in ports))
     if n <= CUT_LIMIT:
@@ -245,6 +245,37 @@ def _allreduce_rounds_per_chunk(topo: Topology, lowering: Lowering, graph: nx.Di
 
 
 CUT_LIMIT = 64
+
+
+PORT_HOPS = 3  # how far from a GPU _ports looks for its narrowest cut
+
+
+def _ports(graph: nx.DiGraph, gpus: list[str], clock: Clock) -> Fraction:
+    """An upper bound on what all GPUs can send to other GPUs at once: the sum over GPUs
+    of the least cut between a GPU and all the others. Only cuts within PORT_HOPS links
+    of the GPU are tried (not through another GPU): the rest of the graph is one sink.
+    Any cut bounds the flow, so this is never below the true max flow (the bound stays
+    valid), and it finds the narrow place near a GPU: a 64 GB/s PCIe link that feeds a
+    50 GB/s NIC passes 50. Past the clock, a GPU counts its out-links' sum. O(N) small
+    max-flows."""
+    gpu_set, total = set(gpus), Fraction(0)
+    for g in gpus:
+        if clock.expired():
+            total += sum((c for _, _, c in graph.out_edges(g, data="capacity")), Fraction(0))
+            continue
+        near, last = {g}, [g]
+        for _ in range(PORT_HOPS):
+            last = [v for u in last for v in graph.successors(u)
+                    if v not in gpu_set and v not in near]
+            near.update(last)
+        local = nx.DiGraph()
+        for u in near:
+            for v, c in graph[u].items():
+                w = v if v in near else "__sink__"
+                old = local.get_edge_data(u, w, {"capacity": Fraction(0)})["capacity"]
+                local.add_edge(u, w, capacity=old + c["capacity"])
+        total += _max_flow(local, g, "__sink__")
+    return total
 
 
 def _unit_graph(lowering: Lowering) -> tuple[nx.DiGraph, list[str]]:

@@ -34,6 +34,15 @@ def test_dgx1_allreduce_needs_2_n_minus_1_transfers_over_48_links():
     assert b.rounds_per_chunk == Fraction(7, 24) and "2(N-1)" in b.note
 
 
+def test_allreduce_ports_count_what_a_gpu_can_pass_on_not_its_links():
+    # dgxh100x2: each GPU's 64 GB/s PCIe link leads to a 50 GB/s NIC, so a GPU sends at
+    # most 450 (NVLink) + 50 GB/s: 30 transfers per chunk over 16 x 500 GB/s = 3/32 of a
+    # round per chunk at the 25 GB/s unit (266.7 GB/s algbw; the link sum gave 274.1)
+    b = bounds_of("dgxh100x2", "allreduce")
+    assert b.rounds_per_chunk == Fraction(3, 32)
+    assert 1 / (b.us_per_byte * 1e3) == pytest.approx(266.67, abs=0.01)
+
+
 def test_allreduce_bound_allows_overlapping_phases():
     # line:3: reducescatter's bound plus allgather's would say 4/3, but a pipeline that
     # reduces chunk s into the middle while copying chunk s-1 out reaches 5/4
