@@ -24,14 +24,6 @@ from synth.topology.linkmodel import lower
 from tests.test_reliability import SMALL, one_line, synth_cli, write_topology
 
 
-@pytest.fixture(scope="module")
-def schedule_file(tmp_path_factory):
-    out = tmp_path_factory.mktemp("sched")
-    result = synth_cli("allgather", "--topo", "ring:4", "--steps", "2", "--rounds", "2",
-                       "--chunks", "1", "--out", str(out), "--json")
-    assert result.returncode == 0, result.stderr
-    return Path(json.loads(result.stdout)["file"])
-
 
 # --- the output folder -------------------------------------------------------------
 

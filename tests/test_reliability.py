@@ -43,15 +43,6 @@ def one_line(result, code):
     return result.stderr
 
 
-@pytest.fixture(scope="module")
-def schedule_file(tmp_path_factory):
-    """A small valid schedule file (ring:4 allgather)."""
-    out = tmp_path_factory.mktemp("sched")
-    result = synth_cli("allgather", "--topo", "ring:4", "--steps", "2", "--rounds", "2",
-                       "--chunks", "1", "--out", str(out), "--json")
-    assert result.returncode == 0, result.stderr
-    return Path(json.loads(result.stdout)["file"])
-
 
 def write_topology(path: Path, text: str) -> str:
     path.write_text(text)
