@@ -5,8 +5,10 @@ Multi-node topologies (synth.topology.hierarchy finds boxes) first get the decom
 level, in seconds; the exact searches then run in the time left, where the instance is
 small enough to encode. Allreduce gets three exact searches sharing that time: allreduce
 directly, and the reducescatter and allgather frontiers, whose every pairing (cut to a
-common number of chunks per rank) is a composed allreduce candidate. All candidates meet
-on one frontier. Every schedule returned has passed the verifier.
+common number of chunks per rank) is a composed allreduce candidate. Broadcast and
+reduce also get packed spanning trees, pipelined (synth.construct.packing), and with
+method "auto" the baselines are candidates too. All candidates meet on one frontier,
+Pareto in latency and us/MB. Every schedule returned has passed the verifier.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from synth.construct.decompose import COLLECTIVES as DECOMPOSED
 from synth.construct.decompose import MAX_STEPS as DECOMPOSED_MAX_STEPS
 from synth.construct.decompose import decompose
 from synth.construct.hints import Hints
+from synth.construct.packing import COLLECTIVES as PACKED
+from synth.construct.packing import tree_search
 from synth.errors import BadInput, NoAnswer
 from synth.schedule.collectives import make_collective
 from synth.schedule.cost import schedule_cost
@@ -63,6 +67,7 @@ def default_limits(b: Bounds, max_steps=None, max_chunks=None, time_limit=None,
 
 
 METHODS = ("auto", "exact", "decomposed")
+CONSTRUCTED = ("decomposed", "trees", "baselines")  # built, not searched: prove nothing
 BOUNDS_SHARE = 0.4  # of the time limit, at most, for the bounds (the rest: the searches)
 
 
@@ -105,11 +110,24 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
                                               0.0))
         searches["decomposed"] = decompose(model, hierarchy, name, left, on_event,
                                            hints.batches)
-    points = list(searches.get("decomposed", Search()).points)
-    if method != "decomposed" and searches.get("decomposed", Search()).stopped != "interrupted":
+    # constructions next, quick and bounded, so that the exact search's time-out cannot
+    # starve them: trees (broadcast, reduce), then on "auto" the baselines, which join
+    # the frontier so that it is never slower than one of them
+    if method == "auto" and name in PACKED and not _interrupted(searches):
+        on_event("search", f"{name} by packed trees")
+        searches["trees"] = tree_search(model, name, coll.root, limits,
+                                        _share(start, limits, TREES_SHARE))
+    if method == "auto" and not _interrupted(searches):
+        on_event("stage", "building the baselines")
+        searches["baselines"] = _baselines(model, name, coll.root, limits,
+                                           start + limits.time_limit)
+    points = [p for key in CONSTRUCTED for p in searches.get(key, Search()).points]
+    if method != "decomposed" and not _interrupted(searches):
         exact = replace(limits, max_steps=limits.max_steps or default_max_steps(b),
                         time_limit=max(limits.time_limit - (time.monotonic() - start), 0.0))
-        known = tuple((p.steps, p.ratio) for p in points)  # ask only for what beats them
+        # ask only for what beats the constructions (the baselines' steps and rounds
+        # are no target: they are only there to be beaten on cost)
+        known = tuple((p.steps, p.ratio) for p in points if "baseline" not in p.schedule.info)
         if name == "allreduce":
             searches.update(_allreduce_searches(lowering, b, exact, on_event, known))
             points += searches["allreduce"].points
@@ -120,31 +138,54 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
             searches[name] = frontier(model, name, coll.root, b.steps, b.rounds_per_chunk,
                                       exact, on_event, known)
             points += searches[name].points
-    # the baselines join the frontier, so that it is never slower than one of them;
-    # only on "auto" ("exact" and "decomposed" ask for one method), and not after Ctrl-C
-    if method == "auto" and not any(s.stopped == "interrupted" for s in searches.values()):
-        on_event("stage", "building the baselines")
-        searches["baselines"] = _baselines(model, name, coll.root, limits,
-                                           start + limits.time_limit)
-        points += searches["baselines"].points
+    # stale files are replaced only over the step counts a search covered: the
+    # decomposition's depths and the exact search's range (trees and baselines sit at a
+    # few step counts of their own, and say nothing of the others)
     covered = 0
     if "decomposed" in searches:
         covered = limits.max_steps or DECOMPOSED_MAX_STEPS
-    if any(key not in ("decomposed", "baselines") for key in searches):
+    if any(key not in CONSTRUCTED for key in searches):
         covered = max(covered, limits.max_steps or default_max_steps(b))
-    points = [p if p.proven or "baseline" not in p.schedule.info else
-              replace(p, schedule=verified(p.schedule)) for p in pareto_filter(points)]
-    if searches.get("baselines", Search()).points:
-        on = sum("baseline" in p.schedule.info for p in points)
-        searches["baselines"].stopped = (f"{on} of {len(searches['baselines'].points)} "
-                                         "on the frontier")
-    if any(p.ratio == b.rounds_per_chunk for p in points):
-        covered = 1 << 30  # at the bound: no point with more steps can be on the frontier
+    points = _verify_baselines(pareto_filter(points), searches)
+    # a point at the bandwidth bound with latency L beats, in both costs, any schedule
+    # of more than L / (least alpha) steps: if those start inside the covered range,
+    # every step count past it is covered too
+    alpha = min((l.alpha_us for l in model.links), default=0.0)
+    if alpha > 0 and limits.min_steps <= 1 and any(p.ratio == b.rounds_per_chunk and
+                         schedule_cost(p.schedule).latency_us / alpha <= covered + 1e-9
+                         for p in points):
+        covered = 1 << 30
     return Result(name, coll.root, model, b, points, searches,
                   time.monotonic() - start, (max(1, limits.min_steps), covered))
 
 
 BASELINE_SECONDS = 2e-4  # x ranks^2: building every baseline (256 GPUs ~11 s, 512 ~55 s)
+TREES_SHARE = 0.25  # of the time limit, at most, for packing trees
+
+
+def _interrupted(searches: dict[str, Search]) -> bool:
+    return any(s.stopped == "interrupted" for s in searches.values())
+
+
+def _share(start: float, limits: Limits, share: float) -> float:
+    return start + share * limits.time_limit
+
+
+def _verify_baselines(points: list[Point], searches: dict[str, Search]) -> list[Point]:
+    """The frontier's baselines verified (the others were when built); after Ctrl-C
+    here, the frontier without them."""
+    found = searches.get("baselines", Search()).points
+    if not found:
+        return points
+    try:
+        points = [replace(p, schedule=verified(p.schedule))
+                  if "baseline" in p.schedule.info else p for p in points]
+    except KeyboardInterrupt:
+        searches["baselines"].stopped = "interrupted"
+        return [p for p in points if "baseline" not in p.schedule.info]
+    on = sum("baseline" in p.schedule.info for p in points)
+    searches["baselines"].stopped = f"{on} of {len(found)} on the frontier"
+    return points
 
 
 def _baselines(model: LinkModel, name: str, root: int | None, limits: Limits,
@@ -154,14 +195,17 @@ def _baselines(model: LinkModel, name: str, root: int | None, limits: Limits,
     overrun the deadline."""
     need, left = BASELINE_SECONDS * model.ranks ** 2, deadline - time.monotonic()
     if need > left:
-        return Search(stopped=f"not built: about {need:.0f} s needed, {max(left, 0):.0f} s "
+        return Search(stopped=f"not built: about {need:.1f} s needed, {max(left, 0):.1f} s "
                               "left")
     lo, hi = max(1, limits.min_steps), limits.max_steps or (1 << 30)
+    try:
+        built = baselines(model, name, root)
+    except KeyboardInterrupt:
+        return Search(stopped="interrupted")
     return Search(points=[Point(replace(b.schedule, info={"method": f"baseline: {b.name}",
                                                           "baseline": b.name}), proven=False)
-                          for b in baselines(model, name, root)
-                          if lo <= b.schedule.num_steps <= hi],
-                  stopped="none applies within the steps asked for", complete=True)
+                          for b in built if lo <= b.schedule.num_steps <= hi],
+                  stopped="none applies within the steps asked for")
 
 
 def _allreduce_searches(lowering: Lowering, b: Bounds, limits: Limits, on_event,

@@ -28,13 +28,18 @@ def reverse_model(model: LinkModel) -> LinkModel:
 
 
 def reverse_schedule(schedule: Schedule, original: LinkModel) -> Schedule:
-    """A non-combining schedule on reverse_model(original), run backwards on original."""
+    """A non-combining schedule on reverse_model(original), run backwards on original.
+    A pipeline stays one, with the same stride: each batch runs the reversed program
+    on its own chunks, and expanded step t then runs (reversed) the same program steps
+    as step T-1-t did, so its rounds are the old rounds in reverse order."""
     coll = schedule.collective
     dual = make_collective(COMBINING_OF[coll.name], coll.ranks, coll.chunks, coll.root)
-    steps = tuple(Step(step.rounds, tuple(Send(x.chunk, x.dst, x.src, "reduce")
+    steps = tuple(Step(step.rounds, tuple(replace(x, src=x.dst, dst=x.src, op="reduce")
                                           for x in step.sends))
                   for step in reversed(schedule.steps))
-    return Schedule(dual, original, steps, dict(schedule.info))
+    pipeline = schedule.pipeline and replace(schedule.pipeline,
+                                             rounds=schedule.pipeline.rounds[::-1])
+    return Schedule(dual, original, steps, dict(schedule.info), pipeline)
 
 
 def refine(schedule: Schedule, factor: int) -> Schedule:
