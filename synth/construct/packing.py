@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass
 
 import networkx as nx
+from networkx.algorithms.flow import shortest_augmenting_path
 
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import verified
@@ -81,24 +82,24 @@ def pack_trees(model: LinkModel, root: int, deadline: float | None = None
     scale = math.lcm(*(l.capacity.denominator for l in model.links))
     lanes = {(l.src, l.dst): int(l.capacity * scale) for l in model.links}
     others = [v for v in range(model.ranks) if v != root]
-    flows = _flows(lanes, root, others)
-    k = min(min(flows.values(), default=0), MAX_TREES)
+    k = min(min(_flows(lanes, root, others, MAX_TREES).values(), default=0), MAX_TREES)
     if k == 0:
         return None
     parents = []
     for t in range(k):
         need = k - t - 1  # trees still to come after this one
-        if t:
-            flows = _flows(lanes, root, others)  # each >= need + 1 (the theorem)
-        # a flow drops by one at most per edge taken: flows[w] - (taken - when[w]) is a
-        # lower bound, and only the w where it reaches `need` are recomputed
+        # flows[w] is a lower bound on max-flow(root, w): need + 1 at a tree's start
+        # (the theorem), and a flow drops by one at most per edge taken, so
+        # flows[w] - (taken - when[w]) still is one; only the w where that reaches
+        # `need` are recomputed, and only as far as need + 1
+        flows = dict.fromkeys(others, need + 1)
         parent, depth, taken, when = {}, {root: 0}, 0, dict.fromkeys(others, 0)
         while len(depth) < model.ranks:
             if deadline is not None and time.monotonic() > deadline:
                 return Packing(root, scale, tuple(parents), k) if parents else None
             stale = [w for w in others if when[w] != taken
                      and flows[w] - (taken - when[w]) <= need]
-            flows.update(_flows(lanes, root, stale))
+            flows.update(_flows(lanes, root, stale, need + 1))
             when.update(dict.fromkeys(stale, taken))
             tight = [w for w in others if when[w] == taken and flows[w] == need]
             edge = _next_edge(lanes, depth, root, tight, need, deadline)
@@ -127,18 +128,21 @@ def _next_edge(lanes, depth, root, tight, need, deadline=None):
         if deadline is not None and time.monotonic() > deadline:
             return None
         lanes[edge] -= 1
-        ok = all(f >= need for f in _flows(lanes, root, tight).values())
+        ok = all(f >= need for f in _flows(lanes, root, tight, need).values())
         lanes[edge] += 1
         if ok:
             return edge
     return None
 
 
-def _flows(lanes: dict, root: int, targets: list[int]) -> dict[int, int]:
+def _flows(lanes: dict, root: int, targets: list[int], enough: int) -> dict[int, int]:
+    """max-flow(root, w) over the lanes left, for each w, or a value >= `enough` once
+    the flow reaches it (the augmenting stops there: all a caller asks is whether)."""
     g = nx.DiGraph()
     g.add_node(root)
     g.add_edges_from((u, v, {"capacity": n}) for (u, v), n in lanes.items() if n > 0)
-    return {w: (nx.maximum_flow_value(g, root, w) if w in g else 0) for w in targets}
+    return {w: (nx.maximum_flow_value(g, root, w, flow_func=shortest_augmenting_path,
+                                      cutoff=enough) if w in g else 0) for w in targets}
 
 
 def broadcast_schedule(model: LinkModel, packing: Packing, batches: int) -> Schedule:
