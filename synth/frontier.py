@@ -202,7 +202,8 @@ def _baselines(model: LinkModel, name: str, root: int | None, limits: Limits,
         built = baselines(model, name, root)
     except KeyboardInterrupt:
         return Search(stopped="interrupted")
-    return Search(points=[Point(replace(b.schedule, info={"method": f"baseline: {b.name}",
+    return Search(points=[Point(replace(b.schedule, info={**b.schedule.info,
+                                                          "method": f"baseline: {b.name}",
                                                           "baseline": b.name}), proven=False)
                           for b in built if lo <= b.schedule.num_steps <= hi],
                   stopped="none applies within the steps asked for")
