@@ -29,7 +29,7 @@ def frontier_of(spec, name, root=None, time_limit=20.0, method="auto"):
     ("dgxh100x2", "allgather", None),  # decomposed, exact and baselines meet
 ])
 def test_no_baseline_is_faster_at_any_size_and_no_point_is_dominated(spec, name, root):
-    result = frontier_of(spec, name, root, time_limit=10.0)
+    result = frontier_of(spec, name, root, time_limit=4.0)  # the rule holds at any limit
     costs = [schedule_cost(p.schedule) for p in result.points]
     assert costs
     for i, a in enumerate(costs):
