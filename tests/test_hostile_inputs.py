@@ -140,6 +140,17 @@ def test_control_characters_in_names_are_refused(tmp_path, name):
     assert "\x1b" not in err
 
 
+@pytest.mark.parametrize("text", ["gpus: 1\nlinks: []\n", "gpus: [a]\nlinks: []\n"])
+@pytest.mark.parametrize("command", [["broadcast"], ["allgather"], ["alltoall"],
+                                     ["bounds", "reduce"]])
+def test_a_topology_of_one_gpu_is_refused_in_one_line(tmp_path, text, command):
+    # found by the third hostile pass: it reached the bounds and raised a TypeError
+    topo = write_topology(tmp_path / "one.yaml", text)
+    err = one_line(synth_cli(*command, "--topo", topo, "--out", str(tmp_path / "o"))
+                   if command[0] != "bounds" else synth_cli(*command, "--topo", topo), 2)
+    assert "between 2 and 4096 GPUs" in err
+
+
 @pytest.mark.parametrize("mutate", [
     lambda d: d["steps"][0].__setitem__("rounds", 10 ** 400),
     lambda d: d["steps"][0].__setitem__("rounds", 10 ** 12),
@@ -229,3 +240,8 @@ def test_ctrl_c_while_the_files_are_written_waits_for_them(tmp_path, monkeypatch
     files = [Path(p["file"]) for p in json.loads(captured.out)["frontier"]]
     assert files and synth_cli("verify", *map(str, files)).returncode == 0
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_root_of_200_digits_is_described_not_printed():
+    err = one_line(synth_cli("broadcast", "--topo", "dgx1", "--root", "9" * 200), 2)
+    assert "9" * 30 not in err and "is not a rank" in err

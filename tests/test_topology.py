@@ -142,7 +142,8 @@ def with_change(**changes):
     (with_change(links=[{"between": ["gpu0", "gpu1"], "gbps": 1},
                         {"from": "gpu0", "to": "gpu1", "gbps": 1}]), "duplicate link"),
     (with_change(switches=[{"name": "s", "kind": "router"}]), "kind: expected one of"),
-    (with_change(gpus=0), "between 1 and 4096 GPUs"),
+    (with_change(gpus=0), "between 2 and 4096 GPUs"),
+    (with_change(gpus=1), "between 2 and 4096 GPUs"),
 ])
 def test_bad_topologies_are_rejected_with_their_reason(doc, message):
     with pytest.raises(BadInput, match=message):

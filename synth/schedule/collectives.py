@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from synth.errors import BadInput
+from synth.files import quote
 
 COLLECTIVES = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce",
                "gather", "scatter", "alltoall")
@@ -122,7 +123,7 @@ def make_collective(name: str, ranks: int, chunks: int = 1, root: int | None = N
     if name in ROOTED:
         root = 0 if root is None else root
         if not 0 <= root < ranks:
-            raise BadInput(f"{name}: root {root} is not a rank (0..{ranks - 1})")
+            raise BadInput(f"{name}: root {quote(root)} is not a rank (0..{ranks - 1})")
     elif root is not None:
         raise BadInput(f"{name} takes no root")
     g = {"alltoall": ranks * ranks * chunks}.get(name, chunks if name in WHOLE_BUFFER

@@ -121,14 +121,15 @@ def topology_from_dict(doc: dict) -> Topology:
 
     vertices: list[Vertex] = []
     gpus = doc.get("gpus")
+    # at least 2: a collective of one GPU moves nothing (and has no bound to speak of)
     if isinstance(gpus, int) and not isinstance(gpus, bool):
-        if not 1 <= gpus <= MAX_GPUS:
-            raise BadInput(f"gpus: expected between 1 and {MAX_GPUS} GPUs, got {quote(gpus)}")
+        if not 2 <= gpus <= MAX_GPUS:
+            raise BadInput(f"gpus: expected between 2 and {MAX_GPUS} GPUs, got {quote(gpus)}")
         vertices += [Vertex(f"gpu{i}", GPU) for i in range(gpus)]
-    elif isinstance(gpus, list) and 0 < len(gpus) <= MAX_GPUS:
+    elif isinstance(gpus, list) and 2 <= len(gpus) <= MAX_GPUS:
         vertices += [Vertex(_string(g, f"gpus[{i}]"), GPU) for i, g in enumerate(gpus)]
     elif isinstance(gpus, list) and gpus:
-        raise BadInput(f"gpus: expected between 1 and {MAX_GPUS} GPUs, got {len(gpus)}")
+        raise BadInput(f"gpus: expected between 2 and {MAX_GPUS} GPUs, got {len(gpus)}")
     else:
         raise BadInput("gpus: expected a count or a list of names")
     for i, s in enumerate(_list(doc.get("switches", []), "switches")):

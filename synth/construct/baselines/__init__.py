@@ -29,6 +29,7 @@ from synth.construct.baselines.rings import pack_rings, ring_baseline
 from synth.construct.baselines.trees import tree_baseline
 from synth.construct.moves import missing_link
 from synth.errors import BadInput
+from synth.files import quote
 from synth.schedule.collectives import COLLECTIVES, ROOTED
 from synth.topology.hierarchy import find_boxes
 from synth.topology.linkmodel import LinkModel
@@ -72,7 +73,8 @@ def survey(model: LinkModel, collective: str, root: int | None = None
     if collective in ROOTED:
         root = 0 if root is None else root
         if not 0 <= root < model.ranks:
-            raise BadInput(f"{collective}: root {root} is not a rank (0..{model.ranks - 1})")
+            raise BadInput(f"{collective}: root {quote(root)} is not a rank "
+                           f"(0..{model.ranks - 1})")
     else:
         root = None
     found, skipped = [], []
