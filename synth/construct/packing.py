@@ -1,4 +1,5 @@
-"""Broadcast and reduce by packed spanning trees, pipelined: the cut bound, up to the fill.
+"""Broadcast, reduce (and allreduce) by packed spanning trees, pipelined: the cut bound,
+up to the fill.
 
 The theorem. Edmonds (1973): a directed multigraph has k edge-disjoint spanning
 arborescences rooted at r if and only if every vertex v != r has k edge-disjoint paths
@@ -19,6 +20,10 @@ chunks takes D steps (the deepest tree); P batches pipelined, batch b starting a
 b, take D + P - 1 steps: R / C = L (D + P - 1) / (k P), the bound times (D + P - 1) / P.
 No schedule reaches the bound exactly unless D = 1: the root's last chunk still has
 D - 1 levels to go. Reduce is the broadcast on the reversed links, run backwards.
+Allreduce: reduce trees up to a root, then broadcast trees down from it, as one
+pipeline (allreduce_schedule); where the two phases use each link in opposite
+directions (a line through its middle) it too is the bound times the fill, elsewhere
+the rounds show what the overlap costs and the frontier keeps it only where it wins.
 
 Only link models without groups are packed (direct links: dgx1, rings, meshes, tori):
 where links share a switch port or a NIC, the rank links overstate what the switch
@@ -45,11 +50,12 @@ from synth.schedule.transform import reverse_model, reverse_schedule
 from synth.search.pareto import Limits, Point, Search
 from synth.topology.linkmodel import LinkModel, min_rounds
 
-COLLECTIVES = ("broadcast", "reduce")
+COLLECTIVES = ("broadcast", "reduce", "allreduce")
 MAX_TREES = 64  # more lanes than this out of the root: pack this many (off the bound)
 MAX_RANKS = 64  # past this, O(N^2) max-flows per tree take minutes (64: about 36 s)
 DEPTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)  # pipeline batches tried
 MAX_STEPS = 600  # a pipeline past this many steps is not built
+ALLREDUCE_ROOTS = 8  # allreduce tries every root up to this many ranks (else rank 0)
 
 
 @dataclass(frozen=True)
@@ -145,21 +151,22 @@ def _flows(lanes: dict, root: int, targets: list[int], enough: int) -> dict[int,
                                       cutoff=enough) if w in g else 0) for w in targets}
 
 
-def broadcast_schedule(model: LinkModel, packing: Packing, batches: int) -> Schedule:
-    """Chunk t of every batch down tree t, one level per step; `batches` batches of
-    `packing.trees` chunks, batch b starting at step b (a version 2 pipeline)."""
-    k, ranks = packing.trees, model.ranks
+def _tree_program(packing: Packing, trees: int) -> list[tuple[Send, ...]]:
+    """The sends of the first `trees` trees, level by level: chunk t down tree t."""
     by_level: dict[int, list[Send]] = {}
-    for t, parent in enumerate(packing.parents):
+    for t, parent in enumerate(packing.parents[:trees]):
         for v, u in parent.items():
             by_level.setdefault(packing.depth(t, v), []).append(Send(t, u, v))
-    program = [tuple(sorted(by_level[d], key=lambda x: (x.src, x.dst, x.chunk)))
-               for d in sorted(by_level)]
+    return [tuple(sorted(by_level[d], key=lambda x: (x.src, x.dst, x.chunk)))
+            for d in sorted(by_level)]
+
+
+def _pipelined(model: LinkModel, coll, program, per_batch: int, batches: int,
+               info: dict) -> Schedule:
+    """`program` as batch 0 of a pipeline of `batches` batches (stride `per_batch`),
+    batch b starting at step b; every step's rounds from all it carries."""
     steps = tuple(Step(min_rounds(model, [(x.src, x.dst) for x in sends]), sends)
                   for sends in program)
-    coll = make_collective("broadcast", ranks, k * batches, packing.root)
-    info = {"method": f"trees, {k} packed" + (f", {batches} batches" if batches > 1 else ""),
-            "trees": k}
     if batches == 1:
         return Schedule(coll, model, steps, info)
     depth = len(steps)
@@ -168,7 +175,35 @@ def broadcast_schedule(model: LinkModel, packing: Packing, batches: int) -> Sche
                                                      min(t, depth - 1) + 1)
                                       for x in steps[i].sends])
                    for t in range(depth + batches - 1))
-    return Schedule(coll, model, steps, info, Pipeline(batches, k, rounds))
+    return Schedule(coll, model, steps, info, Pipeline(batches, per_batch, rounds))
+
+
+def _info(k: int, batches: int, what: str = "trees") -> dict:
+    return {"method": f"{what}, {k} packed" + (f", {batches} batches" if batches > 1 else ""),
+            "trees": k}
+
+
+def broadcast_schedule(model: LinkModel, packing: Packing, batches: int) -> Schedule:
+    """Chunk t of every batch down tree t, one level per step; `batches` batches of
+    `packing.trees` chunks, batch b starting at step b (a version 2 pipeline)."""
+    k = packing.trees
+    coll = make_collective("broadcast", model.ranks, k * batches, packing.root)
+    return _pipelined(model, coll, _tree_program(packing, k), k, batches, _info(k, batches))
+
+
+def allreduce_schedule(model: LinkModel, up: Packing, down: Packing, batches: int
+                       ) -> Schedule:
+    """Reduce then broadcast through one root: chunk t is summed up tree t of `up`
+    (packed on the reversed links, so its edges run child to parent here), deepest
+    level first, then copied down tree t of `down`. Pipelined, one batch's reduction
+    overlaps an earlier batch's broadcast; the two phases use a link in opposite
+    directions where the trees mirror each other."""
+    k = min(up.trees, down.trees)
+    reduce = [tuple(Send(x.chunk, x.dst, x.src, "reduce") for x in sends)
+              for sends in reversed(_tree_program(up, k))]
+    coll = make_collective("allreduce", model.ranks, k * batches)
+    return _pipelined(model, coll, reduce + _tree_program(down, k), k, batches,
+                      _info(k, batches, "reduce + broadcast trees"))
 
 
 def tree_search(model: LinkModel, name: str, root: int, limits: Limits,
@@ -195,6 +230,8 @@ def tree_search(model: LinkModel, name: str, root: int, limits: Limits,
 
 
 def _tree_points(model, name, root, limits, deadline, search) -> Search:
+    if name == "allreduce":
+        return _allreduce_points(model, limits, deadline, search)
     packed_on = model if name == "broadcast" else reverse_model(model)
     packing = pack_trees(packed_on, root, deadline)
     if packing is None:
@@ -220,3 +257,38 @@ def _tree_points(model, name, root, limits, deadline, search) -> Search:
     search.stopped = search.stopped or f"{packing.trees} trees packed"
     return search
 
+
+def _allreduce_points(model, limits, deadline, search) -> Search:
+    """Reduce + broadcast trees through the root that packs the most trees both ways
+    (then the shallowest); every rank is tried up to ALLREDUCE_ROOTS ranks, else 0."""
+    reverse = reverse_model(model)
+    best = None
+    for root in range(model.ranks if model.ranks <= ALLREDUCE_ROOTS else 1):
+        if deadline is not None and time.monotonic() > deadline and best:
+            break
+        down, up = pack_trees(model, root, deadline), pack_trees(reverse, root, deadline)
+        if down is None or up is None:
+            continue
+        k = min(down.trees, up.trees)
+        depth = (max(up.depth(t, v) for t in range(k) for v in range(model.ranks))
+                 + max(down.depth(t, v) for t in range(k) for v in range(model.ranks)))
+        if best is None or (-k, depth) < best[0]:
+            best = ((-k, depth), up, down)
+    if best is None:
+        search.stopped = "out of time" if deadline and time.monotonic() > deadline else \
+            "some rank cannot be reached"
+        search.complete = False
+        return search
+    _, up, down = best
+    lo, hi = max(1, limits.min_steps), min(limits.max_steps or MAX_STEPS, MAX_STEPS)
+    for batches in DEPTHS:
+        if search.points and deadline is not None and time.monotonic() > deadline:
+            search.stopped, search.complete = "out of time", False
+            break
+        schedule = allreduce_schedule(model, up, down, batches)
+        if lo <= schedule.num_steps <= hi:
+            search.points.append(Point(verified(schedule), proven=False))
+    k = min(up.trees, down.trees)
+    search.stopped = search.stopped or (f"{k} tree{'s' * (k != 1)} each way, "
+                                        f"root {up.root}")
+    return search
