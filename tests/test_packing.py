@@ -135,3 +135,13 @@ def test_the_verifier_rejects_an_allreduce_whose_reduction_is_a_copy():
                      + good.steps[1:])
     with pytest.raises(ScheduleInvalid):
         verify_schedule(schedule_to_dict(copied))
+
+
+def test_the_allreduce_root_is_chosen_by_what_its_pipeline_costs():
+    # random graph 26: root 4 packs as many trees, shallower, but its two phases share
+    # link directions (2 rounds a step, 2x the bound); roots 1 and 3 reach 1.01x
+    lowering = lower_with_routes(random_direct_topology(26, 5))
+    b = bounds(lowering, make_collective("allreduce", lowering.model.ranks, 1))
+    search = tree_search(lowering.model, "allreduce", None, Limits())
+    best = min(search.points, key=lambda p: p.ratio)
+    assert best.ratio / b.rounds_per_chunk <= Fraction(102, 100)

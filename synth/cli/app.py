@@ -109,11 +109,12 @@ def main(argv=None) -> None:
         click.echo(f"synth: error: {_one_line(e.strerror or str(e))}", err=True)
         code = 2
     _stdout_open()
-    if code == 130 and argv is None:
+    if code == 130 and argv is None and "ortools" in sys.modules:
         # run as the program, after Ctrl-C: a stopped CP-SAT solve can leave native
         # threads that abort the process in C++ teardown at exit (134, "terminate
         # called without an active exception"). Every file is already written whole
-        # (or not at all) and the streams are flushed, so skip the teardown.
+        # (or not at all) and the streams are flushed, so skip the teardown. Only
+        # where CP-SAT was loaded: `synth run` must still wait for its workers.
         sys.stderr.flush()
         os._exit(130)
     sys.exit(code if isinstance(code, int) else 0)

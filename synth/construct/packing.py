@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from fractions import Fraction
 
 import networkx as nx
 from networkx.algorithms.flow import shortest_augmenting_path
@@ -262,24 +263,30 @@ def _allreduce_points(model, limits, deadline, search) -> Search:
     """Reduce + broadcast trees through the root that packs the most trees both ways
     (then the shallowest); every rank is tried up to ALLREDUCE_ROOTS ranks, else 0."""
     reverse = reverse_model(model)
-    best = None
-    for root in range(model.ranks if model.ranks <= ALLREDUCE_ROOTS else 1):
+    roots = range(model.ranks if model.ranks <= ALLREDUCE_ROOTS else 1)
+    best, tried = None, 0
+    for root in roots:
         if deadline is not None and time.monotonic() > deadline and best:
             break
         down, up = pack_trees(model, root, deadline), pack_trees(reverse, root, deadline)
+        tried += 1
         if down is None or up is None:
             continue
-        k = min(down.trees, up.trees)
-        depth = (max(up.depth(t, v) for t in range(k) for v in range(model.ranks))
-                 + max(down.depth(t, v) for t in range(k) for v in range(model.ranks)))
-        if best is None or (-k, depth) < best[0]:
-            best = ((-k, depth), up, down)
+        # judged by what the deepest pipeline costs: where the two phases share a link
+        # direction, its steps take 2 rounds, which neither tree count nor depth shows
+        deepest = allreduce_schedule(model, up, down, DEPTHS[-1])
+        key = (Fraction(deepest.rounds, deepest.collective.chunks), deepest.num_steps)
+        if best is None or key < best[0]:
+            best = (key, up, down)
     if best is None:
-        search.stopped = "out of time" if deadline and time.monotonic() > deadline else \
-            "some rank cannot be reached"
-        search.complete = False
+        out_of_time = deadline is not None and time.monotonic() > deadline
+        search.stopped = "out of time" if out_of_time else "some rank cannot be reached"
+        search.complete = not out_of_time
         return search
     _, up, down = best
+    if tried < len(roots) or min(up.trees, down.trees) < min(up.wanted, down.wanted):
+        search.stopped = f"out of time: {tried} of {len(roots)} roots tried"
+        search.complete = False
     lo, hi = max(1, limits.min_steps), min(limits.max_steps or MAX_STEPS, MAX_STEPS)
     for batches in DEPTHS:
         if search.points and deadline is not None and time.monotonic() > deadline:
