@@ -54,8 +54,8 @@ from synth.topology.linkmodel import LinkModel, min_rounds
 COLLECTIVES = ("broadcast", "reduce", "allreduce")
 MAX_TREES = 64  # more lanes than this out of the root: pack this many (off the bound)
 MAX_RANKS = 64  # past this, O(N^2) max-flows per tree take minutes (64: about 36 s)
-DEPTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)  # pipeline batches tried
-MAX_STEPS = 600  # a pipeline past this many steps is not built
+DEPTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # pipeline batches tried
+MAX_STEPS = 1100  # a pipeline past this many steps is not built
 ALLREDUCE_ROOTS = 8  # allreduce tries every root up to this many ranks (else rank 0)
 
 
