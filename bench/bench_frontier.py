@@ -55,16 +55,14 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-from bench_scale import _cmd, _die_with_parent, child_env, machine, snapshot
+from bench_readme import run
+from bench_scale import _cmd, machine, snapshot
 
 HERE = Path(__file__).resolve().parent
 
@@ -98,55 +96,25 @@ def job_name(job: dict) -> str:
 # --- one job ---------------------------------------------------------------------
 
 def run_job(job: dict, code: Path, time_limit: float) -> dict:
-    """`synth compare --json` in a child: wall seconds, exit code, the JSON it printed."""
-    logs = Path(tempfile.mkdtemp(prefix="synth-frontier-log-"))
-    cache = Path(tempfile.mkdtemp(prefix="synth-frontier-cache-"))  # empty: a cold run
+    """`synth compare --json` in a child (bench_readme.run, with an empty solver cache):
+    wall seconds, exit code, the JSON it printed."""
     args = ["compare", job["collective"], "--topo", job["topology"]]
     if job["root"] is not None:
         args += ["--root", str(job["root"])]
     args += ["--sizes", ",".join(SIZES), "--time-limit", f"{time_limit:g}", "--json"]
     hard = time_limit + GRACE
-    killed = []
     load_before = os.getloadavg()[0]
+    cache = Path(tempfile.mkdtemp(prefix="synth-frontier-cache-"))  # empty: a cold run
     try:
-        with open(logs / "out", "wb") as so, open(logs / "err", "wb") as se:
-            start = time.perf_counter()
-            proc = subprocess.Popen([sys.executable, "-m", "synth", *args], cwd=code,
-                                    env=child_env(code, cache), stdout=so, stderr=se,
-                                    stdin=subprocess.DEVNULL, start_new_session=True,
-                                    preexec_fn=_die_with_parent)
-
-            def kill():
-                killed.append(True)
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)  # the child's own group only
-                except ProcessLookupError:
-                    pass
-
-            timer = threading.Timer(hard, kill)
-            timer.start()
-            try:
-                _, status, _ = os.wait4(proc.pid, 0)
-            except BaseException:
-                kill()
-                os.wait4(proc.pid, 0)
-                raise
-            finally:
-                timer.cancel()
-                timer.join()
-            wall = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait again
-        out = (logs / "out").read_text(errors="replace")
-        err = (logs / "err").read_text(errors="replace")
+        child = run(args, code, code, cache, limit=hard)
     finally:
-        shutil.rmtree(logs, ignore_errors=True)
         shutil.rmtree(cache, ignore_errors=True)
-
+    out, err = child["stdout"], child["stderr"]
     r = dict(job, command=shlex.join(["python3", "-m", "synth", *args]),
-             wall_seconds=round(wall, 2), exit_code=proc.returncode, status="ok",
+             wall_seconds=child["seconds"], exit_code=child["exit"], status="ok",
              load_before=round(load_before, 2), load_after=round(os.getloadavg()[0], 2))
     data = None
-    if killed:
+    if child["killed"]:
         r["status"] = "DNF"
         r["error"] = f"killed after {hard:g} s (time limit + {GRACE:g} s)"
     else:
@@ -154,12 +122,12 @@ def run_job(job: dict, code: Path, time_limit: float) -> dict:
             data = json.loads(out[out.find("{"):]) if "{" in out else None
         except json.JSONDecodeError:
             data = None
-        if proc.returncode != 0 or data is None:
+        if child["exit"] != 0 or data is None:
             r["status"] = "error"
             r["error"] = (err.strip().splitlines() or
-                          [f"exit code {proc.returncode}, no JSON on stdout"])[-1][:500]
+                          [f"exit code {child['exit']}, no JSON on stdout"])[-1][:500]
     if r["status"] != "ok":
-        r["stderr_tail"] = err[-2000:]
+        r["stderr_tail"] = err
         r["cells"] = []
         return r
     r.update(complete=data.get("complete"), bounds=data.get("bounds"),

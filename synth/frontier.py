@@ -116,7 +116,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     if method == "auto" and name in PACKED and not _interrupted(searches):
         on_event("search", f"{name} by packed trees")
         searches["trees"] = tree_search(model, name, coll.root, limits,
-                                        _share(start, limits, TREES_SHARE))
+                                        start + TREES_SHARE * limits.time_limit)
     if method == "auto" and not _interrupted(searches):
         on_event("stage", "building the baselines")
         searches["baselines"] = _baselines(model, name, coll.root, limits,
@@ -165,10 +165,6 @@ TREES_SHARE = 0.25  # of the time limit, at most, for packing trees
 
 def _interrupted(searches: dict[str, Search]) -> bool:
     return any(s.stopped == "interrupted" for s in searches.values())
-
-
-def _share(start: float, limits: Limits, share: float) -> float:
-    return start + share * limits.time_limit
 
 
 def _verify_baselines(points: list[Point], searches: dict[str, Search]) -> list[Point]:

@@ -102,7 +102,7 @@ def pack_trees(model: LinkModel, root: int, deadline: float | None = None
         flows = dict.fromkeys(others, need + 1)
         parent, depth, taken, when = {}, {root: 0}, 0, dict.fromkeys(others, 0)
         while len(depth) < model.ranks:
-            if deadline is not None and time.monotonic() > deadline:
+            if _past(deadline):
                 return Packing(root, scale, tuple(parents), k) if parents else None
             stale = [w for w in others if when[w] != taken
                      and flows[w] - (taken - when[w]) <= need]
@@ -110,7 +110,7 @@ def pack_trees(model: LinkModel, root: int, deadline: float | None = None
             when.update(dict.fromkeys(stale, taken))
             tight = [w for w in others if when[w] == taken and flows[w] == need]
             edge = _next_edge(lanes, depth, root, tight, need, deadline)
-            if edge is None and deadline is not None and time.monotonic() > deadline:
+            if edge is None and _past(deadline):
                 return Packing(root, scale, tuple(parents), k) if parents else None
             if edge is None:  # cannot happen when the theorem's premise holds
                 raise AssertionError(f"tree {t}: no edge keeps {need} trees packable")
@@ -132,7 +132,7 @@ def _next_edge(lanes, depth, root, tight, need, deadline=None):
     for edge in candidates:
         if not tight:
             return edge
-        if deadline is not None and time.monotonic() > deadline:
+        if _past(deadline):
             return None
         lanes[edge] -= 1
         ok = all(f >= need for f in _flows(lanes, root, tight, need).values())
@@ -236,37 +236,29 @@ def _tree_points(model, name, root, limits, deadline, search) -> Search:
     packed_on = model if name == "broadcast" else reverse_model(model)
     packing = pack_trees(packed_on, root, deadline)
     if packing is None:
-        out_of_time = deadline is not None and time.monotonic() > deadline
-        search.stopped = "out of time" if out_of_time else \
-            "some rank cannot be reached from the root"
-        search.complete = not out_of_time
-        return search
-    lo, hi = max(1, limits.min_steps), min(limits.max_steps or MAX_STEPS, MAX_STEPS)
+        return _nothing_packed(search, deadline)
     if packing.trees < packing.wanted:
         search.stopped = f"out of time: {packing.trees} of {packing.wanted} trees packed"
         search.complete = False
-    for batches in DEPTHS:
-        if search.points and deadline is not None and time.monotonic() > deadline:
-            search.stopped, search.complete = "out of time", False
-            break
+
+    def build(batches):
         schedule = broadcast_schedule(packed_on, packing, batches)
-        if not lo <= schedule.num_steps <= hi:
-            continue
-        if name == "reduce":
-            schedule = reverse_schedule(schedule, model)
-        search.points.append(Point(verified(schedule), proven=False))
+        return reverse_schedule(schedule, model) if name == "reduce" else schedule
+
+    _add_pipelines(search, build, limits, deadline)
     search.stopped = search.stopped or f"{packing.trees} trees packed"
     return search
 
 
 def _allreduce_points(model, limits, deadline, search) -> Search:
-    """Reduce + broadcast trees through the root that packs the most trees both ways
-    (then the shallowest); every rank is tried up to ALLREDUCE_ROOTS ranks, else 0."""
+    """Reduce + broadcast trees through the root whose deepest pipeline has the least
+    R/C (then the fewest steps); every rank is tried up to ALLREDUCE_ROOTS ranks, else
+    rank 0 only."""
     reverse = reverse_model(model)
     roots = range(model.ranks if model.ranks <= ALLREDUCE_ROOTS else 1)
     best, tried = None, 0
     for root in roots:
-        if deadline is not None and time.monotonic() > deadline and best:
+        if best and _past(deadline):
             break
         down, up = pack_trees(model, root, deadline), pack_trees(reverse, root, deadline)
         tried += 1
@@ -279,23 +271,39 @@ def _allreduce_points(model, limits, deadline, search) -> Search:
         if best is None or key < best[0]:
             best = (key, up, down)
     if best is None:
-        out_of_time = deadline is not None and time.monotonic() > deadline
-        search.stopped = "out of time" if out_of_time else "some rank cannot be reached"
-        search.complete = not out_of_time
-        return search
+        return _nothing_packed(search, deadline)
     _, up, down = best
     if tried < len(roots) or min(up.trees, down.trees) < min(up.wanted, down.wanted):
         search.stopped = f"out of time: {tried} of {len(roots)} roots tried"
         search.complete = False
-    lo, hi = max(1, limits.min_steps), min(limits.max_steps or MAX_STEPS, MAX_STEPS)
-    for batches in DEPTHS:
-        if search.points and deadline is not None and time.monotonic() > deadline:
-            search.stopped, search.complete = "out of time", False
-            break
-        schedule = allreduce_schedule(model, up, down, batches)
-        if lo <= schedule.num_steps <= hi:
-            search.points.append(Point(verified(schedule), proven=False))
+    _add_pipelines(search, lambda batches: allreduce_schedule(model, up, down, batches),
+                   limits, deadline)
     k = min(up.trees, down.trees)
     search.stopped = search.stopped or (f"{k} tree{'s' * (k != 1)} each way, "
                                         f"root {up.root}")
     return search
+
+
+def _add_pipelines(search: Search, build, limits: Limits, deadline) -> None:
+    """build(P) for each depth P in DEPTHS, verified, as points of `search` where its
+    steps are within the limits; past the deadline, no more once there is one."""
+    lo, hi = max(1, limits.min_steps), min(limits.max_steps or MAX_STEPS, MAX_STEPS)
+    for batches in DEPTHS:
+        if search.points and _past(deadline):
+            search.stopped, search.complete = "out of time", False
+            return
+        schedule = build(batches)
+        if lo <= schedule.num_steps <= hi:
+            search.points.append(Point(verified(schedule), proven=False))
+
+
+def _nothing_packed(search: Search, deadline) -> Search:
+    out_of_time = _past(deadline)
+    search.stopped = "out of time" if out_of_time else \
+        "some rank cannot be reached from the root"
+    search.complete = not out_of_time
+    return search
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() > deadline

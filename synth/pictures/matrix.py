@@ -43,16 +43,29 @@ def matrix_label(schedule: Schedule, step, colour, cell: float) -> str:
                 label, _ = load_text(sends, cap, colour, most=2)
                 ids, _, used = label.rpartition(" ")
                 load = sum(x.count for x in sends)
-                fill = 1.0 if cap is None else min(1.0, float(load / cap))
-                shade = mix("#ffffff", "#fdae6b", 0.25 + 0.75 * fill)
-                mark = " R" if any(x.op == "reduce" for x in sends) else ""
-                cells.append(f'<td {size} bgcolor="{shade}"><font point-size="9">{ids}<br/>'
-                             f'{used}{mark}</font></td>')
-            elif (a, b) in links:
-                cells.append(f'<td {size} bgcolor="#f4f4f4"></td>')
+                fill = 1.0 if cap is None else float(load / cap)
+                cells.append(_load_cell(size, fill, ids, used,
+                                        any(x.op == "reduce" for x in sends)))
             else:
-                cells.append(f'<td {size}></td>')
+                cells.append(_empty_cell(size, (a, b) in links))
         rows.append("<tr>" + "".join(cells) + "</tr>")
+    return _table(rows)
+
+
+def _load_cell(size: str, fill: float, top: str, used: str, reduce: bool) -> str:
+    """A used link (or pair of blocks): what it carries over its load, shaded by how
+    full it is, "R" when a send reduces."""
+    shade = mix("#ffffff", "#fdae6b", 0.25 + 0.75 * min(1.0, fill))
+    return (f'<td {size} bgcolor="{shade}"><font point-size="9">{top}<br/>'
+            f'{used}{" R" if reduce else ""}</font></td>')
+
+
+def _empty_cell(size: str, linked: bool) -> str:
+    """Nothing sent: grey where a link would allow it, blank where none does."""
+    return f'<td {size} bgcolor="#f4f4f4"></td>' if linked else f'<td {size}></td>'
+
+
+def _table(rows: list[str]) -> str:
     return ('<table border="0" cellborder="1" cellspacing="0" cellpadding="1" '
             'color="#bbbbbb">' + "".join(rows) + "</table>")
 
@@ -133,14 +146,8 @@ def block_matrix_label(schedule: Schedule, step, blocks, of, cell: float, linked
                 used = f"{load}/{_fraction(cap) if cap is not None else '?'}"
                 if cap is not None and load >= cap:
                     used = f"<b>{used}</b>"
-                shade = mix("#ffffff", "#fdae6b", 0.25 + 0.75 * min(1.0, ratio))
-                mark = " R" if reduce else ""
-                cells.append(f'<td {size} bgcolor="{shade}"><font point-size="9">{chunks}'
-                             f'<br/>{used}{mark}</font></td>')
-            elif (a, b) in linked:
-                cells.append(f'<td {size} bgcolor="#f4f4f4"></td>')
+                cells.append(_load_cell(size, ratio, str(chunks), used, reduce))
             else:
-                cells.append(f'<td {size}></td>')
+                cells.append(_empty_cell(size, (a, b) in linked))
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    return ('<table border="0" cellborder="1" cellspacing="0" cellpadding="1" '
-            'color="#bbbbbb">' + "".join(rows) + "</table>")
+    return _table(rows)

@@ -407,12 +407,7 @@ def _check_loads(s, step, rounds, use, where=""):
         if cap is not None and count > cap * rounds + TOLERANCE:
             raise ScheduleInvalid(f"link {src}->{dst} carries {count} chunks, over its capacity "
                                   f"{cap:g} x {rounds} rounds{where}", step, None, (src, dst))
-    group_load = Counter()
-    of = _groups_of(s)
-    for link, count in use.items():
-        for g in of.get(link, ()):
-            group_load[g] += count
-    for g, count in group_load.items():
+    for g, count in _group_loads(s, use).items():
         name, members, cap = s.groups[g]
         if count > cap * rounds + TOLERANCE:
             ranks = sorted({r for link in members if use.get(link) for r in link})
@@ -550,14 +545,19 @@ def _rounds_needed(s, use):
         cap = s.links.get(link)
         if cap is not None:
             need = max(need, _rounds_for(count, cap))
-    group_load = Counter()
+    for g, count in _group_loads(s, use).items():
+        need = max(need, _rounds_for(count, s.groups[g][2]))
+    return need
+
+
+def _group_loads(s, use) -> Counter:
+    """{group index: chunks its links carry} for the link loads `use`."""
+    load = Counter()
     of = _groups_of(s)
     for link, count in use.items():
         for g in of.get(link, ()):
-            group_load[g] += count
-    for g, count in group_load.items():
-        need = max(need, _rounds_for(count, s.groups[g][2]))
-    return need
+            load[g] += count
+    return load
 
 
 def _rounds_for(count, cap):
