@@ -5,9 +5,10 @@ Multi-node topologies (synth.topology.hierarchy finds boxes) first get the decom
 level, in seconds; the exact searches then run in the time left, where the instance is
 small enough to encode. Allreduce gets three exact searches sharing that time: allreduce
 directly, and the reducescatter and allgather frontiers, whose every pairing (cut to a
-common number of chunks per rank) is a composed allreduce candidate. Broadcast and
-reduce also get packed spanning trees, pipelined (synth.construct.packing), and with
-method "auto" the baselines are candidates too. All candidates meet on one frontier,
+common number of chunks per rank) is a composed allreduce candidate. Allgather,
+reducescatter, broadcast, reduce and allreduce also get packed spanning trees, pipelined
+(synth.construct.tree_schedules), and with method "auto" the baselines are candidates
+too. All candidates meet on one frontier,
 Pareto in latency and us/MB. Every schedule returned has passed the verifier.
 """
 
@@ -24,8 +25,8 @@ from synth.construct.decompose import COLLECTIVES as DECOMPOSED
 from synth.construct.decompose import MAX_STEPS as DECOMPOSED_MAX_STEPS
 from synth.construct.decompose import decompose
 from synth.construct.hints import Hints
-from synth.construct.packing import COLLECTIVES as PACKED
-from synth.construct.packing import tree_search
+from synth.construct.tree_schedules import COLLECTIVES as PACKED
+from synth.construct.tree_schedules import tree_search
 from synth.errors import BadInput, NoAnswer
 from synth.schedule.collectives import make_collective
 from synth.schedule.cost import schedule_cost
@@ -111,12 +112,13 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
         searches["decomposed"] = decompose(model, hierarchy, name, left, on_event,
                                            hints.batches)
     # constructions next, quick and bounded, so that the exact search's time-out cannot
-    # starve them: trees (broadcast, reduce), then on "auto" the baselines, which join
+    # starve them: trees, then on "auto" the baselines, which join
     # the frontier so that it is never slower than one of them
     if method == "auto" and name in PACKED and not _interrupted(searches):
         on_event("search", f"{name} by packed trees")
         searches["trees"] = tree_search(model, name, coll.root, limits,
-                                        start + TREES_SHARE * limits.time_limit)
+                                        start + TREES_SHARE * limits.time_limit,
+                                        b.rounds_per_chunk)
     if method == "auto" and not _interrupted(searches):
         on_event("stage", "building the baselines")
         searches["baselines"] = _baselines(model, name, coll.root, limits,

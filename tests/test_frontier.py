@@ -105,7 +105,7 @@ def test_constructions_do_not_widen_the_step_range_whose_old_files_are_replaced(
 
 
 @pytest.mark.parametrize("where", ["synth.frontier.baselines",
-                                   "synth.construct.packing.pack_trees"])
+                                   "synth.construct.tree_schedules.pack_trees"])
 def test_ctrl_c_while_building_keeps_what_was_found(monkeypatch, where):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -115,5 +115,5 @@ def test_ctrl_c_while_building_keeps_what_was_found(monkeypatch, where):
     stopped = {name: s.stopped for name, s in result.searches.items()}
     assert "interrupted" in stopped.values()
     if where.endswith("baselines"):  # after the trees: their points are kept
-        assert result.points and stopped["trees"] == "6 trees packed"
+        assert result.points and stopped["trees"] == "6 trees per root, 6 distinct"
     assert "broadcast" not in stopped  # the exact search does not start after Ctrl-C

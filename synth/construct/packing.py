@@ -1,308 +1,320 @@
-"""Broadcast, reduce (and allreduce) by packed spanning trees, pipelined: the cut bound,
-up to the fill.
+"""Packed spanning trees: as many trees from each root as the cuts allow, with weights.
 
-The theorem. Edmonds (1973): a directed multigraph has k edge-disjoint spanning
-arborescences rooted at r if and only if every vertex v != r has k edge-disjoint paths
-from r (max-flow(r, v) >= k, Menger). Lovasz's proof (1976) builds them one at a time and
-one edge at a time: a partial arborescence T may take an edge (u, v), u in T, v not,
-whenever afterwards every vertex w != r still has max-flow(r, w) >= k - 1 in the graph
-without T's edges; such an edge always exists, and a finished T leaves a graph where
-the same holds for k - 1 trees. Removing one edge lowers a max-flow by at most one, so
-only the vertices whose flow is exactly k - 1 (tight) need checking per candidate.
+The theorem. Edmonds' branching theorem (1973): in a directed multigraph, spanning
+arborescences T_1 .. T_K with roots r_1 .. r_K (a root may repeat) can be chosen
+edge-disjoint if and only if every nonempty vertex set S is entered by at least as many
+edges as there are trees whose root lies outside S. Joining a new source s* to each rank
+by as many edges as trees it roots turns this into max-flow(s*, v) >= K for every rank v
+(Menger). One root repeated k times is Edmonds' arborescence theorem (broadcast: k trees
+from the root when every rank has k edge-disjoint paths from it); every rank rooting k
+trees is ForestColl's allgather packing (arXiv 2402.06787).
+
+The construction is Lovasz's proof (1976), one edge at a time: a tree T under
+construction may take an edge (u, v) with u in T and v not whenever afterwards the other
+trees still satisfy the condition in the graph without T's edges; such an edge always
+exists, so T always completes. Removing one edge lowers a max-flow by at most one: only
+the ranks whose flow is exactly at the demand (tight) need a check per candidate edge.
+
+Weights: a finished tree T of root r is taken w times at once, w the largest count for
+which the graph without w copies of T still packs the rest (the same max-flow test; it
+holds for w = 1, and if for w then for w - 1), so a symmetric topology needs few distinct
+trees however many its cuts allow.
 
 Here the multigraph is the link model's rank links, each repeated by its capacity in
-chunks per round (scaled to integers by L, the lcm of the denominators), so k = the
-least max-flow from the root in lanes, and the broadcast cut bound over these links is
-L / k rounds per chunk. Chunk t of a batch follows tree t down, one level per step; a
-link carries at most its lanes' worth of trees, so each step needs L rounds at most
-(synth.topology.linkmodel.min_rounds prices it exactly, groups included). A batch of k
-chunks takes D steps (the deepest tree); P batches pipelined, batch b starting at step
-b, take D + P - 1 steps: R / C = L (D + P - 1) / (k P), the bound times (D + P - 1) / P.
-No schedule reaches the bound exactly unless D = 1: the root's last chunk still has
-D - 1 levels to go. Reduce is the broadcast on the reversed links, run backwards.
-Allreduce: reduce trees up to a root, then broadcast trees down from it, as one
-pipeline (allreduce_schedule); where the two phases use each link in opposite
-directions (a line through its middle) it too is the bound times the fill, elsewhere
-the rounds show what the overlap costs and the frontier keeps it only where it wins.
+chunks per round, scaled to integers by L (the lcm of the capacities' denominators):
+lanes. Where links share switch ports or NICs, the capacities are first split among the
+links (synth.construct.splitting), so that trees that fit the lanes fit every group.
 
-Only link models without groups are packed (direct links: dgx1, rings, meshes, tori):
-where links share a switch port or a NIC, the rank links overstate what the switch
-passes, and packing there needs ForestColl's edge splitting of the switch vertices
-(Mader; Bang-Jensen, Frank and Jackson), which is not built yet.
-
-Cost: k trees x (N - 1) edges, each an O(N) max-flows check in the worst case, with the
-tight vertices only per candidate; MAX_TREES caps k, MAX_RANKS the size.
+Cost: per distinct tree, (N - 1) edges, each a handful of max-flows over N + 1 vertices
+(scipy's Dinic, in C: about 0.2 ms at 32 ranks and 1,000 links) for the tight ranks, and
+a binary search of N max-flows each for its weight.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
-import networkx as nx
-from networkx.algorithms.flow import shortest_augmenting_path
+import numpy as np
 
-from synth.schedule.collectives import make_collective
-from synth.schedule.file import verified
-from synth.schedule.ir import Pipeline, Schedule, Send, Step
-from synth.schedule.transform import reverse_model, reverse_schedule
-from synth.search.pareto import Limits, Point, Search
-from synth.topology.linkmodel import LinkModel, min_rounds
+from synth.construct.splitting import candidate_splits
+from synth.topology.linkmodel import LinkModel
 
-COLLECTIVES = ("broadcast", "reduce", "allreduce")
-MAX_TREES = 64  # more lanes than this out of the root: pack this many (off the bound)
-MAX_RANKS = 64  # past this, O(N^2) max-flows per tree take minutes (64: about 36 s)
-DEPTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # pipeline batches tried
-MAX_STEPS = 1100  # a pipeline past this many steps is not built
-ALLREDUCE_ROOTS = 8  # allreduce tries every root up to this many ranks (else rank 0)
+MAX_TREES = 1024  # trees per root at most (chunks per batch per root): past it, fewer
+MAX_LANES = 1 << 24  # lanes per link fit the int32 that scipy's max-flow counts in
+
+
+class OutOfTime(Exception):
+    """The deadline passed while packing."""
 
 
 @dataclass(frozen=True)
-class Packing:
-    """k spanning trees from the root: parents[t][v] is v's parent in tree t."""
+class Tree:
+    """A spanning arborescence: parent[v] is v's parent; it is taken `weight` times
+    (each copy one lane of every edge, and one chunk of a batch)."""
 
     root: int
-    lanes_per_capacity: int  # L: a link of capacity c chunks per round has c x L lanes
-    parents: tuple[dict[int, int], ...]
-    wanted: int = 0  # the trees the min cut allows (more than parents when time ran out)
+    parent: dict[int, int]
+    weight: int = 1
 
-    @property
-    def trees(self) -> int:
-        return len(self.parents)
-
-    def depth(self, t: int, v: int) -> int:
+    def depth(self, v: int) -> int:
         d = 0
         while v != self.root:
-            v = self.parents[t][v]
+            v = self.parent[v]
             d += 1
         return d
 
 
-def pack_trees(model: LinkModel, root: int, deadline: float | None = None
-               ) -> Packing | None:
-    """Edge-disjoint spanning arborescences from `root` over the lanes of the rank links,
-    as many as the least max-flow from the root (at most MAX_TREES). At the deadline,
-    the trees finished so far (any of them are a packing, only fewer); None when some
-    rank cannot be reached, or not one tree was finished."""
-    scale = math.lcm(*(l.capacity.denominator for l in model.links))
-    lanes = {(l.src, l.dst): int(l.capacity * scale) for l in model.links}
-    others = [v for v in range(model.ranks) if v != root]
-    k = min(min(_flows(lanes, root, others, MAX_TREES).values(), default=0), MAX_TREES)
-    if k == 0:
-        return None
-    parents = []
-    for t in range(k):
-        need = k - t - 1  # trees still to come after this one
-        # flows[w] is a lower bound on max-flow(root, w): need + 1 at a tree's start
-        # (the theorem), and a flow drops by one at most per edge taken, so
-        # flows[w] - (taken - when[w]) still is one; only the w where that reaches
-        # `need` are recomputed, and only as far as need + 1
-        flows = dict.fromkeys(others, need + 1)
-        parent, depth, taken, when = {}, {root: 0}, 0, dict.fromkeys(others, 0)
-        while len(depth) < model.ranks:
-            if _past(deadline):
-                return Packing(root, scale, tuple(parents), k) if parents else None
-            stale = [w for w in others if when[w] != taken
-                     and flows[w] - (taken - when[w]) <= need]
-            flows.update(_flows(lanes, root, stale, need + 1))
-            when.update(dict.fromkeys(stale, taken))
-            tight = [w for w in others if when[w] == taken and flows[w] == need]
-            edge = _next_edge(lanes, depth, root, tight, need, deadline)
-            if edge is None and _past(deadline):
-                return Packing(root, scale, tuple(parents), k) if parents else None
-            if edge is None:  # cannot happen when the theorem's premise holds
-                raise AssertionError(f"tree {t}: no edge keeps {need} trees packable")
-            u, v = edge
-            lanes[edge] -= 1
-            parent[v], depth[v] = u, depth[u] + 1
-            taken += 1
-        parents.append(parent)
-    return Packing(root, scale, tuple(parents), k)
+@dataclass(frozen=True)
+class Packing:
+    """Trees over `lanes_per_capacity` lanes per unit of capacity; each root roots
+    `per_root` of them in weight (fewer in `trees` only when time ran out)."""
+
+    lanes_per_capacity: int
+    per_root: int
+    trees: tuple[Tree, ...]
+    roots: tuple[int, ...] = ()
+    wanted: int = 0  # per root, what the cuts allowed before MAX_TREES
+    complete: bool = True
+
+    def weight(self, root: int) -> int:
+        return sum(t.weight for t in self.trees if t.root == root)
+
+    @property
+    def rate(self) -> Fraction:
+        """Chunks per round each root gets out: per_root / L."""
+        return Fraction(self.per_root, self.lanes_per_capacity)
 
 
-def _next_edge(lanes, depth, root, tight, need, deadline=None):
-    """An edge out of the tree that keeps max-flow(root, w) >= need for the tight w,
-    from the shallowest tree vertex first (shallow trees: a short pipeline fill), then
-    the link with the most lanes left. None past the deadline."""
-    candidates = sorted(((u, v) for (u, v), n in lanes.items()
-                         if n > 0 and u in depth and v not in depth),
-                        key=lambda e: (depth[e[0]], -lanes[e], e))
-    for edge in candidates:
-        if not tight:
-            return edge
+@dataclass
+class _Lanes:
+    """Lanes of the rank links plus s* (vertex N) into every rank, kept as a scipy CSR
+    matrix whose data is rewritten in place before each max-flow."""
+
+    n: int
+    src: np.ndarray
+    dst: np.ndarray
+    lanes: np.ndarray  # per link, then per rank (s* -> rank)
+    index: dict[tuple[int, int], int] = field(default_factory=dict)
+
+    def __post_init__(self):
+        from scipy.sparse import coo_matrix  # here: 0.2 s to import, only when packing
+
+        self.rows = np.concatenate([self.src, np.full(self.n, self.n)])
+        self.cols = np.concatenate([self.dst, np.arange(self.n)])
+        ids = np.arange(1, len(self.rows) + 1)
+        self.graph = coo_matrix((ids, (self.rows, self.cols)),
+                                shape=(self.n + 1,) * 2).tocsr()
+        self.order = self.graph.data - 1
+        self.index = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(self.src, self.dst))}
+
+    def flows(self, supply: np.ndarray, targets) -> dict[int, int]:
+        """max-flow(s*, v) for v in targets, with `supply` lanes from s* to each rank."""
+        from scipy.sparse.csgraph import maximum_flow
+
+        self.lanes[len(self.src):] = supply
+        self.graph.data = self.lanes[self.order].astype(np.int32)
+        return {v: int(maximum_flow(self.graph, self.n, v, method="dinic").flow_value)
+                for v in targets}
+
+    def in_min_cuts(self, supply: np.ndarray, target: int
+                    ) -> tuple[int, np.ndarray, np.ndarray]:
+        """max-flow(s*, target); the flow on each link; and which links lie in some
+        minimum cut: those the flow saturates whose ends fall in different strongly
+        connected components of its residual graph (Picard and Queyranne, 1980).
+        Taking a lane off such a link lowers the max-flow; off any other, it does not."""
+        from scipy.sparse.csgraph import connected_components
+
+        value, used, residual = self._solve(supply, target)
+        _, component = connected_components(residual, directed=True, connection="strong")
+        m = len(self.src)
+        cut = (used[:m] == self.lanes[:m]) & (component[self.src] != component[self.dst])
+        return value, used, cut
+
+    def sink_side(self, supply: np.ndarray, target: int) -> tuple[int, np.ndarray]:
+        """max-flow(s*, target), and the ranks on the target's side of a minimum cut
+        (those s* cannot reach in the residual graph), as a boolean mask."""
+        from scipy.sparse.csgraph import breadth_first_order
+
+        value, _, residual = self._solve(supply, target)
+        reached = breadth_first_order(residual, self.n, directed=True,
+                                      return_predecessors=False)
+        side = np.ones(self.n, dtype=bool)
+        side[reached[reached < self.n]] = False
+        return value, side
+
+    def _solve(self, supply, target):
+        from scipy.sparse.csgraph import maximum_flow
+
+        self.lanes[len(self.src):] = supply
+        self.graph.data = self.lanes[self.order].astype(np.int32)
+        result = maximum_flow(self.graph, self.n, target, method="dinic")
+        residual = (self.graph - result.flow).tocsr()
+        residual.data = (residual.data > 0).astype(np.int8)
+        residual.eliminate_zeros()
+        used = np.asarray(result.flow[self.rows, self.cols]).ravel()  # links, then s*
+        return int(result.flow_value), used, residual
+
+
+def pack_trees(model: LinkModel, roots: list[int], deadline: float | None = None,
+               target: Fraction | None = None) -> Packing | None:
+    """As many trees from each of `roots` (each rank at most once) as the cuts allow, up
+    to MAX_TREES per root, with weights (module docstring), over the split of the
+    switches that lets the most through (the first to reach `target` trees per root per
+    round, if given: the bound, when the caller knows it). Raises OutOfTime past the
+    deadline; None when some rank cannot be reached from some root."""
+    best = None
+    for split in candidate_splits(model, roots):
         if _past(deadline):
-            return None
-        lanes[edge] -= 1
-        ok = all(f >= need for f in _flows(lanes, root, tight, need).values())
-        lanes[edge] += 1
-        if ok:
-            return edge
-    return None
-
-
-def _flows(lanes: dict, root: int, targets: list[int], enough: int) -> dict[int, int]:
-    """max-flow(root, w) over the lanes left, for each w, or a value >= `enough` once
-    the flow reaches it (the augmenting stops there: all a caller asks is whether)."""
-    g = nx.DiGraph()
-    g.add_node(root)
-    g.add_edges_from((u, v, {"capacity": n}) for (u, v), n in lanes.items() if n > 0)
-    return {w: (nx.maximum_flow_value(g, root, w, flow_func=shortest_augmenting_path,
-                                      cutoff=enough) if w in g else 0) for w in targets}
-
-
-def _tree_program(packing: Packing, trees: int) -> list[tuple[Send, ...]]:
-    """The sends of the first `trees` trees, level by level: chunk t down tree t."""
-    by_level: dict[int, list[Send]] = {}
-    for t, parent in enumerate(packing.parents[:trees]):
-        for v, u in parent.items():
-            by_level.setdefault(packing.depth(t, v), []).append(Send(t, u, v))
-    return [tuple(sorted(by_level[d], key=lambda x: (x.src, x.dst, x.chunk)))
-            for d in sorted(by_level)]
-
-
-def _pipelined(model: LinkModel, coll, program, per_batch: int, batches: int,
-               info: dict) -> Schedule:
-    """`program` as batch 0 of a pipeline of `batches` batches (stride `per_batch`),
-    batch b starting at step b; every step's rounds from all it carries."""
-    steps = tuple(Step(min_rounds(model, [(x.src, x.dst) for x in sends]), sends)
-                  for sends in program)
-    if batches == 1:
-        return Schedule(coll, model, steps, info)
-    depth = len(steps)
-    rounds = tuple(min_rounds(model, [(x.src, x.dst)
-                                      for i in range(max(0, t - batches + 1),
-                                                     min(t, depth - 1) + 1)
-                                      for x in steps[i].sends])
-                   for t in range(depth + batches - 1))
-    return Schedule(coll, model, steps, info, Pipeline(batches, per_batch, rounds))
-
-
-def _info(k: int, batches: int, what: str = "trees") -> dict:
-    return {"method": f"{what}, {k} packed" + (f", {batches} batches" if batches > 1 else ""),
-            "trees": k}
-
-
-def broadcast_schedule(model: LinkModel, packing: Packing, batches: int) -> Schedule:
-    """Chunk t of every batch down tree t, one level per step; `batches` batches of
-    `packing.trees` chunks, batch b starting at step b (a version 2 pipeline)."""
-    k = packing.trees
-    coll = make_collective("broadcast", model.ranks, k * batches, packing.root)
-    return _pipelined(model, coll, _tree_program(packing, k), k, batches, _info(k, batches))
-
-
-def allreduce_schedule(model: LinkModel, up: Packing, down: Packing, batches: int
-                       ) -> Schedule:
-    """Reduce then broadcast through one root: chunk t is summed up tree t of `up`
-    (packed on the reversed links, so its edges run child to parent here), deepest
-    level first, then copied down tree t of `down`. Pipelined, one batch's reduction
-    overlaps an earlier batch's broadcast; the two phases use a link in opposite
-    directions where the trees mirror each other."""
-    k = min(up.trees, down.trees)
-    reduce = [tuple(Send(x.chunk, x.dst, x.src, "reduce") for x in sends)
-              for sends in reversed(_tree_program(up, k))]
-    coll = make_collective("allreduce", model.ranks, k * batches)
-    return _pipelined(model, coll, reduce + _tree_program(down, k), k, batches,
-                      _info(k, batches, "reduce + broadcast trees"))
-
-
-def tree_search(model: LinkModel, name: str, root: int, limits: Limits,
-                deadline: float | None = None) -> Search:
-    """Broadcast (or reduce) by packed trees, at every pipeline depth in DEPTHS within
-    the step limits, each verified. None is `proven` (a construction proves nothing);
-    the search is complete unless the deadline cut it short."""
-    search = Search()
-    if name not in COLLECTIVES:
-        search.stopped = f"{name} is not built from trees (only {', '.join(COLLECTIVES)})"
-        return search
-    if model.ranks > MAX_RANKS:
-        search.stopped = f"not packed: {model.ranks} ranks (at most {MAX_RANKS})"
-        return search
-    if model.groups:  # switches: their ports bind, and the rank links would overstate them
-        search.stopped = ("not packed: links share switch ports or NICs (packing through "
-                          "switches needs edge splitting, not built yet)")
-        return search
-    try:
-        return _tree_points(model, name, root, limits, deadline, search)
-    except KeyboardInterrupt:  # Ctrl-C keeps the points built so far
-        search.stopped = "interrupted"
-        return search
-
-
-def _tree_points(model, name, root, limits, deadline, search) -> Search:
-    if name == "allreduce":
-        return _allreduce_points(model, limits, deadline, search)
-    packed_on = model if name == "broadcast" else reverse_model(model)
-    packing = pack_trees(packed_on, root, deadline)
-    if packing is None:
-        return _nothing_packed(search, deadline)
-    if packing.trees < packing.wanted:
-        search.stopped = f"out of time: {packing.trees} of {packing.wanted} trees packed"
-        search.complete = False
-
-    def build(batches):
-        schedule = broadcast_schedule(packed_on, packing, batches)
-        return reverse_schedule(schedule, model) if name == "reduce" else schedule
-
-    _add_pipelines(search, build, limits, deadline)
-    search.stopped = search.stopped or f"{packing.trees} trees packed"
-    return search
-
-
-def _allreduce_points(model, limits, deadline, search) -> Search:
-    """Reduce + broadcast trees through the root whose deepest pipeline has the least
-    R/C (then the fewest steps); every rank is tried up to ALLREDUCE_ROOTS ranks, else
-    rank 0 only."""
-    reverse = reverse_model(model)
-    roots = range(model.ranks if model.ranks <= ALLREDUCE_ROOTS else 1)
-    best, tried = None, 0
-    for root in roots:
-        if best and _past(deadline):
+            if best is None:
+                raise OutOfTime
             break
-        down, up = pack_trees(model, root, deadline), pack_trees(reverse, root, deadline)
-        tried += 1
-        if down is None or up is None:
-            continue
-        # judged by what the deepest pipeline costs: where the two phases share a link
-        # direction, its steps take 2 rounds, which neither tree count nor depth shows
-        deepest = allreduce_schedule(model, up, down, DEPTHS[-1])
-        key = (Fraction(deepest.rounds, deepest.collective.chunks), deepest.num_steps)
-        if best is None or key < best[0]:
-            best = (key, up, down)
+        base = math.lcm(*(l.capacity.denominator for l in split.links))
+        lanes = _lanes_of(split, base)
+        rate = _exact_rate(lanes, roots) / base if lanes is not None else 0
+        if rate > 0 and (best is None or rate > best[0]):
+            best = (rate, split)
+        if best is not None and target is not None and best[0] >= target:
+            break
     if best is None:
-        return _nothing_packed(search, deadline)
-    _, up, down = best
-    if tried < len(roots) or min(up.trees, down.trees) < min(up.wanted, down.wanted):
-        search.stopped = f"out of time: {tried} of {len(roots)} roots tried"
-        search.complete = False
-    _add_pipelines(search, lambda batches: allreduce_schedule(model, up, down, batches),
-                   limits, deadline)
-    k = min(up.trees, down.trees)
-    search.stopped = search.stopped or (f"{k} tree{'s' * (k != 1)} each way, "
-                                        f"root {up.root}")
-    return search
+        return None
+    rate, split = best
+    # L: every lane count an integer, and k = rate x L trees per root one too
+    scale = math.lcm(rate.denominator, *(l.capacity.denominator for l in split.links))
+    lanes = _lanes_of(split, scale)
+    if lanes is None:
+        return None
+    wanted = int(rate * scale)  # the rate was measured: these many pack
+    k = min(wanted, MAX_TREES)
+    left = np.zeros(model.ranks, dtype=np.int64)
+    left[roots] = k
+    trees: list[Tree] = []
+    for root in roots:
+        while left[root] > 0:
+            if _past(deadline):
+                raise OutOfTime
+            left[root] -= 1  # the tree under construction
+            parent = _grow(lanes, left, root, deadline)
+            weight = 1 + _extra_copies(lanes, left, parent, root)
+            left[root] -= weight - 1
+            lanes.lanes[[lanes.index[(u, v)] for v, u in parent.items()]] -= weight - 1
+            trees.append(Tree(root, parent, weight))
+    return Packing(scale, k, tuple(trees), tuple(roots), wanted)
 
 
-def _add_pipelines(search: Search, build, limits: Limits, deadline) -> None:
-    """build(P) for each depth P in DEPTHS, verified, as points of `search` where its
-    steps are within the limits; past the deadline, no more once there is one."""
-    lo, hi = max(1, limits.min_steps), min(limits.max_steps or MAX_STEPS, MAX_STEPS)
-    for batches in DEPTHS:
-        if search.points and _past(deadline):
-            search.stopped, search.complete = "out of time", False
-            return
-        schedule = build(batches)
-        if lo <= schedule.num_steps <= hi:
-            search.points.append(Point(verified(schedule), proven=False))
+def _lanes_of(split: LinkModel, scale: int) -> _Lanes | None:
+    """The split's links as lanes (capacity x scale each); None past MAX_LANES."""
+    counts = [int(l.capacity * scale) for l in split.links]
+    if max(counts, default=0) > MAX_LANES:
+        return None
+    return _Lanes(split.ranks, np.array([l.src for l in split.links], dtype=np.int64),
+                  np.array([l.dst for l in split.links], dtype=np.int64),
+                  np.array(counts + [0] * split.ranks, dtype=np.int64))
 
 
-def _nothing_packed(search: Search, deadline) -> Search:
-    out_of_time = _past(deadline)
-    search.stopped = "out of time" if out_of_time else \
-        "some rank cannot be reached from the root"
-    search.complete = not out_of_time
-    return search
+def _exact_rate(lanes: _Lanes, roots: list[int]) -> Fraction:
+    """The most trees per root, in lanes (a Fraction), that Edmonds' condition allows:
+    min over rank sets S of the lanes into S over the roots outside S. Found by
+    Newton's method on cuts (Dinkelbach): guess lam, test it with one max-flow per rank
+    (lanes x q, q lam from s* into each root, q the denominator), and where a flow
+    falls short, its minimum cut's ratio is the next, smaller guess. 0 when some rank
+    cannot be reached."""
+    n, m, count = lanes.n, len(lanes.src), len(roots)
+    base = lanes.lanes[:m].copy()
+    into = np.zeros(n, dtype=np.int64)
+    np.add.at(into, lanes.dst, base)
+    others = [v for v in range(n) if not (count == 1 and v == roots[0])]
+    lam = min(Fraction(int(into[v]), count - (v in roots)) for v in others)
+    try:
+        while lam > 0:
+            if int(base.max(initial=0)) * lam.denominator > MAX_LANES:
+                return Fraction(0)  # a cut of awkward ratio: not worth its lanes
+            lanes.lanes[:m] = base * lam.denominator
+            supply = np.zeros(n, dtype=np.int64)
+            supply[roots] = lam.numerator
+            for v in others:
+                value, side = lanes.sink_side(supply, v)
+                if value < lam.numerator * count:
+                    entering = side[lanes.dst] & ~side[lanes.src]
+                    outside = count - int(side[roots].sum())
+                    lam = Fraction(int(base[entering].sum()), outside)
+                    break
+            else:
+                return lam
+        return Fraction(0)
+    finally:
+        lanes.lanes[:m] = base
+
+
+def _grow(lanes: _Lanes, left: np.ndarray, root: int, deadline) -> dict[int, int]:
+    """One tree from `root`, edge by edge (Lovasz): each edge keeps the trees in `left`
+    packable in what the tree leaves, i.e. lies in no minimum cut of a rank whose
+    max-flow is exactly the demand (tight). Its edges are taken out of `lanes`."""
+    n, need = lanes.n, int(left.sum())
+    # per rank w: a maximum flow to it and the links in its minimum cuts, kept while
+    # valid: taking a lane off a link its flow leaves with a lane to spare changes
+    # neither the flow's value nor its residual graph's connections
+    known: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
+    parent: dict[int, int] = {}
+    depth = {root: 0}
+    while len(depth) < n:
+        if _past(deadline):
+            raise OutOfTime
+        blocked = np.zeros(len(lanes.src), dtype=bool)
+        for w in range(n):
+            if w not in known:
+                known[w] = lanes.in_min_cuts(left, w)
+            value, _, cut = known[w]
+            if value < need:  # cannot happen: the theorem's premise holds throughout
+                raise AssertionError(f"rank {w}: max-flow {value} below {need}")
+            if value == need:
+                blocked |= cut
+        u, v = _next_edge(lanes, depth, blocked)
+        i = lanes.index[(u, v)]
+        lanes.lanes[i] -= 1
+        for w in [w for w, (_, used, _) in known.items() if used[i] >= lanes.lanes[i]]:
+            del known[w]
+        parent[v], depth[v] = u, depth[u] + 1
+    return parent
+
+
+def _next_edge(lanes: _Lanes, depth, blocked: np.ndarray) -> tuple[int, int]:
+    """An unblocked edge out of the tree: from the shallowest tree vertex first (a short
+    pipeline fill), then the link with the most lanes left (room for the tree's
+    copies)."""
+    inside = np.zeros(lanes.n, dtype=bool)
+    inside[list(depth)] = True
+    ok = np.flatnonzero((lanes.lanes[:len(lanes.src)] > 0) & inside[lanes.src]
+                        & ~inside[lanes.dst] & ~blocked)
+    if len(ok) == 0:
+        raise AssertionError("no edge keeps the other trees packable (Lovasz says one does)")
+    best = min(ok, key=lambda i: (depth[int(lanes.src[i])], -lanes.lanes[i],
+                                  int(lanes.src[i]), int(lanes.dst[i])))
+    return int(lanes.src[best]), int(lanes.dst[best])
+
+
+def _extra_copies(lanes: _Lanes, left: np.ndarray, parent: dict[int, int], root: int
+                  ) -> int:
+    """How many more copies of the finished tree to take: the most, up to the trees
+    its root still owes and the lanes its edges have left, that keep the rest
+    packable (binary search; taking w copies is possible if w + 1 are)."""
+    edges = [lanes.index[(u, v)] for v, u in parent.items()]
+    lo, hi = 0, int(min(left[root], min(lanes.lanes[i] for i in edges)))
+    everyone = list(range(lanes.n))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lanes.lanes[edges] -= mid
+        left[root] -= mid
+        ok = all(f >= left.sum() for f in lanes.flows(left, everyone).values())
+        lanes.lanes[edges] += mid
+        left[root] += mid
+        if ok:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _past(deadline: float | None) -> bool:

@@ -275,6 +275,11 @@ def min_rounds(model: LinkModel, pairs) -> int:
     load: dict[tuple[int, int], int] = defaultdict(int)
     for pair in pairs:
         load[pair] += 1
+    return rounds_for_load(model, load)
+
+
+def rounds_for_load(model: LinkModel, load: dict[tuple[int, int], int]) -> int:
+    """Fewest rounds in which one step can carry load[(src, dst)] chunks per link."""
     rounds = 1
     for pair, count in load.items():
         rounds = max(rounds, math.ceil(count / model.link[pair].capacity))

@@ -1,0 +1,211 @@
+"""Share out the switches: per-link capacities that respect every group, for tree packing.
+
+A link model's groups say that several rank links share one resource (a GPU's port into
+an NVSwitch, a NIC two GPUs use, a PCIe uplink). Packing trees needs plain capacities:
+any x with x_l <= capacity_l and sum(x_l for l in g) <= capacity_g for every group g
+will do, because a step that moves at most x_l x L chunks over each link l moves at most
+capacity_g x L over every group, so it fits in L rounds (this is what ForestColl's edge
+splitting of switch vertices achieves on the physical graph; here the lowering's routes
+already say which GPU pairs a switch joins, and the split is a choice of how much of
+each shared resource each pair may use).
+
+Which x: the one that lets the most trees through. Edmonds' branching theorem (1973)
+says that spanning arborescences with roots r_1 .. r_K pack edge-disjointly exactly when
+every vertex set S receives at least as many edges as there are roots outside it; with a
+source s* joined to each root by as many edges as it roots trees, that is max-flow(s*,
+v) >= K for every v (Menger). So the largest rate lam (trees per root per unit of
+capacity) that a split allows is a linear program: x in the group polytope, and for each
+sink v a flow from s* (lam to every root) delivering lam x (roots other than v) to v.
+
+The simplest splits come first (candidate_splits): an even share of each group, with
+rail peers alone between boxes, reaches the bound on every symmetric built-in; the
+program runs only where it falls short.
+
+Symmetry keeps the program small and its answer round. Colour refinement (1-dimensional
+Weisfeiler-Leman) splits ranks and links into classes that every automorphism of the
+model preserves; averaging an optimal x over the automorphism group gives an optimal x
+constant on orbits, so x gets one variable per link class and one sink per rank class
+needs a flow. Where refinement merges ranks that no automorphism maps onto each other,
+the program may promise more than x gives: the packing measures what x really allows
+(max-flows over every rank), so a loose promise costs rate, never correctness. Few
+classes give a vertex solution of small denominators, so x is a Fraction of small
+denominator and the lanes (capacity x L) stay few.
+
+Cost: refinement O(rounds x links); the program has (link classes + 1 + rank classes x
+(links + ranks)) variables: about 2,000 for dgx2x2, solved by HiGHS in well under a
+second.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from fractions import Fraction
+
+import numpy as np
+
+from synth.topology.linkmodel import Group, LinkModel, RankLink
+
+DENOMINATOR = 10_000  # an LP vertex here has small denominators; past this, round down
+
+
+def candidate_splits(model: LinkModel, roots: list[int]):
+    """Splits of `model` (models without groups, the same links), simplest first, each
+    made only when asked for: the model itself when it has no groups; else even splits
+    (rail peers alone between boxes, then every link), then the program's split of
+    each. Simplest first because between boxes rail peers alone (GPU i to GPU i) make
+    few, wide links where every pair would make many thin ones (dgx2x2: 1/4 against
+    1/64 of a chunk per round), and an even split keeps denominators small: far fewer
+    lanes and trees, and often the same rate as the program's split. The caller
+    measures each one's rate and stops when it has what it wants."""
+    if not model.groups:
+        yield model
+        return
+    rails = _rails_only(model)
+    bases = ([rails] if rails is not None else []) + [model]
+    for base in bases:
+        yield _even(base)
+    for base in bases:
+        yield program_split(base, roots)
+
+
+def program_split(model: LinkModel, roots: list[int]) -> LinkModel:
+    """The split that lets the most trees rooted at `roots` (each rank once: [root] for
+    a broadcast, every rank for an allgather) through: the linear program of the
+    module docstring, one variable per link class. Links it gives nothing are dropped."""
+    ranks, links = rank_classes(model, roots)
+    split = _best_split(model, roots, ranks, links)
+    kept = tuple(RankLink(l.src, l.dst, split[links[i]], l.alpha_us)
+                 for i, l in enumerate(model.links) if split[links[i]] > 0)
+    return LinkModel(model.name, model.unit_gbps, model.ranks, kept, (), model.boxes)
+
+
+def _even(model: LinkModel) -> LinkModel:
+    """Each group's capacity shared evenly by its links (no groups left)."""
+    share = {(l.src, l.dst): l.capacity for l in model.links}
+    for g in model.groups:
+        for pair in g.links:
+            share[pair] = min(share[pair], g.capacity / len(g.links))
+    links = tuple(RankLink(l.src, l.dst, share[(l.src, l.dst)], l.alpha_us)
+                  for l in model.links)
+    return LinkModel(model.name, model.unit_gbps, model.ranks, links, (), model.boxes)
+
+
+def _rails_only(model: LinkModel) -> LinkModel | None:
+    """The links inside boxes and those between rail peers (the same place in their
+    boxes); None for one box, or when nothing would be dropped."""
+    if len(set(model.boxes)) < 2:
+        return None
+    place, seen = [], defaultdict(int)
+    for box in model.boxes:
+        place.append(seen[box])
+        seen[box] += 1
+    kept = tuple(l for l in model.links if model.boxes[l.src] == model.boxes[l.dst]
+                 or place[l.src] == place[l.dst])
+    if len(kept) == len(model.links):
+        return None
+    pairs = {(l.src, l.dst) for l in kept}
+    groups = tuple(Group(g.name, inside, g.capacity) for g in model.groups
+                   if len(inside := tuple(p for p in g.links if p in pairs)) > 1)
+    return LinkModel(model.name, model.unit_gbps, model.ranks, kept, groups, model.boxes)
+
+
+def rank_classes(model: LinkModel, roots: list[int]) -> tuple[list[int], list[int]]:
+    """Colour refinement: a class per rank and per link, preserved by every automorphism
+    of the model that maps roots to roots (capacities, groups and directions kept)."""
+    in_groups: dict[tuple[int, int], list] = defaultdict(list)
+    for g in model.groups:
+        for pair in g.links:
+            in_groups[pair].append((g.capacity, len(g.links)))
+    label = [(l.capacity, tuple(sorted(in_groups[(l.src, l.dst)]))) for l in model.links]
+    # links of one group are alike only if their groups are alike: a group's colour joins
+    # its links' labels below through the multiset of its members' rank colours
+    roots_set = set(roots)
+    colour = [int(r in roots_set) for r in range(model.ranks)]
+    while True:
+        signature = [(colour[r], [], []) for r in range(model.ranks)]
+        for i, l in enumerate(model.links):
+            signature[l.src][1].append((label[i], colour[l.dst]))
+            signature[l.dst][2].append((label[i], colour[l.src]))
+        keys = [(c, tuple(sorted(out)), tuple(sorted(inn))) for c, out, inn in signature]
+        numbering = {k: n for n, k in enumerate(sorted(set(keys)))}
+        refined = [numbering[k] for k in keys]
+        if len(set(refined)) == len(set(colour)):
+            break
+        colour = refined
+    edge_keys = [(label[i], colour[l.src], colour[l.dst]) for i, l in enumerate(model.links)]
+    numbering = {k: n for n, k in enumerate(sorted(set(edge_keys)))}
+    return colour, [numbering[k] for k in edge_keys]
+
+
+def _best_split(model: LinkModel, roots: list[int], ranks: list[int], links: list[int]
+                ) -> dict[int, Fraction]:
+    """The capacity of each link class: the linear program of the module docstring."""
+    from scipy.optimize import linprog  # here: 0.1 s to import, and rarely needed
+    from scipy.sparse import coo_matrix
+    
+    n_classes, m = max(links) + 1, len(model.links)
+    sinks = [next(r for r in range(model.ranks) if ranks[r] == c)
+             for c in sorted(set(ranks))]
+    sinks = [v for v in sinks if not (len(roots) == 1 and v == roots[0])]
+    lam = n_classes
+    per_sink = m + len(roots)  # a flow on every link, and from s* into every root
+    n_vars = n_classes + 1 + len(sinks) * per_sink
+    ub_rows, ub_cols, ub_vals, ub_rhs = [], [], [], []
+    eq_rows, eq_cols, eq_vals = [], [], []
+    eq_rhs: list[float] = []
+
+    def ub(entries, rhs):
+        for col, val in entries:
+            ub_rows.append(len(ub_rhs))
+            ub_cols.append(col)
+            ub_vals.append(val)
+        ub_rhs.append(rhs)
+
+    for j, v in enumerate(sinks):
+        base = n_classes + 1 + j * per_sink
+        for i in range(m):  # the flow within the split
+            ub([(base + i, 1.0), (links[i], -1.0)], 0.0)
+        for a, _ in enumerate(roots):  # lam from s* into each root
+            ub([(base + m + a, 1.0), (lam, -1.0)], 0.0)
+        row_of = {}
+        for w in range(model.ranks):
+            row_of[w] = len(eq_rhs)
+            eq_rhs.append(0.0)
+        for i, l in enumerate(model.links):
+            eq_rows += [row_of[l.dst], row_of[l.src]]
+            eq_cols += [base + i, base + i]
+            eq_vals += [1.0, -1.0]
+        for a, r in enumerate(roots):
+            eq_rows.append(row_of[r])
+            eq_cols.append(base + m + a)
+            eq_vals.append(1.0)
+        # everything s* sends ends at v: v absorbs it, the others pass it on
+        eq_rows.append(row_of[v])
+        eq_cols.append(lam)
+        eq_vals.append(-float(len(roots)))
+    caps: dict[int, Fraction] = {}
+    for i, l in enumerate(model.links):
+        caps[links[i]] = min(caps.get(links[i], l.capacity), l.capacity)
+    index = {(l.src, l.dst): i for i, l in enumerate(model.links)}
+    for g in model.groups:
+        counts: dict[int, int] = defaultdict(int)
+        for pair in g.links:
+            counts[links[index[pair]]] += 1
+        ub([(c, float(k)) for c, k in counts.items()], float(g.capacity))
+    a_ub = coo_matrix((ub_vals, (ub_rows, ub_cols)), shape=(len(ub_rhs), n_vars))
+    a_eq = coo_matrix((eq_vals, (eq_rows, eq_cols)), shape=(len(eq_rhs), n_vars))
+    bounds = ([(0.0, float(caps[c])) for c in range(n_classes)] + [(0.0, None)]
+              + [(0.0, None)] * (n_vars - n_classes - 1))
+    cost = np.zeros(n_vars)
+    cost[lam] = -1.0
+    result = linprog(cost, A_ub=a_ub.tocsr(), b_ub=ub_rhs, A_eq=a_eq.tocsr(), b_eq=eq_rhs,
+                     bounds=bounds, method="highs")
+    if result.status != 0:  # cannot happen for a feasible model (x = 0 is a solution)
+        raise RuntimeError(f"splitting {model.name}: {result.message}")
+    split = [min(max(Fraction(float(v)).limit_denominator(DENOMINATOR), Fraction(0)),
+                 caps[c]) for c, v in enumerate(result.x[:n_classes])]
+    # a rounding that overshoots a group shrinks everything by the worst overshoot
+    shrink = min((g.capacity / used for g in model.groups
+                  if (used := sum(split[links[index[p]]] for p in g.links)) > g.capacity),
+                 default=Fraction(1))
+    return {c: s * shrink for c, s in enumerate(split)}

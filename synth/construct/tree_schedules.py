@@ -1,0 +1,265 @@
+"""Schedules from packed trees (synth.construct.packing), pipelined: the cut bound, up to
+the fill.
+
+Broadcast: chunk j of a batch follows the tree whose weight range holds j, one level per
+step. Allgather: the same from every rank, each rank's chunks down its own trees. A link
+carries at most its lanes' worth of tree copies over all levels, and the lanes fit every
+group, so a step needs at most L rounds (synth.topology.linkmodel prices each exactly).
+A batch of k chunks per root takes D steps (the deepest tree); P batches, batch b
+starting at step b, take D + P - 1 steps, so R / C = L (D + P - 1) / (k P): the rate
+the split and the trees reach (k / L chunks per round per root) times the fill
+(D + P - 1) / P. Where the split reaches the cut bound (every built-in but dgx2xK,
+whose routes give each GPU pair one NIC path), that is the bound times the fill; no
+finite pipeline is exactly at it unless D = 1, as the last batch still has D - 1 levels
+to go.
+
+Reduce and reducescatter are broadcast and allgather on the reversed links, run
+backwards (SCCL's duality). Allreduce: reduce trees up to a root, then broadcast trees
+down from it, as one pipeline; where the two phases use each link in opposite directions
+it too is the bound times the fill, elsewhere the rounds show what the overlap costs
+and the frontier keeps it only where it wins.
+"""
+
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+
+from synth.construct.packing import OutOfTime, Packing, Tree, pack_trees
+from synth.schedule.collectives import make_collective
+from synth.schedule.file import verified
+from synth.schedule.ir import Pipeline, Schedule, Send, Step
+from synth.schedule.transform import reverse_model, reverse_schedule
+from synth.search.pareto import Limits, Point, Search
+from synth.topology.linkmodel import LinkModel, rounds_for_load
+
+COLLECTIVES = ("allgather", "reducescatter", "broadcast", "reduce", "allreduce")
+MAX_RANKS = 64  # past this, packing takes minutes (a broadcast on torus:8x8 about 30 s)
+DEPTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # pipeline batches tried
+MAX_STEPS = 1100  # a pipeline past this many steps is not built
+ALLREDUCE_ROOTS = 8  # allreduce tries every root up to this many ranks (else rank 0)
+
+
+def _ranges(packing: Packing, root: int) -> list[tuple[int, Tree]]:
+    """The trees of `root`, each with the first of the chunks (of its root's k) it
+    carries: tree i carries weight_i chunks from there."""
+    out, first = [], 0
+    for tree in packing.trees:
+        if tree.root == root:
+            out.append((first, tree))
+            first += tree.weight
+    return out
+
+
+def _levels(sends_at: list[tuple[int, Send]]) -> list[tuple[Send, ...]]:
+    """(level, send) pairs as steps, level 1 first."""
+    by_level: dict[int, list[Send]] = {}
+    for level, send in sends_at:
+        by_level.setdefault(level, []).append(send)
+    return [tuple(sorted(by_level[d], key=lambda x: (x.src, x.dst, x.chunk)))
+            for d in sorted(by_level)]
+
+
+def _down(tree: Tree, chunk: int, count: int, op: str = "copy") -> list[tuple[int, Send]]:
+    """Chunks chunk .. chunk + count - 1 down `tree`: (level, send) for every edge."""
+    return [(tree.depth(v), Send(chunk, u, v, op, count)) for v, u in tree.parent.items()]
+
+
+def _pipelined(model: LinkModel, coll, program, per_batch: int, batches: int,
+               info: dict) -> Schedule:
+    """`program` as batch 0 of a pipeline of `batches` batches (stride `per_batch`),
+    batch b starting at step b; every expanded step's rounds from all it carries."""
+    loads = []
+    for sends in program:
+        load: dict[tuple[int, int], int] = {}
+        for x in sends:
+            load[(x.src, x.dst)] = load.get((x.src, x.dst), 0) + x.count
+        loads.append(load)
+    steps = tuple(Step(rounds_for_load(model, load), sends)
+                  for load, sends in zip(loads, program))
+    if batches == 1:
+        return Schedule(coll, model, steps, info)
+    depth, window_rounds = len(steps), {}
+    rounds = []
+    for t in range(depth + batches - 1):  # expanded step t runs program steps lo..hi
+        window = (max(0, t - batches + 1), min(t, depth - 1))
+        if window not in window_rounds:
+            total: dict[tuple[int, int], int] = {}
+            for load in loads[window[0]:window[1] + 1]:
+                for pair, n in load.items():
+                    total[pair] = total.get(pair, 0) + n
+            window_rounds[window] = rounds_for_load(model, total)
+        rounds.append(window_rounds[window])
+    return Schedule(coll, model, steps, info, Pipeline(batches, per_batch, tuple(rounds)))
+
+
+def _info(packing: Packing, batches: int, what: str = "trees") -> dict:
+    distinct = len(packing.trees)
+    return {"method": f"{what}, {packing.per_root} packed" +
+            (f" ({distinct} distinct)" if distinct != packing.per_root * len(packing.roots)
+             else "") + (f", {batches} batches" if batches > 1 else ""),
+            "trees": packing.per_root}
+
+
+def broadcast_schedule(model: LinkModel, packing: Packing, batches: int) -> Schedule:
+    """Each batch's k chunks down the trees (tree i its weight's range of them), one
+    level per step; `batches` batches, batch b starting at step b (a version 2
+    pipeline)."""
+    root, k = packing.roots[0], packing.per_root
+    coll = make_collective("broadcast", model.ranks, k * batches, root)
+    program = _levels([s for first, tree in _ranges(packing, root)
+                       for s in _down(tree, first, tree.weight)])
+    return _pipelined(model, coll, program, k, batches, _info(packing, batches))
+
+
+def allgather_schedule(model: LinkModel, packing: Packing, batches: int) -> Schedule:
+    """Every rank's k chunks of a batch down its own trees; pipelined like broadcast
+    (the stride k moves each batch to the next k chunks of every rank's share)."""
+    k = packing.per_root
+    coll = make_collective("allgather", model.ranks, k * batches)
+    program = _levels([s for r in packing.roots for first, tree in _ranges(packing, r)
+                       for s in _down(tree, r * coll.chunks + first, tree.weight)])
+    return _pipelined(model, coll, program, k, batches, _info(packing, batches))
+
+
+def allreduce_schedule(model: LinkModel, up: Packing, down: Packing, batches: int
+                       ) -> Schedule:
+    """Reduce then broadcast, per root: chunk j of root r is summed up the `up` tree of
+    r that carries it (packed on the reversed links, so its edges run child to parent
+    here), deepest level first, then copied down its `down` tree. One root: reduce +
+    broadcast trees; every rank a root: reducescatter + allgather trees, root r owning
+    chunks r k .. r k + k - 1 of each batch. Pipelined, one batch's reduction overlaps
+    an earlier batch's copies."""
+    k = min(up.per_root, down.per_root)
+    gather, spread = [], []
+    for position, root in enumerate(down.roots):
+        ups, downs = _ranges(up, root), _ranges(down, root)
+        cuts = sorted({0, k} | {f for f, _ in ups + downs if f < k})
+        for a, b in zip(cuts, cuts[1:]):
+            first = position * k + a
+            gather += [(level, Send(x.chunk, x.dst, x.src, "reduce", x.count))
+                       for level, x in _down(_tree_at(ups, a), first, b - a)]
+            spread += _down(_tree_at(downs, a), first, b - a)
+    per_batch = k * len(down.roots)
+    coll = make_collective("allreduce", model.ranks, per_batch * batches)
+    what = "reduce + broadcast trees" if len(down.roots) == 1 else \
+        "reducescatter + allgather trees"
+    return _pipelined(model, coll, list(reversed(_levels(gather))) + _levels(spread),
+                      per_batch, batches, _info(down, batches, what))
+
+
+def _tree_at(ranges: list[tuple[int, Tree]], chunk: int) -> Tree:
+    """The tree whose range holds `chunk`."""
+    return next(t for f, t in reversed(ranges) if f <= chunk)
+
+
+def tree_search(model: LinkModel, name: str, root: int | None, limits: Limits,
+                deadline: float | None = None, bound: Fraction | None = None) -> Search:
+    """`name` by packed trees, at every pipeline depth in DEPTHS within the step limits,
+    each verified. None is `proven` (a construction proves nothing); the search is
+    complete unless the deadline cut it short. `bound` (rounds per chunk), when given,
+    lets the packing stop trying splits once one reaches it."""
+    search = Search()
+    if name not in COLLECTIVES:
+        search.stopped = f"{name} is not built from trees (only {', '.join(COLLECTIVES)})"
+        return search
+    if model.ranks > MAX_RANKS:
+        search.stopped = f"not packed: {model.ranks} ranks (at most {MAX_RANKS})"
+        return search
+    try:
+        return _tree_points(model, name, root, limits, deadline, search, bound)
+    except OutOfTime:
+        search.stopped, search.complete = "out of time", False
+        return search
+    except KeyboardInterrupt:  # Ctrl-C keeps the points built so far
+        search.stopped = "interrupted"
+        return search
+
+
+def _tree_points(model, name, root, limits, deadline, search, bound) -> Search:
+    if name == "allreduce":
+        return _allreduce_points(model, limits, deadline, search)
+    reversed_ = name in ("reduce", "reducescatter")
+    packed_on = reverse_model(model) if reversed_ else model
+    roots = [root] if name in ("broadcast", "reduce") else list(range(model.ranks))
+    packing = pack_trees(packed_on, roots, deadline, bound and 1 / bound)
+    if packing is None:
+        search.stopped = "some rank cannot be reached"
+        return search
+    build_one = broadcast_schedule if len(roots) == 1 else allgather_schedule
+
+    def build(batches):
+        schedule = build_one(packed_on, packing, batches)
+        return reverse_schedule(schedule, model) if reversed_ else schedule
+
+    _add_pipelines(search, build, limits, deadline)
+    search.stopped = search.stopped or _packed(packing)
+    return search
+
+
+def _packed(packing: Packing) -> str:
+    capped = f" (of {packing.wanted} the cuts allow)" if packing.wanted > packing.per_root \
+        else ""
+    return (f"{packing.per_root} tree{'s' * (packing.per_root != 1)} per root{capped}, "
+            f"{len(packing.trees)} distinct")
+
+
+def _allreduce_points(model, limits, deadline, search) -> Search:
+    """Reducescatter + allgather trees (every rank a root), and reduce + broadcast trees
+    through the root whose deepest pipeline has the least R/C (then the fewest steps;
+    every rank is tried up to ALLREDUCE_ROOTS ranks, else rank 0 only). The first
+    reaches the bound where the two phases' rates add up to it; the second has a
+    shorter fill where one root's trees are shallow."""
+    reverse = reverse_model(model)
+    everyone = list(range(model.ranks))
+    up, down = pack_trees(reverse, everyone, deadline), pack_trees(model, everyone, deadline)
+    if up is None or down is None:
+        search.stopped = "some rank cannot be reached"
+        return search
+    _add_pipelines(search, lambda batches: allreduce_schedule(model, up, down, batches),
+                   limits, deadline)
+    described = f"{_packed(down)} each way"
+    roots = range(model.ranks if model.ranks <= ALLREDUCE_ROOTS else 1)
+    best, tried = None, 0
+    for root in roots:
+        if _past(deadline):
+            break
+        try:
+            one = pack_trees(model, [root], deadline), pack_trees(reverse, [root], deadline)
+        except OutOfTime:
+            break
+        tried += 1
+        # judged by what the deepest pipeline costs: where the two phases share a link
+        # direction, its steps take 2 rounds, which neither tree count nor depth shows
+        deepest = allreduce_schedule(model, one[1], one[0], DEPTHS[-1])
+        key = (Fraction(deepest.rounds, deepest.collective.chunks), deepest.num_steps)
+        if best is None or key < best[0]:
+            best = (key, one)
+    if best is not None:
+        down1, up1 = best[1]
+        _add_pipelines(search, lambda batches: allreduce_schedule(model, up1, down1,
+                                                                  batches),
+                       limits, deadline)
+        described += f"; through root {up1.roots[0]}, {_packed(down1)}"
+    if tried < len(roots):
+        search.stopped = f"out of time: {tried} of {len(roots)} roots tried"
+        search.complete = False
+    search.stopped = search.stopped or described
+    return search
+
+
+def _add_pipelines(search: Search, build, limits: Limits, deadline) -> None:
+    """build(P) for each depth P in DEPTHS, verified, as points of `search` where its
+    steps are within the limits; past the deadline, no more once there is one."""
+    lo, hi = max(1, limits.min_steps), min(limits.max_steps or MAX_STEPS, MAX_STEPS)
+    for batches in DEPTHS:
+        if search.points and _past(deadline):
+            search.stopped, search.complete = "out of time", False
+            return
+        schedule = build(batches)
+        if lo <= schedule.num_steps <= hi:
+            search.points.append(Point(verified(schedule), proven=False))
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() > deadline
