@@ -178,7 +178,7 @@ def tree_search(model: LinkModel, name: str, root: int | None, limits: Limits,
 
 def _tree_points(model, name, root, limits, deadline, search, bound) -> Search:
     if name == "allreduce":
-        return _allreduce_points(model, limits, deadline, search)
+        return _allreduce_points(model, limits, deadline, search, bound)
     reversed_ = name in ("reduce", "reducescatter")
     packed_on = reverse_model(model) if reversed_ else model
     roots = [root] if name in ("broadcast", "reduce") else list(range(model.ranks))
@@ -204,15 +204,19 @@ def _packed(packing: Packing) -> str:
             f"{len(packing.trees)} distinct")
 
 
-def _allreduce_points(model, limits, deadline, search) -> Search:
-    """Reducescatter + allgather trees (every rank a root), and reduce + broadcast trees
-    through the root whose deepest pipeline has the least R/C (then the fewest steps;
-    every rank is tried up to ALLREDUCE_ROOTS ranks, else rank 0 only). The first
-    reaches the bound where the two phases' rates add up to it; the second has a
-    shorter fill where one root's trees are shallow."""
+def _allreduce_points(model, limits, deadline, search, bound) -> Search:
+    """Reducescatter + allgather trees (every rank a root), and, unless those reach the
+    bound in the steady state, reduce + broadcast trees through the root whose deepest
+    pipeline has the least R/C (then the fewest steps; every rank is tried up to
+    ALLREDUCE_ROOTS ranks, else rank 0 only): they win where one root's trees are
+    shallow and the two phases avoid each other's links (a line through its middle)."""
     reverse = reverse_model(model)
     everyone = list(range(model.ranks))
-    up, down = pack_trees(reverse, everyone, deadline), pack_trees(model, everyone, deadline)
+    down = pack_trees(model, everyone, deadline)
+    # a network the same both ways (every link and group mirrored) packs the same trees
+    # reversed: no second packing
+    mirrored = _mirrored(model, reverse)
+    up = down if mirrored else pack_trees(reverse, everyone, deadline)
     if up is None or down is None:
         search.stopped = "some rank cannot be reached"
         return search
@@ -220,12 +224,15 @@ def _allreduce_points(model, limits, deadline, search) -> Search:
                    limits, deadline)
     described = f"{_packed(down)} each way"
     roots = range(model.ranks if model.ranks <= ALLREDUCE_ROOTS else 1)
+    if bound is not None and _steady(search.points) == bound:
+        roots = range(0)
     best, tried = None, 0
     for root in roots:
         if _past(deadline):
             break
         try:
-            one = pack_trees(model, [root], deadline), pack_trees(reverse, [root], deadline)
+            one = (pack_trees(model, [root], deadline),)
+            one += one if mirrored else (pack_trees(reverse, [root], deadline),)
         except OutOfTime:
             break
         tried += 1
@@ -246,6 +253,26 @@ def _allreduce_points(model, limits, deadline, search) -> Search:
         search.complete = False
     search.stopped = search.stopped or described
     return search
+
+
+def _mirrored(model: LinkModel, reverse: LinkModel) -> bool:
+    """Whether the reversed network is the network: the same links with the same
+    capacities, and the same groups (their links and capacities; names aside)."""
+    def network(m):
+        return ({(l.src, l.dst, l.capacity) for l in m.links},
+                sorted((sorted(g.links), g.capacity) for g in m.groups))
+    return network(model) == network(reverse)
+
+
+def _steady(points: list[Point]) -> Fraction | None:
+    """Rounds per chunk of a step of the deepest pipeline with every level busy."""
+    deepest = max(points, key=lambda p: p.schedule.batches, default=None)
+    if deepest is None or deepest.schedule.pipeline is None:
+        return None
+    pipe, depth = deepest.schedule.pipeline, len(deepest.schedule.steps)
+    if pipe.batches < depth:
+        return None
+    return Fraction(pipe.rounds[depth - 1], pipe.stride)
 
 
 def _add_pipelines(search: Search, build, limits: Limits, deadline) -> None:
