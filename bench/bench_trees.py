@@ -9,8 +9,8 @@ What it measures (issue 15: "bandwidth end exactly at the cut bound ... on every
 built-in, every generator up to 64 GPUs, and dgx2xK, dgxh100xK"). For each topology and
 each of allgather, broadcast (root 0) and allreduce (reduce, reducescatter are the same
 trees on the reversed links), one call of synth.construct.tree_schedules.tree_search,
-the construction `synth COLLECTIVE --method auto` runs, with a deadline of T seconds
-(default 300). Recorded per job:
+the construction `synth COLLECTIVE --method auto` runs (given the bound, as there), with
+a deadline of T seconds (default 300). Recorded per job:
 
 - seconds: the whole call (splitting, packing, 11 pipelines built and verified);
 - steady / bound: rounds per chunk of a step where every level of the pipeline is busy
@@ -59,7 +59,7 @@ def run_job(topo: str, name: str, root, seconds: float) -> dict:
     b = bounds(lowering, make_collective(name, model.ranks, 1, root))
     start = time.monotonic()
     search = tree_search(model, name, root, Limits(time_limit=seconds),
-                         start + seconds)
+                         start + seconds, b.rounds_per_chunk)
     took = time.monotonic() - start
     row = {"job": f"{topo} {name}", "ranks": model.ranks, "seconds": round(took, 2),
            "stopped": search.stopped, "bound": str(b.rounds_per_chunk)}

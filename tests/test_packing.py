@@ -12,6 +12,7 @@ import pytest
 
 from synth.bounds import bounds
 from synth.construct.packing import pack_trees
+from synth.construct.splitting import candidate_splits
 from synth.construct.tree_schedules import (allgather_schedule, allreduce_schedule,
                                            broadcast_schedule, tree_search)
 from synth.schedule.collectives import make_collective
@@ -68,7 +69,9 @@ CASES = [(resolve("dgx1"), "broadcast", 3), (resolve("dgx1"), "allgather", None)
          (random_direct_topology(1), "allgather", None),
          (random_direct_topology(2), "broadcast", 0),
          (random_switched_topology(3), "allgather", None),
-         (random_switched_topology(3), "broadcast", 1)]
+         (random_switched_topology(3), "broadcast", 1),
+         (random_switched_topology(4), "allgather", None),
+         (random_switched_topology(4), "broadcast", 0)]
 
 
 def _id(case):
@@ -111,6 +114,21 @@ def test_packed_trees_are_spanning_arborescences_within_the_lanes_and_reach_the_
     # k / L trees per root per round: exactly the physical cut bound
     b = bounds(lowering, make_collective(name, model.ranks, 1, root))
     assert packing.rate == 1 / b.rounds_per_chunk
+
+
+@pytest.mark.parametrize("name,root", [("allgather", None), ("broadcast", 0)])
+def test_where_an_even_share_of_the_switch_falls_short_the_program_split_reaches_the_bound(
+        name, root):
+    # random switched topology 4: sharing each switch port and NIC evenly among its
+    # links lets 1/4 chunk per round out of every GPU (allgather; 5/4 from rank 0 for
+    # broadcast), the cuts of the physical graph allow 3/10 (3/2)
+    lowering = lower_with_routes(random_switched_topology(4))
+    model = lowering.model
+    roots = [root] if root is not None else list(range(model.ranks))
+    b = bounds(lowering, make_collective(name, model.ranks, 1, root))
+    even = next(candidate_splits(model, roots))
+    assert pack_trees(even, roots).rate < 1 / b.rounds_per_chunk
+    assert pack_trees(model, roots).rate == 1 / b.rounds_per_chunk
 
 
 @pytest.mark.parametrize("topo,root", [(resolve("dgx1"), 3), (resolve("ring:5"), None),

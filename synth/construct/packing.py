@@ -77,7 +77,6 @@ class Packing:
     trees: tuple[Tree, ...]
     roots: tuple[int, ...] = ()
     wanted: int = 0  # per root, what the cuts allowed before MAX_TREES
-    complete: bool = True
 
     def weight(self, root: int) -> int:
         return sum(t.weight for t in self.trees if t.root == root)
