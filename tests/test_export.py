@@ -612,3 +612,28 @@ def test_format_at_synthesis_time(tmp_path):
     assert one.returncode == 0 and one.stdout.strip().endswith("allgather-s2-r3-c2.xml")
     bad = synth_cli("allgather", "--topo", "ring:4", "--format", "nccl")
     assert bad.returncode == 2 and "unknown format" in bad.stderr
+
+
+@pytest.mark.parametrize("spec,name", [("dgx1", "allreduce"), ("switch:4", "allgather")])
+def test_the_threadblock_count_build_rules_out_by_arithmetic_is_the_one_it_would_build(
+        spec, name):
+    # build() skips channel counts whose threadblocks break a limit without building
+    # them (a 64-GPU tree pipeline took 213 s and 8.7 GB to be refused); the count it
+    # trusts must be exactly the program's
+    from synth.construct.tree_schedules import tree_search
+    from synth.export import runtime_form
+    from synth.export.layout import drop_redundant
+    from synth.topology.linkmodel import lower_with_routes
+
+    model = lower_with_routes(resolve(spec)).model
+    point = tree_search(model, name, None, Limits()).points[2]  # a 4-batch pipeline
+    batch, _ = runtime_form(point.schedule)
+    steps = drop_redundant(batch.collective, batch.steps)
+    for k in (1, 2, 3):
+        program = msccl_export._Program(batch, Layout(batch.collective, False), k, True)
+        per_gpu, per_chan = {}, {}
+        for tb in program.tbs:
+            per_gpu[tb.rank] = per_gpu.get(tb.rank, 0) + 1
+            per_chan[(tb.rank, tb.chan)] = per_chan.get((tb.rank, tb.chan), 0) + 1
+        assert msccl_export._threadblocks_needed(steps, k) == (max(per_gpu.values()),
+                                                               max(per_chan.values()))

@@ -431,12 +431,39 @@ class _Program:
         return None
 
 
+def _threadblocks_needed(steps, k: int) -> tuple[int, int]:
+    """(most threadblocks on one rank, on one channel of one rank) on k channels, as
+    _Program would make them, from the transfers alone: _lane_tbs pairs receive and
+    send peers, so a rank's channel needs as many as its larger side."""
+    ins, outs = defaultdict(set), defaultdict(set)
+    for sends in steps:
+        for s in sends:
+            ins[(s.dst, s.chunk % k)].add(s.src)
+            outs[(s.src, s.chunk % k)].add(s.dst)
+    per_gpu, per_chan = defaultdict(int), 0
+    for key in set(ins) | set(outs):
+        n = max(len(ins[key]), len(outs[key]))
+        per_gpu[key[0]] += n
+        per_chan = max(per_chan, n)
+    return max(per_gpu.values(), default=0), per_chan
+
+
 def build(schedule, inplace: bool = False):
-    """The _Program with the fewest channels that fits the runtimes' limits."""
+    """The _Program with the fewest channels that fits the runtimes' limits. Channel
+    counts whose threadblocks alone break a limit are ruled out before any is built
+    (a big schedule's program takes seconds and gigabytes per try)."""
     layout = Layout(schedule.collective, inplace)
     most = max(1, min(schedule.collective.num_chunks, MAX_CHANNELS))
     why = None
+    steps = drop_redundant(schedule.collective, schedule.steps)
     for k in range(1, most + 1):
+        per_gpu, per_chan = _threadblocks_needed(steps, k)
+        if per_gpu > MAX_TBS:
+            why = f"a rank needs {per_gpu} threadblocks (limit {MAX_TBS})"
+            continue
+        if per_chan > MAX_TBS_PER_CHANNEL:
+            why = f"a channel needs {per_chan} threadblocks (limit {MAX_TBS_PER_CHANNEL})"
+            continue
         try:
             program = _Program(schedule, layout, k, fuse=True)
         except _NotOrdered:
