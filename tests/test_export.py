@@ -140,7 +140,13 @@ def test_xml_splits_across_channels_then_refuses(frontier, monkeypatch):
 
 
 def test_plan_splits_into_thread_blocks_then_refuses(frontier, monkeypatch):
-    schedule = frontier("dgx1", "allreduce")[1]  # 16 chunks, 39 ops on one thread block
+    # a point whose plan has a thread block of more than 30 ops (the 5-step point of 16
+    # chunks has 39); which points the frontier holds depends on the time the search got
+    def most_ops(schedule):
+        plan = to_mscclpp_plan(schedule)
+        return max(len(tb["ops"]) for g in plan["gpus"] for tb in g["threadblocks"])
+
+    schedule = next(s for s in frontier("dgx1", "allreduce") if most_ops(s) > 30)
     monkeypatch.setattr(mscclpp_export, "MAX_OPS", 30)
     plan = to_mscclpp_plan(schedule)
     assert len(plan["gpus"][0]["threadblocks"]) > 1

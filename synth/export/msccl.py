@@ -454,9 +454,10 @@ def build(schedule, inplace: bool = False):
     (a big schedule's program takes seconds and gigabytes per try)."""
     layout = Layout(schedule.collective, inplace)
     most = max(1, min(schedule.collective.num_chunks, MAX_CHANNELS))
-    why = None
+    why = first = None
     steps = drop_redundant(schedule.collective, schedule.steps)
     for k in range(1, most + 1):
+        first = first or why  # why one channel did not do: often the real reason
         per_gpu, per_chan = _threadblocks_needed(steps, k)
         if per_gpu > MAX_TBS:
             why = f"a rank needs {per_gpu} threadblocks (limit {MAX_TBS})"
@@ -471,7 +472,10 @@ def build(schedule, inplace: bool = False):
         why = program.check_limits()
         if why is None:
             return program
-    raise BadInput(f"cannot export to MSCCL XML: even on {most} channels {why}")
+    if first is None or most == 1:
+        raise BadInput(f"cannot export to MSCCL XML: even on {most} channels {why}")
+    raise BadInput(f"cannot export to MSCCL XML: on 1 channel {first}, and on up to "
+                   f"{most} {why}")
 
 
 def to_msccl_xml(schedule, inplace: bool = False, name: str | None = None,
