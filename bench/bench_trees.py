@@ -7,8 +7,8 @@
 
 What it measures (issue 15: "bandwidth end exactly at the cut bound ... on every
 built-in, every generator up to 64 GPUs, and dgx2xK, dgxh100xK"). For each topology and
-each of allgather, broadcast (root 0) and allreduce (reduce, reducescatter are the same
-trees on the reversed links), one call of synth.construct.tree_schedules.tree_search,
+each of allgather, broadcast (root 0), allreduce and gather (root 0: paths of a flow;
+reduce, reducescatter and scatter are the same on the reversed links), one call of synth.construct.tree_schedules.tree_search,
 the construction `synth COLLECTIVE --method auto` runs (given the bound, as there), with
 a deadline of T seconds (default 300). Recorded per job:
 
@@ -50,7 +50,7 @@ TOPOLOGIES = ["dgx1", "dgx2", "dgxa100", "dgxh100", "ndv2", "ring:8", "line:8", 
               "switch:8", "torus:4x4", "torus:8x8", "hypercube:4", "hypercube:6",
               "mesh:4x4", "dgx2x2", "dgx2x4", "dgxh100x2", "dgxh100x4", "dgxh100x8",
               "dgxa100x4"]
-COLLECTIVES = [("allgather", None), ("broadcast", 0), ("allreduce", None)]
+COLLECTIVES = [("allgather", None), ("broadcast", 0), ("allreduce", None), ("gather", 0)]
 
 
 def run_job(topo: str, name: str, root, seconds: float) -> dict:

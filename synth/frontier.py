@@ -5,10 +5,10 @@ Multi-node topologies (synth.topology.hierarchy finds boxes) first get the decom
 level, in seconds; the exact searches then run in the time left, where the instance is
 small enough to encode. Allreduce gets three exact searches sharing that time: allreduce
 directly, and the reducescatter and allgather frontiers, whose every pairing (cut to a
-common number of chunks per rank) is a composed allreduce candidate. Allgather,
-reducescatter, broadcast, reduce and allreduce also get packed spanning trees, pipelined
-(synth.construct.tree_schedules), and with method "auto" the baselines are candidates
-too. All candidates meet on one frontier,
+common number of chunks per rank) is a composed allreduce candidate. Every collective
+but alltoall also gets packed spanning trees (gather and scatter: a flow's paths),
+pipelined (synth.construct.tree_schedules), and with method "auto" the baselines are
+candidates too. All candidates meet on one frontier,
 Pareto in latency and us/MB. Every schedule returned has passed the verifier.
 """
 

@@ -11,10 +11,10 @@ import networkx as nx
 import pytest
 
 from synth.bounds import bounds
-from synth.construct.packing import pack_trees
+from synth.construct.packing import pack_paths, pack_trees
 from synth.construct.splitting import candidate_splits
 from synth.construct.tree_schedules import (allgather_schedule, allreduce_schedule,
-                                           broadcast_schedule, tree_search)
+                                            broadcast_schedule, tree_search)
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import schedule_to_dict
 from synth.schedule.ir import Step
@@ -143,7 +143,11 @@ def test_one_tree_more_per_root_does_not_pack_edmonds_says_so(topo, root):
     assert not _packable(lanes, dict.fromkeys(roots, packing.per_root + 1), model.ranks)
 
 
-SCHEDULE_CASES = [(resolve("dgx1"), "reduce", 3), (resolve("ring:5"), "reducescatter", None),
+SCHEDULE_CASES = [(resolve("dgx1"), "gather", 3), (resolve("dgx1"), "scatter", 0),
+                  (resolve("switch:4"), "gather", 1), (resolve("dgxh100"), "scatter", 5),
+                  (random_switched_topology(3), "gather", 2),
+                  (random_switched_topology(4), "scatter", 0),
+                  (resolve("dgx1"), "reduce", 3), (resolve("ring:5"), "reducescatter", None),
                   (resolve("switch:4"), "allreduce", None),
                   (random_switched_topology(3), "reducescatter", None)] + CASES
 
@@ -165,6 +169,42 @@ def test_tree_schedules_verify_and_reach_the_bound_up_to_the_pipeline_fill(
             assert p.ratio <= b.rounds_per_chunk * Fraction(depth + batches - 1, batches)
     best = min(search.points, key=lambda p: p.ratio)
     assert best.ratio / b.rounds_per_chunk <= Fraction(101, 100)
+
+
+@pytest.mark.parametrize("topo,root", [(resolve("dgx1"), 3), (resolve("torus:3x3"), 4),
+                                       (random_switched_topology(4), 0)], ids=_id)
+def test_gather_paths_carry_every_source_s_share_within_the_lanes_at_the_bound(topo, root):
+    lowering = lower_with_routes(topo)
+    model = lowering.model
+    sources = [r for r in range(model.ranks) if r != root]
+    paths = pack_paths(model, sources, root)
+    scale, used, carried = paths.lanes_per_capacity, Counter(), Counter()
+    for source, path, units in paths.paths:
+        assert path[0] == source and path[-1] == root and len(set(path)) == len(path)
+        carried[source] += units
+        for a, b in zip(path, path[1:]):
+            used[(a, b)] += units
+    assert all(carried[s] == paths.per_source for s in sources)
+    for (a, b), n in used.items():
+        assert n <= model.link[(a, b)].capacity * scale
+    for g in model.groups:
+        assert sum(used[p] for p in g.links) <= g.capacity * scale, g.name
+    b = bounds(lowering, make_collective("gather", model.ranks, 1, root))
+    assert Fraction(paths.per_source, scale) == 1 / b.rounds_per_chunk
+
+
+def test_the_verifier_rejects_a_scatter_whose_hops_run_forwards():
+    # a scatter is the gather on the reversed links run backwards; without the reversal
+    # in time a chunk leaves a rank before it has arrived there
+    model = lower_with_routes(resolve("dgx1")).model
+    search = tree_search(model, "scatter", 0, Limits())
+    good = min(search.points, key=lambda p: p.steps).schedule
+    verify_schedule(schedule_to_dict(good))
+    if len(good.steps) > 1:
+        forwards = replace(good, steps=tuple(reversed(good.steps)))
+        with pytest.raises(ScheduleInvalid):
+            verify_schedule(schedule_to_dict(forwards))
+    assert len(good.steps) > 1  # dgx1's root reaches some ranks only through others
 
 
 def test_dgx2x2_broadcast_packs_through_nvswitches_and_shared_nics_at_the_bound():
@@ -268,3 +308,23 @@ def test_the_allreduce_root_is_chosen_by_what_its_pipeline_costs():
     search = tree_search(lowering.model, "allreduce", None, Limits())
     best = min(search.points, key=lambda p: p.ratio)
     assert best.ratio / b.rounds_per_chunk <= Fraction(102, 100)
+
+
+@pytest.mark.parametrize("name,root", [("broadcast", 0), ("allgather", None)])
+def test_capacities_of_awkward_ratio_are_packed_on_coarser_lanes_near_the_bound(name, root):
+    # PCIe at 15.754 GB/s beside NVLink at 25: the exact rate needs tens of thousands of
+    # trees per root; capped at 1024 on the exact lanes, the first trees took the thin
+    # links a thousand times over (4x the bound). Coarser lanes keep it near the bound.
+    topo = topology_from_dict({
+        "name": "pcie4", "unit_gbps": 25, "gpus": 4,
+        "links": [{"between": ["gpu0", "gpu1"], "gbps": 25},
+                  {"between": ["gpu2", "gpu3"], "gbps": 25}]
+        + [{"between": [f"gpu{i}", "plx"], "gbps": 15.754} for i in range(4)],
+        "switches": [{"name": "plx", "kind": "pcie_switch"}]})
+    lowering = lower_with_routes(topo)
+    b = bounds(lowering, make_collective(name, 4, 1, root))
+    search = tree_search(lowering.model, name, root, Limits())
+    for p in search.points:
+        verify_schedule(schedule_to_dict(p.schedule))
+    best = min(search.points, key=lambda p: p.ratio)
+    assert b.rounds_per_chunk <= best.ratio <= b.rounds_per_chunk * Fraction(101, 100)

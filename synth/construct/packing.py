@@ -12,11 +12,12 @@ trees is ForestColl's allgather packing (arXiv 2402.06787).
 The construction is Lovasz's proof (1976), one edge at a time: a tree T under
 construction may take an edge (u, v) with u in T and v not whenever afterwards the other
 trees still satisfy the condition in the graph without T's edges; such an edge always
-exists, so T always completes. Removing one edge lowers a max-flow by at most one, and
-only if the edge lies in a minimum cut of a rank whose flow is exactly the demand (tight).
-Those edges are read off one maximum flow per tight rank: saturated, with ends in
-different strongly connected components of the residual graph (Picard and Queyranne,
-1980). A step costs one max-flow per tight rank, whatever the number of candidates.
+exists, so T always completes. Removing one edge lowers a rank's max-flow by at most
+one, and only if the edge lies in one of its minimum cuts; that breaks the condition
+only for ranks whose flow is exactly the demand (tight). The edges in some minimum cut
+are read off one maximum flow: saturated, with ends in different strongly connected
+components of the residual graph (Picard and Queyranne, 1980). A step costs one
+max-flow per tight rank, whatever the number of candidates.
 
 Weights: a finished tree T of root r is taken w times at once, w the largest count for
 which the graph without w copies of T still packs the rest (the same max-flow test; it
@@ -52,6 +53,7 @@ from synth.construct.splitting import candidate_splits
 from synth.topology.linkmodel import LinkModel
 
 MAX_TREES = 1024  # trees per root at most (chunks per batch per root): past it, fewer
+MAX_UNITS = 8192  # chunks per batch per source along paths (they cost nothing to find)
 MAX_LANES = 1 << 24  # lanes per link fit the int32 that scipy's max-flow counts in
 
 
@@ -79,13 +81,12 @@ class Tree:
 @dataclass(frozen=True)
 class Packing:
     """Trees over `lanes_per_capacity` lanes per unit of capacity; each root roots
-    `per_root` of them in weight (fewer in `trees` only when time ran out)."""
+    `per_root` of them in weight."""
 
     lanes_per_capacity: int
     per_root: int
     trees: tuple[Tree, ...]
     roots: tuple[int, ...] = ()
-    wanted: int = 0  # per root, what the cuts allowed before MAX_TREES
 
     def weight(self, root: int) -> int:
         return sum(t.weight for t in self.trees if t.root == root)
@@ -173,29 +174,10 @@ def pack_trees(model: LinkModel, roots: list[int], deadline: float | None = None
     switches that lets the most through (the first to reach `target` trees per root per
     round, if given: the bound, when the caller knows it). Raises OutOfTime past the
     deadline; None when some rank cannot be reached from some root."""
-    best = None
-    for split in candidate_splits(model, roots):
-        if _past(deadline):
-            if best is None:
-                raise OutOfTime
-            break
-        base = math.lcm(*(l.capacity.denominator for l in split.links))
-        lanes = _lanes_of(split, base)
-        rate = _exact_rate(lanes, roots) / base if lanes is not None else 0
-        if rate > 0 and (best is None or rate > best[0]):
-            best = (rate, split)
-        if best is not None and target is not None and best[0] >= target:
-            break
-    if best is None:
+    found = _best_lanes(model, roots, None, deadline, target)
+    if found is None:
         return None
-    rate, split = best
-    # L: every lane count an integer, and k = rate x L trees per root one too
-    scale = math.lcm(rate.denominator, *(l.capacity.denominator for l in split.links))
-    lanes = _lanes_of(split, scale)
-    if lanes is None:
-        return None
-    wanted = int(rate * scale)  # the rate was measured: these many pack
-    k = min(wanted, MAX_TREES)
+    lanes, scale, k = found
     left = np.zeros(model.ranks, dtype=np.int64)
     left[roots] = k
     trees: list[Tree] = []
@@ -209,31 +191,147 @@ def pack_trees(model: LinkModel, roots: list[int], deadline: float | None = None
             left[root] -= weight - 1
             lanes.lanes[[lanes.index[(u, v)] for v, u in parent.items()]] -= weight - 1
             trees.append(Tree(root, parent, weight))
-    return Packing(scale, k, tuple(trees), tuple(roots), wanted)
+    return Packing(scale, k, tuple(trees), tuple(roots))
 
 
-def _lanes_of(split: LinkModel, scale: int) -> _Lanes | None:
-    """The split's links as lanes (capacity x scale each); None past MAX_LANES."""
-    counts = [int(l.capacity * scale) for l in split.links]
-    if max(counts, default=0) > MAX_LANES:
+def _best_lanes(model: LinkModel, roots: list[int], sinks: list[int] | None, deadline,
+                target: Fraction | None, most: int = MAX_TREES
+                ) -> tuple[_Lanes, int, int] | None:
+    """(lanes, L, k): the split of the switches that lets the most through from `roots`
+    to `sinks` (the first to reach `target` per root per round, if given), as lanes, L
+    per unit of capacity, and k = rate x L per root, an integer of at most `most`.
+
+    Where the exact rate needs more than `most` per root (capacities of awkward ratio,
+    e.g. 15.754 GB/s PCIe beside 25 GB/s NVLink), the lanes are coarsened to L' = most /
+    rate, each rounded down, and k is what they allow: within about 1 / most of the
+    rate. None when nothing gets through; OutOfTime past the deadline before any split
+    was measured."""
+    best = None
+    for split in candidate_splits(model, roots, sinks):
+        if _past(deadline):
+            if best is None:
+                raise OutOfTime
+            break
+        scale = math.lcm(*(l.capacity.denominator for l in split.links))
+        # measuring multiplies lanes by up to len(roots), and they must fit int32: past
+        # that, measure on coarser lanes
+        if _top_lanes(split, scale) * len(roots) > MAX_LANES:
+            scale = max(1, MAX_LANES // (len(roots) * math.ceil(_top_lanes(split, 1))))
+        rate = _exact_rate(_lanes_of(split, scale), roots, sinks) / scale
+        if rate > 0 and (best is None or rate > best[0]):
+            best = (rate, split)
+        if best is not None and target is not None and best[0] >= target:
+            break
+    if best is None:
         return None
+    rate, split = best
+    scale = math.lcm(rate.denominator, *(l.capacity.denominator for l in split.links))
+    if rate * scale <= most and _top_lanes(split, scale) <= MAX_LANES:
+        return _lanes_of(split, scale), scale, int(rate * scale)
+    scale = max(1, math.floor(most / rate))
+    if _top_lanes(split, scale) * len(roots) > MAX_LANES:
+        return None
+    lanes = _lanes_of(split, scale)
+    k = min(math.floor(_exact_rate(lanes, roots, sinks)), most)
+    return (lanes, scale, k) if k > 0 else None
+
+
+def _top_lanes(split: LinkModel, scale: int) -> Fraction:
+    return max((l.capacity * scale for l in split.links), default=Fraction(0))
+
+
+@dataclass(frozen=True)
+class Paths:
+    """A flow from every source to one sink in `lanes_per_capacity` lanes per unit of
+    capacity, as paths: (source, ranks from source to sink, units), each source's
+    units adding up to per_source."""
+
+    lanes_per_capacity: int
+    per_source: int
+    sink: int
+    paths: tuple[tuple[int, tuple[int, ...], int], ...]
+
+
+def pack_paths(model: LinkModel, sources: list[int], sink: int,
+               deadline: float | None = None, target: Fraction | None = None
+               ) -> Paths | None:
+    """The most units per source that reach `sink` at once (gather: max-flow from s*,
+    k from each source, is k x sources exactly when the rate allows k), over the best
+    split of the switches, decomposed into paths. None when some source cannot reach
+    the sink. A flow's paths use each link at most its flow's units, so chunks that
+    follow them one hop a step fit L rounds a step, as trees do."""
+    found = _best_lanes(model, sources, [sink], deadline, target, MAX_UNITS)
+    if found is None:
+        return None
+    lanes, scale, k = found
+    supply = np.zeros(model.ranks, dtype=np.int64)
+    supply[sources] = k
+    value, used, _ = lanes._solve(supply, sink)
+    assert value == k * len(sources)  # k was measured on these lanes
+    m = len(lanes.src)
+    flow: dict[int, dict[int, int]] = {}
+    for i in np.flatnonzero(used[:m] > 0):
+        flow.setdefault(int(lanes.src[i]), {})[int(lanes.dst[i])] = int(used[i])
+    paths = []
+    for source in sources:
+        left = k
+        while left:
+            path = _walk(flow, source, sink)
+            units = min([left] + [flow[a][b] for a, b in zip(path, path[1:])])
+            for a, b in zip(path, path[1:]):
+                flow[a][b] -= units
+                if not flow[a][b]:
+                    del flow[a][b]
+            paths.append((source, tuple(path), units))
+            left -= units
+    return Paths(scale, k, sink, tuple(paths))
+
+
+def _walk(flow: dict[int, dict[int, int]], source: int, sink: int) -> list[int]:
+    """A path from source to sink along links that still carry flow; a cycle met on
+    the way is cancelled (it moves nothing anywhere) and the walk starts over."""
+    while True:
+        path, seen = [source], {source: 0}
+        while path[-1] != sink:
+            here = path[-1]
+            nxt = next(iter(flow[here]))  # conservation: flow in means flow out
+            if nxt in seen:
+                cycle = path[seen[nxt]:] + [nxt]
+                least = min(flow[a][b] for a, b in zip(cycle, cycle[1:]))
+                for a, b in zip(cycle, cycle[1:]):
+                    flow[a][b] -= least
+                    if not flow[a][b]:
+                        del flow[a][b]
+                break
+            seen[nxt] = len(path)
+            path.append(nxt)
+        else:
+            return path
+
+
+def _lanes_of(split: LinkModel, scale: int) -> _Lanes:
+    """The split's links as lanes: capacity x scale each, rounded down."""
+    counts = [math.floor(l.capacity * scale) for l in split.links]
     return _Lanes(split.ranks, np.array([l.src for l in split.links], dtype=np.int64),
                   np.array([l.dst for l in split.links], dtype=np.int64),
                   np.array(counts + [0] * split.ranks, dtype=np.int64))
 
 
-def _exact_rate(lanes: _Lanes, roots: list[int]) -> Fraction:
+def _exact_rate(lanes: _Lanes, roots: list[int], sinks: list[int] | None = None
+                ) -> Fraction:
     """The most trees per root, in lanes (a Fraction), that Edmonds' condition allows:
-    min over rank sets S of the lanes into S over the roots outside S. Found by
-    Newton's method on cuts (Dinkelbach): guess lam, test it with one max-flow per rank
-    (lanes x q, q lam from s* into each root, q the denominator), and where a flow
+    min over rank sets S of the lanes into S over the roots outside S (S holding one of
+    `sinks`: every rank but a lone root when None; [sink] for a gather's flow). Found
+    by Newton's method on cuts (Dinkelbach): guess lam, test it with one max-flow per
+    sink (lanes x q, q lam from s* into each root, q the denominator), and where a flow
     falls short, its minimum cut's ratio is the next, smaller guess. 0 when some rank
     cannot be reached."""
     n, m, count = lanes.n, len(lanes.src), len(roots)
     base = lanes.lanes[:m].copy()
     into = np.zeros(n, dtype=np.int64)
     np.add.at(into, lanes.dst, base)
-    others = [v for v in range(n) if not (count == 1 and v == roots[0])]
+    others = sinks if sinks is not None else \
+        [v for v in range(n) if not (count == 1 and v == roots[0])]
     lam = min(Fraction(int(into[v]), count - (v in roots)) for v in others)
     try:
         while lam > 0:

@@ -16,6 +16,7 @@ source s* joined to each root by as many edges as it roots trees, that is max-fl
 v) >= K for every v (Menger). So the largest rate lam (trees per root per unit of
 capacity) that a split allows is a linear program: x in the group polytope, and for each
 sink v a flow from s* (lam to every root) delivering lam x (roots other than v) to v.
+A gather's flow has one sink, its root (candidate_splits' `sinks`).
 
 The simplest splits come first (candidate_splits): an even share of each group, with
 rail peers alone between boxes, reaches the bound on every symmetric built-in; the
@@ -45,10 +46,10 @@ import numpy as np
 
 from synth.topology.linkmodel import Group, LinkModel, RankLink
 
-DENOMINATOR = 10_000  # an LP vertex here has small denominators; past this, round down
+DENOMINATOR = 10_000  # an LP vertex here has small denominators; past this, the nearest
 
 
-def candidate_splits(model: LinkModel, roots: list[int]):
+def candidate_splits(model: LinkModel, roots: list[int], sinks: list[int] | None = None):
     """Splits of `model` (models without groups, the same links), simplest first, each
     made only when asked for: the model itself when it has no groups; else even splits
     (rail peers alone between boxes, then every link), then the program's split of
@@ -65,15 +66,16 @@ def candidate_splits(model: LinkModel, roots: list[int]):
     for base in bases:
         yield _even(base)
     for base in bases:
-        yield program_split(base, roots)
+        yield program_split(base, roots, sinks)
 
 
-def program_split(model: LinkModel, roots: list[int]) -> LinkModel:
+def program_split(model: LinkModel, roots: list[int], sinks: list[int] | None = None
+                  ) -> LinkModel:
     """The split that lets the most trees rooted at `roots` (each rank once: [root] for
     a broadcast, every rank for an allgather) through: the linear program of the
     module docstring, one variable per link class. Links it gives nothing are dropped."""
     ranks, links = rank_classes(model, roots)
-    split = _best_split(model, roots, ranks, links)
+    split = _best_split(model, roots, ranks, links, sinks)
     kept = tuple(RankLink(l.src, l.dst, split[links[i]], l.alpha_us)
                  for i, l in enumerate(model.links) if split[links[i]] > 0)
     return LinkModel(model.name, model.unit_gbps, model.ranks, kept, (), model.boxes)
@@ -137,17 +139,19 @@ def rank_classes(model: LinkModel, roots: list[int]) -> tuple[list[int], list[in
     return colour, [numbering[k] for k in edge_keys]
 
 
-def _best_split(model: LinkModel, roots: list[int], ranks: list[int], links: list[int]
-                ) -> dict[int, Fraction]:
-    """The capacity of each link class: the linear program of the module docstring."""
+def _best_split(model: LinkModel, roots: list[int], ranks: list[int], links: list[int],
+                sinks: list[int] | None) -> dict[int, Fraction]:
+    """The capacity of each link class: the linear program of the module docstring
+    (flows to `sinks`; None: to every rank, one per class, as trees span them all)."""
     from scipy.optimize import linprog  # here: 0.1 s to import, and rarely needed
     from scipy.sparse import coo_matrix
-    
+
     n_classes, m = max(links) + 1, len(model.links)
-    sinks = [next(r for r in range(model.ranks) if ranks[r] == c)
-             for c in sorted(set(ranks))]
+    if sinks is None:
+        sinks = [next(r for r in range(model.ranks) if ranks[r] == c)
+                 for c in sorted(set(ranks))]
     sinks = [v for v in sinks if not (len(roots) == 1 and v == roots[0])]
-    lam = n_classes
+    lam_col = n_classes  # the column of lam, after the link classes'
     per_sink = m + len(roots)  # a flow on every link, and from s* into every root
     n_vars = n_classes + 1 + len(sinks) * per_sink
     ub_rows, ub_cols, ub_vals, ub_rhs = [], [], [], []
@@ -166,7 +170,7 @@ def _best_split(model: LinkModel, roots: list[int], ranks: list[int], links: lis
         for i in range(m):  # the flow within the split
             ub([(base + i, 1.0), (links[i], -1.0)], 0.0)
         for a, _ in enumerate(roots):  # lam from s* into each root
-            ub([(base + m + a, 1.0), (lam, -1.0)], 0.0)
+            ub([(base + m + a, 1.0), (lam_col, -1.0)], 0.0)
         row_of = {}
         for w in range(model.ranks):
             row_of[w] = len(eq_rhs)
@@ -181,7 +185,7 @@ def _best_split(model: LinkModel, roots: list[int], ranks: list[int], links: lis
             eq_vals.append(1.0)
         # everything s* sends ends at v: v absorbs it, the others pass it on
         eq_rows.append(row_of[v])
-        eq_cols.append(lam)
+        eq_cols.append(lam_col)
         eq_vals.append(-float(len(roots)))
     caps: dict[int, Fraction] = {}
     for i, l in enumerate(model.links):
@@ -197,7 +201,7 @@ def _best_split(model: LinkModel, roots: list[int], ranks: list[int], links: lis
     bounds = ([(0.0, float(caps[c])) for c in range(n_classes)] + [(0.0, None)]
               + [(0.0, None)] * (n_vars - n_classes - 1))
     cost = np.zeros(n_vars)
-    cost[lam] = -1.0
+    cost[lam_col] = -1.0
     result = linprog(cost, A_ub=a_ub.tocsr(), b_ub=ub_rhs, A_eq=a_eq.tocsr(), b_eq=eq_rhs,
                      bounds=bounds, method="highs")
     if result.status != 0:  # cannot happen for a feasible model (x = 0 is a solution)

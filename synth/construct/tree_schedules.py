@@ -18,22 +18,31 @@ backwards (SCCL's duality). Allreduce: reduce trees up to a root, then broadcast
 down from it, as one pipeline; where the two phases use each link in opposite directions
 it too is the bound times the fill, elsewhere the rounds show what the overlap costs
 and the frontier keeps it only where it wins.
+
+Gather: a maximum flow to the root, k chunks a batch from every GPU, cut into paths
+(packing.pack_paths); chunks follow their path one hop a step, and a link carries at
+most its flow, so the same argument gives the same R / C. Scatter is the gather on the
+reversed links, run backwards (transform.mirror_schedule).
 """
 
 from __future__ import annotations
 
+import math
 import time
+from dataclasses import replace
 from fractions import Fraction
 
-from synth.construct.packing import OutOfTime, Packing, Tree, pack_trees
+from synth.construct.packing import (MAX_UNITS, OutOfTime, Packing, Paths, Tree, pack_paths,
+                                     pack_trees)
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import verified
 from synth.schedule.ir import Pipeline, Schedule, Send, Step
-from synth.schedule.transform import reverse_model, reverse_schedule
+from synth.schedule.transform import mirror_schedule, reverse_model, reverse_schedule
 from synth.search.pareto import Limits, Point, Search
 from synth.topology.linkmodel import LinkModel, rounds_for_load
 
-COLLECTIVES = ("allgather", "reducescatter", "broadcast", "reduce", "allreduce")
+COLLECTIVES = ("allgather", "reducescatter", "broadcast", "reduce", "allreduce", "gather",
+               "scatter")
 MAX_RANKS = 64  # past this, packing takes minutes (a broadcast on torus:8x8 about 30 s)
 DEPTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # pipeline batches tried
 MAX_STEPS = 1100  # a pipeline past this many steps is not built
@@ -122,6 +131,23 @@ def allgather_schedule(model: LinkModel, packing: Packing, batches: int) -> Sche
     return _pipelined(model, coll, program, k, batches, _info(packing, batches))
 
 
+def gather_schedule(model: LinkModel, paths: Paths, batches: int) -> Schedule:
+    """Every source's k chunks of a batch along its paths to the sink, one hop a step
+    (a path of u units carries u of them); pipelined like allgather."""
+    k = paths.per_source
+    coll = make_collective("gather", model.ranks, k * batches, paths.sink)
+    first: dict[int, int] = {}
+    hops = []
+    for source, path, units in paths.paths:
+        chunk = source * coll.chunks + first.get(source, 0)
+        first[source] = first.get(source, 0) + units
+        hops += [(level, Send(chunk, a, b, "copy", units))
+                 for level, (a, b) in enumerate(zip(path, path[1:]), start=1)]
+    info = {"method": f"paths, {k} chunks per GPU, {len(paths.paths)} paths"
+            + (f", {batches} batches" if batches > 1 else ""), "paths": len(paths.paths)}
+    return _pipelined(model, coll, _levels(hops), k, batches, info)
+
+
 def allreduce_schedule(model: LinkModel, up: Packing, down: Packing, batches: int
                        ) -> Schedule:
     """Reduce then broadcast, per root: chunk j of root r is summed up the `up` tree of
@@ -130,6 +156,10 @@ def allreduce_schedule(model: LinkModel, up: Packing, down: Packing, batches: in
     broadcast trees; every rank a root: reducescatter + allgather trees, root r owning
     chunks r k .. r k + k - 1 of each batch. Pipelined, one batch's reduction overlaps
     an earlier batch's copies."""
+    # the two packings count trees in lanes of their own: compare them in common ones
+    scale = math.lcm(up.lanes_per_capacity, down.lanes_per_capacity)
+    if max(p.per_root * scale // p.lanes_per_capacity for p in (up, down)) <= MAX_UNITS:
+        up, down = _at_scale(up, scale), _at_scale(down, scale)
     k = min(up.per_root, down.per_root)
     gather, spread = [], []
     for position, root in enumerate(down.roots):
@@ -146,6 +176,14 @@ def allreduce_schedule(model: LinkModel, up: Packing, down: Packing, batches: in
         "reducescatter + allgather trees"
     return _pipelined(model, coll, list(reversed(_levels(gather))) + _levels(spread),
                       per_batch, batches, _info(down, batches, what))
+
+
+def _at_scale(packing: Packing, scale: int) -> Packing:
+    """The same trees counted in `scale` lanes per unit of capacity (a multiple of the
+    packing's): every weight, and so every root's count, times the factor."""
+    factor = scale // packing.lanes_per_capacity
+    return replace(packing, lanes_per_capacity=scale, per_root=packing.per_root * factor,
+                   trees=tuple(replace(t, weight=t.weight * factor) for t in packing.trees))
 
 
 def _tree_at(ranges: list[tuple[int, Tree]], chunk: int) -> Tree:
@@ -172,13 +210,15 @@ def tree_search(model: LinkModel, name: str, root: int | None, limits: Limits,
         search.stopped, search.complete = "out of time", False
         return search
     except KeyboardInterrupt:  # Ctrl-C keeps the points built so far
-        search.stopped = "interrupted"
+        search.stopped, search.complete = "interrupted", False
         return search
 
 
 def _tree_points(model, name, root, limits, deadline, search, bound) -> Search:
     if name == "allreduce":
         return _allreduce_points(model, limits, deadline, search, bound)
+    if name in ("gather", "scatter"):
+        return _path_points(model, name, root, limits, deadline, search, bound)
     reversed_ = name in ("reduce", "reducescatter")
     packed_on = reverse_model(model) if reversed_ else model
     roots = [root] if name in ("broadcast", "reduce") else list(range(model.ranks))
@@ -197,10 +237,28 @@ def _tree_points(model, name, root, limits, deadline, search, bound) -> Search:
     return search
 
 
+def _path_points(model, name, root, limits, deadline, search, bound) -> Search:
+    """Gather by a maximum flow to the root, decomposed into paths; scatter is the
+    gather on the reversed links, run backwards."""
+    packed_on = reverse_model(model) if name == "scatter" else model
+    sources = [r for r in range(model.ranks) if r != root]
+    paths = pack_paths(packed_on, sources, root, deadline, bound and 1 / bound)
+    if paths is None:
+        search.stopped = "some rank cannot be reached"
+        return search
+
+    def build(batches):
+        schedule = gather_schedule(packed_on, paths, batches)
+        return mirror_schedule(schedule, model) if name == "scatter" else schedule
+
+    _add_pipelines(search, build, limits, deadline)
+    search.stopped = search.stopped or (f"{paths.per_source} chunks per GPU along "
+                                        f"{len(paths.paths)} paths")
+    return search
+
+
 def _packed(packing: Packing) -> str:
-    capped = f" (of {packing.wanted} the cuts allow)" if packing.wanted > packing.per_root \
-        else ""
-    return (f"{packing.per_root} tree{'s' * (packing.per_root != 1)} per root{capped}, "
+    return (f"{packing.per_root} tree{'s' * (packing.per_root != 1)} per root, "
             f"{len(packing.trees)} distinct")
 
 

@@ -475,15 +475,20 @@ def build(schedule, inplace: bool = False):
     if first is None or most == 1:
         raise BadInput(f"cannot export to MSCCL XML: even on {most} channels {why}")
     raise BadInput(f"cannot export to MSCCL XML: on 1 channel {first}, and on up to "
-                   f"{most} {why}")
+                   f"{most} channels {why}")
 
 
 def to_msccl_xml(schedule, inplace: bool = False, name: str | None = None,
                  min_bytes: int = 0, max_bytes: int = 0) -> str:
-    """The XML text of the schedule's algorithm. BadInput when it cannot be expressed."""
+    """The XML text of the schedule's algorithm. BadInput when it cannot be expressed.
+    A compact schedule (ranged sends, a pipeline) is lowered in its runtime form
+    (synth.export.runtime_form), as `synth export` does."""
+    from synth.export import runtime_form
+
+    name = name or default_name(schedule, inplace)  # after the schedule asked for
+    schedule = runtime_form(schedule)[0]
     program = build(schedule, inplace)
     lay, coll = program.layout, schedule.collective
-    name = name or default_name(schedule, inplace)
     head = (f'<algo name={quoteattr(name)} proto="Simple" nchannels="{program.k}" '
             f'nchunksperloop="{lay.loop_chunks}" ngpus="{lay.n}" coll="{coll.name}" '
             f'inplace="{int(inplace)}" outofplace="{int(not inplace)}" '

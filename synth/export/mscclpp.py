@@ -531,9 +531,14 @@ def max_message_size(layout: Layout, scratch: int) -> int:
 
 def to_mscclpp_plan(schedule, inplace: bool = False, name: str | None = None,
                     min_bytes: int = 0, max_bytes: int | None = None) -> dict:
-    """The plan as a JSON-ready dict. BadInput when it cannot be expressed."""
+    """The plan as a JSON-ready dict. BadInput when it cannot be expressed. A compact
+    schedule (ranged sends, a pipeline) is lowered in its runtime form
+    (synth.export.runtime_form), as `synth export` does."""
+    from synth.export import runtime_form
     from synth.export.msccl import default_name
 
+    name = name or default_name(schedule, inplace)  # after the schedule asked for
+    schedule = runtime_form(schedule)[0]
     plan = build(schedule, inplace)
     lay, coll = plan.layout, schedule.collective
     scratch = max(plan.flow.scratch.values(), default=0)
@@ -563,7 +568,7 @@ def to_mscclpp_plan(schedule, inplace: bool = False, name: str | None = None,
             "threadblocks": tbs,
         })
     return {
-        "name": name or default_name(schedule, inplace),
+        "name": name,
         "collective": coll.name,
         "protocol": "Simple",
         "inplace": bool(inplace),

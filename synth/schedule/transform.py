@@ -1,4 +1,5 @@
-"""Transformations of schedules: reversal (the duality), refinement, composition.
+"""Transformations of schedules: reversal (the duality), mirroring (gather and scatter),
+refinement, composition.
 
 SCCL's duality: run a non-combining schedule backwards on the reversed links and every
 copy becomes a reduction. Allgather's reversal is reducescatter, broadcast's is reduce.
@@ -40,6 +41,24 @@ def reverse_schedule(schedule: Schedule, original: LinkModel) -> Schedule:
     pipeline = schedule.pipeline and replace(schedule.pipeline,
                                              rounds=schedule.pipeline.rounds[::-1])
     return Schedule(dual, original, steps, dict(schedule.info), pipeline)
+
+
+MIRROR = {"gather": "scatter", "scatter": "gather"}
+
+
+def mirror_schedule(schedule: Schedule, original: LinkModel) -> Schedule:
+    """A gather (scatter) on reverse_model(original), run backwards on original: the
+    scatter (gather). Nothing combines: each chunk's hops are walked the other way, in
+    the reverse order, so every hop still follows the one that brought the chunk. A
+    pipeline keeps its stride, its rounds reversed (as in reverse_schedule)."""
+    coll = schedule.collective
+    mirror = make_collective(MIRROR[coll.name], coll.ranks, coll.chunks, coll.root)
+    steps = tuple(Step(step.rounds, tuple(replace(x, src=x.dst, dst=x.src)
+                                          for x in step.sends))
+                  for step in reversed(schedule.steps))
+    pipeline = schedule.pipeline and replace(schedule.pipeline,
+                                             rounds=schedule.pipeline.rounds[::-1])
+    return Schedule(mirror, original, steps, dict(schedule.info), pipeline)
 
 
 def refine(schedule: Schedule, factor: int) -> Schedule:
