@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -135,7 +136,7 @@ def main(argv=None) -> int:
                   flush=True)
     exact = sum(1 for r in rows if r.get("at_bound"))
     doc = {"date": date, "machine": machine(), "code": head + (" (dirty)" if dirty else ""),
-           "command": "python bench/bench_trees.py " + " ".join(argv or sys.argv[1:]),
+           "command": "python bench/bench_trees.py " + shlex.join(argv or sys.argv[1:]),
            "seconds": args.seconds, "rows": rows,
            "summary": f"{len(rows)} jobs; steady state exactly at the bound in {exact}; "
                       f"slowest {max((r['seconds'] for r in rows), default=0):.1f} s"}
