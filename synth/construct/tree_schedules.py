@@ -143,7 +143,7 @@ def gather_schedule(model: LinkModel, paths: Paths, batches: int) -> Schedule:
         first[source] = first.get(source, 0) + units
         hops += [(level, Send(chunk, a, b, "copy", units))
                  for level, (a, b) in enumerate(zip(path, path[1:]), start=1)]
-    info = {"method": f"paths, {k} chunks per GPU, {len(paths.paths)} paths"
+    info = {"method": f"paths, {_per_gpu(k)}, {len(paths.paths)} paths"
             + (f", {batches} batches" if batches > 1 else ""), "paths": len(paths.paths)}
     return _pipelined(model, coll, _levels(hops), k, batches, info)
 
@@ -252,9 +252,13 @@ def _path_points(model, name, root, limits, deadline, search, bound) -> Search:
         return mirror_schedule(schedule, model) if name == "scatter" else schedule
 
     _add_pipelines(search, build, limits, deadline)
-    search.stopped = search.stopped or (f"{paths.per_source} chunks per GPU along "
+    search.stopped = search.stopped or (f"{_per_gpu(paths.per_source)} along "
                                         f"{len(paths.paths)} paths")
     return search
+
+
+def _per_gpu(k: int) -> str:
+    return f"{k} chunk{'s' * (k != 1)} per GPU"
 
 
 def _packed(packing: Packing) -> str:
