@@ -33,7 +33,6 @@ import shlex
 import subprocess
 import sys
 import time
-from fractions import Fraction
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -41,7 +40,8 @@ sys.path.insert(0, str(REPO))
 
 from bench.bench_scale import machine  # noqa: E402
 from synth.bounds import bounds  # noqa: E402
-from synth.construct.tree_schedules import tree_search  # noqa: E402
+from synth.construct.tree_schedules import (steady_rounds_per_chunk,  # noqa: E402
+                                            tree_search)
 from synth.schedule.collectives import make_collective  # noqa: E402
 from synth.search.pareto import Limits  # noqa: E402
 from synth.topology.catalog import resolve  # noqa: E402
@@ -67,18 +67,13 @@ def run_job(topo: str, name: str, root, seconds: float) -> dict:
     if not search.points:
         return row
     best = min(search.points, key=lambda p: p.ratio)
-    deepest = max(search.points, key=lambda p: p.schedule.batches)
-    pipe = deepest.schedule.pipeline
     row.update(best_over_bound=float(best.ratio / b.rounds_per_chunk),
                depth=len(best.schedule.steps), batches=best.schedule.batches)
-    if pipe is not None and pipe.batches >= len(deepest.schedule.steps):
-        steady = Fraction(pipe.rounds[len(deepest.schedule.steps) - 1], pipe.stride)
+    deepest = max(search.points, key=lambda p: p.schedule.batches)
+    steady = steady_rounds_per_chunk(deepest.schedule)
+    if steady is not None:
         row.update(steady=str(steady), steady_over_bound=float(steady / b.rounds_per_chunk),
                    at_bound=steady == b.rounds_per_chunk)
-    elif deepest.schedule.pipeline is None:  # one step deep: no pipeline needed
-        row.update(steady=str(best.ratio), steady_over_bound=float(best.ratio /
-                                                                   b.rounds_per_chunk),
-                   at_bound=best.ratio == b.rounds_per_chunk)
     return row
 
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -106,7 +106,6 @@ class _Lanes:
     src: np.ndarray
     dst: np.ndarray
     lanes: np.ndarray  # per link, then per rank (s* -> rank)
-    index: dict[tuple[int, int], int] = field(default_factory=dict)
 
     def __post_init__(self):
         from scipy.sparse import coo_matrix  # here: 0.2 s to import, only when packing
@@ -121,12 +120,7 @@ class _Lanes:
 
     def flows(self, supply: np.ndarray, targets) -> dict[int, int]:
         """max-flow(s*, v) for v in targets, with `supply` lanes from s* to each rank."""
-        from scipy.sparse.csgraph import maximum_flow
-
-        self.lanes[len(self.src):] = supply
-        self.graph.data = self.lanes[self.order].astype(np.int32)
-        return {v: int(maximum_flow(self.graph, self.n, v, method="dinic").flow_value)
-                for v in targets}
+        return {v: int(self._max_flow(supply, v).flow_value) for v in targets}
 
     def in_min_cuts(self, supply: np.ndarray, target: int
                     ) -> tuple[int, np.ndarray, np.ndarray]:
@@ -154,12 +148,17 @@ class _Lanes:
         side[reached[reached < self.n]] = False
         return value, side
 
-    def _solve(self, supply, target):
+    def _max_flow(self, supply, target):
         from scipy.sparse.csgraph import maximum_flow
 
         self.lanes[len(self.src):] = supply
         self.graph.data = self.lanes[self.order].astype(np.int32)
-        result = maximum_flow(self.graph, self.n, target, method="dinic")
+        return maximum_flow(self.graph, self.n, target, method="dinic")
+
+    def _solve(self, supply, target):
+        """max-flow(s*, target), the flow on each link then each supply, and the
+        residual graph (1 where a lane is left)."""
+        result = self._max_flow(supply, target)
         residual = (self.graph - result.flow).tocsr()
         residual.data = (residual.data > 0).astype(np.int8)
         residual.eliminate_zeros()
@@ -183,7 +182,7 @@ def pack_trees(model: LinkModel, roots: list[int], deadline: float | None = None
     trees: list[Tree] = []
     for root in roots:
         while left[root] > 0:
-            if _past(deadline):
+            if past(deadline):
                 raise OutOfTime
             left[root] -= 1  # the tree under construction
             parent = _grow(lanes, left, root, deadline)
@@ -208,7 +207,7 @@ def _best_lanes(model: LinkModel, roots: list[int], sinks: list[int] | None, dea
     was measured."""
     best = None
     for split in candidate_splits(model, roots, sinks):
-        if _past(deadline):
+        if past(deadline):
             if best is None:
                 raise OutOfTime
             break
@@ -278,10 +277,7 @@ def pack_paths(model: LinkModel, sources: list[int], sink: int,
         while left:
             path = _walk(flow, source, sink)
             units = min([left] + [flow[a][b] for a, b in zip(path, path[1:])])
-            for a, b in zip(path, path[1:]):
-                flow[a][b] -= units
-                if not flow[a][b]:
-                    del flow[a][b]
+            _take(flow, path, units)
             paths.append((source, tuple(path), units))
             left -= units
     return Paths(scale, k, sink, tuple(paths))
@@ -297,16 +293,20 @@ def _walk(flow: dict[int, dict[int, int]], source: int, sink: int) -> list[int]:
             nxt = next(iter(flow[here]))  # conservation: flow in means flow out
             if nxt in seen:
                 cycle = path[seen[nxt]:] + [nxt]
-                least = min(flow[a][b] for a, b in zip(cycle, cycle[1:]))
-                for a, b in zip(cycle, cycle[1:]):
-                    flow[a][b] -= least
-                    if not flow[a][b]:
-                        del flow[a][b]
+                _take(flow, cycle, min(flow[a][b] for a, b in zip(cycle, cycle[1:])))
                 break
             seen[nxt] = len(path)
             path.append(nxt)
         else:
             return path
+
+
+def _take(flow: dict[int, dict[int, int]], walk: list[int], units: int) -> None:
+    """Take `units` of flow off every link along `walk` (links left empty go)."""
+    for a, b in zip(walk, walk[1:]):
+        flow[a][b] -= units
+        if not flow[a][b]:
+            del flow[a][b]
 
 
 def _lanes_of(split: LinkModel, scale: int) -> _Lanes:
@@ -366,7 +366,7 @@ def _grow(lanes: _Lanes, left: np.ndarray, root: int, deadline) -> dict[int, int
     parent: dict[int, int] = {}
     depth = {root: 0}
     while len(depth) < n:
-        if _past(deadline):
+        if past(deadline):
             raise OutOfTime
         blocked = np.zeros(len(lanes.src), dtype=bool)
         for w in range(n):
@@ -423,5 +423,5 @@ def _extra_copies(lanes: _Lanes, left: np.ndarray, parent: dict[int, int], root:
     return lo
 
 
-def _past(deadline: float | None) -> bool:
+def past(deadline: float | None) -> bool:
     return deadline is not None and time.monotonic() > deadline

@@ -28,12 +28,11 @@ reversed links, run backwards (transform.mirror_schedule).
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import replace
 from fractions import Fraction
 
 from synth.construct.packing import (MAX_UNITS, OutOfTime, Packing, Paths, Tree, pack_paths,
-                                     pack_trees)
+                                     pack_trees, past)
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import verified
 from synth.schedule.ir import Pipeline, Schedule, Send, Step
@@ -290,7 +289,7 @@ def _allreduce_points(model, limits, deadline, search, bound) -> Search:
         roots = range(0)
     best, tried = None, 0
     for root in roots:
-        if _past(deadline):
+        if past(deadline):
             break
         try:
             one = (pack_trees(model, [root], deadline),)
@@ -327,11 +326,18 @@ def _mirrored(model: LinkModel, reverse: LinkModel) -> bool:
 
 
 def _steady(points: list[Point]) -> Fraction | None:
-    """Rounds per chunk of a step of the deepest pipeline with every level busy."""
+    """steady_rounds_per_chunk of the deepest pipeline among `points`."""
     deepest = max(points, key=lambda p: p.schedule.batches, default=None)
-    if deepest is None or deepest.schedule.pipeline is None:
-        return None
-    pipe, depth = deepest.schedule.pipeline, len(deepest.schedule.steps)
+    return None if deepest is None else steady_rounds_per_chunk(deepest.schedule)
+
+
+def steady_rounds_per_chunk(schedule: Schedule) -> Fraction | None:
+    """Rounds per chunk of a pipeline step with every level busy (the rate the trees
+    reach, without the fill); a schedule of one step with no pipeline has R / C; None
+    when no step has every level busy."""
+    pipe, depth = schedule.pipeline, len(schedule.steps)
+    if pipe is None:
+        return Fraction(schedule.rounds, schedule.collective.chunks) if depth == 1 else None
     if pipe.batches < depth:
         return None
     return Fraction(pipe.rounds[depth - 1], pipe.stride)
@@ -342,7 +348,7 @@ def _add_pipelines(search: Search, build, limits: Limits, deadline) -> None:
     steps are within the limits; past the deadline, no more once there is one."""
     lo, hi = max(1, limits.min_steps), min(limits.max_steps or MAX_STEPS, MAX_STEPS)
     for batches in DEPTHS:
-        if search.points and _past(deadline):
+        if search.points and past(deadline):
             search.stopped, search.complete = "out of time", False
             return
         schedule = build(batches)
@@ -350,5 +356,3 @@ def _add_pipelines(search: Search, build, limits: Limits, deadline) -> None:
             search.points.append(Point(verified(schedule), proven=False))
 
 
-def _past(deadline: float | None) -> bool:
-    return deadline is not None and time.monotonic() > deadline

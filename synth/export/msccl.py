@@ -164,10 +164,8 @@ class _Program:
         return out
 
     def _threadblocks(self, candidates):
-        ins, outs, pairs = defaultdict(set), defaultdict(set), defaultdict(lambda: defaultdict(int))
-        for x in self.xs:
-            ins[(x.dst, self.lane(x.chunk))].add(x.src)
-            outs[(x.src, self.lane(x.chunk))].add(x.dst)
+        ins, outs = _lane_peers(self.xs, self.k)
+        pairs = defaultdict(lambda: defaultdict(int))
         for x, s, _ in candidates:
             pairs[(x.dst, self.lane(x.chunk))][(x.src, s.dst)] += 1
         self.recv_tb, self.send_tb = {}, {}
@@ -431,15 +429,21 @@ class _Program:
         return None
 
 
+def _lane_peers(transfers, k: int):
+    """Per (rank, channel) on k channels (chunk c on channel c mod k): the ranks it
+    receives from and the ranks it sends to."""
+    ins, outs = defaultdict(set), defaultdict(set)
+    for x in transfers:
+        ins[(x.dst, x.chunk % k)].add(x.src)
+        outs[(x.src, x.chunk % k)].add(x.dst)
+    return ins, outs
+
+
 def _threadblocks_needed(steps, k: int) -> tuple[int, int]:
     """(most threadblocks on one rank, on one channel of one rank) on k channels, as
     _Program would make them, from the transfers alone: _lane_tbs pairs receive and
     send peers, so a rank's channel needs as many as its larger side."""
-    ins, outs = defaultdict(set), defaultdict(set)
-    for sends in steps:
-        for s in sends:
-            ins[(s.dst, s.chunk % k)].add(s.src)
-            outs[(s.src, s.chunk % k)].add(s.dst)
+    ins, outs = _lane_peers((s for sends in steps for s in sends), k)
     per_gpu, per_chan = defaultdict(int), 0
     for key in set(ins) | set(outs):
         n = max(len(ins[key]), len(outs[key]))
