@@ -116,8 +116,10 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     # the frontier so that it is never slower than one of them
     if method == "auto" and name in PACKED and not _interrupted(searches):
         on_event("search", f"{name} by packed trees")
-        searches["trees"] = tree_search(model, name, coll.root, limits,
-                                        start + TREES_SHARE * limits.time_limit,
+        # a share of the time limit from now, as the decomposition may have used some
+        trees_end = min(time.monotonic() + TREES_SHARE * limits.time_limit,
+                        start + limits.time_limit)
+        searches["trees"] = tree_search(model, name, coll.root, limits, trees_end,
                                         b.rounds_per_chunk)
     if method == "auto" and not _interrupted(searches):
         on_event("stage", "building the baselines")
@@ -162,7 +164,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
 
 
 BASELINE_SECONDS = 2e-4  # x ranks^2: building every baseline (256 GPUs ~11 s, 512 ~55 s)
-TREES_SHARE = 0.25  # of the time limit, at most, for packing trees
+TREES_SHARE = 0.25  # of the time limit, at most, for packing trees (from their start)
 
 
 def _interrupted(searches: dict[str, Search]) -> bool:

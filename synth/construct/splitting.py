@@ -61,7 +61,7 @@ def candidate_splits(model: LinkModel, roots: list[int], sinks: list[int] | None
     if not model.groups:
         yield model
         return
-    rails = _rails_only(model)
+    rails = rails_only(model)
     bases = ([rails] if rails is not None else []) + [model]
     for base in bases:
         yield _even(base)
@@ -92,7 +92,7 @@ def _even(model: LinkModel) -> LinkModel:
     return LinkModel(model.name, model.unit_gbps, model.ranks, links, (), model.boxes)
 
 
-def _rails_only(model: LinkModel) -> LinkModel | None:
+def rails_only(model: LinkModel) -> LinkModel | None:
     """The links inside boxes and those between rail peers (the same place in their
     boxes); None for one box, or when nothing would be dropped."""
     if len(set(model.boxes)) < 2:

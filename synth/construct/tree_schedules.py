@@ -33,6 +33,7 @@ from fractions import Fraction
 
 from synth.construct.packing import (MAX_UNITS, OutOfTime, Packing, Paths, Tree, pack_paths,
                                      pack_trees, past)
+from synth.construct.translated import pack_translated, translations
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import verified
 from synth.schedule.ir import Pipeline, Schedule, Send, Step
@@ -43,6 +44,7 @@ from synth.topology.linkmodel import LinkModel, rounds_for_load
 COLLECTIVES = ("allgather", "reducescatter", "broadcast", "reduce", "allreduce", "gather",
                "scatter")
 MAX_RANKS = 64  # past this, packing takes minutes (a broadcast on torus:8x8 about 30 s)
+EVERY_RANK = ("allgather", "reducescatter", "allreduce")  # past MAX_RANKS: alike boxes
 DEPTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # pipeline batches tried
 MAX_STEPS = 1100  # a pipeline past this many steps is not built
 ALLREDUCE_ROOTS = 8  # allreduce tries every root up to this many ranks (else rank 0)
@@ -200,8 +202,9 @@ def tree_search(model: LinkModel, name: str, root: int | None, limits: Limits,
     if name not in COLLECTIVES:
         search.stopped = f"{name} is not built from trees (only {', '.join(COLLECTIVES)})"
         return search
-    if model.ranks > MAX_RANKS:
-        search.stopped = f"not packed: {model.ranks} ranks (at most {MAX_RANKS})"
+    if model.ranks > MAX_RANKS and (name not in EVERY_RANK or translations(model) is None):
+        search.stopped = (f"not packed: {model.ranks} ranks (at most {MAX_RANKS}, or "
+                          f"{', '.join(EVERY_RANK)} on boxes alike)")
         return search
     try:
         return _tree_points(model, name, root, limits, deadline, search, bound)
@@ -221,7 +224,7 @@ def _tree_points(model, name, root, limits, deadline, search, bound) -> Search:
     reversed_ = name in ("reduce", "reducescatter")
     packed_on = reverse_model(model) if reversed_ else model
     roots = [root] if name in ("broadcast", "reduce") else list(range(model.ranks))
-    packing = pack_trees(packed_on, roots, deadline, bound and 1 / bound)
+    packing = _pack(packed_on, roots, deadline, bound and 1 / bound)
     if packing is None:
         search.stopped = "some rank cannot be reached"
         return search
@@ -273,11 +276,14 @@ def _allreduce_points(model, limits, deadline, search, bound) -> Search:
     shallow and the two phases avoid each other's links (a line through its middle)."""
     reverse = reverse_model(model)
     everyone = list(range(model.ranks))
-    down = pack_trees(model, everyone, deadline)
+    # the allreduce bound is the reducescatter's plus the allgather's (2 (N - 1) / N
+    # shares): trees at 2 / (N bound) per root per round reach it where those are equal
+    target = bound and 2 / (model.ranks * bound)
+    down = _pack(model, everyone, deadline, target)
     # a network the same both ways (every link and group mirrored) packs the same trees
     # reversed: no second packing
     mirrored = _mirrored(model, reverse)
-    up = down if mirrored else pack_trees(reverse, everyone, deadline)
+    up = down if mirrored else _pack(reverse, everyone, deadline, target)
     if up is None or down is None:
         search.stopped = "some rank cannot be reached"
         return search
@@ -285,7 +291,7 @@ def _allreduce_points(model, limits, deadline, search, bound) -> Search:
                    limits, deadline)
     described = f"{_packed(down)} each way"
     roots = range(model.ranks if model.ranks <= ALLREDUCE_ROOTS else 1)
-    if bound is not None and _steady(search.points) == bound:
+    if bound is not None and _steady(search.points) == bound or model.ranks > MAX_RANKS:
         roots = range(0)
     best, tried = None, 0
     for root in roots:
@@ -314,6 +320,15 @@ def _allreduce_points(model, limits, deadline, search, bound) -> Search:
         search.complete = False
     search.stopped = search.stopped or described
     return search
+
+
+def _pack(model: LinkModel, roots: list[int], deadline, target: Fraction | None
+          ) -> Packing | None:
+    """pack_trees, or past MAX_RANKS (every rank a root) the packing translated from
+    one box to the others (synth.construct.translated)."""
+    if model.ranks > MAX_RANKS:
+        return pack_translated(model, deadline, target)
+    return pack_trees(model, roots, deadline, target)
 
 
 def _mirrored(model: LinkModel, reverse: LinkModel) -> bool:

@@ -1,0 +1,77 @@
+"""Trees packed for one box and translated to the others (synth.construct.translated),
+and the tree search past 64 ranks that uses them."""
+
+from dataclasses import replace
+
+import pytest
+
+from synth.bounds import bounds
+from synth.construct.translated import pack_translated, translations
+from synth.construct.tree_schedules import (allgather_schedule, steady_rounds_per_chunk,
+                                            tree_search)
+from synth.schedule.collectives import make_collective
+from synth.schedule.file import schedule_to_dict
+from synth.schedule.verify import verify_schedule
+from synth.search.pareto import Limits
+from synth.topology.catalog import resolve
+from synth.topology.linkmodel import lower_with_routes
+
+
+def lowered(name, collective="allgather"):
+    lowering = lower_with_routes(resolve(name))
+    b = bounds(lowering, make_collective(collective, lowering.model.ranks, 1))
+    return lowering.model, b.rounds_per_chunk
+
+
+@pytest.mark.parametrize("name", ["dgxh100x2", "dgxa100x3", "ndv2x2"])
+def test_translated_trees_reach_the_cut_bound_exactly(name):
+    model, bound = lowered(name)
+    packing = pack_translated(model, target=1 / bound)
+    assert packing.rate == 1 / bound  # a Fraction equal to it
+    schedule = allgather_schedule(model, packing, 8)
+    verify_schedule(schedule_to_dict(schedule))
+    assert steady_rounds_per_chunk(schedule) == bound
+    assert schedule.rounds * bound.denominator > schedule.collective.chunks * bound.numerator
+
+
+def test_each_box_roots_the_first_box_trees_moved_over():
+    model, bound = lowered("dgxa100x3")
+    per_box = model.ranks // 3
+    packing = pack_translated(model, target=1 / bound)
+    trees = {}
+    for t in packing.trees:
+        trees.setdefault(t.root, []).append(t)
+    for root in range(per_box, model.ranks):
+        first = trees[root % per_box]
+        shift = root - root % per_box
+        moved = [{(v + shift) % model.ranks: (u + shift) % model.ranks
+                  for v, u in t.parent.items()} for t in first]
+        assert [t.parent for t in trees[root]] == moved
+        assert [t.weight for t in trees[root]] == [t.weight for t in first]
+
+
+def test_no_translation_where_boxes_differ_or_there_is_one_box():
+    assert translations(lowered("dgxh100")[0]) is None
+    model, _ = lowered("dgxh100x2")
+    # box 1 loses half of one NVLink: moving box 0 onto it no longer keeps capacities
+    links = tuple(replace(l, capacity=l.capacity / 2) if (l.src, l.dst) == (9, 10) else l
+                  for l in model.links)
+    assert translations(replace(model, links=links)) is None
+    assert pack_translated(replace(model, links=links)) is None
+
+
+def test_past_64_ranks_allgather_and_allreduce_trees_reach_the_bound():
+    for collective in ("allgather", "allreduce"):
+        model, bound = lowered("dgxh100x9", collective)  # 72 ranks
+        search = tree_search(model, collective, None, Limits(max_steps=20), None, bound)
+        assert search.complete and search.points
+        deepest = max(search.points, key=lambda p: p.schedule.batches)
+        verify_schedule(schedule_to_dict(deepest.schedule))
+        assert steady_rounds_per_chunk(deepest.schedule) == bound
+
+
+def test_past_64_ranks_a_single_root_is_not_packed():
+    model, bound = lowered("dgxh100x9", "broadcast")
+    search = tree_search(model, "broadcast", 0, Limits(), None, bound)
+    assert not search.points
+    assert search.stopped.startswith("not packed: 72 ranks (at most 64, or allgather")
