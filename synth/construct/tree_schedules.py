@@ -33,7 +33,7 @@ from fractions import Fraction
 
 from synth.construct.packing import (MAX_UNITS, OutOfTime, Packing, Paths, Tree, pack_paths,
                                      pack_trees, past)
-from synth.construct.translated import pack_translated, translations
+from synth.construct.symmetric import box_symmetry, pack_symmetric
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import verified
 from synth.schedule.ir import Pipeline, Schedule, Send, Step
@@ -43,8 +43,8 @@ from synth.topology.linkmodel import LinkModel, rounds_for_load
 
 COLLECTIVES = ("allgather", "reducescatter", "broadcast", "reduce", "allreduce", "gather",
                "scatter")
-MAX_RANKS = 64  # past this, packing takes minutes (a broadcast on torus:8x8 about 30 s)
-EVERY_RANK = ("allgather", "reducescatter", "allreduce")  # past MAX_RANKS: alike boxes
+MAX_RANKS = 64  # past this, packing takes minutes (a broadcast on torus:8x8 about 30 s):
+# trees only where boxes alike give a symmetry to pack under (synth.construct.symmetric)
 DEPTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # pipeline batches tried
 MAX_STEPS = 1100  # a pipeline past this many steps is not built
 ALLREDUCE_ROOTS = 8  # allreduce tries every root up to this many ranks (else rank 0)
@@ -202,9 +202,11 @@ def tree_search(model: LinkModel, name: str, root: int | None, limits: Limits,
     if name not in COLLECTIVES:
         search.stopped = f"{name} is not built from trees (only {', '.join(COLLECTIVES)})"
         return search
-    if model.ranks > MAX_RANKS and (name not in EVERY_RANK or translations(model) is None):
-        search.stopped = (f"not packed: {model.ranks} ranks (at most {MAX_RANKS}, or "
-                          f"{', '.join(EVERY_RANK)} on boxes alike)")
+    roots = [root] if name in ("broadcast", "reduce") else list(range(model.ranks))
+    if model.ranks > MAX_RANKS and name not in ("gather", "scatter") and \
+            box_symmetry(model, roots) is None:
+        search.stopped = (f"not packed: {model.ranks} ranks (at most {MAX_RANKS} unless "
+                          "the boxes are alike)")
         return search
     try:
         return _tree_points(model, name, root, limits, deadline, search, bound)
@@ -324,10 +326,10 @@ def _allreduce_points(model, limits, deadline, search, bound) -> Search:
 
 def _pack(model: LinkModel, roots: list[int], deadline, target: Fraction | None
           ) -> Packing | None:
-    """pack_trees, or past MAX_RANKS (every rank a root) the packing translated from
-    one box to the others (synth.construct.translated)."""
+    """pack_trees, or past MAX_RANKS the packing that the symmetry of alike boxes makes
+    small (synth.construct.symmetric)."""
     if model.ranks > MAX_RANKS:
-        return pack_translated(model, deadline, target)
+        return pack_symmetric(model, roots, deadline, target)
     return pack_trees(model, roots, deadline, target)
 
 

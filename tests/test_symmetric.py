@@ -1,12 +1,12 @@
-"""Trees packed for one box and translated to the others (synth.construct.translated),
-and the tree search past 64 ranks that uses them."""
+"""Trees packed under the symmetry of alike boxes (synth.construct.symmetric), and the
+tree search past 64 ranks that uses them."""
 
 from dataclasses import replace
 
 import pytest
 
 from synth.bounds import bounds
-from synth.construct.translated import pack_translated, translations
+from synth.construct.symmetric import box_symmetry, pack_symmetric
 from synth.construct.tree_schedules import (allgather_schedule, steady_rounds_per_chunk,
                                             tree_search)
 from synth.schedule.collectives import make_collective
@@ -26,7 +26,7 @@ def lowered(name, collective="allgather"):
 @pytest.mark.parametrize("name", ["dgxh100x2", "dgxa100x3", "ndv2x2"])
 def test_translated_trees_reach_the_cut_bound_exactly(name):
     model, bound = lowered(name)
-    packing = pack_translated(model, target=1 / bound)
+    packing = pack_symmetric(model, list(range(model.ranks)), target=1 / bound)
     assert packing.rate == 1 / bound  # a Fraction equal to it
     schedule = allgather_schedule(model, packing, 8)
     verify_schedule(schedule_to_dict(schedule))
@@ -37,7 +37,7 @@ def test_translated_trees_reach_the_cut_bound_exactly(name):
 def test_each_box_roots_the_first_box_trees_moved_over():
     model, bound = lowered("dgxa100x3")
     per_box = model.ranks // 3
-    packing = pack_translated(model, target=1 / bound)
+    packing = pack_symmetric(model, list(range(model.ranks)), target=1 / bound)
     trees = {}
     for t in packing.trees:
         trees.setdefault(t.root, []).append(t)
@@ -50,14 +50,18 @@ def test_each_box_roots_the_first_box_trees_moved_over():
         assert [t.weight for t in trees[root]] == [t.weight for t in first]
 
 
-def test_no_translation_where_boxes_differ_or_there_is_one_box():
-    assert translations(lowered("dgxh100")[0]) is None
+def test_no_symmetry_where_boxes_differ_or_are_too_few():
+    everyone = list(range(8))
+    assert box_symmetry(lowered("dgxh100")[0], everyone) is None
     model, _ = lowered("dgxh100x2")
+    assert box_symmetry(model, [0]) is None  # no other boxes to rotate
+    everyone = list(range(model.ranks))
+    assert len(box_symmetry(model, everyone).perms) == 2
     # box 1 loses half of one NVLink: moving box 0 onto it no longer keeps capacities
     links = tuple(replace(l, capacity=l.capacity / 2) if (l.src, l.dst) == (9, 10) else l
                   for l in model.links)
-    assert translations(replace(model, links=links)) is None
-    assert pack_translated(replace(model, links=links)) is None
+    assert box_symmetry(replace(model, links=links), everyone) is None
+    assert pack_symmetric(replace(model, links=links), everyone) is None
 
 
 def test_past_64_ranks_allgather_and_allreduce_trees_reach_the_bound():
@@ -70,8 +74,23 @@ def test_past_64_ranks_allgather_and_allreduce_trees_reach_the_bound():
         assert steady_rounds_per_chunk(deepest.schedule) == bound
 
 
-def test_past_64_ranks_a_single_root_is_not_packed():
-    model, bound = lowered("dgxh100x9", "broadcast")
-    search = tree_search(model, "broadcast", 0, Limits(), None, bound)
+def test_past_64_ranks_broadcast_trees_and_gather_paths_reach_the_bound():
+    for name, collective in (("dgxa100x9", "broadcast"), ("dgxh100x9", "gather")):
+        lowering = lower_with_routes(resolve(name))  # 72 ranks
+        model = lowering.model
+        bound = bounds(lowering, make_collective(collective, model.ranks, 1, 0)
+                       ).rounds_per_chunk
+        search = tree_search(model, collective, 0, Limits(max_steps=40), None, bound)
+        deepest = max(search.points, key=lambda p: p.schedule.batches)
+        verify_schedule(schedule_to_dict(deepest.schedule))
+        assert steady_rounds_per_chunk(deepest.schedule) == bound
+
+
+def test_past_64_ranks_boxes_that_differ_are_not_packed():
+    model, bound = lowered("dgxh100x9")
+    links = tuple(replace(l, capacity=l.capacity / 2) if (l.src, l.dst) == (9, 10) else l
+                  for l in model.links)
+    search = tree_search(replace(model, links=links), "allgather", None, Limits(), None,
+                         bound)
     assert not search.points
-    assert search.stopped.startswith("not packed: 72 ranks (at most 64, or allgather")
+    assert search.stopped == "not packed: 72 ranks (at most 64 unless the boxes are alike)"

@@ -1,28 +1,33 @@
-"""Trees for identical boxes: pack one box's roots, translate to every other box.
+"""Trees for alike boxes: pack under the symmetry of the boxes, a few roots' worth.
 
-Where the boxes of a multi-node model are alike, moving every rank k boxes on (the same
-place in box b + k, boxes counted round) maps the network onto itself: links to links
-of the same capacity, groups to groups. Such translations form a group G that moves no
-rank to itself. Averaging any allgather packing over G keeps its rate (every image is a
-packing of the same network) and makes it G-invariant: the trees of rank g(r) are g's
-images of the trees of r. So the best rate is reached by packings that choose trees
-only for the ranks of the first box (one per orbit of G) and translate them.
+Where the boxes of a multi-node model are alike, permuting whole boxes (each rank to
+the same place in another box) can map the network onto itself: links to links of the
+same capacity, groups to groups. Two such groups H of maps (box_symmetry):
 
-Under such a packing the load on a link e is the sum, over the chosen trees T, of
-y_T x |T cap O(e)|, O(e) the orbit of e under G (G moves no rank to itself, so each
-image of T meets e at most once per edge of T in the orbit); a group's load is the sum
-over its links. So the trees of one box are the columns of a small linear program:
-one row per link orbit and per distinct group row, one per chosen root (every root at
-least lam), maximise lam. It is solved by column generation (Ford and Fulkerson,
-1958; Gilmore and Gomory, 1961): HiGHS solves the program over the trees found so far,
-its prices make each link orbit cost something, and a tree of negative reduced cost is
-a cheapest spanning arborescence under those costs (Edmonds, 1967; networkx's
+- every rank a root (allgather; reducescatter and allreduce use its trees): the
+  translations, box b to box b + s, boxes counted round. They fix no rank, so the
+  images of the first s boxes' trees root every other rank exactly once: the packing
+  is the sum of the images of a packing P0 for those roots alone;
+- one root (broadcast; reduce): the rotation of the other boxes among themselves, the
+  root's box fixed. Each image of a packing from the root is one: the packing is the
+  average of P0's images.
+
+Either way, averaging (or summing) any packing over H keeps its rate and makes it
+H-invariant, so the best rate is reached this way. The load the images put on a link e
+is the sum, over P0's trees T, of y_T x |T cap O(e)| x |H| / |O(e)| (O(e) the orbit of
+e; for the translations |O(e)| = |H|), divided by |H| where averaged; a group's load is
+the sum over its links. So P0's trees are the columns of a small linear program: one
+row per link orbit and per distinct group row, one per chosen root (every root at least
+lam), maximise lam. It is solved by column generation (Ford and Fulkerson, 1958;
+Gilmore and Gomory, 1961): HiGHS solves the program over the trees found so far, its
+prices make each link orbit cost something, and a tree of negative reduced cost is a
+cheapest spanning arborescence under those costs (Edmonds, 1967; networkx's
 implementation). A greedy one (Prim's rule: the cheapest edge out of the tree so far)
 is tried first, as it is far faster and usually enough; the exact one only runs when
-the greedy finds nothing and the rate is below the bound the caller passes.
+the greedy finds nothing.
 
-The rate is the linear program's optimum over all trees, so no split of the switches
-is needed: groups are rows of their own. Its vertex is rational but often of large
+The rate is the program's optimum over all trees, so no split of the switches is
+needed: groups are rows of their own. Its vertex is rational but often of large
 denominators, so whole weights come from a small integer program over the trees found
 (HiGHS): exactly the bound's rate in L = m x its denominator lanes per unit of
 capacity, for the least m that allows it. Where none does, the amounts are rounded down
@@ -31,9 +36,9 @@ against every row, so the trees always fit; the schedules built from them are ve
 whole.
 
 Cost: a program of (link orbits + group rows + roots) rows per round, and one greedy
-tree per chosen root, O(E log E) for E links. Between boxes only rail peers first: on
-every built-in they reach the bound with one or two trees per root, dgx2x16 (256 GPUs)
-and dgxh100x64 (512) in under a second.
+tree per chosen root, O(E log E) for E links. Between boxes only rail peers first:
+allgather reaches the bound with one tree per root on dgx2xK and dgxh100xK, the packing
+in under a second at 256 and 512 GPUs.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import heapq
 import math
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -56,18 +62,33 @@ DENOMINATORS = (1, 2, 4, 8, 12, 16, 24, 30, 32, 48, 60, 64, 120, 128, 240, 256, 
 EPS = 1e-9
 MULTIPLES = 60  # lanes tried: the bound's denominator times 1 .. this
 MILP_SECONDS = 2.0  # each whole-weight program at most
+AVERAGED_TREES = 128  # trees per image at most where a packing is averaged over images
 
 
-def translations(model: LinkModel) -> tuple[list[np.ndarray], list[int]] | None:
-    """The translations of the boxes that map the network onto itself, as rank
-    permutations (the identity first), and the ranks of the boxes they do not reach
-    from the first (one rank per orbit); None when there are fewer than two boxes,
-    the boxes differ in size, or no shift but the identity maps the network to itself."""
-    if len(set(model.boxes)) < 2:
-        return None
+@dataclass(frozen=True)
+class Symmetry:
+    """A group of automorphisms of the network that maps the roots onto themselves:
+    `perms` (the identity first); `chosen`, the roots the program picks trees for (one
+    per orbit of roots); `averaged`: whether the packing is the images' average (one
+    root, each image a whole packing of it) or their sum (every rank a root, the
+    images of the chosen roots' trees rooting the rest)."""
+
+    perms: tuple[np.ndarray, ...]
+    chosen: tuple[int, ...]
+    averaged: bool
+
+
+def box_symmetry(model: LinkModel, roots: list[int]) -> Symmetry | None:
+    """Every rank a root: the translations of the boxes (box b to box b + s, boxes
+    counted round, for the least s that maps the network onto itself), no rank fixed.
+    One root: the rotation of the other boxes among themselves, the root's box fixed.
+    None when there are fewer than two boxes (three for one root), the boxes differ in
+    size, or no such map keeps every link, capacity and group."""
     labels = sorted(set(model.boxes))
+    k, one = len(labels), len(roots) == 1
+    if k < 2 + one or not (one or len(roots) == model.ranks):
+        return None
     box = [labels.index(b) for b in model.boxes]
-    k = len(labels)
     place, seen = [], defaultdict(int)
     for b in box:
         place.append(seen[b])
@@ -77,13 +98,22 @@ def translations(model: LinkModel) -> tuple[list[np.ndarray], list[int]] | None:
     at = {(b, p): r for r, (b, p) in enumerate(zip(box, place))}
     links = {(l.src, l.dst): l.capacity for l in model.links}
     groups = {(frozenset(g.links), g.capacity) for g in model.groups}
-    for shift in (s for s in range(1, k) if k % s == 0):
-        perm = np.array([at[((b + shift) % k, p)] for b, p in zip(box, place)])
+    if one:
+        fixed = box[roots[0]]
+        others = [b for b in range(k) if b != fixed]
+        step = {b: others[(i + 1) % len(others)] for i, b in enumerate(others)} | {
+            fixed: fixed}
+        candidates = [(np.array([at[(step[b], p)] for b, p in zip(box, place)]), 1)]
+    else:
+        candidates = [(np.array([at[((b + s) % k, p)] for b, p in zip(box, place)]), s)
+                      for s in range(1, k) if k % s == 0]
+    for perm, shift in candidates:
         if _maps_onto_itself(perm, links, groups):
-            powers = [np.arange(model.ranks)]
-            for _ in range(k // shift - 1):
-                powers.append(perm[powers[-1]])
-            return powers, [r for r in range(model.ranks) if box[r] < shift]
+            perms = [np.arange(model.ranks)]
+            while len(perms) < (k - 1 if one else k // shift):
+                perms.append(perm[perms[-1]])
+            chosen = roots if one else [r for r in range(model.ranks) if box[r] < shift]
+            return Symmetry(tuple(perms), tuple(chosen), one)
     return None
 
 
@@ -95,38 +125,39 @@ def _maps_onto_itself(perm, links, groups) -> bool:
 
 
 class _Program:
-    """The rows of the linear program over link orbits: one per orbit (its capacity),
-    then one per distinct group row (how many of the group's links each orbit holds)."""
+    """The rows of the linear program over link orbits: one per orbit, then one per
+    distinct group row. A tree's load on a row is, per orbit O it has n edges in,
+    n x (|H| / |O|) (x the group's links in O): the load its images put on each link
+    of O, times |H| where the packing is the images' average. Capacities are scaled
+    to match."""
 
-    def __init__(self, model: LinkModel, powers: list[np.ndarray], firsts: list[int]):
+    def __init__(self, model: LinkModel, symmetry: Symmetry):
         from scipy.sparse import csr_matrix  # here: 0.2 s to import, only when packing
 
-        inverse = [np.argsort(p) for p in powers]
-        first_box = set(firsts)
+        n_ranks, order = model.ranks, len(symmetry.perms)
         self.index = {(l.src, l.dst): i for i, l in enumerate(model.links)}
-        orbit_index: dict[tuple[int, int], int] = {}
-        self.orbit_of = np.zeros(len(model.links), dtype=np.int64)
-        capacity: list[Fraction] = []
-        for i, l in enumerate(model.links):
-            # the image whose source lies in the first boxes names the orbit
-            inv = next(inv for inv in inverse if inv[l.src] in first_box)
-            key = (int(inv[l.src]), int(inv[l.dst]))
-            if key not in orbit_index:
-                orbit_index[key] = len(capacity)
-                capacity.append(l.capacity)
-            self.orbit_of[i] = orbit_index[key]
-        n = len(capacity)
+        src = np.array([l.src for l in model.links], dtype=np.int64)
+        dst = np.array([l.dst for l in model.links], dtype=np.int64)
+        # a link's orbit is named by its least image
+        least = np.min([p[src] * n_ranks + p[dst] for p in symmetry.perms], axis=0)
+        _, first, self.orbit_of, size = np.unique(least, return_index=True,
+                                                  return_inverse=True, return_counts=True)
+        n = len(first)
+        per_edge = order // size  # images of a tree put this much on each link of O
+        scale = order if symmetry.averaged else 1
+        capacity = [model.links[i].capacity * scale for i in first]
         rows: dict[tuple, Fraction] = {}
         for g in model.groups:
             counts: dict[int, int] = defaultdict(int)
             for pair in g.links:
                 counts[int(self.orbit_of[self.index[pair]])] += 1
             key = tuple(sorted(counts.items()))
-            rows[key] = min(rows.get(key, g.capacity), g.capacity)
+            rows[key] = min(rows.get(key, g.capacity * scale), g.capacity * scale)
         entries = [(o, o, 1) for o in range(n)] + [(n + i, o, c) for i, key in
                                                    enumerate(rows) for o, c in key]
         r, o, c = zip(*entries)
-        self.matrix = csr_matrix((c, (r, o)), shape=(n + len(rows), n), dtype=np.int64)
+        self.matrix = csr_matrix((c, (r, o)), shape=(n + len(rows), n), dtype=np.int64
+                                 ) @ csr_matrix((per_edge, (range(n), range(n))))
         self.capacity = capacity + list(rows.values())
         self.orbits = n
 
@@ -138,15 +169,15 @@ class _Program:
         return self.matrix @ counts
 
 
-def pack_translated(model: LinkModel, deadline: float | None = None,
-                    target: Fraction | None = None) -> Packing | None:
-    """An allgather packing (every rank a root) invariant under the box translations
-    (module docstring); None where the model has none or some rank cannot be reached.
-    `target`, trees per root per round (1 / the bound), stops the search once reached.
-    Trees over rail peers alone between boxes come first (few links: dgx2x16 has 7,680
-    of them against 65,280), every link only where those fall short. Raises OutOfTime
-    past the deadline before any packing."""
-    found = translations(model)
+def pack_symmetric(model: LinkModel, roots: list[int], deadline: float | None = None,
+                   target: Fraction | None = None) -> Packing | None:
+    """A packing from `roots` (every rank, or one) invariant under box_symmetry (module
+    docstring); None where the model has no such symmetry or some rank cannot be
+    reached. `target`, trees per root per round (1 / the bound), stops the search once
+    reached. Trees over rail peers alone between boxes come first (few links: dgx2x16
+    has 7,680 of them against 65,280), every link only where those fall short. Raises
+    OutOfTime past the deadline before any packing."""
+    found = box_symmetry(model, roots)
     if found is None:
         return None
     best = None
@@ -164,10 +195,10 @@ def pack_translated(model: LinkModel, deadline: float | None = None,
     return best
 
 
-def _pack_on(model: LinkModel, found, deadline, target) -> Packing | None:
-    """pack_translated over `model`'s links, translated by `found`."""
-    powers, firsts = found
-    program = _Program(model, powers, firsts)
+def _pack_on(model: LinkModel, symmetry: Symmetry, deadline, target) -> Packing | None:
+    """pack_symmetric over `model`'s links."""
+    firsts = list(symmetry.chosen)
+    program = _Program(model, symmetry)
     out: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for i, l in enumerate(model.links):
         out[l.src].append((i, l.dst))
@@ -197,7 +228,7 @@ def _pack_on(model: LinkModel, found, deadline, target) -> Packing | None:
         if not added:
             break  # no tree improves: lam is the best any packing of trees reaches
         columns += added
-    return _packing(model, program, columns, y, powers, target, deadline)
+    return _packing(model, program, columns, y, symmetry, target, deadline)
 
 
 def _solve(program: _Program, columns, firsts):
@@ -271,22 +302,27 @@ def _cheapest_tree(model: LinkModel, cost: np.ndarray, root: int) -> dict[int, i
     return {v: u for u, v in tree.edges}
 
 
-def _packing(model: LinkModel, program: _Program, columns, y, powers, target, deadline
-             ) -> Packing | None:
-    """The program's amounts as whole trees in L lanes per unit of capacity, L the
-    first of DENOMINATORS to reach `target` (else the one that gets most through):
-    each amount rounded down to lanes, every root taking the same count (the least
-    any reaches, at most MAX_TREES; the rest trimmed off its last trees), kept only
-    if it fits every row exactly. Then translated to every box."""
+def _packing(model: LinkModel, program: _Program, columns, y, symmetry: Symmetry,
+             target, deadline) -> Packing | None:
+    """The program's amounts as whole trees in L lanes per unit of capacity: exactly
+    `target` where the integer program finds them (_whole_at), else each amount
+    rounded down, L the first of DENOMINATORS to reach the target (or the one that
+    gets most through), every root the same count (the least any reaches; the rest
+    trimmed off its last trees), kept only if it fits every row exactly. Then every
+    image of every tree: averaged, each image one copy in |H| L lanes."""
+    firsts = list(symmetry.chosen)
+    # averaged, each of the |H| images takes the trees' count again: at least
+    # AVERAGED_TREES of them per image however large |H|
+    most = max(MAX_TREES // len(symmetry.perms), AVERAGED_TREES) if symmetry.averaged \
+        else MAX_TREES
     chosen = [(c, float(v)) for c, v in zip(columns, y) if v > EPS]
-    firsts = sorted({c[0] for c, _ in chosen})
     reached = target is not None and sum(v for _, v in chosen) >= len(firsts) * float(
         target) * (1 - EPS)
-    best = _whole_at(program, columns, firsts, target, deadline) if reached else None
-    for lanes in () if best else _lanes_to_try(chosen, target):
+    best = _whole_at(program, columns, firsts, target, most, deadline) if reached else None
+    for lanes in () if best else _lanes_to_try(chosen, target, most):
         weights = [math.floor(v * lanes * (1 + EPS)) for _, v in chosen]
-        per_root = min(MAX_TREES, min(sum(w for (c, _), w in zip(chosen, weights)
-                                          if c[0] == r) for r in firsts))
+        per_root = min(most, min(sum(w for (c, _), w in zip(chosen, weights)
+                                     if c[0] == r) for r in firsts))
         if per_root == 0:
             continue
         trimmed = _trimmed(chosen, weights, per_root)
@@ -300,16 +336,24 @@ def _packing(model: LinkModel, program: _Program, columns, y, powers, target, de
     if best is None:
         return None
     _, lanes, per_root, trimmed = best
-    trees = [Tree(int(perm[r]), {int(perm[v]): int(perm[u]) for v, u in parent.items()}, w)
-             for perm in powers for (r, parent, _), w in trimmed]
+    weight: dict[tuple, int] = defaultdict(int)
+    for perm in symmetry.perms:
+        for (r, parent, _), w in trimmed:
+            key = (int(perm[r]), tuple(sorted((int(perm[v]), int(perm[u]))
+                                              for v, u in parent.items())))
+            weight[key] += w
+    trees = [Tree(root, dict(edges), w) for (root, edges), w in weight.items()]
     trees.sort(key=lambda t: t.root)  # stable: each root's trees in their order
+    if symmetry.averaged:
+        order = len(symmetry.perms)
+        return Packing(lanes * order, per_root * order, tuple(trees), tuple(firsts))
     return Packing(lanes, per_root, tuple(trees), tuple(range(model.ranks)))
 
 
-def _whole_at(program: _Program, columns, firsts, target, deadline):
+def _whole_at(program: _Program, columns, firsts, target, most, deadline):
     """(target, L, k, (column, weight) pairs): whole weights at exactly `target` trees
     per root per round over `columns`, L = m x the target's denominator for the least
-    m (up to MULTIPLES, with k = m x its numerator at most MAX_TREES) for which a small
+    m (up to MULTIPLES, with k = m x its numerator at most `most`) for which a small
     integer program (HiGHS) finds them in MILP_SECONDS. None when none does."""
     from scipy.optimize import Bounds, LinearConstraint, milp
 
@@ -319,7 +363,7 @@ def _whole_at(program: _Program, columns, firsts, target, deadline):
         lanes, per_root = target.denominator * multiple, target.numerator * multiple
         left = MILP_SECONDS if deadline is None else min(MILP_SECONDS,
                                                          deadline - time.monotonic())
-        if per_root > MAX_TREES or left <= 0:
+        if per_root > most or left <= 0:
             return None
         caps = np.array([float(c * lanes) for c in program.capacity])
         result = milp(np.zeros(len(columns)), integrality=np.ones(len(columns)),
@@ -334,7 +378,7 @@ def _whole_at(program: _Program, columns, firsts, target, deadline):
     return None
 
 
-def _lanes_to_try(chosen, target):
+def _lanes_to_try(chosen, target, most):
     """Lanes per unit of capacity: first the lcm of the amounts' denominators as
     Fractions of growing denominators (the program's vertex is rational, its floats
     near it) where the trees stay few, then DENOMINATORS."""
@@ -343,7 +387,7 @@ def _lanes_to_try(chosen, target):
         lanes = math.lcm(*(Fraction(v).limit_denominator(most).denominator
                            for _, v in chosen),
                          target.denominator if target is not None else 1)
-        if lanes not in seen and lanes * sum(v for _, v in chosen) <= 4 * MAX_TREES:
+        if lanes not in seen and lanes * sum(v for _, v in chosen) <= 4 * most:
             seen.append(lanes)
     return seen + [d for d in DENOMINATORS if d not in seen]
 
