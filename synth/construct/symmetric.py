@@ -62,7 +62,6 @@ DENOMINATORS = (1, 2, 4, 8, 12, 16, 24, 30, 32, 48, 60, 64, 120, 128, 240, 256, 
 EPS = 1e-9
 MULTIPLES = 60  # lanes tried: the bound's denominator times 1 .. this
 MILP_SECONDS = 2.0  # each whole-weight program at most
-AVERAGED_TREES = 128  # trees per image at most where a packing is averaged over images
 
 
 @dataclass(frozen=True)
@@ -305,20 +304,24 @@ def _cheapest_tree(model: LinkModel, cost: np.ndarray, root: int) -> dict[int, i
 def _packing(model: LinkModel, program: _Program, columns, y, symmetry: Symmetry,
              target, deadline) -> Packing | None:
     """The program's amounts as whole trees in L lanes per unit of capacity: exactly
-    `target` where the integer program finds them (_whole_at), else each amount
-    rounded down, L the first of DENOMINATORS to reach the target (or the one that
-    gets most through), every root the same count (the least any reaches; the rest
-    trimmed off its last trees), kept only if it fits every row exactly. Then every
-    image of every tree: averaged, each image one copy in |H| L lanes."""
+    `target` where an integer program finds them (_whole_at); else the most trees per
+    root in the most lanes the count allows (_most_at); else, should that program run
+    out of time, each amount rounded down, L the first of DENOMINATORS to reach the
+    target (or the one that gets most through), every root the same count (the least
+    any reaches; the rest trimmed off its last trees), kept only if it fits every row
+    exactly. Then every image of every tree: averaged, each image one copy in |H| L
+    lanes."""
     firsts = list(symmetry.chosen)
-    # averaged, each of the |H| images takes the trees' count again: at least
-    # AVERAGED_TREES of them per image however large |H|
-    most = max(MAX_TREES // len(symmetry.perms), AVERAGED_TREES) if symmetry.averaged \
-        else MAX_TREES
+    # averaged, each of the |H| images takes the count again: MAX_TREES holds per image
+    most = MAX_TREES
     chosen = [(c, float(v)) for c, v in zip(columns, y) if v > EPS]
     reached = target is not None and sum(v for _, v in chosen) >= len(firsts) * float(
         target) * (1 - EPS)
     best = _whole_at(program, columns, firsts, target, most, deadline) if reached else None
+    if best is None and chosen:
+        lam = min(sum(v for c, v in chosen if c[0] == r) for r in firsts)
+        best = _most_at(program, columns, firsts, max(1, math.floor(most / lam)), most,
+                        deadline)
     for lanes in () if best else _lanes_to_try(chosen, target, most):
         weights = [math.floor(v * lanes * (1 + EPS)) for _, v in chosen]
         per_root = min(most, min(sum(w for (c, _), w in zip(chosen, weights)
@@ -376,6 +379,38 @@ def _whole_at(program: _Program, columns, firsts, target, most, deadline):
             if _fits(program, trimmed, lanes):
                 return target, lanes, per_root, trimmed
     return None
+
+
+def _most_at(program: _Program, columns, firsts, lanes, most, deadline):
+    """(rate, L, k, (column, weight) pairs): the most whole trees k per root (at most
+    `most`) that fit `lanes` lanes per unit of capacity, from an integer program over
+    `columns` (HiGHS, at most MILP_SECONDS); None when it finds none in time."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    left = MILP_SECONDS if deadline is None else min(MILP_SECONDS,
+                                                     deadline - time.monotonic())
+    if left <= 0:
+        return None
+    n = len(columns)
+    loads = np.array([c for _, _, c in columns], dtype=float).T  # rows x columns
+    caps = np.array([float(c * lanes) for c in program.capacity])
+    own = np.array([[float(c[0] == r) for c in columns] for r in firsts])
+    # loads w <= caps; own w - k >= 0; maximise k
+    constraints = [LinearConstraint(np.hstack([loads, np.zeros((len(caps), 1))]),
+                                    -np.inf, caps),
+                   LinearConstraint(np.hstack([own, -np.ones((len(firsts), 1))]), 0)]
+    cost = np.zeros(n + 1)
+    cost[n] = -1.0
+    result = milp(cost, integrality=np.ones(n + 1), bounds=Bounds(0, np.r_[np.full(
+        n, np.inf), most]), constraints=constraints, options={"time_limit": left})
+    if result.x is None or round(result.x[n]) < 1:
+        return None
+    per_root = int(round(result.x[n]))
+    trimmed = _trimmed([(c, 0.0) for c in columns], [int(round(w)) for w in result.x[:n]],
+                       per_root)
+    if not _fits(program, trimmed, lanes):
+        return None
+    return Fraction(per_root, lanes), lanes, per_root, trimmed
 
 
 def _lanes_to_try(chosen, target, most):
