@@ -62,6 +62,7 @@ def test_no_symmetry_where_boxes_differ_or_are_too_few():
                   for l in model.links)
     assert box_symmetry(replace(model, links=links), everyone) is None
     assert pack_symmetric(replace(model, links=links), everyone) is None
+    assert pack_symmetric(replace(model, links=(), groups=()), everyone) is None
 
 
 def test_past_64_ranks_allgather_and_allreduce_trees_reach_the_bound():

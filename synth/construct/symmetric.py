@@ -23,8 +23,9 @@ Gilmore and Gomory, 1961): HiGHS solves the program over the trees found so far,
 prices make each link orbit cost something, and a tree of negative reduced cost is a
 cheapest spanning arborescence under those costs (Edmonds, 1967; networkx's
 implementation). A greedy one (Prim's rule: the cheapest edge out of the tree so far)
-is tried first, as it is far faster and usually enough; the exact one only runs when
-the greedy finds nothing.
+is tried first, as it is far faster and, on the rail links of the built-ins, enough;
+the exact one runs when the greedy finds nothing (on dgx2x2's full link set, hundreds
+of times: about 18 s).
 
 The rate is the program's optimum over all trees, so no split of the switches is
 needed: groups are rows of their own. Its vertex is rational but often of large
@@ -37,8 +38,12 @@ whole.
 
 Cost: a program of (link orbits + group rows + roots) rows per round, and one greedy
 tree per chosen root, O(E log E) for E links. Between boxes only rail peers first:
-allgather reaches the bound with one tree per root on dgx2xK and dgxh100xK, the packing
-in under a second at 256 and 512 GPUs.
+allgather reaches the bound with one tree per root on dgx2xK and dgxh100xK from K = 8
+(bench/results/trees-scale-*), the packing in under a second at 256 and 512 GPUs. At
+small K it may not: dgx2x2's trees reach 25/124 of a chunk per round against the bound's
+166/775 (the link model's limit), and on dgxh100x3 no whole weights within MULTIPLES
+exist over the trees found (the rounding gets 111/128 against 20/23). Below 65 GPUs
+tree_schedules packs by packing.py instead.
 """
 
 from __future__ import annotations
@@ -189,7 +194,8 @@ def pack_symmetric(model: LinkModel, roots: list[int], deadline: float | None = 
             break
         if packing is not None and (best is None or packing.rate > best.rate):
             best = packing
-        if best is not None and (target is None or best.rate >= target or past(deadline)):
+        if best is not None and (target is not None and best.rate >= target
+                                 or past(deadline)):
             break
     return best
 
@@ -197,6 +203,8 @@ def pack_symmetric(model: LinkModel, roots: list[int], deadline: float | None = 
 def _pack_on(model: LinkModel, symmetry: Symmetry, deadline, target) -> Packing | None:
     """pack_symmetric over `model`'s links."""
     firsts = list(symmetry.chosen)
+    if not model.links:
+        return None
     program = _Program(model, symmetry)
     out: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for i, l in enumerate(model.links):
@@ -219,10 +227,10 @@ def _pack_on(model: LinkModel, symmetry: Symmetry, deadline, target) -> Packing 
         if lam >= goal * (1 - EPS):
             break
         edge_cost = (program.matrix.T @ prices)[program.orbit_of]
-        added = _price(columns, firsts, root_price, program, prices,
+        added = _price(columns, firsts, root_price, program, prices, deadline,
                        lambda r: _greedy_tree(model.ranks, out, edge_cost, r))
         if not added:
-            added = _price(columns, firsts, root_price, program, prices,
+            added = _price(columns, firsts, root_price, program, prices, deadline,
                            lambda r: _cheapest_tree(model, edge_cost, r))
         if not added:
             break  # no tree improves: lam is the best any packing of trees reaches
@@ -257,11 +265,14 @@ def _solve(program: _Program, columns, firsts):
     return result.x[:m], result.x[m], prices[:rows], prices[rows:]
 
 
-def _price(columns, firsts, root_price, program, prices, tree_of):
+def _price(columns, firsts, root_price, program, prices, deadline, tree_of):
     """The trees tree_of(root) whose reduced cost is negative (their load, at the rows'
-    prices, below their root's price), unless already columns."""
+    prices, below their root's price), unless already columns; none past the
+    deadline."""
     added = []
     for a, r in enumerate(firsts):
+        if past(deadline):
+            break
         parent = tree_of(r)
         load = program.uses(parent)
         if load @ prices < root_price[a] - EPS and \
@@ -418,8 +429,8 @@ def _lanes_to_try(chosen, target, most):
     Fractions of growing denominators (the program's vertex is rational, its floats
     near it) where the trees stay few, then DENOMINATORS."""
     seen = []
-    for most in (12, 120, 1000):
-        lanes = math.lcm(*(Fraction(v).limit_denominator(most).denominator
+    for largest in (12, 120, 1000):
+        lanes = math.lcm(*(Fraction(v).limit_denominator(largest).denominator
                            for _, v in chosen),
                          target.denominator if target is not None else 1)
         if lanes not in seen and lanes * sum(v for _, v in chosen) <= 4 * most:
