@@ -14,7 +14,8 @@ from synth.bounds import bounds
 from synth.construct.packing import pack_paths, pack_trees
 from synth.construct.splitting import candidate_splits
 from synth.construct.tree_schedules import (allgather_schedule, allreduce_schedule,
-                                            broadcast_schedule, tree_search)
+                                            broadcast_schedule, steady_rounds_per_chunk,
+                                            tree_search)
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import schedule_to_dict
 from synth.schedule.ir import Step
@@ -283,6 +284,20 @@ def test_allreduce_by_trees_verifies(spec):
     if spec != "switched4":
         best = min(search.points, key=lambda p: p.ratio)
         assert best.ratio / b.rounds_per_chunk <= Fraction(101, 100)
+
+
+def test_mesh_allreduce_reaches_the_bound_on_links_split_between_the_phases():
+    # one packing used both ways loads a link with both phases: 1.3 x the bound here
+    lowering = lower_with_routes(resolve("mesh:4x4"))
+    model = lowering.model
+    bound = bounds(lowering, make_collective("allreduce", model.ranks, 1)).rounds_per_chunk
+    shared = pack_trees(model, list(range(model.ranks)))
+    alone = allreduce_schedule(model, shared, shared, 64)
+    assert steady_rounds_per_chunk(alone) == bound * Fraction(13, 10)
+    search = tree_search(model, "allreduce", None, Limits(), None, bound)
+    deepest = [p.schedule for p in search.points if p.schedule.batches == 1024]
+    assert min(steady_rounds_per_chunk(s) for s in deepest) == bound
+    assert "on links split between the phases" in search.stopped
 
 
 def test_the_verifier_rejects_an_allreduce_whose_reduction_is_a_copy():

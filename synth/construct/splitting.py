@@ -22,6 +22,12 @@ The simplest splits come first (candidate_splits): an even share of each group, 
 rail peers alone between boxes, reaches the bound on every symmetric built-in; the
 program runs only where it falls short.
 
+Allreduce runs reducescatter trees (on the reversed links) and allgather trees at once,
+so the two phases share every link. One packing used both ways can load a link with
+both in full (mesh:4x4: 1.3 x the allreduce bound); allreduce_split instead gives each
+link class two capacities, one per phase, their sum within the link's and every group's,
+with both phases' flows at one rate: the same program with twice the variables.
+
 Symmetry keeps the program small and its answer round. Colour refinement (1-dimensional
 Weisfeiler-Leman) splits ranks and links into classes that every automorphism of the
 model preserves; averaging an optimal x over the automorphism group gives an optimal x
@@ -75,10 +81,7 @@ def program_split(model: LinkModel, roots: list[int], sinks: list[int] | None = 
     a broadcast, every rank for an allgather) through: the linear program of the
     module docstring, one variable per link class. Links it gives nothing are dropped."""
     ranks, links = rank_classes(model, roots)
-    split = _best_split(model, roots, ranks, links, sinks)
-    kept = tuple(RankLink(l.src, l.dst, split[links[i]], l.alpha_us)
-                 for i, l in enumerate(model.links) if split[links[i]] > 0)
-    return LinkModel(model.name, model.unit_gbps, model.ranks, kept, (), model.boxes)
+    return _kept(model, links, _best_split(model, roots, ranks, links, sinks))
 
 
 def _even(model: LinkModel) -> LinkModel:
@@ -143,6 +146,44 @@ def _best_split(model: LinkModel, roots: list[int], ranks: list[int], links: lis
                 sinks: list[int] | None) -> dict[int, Fraction]:
     """The capacity of each link class: the linear program of the module docstring
     (flows to `sinks`; None: to every rank, one per class, as trees span them all)."""
+    return _split_program(model, roots, ranks, links, sinks, (False,))[0][0]
+
+
+def allreduce_split(model: LinkModel) -> tuple[LinkModel, LinkModel, float]:
+    """Two splits of `model`, for allgather trees and for reducescatter trees (packed
+    on the reversed links), that together fit every link and group, at the most trees
+    per root per round that both phases reach at once: the program of the module
+    docstring with two capacities per link class (their sum within the class's and
+    every group's) and both phases' flows. Reducescatter + allgather trees over them,
+    overlapped in one pipeline, move every link at most its capacity: on mesh:4x4 the
+    allreduce bound, where one packing used both ways gets 1.3 x it. Also the rate the
+    program promises (trees per root per round, each phase)."""
+    everyone = list(range(model.ranks))
+    ranks, links = rank_classes(model, everyone)
+    (down, up), rate = _split_program(model, everyone, ranks, links, None, (False, True))
+    return _kept(model, links, down), reverse_model_links(_kept(model, links, up)), rate
+
+
+def _kept(model: LinkModel, links: list[int], split: dict[int, Fraction]) -> LinkModel:
+    """`model`'s links at their class's share (those given nothing dropped), no groups."""
+    kept = tuple(RankLink(l.src, l.dst, split[links[i]], l.alpha_us)
+                 for i, l in enumerate(model.links) if split[links[i]] > 0)
+    return LinkModel(model.name, model.unit_gbps, model.ranks, kept, (), model.boxes)
+
+
+def reverse_model_links(model: LinkModel) -> LinkModel:
+    """A model without groups, every link pointing the other way."""
+    return LinkModel(model.name, model.unit_gbps, model.ranks,
+                     tuple(RankLink(l.dst, l.src, l.capacity, l.alpha_us)
+                           for l in model.links), (), model.boxes)
+
+
+def _split_program(model: LinkModel, roots: list[int], ranks: list[int],
+                   links: list[int], sinks: list[int] | None, phases: tuple[bool, ...]
+                   ) -> tuple[list[dict[int, Fraction]], float]:
+    """One capacity per link class and phase (a phase True runs on the reversed
+    links), all phases at one rate lam with their flows to `sinks`, their capacities'
+    sum within each class's and each group's; and lam."""
     from scipy.optimize import linprog  # here: 0.1 s to import, and rarely needed
     from scipy.sparse import coo_matrix
 
@@ -151,9 +192,10 @@ def _best_split(model: LinkModel, roots: list[int], ranks: list[int], links: lis
         sinks = [next(r for r in range(model.ranks) if ranks[r] == c)
                  for c in sorted(set(ranks))]
     sinks = [v for v in sinks if not (len(roots) == 1 and v == roots[0])]
-    lam_col = n_classes  # the column of lam, after the link classes'
+    n_split = n_classes * len(phases)
+    lam_col = n_split  # the column of lam, after every phase's link classes
     per_sink = m + len(roots)  # a flow on every link, and from s* into every root
-    n_vars = n_classes + 1 + len(sinks) * per_sink
+    n_vars = n_split + 1 + len(phases) * len(sinks) * per_sink
     ub_rows, ub_cols, ub_vals, ub_rhs = [], [], [], []
     eq_rows, eq_cols, eq_vals = [], [], []
     eq_rhs: list[float] = []
@@ -165,41 +207,48 @@ def _best_split(model: LinkModel, roots: list[int], ranks: list[int], links: lis
             ub_vals.append(val)
         ub_rhs.append(rhs)
 
-    for j, v in enumerate(sinks):
-        base = n_classes + 1 + j * per_sink
-        for i in range(m):  # the flow within the split
-            ub([(base + i, 1.0), (links[i], -1.0)], 0.0)
-        for a, _ in enumerate(roots):  # lam from s* into each root
-            ub([(base + m + a, 1.0), (lam_col, -1.0)], 0.0)
-        row_of = {}
-        for w in range(model.ranks):
-            row_of[w] = len(eq_rhs)
-            eq_rhs.append(0.0)
-        for i, l in enumerate(model.links):
-            eq_rows += [row_of[l.dst], row_of[l.src]]
-            eq_cols += [base + i, base + i]
-            eq_vals += [1.0, -1.0]
-        for a, r in enumerate(roots):
-            eq_rows.append(row_of[r])
-            eq_cols.append(base + m + a)
-            eq_vals.append(1.0)
-        # everything s* sends ends at v: v absorbs it, the others pass it on
-        eq_rows.append(row_of[v])
-        eq_cols.append(lam_col)
-        eq_vals.append(-float(len(roots)))
+    for p, backwards in enumerate(phases):
+        for j, v in enumerate(sinks):
+            base = n_split + 1 + (p * len(sinks) + j) * per_sink
+            for i in range(m):  # the flow within the phase's split
+                ub([(base + i, 1.0), (p * n_classes + links[i], -1.0)], 0.0)
+            for a, _ in enumerate(roots):  # lam from s* into each root
+                ub([(base + m + a, 1.0), (lam_col, -1.0)], 0.0)
+            row_of = {}
+            for w in range(model.ranks):
+                row_of[w] = len(eq_rhs)
+                eq_rhs.append(0.0)
+            for i, l in enumerate(model.links):
+                head, tail = (l.src, l.dst) if backwards else (l.dst, l.src)
+                eq_rows += [row_of[head], row_of[tail]]
+                eq_cols += [base + i, base + i]
+                eq_vals += [1.0, -1.0]
+            for a, r in enumerate(roots):
+                eq_rows.append(row_of[r])
+                eq_cols.append(base + m + a)
+                eq_vals.append(1.0)
+            # everything s* sends ends at v: v absorbs it, the others pass it on
+            eq_rows.append(row_of[v])
+            eq_cols.append(lam_col)
+            eq_vals.append(-float(len(roots)))
     caps: dict[int, Fraction] = {}
     for i, l in enumerate(model.links):
         caps[links[i]] = min(caps.get(links[i], l.capacity), l.capacity)
+    phase_cols = [[p * n_classes + c for p in range(len(phases))] for c in range(n_classes)]
+    if len(phases) > 1:  # the phases share each class's capacity
+        for c in range(n_classes):
+            ub([(col, 1.0) for col in phase_cols[c]], float(caps[c]))
     index = {(l.src, l.dst): i for i, l in enumerate(model.links)}
     for g in model.groups:
         counts: dict[int, int] = defaultdict(int)
         for pair in g.links:
             counts[links[index[pair]]] += 1
-        ub([(c, float(k)) for c, k in counts.items()], float(g.capacity))
+        ub([(col, float(k)) for c, k in counts.items() for col in phase_cols[c]],
+           float(g.capacity))
     a_ub = coo_matrix((ub_vals, (ub_rows, ub_cols)), shape=(len(ub_rhs), n_vars))
     a_eq = coo_matrix((eq_vals, (eq_rows, eq_cols)), shape=(len(eq_rhs), n_vars))
-    bounds = ([(0.0, float(caps[c])) for c in range(n_classes)] + [(0.0, None)]
-              + [(0.0, None)] * (n_vars - n_classes - 1))
+    bounds = ([(0.0, float(caps[c % n_classes])) for c in range(n_split)] + [(0.0, None)]
+              + [(0.0, None)] * (n_vars - n_split - 1))
     cost = np.zeros(n_vars)
     cost[lam_col] = -1.0
     result = linprog(cost, A_ub=a_ub.tocsr(), b_ub=ub_rhs, A_eq=a_eq.tocsr(), b_eq=eq_rhs,
@@ -207,9 +256,12 @@ def _best_split(model: LinkModel, roots: list[int], ranks: list[int], links: lis
     if result.status != 0:  # cannot happen for a feasible model (x = 0 is a solution)
         raise RuntimeError(f"splitting {model.name}: {result.message}")
     split = [min(max(Fraction(float(v)).limit_denominator(DENOMINATOR), Fraction(0)),
-                 caps[c]) for c, v in enumerate(result.x[:n_classes])]
-    # a rounding that overshoots a group shrinks everything by the worst overshoot
-    shrink = min((g.capacity / used for g in model.groups
-                  if (used := sum(split[links[index[p]]] for p in g.links)) > g.capacity),
-                 default=Fraction(1))
-    return {c: s * shrink for c, s in enumerate(split)}
+                 caps[c % n_classes]) for c, v in enumerate(result.x[:n_split])]
+    # a rounding that overshoots a class or a group shrinks everything by the worst
+    # overshoot
+    used = [(sum(split[col] for pair in g.links for col in phase_cols[links[index[pair]]]),
+             g.capacity) for g in model.groups]
+    used += [(sum(split[col] for col in phase_cols[c]), caps[c]) for c in range(n_classes)]
+    shrink = min((cap / total for total, cap in used if total > cap), default=Fraction(1))
+    return ([{c: split[p * n_classes + c] * shrink for c in range(n_classes)}
+             for p in range(len(phases))], float(result.x[lam_col]))

@@ -33,6 +33,7 @@ from fractions import Fraction
 
 from synth.construct.packing import (MAX_UNITS, OutOfTime, Packing, Paths, Tree, pack_paths,
                                      pack_trees, past)
+from synth.construct.splitting import allreduce_split
 from synth.construct.symmetric import box_symmetry, pack_symmetric
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import verified
@@ -278,8 +279,8 @@ def _allreduce_points(model, limits, deadline, search, bound) -> Search:
     shallow and the two phases avoid each other's links (a line through its middle)."""
     reverse = reverse_model(model)
     everyone = list(range(model.ranks))
-    # the allreduce bound is the reducescatter's plus the allgather's (2 (N - 1) / N
-    # shares): trees at 2 / (N bound) per root per round reach it where those are equal
+    # where the allreduce bound is twice the allgather's per share (every built-in),
+    # one packing at 2 / (N bound) per root per round, used both ways, reaches it
     target = bound and 2 / (model.ranks * bound)
     down = _pack(model, everyone, deadline, target)
     # a network the same both ways (every link and group mirrored) packs the same trees
@@ -292,6 +293,21 @@ def _allreduce_points(model, limits, deadline, search, bound) -> Search:
     _add_pipelines(search, lambda batches: allreduce_schedule(model, up, down, batches),
                    limits, deadline)
     described = f"{_packed(down)} each way"
+    steady = _steady(search.points)
+    if steady != bound and model.ranks <= MAX_RANKS and not past(deadline):
+        # one packing used both ways can overload a link with the two phases (mesh:4x4
+        # 1.3 x the bound): split the links between them first, where that promises more
+        split_down, split_up, rate = allreduce_split(model)
+        phase = bound and 1 / (model.ranks * bound)  # each phase's rate at the bound
+        promising = steady is None or rate > 1.001 / (model.ranks * steady)
+        down2 = promising and pack_trees(split_down, everyone, deadline, phase)
+        up2 = promising and pack_trees(split_up, everyone, deadline, phase)
+        if down2 and up2:
+            _add_pipelines(search, lambda batches: allreduce_schedule(model, up2, down2,
+                                                                      batches),
+                           limits, deadline)
+            described += f"; on links split between the phases, {_packed(down2)} and " \
+                f"{_packed(up2)}"
     roots = range(model.ranks if model.ranks <= ALLREDUCE_ROOTS else 1)
     if bound is not None and _steady(search.points) == bound or model.ranks > MAX_RANKS:
         roots = range(0)
@@ -343,9 +359,11 @@ def _mirrored(model: LinkModel, reverse: LinkModel) -> bool:
 
 
 def _steady(points: list[Point]) -> Fraction | None:
-    """steady_rounds_per_chunk of the deepest pipeline among `points`."""
-    deepest = max(points, key=lambda p: p.schedule.batches, default=None)
-    return None if deepest is None else steady_rounds_per_chunk(deepest.schedule)
+    """The least steady_rounds_per_chunk of the deepest pipelines among `points`."""
+    deepest = max((p.schedule.batches for p in points), default=None)
+    steady = [s for p in points if p.schedule.batches == deepest
+              and (s := steady_rounds_per_chunk(p.schedule)) is not None]
+    return min(steady, default=None)
 
 
 def steady_rounds_per_chunk(schedule: Schedule) -> Fraction | None:
