@@ -44,6 +44,12 @@ SOLVER_CHOICE = {
 }
 
 
+BOXES = click.option(
+    "--boxes", type=int, default=None, metavar="K",
+    help="K copies of the topology's one box, joined by its network: section (what "
+         "NAMExK does for a built-in, for a file of your own).")
+
+
 class Seconds(click.ParamType):
     """A time limit: a finite number of seconds from 0.1 to a million."""
 

@@ -7,18 +7,19 @@ import json
 
 import click
 
-from synth.cli.app import SOLVER_CHOICE, Seconds, cli
+from synth.cli.app import BOXES, SOLVER_CHOICE, Seconds, cli
 
 
 @cli.command("bounds")
 @click.argument("collective", metavar="COLLECTIVE")
 @click.option("--topo", "spec", required=True, help="Topology name, generator or file.")
+@BOXES
 @click.option("--root", type=int, default=None, help="Root rank of rooted collectives.")
 @click.option("--time-limit", type=Seconds(), default=60.0, show_default=True,
               help="Seconds for the bounds; past them the best found so far (a valid, "
                    "maybe looser bound, marked partial).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def bounds_command(collective, spec, root, time_limit, as_json):
+def bounds_command(collective, spec, boxes, root, time_limit, as_json):
     """Lower bounds on steps and bandwidth for COLLECTIVE on TOPO."""
     import time
 
@@ -27,8 +28,9 @@ def bounds_command(collective, spec, root, time_limit, as_json):
     from synth.topology.linkmodel import lower_with_routes
 
     deadline = time.monotonic() + time_limit
-    b = collective_bounds(lower_with_routes(resolve(spec)), collective, root, deadline)
-    summary = {"collective": b.collective, "topology": spec, "ranks": b.ranks,
+    topo = resolve(spec, boxes)
+    b = collective_bounds(lower_with_routes(topo), collective, root, deadline)
+    summary = {"collective": b.collective, "topology": topo.name, "ranks": b.ranks,
                "steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
                "latency_us": b.latency_us, "us_per_mb": b.us_per_mb,
                "algbw_gbps_max": 1 / (b.us_per_byte * 1e3), "note": b.note,
@@ -36,7 +38,7 @@ def bounds_command(collective, spec, root, time_limit, as_json):
     if as_json:
         click.echo(json.dumps(summary, indent=1))
         return
-    click.echo(f"{collective} on {spec} ({b.ranks} ranks)")
+    click.echo(f"{collective} on {topo.name} ({b.ranks} ranks)")
     click.echo(f"  steps            >= {b.steps}  (latency >= {b.latency_us:.2f} us)")
     click.echo(f"  rounds per chunk >= {b.rounds_per_chunk}  ({b.us_per_mb:.3f} us/MB, "
                f"algbw <= {summary['algbw_gbps_max']:.1f} GB/s)")
@@ -47,6 +49,7 @@ def bounds_command(collective, spec, root, time_limit, as_json):
 @cli.command("compare")
 @click.argument("collective", metavar="COLLECTIVE")
 @click.option("--topo", "spec", required=True, help="Topology name, generator or file.")
+@BOXES
 @click.option("--root", type=int, default=None, help="Root rank of rooted collectives.")
 @click.option("--sizes", default="1KB,1MB,64MB,1GB", show_default=True,
               help="Message sizes (nccl-tests' n, binary units).")
@@ -55,7 +58,7 @@ def bounds_command(collective, spec, root, time_limit, as_json):
 @click.option("--solver", type=click.Choice(list(SOLVER_CHOICE)), default="auto",
               show_default=True, help="Constraint solver of the exact search.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def compare_command(collective, spec, root, sizes, time_limit, solver, as_json):
+def compare_command(collective, spec, boxes, root, sizes, time_limit, solver, as_json):
     """Synthesized frontier against ring, tree, recursive, direct and hierarchical."""
     from synth.compare import comparison, format_comparison, make_rows
     from synth.construct.baselines import baselines
@@ -65,7 +68,7 @@ def compare_command(collective, spec, root, sizes, time_limit, solver, as_json):
     from synth.topology.catalog import resolve
 
     size_list = [parse_size(x) for x in sizes.split(",")]
-    topo = resolve(spec)
+    topo = resolve(spec, boxes)
     limits = Limits(time_limit=time_limit, backend=SOLVER_CHOICE[solver][0])
     result = synthesize(topo, collective, root, limits)
     rows = make_rows([p.schedule for p in result.points],

@@ -13,15 +13,16 @@ from pathlib import Path
 
 import click
 
-from synth.cli.app import SOLVER_CHOICE, Seconds, cli, topo
+from synth.cli.app import BOXES, SOLVER_CHOICE, Seconds, cli, topo
 from synth.errors import BadInput, NoAnswer
 
 
 @topo.command("draw")
 @click.argument("spec", metavar="TOPO")
+@BOXES
 @click.option("-o", "--output", required=True, metavar="FILE.svg|FILE.png",
               help="Where to write the picture; its suffix picks the format.")
-def topo_draw(spec, output):
+def topo_draw(spec, boxes, output):
     """Draw TOPO: GPUs, NVSwitches, PCIe switches, NICs, network switches, and links
     labelled lanes x GB/s; the boxes of a multi-node topology framed."""
     from synth.pictures.graphviz import picture_format, render
@@ -29,7 +30,7 @@ def topo_draw(spec, output):
     from synth.topology.catalog import resolve
 
     picture_format(output)
-    path = render(topology_graph(resolve(spec)), output)
+    path = render(topology_graph(resolve(spec, boxes)), output)
     click.echo(f"wrote {path}")
 
 
@@ -59,6 +60,7 @@ def draw_command(file, output, color, columns):
 @cli.command("report")
 @click.argument("collective", metavar="COLLECTIVE")
 @click.option("--topo", "spec", required=True, help="Topology name, generator or file.")
+@BOXES
 @click.option("-o", "--output", "out_dir", required=True, metavar="DIR",
               help="Folder for index.html and the files it links to.")
 @click.option("--root", type=int, default=None, help="Root rank of rooted collectives.")
@@ -72,8 +74,8 @@ def draw_command(file, output, color, columns):
               show_default=True, help="Constraint solver of the exact search.")
 @click.option("--color", type=click.Choice(["chunk", "origin"]), default="chunk",
               show_default=True, help="Colouring of the schedule pictures.")
-def report_command(collective, spec, out_dir, root, time_limit, max_chunks, sizes, solver,
-                   color):
+def report_command(collective, spec, boxes, out_dir, root, time_limit, max_chunks, sizes,
+                   solver, color):
     """Synthesize COLLECTIVE on TOPO and write one HTML page: the frontier table, the
     comparison with the baselines, the plots, the topology and every frontier schedule
     drawn (pictures inlined, so DIR/index.html works offline)."""
@@ -87,7 +89,7 @@ def report_command(collective, spec, out_dir, root, time_limit, max_chunks, size
     size_list = [parse_size(x) for x in sizes.split(",")]
     if Path(out_dir).exists() and not Path(out_dir).is_dir():
         raise BadInput(f"{out_dir}: exists and is not a folder")
-    topology = resolve(spec)
+    topology = resolve(spec, boxes)
     backend = SOLVER_CHOICE[solver][0]
     limits = Limits(max_chunks=max_chunks or 8, time_limit=time_limit, backend=backend)
     result = synthesize(topology, collective, root, limits)

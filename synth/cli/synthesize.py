@@ -9,7 +9,7 @@ import time
 
 import click
 
-from synth.cli.app import SOLVER_CHOICE, Seconds, cli, interrupts_deferred
+from synth.cli.app import BOXES, SOLVER_CHOICE, Seconds, cli, interrupts_deferred
 from synth.errors import BadInput, NoAnswer, SynthError
 
 ROOTED = ("broadcast", "reduce", "gather", "scatter")
@@ -18,14 +18,15 @@ HEARTBEAT = 30.0  # seconds: without a terminal, a line at least this often
 
 
 def _synthesis_command(name: str):
-    def command(spec, steps, rounds, chunks, max_steps, max_chunks, solver, time_limit,
-                method, hints_path, out_dir, formats, as_json, progress, plots, root=None):
+    def command(spec, boxes, steps, rounds, chunks, max_steps, max_chunks, solver,
+                time_limit, method, hints_path, out_dir, formats, as_json, progress, plots,
+                root=None):
         from synth.construct.hints import read_hints
         from synth.output import parse_formats
         from synth.topology.catalog import resolve
 
         formats = parse_formats(formats)
-        topo = resolve(spec)
+        topo = resolve(spec, boxes)
         hints = read_hints(hints_path, topo.ranks) if hints_path is not None else None
         backend, why = SOLVER_CHOICE[solver]
         if rounds is not None or chunks is not None:
@@ -40,6 +41,7 @@ def _synthesis_command(name: str):
     options = [
         click.option("--topo", "spec", required=True,
                      help="Topology: a built-in, a generator, NAMExK or a file."),
+        BOXES,
         click.option("--steps", type=click.IntRange(1, 64), default=None,
                      help="With --rounds and --chunks: solve that one instance. Alone: only "
                           "schedules with exactly this many steps."),

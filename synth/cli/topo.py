@@ -6,7 +6,7 @@ import json
 
 import click
 
-from synth.cli.app import topo
+from synth.cli.app import BOXES, topo
 
 
 @topo.command("list")
@@ -24,17 +24,19 @@ def topo_list():
         click.echo(f"  {spec:<24} {what}")
     click.echo("multi-node:\n  NAMExK                   K boxes of NAME joined by their NICs "
                "(dgx2x4, dgxh100x8, ...)")
-    click.echo("files:\n  PATH.yaml | PATH.json      a topology file (format: README.md)")
+    click.echo("files:\n  PATH.yaml | PATH.json      a topology file (format: README.md); "
+               "--boxes K repeats its box")
 
 
 @topo.command("show")
 @click.argument("spec", metavar="TOPO")
+@BOXES
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def topo_show(spec, as_json):
+def topo_show(spec, boxes, as_json):
     """GPUs, switches, NICs, links, groups, per-GPU bandwidth, hop diameter."""
     from synth.topology.catalog import resolve
     from synth.topology.report import format_summary, topology_summary
 
-    summary = topology_summary(resolve(spec))
+    summary = topology_summary(resolve(spec, boxes))
     click.echo(json.dumps(summary, indent=1) if as_json else format_summary(summary))
 

@@ -4,6 +4,7 @@
     resolve("torus:4x4")   a generator (ring, line, fc, mesh, torus, hypercube, switch)
     resolve("dgx2x4")      four dgx2 boxes joined by their NICs (the box file's network:)
     resolve("my.yaml")     a topology file
+    resolve("my.yaml", 4)  four of its boxes joined by their NICs (the file's network:)
 """
 
 from __future__ import annotations
@@ -41,8 +42,19 @@ def builtin_names() -> list[str]:
     return sorted(p.stem for p in TOPOLOGY_DIR.glob("*.yaml"))
 
 
-def resolve(spec: str) -> Topology:
-    """Turn a topology name, generator, NAMExK form or file path into a Topology."""
+def resolve(spec: str, boxes: int | None = None) -> Topology:
+    """Turn a topology name, generator, NAMExK form or file path into a Topology; with
+    `boxes`, K copies of that one box joined by its network: section (`--boxes K`: a
+    file of one's own repeated like a built-in's NAMExK)."""
+    topo = _resolve(spec)
+    if boxes is None:
+        return topo
+    if topo.boxes > 1:
+        raise BadInput(f"{topo.name} is already {topo.boxes} boxes: --boxes repeats one box")
+    return join_boxes(topo, boxes, name=f"{topo.name}x{boxes}")
+
+
+def _resolve(spec: str) -> Topology:
     if not isinstance(spec, str) or not spec.strip():
         raise BadInput("an empty topology name (try: synth topo list)")
     if len(spec) > 4096:

@@ -1,0 +1,64 @@
+"""`--boxes K`: a topology file of one's own repeated like a built-in's NAMExK."""
+
+import json
+from pathlib import Path
+
+import yaml
+
+from synth.topology.catalog import resolve
+from synth.topology.linkmodel import lower
+from tests.test_reliability import one_line, synth_cli
+
+REPO = Path(__file__).resolve().parent.parent
+
+# 4 GPUs on one switch; GPUs 2k and 2k+1 share NIC k over a PCIe switch
+SMALL_BOX = {
+    "name": "pairbox", "unit_gbps": 25, "gpus": 4,
+    "switches": [{"name": "nvs", "kind": "nvswitch"},
+                 {"name": "pcie0", "kind": "pcie_switch"},
+                 {"name": "pcie1", "kind": "pcie_switch"}],
+    "nics": ["nic0", "nic1"],
+    "links": [{"between": [f"gpu{g}", "nvs"], "gbps": 50, "alpha_us": 0.7} for g in range(4)]
+    + [{"between": [f"gpu{g}", f"pcie{g // 2}"], "gbps": 16} for g in range(4)]
+    + [{"between": [f"pcie{k}", f"nic{k}"], "gbps": 16} for k in range(2)],
+    "network": {"fabric": "single-switch", "gbps": 12.5, "alpha_us": 2.6},
+}
+
+
+def test_a_file_repeated_is_the_builtin_repeated():
+    mine = resolve(str(REPO / "topologies" / "dgxh100.yaml"), 2)
+    assert mine.name == "dgxh100x2" and mine.boxes == 2
+    assert lower(mine) == lower(resolve("dgxh100x2"))
+
+
+def test_a_two_gpus_per_nic_box_twice_synthesizes_exports_and_draws(tmp_path):
+    box = tmp_path / "pairbox.yaml"
+    box.write_text(yaml.safe_dump(SMALL_BOX))
+    out = tmp_path / "out"
+    made = synth_cli("allgather", "--topo", str(box), "--boxes", "2", "--time-limit", "6",
+                     "--format", "json,msccl-xml", "--out", str(out), "--json")
+    assert made.returncode == 0, made.stderr[-2000:]
+    summary = json.loads(made.stdout)
+    assert summary["topology"] == "pairboxx2" and summary["ranks"] == 8
+    files = sorted((out / "pairboxx2" / "allgather").glob("*.json"))
+    assert files and sorted((out / "pairboxx2" / "allgather").glob("*.xml"))
+    doc = json.loads(files[0].read_text())
+    assert doc["topology"]["boxes"] == [0] * 4 + [1] * 4  # the boxes, as NAMExK records them
+    checked = synth_cli("verify", *map(str, files))
+    assert checked.returncode == 0, checked.stderr
+    drawn = synth_cli("topo", "draw", str(box), "--boxes", "2", "-o", str(tmp_path / "t.svg"))
+    assert drawn.returncode == 0, drawn.stderr
+    assert "n1.gpu3" in (tmp_path / "t.svg").read_text()
+
+
+def test_bad_boxes_give_one_line_and_exit_2(tmp_path):
+    lone = tmp_path / "lone.yaml"
+    lone.write_text(yaml.safe_dump({k: v for k, v in SMALL_BOX.items() if k != "network"}))
+    assert "between 1 and" in one_line(synth_cli("bounds", "allgather", "--topo", "dgxh100",
+                                                 "--boxes", "0"), 2)
+    assert "between 1 and" in one_line(synth_cli("topo", "show", "dgxh100", "--boxes",
+                                                 "100000"), 2)
+    assert "no network section" in one_line(synth_cli("allgather", "--topo", str(lone),
+                                                      "--boxes", "2"), 2)
+    assert "already 2 boxes" in one_line(synth_cli("compare", "allgather", "--topo",
+                                                   "dgxh100x2", "--boxes", "2"), 2)
