@@ -114,7 +114,16 @@ GOALS = [
     {"what": "512 GPUs allreduce: best <= 1.03 x bound, <= 600 s, peak <= 4 GB "
      "(4096 MiB)", "topologies": ["dgxh100x64", "dgx2x32"],
      "collectives": ["allreduce"], "wall_s": 600.0, "ratio": 1.03, "peak_mb": 4096.0},
+    # issue 16 (--alltoall): method auto, where the relayed alltoall joins the frontier
+    {"what": "alltoall within 1.05 x the flow bound: dgx2x4 and dgxh100x8, each <= 60 s",
+     "topologies": ["dgx2x4", "dgxh100x8"], "collectives": ["alltoall"], "method": "auto",
+     "wall_s": 60.0, "ratio": 1.05},
+    {"what": "alltoall within 1.05 x the flow bound at 256 and 512 GPUs (dgxh100x32, "
+     "dgxh100x64): each <= 600 s, peak <= 4 GB (4096 MiB)",
+     "topologies": ["dgxh100x32", "dgxh100x64"], "collectives": ["alltoall"],
+     "method": "auto", "wall_s": 600.0, "ratio": 1.05, "peak_mb": 4096.0},
 ]
+ALLTOALL_TOPOLOGIES = [("dgx2", 4), ("dgxh100", 8), ("dgxh100", 32), ("dgxh100", 64)]
 
 
 # --- the jobs --------------------------------------------------------------------
@@ -445,7 +454,8 @@ def check(r: dict, goal: dict) -> list[str]:
 
 def goal_runs(runs: list[dict], goal: dict, code: str) -> list[dict]:
     return [r for r in runs if code_of(r) == code and r["topology"] in goal["topologies"]
-            and r["collective"] in goal["collectives"] and r["method"] == "decomposed"]
+            and r["collective"] in goal["collectives"]
+            and r["method"] == goal.get("method", "decomposed")]
 
 
 def goal_verdict(rs: list[dict], goal: dict) -> str:
@@ -675,11 +685,11 @@ def plot(doc: dict, png: Path) -> None:
     base = doc.get("baseline")
     fig, (ax_t, ax_x, ax_f) = plt.subplots(1, 3, figsize=(18, 5.5))
     colors = {"allgather": "tab:blue", "reducescatter": "tab:orange",
-              "allreduce": "tab:green"}
+              "allreduce": "tab:green", "alltoall": "tab:red"}
     styles = {"dgx2": ("-", "o"), "dgxh100": ("--", "s")}
     for code in ("new", "old"):
         for family in FAMILY_BOXES:
-            for coll in COLLECTIVES:
+            for coll in colors:
                 rs = sorted((r for r in runs if r["family"] == family
                              and r["collective"] == coll and r["method"] != "exact"
                              and code_of(r) == code), key=lambda r: r["gpus"])
@@ -817,6 +827,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-rss-mb", type=float, default=DEFAULT_MAX_RSS_MB,
                     help="kill a child whose resident memory passes this many MiB "
                     f"(default {DEFAULT_MAX_RSS_MB:g}; recorded as MEM)")
+    ap.add_argument("--alltoall", action="store_true",
+                    help="the alltoall runs instead (method auto: " + ", ".join(
+                        topo_name(f, k) for f, k in ALLTOALL_TOPOLOGIES) + ")")
     ap.add_argument("--render", metavar="JSON",
                     help="run nothing: rewrite the .md and .png of a recorded .json")
     args = ap.parse_args(argv)
@@ -833,6 +846,10 @@ def main(argv=None) -> int:
 
     time_limit = args.time_limit or (QUICK_TIME_LIMIT if args.quick else DEFAULT_TIME_LIMIT)
     jobs = all_jobs(time_limit, args.all_512)
+    if args.alltoall:
+        jobs = [{"topology": topo_name(f, k), "family": f, "boxes": k,
+                 "gpus": k * BOX_GPUS[f], "collective": "alltoall", "method": "auto",
+                 "time_limit": time_limit} for f, k in ALLTOALL_TOPOLOGIES]
     if args.quick:
         jobs = [j for j in jobs if j["topology"] in EXACT_TOPOS
                 and j["collective"] == "allgather"]

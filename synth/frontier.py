@@ -25,6 +25,7 @@ from synth.construct.decompose import COLLECTIVES as DECOMPOSED
 from synth.construct.decompose import MAX_STEPS as DECOMPOSED_MAX_STEPS
 from synth.construct.decompose import decompose
 from synth.construct.hints import Hints
+from synth.construct.relayed_alltoall import relayed_search
 from synth.construct.tree_schedules import COLLECTIVES as PACKED
 from synth.construct.tree_schedules import tree_search
 from synth.errors import BadInput, NoAnswer
@@ -68,7 +69,8 @@ def default_limits(b: Bounds, max_steps=None, max_chunks=None, time_limit=None,
 
 
 METHODS = ("auto", "exact", "decomposed")
-CONSTRUCTED = ("decomposed", "trees", "baselines")  # built, not searched: prove nothing
+CONSTRUCTED = ("decomposed", "trees", "relayed", "baselines")  # built, not searched: prove
+# nothing
 BOUNDS_SHARE = 0.4  # of the time limit, at most, for the bounds (the rest: the searches)
 
 
@@ -121,6 +123,10 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
                         start + limits.time_limit)
         searches["trees"] = tree_search(model, name, coll.root, limits, trees_end,
                                         b.rounds_per_chunk)
+    if method == "auto" and name == "alltoall" and len(set(model.boxes)) > 1 and \
+            not _interrupted(searches):
+        on_event("search", "alltoall relayed at rail peers")
+        searches["relayed"] = relayed_search(model, limits, start + limits.time_limit)
     if method == "auto" and not _interrupted(searches):
         on_event("stage", "building the baselines")
         searches["baselines"] = _baselines(model, name, coll.root, limits,

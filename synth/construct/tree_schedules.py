@@ -76,7 +76,7 @@ def _down(tree: Tree, chunk: int, count: int, op: str = "copy") -> list[tuple[in
     return [(tree.depth(v), Send(chunk, u, v, op, count)) for v, u in tree.parent.items()]
 
 
-def _pipelined(model: LinkModel, coll, program, per_batch: int, batches: int,
+def pipelined(model: LinkModel, coll, program, per_batch: int, batches: int,
                info: dict) -> Schedule:
     """`program` as batch 0 of a pipeline of `batches` batches (stride `per_batch`),
     batch b starting at step b; every expanded step's rounds from all it carries."""
@@ -120,7 +120,7 @@ def broadcast_schedule(model: LinkModel, packing: Packing, batches: int) -> Sche
     coll = make_collective("broadcast", model.ranks, k * batches, root)
     program = _levels([s for first, tree in _ranges(packing, root)
                        for s in _down(tree, first, tree.weight)])
-    return _pipelined(model, coll, program, k, batches, _info(packing, batches))
+    return pipelined(model, coll, program, k, batches, _info(packing, batches))
 
 
 def allgather_schedule(model: LinkModel, packing: Packing, batches: int) -> Schedule:
@@ -130,7 +130,7 @@ def allgather_schedule(model: LinkModel, packing: Packing, batches: int) -> Sche
     coll = make_collective("allgather", model.ranks, k * batches)
     program = _levels([s for r in packing.roots for first, tree in _ranges(packing, r)
                        for s in _down(tree, r * coll.chunks + first, tree.weight)])
-    return _pipelined(model, coll, program, k, batches, _info(packing, batches))
+    return pipelined(model, coll, program, k, batches, _info(packing, batches))
 
 
 def gather_schedule(model: LinkModel, paths: Paths, batches: int) -> Schedule:
@@ -147,7 +147,7 @@ def gather_schedule(model: LinkModel, paths: Paths, batches: int) -> Schedule:
                  for level, (a, b) in enumerate(zip(path, path[1:]), start=1)]
     info = {"method": f"paths, {_per_gpu(k)}, {len(paths.paths)} paths"
             + (f", {batches} batches" if batches > 1 else ""), "paths": len(paths.paths)}
-    return _pipelined(model, coll, _levels(hops), k, batches, info)
+    return pipelined(model, coll, _levels(hops), k, batches, info)
 
 
 def allreduce_schedule(model: LinkModel, up: Packing, down: Packing, batches: int
@@ -176,7 +176,7 @@ def allreduce_schedule(model: LinkModel, up: Packing, down: Packing, batches: in
     coll = make_collective("allreduce", model.ranks, per_batch * batches)
     what = "reduce + broadcast trees" if len(down.roots) == 1 else \
         "reducescatter + allgather trees"
-    return _pipelined(model, coll, list(reversed(_levels(gather))) + _levels(spread),
+    return pipelined(model, coll, list(reversed(_levels(gather))) + _levels(spread),
                       per_batch, batches, _info(down, batches, what))
 
 
@@ -237,7 +237,7 @@ def _tree_points(model, name, root, limits, deadline, search, bound) -> Search:
         schedule = build_one(packed_on, packing, batches)
         return reverse_schedule(schedule, model) if reversed_ else schedule
 
-    _add_pipelines(search, build, limits, deadline)
+    add_pipelines(search, build, limits, deadline)
     search.stopped = search.stopped or _packed(packing)
     return search
 
@@ -256,7 +256,7 @@ def _path_points(model, name, root, limits, deadline, search, bound) -> Search:
         schedule = gather_schedule(packed_on, paths, batches)
         return mirror_schedule(schedule, model) if name == "scatter" else schedule
 
-    _add_pipelines(search, build, limits, deadline)
+    add_pipelines(search, build, limits, deadline)
     search.stopped = search.stopped or (f"{_per_gpu(paths.per_source)} along "
                                         f"{len(paths.paths)} paths")
     return search
@@ -290,7 +290,7 @@ def _allreduce_points(model, limits, deadline, search, bound) -> Search:
     if up is None or down is None:
         search.stopped = "some rank cannot be reached"
         return search
-    _add_pipelines(search, lambda batches: allreduce_schedule(model, up, down, batches),
+    add_pipelines(search, lambda batches: allreduce_schedule(model, up, down, batches),
                    limits, deadline)
     described = f"{_packed(down)} each way"
     steady = _steady(search.points)
@@ -303,7 +303,7 @@ def _allreduce_points(model, limits, deadline, search, bound) -> Search:
         down2 = promising and pack_trees(split_down, everyone, deadline, phase)
         up2 = promising and pack_trees(split_up, everyone, deadline, phase)
         if down2 and up2:
-            _add_pipelines(search, lambda batches: allreduce_schedule(model, up2, down2,
+            add_pipelines(search, lambda batches: allreduce_schedule(model, up2, down2,
                                                                       batches),
                            limits, deadline)
             described += f"; on links split between the phases, {_packed(down2)} and " \
@@ -329,7 +329,7 @@ def _allreduce_points(model, limits, deadline, search, bound) -> Search:
             best = (key, one)
     if best is not None:
         down1, up1 = best[1]
-        _add_pipelines(search, lambda batches: allreduce_schedule(model, up1, down1,
+        add_pipelines(search, lambda batches: allreduce_schedule(model, up1, down1,
                                                                   batches),
                        limits, deadline)
         described += f"; through root {up1.roots[0]}, {_packed(down1)}"
@@ -378,7 +378,7 @@ def steady_rounds_per_chunk(schedule: Schedule) -> Fraction | None:
     return Fraction(pipe.rounds[depth - 1], pipe.stride)
 
 
-def _add_pipelines(search: Search, build, limits: Limits, deadline) -> None:
+def add_pipelines(search: Search, build, limits: Limits, deadline) -> None:
     """build(P) for each depth P in DEPTHS, verified, as points of `search` where its
     steps are within the limits; past the deadline, no more once there is one. The
     deepest first: it is the one nearest the bound, what trees are for (at 512 GPUs
