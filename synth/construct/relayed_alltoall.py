@@ -19,7 +19,8 @@ network step alone is at the max-concurrent-flow bound (every NIC sends and rece
 take), so deep pipelines approach the bound.
 
 Cost: N (N - 1) sends a batch, at most two of them a pair: about half a million at 512
-GPUs; each pipeline is built and verified whole.
+GPUs; each pipeline is built and verified whole, which takes about 170 bytes a chunk
+(N^2 chunks a batch): so the depth stops at MAX_CHUNKS chunks.
 """
 
 from __future__ import annotations
@@ -27,11 +28,14 @@ from __future__ import annotations
 from collections import defaultdict
 
 from synth.construct.packing import past
-from synth.construct.tree_schedules import add_pipelines, pipelined
+from synth.construct.tree_schedules import DEPTHS, add_pipelines, pipelined
 from synth.schedule.collectives import make_collective
 from synth.schedule.ir import Schedule, Send
 from synth.search.pareto import Limits, Search
 from synth.topology.linkmodel import LinkModel
+
+
+MAX_CHUNKS = 1 << 23  # N^2 x batches: past it, verifying takes gigabytes (~170 B a chunk)
 
 
 def relayed_alltoall(model: LinkModel, batches: int) -> Schedule | str:
@@ -76,7 +80,8 @@ def relayed_alltoall(model: LinkModel, batches: int) -> Schedule | str:
 def relayed_search(model: LinkModel, limits: Limits, deadline: float | None = None
                    ) -> Search:
     """The relayed alltoall at every pipeline depth (tree_schedules.DEPTHS) within the
-    step limits, each verified; `stopped` says why none applies."""
+    step limits and MAX_CHUNKS chunks (at 512 GPUs, 32 batches: 1.03 x the bound),
+    each verified; `stopped` says why none applies."""
     search = Search()
     why = relayed_alltoall(model, 1)
     if isinstance(why, str):
@@ -85,6 +90,8 @@ def relayed_search(model: LinkModel, limits: Limits, deadline: float | None = No
     if past(deadline):
         search.stopped, search.complete = "out of time", False
         return search
-    add_pipelines(search, lambda batches: relayed_alltoall(model, batches), limits, deadline)
+    depths = [d for d in DEPTHS if model.ranks ** 2 * d <= MAX_CHUNKS] or [1]
+    add_pipelines(search, lambda batches: relayed_alltoall(model, batches), limits, deadline,
+                  depths)
     search.stopped = search.stopped or "relayed at rail peers, 2 steps a batch"
     return search

@@ -378,13 +378,13 @@ def steady_rounds_per_chunk(schedule: Schedule) -> Fraction | None:
     return Fraction(pipe.rounds[depth - 1], pipe.stride)
 
 
-def add_pipelines(search: Search, build, limits: Limits, deadline) -> None:
-    """build(P) for each depth P in DEPTHS, verified, as points of `search` where its
+def add_pipelines(search: Search, build, limits: Limits, deadline, depths=DEPTHS) -> None:
+    """build(P) for each depth P in `depths`, verified, as points of `search` where its
     steps are within the limits; past the deadline, no more once there is one. The
     deepest first: it is the one nearest the bound, what trees are for (at 512 GPUs
     building and verifying all eleven takes over a minute)."""
     lo, hi = max(1, limits.min_steps), min(limits.max_steps or MAX_STEPS, MAX_STEPS)
-    for batches in reversed(DEPTHS):
+    for batches in reversed(depths):
         if search.points and past(deadline):
             search.stopped, search.complete = "out of time", False
             return
