@@ -50,6 +50,7 @@ class Result:
     searches: dict[str, Search] = field(default_factory=dict)
     seconds: float = 0.0
     steps_searched: tuple[int, int] = (1, 0)  # the step counts some search covered
+    not_decomposed: str = ""  # why a cluster (a network switch) was not decomposed
 
     @property
     def complete(self) -> bool:
@@ -165,8 +166,14 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
                          schedule_cost(p.schedule).latency_us / alpha <= covered + 1e-9
                          for p in points):
         covered = 1 << 30
+    # a cluster whose boxes differ falls back to the methods that need no alike boxes:
+    # say why, as its users expect the decomposition
+    cluster = any(v.kind == "net_switch" for v in topo.vertices)
+    not_decomposed = why if (cluster and hierarchy is None and name in DECOMPOSED
+                             and method == "auto") else ""
     return Result(name, coll.root, model, b, points, searches,
-                  time.monotonic() - start, (max(1, limits.min_steps), covered))
+                  time.monotonic() - start, (max(1, limits.min_steps), covered),
+                  not_decomposed)
 
 
 BASELINE_SECONDS = 2e-4  # x ranks^2: building every baseline (256 GPUs ~11 s, 512 ~55 s)

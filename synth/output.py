@@ -150,7 +150,9 @@ def result_summary(result: Result, topology: str, solver: str, paths: list[Path]
         "frontier": [point_summary(p, result, path)
                      for p, path in zip(result.points, paths + [None] * len(result.points))],
         "complete": result.complete,
-        "stopped": {name: s.stopped for name, s in result.searches.items()},
+        "stopped": ({"not decomposed": result.not_decomposed}
+                    if result.not_decomposed else {})
+        | {name: s.stopped for name, s in result.searches.items()},
         "solver_calls": sum(len(s.attempts) for s in result.searches.values()),
         "seconds": round(result.seconds, 3),
     }

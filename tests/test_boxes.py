@@ -62,3 +62,30 @@ def test_bad_boxes_give_one_line_and_exit_2(tmp_path):
                                                       "--boxes", "2"), 2)
     assert "already 2 boxes" in one_line(synth_cli("compare", "allgather", "--topo",
                                                    "dgxh100x2", "--boxes", "2"), 2)
+
+
+def test_a_cluster_whose_boxes_differ_falls_back_to_trees_and_says_why(tmp_path):
+    # box A: 4 GPUs, two NICs shared by pairs; box B: 3 GPUs, one NIC for two of them
+    links = [{"between": [f"gpu{g}", "nvsA" if g < 4 else "nvsB"], "gbps": 50,
+              "alpha_us": 0.7} for g in range(7)]
+    links += [{"between": [f"gpu{g}", nic], "gbps": 16} for g, nic in
+              [(0, "nicA0"), (1, "nicA0"), (2, "nicA1"), (3, "nicA1"), (4, "nicB0"),
+               (5, "nicB0"), (6, "nicB1")]]
+    links += [{"between": [nic, "net"], "gbps": 12.5, "alpha_us": 2.6}
+              for nic in ("nicA0", "nicA1", "nicB0", "nicB1")]
+    mixed = tmp_path / "mixed.yaml"
+    mixed.write_text(yaml.safe_dump({
+        "name": "mixed", "unit_gbps": 25, "gpus": 7, "links": links,
+        "switches": [{"name": "nvsA", "kind": "nvswitch"}, {"name": "nvsB", "kind": "nvswitch"},
+                     {"name": "net", "kind": "net_switch"}],
+        "nics": ["nicA0", "nicA1", "nicB0", "nicB1"]}))
+    made = synth_cli("allgather", "--topo", str(mixed), "--time-limit", "5", "--out",
+                     str(tmp_path / "out"), "--json")
+    assert made.returncode == 0, made.stderr[-2000:]
+    summary = json.loads(made.stdout)
+    assert "unequal sizes [3, 4]" in summary["stopped"]["not decomposed"]
+    assert any(p["method"].startswith("trees") for p in summary["frontier"])
+    # a single box has nothing to decompose: no such line
+    single = json.loads(synth_cli("allgather", "--topo", "ring:4", "--time-limit", "5",
+                                  "--out", str(tmp_path / "out"), "--json").stdout)
+    assert "not decomposed" not in single["stopped"]
