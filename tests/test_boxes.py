@@ -35,7 +35,7 @@ def test_a_two_gpus_per_nic_box_twice_synthesizes_exports_and_draws(tmp_path):
     box = tmp_path / "pairbox.yaml"
     box.write_text(yaml.safe_dump(SMALL_BOX))
     out = tmp_path / "out"
-    made = synth_cli("allgather", "--topo", str(box), "--boxes", "2", "--time-limit", "6",
+    made = synth_cli("allgather", "--topo", str(box), "--boxes", "2", "--method", "decomposed",
                      "--format", "json,msccl-xml", "--out", str(out), "--json")
     assert made.returncode == 0, made.stderr[-2000:]
     summary = json.loads(made.stdout)
@@ -79,13 +79,13 @@ def test_a_cluster_whose_boxes_differ_falls_back_to_trees_and_says_why(tmp_path)
         "switches": [{"name": "nvsA", "kind": "nvswitch"}, {"name": "nvsB", "kind": "nvswitch"},
                      {"name": "net", "kind": "net_switch"}],
         "nics": ["nicA0", "nicA1", "nicB0", "nicB1"]}))
-    made = synth_cli("allgather", "--topo", str(mixed), "--time-limit", "5", "--out",
+    made = synth_cli("allgather", "--topo", str(mixed), "--time-limit", "3", "--out",
                      str(tmp_path / "out"), "--json")
     assert made.returncode == 0, made.stderr[-2000:]
     summary = json.loads(made.stdout)
     assert "unequal sizes [3, 4]" in summary["stopped"]["not decomposed"]
     assert any(p["method"].startswith("trees") for p in summary["frontier"])
     # a single box has nothing to decompose: no such line
-    single = json.loads(synth_cli("allgather", "--topo", "ring:4", "--time-limit", "5",
+    single = json.loads(synth_cli("allgather", "--topo", "ring:4", "--time-limit", "3",
                                   "--out", str(tmp_path / "out"), "--json").stdout)
     assert "not decomposed" not in single["stopped"]
