@@ -77,8 +77,10 @@ def run_job(topo: str, name: str, root, seconds: float) -> dict:
     best = min(search.points, key=lambda p: p.ratio)
     row.update(best_over_bound=float(best.ratio / b.rounds_per_chunk),
                depth=len(best.schedule.steps), batches=best.schedule.batches)
-    deepest = max(search.points, key=lambda p: p.schedule.batches)
-    steady = steady_rounds_per_chunk(deepest.schedule)
+    # the best steady state among the deepest pipelines (allreduce builds several)
+    most = max(p.schedule.batches for p in search.points)
+    steady = min((s for p in search.points if p.schedule.batches == most
+                  and (s := steady_rounds_per_chunk(p.schedule)) is not None), default=None)
     if steady is not None:
         row.update(steady=str(steady), steady_over_bound=float(steady / b.rounds_per_chunk),
                    at_bound=steady == b.rounds_per_chunk)
