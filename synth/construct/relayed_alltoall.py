@@ -25,14 +25,12 @@ GPUs; each pipeline is built and verified whole, which takes about 170 bytes a c
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 from synth.construct.packing import past
 from synth.construct.tree_schedules import DEPTHS, add_pipelines, pipelined
 from synth.schedule.collectives import make_collective
 from synth.schedule.ir import Schedule, Send
 from synth.search.pareto import Limits, Search
-from synth.topology.linkmodel import LinkModel
+from synth.topology.linkmodel import LinkModel, box_places
 
 
 MAX_CHUNKS = 1 << 23  # N^2 x batches: past it, verifying takes gigabytes (~170 B a chunk)
@@ -41,15 +39,10 @@ MAX_CHUNKS = 1 << 23  # N^2 x batches: past it, verifying takes gigabytes (~170 
 def relayed_alltoall(model: LinkModel, batches: int) -> Schedule | str:
     """The two-step relayed alltoall in `batches` pipelined batches, or why it does not
     apply (one box, boxes of different sizes, or a link it needs is missing)."""
-    labels = sorted(set(model.boxes))
-    if len(labels) < 2:
+    if len(set(model.boxes)) < 2:
         return "one box: nothing to relay"
-    box = [labels.index(b) for b in model.boxes]
-    place, seen = [], defaultdict(int)
-    for b in box:
-        place.append(seen[b])
-        seen[b] += 1
-    if len(set(seen.values())) != 1:
+    box, place, alike_sizes = box_places(model)
+    if not alike_sizes:
         return "boxes of different sizes"
     at = {(b, p): r for r, (b, p) in enumerate(zip(box, place))}
     n = model.ranks

@@ -50,7 +50,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from synth.topology.linkmodel import Group, LinkModel, RankLink
+from synth.topology.linkmodel import Group, LinkModel, RankLink, box_places
 
 DENOMINATOR = 10_000  # an LP vertex here has small denominators; past this, the nearest
 
@@ -100,10 +100,7 @@ def rails_only(model: LinkModel) -> LinkModel | None:
     boxes); None for one box, or when nothing would be dropped."""
     if len(set(model.boxes)) < 2:
         return None
-    place, seen = [], defaultdict(int)
-    for box in model.boxes:
-        place.append(seen[box])
-        seen[box] += 1
+    _, place, _ = box_places(model)
     kept = tuple(l for l in model.links if model.boxes[l.src] == model.boxes[l.dst]
                  or place[l.src] == place[l.dst])
     if len(kept) == len(model.links):

@@ -59,7 +59,7 @@ import numpy as np
 
 from synth.construct.packing import MAX_TREES, OutOfTime, Packing, Tree, past
 from synth.construct.splitting import rails_only
-from synth.topology.linkmodel import LinkModel
+from synth.topology.linkmodel import LinkModel, box_places
 
 MAX_ROUNDS = 400  # column generation rounds at most
 DENOMINATORS = (1, 2, 4, 8, 12, 16, 24, 30, 32, 48, 60, 64, 120, 128, 240, 256, 360,
@@ -92,12 +92,8 @@ def box_symmetry(model: LinkModel, roots: list[int]) -> Symmetry | None:
     k, one = len(labels), len(roots) == 1
     if k < 2 + one or not (one or len(roots) == model.ranks):
         return None
-    box = [labels.index(b) for b in model.boxes]
-    place, seen = [], defaultdict(int)
-    for b in box:
-        place.append(seen[b])
-        seen[b] += 1
-    if len(set(seen.values())) != 1:
+    box, place, alike_sizes = box_places(model)
+    if not alike_sizes:
         return None
     at = {(b, p): r for r, (b, p) in enumerate(zip(box, place))}
     links = {(l.src, l.dst): l.capacity for l in model.links}

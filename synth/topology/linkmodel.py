@@ -290,6 +290,19 @@ def rounds_for_load(model: LinkModel, load: dict[tuple[int, int], int]) -> int:
     return rounds
 
 
+def box_places(model: LinkModel) -> tuple[list[int], list[int], bool]:
+    """Each rank's box (numbered 0, 1, ... in the order of the boxes' labels) and its
+    place in the box (0 for the box's first rank, and so on: rail peers share a place),
+    and whether every box has as many ranks."""
+    labels = sorted(set(model.boxes))
+    box = [labels.index(b) for b in model.boxes]
+    place, seen = [], defaultdict(int)
+    for b in box:
+        place.append(seen[b])
+        seen[b] += 1
+    return box, place, len(set(seen.values())) <= 1
+
+
 def restrict(model: LinkModel, ranks, name: str = "") -> LinkModel:
     """The links and groups among `ranks`, renumbered: ranks[i] becomes rank i.
 
