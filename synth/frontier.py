@@ -124,7 +124,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
                         start + limits.time_limit)
         searches["trees"] = tree_search(model, name, coll.root, limits, trees_end,
                                         b.rounds_per_chunk)
-    if method == "auto" and name == "alltoall" and len(set(model.boxes)) > 1 and \
+    if method == "auto" and name == "alltoall" and topo.network_joined() and \
             not _interrupted(searches):
         on_event("search", "alltoall relayed at rail peers")
         searches["relayed"] = relayed_search(model, limits, start + limits.time_limit)
@@ -168,9 +168,8 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
         covered = 1 << 30
     # a cluster whose boxes differ falls back to the methods that need no alike boxes:
     # say why, as its users expect the decomposition
-    cluster = any(v.kind == "net_switch" for v in topo.vertices)
-    not_decomposed = why if (cluster and hierarchy is None and name in DECOMPOSED
-                             and method == "auto") else ""
+    not_decomposed = why if (hierarchy is None and name in DECOMPOSED and method == "auto"
+                             and topo.network_joined()) else ""
     return Result(name, coll.root, model, b, points, searches,
                   time.monotonic() - start, (max(1, limits.min_steps), covered),
                   not_decomposed)

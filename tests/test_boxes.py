@@ -31,6 +31,12 @@ def test_a_file_repeated_is_the_builtin_repeated():
     assert lower(mine) == lower(resolve("dgxh100x2"))
 
 
+def test_only_a_network_switch_joining_gpus_makes_a_cluster():
+    assert resolve("dgxh100x2").network_joined()
+    assert not resolve("dgxh100x1").network_joined()  # one box, its NICs on switches
+    assert not resolve("dgxh100").network_joined() and not resolve("ring:4").network_joined()
+
+
 def test_a_two_gpus_per_nic_box_twice_synthesizes_exports_and_draws(tmp_path):
     box = tmp_path / "pairbox.yaml"
     box.write_text(yaml.safe_dump(SMALL_BOX))
@@ -60,7 +66,7 @@ def test_bad_boxes_give_one_line_and_exit_2(tmp_path):
                                                  "100000"), 2)
     assert "no network section" in one_line(synth_cli("allgather", "--topo", str(lone),
                                                       "--boxes", "2"), 2)
-    assert "already 2 boxes" in one_line(synth_cli("compare", "allgather", "--topo",
+    assert "already has a network switch" in one_line(synth_cli("compare", "allgather", "--topo",
                                                    "dgxh100x2", "--boxes", "2"), 2)
 
 

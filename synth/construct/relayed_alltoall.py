@@ -12,15 +12,21 @@ boxes, exactly the pieces between them.
 
 One batch (one piece per ordered pair) is the two steps; P batches are pipelined
 (batch b's pieces are the (b+1)-th of every pair, starting at step b), so the network
-step of one batch overlaps the box step of the next: R / C = (rounds of the busier
-step) x (P + 1) / P, up to the two steps' sharing of a link. On rail fabrics the
-network step alone is at the max-concurrent-flow bound (every NIC sends and receives
-(K - 1) x GPUs-per-box pieces a batch, the least a box's traffic to the others can
-take), so deep pipelines approach the bound.
+step of one batch overlaps the box step of the next: R / C = (r1 + (P - 1) r12 + r2) /
+P, with r1 and r2 the two steps' rounds and r12 those of both at once (their larger
+where they use different links). On rail fabrics with one GPU per NIC (dgxh100xK,
+dgxa100xK) the network step alone is at the max-concurrent-flow bound (every NIC sends
+and receives (K - 1) x GPUs-per-box pieces a batch, the least a box's traffic to the
+others can take), so deep pipelines approach the bound; where GPUs share a NIC on rails
+it carries their pieces together and may not.
 
-Cost: N (N - 1) sends a batch, at most two of them a pair: about half a million at 512
-GPUs; each pipeline is built and verified whole, which takes about 170 bytes a chunk
-(N^2 chunks a batch): so the depth stops at MAX_CHUNKS chunks.
+A topology file's boxes are those the decomposition finds (synth.topology.hierarchy),
+ranks at the same place in their boxes being rail peers.
+
+Cost: up to 2 N (N - 1) sends a batch (a piece between boxes off its source's rail
+takes two): about half a million at 512 GPUs; each pipeline is built and verified
+whole, which takes about 170 bytes a chunk (N^2 chunks a batch): so the depth stops at
+MAX_CHUNKS chunks.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from synth.construct.tree_schedules import DEPTHS, add_pipelines, pipelined
 from synth.schedule.collectives import make_collective
 from synth.schedule.ir import Schedule, Send
 from synth.search.pareto import Limits, Search
+from synth.topology.hierarchy import find_boxes
 from synth.topology.linkmodel import LinkModel, box_places
 
 
@@ -39,9 +46,13 @@ MAX_CHUNKS = 1 << 23  # N^2 x batches: past it, verifying takes gigabytes (~170 
 def relayed_alltoall(model: LinkModel, batches: int) -> Schedule | str:
     """The two-step relayed alltoall in `batches` pipelined batches, or why it does not
     apply (one box, boxes of different sizes, or a link it needs is missing)."""
-    if len(set(model.boxes)) < 2:
+    labels = model.boxes
+    if not labels:  # a file's cluster: the boxes the decomposition would find
+        found, _ = find_boxes(model)
+        labels = [b for r in range(model.ranks) for b, ranks in enumerate(found) if r in ranks]
+    if len(set(labels)) < 2:
         return "one box: nothing to relay"
-    box, place, alike_sizes = box_places(model)
+    box, place, alike_sizes = box_places(labels)
     if not alike_sizes:
         return "boxes of different sizes"
     at = {(b, p): r for r, (b, p) in enumerate(zip(box, place))}
@@ -73,7 +84,7 @@ def relayed_alltoall(model: LinkModel, batches: int) -> Schedule | str:
 def relayed_search(model: LinkModel, limits: Limits, deadline: float | None = None
                    ) -> Search:
     """The relayed alltoall at every pipeline depth (tree_schedules.DEPTHS) within the
-    step limits and MAX_CHUNKS chunks (at 512 GPUs, 32 batches: 1.03 x the bound),
+    step limits and MAX_CHUNKS chunks (at 512 GPUs, 32 batches),
     each verified; `stopped` says why none applies."""
     search = Search()
     why = relayed_alltoall(model, 1)

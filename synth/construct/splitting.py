@@ -100,7 +100,7 @@ def rails_only(model: LinkModel) -> LinkModel | None:
     boxes); None for one box, or when nothing would be dropped."""
     if len(set(model.boxes)) < 2:
         return None
-    _, place, _ = box_places(model)
+    _, place, _ = box_places(model.boxes)
     kept = tuple(l for l in model.links if model.boxes[l.src] == model.boxes[l.dst]
                  or place[l.src] == place[l.dst])
     if len(kept) == len(model.links):

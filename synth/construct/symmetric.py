@@ -92,7 +92,7 @@ def box_symmetry(model: LinkModel, roots: list[int]) -> Symmetry | None:
     k, one = len(labels), len(roots) == 1
     if k < 2 + one or not (one or len(roots) == model.ranks):
         return None
-    box, place, alike_sizes = box_places(model)
+    box, place, alike_sizes = box_places(model.boxes)
     if not alike_sizes:
         return None
     at = {(b, p): r for r, (b, p) in enumerate(zip(box, place))}

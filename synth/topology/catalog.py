@@ -49,8 +49,9 @@ def resolve(spec: str, boxes: int | None = None) -> Topology:
     topo = _resolve(spec)
     if boxes is None:
         return topo
-    if topo.boxes > 1:
-        raise BadInput(f"{topo.name} is already {topo.boxes} boxes: --boxes repeats one box")
+    if any(v.kind == "net_switch" for v in topo.vertices):
+        raise BadInput(f"{topo.name} already has a network switch: --boxes repeats one box, "
+                       "joined by its network: section")
     return join_boxes(topo, boxes, name=f"{topo.name}x{boxes}")
 
 

@@ -290,12 +290,12 @@ def rounds_for_load(model: LinkModel, load: dict[tuple[int, int], int]) -> int:
     return rounds
 
 
-def box_places(model: LinkModel) -> tuple[list[int], list[int], bool]:
-    """Each rank's box (numbered 0, 1, ... in the order of the boxes' labels) and its
-    place in the box (0 for the box's first rank, and so on: rail peers share a place),
-    and whether every box has as many ranks."""
-    labels = sorted(set(model.boxes))
-    box = [labels.index(b) for b in model.boxes]
+def box_places(boxes) -> tuple[list[int], list[int], bool]:
+    """From each rank's box label: its box (numbered 0, 1, ... in the labels' order),
+    its place in the box (0 for the box's first rank, and so on: rail peers share a
+    place), and whether every box has as many ranks."""
+    labels = sorted(set(boxes))
+    box = [labels.index(b) for b in boxes]
     place, seen = [], defaultdict(int)
     for b in box:
         place.append(seen[b])

@@ -82,6 +82,14 @@ class Topology:
     def vertex(self, name: str) -> Vertex:
         return next(v for v in self.vertices if v.name == name)
 
+    def network_joined(self) -> bool:
+        """Whether only network switches join its GPUs: without them, the GPUs fall
+        apart into two or more parts (a cluster of boxes, NAMExK or a file's own)."""
+        g = self.graph().to_undirected(as_view=True)
+        inside = g.subgraph(v.name for v in self.vertices if v.kind != "net_switch")
+        gpus = set(self.gpus)
+        return sum(1 for part in nx.connected_components(inside) if part & gpus) > 1
+
     def graph(self) -> nx.DiGraph:
         """The physical graph; edge attribute `link` holds the Link."""
         g = nx.DiGraph()
