@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from synth.topology.catalog import resolve
@@ -25,10 +26,11 @@ SMALL_BOX = {
 }
 
 
-def test_a_file_repeated_is_the_builtin_repeated():
-    mine = resolve(str(REPO / "topologies" / "dgxh100.yaml"), 2)
-    assert mine.name == "dgxh100x2" and mine.boxes == 2
-    assert lower(mine) == lower(resolve("dgxh100x2"))
+@pytest.mark.parametrize("box, k", [("dgxh100", 2), ("dgx2", 8)])
+def test_a_file_repeated_is_the_builtin_repeated(box, k):
+    mine = resolve(str(REPO / "topologies" / f"{box}.yaml"), k)
+    assert mine.name == f"{box}x{k}" and mine.boxes == k
+    assert lower(mine) == lower(resolve(f"{box}x{k}"))  # so the same frontier
 
 
 def test_only_a_network_switch_joining_gpus_makes_a_cluster():
