@@ -25,7 +25,7 @@ from synth.construct.decompose import COLLECTIVES as DECOMPOSED
 from synth.construct.decompose import MAX_STEPS as DECOMPOSED_MAX_STEPS
 from synth.construct.decompose import decompose
 from synth.construct.hints import Hints
-from synth.construct.relayed_alltoall import relayed_search
+from synth.construct.relayed_alltoall import forwarded_search
 from synth.construct.tree_schedules import COLLECTIVES as PACKED
 from synth.construct.tree_schedules import tree_search
 from synth.errors import BadInput, NoAnswer
@@ -70,7 +70,7 @@ def default_limits(b: Bounds, max_steps=None, max_chunks=None, time_limit=None,
 
 
 METHODS = ("auto", "exact", "decomposed")
-CONSTRUCTED = ("decomposed", "trees", "relayed", "baselines")  # built, not searched: prove
+CONSTRUCTED = ("decomposed", "trees", "forwarded", "baselines")  # built, not searched: prove
 # nothing
 BOUNDS_SHARE = 0.4  # of the time limit, at most, for the bounds (the rest: the searches)
 
@@ -124,10 +124,9 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
                         start + limits.time_limit)
         searches["trees"] = tree_search(model, name, coll.root, limits, trees_end,
                                         b.rounds_per_chunk)
-    if method == "auto" and name == "alltoall" and topo.network_joined() and \
-            not _interrupted(searches):
-        on_event("search", "alltoall relayed at rail peers")
-        searches["relayed"] = relayed_search(model, limits, start + limits.time_limit)
+    if method == "auto" and name == "alltoall" and not _interrupted(searches):
+        on_event("search", "alltoall forwarded: relayed at rail peers, or routed")
+        searches["forwarded"] = forwarded_search(model, limits, start + limits.time_limit)
     if method == "auto" and not _interrupted(searches):
         on_event("stage", "building the baselines")
         searches["baselines"] = _baselines(model, name, coll.root, limits,

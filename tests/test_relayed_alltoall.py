@@ -1,4 +1,5 @@
-"""Alltoall across boxes relayed at rail peers (synth.construct.relayed_alltoall)."""
+"""Alltoall by forwarding (synth.construct.relayed_alltoall): relayed at rail peers
+across boxes, routed along shortest paths where neither direct nor relayed applies."""
 
 import json
 from dataclasses import replace
@@ -6,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from synth.bounds import bounds
-from synth.construct.relayed_alltoall import relayed_alltoall, relayed_search
+from synth.construct.relayed_alltoall import forwarded_search, relayed_alltoall, routed_alltoall
 from synth.construct.tree_schedules import steady_rounds_per_chunk
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import schedule_to_dict
@@ -24,10 +25,11 @@ def lowered(name):
     return lowering.model, b.rounds_per_chunk
 
 
-@pytest.mark.parametrize("name", ["dgxh100x2", "dgx2x2"])
-def test_relayed_alltoall_pipelines_reach_the_flow_bound(name):
+@pytest.mark.parametrize("name", ["dgxh100x2", "dgx2x2", "ndv2x2"])
+def test_forwarded_alltoall_pipelines_reach_the_flow_bound(name):
+    # ndv2: only GPUs 0 and 1 reach the other box, not every pair inside is linked: routed
     model, bound = lowered(name)
-    search = relayed_search(model, Limits(max_steps=40))
+    search = forwarded_search(model, Limits(max_steps=40))
     assert search.complete and search.points
     deepest = max(search.points, key=lambda p: p.schedule.batches)
     verify_schedule(schedule_to_dict(deepest.schedule))
@@ -71,3 +73,15 @@ def test_cli_alltoall_on_a_rail_fabric_has_a_frontier(tmp_path):
     frontier = json.loads(made.stdout)["frontier"]
     assert all("relayed at rail peers" in p["method"] for p in frontier)
     assert min(p["ratio_to_bound"] for p in frontier) < 1.01
+
+
+def test_routed_where_not_every_pair_is_linked_and_no_boxes_relay():
+    model, bound = lowered("torus:4x4")
+    search = forwarded_search(model, Limits(max_steps=40))
+    assert search.stopped.startswith("routed along shortest paths (not relayed: one box")
+    for p in search.points:
+        verify_schedule(schedule_to_dict(p.schedule))
+        assert p.ratio >= bound
+    one = routed_alltoall(model, 1)
+    assert len(one.steps) == 4  # the torus's diameter: one hop a step
+    assert forwarded_search(lowered("dgxh100")[0], Limits()).points == []  # direct does it

@@ -1,4 +1,4 @@
-"""Alltoall across boxes in two steps: gather at the rail peer, then one network hop.
+"""Alltoall by forwarding: relayed at the rail peer across boxes, else routed.
 
 On a multi-node topology a GPU often reaches only its rail peers in other boxes (the
 GPU at the same place: dgxh100xK, dgxa100xK), so the direct alltoall does not apply,
@@ -23,6 +23,13 @@ it carries their pieces together and may not.
 A topology file's boxes are those the decomposition finds (synth.topology.hierarchy),
 ranks at the same place in their boxes being rail peers.
 
+Where no relay applies and not every pair is linked (ndv2xK, whose boxes are NVLink
+cube-meshes with one NIC; dgx1; tori), every piece is routed along a shortest path, one
+hop a step, each hop onto the link least loaded so far among those that keep the path
+shortest (routed_alltoall). On ndv2xK the NIC is the bottleneck and this reaches the
+bound in the steady state; on tori it is 1.25-1.4 x (shortest paths balanced greedily
+are not the best multicommodity flow).
+
 Cost: up to 2 N (N - 1) sends a batch (a piece between boxes off its source's rail
 takes two): about half a million at 512 GPUs; each pipeline is built and verified
 whole, which takes about 170 bytes a chunk (N^2 chunks a batch): so the depth stops at
@@ -31,16 +38,20 @@ MAX_CHUNKS chunks.
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 from synth.construct.packing import past
-from synth.construct.tree_schedules import DEPTHS, add_pipelines, pipelined
+from synth.construct.baselines.graphs import all_linked
+from synth.construct.tree_schedules import DEPTHS, _levels, add_pipelines, pipelined
 from synth.schedule.collectives import make_collective
 from synth.schedule.ir import Schedule, Send
 from synth.search.pareto import Limits, Search
 from synth.topology.hierarchy import find_boxes
-from synth.topology.linkmodel import LinkModel, box_places
+from synth.topology.linkmodel import LinkModel, box_places, hop_distances
 
 
 MAX_CHUNKS = 1 << 23  # N^2 x batches: past it, verifying takes gigabytes (~170 B a chunk)
+ROUTED_RANKS = 256  # routing every piece's path in Python: about 10 s at 256 ranks
 
 
 def relayed_alltoall(model: LinkModel, batches: int) -> Schedule | str:
@@ -81,21 +92,66 @@ def relayed_alltoall(model: LinkModel, batches: int) -> Schedule | str:
     return pipelined(model, coll, [tuple(first), tuple(second)], 1, batches, info)
 
 
-def relayed_search(model: LinkModel, limits: Limits, deadline: float | None = None
-                   ) -> Search:
-    """The relayed alltoall at every pipeline depth (tree_schedules.DEPTHS) within the
-    step limits and MAX_CHUNKS chunks (at 512 GPUs, 32 batches),
-    each verified; `stopped` says why none applies."""
+def routed_alltoall(model: LinkModel, batches: int) -> Schedule | str:
+    """Every piece along a shortest path of rank links, one hop a step, each hop onto
+    the link least loaded so far (load over capacity) among those that keep the path
+    shortest; `batches` pipelined batches. For topologies where not every pair is
+    linked and the boxes give no rails (a torus, a box of NVLink pairs): or why not."""
+    n = model.ranks
+    dist = hop_distances(model)
+    if any(len(dist[s]) < n for s in range(n)):
+        return "some rank cannot reach another"
+    out: dict[int, list[int]] = defaultdict(list)
+    for l in model.links:
+        out[l.src].append(l.dst)
+    load: dict[tuple[int, int], float] = defaultdict(float)
+    hops: list[tuple[int, Send]] = []
+    for s in range(n):
+        for d in range(n):
+            if s == d:
+                continue
+            chunk, u, level = (s * n + d) * batches, s, 0
+            while u != d:
+                v = min((v for v in out[u] if dist[v][d] == dist[u][d] - 1),
+                        key=lambda v: ((load[(u, v)] + 1) / model.link[(u, v)].capacity, v))
+                load[(u, v)] += 1
+                level += 1
+                hops.append((level, Send(chunk, u, v, "copy")))
+                u = v
+    coll = make_collective("alltoall", n, batches)
+    info = {"method": "routed along shortest paths" + (f", {batches} batches"
+                                                       if batches > 1 else "")}
+    return pipelined(model, coll, _levels(hops), 1, batches, info)
+
+
+def forwarded_search(model: LinkModel, limits: Limits, deadline: float | None = None
+                     ) -> Search:
+    """Alltoall by forwarding, at every pipeline depth (tree_schedules.DEPTHS) within the
+    step limits and MAX_CHUNKS chunks (at 512 GPUs, 32 batches), each verified: relayed
+    at rail peers where the boxes allow, else routed along shortest paths where not
+    every pair is linked (where every pair is, the direct alltoall does it all) up to
+    ROUTED_RANKS ranks. `stopped` says which, or why neither applies."""
     search = Search()
+    build, what = (lambda batches: relayed_alltoall(model, batches)), \
+        "relayed at rail peers, 2 steps a batch"
     why = relayed_alltoall(model, 1)
     if isinstance(why, str):
-        search.stopped = f"not relayed: {why}"
-        return search
+        if all_linked(model, range(model.ranks)):
+            search.stopped = "every pair is linked: the direct alltoall forwards nothing"
+            return search
+        if model.ranks > ROUTED_RANKS:
+            search.stopped = f"not relayed: {why}; not routed past {ROUTED_RANKS} ranks"
+            return search
+        build, what = (lambda batches: routed_alltoall(model, batches)), \
+            f"routed along shortest paths (not relayed: {why})"
+        first = routed_alltoall(model, 1)
+        if isinstance(first, str):
+            search.stopped = f"not relayed: {why}; not routed: {first}"
+            return search
     if past(deadline):
         search.stopped, search.complete = "out of time", False
         return search
     depths = [d for d in DEPTHS if model.ranks ** 2 * d <= MAX_CHUNKS] or [1]
-    add_pipelines(search, lambda batches: relayed_alltoall(model, batches), limits, deadline,
-                  depths)
-    search.stopped = search.stopped or "relayed at rail peers, 2 steps a batch"
+    add_pipelines(search, build, limits, deadline, depths)
+    search.stopped = search.stopped or what
     return search
