@@ -51,7 +51,7 @@ from synth.topology.linkmodel import lower_with_routes  # noqa: E402
 TOPOLOGIES = ["dgx1", "dgx2", "dgxa100", "dgxh100", "ndv2", "ring:8", "line:8", "fc:8",
               "switch:8", "torus:4x4", "torus:8x8", "hypercube:4", "hypercube:6",
               "mesh:4x4", "dgx2x2", "dgx2x4", "dgxh100x2", "dgxh100x4", "dgxh100x8",
-              "dgxa100x4"]
+              "dgxa100x4", "ndv2x4"]
 COLLECTIVES = [("allgather", None), ("broadcast", 0), ("allreduce", None), ("gather", 0)]
 # --scale: past 64 GPUs trees are packed under the symmetry of the boxes
 # (synth.construct.symmetric); gather's paths are one max-flow at any size
