@@ -3,6 +3,7 @@ across boxes, routed along shortest paths where neither direct nor relayed appli
 
 import json
 from dataclasses import replace
+from fractions import Fraction
 
 import pytest
 
@@ -82,6 +83,8 @@ def test_routed_where_not_every_pair_is_linked_and_no_boxes_relay():
     for p in search.points:
         verify_schedule(schedule_to_dict(p.schedule))
         assert p.ratio >= bound
+    deepest = max(search.points, key=lambda p: p.schedule.batches).schedule
+    assert steady_rounds_per_chunk(deepest) <= bound * Fraction(9, 8)  # rerouted: 11/8 before
     one = routed_alltoall(model, 1)
     assert len(one.steps) == 4  # the torus's diameter: one hop a step
     assert forwarded_search(lowered("dgxh100")[0], Limits()).points == []  # direct does it
