@@ -70,8 +70,8 @@ def default_limits(b: Bounds, max_steps=None, max_chunks=None, time_limit=None,
 
 
 METHODS = ("auto", "exact", "decomposed")
-CONSTRUCTED = ("decomposed", "trees", "forwarded", "baselines")  # built, not searched: prove
-# nothing
+# built, not searched: they prove nothing
+CONSTRUCTED = ("decomposed", "trees", "forwarded", "baselines")
 BOUNDS_SHARE = 0.4  # of the time limit, at most, for the bounds (the rest: the searches)
 
 
@@ -115,8 +115,8 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
         searches["decomposed"] = decompose(model, hierarchy, name, left, on_event,
                                            hints.batches)
     # constructions next, quick and bounded, so that the exact search's time-out cannot
-    # starve them: trees, then on "auto" the baselines, which join
-    # the frontier so that it is never slower than one of them
+    # starve them: trees, alltoall by forwarding, then on "auto" the baselines, which
+    # join the frontier so that it is never slower than one of them
     if method == "auto" and name in PACKED and not _interrupted(searches):
         on_event("search", f"{name} by packed trees")
         # a share of the time limit from now, as the decomposition may have used some

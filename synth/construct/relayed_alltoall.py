@@ -41,57 +41,70 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from synth.construct.packing import past
 from synth.construct.baselines.graphs import all_linked
-from synth.construct.tree_schedules import DEPTHS, _levels, add_pipelines, pipelined
+from synth.construct.packing import past
+from synth.construct.tree_schedules import DEPTHS, add_pipelines, levels, pipelined
 from synth.schedule.collectives import make_collective
 from synth.schedule.ir import Schedule, Send
 from synth.search.pareto import Limits, Search
 from synth.topology.hierarchy import find_boxes
 from synth.topology.linkmodel import LinkModel, box_places, hop_distances
 
-
 MAX_CHUNKS = 1 << 23  # N^2 x batches: past it, verifying takes gigabytes (~170 B a chunk)
 ROUTED_RANKS = 256  # routing every piece's path in Python: about 10 s at 256 ranks
 REROUTE_PASSES = 4  # rip-up and reroute passes over every pair
 
 
-def relayed_alltoall(model: LinkModel, batches: int) -> Schedule | str:
-    """The two-step relayed alltoall in `batches` pipelined batches, or why it does not
-    apply (one box, boxes of different sizes, or a link it needs is missing)."""
+RELAYED, ROUTED = "relayed at rail peers", "routed along shortest paths"
+
+# A hop of a piece: (step of the batch, source rank, destination rank, from, to)
+Hop = tuple[int, int, int, int, int]
+
+
+def relay_hops(model: LinkModel) -> list[Hop] | str:
+    """The relayed alltoall's hops (module docstring), or why it does not apply (one
+    box, boxes of different sizes, or a link it needs is missing)."""
     labels = model.boxes
     if not labels:  # a file's cluster: the boxes the decomposition would find
         found, _ = find_boxes(model)
-        labels = [b for r in range(model.ranks) for b, ranks in enumerate(found) if r in ranks]
+        owner = {r: b for b, ranks in enumerate(found) for r in ranks}
+        labels = [owner[r] for r in range(model.ranks)] if found else []
     if len(set(labels)) < 2:
         return "one box: nothing to relay"
     box, place, alike_sizes = box_places(labels)
     if not alike_sizes:
         return "boxes of different sizes"
     at = {(b, p): r for r, (b, p) in enumerate(zip(box, place))}
-    n = model.ranks
-    coll = make_collective("alltoall", n, batches)
-    first, second = [], []
-    for s in range(n):
-        for d in range(n):
+    hops: list[Hop] = []
+    for s in range(model.ranks):
+        for d in range(model.ranks):
             if s == d:
                 continue
-            chunk = (s * n + d) * batches  # piece 0 of the pair; batch b takes piece b
-            relay = at[(box[s], place[d])]
-            if box[s] == box[d] or relay == d:
-                first.append(Send(chunk, s, d, "copy"))
-            elif relay == s:
-                second.append(Send(chunk, s, d, "copy"))
-            else:
-                first.append(Send(chunk, s, relay, "copy"))
-                second.append(Send(chunk, relay, d, "copy"))
-    missing = next(((x.src, x.dst) for x in first + second if (x.src, x.dst) not in model.link),
-                   None)
-    if missing:
-        return f"no link {missing[0]}->{missing[1]}"
-    info = {"method": "relayed at rail peers" + (f", {batches} batches" if batches > 1
-                                                 else "")}
-    return pipelined(model, coll, [tuple(first), tuple(second)], 1, batches, info)
+            if box[s] == box[d]:
+                hops.append((1, s, d, s, d))
+                continue
+            relay = at[(box[s], place[d])]  # in box[s], on d's rail
+            if relay != s:
+                hops.append((1, s, d, s, relay))
+            hops.append((2, s, d, relay, d))
+    missing = next(((u, v) for *_, u, v in hops if (u, v) not in model.link), None)
+    return f"no link {missing[0]}->{missing[1]}" if missing else hops
+
+
+def relayed_alltoall(model: LinkModel, batches: int) -> Schedule | str:
+    """The two-step relayed alltoall in `batches` pipelined batches, or why not."""
+    hops = relay_hops(model)
+    return hops if isinstance(hops, str) else forwarded(model, hops, batches, RELAYED)
+
+
+def forwarded(model: LinkModel, hops: list[Hop], batches: int, method: str) -> Schedule:
+    """The alltoall whose pieces take `hops`, batch 0 of `batches` pipelined ones: piece
+    0 of each pair (chunk (s N + d) C, C = batches), batch b taking piece b."""
+    n = model.ranks
+    sends = [(step, Send((s * n + d) * batches, u, v, "copy")) for step, s, d, u, v in hops]
+    info = {"method": method + (f", {batches} batches" if batches > 1 else "")}
+    return pipelined(model, make_collective("alltoall", n, batches), levels(sends), 1,
+                     batches, info)
 
 
 def balanced_routes(model: LinkModel) -> dict[tuple[int, int], list[int]] | str:
@@ -136,22 +149,20 @@ def balanced_routes(model: LinkModel) -> dict[tuple[int, int], list[int]] | str:
     return best[1]
 
 
-def routed_alltoall(model: LinkModel, batches: int, routes=None) -> Schedule | str:
-    """Every piece along its balanced route (balanced_routes, or `routes` already
-    found), one hop a step; `batches` pipelined batches. For topologies where not every
-    pair is linked and the boxes give no rails (a torus, a box of NVLink pairs): or
-    why not."""
-    routes = routes if routes is not None else balanced_routes(model)
+def routed_hops(model: LinkModel) -> list[Hop] | str:
+    """Every piece along its balanced route (balanced_routes), one hop a step: or why
+    not."""
+    routes = balanced_routes(model)
     if isinstance(routes, str):
         return routes
-    n = model.ranks
-    hops = [(level, Send((s * n + d) * batches, u, v, "copy"))
-            for (s, d), path in routes.items()
-            for level, (u, v) in enumerate(zip(path, path[1:]), start=1)]
-    coll = make_collective("alltoall", n, batches)
-    info = {"method": "routed along shortest paths" + (f", {batches} batches"
-                                                       if batches > 1 else "")}
-    return pipelined(model, coll, _levels(hops), 1, batches, info)
+    return [(step, s, d, u, v) for (s, d), path in routes.items()
+            for step, (u, v) in enumerate(zip(path, path[1:]), start=1)]
+
+
+def routed_alltoall(model: LinkModel, batches: int) -> Schedule | str:
+    """The routed alltoall (routed_hops) in `batches` pipelined batches, or why not."""
+    hops = routed_hops(model)
+    return hops if isinstance(hops, str) else forwarded(model, hops, batches, ROUTED)
 
 
 def forwarded_search(model: LinkModel, limits: Limits, deadline: float | None = None
@@ -162,26 +173,24 @@ def forwarded_search(model: LinkModel, limits: Limits, deadline: float | None = 
     every pair is linked (where every pair is, the direct alltoall does it all) up to
     ROUTED_RANKS ranks. `stopped` says which, or why neither applies."""
     search = Search()
-    build, what = (lambda batches: relayed_alltoall(model, batches)), \
-        "relayed at rail peers, 2 steps a batch"
-    why = relayed_alltoall(model, 1)
-    if isinstance(why, str):
+    hops, method, what = relay_hops(model), RELAYED, f"{RELAYED}, 2 steps a batch"
+    if isinstance(hops, str):
+        why = hops
         if all_linked(model, range(model.ranks)):
             search.stopped = "every pair is linked: the direct alltoall forwards nothing"
             return search
         if model.ranks > ROUTED_RANKS:
             search.stopped = f"not relayed: {why}; not routed past {ROUTED_RANKS} ranks"
             return search
-        routes = balanced_routes(model)
-        if isinstance(routes, str):
-            search.stopped = f"not relayed: {why}; not routed: {routes}"
+        hops, method, what = routed_hops(model), ROUTED, f"{ROUTED} (not relayed: {why})"
+        if isinstance(hops, str):
+            search.stopped = f"not relayed: {why}; not routed: {hops}"
             return search
-        build, what = (lambda batches: routed_alltoall(model, batches, routes)), \
-            f"routed along shortest paths (not relayed: {why})"
     if past(deadline):
         search.stopped, search.complete = "out of time", False
         return search
     depths = [d for d in DEPTHS if model.ranks ** 2 * d <= MAX_CHUNKS] or [1]
-    add_pipelines(search, build, limits, deadline, depths)
+    add_pipelines(search, lambda batches: forwarded(model, hops, batches, method), limits,
+                  deadline, depths)
     search.stopped = search.stopped or what
     return search

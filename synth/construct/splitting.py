@@ -50,6 +50,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from synth.schedule.transform import reverse_model
 from synth.topology.linkmodel import Group, LinkModel, RankLink, box_places
 
 DENOMINATOR = 10_000  # an LP vertex here has small denominators; past this, the nearest
@@ -158,7 +159,7 @@ def allreduce_split(model: LinkModel) -> tuple[LinkModel, LinkModel, float]:
     everyone = list(range(model.ranks))
     ranks, links = rank_classes(model, everyone)
     (down, up), rate = _split_program(model, everyone, ranks, links, None, (False, True))
-    return _kept(model, links, down), reverse_model_links(_kept(model, links, up)), rate
+    return _kept(model, links, down), reverse_model(_kept(model, links, up)), rate
 
 
 def _kept(model: LinkModel, links: list[int], split: dict[int, Fraction]) -> LinkModel:
@@ -166,13 +167,6 @@ def _kept(model: LinkModel, links: list[int], split: dict[int, Fraction]) -> Lin
     kept = tuple(RankLink(l.src, l.dst, split[links[i]], l.alpha_us)
                  for i, l in enumerate(model.links) if split[links[i]] > 0)
     return LinkModel(model.name, model.unit_gbps, model.ranks, kept, (), model.boxes)
-
-
-def reverse_model_links(model: LinkModel) -> LinkModel:
-    """A model without groups, every link pointing the other way."""
-    return LinkModel(model.name, model.unit_gbps, model.ranks,
-                     tuple(RankLink(l.dst, l.src, l.capacity, l.alpha_us)
-                           for l in model.links), (), model.boxes)
 
 
 def _split_program(model: LinkModel, roots: list[int], ranks: list[int],

@@ -31,8 +31,9 @@ The rate is the program's optimum over all trees, so no split of the switches is
 needed: groups are rows of their own. Its vertex is rational but often of large
 denominators, so whole weights come from a small integer program over the trees found
 (HiGHS): exactly the bound's rate in L = m x its denominator lanes per unit of
-capacity, for the least m that allows it. Where none does, the amounts are rounded down
-to lanes instead (a little below the rate). Either way the weights are checked exactly
+capacity, for the least m that allows it. Where none does, the same program fits the
+most trees per root in the most lanes MAX_TREES allows (a little below the rate). Either
+way the weights are checked exactly
 against every row, so the trees always fit; the schedules built from them are verified
 whole.
 
@@ -42,7 +43,7 @@ allgather reaches the bound with one tree per root on dgx2xK and dgxh100xK from 
 (bench/results/trees-scale-*), the packing in under a second at 256 and 512 GPUs. At
 small K it may not: dgx2x2's trees reach 25/124 of a chunk per round against the bound's
 166/775 (the link model's limit), and on dgxh100x3 no whole weights within MULTIPLES
-exist over the trees found (the rounding gets 111/128 against 20/23). Below 65 GPUs
+exist over the trees found (it gets a little below 20/23). Below 65 GPUs
 tree_schedules packs by packing.py instead.
 """
 
@@ -62,8 +63,6 @@ from synth.construct.splitting import rails_only
 from synth.topology.linkmodel import LinkModel, box_places
 
 MAX_ROUNDS = 400  # column generation rounds at most
-DENOMINATORS = (1, 2, 4, 8, 12, 16, 24, 30, 32, 48, 60, 64, 120, 128, 240, 256, 360,
-                720, 1024)  # lanes per unit of capacity tried, smallest first
 EPS = 1e-9
 MULTIPLES = 60  # lanes tried: the bound's denominator times 1 .. this
 MILP_SECONDS = 2.0  # each whole-weight program at most
@@ -312,39 +311,29 @@ def _packing(model: LinkModel, program: _Program, columns, y, symmetry: Symmetry
              target, deadline) -> Packing | None:
     """The program's amounts as whole trees in L lanes per unit of capacity: exactly
     `target` where an integer program finds them (_whole_at); else the most trees per
-    root in the most lanes the count allows (_most_at); else, should that program run
-    out of time, each amount rounded down, L the first of DENOMINATORS to reach the
-    target (or the one that gets most through), every root the same count (the least
-    any reaches; the rest trimmed off its last trees), kept only if it fits every row
-    exactly. Then every image of every tree: averaged, each image one copy in |H| L
-    lanes."""
+    root in the most lanes MAX_TREES allows (_most_at); else, should that program run
+    out of time, each amount rounded down in those lanes (rows are sums of amounts, so
+    that still fits), every root the same count (the least any reaches; the rest
+    trimmed off its last trees). Then every image of every tree: averaged, each image
+    one copy in |H| L lanes (MAX_TREES holds per image)."""
     firsts = list(symmetry.chosen)
-    # averaged, each of the |H| images takes the count again: MAX_TREES holds per image
-    most = MAX_TREES
     chosen = [(c, float(v)) for c, v in zip(columns, y) if v > EPS]
-    reached = target is not None and sum(v for _, v in chosen) >= len(firsts) * float(
-        target) * (1 - EPS)
-    best = _whole_at(program, columns, firsts, target, most, deadline) if reached else None
-    if best is None and chosen:
-        lam = min(sum(v for c, v in chosen if c[0] == r) for r in firsts)
-        best = _most_at(program, columns, firsts, max(1, math.floor(most / lam)), most,
-                        deadline)
-    for lanes in () if best else _lanes_to_try(chosen, target, most):
-        weights = [math.floor(v * lanes * (1 + EPS)) for _, v in chosen]
-        per_root = min(most, min(sum(w for (c, _), w in zip(chosen, weights)
-                                     if c[0] == r) for r in firsts))
-        if per_root == 0:
-            continue
-        trimmed = _trimmed(chosen, weights, per_root)
-        if not _fits(program, trimmed, lanes):
-            continue
-        rate = Fraction(per_root, lanes)
-        if best is None or rate > best[0]:
-            best = (rate, lanes, per_root, trimmed)
-        if target is not None and rate >= target:
-            break
-    if best is None:
+    if not chosen:
         return None
+    lam = min(sum(v for c, v in chosen if c[0] == r) for r in firsts)
+    best = None
+    if target is not None and lam >= float(target) * (1 - EPS):
+        best = _whole_at(program, columns, firsts, target, deadline)
+    lanes = max(1, math.floor(MAX_TREES / lam))
+    best = best or _most_at(program, columns, firsts, lanes, MAX_TREES, deadline)
+    if best is None:
+        weights = [math.floor(v * lanes * (1 + EPS)) for _, v in chosen]
+        per_root = min(MAX_TREES, min(sum(w for (c, _), w in zip(chosen, weights)
+                                          if c[0] == r) for r in firsts))
+        trimmed = _trimmed(chosen, weights, per_root)
+        if per_root == 0 or not _fits(program, trimmed, lanes):
+            return None
+        best = (Fraction(per_root, lanes), lanes, per_root, trimmed)
     _, lanes, per_root, trimmed = best
     weight: dict[tuple, int] = defaultdict(int)
     for perm in symmetry.perms:
@@ -360,38 +349,30 @@ def _packing(model: LinkModel, program: _Program, columns, y, symmetry: Symmetry
     return Packing(lanes, per_root, tuple(trees), tuple(range(model.ranks)))
 
 
-def _whole_at(program: _Program, columns, firsts, target, most, deadline):
+def _whole_at(program: _Program, columns, firsts, target, deadline):
     """(target, L, k, (column, weight) pairs): whole weights at exactly `target` trees
-    per root per round over `columns`, L = m x the target's denominator for the least
-    m (up to MULTIPLES, with k = m x its numerator at most `most`) for which a small
-    integer program (HiGHS) finds them in MILP_SECONDS. None when none does."""
-    from scipy.optimize import Bounds, LinearConstraint, milp
-
-    own = LinearConstraint(np.array([[float(c[0] == r) for c in columns] for r in firsts]))
-    loads = np.array([c for _, _, c in columns], dtype=float).T  # rows x columns
+    per root per round over `columns`: k = m x the target's numerator trees in L = m x
+    its denominator lanes (_most_at, exactly), for the least m (up to MULTIPLES, k at
+    most MAX_TREES) that allows them. None when none does."""
     for multiple in range(1, MULTIPLES + 1):
         lanes, per_root = target.denominator * multiple, target.numerator * multiple
-        left = MILP_SECONDS if deadline is None else min(MILP_SECONDS,
-                                                         deadline - time.monotonic())
-        if per_root > most or left <= 0:
+        if per_root > MAX_TREES:
             return None
-        caps = np.array([float(c * lanes) for c in program.capacity])
-        result = milp(np.zeros(len(columns)), integrality=np.ones(len(columns)),
-                      bounds=Bounds(0, per_root),
-                      constraints=[LinearConstraint(loads, -np.inf, caps),
-                                   LinearConstraint(own.A, per_root, per_root)],
-                      options={"time_limit": left})
-        if result.status == 0:
-            trimmed = [(c, int(round(w))) for c, w in zip(columns, result.x) if round(w)]
-            if _fits(program, trimmed, lanes):
-                return target, lanes, per_root, trimmed
+        found = _most_at(program, columns, firsts, lanes, per_root, deadline, exactly=True)
+        if found is not None:
+            return found
+        if past(deadline):
+            return None
     return None
 
 
-def _most_at(program: _Program, columns, firsts, lanes, most, deadline):
+def _most_at(program: _Program, columns, firsts, lanes, most, deadline,
+             exactly: bool = False):
     """(rate, L, k, (column, weight) pairs): the most whole trees k per root (at most
-    `most`) that fit `lanes` lanes per unit of capacity, from an integer program over
-    `columns` (HiGHS, at most MILP_SECONDS); None when it finds none in time."""
+    `most`; `exactly`: k = most, a question of feasibility, which HiGHS settles far
+    sooner than a maximum) that fit `lanes` lanes per unit of capacity, from an integer
+    program over `columns` (HiGHS, at most MILP_SECONDS); None when it finds none in
+    time."""
     from scipy.optimize import Bounds, LinearConstraint, milp
 
     left = MILP_SECONDS if deadline is None else min(MILP_SECONDS,
@@ -407,9 +388,11 @@ def _most_at(program: _Program, columns, firsts, lanes, most, deadline):
                                     -np.inf, caps),
                    LinearConstraint(np.hstack([own, -np.ones((len(firsts), 1))]), 0)]
     cost = np.zeros(n + 1)
-    cost[n] = -1.0
-    result = milp(cost, integrality=np.ones(n + 1), bounds=Bounds(0, np.r_[np.full(
-        n, np.inf), most]), constraints=constraints, options={"time_limit": left})
+    cost[n] = 0.0 if exactly else -1.0
+    result = milp(cost, integrality=np.ones(n + 1),
+                  bounds=Bounds(np.r_[np.zeros(n), most if exactly else 0],
+                                np.r_[np.full(n, np.inf), most]),
+                  constraints=constraints, options={"time_limit": left})
     if result.x is None or round(result.x[n]) < 1:
         return None
     per_root = int(round(result.x[n]))
@@ -418,20 +401,6 @@ def _most_at(program: _Program, columns, firsts, lanes, most, deadline):
     if not _fits(program, trimmed, lanes):
         return None
     return Fraction(per_root, lanes), lanes, per_root, trimmed
-
-
-def _lanes_to_try(chosen, target, most):
-    """Lanes per unit of capacity: first the lcm of the amounts' denominators as
-    Fractions of growing denominators (the program's vertex is rational, its floats
-    near it) where the trees stay few, then DENOMINATORS."""
-    seen = []
-    for largest in (12, 120, 1000):
-        lanes = math.lcm(*(Fraction(v).limit_denominator(largest).denominator
-                           for _, v in chosen),
-                         target.denominator if target is not None else 1)
-        if lanes not in seen and lanes * sum(v for _, v in chosen) <= 4 * most:
-            seen.append(lanes)
-    return seen + [d for d in DENOMINATORS if d not in seen]
 
 
 def _trimmed(chosen, weights, per_root):

@@ -62,7 +62,7 @@ def _ranges(packing: Packing, root: int) -> list[tuple[int, Tree]]:
     return out
 
 
-def _levels(sends_at: list[tuple[int, Send]]) -> list[tuple[Send, ...]]:
+def levels(sends_at: list[tuple[int, Send]]) -> list[tuple[Send, ...]]:
     """(level, send) pairs as steps, level 1 first."""
     by_level: dict[int, list[Send]] = {}
     for level, send in sends_at:
@@ -77,7 +77,7 @@ def _down(tree: Tree, chunk: int, count: int, op: str = "copy") -> list[tuple[in
 
 
 def pipelined(model: LinkModel, coll, program, per_batch: int, batches: int,
-               info: dict) -> Schedule:
+              info: dict) -> Schedule:
     """`program` as batch 0 of a pipeline of `batches` batches (stride `per_batch`),
     batch b starting at step b; every expanded step's rounds from all it carries."""
     loads = []
@@ -118,8 +118,8 @@ def broadcast_schedule(model: LinkModel, packing: Packing, batches: int) -> Sche
     pipeline)."""
     root, k = packing.roots[0], packing.per_root
     coll = make_collective("broadcast", model.ranks, k * batches, root)
-    program = _levels([s for first, tree in _ranges(packing, root)
-                       for s in _down(tree, first, tree.weight)])
+    program = levels([s for first, tree in _ranges(packing, root)
+                      for s in _down(tree, first, tree.weight)])
     return pipelined(model, coll, program, k, batches, _info(packing, batches))
 
 
@@ -128,8 +128,8 @@ def allgather_schedule(model: LinkModel, packing: Packing, batches: int) -> Sche
     (the stride k moves each batch to the next k chunks of every rank's share)."""
     k = packing.per_root
     coll = make_collective("allgather", model.ranks, k * batches)
-    program = _levels([s for r in packing.roots for first, tree in _ranges(packing, r)
-                       for s in _down(tree, r * coll.chunks + first, tree.weight)])
+    program = levels([s for r in packing.roots for first, tree in _ranges(packing, r)
+                      for s in _down(tree, r * coll.chunks + first, tree.weight)])
     return pipelined(model, coll, program, k, batches, _info(packing, batches))
 
 
@@ -147,7 +147,7 @@ def gather_schedule(model: LinkModel, paths: Paths, batches: int) -> Schedule:
                  for level, (a, b) in enumerate(zip(path, path[1:]), start=1)]
     info = {"method": f"paths, {_per_gpu(k)}, {len(paths.paths)} paths"
             + (f", {batches} batches" if batches > 1 else ""), "paths": len(paths.paths)}
-    return pipelined(model, coll, _levels(hops), k, batches, info)
+    return pipelined(model, coll, levels(hops), k, batches, info)
 
 
 def allreduce_schedule(model: LinkModel, up: Packing, down: Packing, batches: int
@@ -176,8 +176,8 @@ def allreduce_schedule(model: LinkModel, up: Packing, down: Packing, batches: in
     coll = make_collective("allreduce", model.ranks, per_batch * batches)
     what = "reduce + broadcast trees" if len(down.roots) == 1 else \
         "reducescatter + allgather trees"
-    return pipelined(model, coll, list(reversed(_levels(gather))) + _levels(spread),
-                      per_batch, batches, _info(down, batches, what))
+    return pipelined(model, coll, list(reversed(levels(gather))) + levels(spread),
+                     per_batch, batches, _info(down, batches, what))
 
 
 def _at_scale(packing: Packing, scale: int) -> Packing:
@@ -272,8 +272,10 @@ def _packed(packing: Packing) -> str:
 
 
 def _allreduce_points(model, limits, deadline, search, bound) -> Search:
-    """Reducescatter + allgather trees (every rank a root), and, unless those reach the
-    bound in the steady state, reduce + broadcast trees through the root whose deepest
+    """Reducescatter + allgather trees (every rank a root), one packing used both ways;
+    unless that reaches the bound in the steady state, the same on links split between
+    the two phases (splitting.allreduce_split), and then, if still short, reduce +
+    broadcast trees through the root whose deepest
     pipeline has the least R/C (then the fewest steps; every rank is tried up to
     ALLREDUCE_ROOTS ranks, else rank 0 only): they win where one root's trees are
     shallow and the two phases avoid each other's links (a line through its middle)."""
@@ -291,7 +293,7 @@ def _allreduce_points(model, limits, deadline, search, bound) -> Search:
         search.stopped = "some rank cannot be reached"
         return search
     add_pipelines(search, lambda batches: allreduce_schedule(model, up, down, batches),
-                   limits, deadline)
+                  limits, deadline)
     described = f"{_packed(down)} each way"
     steady = _steady(search.points)
     if steady != bound and model.ranks <= MAX_RANKS and not past(deadline):
@@ -304,8 +306,8 @@ def _allreduce_points(model, limits, deadline, search, bound) -> Search:
         up2 = promising and pack_trees(split_up, everyone, deadline, phase)
         if down2 and up2:
             add_pipelines(search, lambda batches: allreduce_schedule(model, up2, down2,
-                                                                      batches),
-                           limits, deadline)
+                                                                     batches),
+                          limits, deadline)
             described += f"; on links split between the phases, {_packed(down2)} and " \
                 f"{_packed(up2)}"
     roots = range(model.ranks if model.ranks <= ALLREDUCE_ROOTS else 1)
@@ -330,8 +332,8 @@ def _allreduce_points(model, limits, deadline, search, bound) -> Search:
     if best is not None:
         down1, up1 = best[1]
         add_pipelines(search, lambda batches: allreduce_schedule(model, up1, down1,
-                                                                  batches),
-                       limits, deadline)
+                                                                 batches),
+                      limits, deadline)
         described += f"; through root {up1.roots[0]}, {_packed(down1)}"
     if tried < len(roots):
         search.stopped = f"out of time: {tried} of {len(roots)} roots tried"
