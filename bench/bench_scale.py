@@ -6,6 +6,8 @@
     python bench/bench_scale.py --out bench/results/mine --time-limit 300
     python bench/bench_scale.py --jobs dgxh100x8,'dgx2x4 allreduce'
     python bench/bench_scale.py --baseline ee83763 --jobs 'dgx2x4 allreduce,dgx2x16'
+    python bench/bench_scale.py --alltoall              # issue 16: multi-node alltoall
+    python bench/bench_scale.py --gateways              # issue 16: ndv2xK, GPUs behind gateways
     python bench/bench_scale.py --render bench/results/scale-DATE.json
 
 What it measures. For each topology (dgx2 and dgxh100 single boxes, and dgx2xK,
@@ -90,7 +92,7 @@ from machine import cpu_name, memory_gib, version  # bench/machine.py
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
-BOX_GPUS = {"dgx2": 16, "dgxh100": 8}
+BOX_GPUS = {"dgx2": 16, "dgxh100": 8, "ndv2": 8}
 FAMILY_BOXES = {"dgx2": [1, 2, 4, 8, 16, 32], "dgxh100": [1, 2, 4, 8, 16, 32, 64]}
 COLLECTIVES = ["allgather", "reducescatter", "allreduce"]
 EXACT_TOPOS = ["dgx2x2", "dgxh100x2"]  # exact next to decomposed on these
@@ -122,8 +124,14 @@ GOALS = [
      "dgxh100x64): each <= 600 s, peak <= 4 GB (4096 MiB)",
      "topologies": ["dgxh100x32", "dgxh100x64"], "collectives": ["alltoall"],
      "method": "auto", "wall_s": 600.0, "ratio": 1.05, "peak_mb": 4096.0},
+    {"what": "ndv2x4 (gateways) allgather, reducescatter and allreduce decomposed within "
+     "1.10 x the bound, each <= 60 s", "topologies": ["ndv2x4"], "collectives": COLLECTIVES,
+     "wall_s": 60.0, "ratio": 1.10},
 ]
 ALLTOALL_TOPOLOGIES = [("dgx2", 4), ("dgxh100", 8), ("dgxh100", 32), ("dgxh100", 64)]
+# issue 16 (--gateways): boxes whose GPUs reach the one NIC through GPUs 0 and 1
+GATEWAY_TOPOLOGIES = [("ndv2", 4), ("ndv2", 8), ("ndv2", 16)]
+GATEWAY_TIME_LIMIT = 60.0
 
 
 # --- the jobs --------------------------------------------------------------------
@@ -686,9 +694,9 @@ def plot(doc: dict, png: Path) -> None:
     fig, (ax_t, ax_x, ax_f) = plt.subplots(1, 3, figsize=(18, 5.5))
     colors = {"allgather": "tab:blue", "reducescatter": "tab:orange",
               "allreduce": "tab:green", "alltoall": "tab:red"}
-    styles = {"dgx2": ("-", "o"), "dgxh100": ("--", "s")}
+    styles = {"dgx2": ("-", "o"), "dgxh100": ("--", "s"), "ndv2": (":", "^")}
     for code in ("new", "old"):
-        for family in FAMILY_BOXES:
+        for family in styles:
             for coll in colors:
                 rs = sorted((r for r in runs if r["family"] == family
                              and r["collective"] == coll and r["method"] != "exact"
@@ -830,6 +838,10 @@ def main(argv=None) -> int:
     ap.add_argument("--alltoall", action="store_true",
                     help="the alltoall runs instead (method auto: " + ", ".join(
                         topo_name(f, k) for f, k in ALLTOALL_TOPOLOGIES) + ")")
+    ap.add_argument("--gateways", action="store_true",
+                    help="the decomposed runs on boxes with gateways instead (" + ", ".join(
+                        topo_name(f, k) for f, k in GATEWAY_TOPOLOGIES) + "; time limit "
+                    f"{GATEWAY_TIME_LIMIT:g} s unless --time-limit)")
     ap.add_argument("--render", metavar="JSON",
                     help="run nothing: rewrite the .md and .png of a recorded .json")
     args = ap.parse_args(argv)
@@ -850,6 +862,11 @@ def main(argv=None) -> int:
         jobs = [{"topology": topo_name(f, k), "family": f, "boxes": k,
                  "gpus": k * BOX_GPUS[f], "collective": "alltoall", "method": "auto",
                  "time_limit": time_limit} for f, k in ALLTOALL_TOPOLOGIES]
+    if args.gateways:
+        jobs = [{"topology": topo_name(f, k), "family": f, "boxes": k,
+                 "gpus": k * BOX_GPUS[f], "collective": c, "method": "decomposed",
+                 "time_limit": args.time_limit or GATEWAY_TIME_LIMIT}
+                for f, k in GATEWAY_TOPOLOGIES for c in COLLECTIVES]
     if args.quick:
         jobs = [j for j in jobs if j["topology"] in EXACT_TOPOS
                 and j["collective"] == "allgather"]

@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from fractions import Fraction
 from functools import lru_cache
 
@@ -64,11 +65,40 @@ def test_rail_optimised_boxes_have_one_rail_per_local_rank(spec, boxes):
 @pytest.mark.parametrize("spec, reason", [
     ("dgx1", "no class of slow links"),
     ("dgx2", "no boxes"),
-    ("ndv2x2", "have no link out of their box"),  # one NIC for eight GPUs: relaying
 ])
 def test_topologies_without_identical_reachable_boxes_are_not_decomposed(spec, reason):
     h, why = hierarchy_of(spec)
     assert h is None and reason in why
+
+
+def test_ndv2_boxes_cross_the_network_through_their_two_gateways():
+    # one NIC per box behind the PCIe switch of GPUs 0 and 1: the others go through the
+    # nearer of the two, half each, along shortest NVLink paths both ways
+    h, why = hierarchy_of("ndv2x2")
+    assert why == "" and h.gateways == (0, 1) and h.gpus_per_nic == 2
+    assert h.proxy == (0, 1, 0, 1, 0, 1, 0, 1)
+    links = lowered("ndv2x2")[1].model.link
+    for i, (there, back) in enumerate(zip(h.to_proxy, h.from_proxy)):
+        assert there[0] == back[-1] == i and there[-1] == back[0] == h.proxy[i]
+        assert all((u, v) in links for path in (there, back) for u, v in zip(path, path[1:]))
+    assert max(len(p) for p in h.to_proxy) == 3  # GPUs 6 and 7: two NVLink hops
+    assert "2 gateways (local ranks 0, 1)" in h.describe()
+
+
+def test_ndv2_decomposed_pipelines_are_at_the_bound_in_the_steady_state():
+    # each batch more costs exactly what the NIC must carry: (K - 1) x 8 shares of 1/2
+    _, lowering = lowered("ndv2x2")
+    h, _ = hierarchy_of("ndv2x2")
+    for name in ("allgather", "allreduce"):
+        search = decompose(lowering.model, h, name, Limits(max_steps=40, time_limit=30))
+        bound = bounds(lowering, make_collective(name, 16)).rounds_per_chunk
+        alike = defaultdict(list)  # the same batch program in pipelines of two depths
+        for p in search.points:
+            alike[p.schedule.info["decomposition"]["pieces"]].append(p.schedule)
+        a, b = max((two for two in alike.values() if len(two) > 1), key=len)[-2:]
+        assert a.batches < b.batches
+        assert Fraction(b.rounds - a.rounds, b.collective.chunks - a.collective.chunks) \
+            == bound
 
 
 def _rail_topology(rail_of_box1):
@@ -98,15 +128,20 @@ def test_isomorphism_aligns_boxes_numbered_differently_by_their_rails():
 
 # --- composed schedules ----------------------------------------------------------------
 
+def limits_for(spec):
+    # ndv2's GPUs relay to their gateway and back: a batch of allreduce is 14 steps
+    return Limits(max_steps=24, time_limit=30) if spec.startswith("ndv2") else LIMITS
+
+
 @lru_cache(maxsize=None)
 def composed(spec, name):
     topo, lowering = lowered(spec)
     h, _ = hierarchy_of(spec)
-    search = decompose(lowering.model, h, name, LIMITS)
+    search = decompose(lowering.model, h, name, limits_for(spec))
     return search, bounds(lowering, make_collective(name, lowering.model.ranks))
 
 
-@pytest.mark.parametrize("spec", ["dgx2x2", "dgxh100x2"])
+@pytest.mark.parametrize("spec", ["dgx2x2", "dgxh100x2", "ndv2x2"])
 @pytest.mark.parametrize("name", ["allgather", "reducescatter", "allreduce"])
 def test_composed_schedules_pass_the_verifier_and_respect_the_bound(spec, name):
     search, b = composed(spec, name)
@@ -116,7 +151,7 @@ def test_composed_schedules_pass_the_verifier_and_respect_the_bound(spec, name):
         verify_schedule(doc)
         assert doc["collective"] == name and doc["ranks"] == lowered(spec)[1].model.ranks
         assert p.ratio >= b.rounds_per_chunk  # nothing beats a proven bound
-        assert p.steps <= LIMITS.max_steps
+        assert p.steps <= limits_for(spec).max_steps
     steps = [p.steps for p in search.points]
     ratios = [p.ratio for p in search.points]
     assert steps == sorted(steps) and ratios == sorted(ratios, reverse=True)
@@ -144,12 +179,12 @@ def test_allreduce_overlaps_its_reducescatter_and_allgather():
         assert p.steps == batches + 3  # inside, across, across, inside
 
 
-@pytest.mark.parametrize("spec", ["dgx2x2", "dgxh100x2"])
+@pytest.mark.parametrize("spec", ["dgx2x2", "dgxh100x2", "ndv2x2"])
 @pytest.mark.parametrize("name", ["allgather", "reducescatter", "allreduce"])
 def test_pricing_agrees_with_the_schedules_built(spec, name):
     _, lowering = lowered(spec)
     h, _ = hierarchy_of(spec)
-    designs = _designs(lowering.model, h, name, LIMITS, lambda kind, data: None)
+    designs = _designs(lowering.model, h, name, limits_for(spec), lambda kind, data: None)
     for design in designs[:4]:
         built = _build(lowering.model, h, name, design)
         assert (built.num_steps, built.rounds) == (design.steps, design.rounds)

@@ -14,7 +14,11 @@ a fallback):
 Allgather, one batch of data: every peer group runs the across schedule on the batch's
 pieces of its members' shares (one peer group per local index, all at once); then each
 box runs the inside schedule once per box of origin, spreading the K shares each member
-now holds. Batches are pipelined: batch b starts at step b, so while batch b crosses the
+now holds. Where only some GPUs reach the network (gateways: ndv2xK), a local rank's
+pieces first go to its proxy gateway, cross in the gateway's peer group, and arrive at
+the same local rank of the other boxes along a path from their gateway; the rest is the
+same, and a piece a rank already holds is not sent to it again (first_receipts), so
+every rank receives each piece once and the duality below still holds. Batches are pipelined: batch b starts at step b, so while batch b crosses the
 network, batch b - 1 spreads inside the boxes, and only the first and last steps run one
 level alone. Each step's rounds come from everything it carries
 (synth.topology.linkmodel.min_rounds), so sharing (two GPUs on one NIC, a GPU's port
@@ -180,7 +184,8 @@ def _level_options(model: LinkModel, hierarchy: Hierarchy, limits: Limits, budge
     """Every pairing of the two levels' candidates; each level gets half of `budget`."""
     k, g = len(hierarchy.boxes), len(hierarchy.boxes[0])
     on_event("search", f"allgather across boxes ({k} ranks)")
-    across = level_allgathers(restrict(model, hierarchy.peers[0], f"{model.name} across"),
+    group = hierarchy.peers[hierarchy.gateways[0]]
+    across = level_allgathers(restrict(model, group, f"{model.name} across"),
                               limits, budget / 2, on_event)
     on_event("search", f"allgather inside a box ({g} ranks)")
     inside = level_allgathers(restrict(model, hierarchy.boxes[0], f"{model.name} box"),
@@ -214,18 +219,31 @@ def allgather_batch(hierarchy: Hierarchy, levels: Levels, share_chunks: int, bat
     boxes, peers = hierarchy.boxes, hierarchy.peers
     ca, ci = levels.across.collective.chunks, levels.inside.collective.chunks
     first = batch * pieces
+    proxy = hierarchy.proxy or range(len(boxes[0]))
 
     def chunk(rank, piece):
         return rank * share_chunks + first + piece
 
+    def along(paths, pairs) -> Moves:
+        """For each (box, origin box): every piece of origin[i] along paths[i] (local
+        ranks) in box, for every i."""
+        return in_parallel(*([[(chunk(origin[i], x), box[u], box[v], "copy")
+                               for x in range(pieces)]
+                              for u, v in zip(path, path[1:])]
+                             for box, origin in pairs for i, path in enumerate(paths)))
+
     # level chunk x is piece (x % c) * lanes + lane of member x // c: the lanes of one
-    # level chunk are consecutive pieces, so they travel as one ranged send
+    # level chunk are consecutive pieces, so they travel as one ranged send; local rank
+    # i's pieces cross in its proxy's peer group
     across, la = [], pieces // ca
-    for group in peers:
+    for group, via in zip(peers, (peers[p] for p in proxy)):
         for lane in range(la):
             chunk_of = [chunk(group[x // ca], (x % ca) * la + lane)
                         for x in range(len(group) * ca)]
-            across.append(_embed(levels.across, group, chunk_of))
+            across.append(_embed(levels.across, via, chunk_of))
+    to_gateways = along(hierarchy.to_proxy, [(box, box) for box in boxes])
+    from_gateways = along(hierarchy.from_proxy, [(box, origin) for box in boxes
+                                                 for origin in boxes if origin != box])
     inside, li = [], pieces // ci
     for box in boxes:
         for origin in boxes:  # after `across`, local rank i holds origin[i]'s pieces
@@ -233,7 +251,27 @@ def allgather_batch(hierarchy: Hierarchy, levels: Levels, share_chunks: int, bat
                 chunk_of = [chunk(origin[x // ci], (x % ci) * li + lane)
                             for x in range(len(box) * ci)]
                 inside.append(_embed(levels.inside, box, chunk_of))
-    return in_sequence(in_parallel(*across), in_parallel(*inside))
+    moves = in_sequence(to_gateways, in_parallel(*across), from_gateways,
+                        in_parallel(*inside))
+    return first_receipts(moves, share_chunks) if hierarchy.proxy else moves
+
+
+def first_receipts(moves: Moves, share_chunks: int) -> Moves:
+    """The allgather moves without a copy to a rank that already holds the chunk (its
+    own, or received at this step or before: it still forwards it), empty steps left
+    out. Each rank then receives each chunk once, so the moves run backwards as
+    reductions count every contribution once."""
+    held, kept = set(), []
+    for step in moves:
+        left = []
+        for move in step:
+            c, _, d, _ = move
+            if d != c // share_chunks and (c, d) not in held:
+                held.add((c, d))
+                left.append(move)
+        if left:
+            kept.append(left)
+    return kept
 
 
 def reversed_moves(moves: Moves) -> Moves:
@@ -249,7 +287,8 @@ def batch_moves(name: str, hierarchy: Hierarchy, levels: tuple[Levels, ...],
     reducescatter then its allgather, so in the pipeline the two overlap across batches."""
     if name == "allgather":
         return allgather_batch(hierarchy, levels[0], share_chunks, batch, pieces)
-    rs = reversed_moves(allgather_batch(hierarchy, levels[0], share_chunks, batch, pieces))
+    rs = reversed_moves(allgather_batch(hierarchy.reversed(), levels[0], share_chunks, batch,
+                                        pieces))
     if name == "reducescatter":
         return rs
     return in_sequence(rs, allgather_batch(hierarchy, levels[1], share_chunks, batch, pieces))

@@ -14,6 +14,12 @@ the group the across-box level of the decomposition works in. Rails and NIC shar
 read off the routes: a GPU's NIC is the first NIC on its routes out of its box, its rail
 the vertex after that NIC (the network switch it hangs on).
 
+Gateways: where only some GPUs of a box reach the network (ndv2xK: one NIC behind the
+PCIe switch of GPUs 0 and 1), those are the gateways, and every other local rank crosses
+through the nearest one (its proxy, the load spread evenly among gateways at the same
+distance), along a shortest path inside the box each way. Gateways map onto gateways in
+every box, and only their peer groups need be fully linked.
+
 Cost: find_boxes O(classes x links); VF2 per box, fast on the built-ins (a switch box
 is complete, so the first mapping tried that respects the network is taken).
 """
@@ -21,7 +27,7 @@ is complete, so the first mapping tried that respects the network is taken).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import networkx as nx
@@ -38,15 +44,37 @@ class Hierarchy:
     boxes: tuple[tuple[int, ...], ...]
     rails: tuple[tuple[str, tuple[int, ...]], ...] = ()  # network vertex -> local indices
     gpus_per_nic: int = 1
+    # local rank i crosses the network through local rank proxy[i] (itself where it has
+    # a link out of its box), its pieces going there along to_proxy[i] and arriving
+    # from there along from_proxy[i]: local ranks, both ends included
+    proxy: tuple[int, ...] = ()
+    to_proxy: tuple[tuple[int, ...], ...] = ()
+    from_proxy: tuple[tuple[int, ...], ...] = ()
 
     @property
     def peers(self) -> tuple[tuple[int, ...], ...]:
         """peers[i]: local rank i of every box, in box order (the across-box groups)."""
         return tuple(zip(*self.boxes))
 
+    @property
+    def gateways(self) -> tuple[int, ...]:
+        """The local ranks with links out of their box (all of them, without proxies)."""
+        return tuple(sorted(set(self.proxy))) if self.proxy else tuple(
+            range(len(self.boxes[0])))
+
+    def reversed(self) -> "Hierarchy":
+        """The same hierarchy on the reversed links: a path to the proxy becomes the
+        reverse of the path from it, and the other way round."""
+        return replace(self, to_proxy=tuple(p[::-1] for p in self.from_proxy),
+                       from_proxy=tuple(p[::-1] for p in self.to_proxy))
+
     def describe(self) -> str:
         k, g = len(self.boxes), len(self.boxes[0])
         text = f"{k} identical boxes of {g} GPUs, {g} peer groups of {k} across them"
+        if len(self.gateways) < g:
+            text += (f", {len(self.gateways)} gateway{'s' if len(self.gateways) > 1 else ''}"
+                     f" (local rank{'s' if len(self.gateways) > 1 else ''} "
+                     f"{', '.join(map(str, self.gateways))}) for the others")
         if self.rails:
             text += f", {len(self.rails)} rail{'s' if len(self.rails) > 1 else ''}"
         if self.gpus_per_nic > 1:
@@ -70,14 +98,10 @@ def find_hierarchy(lowering: Lowering, boxes: list | tuple | None = None
         return None, why
     box_of = {r: b for b, box in enumerate(boxes) for r in box}
     outward = {l.src for l in model.links if box_of[l.src] != box_of[l.dst]}
-    inward = [r for r in range(model.ranks) if r not in outward]
-    if inward:
-        return None, (f"{len(inward)} GPUs (first: rank {inward[0]}) have no link out of "
-                      "their box; relaying through another GPU is not decomposed")
     aligned = [tuple(boxes[0])]
-    first = _box_graph(model, boxes[0])
+    first = _box_graph(model, boxes[0], outward)
     for b, box in enumerate(boxes[1:], start=1):
-        mapping = _isomorphism(model, first, _box_graph(model, box))
+        mapping = _isomorphism(model, first, _box_graph(model, box, outward))
         if mapping is None:
             return None, (f"box {b} (ranks {box[0]}..{box[-1]}) is not a copy of box 0 that "
                           "reaches it across the network rank for rank")
@@ -101,16 +125,52 @@ def _given(lowering: Lowering, boxes) -> tuple[Hierarchy | None, str]:
 
 
 def _checked(lowering: Lowering, hierarchy: Hierarchy) -> tuple[Hierarchy | None, str]:
-    """The hierarchy with rails and NIC sharing, once every peer group is fully linked."""
+    """The hierarchy with proxies, rails and NIC sharing, once every box has a gateway
+    and every gateway's peer group is fully linked."""
     model = lowering.model
-    for group in hierarchy.peers:
+    hierarchy, why = _with_proxies(model, hierarchy)
+    if hierarchy is None:
+        return None, why
+    for group in (hierarchy.peers[i] for i in hierarchy.gateways):
         missing = next(((a, c) for a in group for c in group
                         if a != c and (a, c) not in model.link), None)
         if missing:
             return None, (f"local ranks {list(group)} of the boxes are not all linked "
                           f"(no link {missing[0]} -> {missing[1]})")
     rails, per_nic = _rails(lowering, hierarchy)
-    return Hierarchy(hierarchy.boxes, rails, per_nic), ""
+    return replace(hierarchy, rails=rails, gpus_per_nic=per_nic), ""
+
+
+def _with_proxies(model: LinkModel, hierarchy: Hierarchy) -> tuple[Hierarchy | None, str]:
+    """Each local rank's proxy and its paths there and back (module docstring), read
+    off box 0; or (None, why) where a box has no gateway or a gateway is missing in some
+    box. Cost: a breadth-first search per local rank of one box."""
+    box_of = {r: b for b, box in enumerate(hierarchy.boxes) for r in box}
+    outward = {l.src for l in model.links if box_of[l.src] != box_of[l.dst]}
+    gateways = [i for i, r in enumerate(hierarchy.boxes[0]) if r in outward]
+    if not gateways:
+        return None, "no GPU of a box has a link out of it"
+    for b, box in enumerate(hierarchy.boxes):
+        if [i for i, r in enumerate(box) if r in outward] != gateways:
+            return None, (f"box {b}'s GPUs with links out of it are not at box 0's "
+                          f"places {gateways}")
+    local = nx.relabel_nodes(_box_graph(model, hierarchy.boxes[0]),
+                             {r: i for i, r in enumerate(hierarchy.boxes[0])})
+    there = {i: nx.shortest_path(local, target=i) for i in gateways}  # every rank -> i
+    served = Counter()
+    proxy, to_proxy, from_proxy = [], [], []
+    for i in range(len(hierarchy.boxes[0])):
+        p = i if i in gateways else min(
+            (q for q in gateways if i in there[q]),
+            key=lambda q: (len(there[q][i]), served[q], q), default=None)
+        if p is None:
+            return None, f"local rank {i} reaches no GPU with a link out of its box"
+        served[p] += 1
+        proxy.append(p)
+        to_proxy.append(tuple(there[p][i]))
+        from_proxy.append(tuple(nx.shortest_path(local, p, i)))
+    return replace(hierarchy, proxy=tuple(proxy), to_proxy=tuple(to_proxy),
+                   from_proxy=tuple(from_proxy)), ""
 
 
 def find_boxes(model: LinkModel) -> tuple[list[list[int]], str]:
@@ -142,23 +202,28 @@ def find_boxes(model: LinkModel) -> tuple[list[list[int]], str]:
                        f"(capacities {', '.join(_fmt(c) for c in caps)})")
 
 
-def _box_graph(model: LinkModel, box) -> nx.DiGraph:
+def _box_graph(model: LinkModel, box, outward=frozenset()) -> nx.DiGraph:
     inside = set(box)
     g = nx.DiGraph()
-    g.add_nodes_from((r, {"rank": r}) for r in box)
+    g.add_nodes_from((r, {"rank": r, "gateway": r in outward}) for r in box)
     g.add_edges_from((l.src, l.dst, {"capacity": l.capacity}) for l in model.links
                      if l.src in inside and l.dst in inside)
     return g
 
 
 def _isomorphism(model: LinkModel, first: nx.DiGraph, other: nx.DiGraph) -> dict | None:
-    """An isomorphism first -> other that keeps capacities and maps each rank onto one
-    linked with it both ways (its partner across the network), or None."""
+    """An isomorphism first -> other that keeps capacities and maps each gateway onto
+    one linked with it both ways (its partner across the network), each other rank onto
+    one that is no gateway either; or None."""
     links = model.link
+
+    def partners(a, b):
+        if a["gateway"] or b["gateway"]:
+            return (a["rank"], b["rank"]) in links and (b["rank"], a["rank"]) in links
+        return True
+
     matcher = DiGraphMatcher(
-        first, other,
-        node_match=lambda a, b: ((a["rank"], b["rank"]) in links
-                                 and (b["rank"], a["rank"]) in links),
+        first, other, node_match=partners,
         edge_match=lambda a, b: a["capacity"] == b["capacity"])
     return next(matcher.isomorphisms_iter(), None)
 

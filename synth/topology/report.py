@@ -48,6 +48,8 @@ def topology_summary(topo: Topology) -> dict:
                        "peer_groups": [list(p) for p in hierarchy.peers],
                        "rails": {name: list(ix) for name, ix in hierarchy.rails},
                        "gpus_per_nic": hierarchy.gpus_per_nic,
+                       "gateways": list(hierarchy.gateways),
+                       "via_gateway": [list(p) for p in hierarchy.to_proxy],
                        "summary": hierarchy.describe()}
                       if hierarchy else {"none": why}),
     }
