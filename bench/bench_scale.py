@@ -8,6 +8,7 @@
     python bench/bench_scale.py --baseline ee83763 --jobs 'dgx2x4 allreduce,dgx2x16'
     python bench/bench_scale.py --alltoall              # issue 16: multi-node alltoall
     python bench/bench_scale.py --gateways              # issue 16: ndv2xK, GPUs behind gateways
+    python bench/bench_scale.py --own-files             # issue 16: a box file and --boxes K
     python bench/bench_scale.py --render bench/results/scale-DATE.json
 
 What it measures. For each topology (dgx2 and dgxh100 single boxes, and dgx2xK,
@@ -132,6 +133,9 @@ ALLTOALL_TOPOLOGIES = [("dgx2", 4), ("dgxh100", 8), ("dgxh100", 32), ("dgxh100",
 # issue 16 (--gateways): boxes whose GPUs reach the one NIC through GPUs 0 and 1
 GATEWAY_TOPOLOGIES = [("ndv2", 4), ("ndv2", 8), ("ndv2", 16)]
 GATEWAY_TIME_LIMIT = 60.0
+# issue 16 (--own-files): a box's file repeated with --boxes K beside the built-in NAMExK
+OWN_FILE_TOPOLOGIES = [("dgxh100", 8), ("dgx2", 4)]
+OWN_FILE_COLLECTIVES = ["allgather", "allreduce"]
 
 
 # --- the jobs --------------------------------------------------------------------
@@ -292,7 +296,9 @@ def run_one(job: dict, code_dir: Path, code: str = "new",
     out_dir = Path(tempfile.mkdtemp(prefix="synth-scale-out-"))
     logs = Path(tempfile.mkdtemp(prefix="synth-scale-log-"))
     cache = Path(tempfile.mkdtemp(prefix="synth-scale-cache-"))  # empty: a cold run
-    cmd = [sys.executable, "-m", "synth", job["collective"], "--topo", job["topology"],
+    topo = ([str(code_dir / job["file"]), "--boxes", str(job["boxes"])] if "file" in job
+            else [job["topology"]])  # a box's own file repeated, or a name
+    cmd = [sys.executable, "-m", "synth", job["collective"], "--topo", *topo,
            "--method", job["method"], "--time-limit", f"{job['time_limit']:g}", "--json",
            "--out", str(out_dir), "--no-progress"]
     hard = job["time_limit"] + GRACE
@@ -510,6 +516,22 @@ def goals(runs: list[dict], baseline: dict | None = None) -> list[str]:
     return lines
 
 
+def own_file_rows(runs: list[dict]) -> list[str]:
+    """Per run of a file repeated with --boxes, whether its frontier is the built-in's."""
+    def frontier(r):
+        return [(p["steps"], p["rounds"], p["chunks"]) for p in r["points"]]
+    rows = []
+    for r in (r for r in runs if "file" in r and code_of(r) == "new"):
+        twin = next((t for t in runs if "file" not in t and code_of(t) == "new"
+                     and t["topology"] == topo_name(r["family"], r["boxes"])
+                     and t["collective"] == r["collective"]), None)
+        same = ("-" if twin is None or not r["points"] else
+                "yes" if frontier(r) == frontier(twin) else "**no**")
+        rows.append(f"| {r['topology']} | {twin['topology'] if twin else '-'} "
+                    f"| {r['collective']} | {len(r['points'])} | {same} |")
+    return rows
+
+
 def comparison_rows(runs: list[dict]) -> list[str]:
     rows = []
     by = {(r["topology"], r["collective"], r["method"]): r for r in runs
@@ -594,6 +616,13 @@ def markdown(doc: dict) -> str:
               "at a time", "",
               "## Goals (from the measured numbers only)", ""]
     lines += goals(runs, base)
+    if any("file" in r for r in runs):
+        lines += ["", "## A box's own file repeated against the built-in", "",
+                  "Each point is (steps, rounds, chunks); the same frontier means the same "
+                  "points in the same order.", "",
+                  "| file | built-in | collective | points | same frontier |",
+                  "| --- | --- | --- | ---: | --- |"]
+        lines += own_file_rows(runs)
     if base:
         sbs = side_by_side_rows(runs)
         lines += ["", f"## Old ({base['commit']}) against new ({code['commit']})", "",
@@ -842,6 +871,10 @@ def main(argv=None) -> int:
                     help="the decomposed runs on boxes with gateways instead (" + ", ".join(
                         topo_name(f, k) for f, k in GATEWAY_TOPOLOGIES) + "; time limit "
                     f"{GATEWAY_TIME_LIMIT:g} s unless --time-limit)")
+    ap.add_argument("--own-files", action="store_true",
+                    help="topology files repeated with --boxes beside the built-in NAMExK "
+                    "instead (" + ", ".join(f"topologies/{f}.yaml --boxes {k}" for f, k
+                                            in OWN_FILE_TOPOLOGIES) + "), frontiers compared")
     ap.add_argument("--render", metavar="JSON",
                     help="run nothing: rewrite the .md and .png of a recorded .json")
     args = ap.parse_args(argv)
@@ -856,16 +889,25 @@ def main(argv=None) -> int:
         print(f"rewrote {out}.md and {out}.png")
         return 0
 
-    time_limit = args.time_limit or (QUICK_TIME_LIMIT if args.quick else DEFAULT_TIME_LIMIT)
+    time_limit = args.time_limit or (QUICK_TIME_LIMIT if args.quick else GATEWAY_TIME_LIMIT
+                                     if args.gateways or args.own_files
+                                     else DEFAULT_TIME_LIMIT)
     jobs = all_jobs(time_limit, args.all_512)
     if args.alltoall:
         jobs = [{"topology": topo_name(f, k), "family": f, "boxes": k,
                  "gpus": k * BOX_GPUS[f], "collective": "alltoall", "method": "auto",
                  "time_limit": time_limit} for f, k in ALLTOALL_TOPOLOGIES]
+    if args.own_files:
+        jobs = [dict({"topology": topo_name(f, k), "family": f, "boxes": k,
+                      "gpus": k * BOX_GPUS[f], "collective": c, "method": "decomposed",
+                      "time_limit": time_limit}, **mine)
+                for f, k in OWN_FILE_TOPOLOGIES for c in OWN_FILE_COLLECTIVES
+                for mine in ({}, {"file": f"topologies/{f}.yaml",
+                                  "topology": f"{f}.yaml --boxes {k}"})]
     if args.gateways:
         jobs = [{"topology": topo_name(f, k), "family": f, "boxes": k,
                  "gpus": k * BOX_GPUS[f], "collective": c, "method": "decomposed",
-                 "time_limit": args.time_limit or GATEWAY_TIME_LIMIT}
+                 "time_limit": time_limit}
                 for f, k in GATEWAY_TOPOLOGIES for c in COLLECTIVES]
     if args.quick:
         jobs = [j for j in jobs if j["topology"] in EXACT_TOPOS
