@@ -495,8 +495,12 @@ def run_numbers(r: dict) -> str:
 def goals(runs: list[dict], baseline: dict | None = None) -> list[str]:
     lines = []
     old = baseline and f"old code ({baseline['commit']})"
+    unmeasured = []
     for goal in GOALS:
         rs = goal_runs(runs, goal, "new")
+        if not rs:  # a run of another mode (--alltoall, --gateways, ...)
+            unmeasured.append(goal["what"].split(":")[0])
+            continue
         lines.append(f"- {goal['what']}: **{goal_verdict(rs, goal)}**"
                      + (" (new code)." if old else "."))
         for r in rs:
@@ -509,6 +513,8 @@ def goals(runs: list[dict], baseline: dict | None = None) -> list[str]:
                 f"{r['topology']} {r['collective']}: "
                 + ("ok" if not check(r, goal) else ", ".join(check(r, goal)))
                 for r in olds))
+    if unmeasured:
+        lines.append("- Not measured in this run: " + "; ".join(unmeasured) + ".")
     lines.append("- Wall seconds include interpreter start-up, imports and writing the "
                  "schedule files; the goals are judged on them, the stricter reading. "
                  "synth's own seconds are given beside them. MB here is MiB (2^20 bytes), "
