@@ -40,3 +40,42 @@ def topo_show(spec, boxes, as_json):
     summary = topology_summary(resolve(spec, boxes))
     click.echo(json.dumps(summary, indent=1) if as_json else format_summary(summary))
 
+
+
+@topo.command("import")
+@click.argument("source", metavar="SOURCE")
+@click.option("-o", "--output", metavar="FILE.yaml",
+              help="Write the topology file here (whole or not at all); default: print it.")
+@click.option("--gpu", metavar="MODEL", help="The GPU model, for what the source does not "
+              "say: a partial NCCL_TOPO_FILE's NVLinks, the generation of a matrix "
+              "(v100-sxm, a100-sxm, h100-sxm, h200-sxm, b200-sxm).")
+@click.option("--nic-gbps", type=click.FloatRange(0.001, 1e6), metavar="GB/s",
+              help="Every NIC's speed, GB/s per direction (default: read, else assumed "
+              "and said so).")
+@click.option("--fabric", type=click.Choice(["single-switch", "rails"]),
+              help="How --boxes K joins copies of the box (default: rails with 2+ NICs).")
+@click.option("--name", metavar="NAME", help="The topology's name (default: the file's).")
+def topo_import(source, output, gpu, nic_gbps, fabric, name):
+    """Import SOURCE (NCCL topology XML, full dump or partial NCCL_TOPO_FILE, or
+    `nvidia-smi topo -m` output) as a topology file, every number with a comment saying
+    where it came from."""
+    import yaml
+
+    from synth.files import write_atomic
+    from synth.topology.importing import import_source
+    from synth.topology.physical import topology_from_dict
+
+    draft = import_source(source, gpu, nic_gbps, fabric, name)
+    text = draft.to_yaml()
+    topo = topology_from_dict(yaml.safe_load(text))  # the file reads back as written
+    inferred = sum(1 for v in topo.vertices if v.inferred) + sum(
+        1 for l in topo.links if l.inferred) // 2
+    said = (f"imported {topo.ranks} GPUs, {len(topo.vertices) - topo.ranks} switches and "
+            f"NICs, {len(topo.links) // 2} links ({inferred} parts inferred, "
+            f"{len(topo.assumptions)} assumptions)")
+    if output:
+        write_atomic(output, text)
+        click.echo(f"{said}: wrote {output}", err=True)
+    else:
+        click.echo(text, nl=False)
+        click.echo(said, err=True)

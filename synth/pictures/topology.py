@@ -50,7 +50,9 @@ def topology_graph(topo: Topology) -> graphviz.Digraph:
     caption = (f"{_html(title)}<br/><font point-size='11'>"
                f"{_html('; '.join(KIND_WORDS[k] for k in kinds))}<br/>"
                "edge label: lanes x GB/s per direction (a line: both directions alike; "
-               "an arrow: one direction); width grows with bandwidth</font>")
+               "an arrow: one direction); width grows with bandwidth"
+               + ("<br/>imported: dashed outlines and lines are inferred, the rest read "
+                  f"from {_html(topo.source)}" if topo.source else "") + "</font>")
     g = graphviz.Digraph(topo.name, engine="neato" if placed else "dot")
     g.attr(label=f"<{caption}>", labelloc="t", fontname=FONT, fontsize="16",
            bgcolor="white", pad="0.3")
@@ -78,6 +80,8 @@ def topology_graph(topo: Topology) -> graphviz.Digraph:
         if placed:
             x, y = pos[v.name]
             attrs["pos"] = f"{x:.1f},{y:.1f}!"
+        if v.inferred:  # imported and deduced, not read: dashed, the reason on hover
+            attrs.update(style=attrs.get("style", "filled") + ",dashed", tooltip=v.inferred)
         graph.node(v.name, **attrs)
 
     if topo.boxes > 1 and placed:
@@ -108,6 +112,8 @@ def topology_graph(topo: Topology) -> graphviz.Digraph:
         both = back is not None and (back.gbps, back.count) == (l.gbps, l.count)
         label = f"{l.count}x{l.gbps:g}" if l.count > 1 else f"{l.gbps:g}"
         attrs = {"label": label, "penwidth": f"{_penwidth(l.bandwidth, unit):.2f}"}
+        if l.inferred:
+            attrs.update(style="dashed", tooltip=l.inferred)
         src, dst = l.src, l.dst
         if both:
             done.add((l.dst, l.src))

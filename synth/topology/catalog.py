@@ -5,6 +5,8 @@
     resolve("dgx2x4")      four dgx2 boxes joined by their NICs (the box file's network:)
     resolve("my.yaml")     a topology file
     resolve("my.yaml", 4)  four of its boxes joined by their NICs (the file's network:)
+    resolve("dump.xml")    NCCL's topology XML, imported (synth.topology.importing)
+    resolve("smi.txt")     `nvidia-smi topo -m` output, imported
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from synth.errors import BadInput
 from synth.files import quote
 from synth.topology.linkmodel import MAX_RANK_LINKS
 from synth.topology.physical import (GPU, MAX_GPUS, NIC, Link, Topology, Vertex,
-                                     load_topology_file, validate)
+                                     load_topology_file, topology_from_dict, validate)
 
 TOPOLOGY_DIR = Path(__file__).resolve().parents[2] / "topologies"
+# sources `--topo` imports on the fly: NCCL topology XML, nvidia-smi topo -m output
+IMPORTED = (".xml", ".txt")
 
 # Generated topologies use NVLink2-class links (hardware.md): 25 GB/s, 0.7 us.
 GEN_GBPS = 25.0
@@ -68,9 +72,23 @@ def _resolve(spec: str) -> Topology:
     if multi and multi.group(1) in builtin_names():
         box = load_topology_file(TOPOLOGY_DIR / f"{multi.group(1)}.yaml")
         return join_boxes(box, int(multi.group(2)), name=spec)
+    if Path(spec).suffix.lower() in IMPORTED and _exists(spec):
+        return imported(spec)
     if Path(spec).suffix.lower() in (".yaml", ".yml", ".json") or _exists(spec):
         return load_topology_file(spec)
     raise BadInput(f"unknown topology {quote(spec)} (try: synth topo list)")
+
+
+def imported(path: str, **options) -> Topology:
+    """The topology of an NCCL topology XML or nvidia-smi topo -m output
+    (synth.topology.importing; `options` as `synth topo import` takes them)."""
+    from synth.topology.importing import import_source  # parsers load only when used
+
+    draft = import_source(path, **options)
+    try:
+        return topology_from_dict(draft.to_dict())
+    except BadInput as e:
+        raise BadInput(f"{Path(path).name}: imported, but {e}") from None
 
 
 def _exists(path: str) -> bool:
@@ -195,8 +213,8 @@ def join_boxes(box: Topology, k: int, name: str) -> Topology:
 
     # GPUs of every box first, so ranks run box by box in the box's own order.
     boxes = [(b, v) for b in range(k) for v in box.vertices]
-    vertices = ([Vertex(local(b, v.name), v.kind, b) for b, v in boxes if v.kind == GPU]
-                + [Vertex(local(b, v.name), v.kind, b) for b, v in boxes if v.kind != GPU])
+    vertices = ([replace(v, name=local(b, v.name), box=b) for b, v in boxes if v.kind == GPU]
+                + [replace(v, name=local(b, v.name), box=b) for b, v in boxes if v.kind != GPU])
     links = []
     for b in range(k):
         links += [replace(l, src=local(b, l.src), dst=local(b, l.dst)) for l in box.links]
@@ -206,6 +224,7 @@ def join_boxes(box: Topology, k: int, name: str) -> Topology:
     description = (f"{k} x {box.name} joined by their NICs "
                    f"({'one non-blocking switch' if net.fabric == 'single-switch' else 'rail-optimised'})")
     topo = Topology(name, box.unit_gbps, tuple(vertices) + tuple(switches), tuple(links),
-                    description, net, boxes=k)
+                    description, net, boxes=k, source=box.source,
+                    assumptions=box.assumptions)
     validate(topo)
     return topo

@@ -27,6 +27,7 @@ MIN_GBPS, MAX_GBPS = 1e-3, 1e6  # GB/s of one lane: outside these, a typo
 MAX_ALPHA_US = 1e6
 MAX_LANES = 4096
 MAX_VERTICES = 65536
+MAX_TEXT = 2000  # characters of a source, assumption or inferred note
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class Vertex:
     name: str
     kind: str
     box: int | None = 0  # its box in a multi-node topology; None: between boxes
+    inferred: str = ""  # why an imported vertex is believed to exist ("": read or given)
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,7 @@ class Link:
     gbps: float
     count: int = 1
     alpha_us: float = 0.0
+    inferred: str = ""  # why an imported link is believed to exist ("": read or given)
 
     @property
     def bandwidth(self) -> float:
@@ -69,6 +72,8 @@ class Topology:
     description: str = ""
     network: Network | None = None
     boxes: int = 1
+    source: str = ""  # where an imported topology came from
+    assumptions: tuple[str, ...] = ()  # the numbers an import did not read, and why
 
     @property
     def gpus(self) -> list[str]:
@@ -102,8 +107,9 @@ class Topology:
 
 # --- reading topology files -------------------------------------------------------
 
-TOP_KEYS = {"name", "description", "unit_gbps", "gpus", "switches", "nics", "links", "network"}
-LINK_KEYS = {"between", "from", "to", "gbps", "count", "alpha_us"}
+TOP_KEYS = {"name", "description", "unit_gbps", "gpus", "switches", "nics", "links", "network",
+            "source", "assumptions"}
+LINK_KEYS = {"between", "from", "to", "gbps", "count", "alpha_us", "inferred"}
 
 
 def load_topology_file(path: str | Path) -> Topology:
@@ -143,11 +149,12 @@ def topology_from_dict(doc: dict) -> Topology:
     for i, s in enumerate(_list(doc.get("switches", []), "switches")):
         if not isinstance(s, dict):
             raise BadInput(f"switches[{i}]: expected a mapping with name and kind")
-        _check_keys(s, {"name", "kind"}, f"switches[{i}]")
+        _check_keys(s, {"name", "kind", "inferred"}, f"switches[{i}]")
         kind = s.get("kind")
         if kind not in SWITCH_KINDS:
             raise BadInput(f"switches[{i}].kind: expected one of {', '.join(SWITCH_KINDS)}")
-        vertices.append(Vertex(_string(s.get("name"), f"switches[{i}].name"), kind))
+        vertices.append(Vertex(_string(s.get("name"), f"switches[{i}].name"), kind,
+                               inferred=_text(s.get("inferred", ""), f"switches[{i}].inferred")))
     for i, n in enumerate(_list(doc.get("nics", []), "nics")):
         vertices.append(Vertex(_string(n, f"nics[{i}]"), NIC))
     if len(vertices) > MAX_VERTICES:
@@ -166,8 +173,12 @@ def topology_from_dict(doc: dict) -> Topology:
     if unit is None:  # the thinnest link touching a GPU
         gpus = {v.name for v in vertices if v.kind == GPU}
         unit = min((l.gbps for l in links if l.src in gpus or l.dst in gpus), default=1.0)
+    source = _text(doc.get("source", ""), "source")
+    assumptions = tuple(_text(a, f"assumptions[{i}]")
+                        for i, a in enumerate(_list(doc.get("assumptions", []), "assumptions")))
     topo = Topology(name, _positive(unit, "unit_gbps", MAX_GBPS), tuple(vertices),
-                    tuple(links), description, network)
+                    tuple(links), description, network, source=source,
+                    assumptions=assumptions)
     validate(topo)
     return topo
 
@@ -202,7 +213,8 @@ def _parse_link(entry, where: str, names: set[str]) -> list[Link]:
         raise BadInput(f"{where}.count: expected a whole number from 1 to {MAX_LANES}, "
                        f"got {quote(count)}")
     alpha = _non_negative(entry.get("alpha_us", 0.0), f"{where}.alpha_us", MAX_ALPHA_US)
-    return [Link(a, b, gbps, count, alpha) for a, b in ends]
+    inferred = _text(entry.get("inferred", ""), f"{where}.inferred")
+    return [Link(a, b, gbps, count, alpha, inferred) for a, b in ends]
 
 
 def _parse_network(doc) -> Network:
@@ -261,6 +273,13 @@ def _positive(x, where: str, hi: float) -> float:
 
 def _non_negative(x, where: str, hi: float) -> float:
     return _number(x, where, 0, hi)
+
+
+def _text(x, where: str) -> str:
+    """A possibly empty string of at most MAX_TEXT characters."""
+    if not isinstance(x, str) or len(x) > MAX_TEXT:
+        raise BadInput(f"{where}: expected a string of at most {MAX_TEXT} characters")
+    return x
 
 
 def _string(x, where: str) -> str:

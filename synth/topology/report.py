@@ -44,6 +44,12 @@ def topology_summary(topo: Topology) -> dict:
         "per_gpu": [{"rank": r, "name": name, "out_gbps": out_gbps[name],
                      "in_gbps": in_gbps[name]} for r, name in enumerate(gpus)],
         "diameter": diameter(model),
+        "source": topo.source,
+        "assumptions": list(topo.assumptions),
+        "inferred": ([{"vertex": v.name, "why": v.inferred} for v in topo.vertices
+                      if v.inferred]
+                     + [{"link": [l.src, l.dst], "why": l.inferred} for l in topo.links
+                        if l.inferred and l.src < l.dst]),
         "hierarchy": ({"boxes": [list(b) for b in hierarchy.boxes],
                        "peer_groups": [list(p) for p in hierarchy.peers],
                        "rails": {name: list(ix) for name, ix in hierarchy.rails},
@@ -53,6 +59,9 @@ def topology_summary(topo: Topology) -> dict:
                        "summary": hierarchy.describe()}
                       if hierarchy else {"none": why}),
     }
+
+
+INFERRED_SHOWN = 12  # lines of inferred parts in the text summary
 
 
 def format_summary(s: dict) -> str:
@@ -69,6 +78,14 @@ def format_summary(s: dict) -> str:
         per = Counter(len(n["gpus"]) for n in s["nics"])
         lines.append("  NICs shared by: " + ", ".join(
             f"{k} GPU{'s' if k != 1 else ''} ({v} NICs)" for k, v in sorted(per.items())))
+    if s["source"]:
+        lines.append(f"  imported from {s['source']}: {len(s['inferred'])} parts inferred, "
+                     "the rest read")
+        lines += [f"    inferred: {'-'.join(x['link']) if 'link' in x else x['vertex']}: "
+                  f"{x['why']}" for x in s["inferred"][:INFERRED_SHOWN]]
+        if len(s["inferred"]) > INFERRED_SHOWN:
+            lines.append(f"    ... and {len(s['inferred']) - INFERRED_SHOWN} more (--json)")
+        lines += [f"    assumed: {a}" for a in s["assumptions"]]
     h = s["hierarchy"]
     lines.append(f"  decomposition: {h['summary']}" if "summary" in h
                  else f"  decomposition: none ({h['none']})")

@@ -1,0 +1,162 @@
+"""What an import builds: the parts of a topology file, each with where it came from.
+
+A Draft is the topology file's content before it is written: every vertex and link
+carries a note (where its numbers came from, shown as a comment in the file) and,
+when it was deduced rather than read, why it is believed to exist (`inferred`, which the
+file keeps so `synth topo show` and `draw` can mark it). `to_dict` gives the file's
+mapping (synth.topology.physical reads it back); `to_yaml` the text with the notes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Part:
+    name: str
+    kind: str  # gpu, nic, nvswitch, pcie_switch
+    note: str = ""
+    inferred: str = ""
+
+
+@dataclass
+class Wire:
+    """Both directions of a link (as the file's `between:`)."""
+
+    a: str
+    b: str
+    gbps: float
+    count: int = 1
+    alpha_us: float = 0.0
+    note: str = ""
+    inferred: str = ""
+
+
+@dataclass
+class Draft:
+    name: str
+    description: str
+    source: str
+    parts: list[Part] = field(default_factory=list)
+    wires: list[Wire] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)
+    network: dict | None = None  # the file's network: section
+    network_note: str = ""
+
+    def add(self, name: str, kind: str, note: str = "", inferred: str = "") -> str:
+        self.parts.append(Part(name, kind, note, inferred))
+        return name
+
+    def link(self, a: str, b: str, gbps: float, count: int = 1, alpha_us: float = 0.0,
+             note: str = "", inferred: str = "") -> None:
+        self.wires.append(Wire(a, b, round(gbps, 4), count, alpha_us, note, inferred))
+
+    def assume(self, text: str) -> None:
+        if text not in self.assumptions:
+            self.assumptions.append(text)
+
+    def of_kind(self, *kinds: str) -> list[Part]:
+        return [p for p in self.parts if p.kind in kinds]
+
+    def to_dict(self) -> dict:
+        doc = {"name": self.name, "description": self.description, "source": self.source,
+               "unit_gbps": self.unit_gbps(),
+               "gpus": [p.name for p in self.of_kind("gpu")],
+               "switches": [_switch(p) for p in self.of_kind("nvswitch", "pcie_switch")],
+               "nics": [p.name for p in self.of_kind("nic")],
+               "links": [_link(w) for w in self.wires]}
+        if not doc["nics"]:
+            del doc["nics"]
+        if self.network:
+            doc["network"] = dict(self.network)
+        if self.assumptions:
+            doc["assumptions"] = list(self.assumptions)
+        return doc
+
+    def unit_gbps(self) -> float:
+        """The capacity unit: the bandwidth of one lane of the fastest GPU link kind
+        (NVLink where there is any), so capacities are small whole numbers."""
+        gpus = {p.name for p in self.of_kind("gpu")}
+        lanes = [w.gbps for w in self.wires if w.a in gpus or w.b in gpus]
+        nvlink = [w.gbps for w in self.wires if "NVLink" in w.note]
+        return (nvlink or lanes or [1.0])[0]
+
+    def to_yaml(self) -> str:
+        """The topology file: YAML whose every entry has its note as a comment."""
+        doc = self.to_dict()
+        lines = [f"# {line}" for line in _wrap(f"Imported by `synth topo import` from "
+                                               f"{self.source}.")]
+        if self.assumptions:
+            lines.append("# Assumed, not read from the source:")
+            lines += [f"#   - {a}" for a in self.assumptions]
+        lines += [f"name: {_q(doc['name'])}", f"description: {_q(doc['description'])}",
+                  f"source: {_q(doc['source'])}",
+                  f"unit_gbps: {doc['unit_gbps']:g}  # one capacity unit: a lane of the "
+                  "fastest GPU link",
+                  "gpus:"]
+        lines += [f"  - {_q(p.name)}" + _comment(p.note) for p in self.of_kind("gpu")]
+        switches = self.of_kind("nvswitch", "pcie_switch")
+        if switches:
+            lines.append("switches:")
+            lines += [f"  - {_flow(_switch(p))}" + _comment(p.note) for p in switches]
+        if self.of_kind("nic"):
+            lines.append("nics:")
+            lines += [f"  - {_q(p.name)}" + _comment(p.note) for p in self.of_kind("nic")]
+        lines.append("links:")
+        lines += [f"  - {_flow(_link(w))}" + _comment(w.note) for w in self.wires]
+        if self.network:
+            lines.append(f"network: {_flow(self.network)}" + _comment(self.network_note))
+        if self.assumptions:
+            lines.append("assumptions:")
+            lines += [f"  - {_q(a)}" for a in self.assumptions]
+        return "\n".join(lines) + "\n"
+
+
+def _switch(p: Part) -> dict:
+    out = {"name": p.name, "kind": p.kind}
+    if p.inferred:
+        out["inferred"] = p.inferred
+    return out
+
+
+def _link(w: Wire) -> dict:
+    out = {"between": [w.a, w.b], "gbps": w.gbps}
+    if w.count != 1:
+        out["count"] = w.count
+    if w.alpha_us:
+        out["alpha_us"] = w.alpha_us
+    if w.inferred:
+        out["inferred"] = w.inferred
+    return out
+
+
+def _q(x) -> str:
+    """A scalar in YAML: JSON's quoting is valid YAML and safe for any text."""
+    return json.dumps(x) if isinstance(x, str) else f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def _flow(d: dict) -> str:
+    items = []
+    for k, v in d.items():
+        if isinstance(v, list):
+            items.append(f"{k}: [{', '.join(_q(x) for x in v)}]")
+        else:
+            items.append(f"{k}: {_q(v)}")
+    return "{" + ", ".join(items) + "}"
+
+
+def _comment(note: str) -> str:
+    return f"  # {' '.join(note.split())}" if note else ""
+
+
+def _wrap(text: str, width: int = 86) -> list[str]:
+    lines, line = [], ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    return lines + ([line] if line else [])

@@ -1,0 +1,339 @@
+"""NCCL's topology XML, both kinds people have, as a Draft.
+
+    <system version="1">
+      <cpu numaid="0" vendor="GenuineIntel" modelid="143" ...>      a socket
+        <pci busid="..." class="0x060400" link_speed="32.0 GT/s PCIe" link_width="16">
+          <pci busid="..." class="0x030200" ...>                      a GPU (0x03....)
+            <gpu dev="0" sm="90" rank="0">
+              <nvlink target="0000:f3:00.0" count="5" tclass="0x068000"/>  to an NVSwitch
+            </gpu>
+          </pci>
+          <pci busid="..." class="0x020700" ...>                      a NIC (0x02....)
+            <nic><net name="mlx5_0" speed="400000" .../></nic>        speed in Mb/s
+          </pci>
+        </pci>
+      </cpu>
+    </system>
+
+The full dump (NCCL_TOPO_DUMP_FILE) has the gpu, nvlink and net elements; the partial
+files clouds publish for NCCL_TOPO_FILE have only cpu and pci entries with PCI classes,
+so their NVLinks come from the GPU model (`--gpu`) or are left out, and their NIC speed
+is assumed. Classes, as NCCL reads them: 0x0604xx a PCIe bridge or switch, 0x03xxxx a
+GPU, 0x02xxxx a NIC, an nvlink's tclass 0x068000 an NVSwitch; every NVSwitch a GPU
+reaches is folded into one vertex, as the built-ins (and NCCL's NVS node) do.
+
+Parsing is strict and safe: expat with no DOCTYPE allowed (so no entity is ever
+declared or expanded: no billion laughs, no external entities); every problem is one
+BadInput naming the line.
+"""
+
+from __future__ import annotations
+
+import xml.parsers.expat as expat
+from dataclasses import dataclass, field
+from itertools import combinations
+
+from synth.errors import BadInput
+from synth.topology.importing.draft import Draft
+from synth.topology.importing.hardware import (CUBE_MESH, NET_GBPS_PER_MBPS,
+                                               NETWORK_ALPHA_US, NVLINK_ALPHA_US,
+                                               NVLINK_GBPS, NVSWITCH_ALPHA_US, GpuModel,
+                                               pcie_gbps, socket_gbps)
+
+NVSWITCH_CLASS = "0x068000"
+MAX_ELEMENTS = 100_000  # a dump of a large node has a few hundred
+
+
+@dataclass
+class Element:
+    tag: str
+    attrs: dict
+    line: int
+    children: list = field(default_factory=list)
+
+
+def parse(text: str, where: str) -> Element:
+    """The XML's root element; BadInput names the line of the first problem."""
+    parser = expat.ParserCreate()
+    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    stack: list[Element] = [Element("", {}, 0)]
+    count = [0]
+
+    def refuse(*_):
+        raise BadInput(f"{where}: line {parser.CurrentLineNumber}: a DOCTYPE or entity "
+                       "declaration (refused: NCCL's files have none)")
+
+    def start(tag, attrs):
+        count[0] += 1
+        if count[0] > MAX_ELEMENTS:
+            raise BadInput(f"{where}: more than {MAX_ELEMENTS:,} elements")
+        e = Element(tag, attrs, parser.CurrentLineNumber)
+        stack[-1].children.append(e)
+        stack.append(e)
+
+    parser.StartDoctypeDeclHandler = refuse
+    parser.EntityDeclHandler = refuse
+    parser.StartElementHandler = start
+    parser.EndElementHandler = lambda tag: stack.pop()
+    try:
+        parser.Parse(text, True)
+    except expat.ExpatError as e:
+        raise BadInput(f"{where}: line {e.lineno}: malformed XML "
+                       f"({expat.errors.messages[e.code]})") from None
+    root = stack[0].children[0]
+    if root.tag != "system":
+        raise BadInput(f"{where}: line {root.line}: expected <system> at the top, got "
+                       f"<{root.tag[:40]}>")
+    return root
+
+
+@dataclass
+class _Gpu:
+    busid: str
+    line: int
+    order: tuple  # rank, dev, or bus order
+    sm: int | None
+    nvlinks: list  # (target, count, tclass, line)
+    parent: str
+    pcie: tuple[float, str]
+    name: str = ""
+
+
+def from_xml(text: str, where: str, name: str, gpu: GpuModel | None = None,
+             nic_gbps: float | None = None, fabric: str | None = None) -> Draft:
+    """The Draft of an NCCL topology XML (module docstring)."""
+    root = parse(text, where)
+    draft = Draft(name, "", f"NCCL topology XML {where}")
+    gpus: list[_Gpu] = []
+    nics: list[tuple[str, float | None, str, tuple[float, str], int]] = []
+    cpus = []
+    counter = {"pcie": 0, "nic": 0}
+
+    def walk(e: Element, parent: str):
+        for c in e.children:
+            if c.tag == "pci":
+                pci(c, parent)
+            elif c.tag == "nic":  # a NIC straight on the CPU, no PCIe link in the file
+                for net in (n for n in c.children if n.tag == "net"):
+                    nics.append((parent, _net_speed(net, where), _net_name(net, counter),
+                                 (0.0, "no PCIe link in the file"), net.line))
+
+    def pci(e: Element, parent: str):
+        cls = e.attrs.get("class", "").lower()
+        busid = e.attrs.get("busid", "")
+        link = pcie_gbps(e.attrs.get("link_speed", ""), _int(e, "link_width", where, 0))
+        if cls.startswith("0x03"):
+            inner = [g for g in e.children if g.tag == "gpu"]
+            g = inner[0] if inner else None
+            sm = _int(g, "sm", where, None) if g is not None else None
+            if g is not None and sm is None:
+                raise BadInput(f"{where}: line {g.line}: a <gpu> without sm (its SM "
+                               "version, e.g. sm=\"90\")")
+            order = (_int(g, "rank", where, None) if g is not None else None,
+                     _int(g, "dev", where, None) if g is not None else None, busid)
+            links = [(n.attrs.get("target", ""), _int(n, "count", where, 1),
+                      n.attrs.get("tclass", "").lower(), n.line)
+                     for n in (g.children if g is not None else []) if n.tag == "nvlink"]
+            gpus.append(_Gpu(busid.lower(), e.line, order, sm, links, parent, link))
+        elif cls.startswith("0x02"):
+            nets = [n for c in e.children if c.tag == "nic" for n in c.children
+                    if n.tag == "net"]
+            at = parent
+            if len(nets) > 1:  # one card, several ports: the card is a small switch
+                counter["pcie"] += 1
+                at = draft.add(f"pcie{counter['pcie']}", "pcie_switch",
+                               f"NIC card {busid} ({len(nets)} ports), line {e.line}")
+                draft.link(parent, at, link[0], note=link[1])
+                link = (link[0], "the card's ports")
+            for net in nets or [None]:
+                if net is None:
+                    nics.append((at, None, _net_name(None, counter), link, e.line))
+                else:
+                    nics.append((at, _net_speed(net, where), _net_name(net, counter), link,
+                                 net.line))
+        elif cls == NVSWITCH_CLASS:
+            return  # an NVSwitch device: its links come from the GPUs' nvlink entries
+        else:  # a bridge or switch (0x0604..), or a device NCCL treats as one
+            if not any(c.tag in ("pci", "nic") for c in e.children):
+                return  # nothing below it: nothing to route through
+            counter["pcie"] += 1
+            here = draft.add(f"pcie{counter['pcie']}", "pcie_switch",
+                             f"PCIe bridge/switch {busid or '(no busid)'}, line {e.line}")
+            draft.link(parent, here, link[0], note=link[1])
+            walk(e, here)
+
+    for i, c in enumerate(e for e in root.children if e.tag == "cpu"):
+        numa = c.attrs.get("numaid", str(i))
+        vendor = c.attrs.get("vendor", "")
+        cpu = draft.add(f"cpu{len(cpus)}", "pcie_switch",
+                        f"CPU socket, NUMA node {numa} ({vendor or 'vendor not given'}), "
+                        f"line {c.line}: the root of its PCIe tree")
+        cpus.append((cpu, vendor, _int(c, "modelid", where, None)))
+        walk(c, cpu)
+    for (a, vendor, model), (b, _, _) in combinations(cpus, 2):
+        gbps, what = socket_gbps(vendor, model)
+        draft.link(a, b, gbps, note=f"between sockets: {what}")
+        draft.assume(f"between CPU sockets: {gbps:g} GB/s, {what}")
+    if not gpus:
+        raise BadInput(f"{where}: no GPU in the file (GPUs are pci elements of class "
+                       "0x03xxxx)")
+    _add_gpus(draft, gpus, where, gpu)
+    _add_nics(draft, nics, nic_gbps, gpu, fabric)
+    sms = sorted({g.sm for g in gpus if g.sm})
+    draft.description = (f"{len(gpus)} GPUs{f' (SM{sms[0]})' if len(sms) == 1 else ''}, "
+                         f"{len(draft.of_kind('nic'))} NICs, imported from {where}")
+    return draft
+
+
+def _add_gpus(draft: Draft, gpus: list[_Gpu], where: str, model: GpuModel | None) -> None:
+    """The GPUs in rank order (rank, else dev, else bus order), their PCIe links and
+    their NVLinks: read where the file lists them, else from the GPU model."""
+    gpus.sort(key=lambda g: (g.order[0] is None, g.order[0] or 0, g.order[1] is None,
+                             g.order[1] or 0, g.order[2]))
+    by_bus = {}
+    for i, g in enumerate(gpus):
+        g.name = draft.add(f"gpu{i}", "gpu", f"bus {g.busid or '?'}, line {g.line}"
+                           + (f", SM{g.sm}" if g.sm else ""))
+        draft.link(g.parent, g.name, g.pcie[0], note=g.pcie[1])
+        if g.busid:
+            by_bus[g.busid] = g
+    listed = any(g.nvlinks for g in gpus)
+    if listed:
+        _read_nvlinks(draft, gpus, by_bus, where)
+        if model is not None:
+            draft.assume(f"--gpu {model.name}: its NVLinks not used, the file lists them")
+    elif model is not None:
+        _model_nvlinks(draft, gpus, model, where)
+    else:
+        draft.assume("no NVLink: the file lists none (a partial NCCL_TOPO_FILE has only "
+                     "PCIe); give --gpu MODEL to add the model's NVLinks")
+
+
+def _read_nvlinks(draft: Draft, gpus: list[_Gpu], by_bus: dict, where: str) -> None:
+    switch_lanes, switches, pairs = {}, set(), {}
+    for g in gpus:
+        for target, count, tclass, line in g.nvlinks:
+            target = target.lower()
+            if target == g.busid:
+                raise BadInput(f"{where}: line {line}: an nvlink from GPU {g.busid} to "
+                               "itself")
+            if tclass == NVSWITCH_CLASS:
+                switch_lanes[g.name] = switch_lanes.get(g.name, 0) + count
+                switches.add(target)
+            elif target in by_bus:
+                pair = tuple(sorted((g.name, by_bus[target].name)))
+                pairs.setdefault(pair, count)
+            else:
+                raise BadInput(f"{where}: line {line}: an nvlink to an unknown bus id "
+                               f"{target[:40]!r} (no GPU has it, and tclass {tclass or '?'} "
+                               f"is not an NVSwitch's {NVSWITCH_CLASS})")
+    sm_of = {g.name: g.sm for g in gpus}
+    for g in gpus:
+        if (g.name in switch_lanes or any(g.name in p for p in pairs)) \
+                and g.sm not in NVLINK_GBPS:
+            raise BadInput(f"{where}: line {g.line}: unknown SM {g.sm} (NVLink bandwidth "
+                           f"known for SM {', '.join(map(str, NVLINK_GBPS))})")
+    if switch_lanes:
+        draft.add("nvswitch", "nvswitch",
+                  f"{len(switches)} NVSwitch{'es' if len(switches) > 1 else ''} "
+                  f"({', '.join(sorted(switches))}) folded into one vertex: they forward "
+                  "as one non-blocking fabric")
+        for g in gpus:
+            if g.name in switch_lanes:
+                gbps = NVLINK_GBPS[g.sm]
+                draft.link(g.name, "nvswitch", gbps, switch_lanes[g.name], NVSWITCH_ALPHA_US,
+                           note=f"{switch_lanes[g.name]} NVLinks (read) at {gbps:g} GB/s "
+                           f"each: NCCL's SM{g.sm} NVLink figure")
+                draft.assume(f"NVLink: {gbps:g} GB/s per link and direction, NCCL's "
+                             f"SM{g.sm} figure")
+    for (a, b), count in sorted(pairs.items()):
+        gbps = NVLINK_GBPS[sm_of[a]]
+        draft.link(a, b, gbps, count, NVLINK_ALPHA_US,
+                   note=f"{count} NVLink{'s' if count > 1 else ''} (read) at {gbps:g} GB/s "
+                   f"each: NCCL's SM{sm_of[a]} NVLink figure")
+        draft.assume(f"NVLink: {gbps:g} GB/s per link and direction, NCCL's SM{sm_of[a]} "
+                     "figure")
+
+
+def _model_nvlinks(draft: Draft, gpus: list[_Gpu], model: GpuModel, where: str) -> None:
+    """NVLinks the file does not list, from `--gpu`: all on one NVSwitch, or DGX-1's
+    cube mesh in bus order."""
+    gbps = NVLINK_GBPS[model.sm]
+    why = f"--gpu {model.name}"
+    if model.fabric == "nvswitch":
+        draft.add("nvswitch", "nvswitch", f"{why}: the GPUs' NVSwitches as one vertex",
+                  inferred=f"{why}: its GPUs sit on NVSwitches")
+        for g in gpus:
+            draft.link(g.name, "nvswitch", gbps, model.nvlinks, NVSWITCH_ALPHA_US,
+                       note=f"{why}: {model.nvlinks} NVLinks at {gbps:g} GB/s (NCCL's "
+                       f"SM{model.sm} figure)", inferred=f"{why}: {model.nvlinks} NVLinks")
+    else:
+        if len(gpus) != 8:
+            raise BadInput(f"{where}: --gpu {model.name} wires DGX-1's cube mesh of 8 GPUs; "
+                           f"the file has {len(gpus)}")
+        for (a, b), lanes in CUBE_MESH.items():
+            draft.link(gpus[a].name, gpus[b].name, gbps, lanes, NVLINK_ALPHA_US,
+                       note=f"{why}: cube mesh, {lanes} NVLink{'s' if lanes > 1 else ''} at "
+                       f"{gbps:g} GB/s", inferred=f"{why}: DGX-1's cube mesh in bus order")
+    draft.assume(f"NVLinks from --gpu {model.name} ({model.nvlinks} per GPU, "
+                 f"{model.fabric}), {gbps:g} GB/s each (NCCL's SM{model.sm} figure); the "
+                 "file lists none")
+
+
+def _add_nics(draft: Draft, nics: list, nic_gbps: float | None, model: GpuModel | None,
+              fabric: str | None) -> None:
+    """The NICs at the fastest speed (read, or --nic-gbps, or the GPU model's), their
+    PCIe links, and the network: section that joins boxes."""
+    if not nics:
+        return
+    speeds = [s for _, s, _, _, _ in nics if s]
+    fastest = max(speeds, default=None)
+    if nic_gbps is not None:
+        fastest, how = nic_gbps, f"--nic-gbps {nic_gbps:g}"
+    elif fastest is not None:
+        how = f"the fastest net speed in the file, {fastest * 8000:g} Mb/s / 8000"
+    elif model is not None:
+        fastest, how = model.nic_gbps, f"--gpu {model.name}'s usual NIC, {model.nic_text}"
+        draft.assume(f"NIC speed {fastest:g} GB/s: {how}; the file gives none")
+    else:
+        fastest, how = 12.5, "100 Gb/s (NCCL's NET_BW figure); the file gives none"
+        draft.assume(f"NIC speed {fastest:g} GB/s: {how}; give --nic-gbps")
+    slow = sorted(n for _, s, n, _, _ in nics if s and s < fastest and nic_gbps is None)
+    if slow:
+        draft.assume(f"left out, slower than the {fastest:g} GB/s NICs (network: joins "
+                     f"boxes at one speed): {', '.join(slow)}")
+    kept = [n for n in nics if n[2] not in slow]
+    for parent, speed, name, (gbps, note), line in kept:
+        draft.add(name, "nic", f"line {line}"
+                  + (f", {speed * 8000:g} Mb/s" if speed else ""))
+        draft.link(parent, name, gbps or fastest,
+                   note=note if gbps else "no PCIe link: the NIC's speed")
+    fabric = fabric or ("rails" if len(kept) > 1 else "single-switch")
+    draft.network = {"fabric": fabric, "gbps": round(fastest, 4),
+                     "alpha_us": NETWORK_ALPHA_US}
+    draft.network_note = (f"--boxes K joins K copies: {fabric}; {fastest:g} GB/s per NIC "
+                          f"({how}); {NETWORK_ALPHA_US:g} us, InfiniBand as the built-ins")
+
+
+def _net_speed(net: Element, where: str) -> float | None:
+    mbps = _int(net, "speed", where, None)
+    return mbps * NET_GBPS_PER_MBPS if mbps else None
+
+
+def _net_name(net: Element | None, counter: dict) -> str:
+    counter["nic"] += 1
+    name = net.attrs.get("name", "") if net is not None else ""
+    clean = "".join(ch if ch.isalnum() or ch in "_-." else "_" for ch in name)[:40]
+    return clean or f"nic{counter['nic'] - 1}"
+
+
+def _int(e: Element | None, key: str, where: str, default):
+    """An integer attribute (decimal, or hex with 0x), or `default` when absent."""
+    if e is None or key not in e.attrs or e.attrs[key] == "":
+        return default
+    text = e.attrs[key].strip()
+    try:
+        return int(text, 16) if text.lower().startswith("0x") else int(text)
+    except ValueError:
+        raise BadInput(f"{where}: line {e.line}: {key}={text[:40]!r} is not a whole "
+                       "number") from None

@@ -1,0 +1,274 @@
+"""`synth topo import`: NCCL's topology XML and nvidia-smi topo -m, from real sources.
+
+Every fixture under tests/fixtures/topologies/ is a published file (SOURCES.md names
+where); each test checks the import against what that machine's documentation says:
+GPU count, NVLinks per GPU, NICs and their speed, which NIC shares a PCIe switch with
+which GPU.
+"""
+
+from collections import Counter
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+import yaml
+
+from synth.bounds import bounds
+from synth.construct.decompose import decompose
+from synth.schedule.collectives import make_collective
+from synth.search.pareto import Limits
+from synth.topology.catalog import imported, join_boxes, resolve
+from synth.topology.hierarchy import find_hierarchy
+from synth.topology.linkmodel import lower_with_routes
+from synth.topology.physical import topology_from_dict
+from tests.test_reliability import one_line, synth_cli
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "topologies"
+
+
+def fixture(name):
+    return str(FIXTURES / name)
+
+
+def lanes_to(topo, kind):
+    """GPU -> (lanes, GB/s per lane) of its link to the vertex of `kind`."""
+    kinds = {v.name: v.kind for v in topo.vertices}
+    return {l.src: (l.count, l.gbps) for l in topo.links
+            if l.src in topo.gpus and kinds[l.dst] == kind}
+
+
+def switch_mates(topo):
+    """Per GPU: the NICs hanging on the same switch as it (its PCIe neighbours)."""
+    kinds = {v.name: v.kind for v in topo.vertices}
+    up = {l.dst: l.src for l in topo.links if kinds[l.src] == "pcie_switch"
+          and kinds[l.dst] in ("gpu", "nic")}
+    return {g: sorted(n for n, s in up.items() if kinds[n] == "nic" and s == up.get(g))
+            for g in topo.gpus}
+
+
+def test_an_hgx_h100_dump_has_the_structure_of_the_builtin_dgxh100():
+    mine, builtin = imported(fixture("ibm-gx3d-h100-topo.xml")), resolve("dgxh100")
+    assert mine.ranks == builtin.ranks == 8
+    # 5 + 5 + 4 + 4 NVLinks to four NVSwitches, folded into one vertex as the built-in
+    assert set(lanes_to(mine, "nvswitch").values()) == {(18, 20.6)}
+    assert set(lanes_to(builtin, "nvswitch").values()) == {(18, 25)}
+    # eight 200 Gb/s NICs, GPU i with mlx5_(7-i) under one bridge (the file's own order)
+    assert switch_mates(mine) == {f"gpu{i}": [f"mlx5_{7 - i}"] for i in range(8)}
+    assert mine.network.gbps == 25 and mine.network.fabric == "rails"
+    # one box: the bounds differ only by the NVLink figure each source assumes
+    coll = make_collective("allgather", 8)
+    ours, theirs = bounds(lower_with_routes(mine), coll), bounds(lower_with_routes(builtin), coll)
+    assert ours.us_per_byte / theirs.us_per_byte == pytest.approx(25 / 20.6)
+    assert "NVLink: 20.6 GB/s per link and direction, NCCL's SM90 figure" in mine.assumptions
+
+
+def test_an_ndv4_file_with_its_gpu_model_has_the_structure_of_dgxa100():
+    mine = imported(fixture("azure-ndv4-topo.xml"), gpu="a100-sxm")
+    assert mine.ranks == 8 and set(lanes_to(mine, "nvswitch").values()) == {(12, 20.0)}
+    # two GPUs and two NICs on each PCIe switch (dgxa100.yaml: "each pair of GPUs shares
+    # a PCIe Gen4 switch with two NICs")
+    mates = switch_mates(mine)
+    assert all(len(nics) == 2 for nics in mates.values())
+    assert Counter(tuple(n) for n in mates.values()) == Counter(
+        {tuple(n): 2 for n in mates.values()})
+    coll = make_collective("allgather", 8)
+    ratio = bounds(lower_with_routes(mine), coll).us_per_byte / bounds(lower_with_routes(resolve("dgxa100")),
+                                                           coll).us_per_byte
+    assert ratio == pytest.approx(25 / 20)
+    assert any("--gpu a100-sxm" in a for a in mine.assumptions)
+
+
+def test_without_the_gpu_model_a_partial_file_is_pcie_and_nics_only_and_says_so():
+    topo = imported(fixture("azure-ndv4-topo.xml"))
+    assert not lanes_to(topo, "nvswitch") and topo.ranks == 8
+    assert sum(v.kind == "nic" for v in topo.vertices) == 8
+    assert any("no NVLink" in a and "--gpu" in a for a in topo.assumptions)
+    assert any("NIC speed 12.5 GB/s" in a for a in topo.assumptions)  # none in the file
+
+
+@pytest.mark.parametrize("name, gpu, per_gpu_nvlinks, nics, nic_gbps, mates", [
+    ("azure-ndv5-topo.xml", "h100-sxm", 18, 8, 50.0, 1),   # one GPU, one NIC per switch
+    ("aws-p4d-24xl-topo.xml", None, 0, 4, 12.5, 1),         # two GPUs, one EFA per switch
+    ("aws-p5.48xl-topo.xml", None, 0, 32, 12.5, 4),         # four 100 Gb/s EFA per GPU
+    ("azure-ncv4-topo-ncv4sh.xml", None, 12, 1, 12.5, None),  # NVLink pairs, eth0 on CPU 0
+])
+def test_each_cloud_file_imports_as_its_machine_is_documented(name, gpu, per_gpu_nvlinks,
+                                                              nics, nic_gbps, mates):
+    topo = imported(fixture(name), gpu=gpu)
+    gpus = set(topo.gpus)
+    nvlinks = Counter()
+    for l in topo.links:
+        if l.src in gpus and ("nvswitch" == l.dst or l.dst in gpus):
+            nvlinks[l.src] += l.count
+    assert all(nvlinks[g] == per_gpu_nvlinks for g in gpus)
+    assert sum(v.kind == "nic" for v in topo.vertices) == nics
+    assert topo.network.gbps == nic_gbps
+    if mates is not None:
+        assert {len(m) for m in switch_mates(topo).values()} == {mates}
+
+
+def test_ndv2_with_v100_gets_the_cube_mesh_and_one_nic():
+    topo = imported(fixture("azure-ndv2-topo.xml"), gpu="v100-sxm")
+    degree = Counter()
+    for l in topo.links:
+        if l.src in topo.gpus and l.dst in topo.gpus:
+            degree[l.src] += l.count
+    assert set(degree.values()) == {6} and len(degree) == 8  # 6 NVLinks per V100
+    assert [v.name for v in topo.vertices if v.kind == "nic"] == ["nic0"]
+    assert topo.network.fabric == "single-switch"
+
+
+def test_a_foreign_dump_keeps_its_fast_nics_and_says_which_it_left_out():
+    topo = imported(fixture("rccl-issue1185-topo.xml"))
+    assert topo.ranks == 8 and topo.network.gbps == 25  # 200 Gb/s ports
+    assert sum(v.kind == "nic" for v in topo.vertices) == 4
+    assert any("left out" in a and "mlx5_2" in a and "mlx5_3" in a for a in topo.assumptions)
+
+
+@pytest.mark.parametrize("name, gpu, lanes, gbps, mates", [
+    ("topo-m-sglang30401-h100-8nic.txt", None, 18, 20.6, {f"gpu{i}": [f"mlx5_{i}"]
+                                                           for i in range(8)}),
+    ("topo-m-deepep590-b300-cx8.txt", "b200-sxm", 18, 40.1, None),
+    ("topo-m-deepep13-a100-sxm4-8nic.txt", None, 12, 20.0, None),
+])
+def test_a_matrix_of_equal_nv_counts_is_an_nvswitch(name, gpu, lanes, gbps, mates):
+    topo = imported(fixture(name), gpu=gpu)
+    assert set(lanes_to(topo, "nvswitch").values()) == {(lanes, gbps)}
+    switch = next(v for v in topo.vertices if v.kind == "nvswitch")
+    assert switch.inferred.startswith(f"NV{lanes} between every pair")
+    if mates:
+        assert switch_mates(topo) == mates  # PIX: one PCIe switch each
+
+
+def test_the_a100_matrix_puts_each_gpu_pair_and_its_two_nics_under_one_switch():
+    topo = imported(fixture("topo-m-deepep13-a100-sxm4-8nic.txt"))
+    kinds = {v.name: v.kind for v in topo.vertices}
+    up = {l.dst: l.src for l in topo.links if kinds[l.src] == "pcie_switch"
+          and kinds[l.dst] != "pcie_switch" or (kinds[l.src] == kinds[l.dst] == "pcie_switch"
+                                                 and l.src < l.dst and "cpu" not in l.dst)}
+    # PXB: GPU0, GPU1, NIC0, NIC1 under one switch; the NICs (PIX to each other) on a
+    # switch of their own below it
+    assert up["gpu0"] == up["gpu1"] == up[up["mlx5_0"]] != up["gpu2"]
+    assert up["mlx5_0"] == up["mlx5_1"] != up["gpu0"]
+
+
+def test_the_v100_matrix_reads_the_cube_mesh_and_the_nic_beside_gpu2_and_gpu3():
+    topo = imported(fixture("topo-m-dlperf-v100-sxm2-8gpu.txt"))
+    pairs = {(l.src, l.dst): l.count for l in topo.links
+             if l.src in topo.gpus and l.dst in topo.gpus and l.src < l.dst}
+    assert len(pairs) == 16 and pairs[("gpu0", "gpu3")] == 2 and pairs[("gpu0", "gpu1")] == 1
+    assert switch_mates(topo)["gpu2"] == switch_mates(topo)["gpu3"] == ["mlx5_0"]
+
+
+def test_an_imported_two_box_cluster_synthesizes_like_the_builtin():
+    box = imported(fixture("ibm-gx3d-h100-topo.xml"), nic_gbps=50)  # dgxh100's NICs
+    frontiers = []
+    for topo in (join_boxes(box, 2, "ibm-h100x2"), resolve("dgxh100x2")):
+        lowering = lower_with_routes(topo)
+        h, _ = find_hierarchy(lowering)
+        search = decompose(lowering.model, h, "allgather", Limits(max_steps=12,
+                                                                  time_limit=30))
+        bound = bounds(lowering, make_collective("allgather", 16)).rounds_per_chunk
+        frontiers.append((h.describe(), [(p.steps, p.ratio / bound) for p in search.points]))
+    (h1, mine), (h2, theirs) = frontiers
+    assert h1 == h2 == "2 identical boxes of 8 GPUs, 8 peer groups of 2 across them, 8 rails"
+    assert [s for s, _ in mine] == [s for s, _ in theirs]
+    for (_, a), (_, b) in zip(mine, theirs):  # only the NVLink figure differs
+        assert abs(a / b - 1) < Fraction(5, 100)
+
+
+def test_cli_import_writes_a_commented_file_that_reads_back_and_shows_what_it_inferred(
+        tmp_path):
+    out = tmp_path / "h100.yaml"
+    made = synth_cli("topo", "import", fixture("topo-m-sglang30401-h100-8nic.txt"), "-o",
+                     str(out))
+    assert made.returncode == 0, made.stderr
+    assert "imported 8 GPUs" in made.stderr and made.stdout == ""
+    text = out.read_text()
+    assert "# NV18 (read) at 20.6 GB/s each" in text  # a comment per number
+    assert "PCIe x16, 48 GB/s (assumed)" in text
+    topo = topology_from_dict(yaml.safe_load(text))
+    assert topo.ranks == 8 and topo.source.startswith("nvidia-smi topo -m output")
+    shown = synth_cli("topo", "show", str(out))
+    assert shown.returncode == 0
+    assert "inferred: nvswitch: NV18 between every pair of GPUs" in shown.stdout
+    assert "assumed: NVLink: 20.6 GB/s" in shown.stdout
+    drawn = synth_cli("topo", "draw", str(out), "-o", str(tmp_path / "t.svg"))
+    assert drawn.returncode == 0 and "dashed" in (tmp_path / "t.svg").read_text()
+
+
+def test_topo_accepts_a_source_directly_and_repeats_it_with_boxes(tmp_path):
+    made = synth_cli("allgather", "--topo", fixture("ibm-gx3d-h100-topo.xml"), "--boxes", "2",
+                     "--method", "decomposed", "--time-limit", "20", "--out",
+                     str(tmp_path / "out"), "--json")
+    assert made.returncode == 0, made.stderr[-2000:]
+    assert '"topology": "ibm-gx3d-h100-topox2"' in made.stdout
+    verified = synth_cli("verify", *map(str, (tmp_path / "out").rglob("*.json")))
+    assert verified.returncode == 0, verified.stderr
+
+
+BILLION_LAUGHS = """<?xml version="1.0"?>
+<!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;">]>
+<system version="1">&lol2;</system>
+"""
+EXTERNAL = """<?xml version="1.0"?>
+<!DOCTYPE system [<!ENTITY xxe SYSTEM "file:///etc/passwd">]>
+<system version="1"><cpu numaid="0">&xxe;</cpu></system>
+"""
+GPU = ('<system version="1"><cpu numaid="0"><pci busid="0000:01:00.0" class="0x030200">'
+       '{gpu}</pci><pci busid="0000:02:00.0" class="0x030200"><gpu dev="1" sm="90"/></pci>'
+       '</cpu></system>')
+MATRIX = """\tGPU0\tGPU1\tNIC0
+GPU0\t X \tNV4\tPIX
+GPU1\tNV4\t X \tPIX
+NIC0\tPIX\tPIX\t X
+"""
+
+
+@pytest.mark.parametrize("text, name, message", [
+    ("<system><cpu></system>", "broken.xml", "line 1: malformed XML"),
+    (BILLION_LAUGHS, "laughs.xml", "line 2: a DOCTYPE or entity declaration (refused"),
+    (EXTERNAL, "xxe.xml", "a DOCTYPE or entity declaration (refused"),
+    (GPU.format(gpu='<gpu dev="0"/>'), "nosm.xml", "line 1: a <gpu> without sm"),
+    (GPU.format(gpu='<gpu dev="0" sm="75"><nvlink target="0000:02:00.0" count="2" '
+                'tclass="0x030200"/></gpu>'), "sm75.xml", "unknown SM 75"),
+    (GPU.format(gpu='<gpu dev="0" sm="90"><nvlink target="0000:99:00.0" count="2" '
+                'tclass="0x030200"/></gpu>'), "target.xml",
+     "an nvlink to an unknown bus id '0000:99:00.0'"),
+    (MATRIX.replace("NIC0\tPIX\tPIX\t X\n", ""), "rows.txt", "the rows and columns disagree"),
+    (MATRIX.replace("GPU1\tNV4\t X \tPIX", "GPU1\tNV2\t X \tPIX"), "asym.txt",
+     "GPU0 to GPU1 is NV4 but GPU1 to GPU0 is NV2"),
+    (MATRIX.replace("NV4\tPIX\n", "NV4\tQQQ\n", 1), "cell.txt", "unknown entry 'QQQ'"),
+    ("hello", "plain.txt", "neither NCCL topology XML nor nvidia-smi topo -m output"),
+])
+def test_bad_sources_get_one_line_naming_the_place_and_exit_2(tmp_path, text, name, message):
+    path = tmp_path / name
+    path.write_text(text)
+    assert message in one_line(synth_cli("topo", "import", str(path)), 2)
+
+
+def test_real_files_that_cannot_be_a_topology_are_refused(tmp_path):
+    # Azure's current NC A100 v4 file: every nvlink targets its own GPU
+    assert "line 5: an nvlink from GPU 0001:00:00.0 to itself" in one_line(
+        synth_cli("topo", "import", fixture("azure-ncv4-topo.xml")), 2)
+    # AWS's g5.48xlarge file lists bare bus ids: no GPU in it
+    assert "no GPU in the file" in one_line(
+        synth_cli("bounds", "allgather", "--topo", fixture("aws-g5.48xl-topo.xml")), 2)
+    binary = tmp_path / "dump.xml"
+    binary.write_bytes(b"\x7fELF\x02\x01\x00\x00" * 8)
+    assert "a binary file" in one_line(synth_cli("topo", "import", str(binary)), 2)
+    assert "unknown --gpu 'x100'" in one_line(synth_cli("topo", "import",
+                                                        fixture("azure-ndv4-topo.xml"),
+                                                        "--gpu", "x100"), 2)
+
+
+def test_a_topology_file_marks_inferred_parts_with_text_only(tmp_path):
+    doc = {"name": "two", "gpus": 2, "source": "by hand", "assumptions": ["a guess"],
+           "links": [{"between": ["gpu0", "gpu1"], "gbps": 25, "inferred": "seen on a photo"}]}
+    topo = topology_from_dict(doc)
+    assert topo.links[0].inferred == "seen on a photo" and topo.assumptions == ("a guess",)
+    doc["links"][0]["inferred"] = 5
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(doc))
+    assert "links[0].inferred: expected a string" in one_line(
+        synth_cli("topo", "show", str(bad)), 2)
