@@ -1,4 +1,4 @@
-"""`synth topo list` and `synth topo show` (`synth topo draw` is in synth.cli.pictures)."""
+"""`synth topo list`, `show` and `import` (`synth topo draw` is in synth.cli.pictures)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ def topo_list():
                "(dgx2x4, dgxh100x8, ...)")
     click.echo("files:\n  PATH.yaml | PATH.json      a topology file (format: README.md); "
                "--boxes K repeats its box")
+    click.echo("imported:\n  PATH.xml | PATH.txt        NCCL topology XML or nvidia-smi topo "
+               "-m output (synth topo import)")
 
 
 @topo.command("show")
