@@ -240,6 +240,8 @@ NIC0\tPIX\tPIX\t X
      "GPU0 to GPU1 is NV4 but GPU1 to GPU0 is NV2"),
     (MATRIX.replace("NV4\tPIX\n", "NV4\tQQQ\n", 1), "cell.txt", "unknown entry 'QQQ'"),
     ("hello", "plain.txt", "neither NCCL topology XML nor nvidia-smi topo -m output"),
+    ("<system>" + "<pci>" * 5000 + "</pci>" * 5000 + "</system>", "deep.xml",
+     "elements nested over 64 deep"),
 ])
 def test_bad_sources_get_one_line_naming_the_place_and_exit_2(tmp_path, text, name, message):
     path = tmp_path / name

@@ -42,6 +42,7 @@ from synth.topology.importing.hardware import (CUBE_MESH, NET_GBPS_PER_MBPS,
 
 NVSWITCH_CLASS = "0x068000"
 MAX_ELEMENTS = 100_000  # a dump of a large node has a few hundred
+MAX_DEPTH = 64  # PCIe trees are a few levels deep; the walk below recurses per level
 
 
 @dataclass
@@ -67,6 +68,9 @@ def parse(text: str, where: str) -> Element:
         count[0] += 1
         if count[0] > MAX_ELEMENTS:
             raise BadInput(f"{where}: more than {MAX_ELEMENTS:,} elements")
+        if len(stack) > MAX_DEPTH:
+            raise BadInput(f"{where}: line {parser.CurrentLineNumber}: elements nested "
+                           f"over {MAX_DEPTH} deep")
         e = Element(tag, attrs, parser.CurrentLineNumber)
         stack[-1].children.append(e)
         stack.append(e)
