@@ -279,7 +279,11 @@ def _check_events(text: str) -> None:
 
 def load_yaml(path: str | Path, limit: int = TEXT_LIMIT, what: str = "file"):
     """The document in a YAML (or JSON) file; BadInput names the line of a problem."""
-    text = read_text(path, limit, what)
+    return parse_yaml(read_text(path, limit, what), path)
+
+
+def parse_yaml(text: str, path: str | Path = "YAML"):
+    """The document in YAML text, read as load_yaml reads a file (`path` names it)."""
     try:
         _check_events(text)
         return yaml.load(text, Loader=_Loader)  # noqa: S506 (a safe loader)

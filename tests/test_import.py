@@ -274,3 +274,41 @@ def test_a_topology_file_marks_inferred_parts_with_text_only(tmp_path):
     bad.write_text(yaml.safe_dump(doc))
     assert "links[0].inferred: expected a string" in one_line(
         synth_cli("topo", "show", str(bad)), 2)
+
+
+TWO_GPUS = ('<system version="1"><cpu numaid="0" vendor="{vendor}"><pci busid="{bus}" '
+            'class="0x030200"/><pci busid="0000:02:00.0" class="0x030200"/>'
+            '<nic><net name="{nic}" speed="200000"/><net name="{nic}" speed="200000"/></nic>'
+            '</cpu>{more}</system>')
+
+
+@pytest.mark.parametrize("name, fields, gpu_name", [
+    # a line break or line separator from an attribute must not end a comment
+    ("vendor.xml", dict(vendor="x&#10;: [&#10;#&#x2028;a: 1"), None),
+    ("del.xml", dict(bus="0000:01:00.0&#x7f;"), None),       # a character YAML refuses raw
+    ("p4d-\U0001f680.xml", {}, None),                         # a name beyond the BMP
+    ("dup.xml", dict(nic="gpu0"), None),                      # NIC names taken twice
+    # empty sockets are left out: 3000 of them cost nothing (they were joined pairwise)
+    ("cpus.xml", dict(more='<cpu vendor="AMD"/>' * 3000), None),
+])
+def test_whatever_a_source_says_the_file_written_reads_back(tmp_path, name, fields,
+                                                            gpu_name):
+    from synth.files import parse_yaml
+    from synth.topology.importing import import_source
+
+    text = TWO_GPUS.format(**{"vendor": "AMD", "bus": "0000:01:00.0", "nic": "mlx5_0",
+                              "more": "", **fields})
+    path = tmp_path / name
+    path.write_text(text)
+    draft = import_source(path, nic_gbps=1e6)  # 1e+06 would read back as text
+    topo = topology_from_dict(parse_yaml(draft.to_yaml()))
+    assert topo.ranks == 2 and topo.network.gbps == 1e6
+    assert sum(v.kind == "nic" for v in topo.vertices) == 2
+
+
+def test_a_matrix_with_a_byte_order_mark_and_crlf_imports(tmp_path):
+    path = tmp_path / "bom.txt"
+    path.write_bytes(("\ufeff" + MATRIX + "\nNIC Legend:\n\n  NIC0: mlx5_0\n").replace(
+        "\n", "\r\n").encode())
+    topo = imported(str(path))
+    assert topo.ranks == 2 and [v.name for v in topo.vertices if v.kind == "nic"] == ["mlx5_0"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
@@ -61,15 +62,17 @@ def topo_import(source, output, gpu, nic_gbps, fabric, name):
     """Import SOURCE (NCCL topology XML, full dump or partial NCCL_TOPO_FILE, or
     `nvidia-smi topo -m` output) as a topology file, every number with a comment saying
     where it came from."""
-    import yaml
-
-    from synth.files import write_atomic
+    from synth.files import parse_yaml, write_atomic
+    from synth.errors import BadInput
     from synth.topology.importing import import_source
     from synth.topology.physical import topology_from_dict
 
     draft = import_source(source, gpu, nic_gbps, fabric, name)
     text = draft.to_yaml()
-    topo = topology_from_dict(yaml.safe_load(text))  # the file reads back as written
+    try:  # the file reads back as written, through the reader every command uses
+        topo = topology_from_dict(parse_yaml(text, "the imported topology"))
+    except BadInput as e:
+        raise BadInput(f"{Path(source).name}: imported, but {e}") from None
     inferred = sum(1 for v in topo.vertices if v.inferred) + sum(
         1 for l in topo.links if l.inferred) // 2
     said = (f"imported {topo.ranks} GPUs, {len(topo.vertices) - topo.ranks} switches and "

@@ -35,10 +35,9 @@ def import_source(path: str | Path, gpu: str | None = None, nic_gbps: float | No
         model = GPU_MODELS.get(gpu)
         if model is None:
             raise BadInput(f"unknown --gpu {quote(gpu)} (known: {', '.join(GPU_MODELS)})")
-    text = _read_text(path)
+    text = _read_text(path).removeprefix("\ufeff")  # a byte order mark is no content
     name = name or _name(path)
-    stripped = text.lstrip("\ufeff \t\r\n")
-    if stripped.startswith("<"):
+    if text.lstrip(" \t\r\n").startswith("<"):
         return from_xml(text, where, name, model, nic_gbps, fabric)
     if is_matrix(text):
         return from_matrix(text, where, name, model, nic_gbps, fabric)

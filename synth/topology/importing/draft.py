@@ -9,7 +9,6 @@ mapping (synth.topology.physical reads it back); `to_yaml` the text with the not
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 
@@ -46,14 +45,23 @@ class Draft:
     network_note: str = ""
 
     def add(self, name: str, kind: str, note: str = "", inferred: str = "") -> str:
-        self.parts.append(Part(name, kind, note, inferred))
-        return name
+        """A vertex named `name`, or name-2, name-3, ... when that is taken (two NICs
+        of one name, a NIC called gpu0); returns the name given."""
+        taken = {p.name for p in self.parts}
+        unique, k = name, 1
+        while unique in taken:
+            k += 1
+            unique = f"{name}-{k}"
+        self.parts.append(Part(unique, kind, clean(note), clean(inferred)))
+        return unique
 
     def link(self, a: str, b: str, gbps: float, count: int = 1, alpha_us: float = 0.0,
              note: str = "", inferred: str = "") -> None:
-        self.wires.append(Wire(a, b, round(gbps, 4), count, alpha_us, note, inferred))
+        self.wires.append(Wire(a, b, round(gbps, 4), count, alpha_us, clean(note),
+                               clean(inferred)))
 
     def assume(self, text: str) -> None:
+        text = clean(text)
         if text not in self.assumptions:
             self.assumptions.append(text)
 
@@ -76,8 +84,8 @@ class Draft:
         return doc
 
     def unit_gbps(self) -> float:
-        """The capacity unit: the bandwidth of one lane of the fastest GPU link kind
-        (NVLink where there is any), so capacities are small whole numbers."""
+        """The capacity unit: one lane of the first NVLink listed, else of the first
+        link of a GPU, so capacities are small whole numbers."""
         gpus = {p.name for p in self.of_kind("gpu")}
         lanes = [w.gbps for w in self.wires if w.a in gpus or w.b in gpus]
         nvlink = [w.gbps for w in self.wires if "NVLink" in w.note]
@@ -86,15 +94,15 @@ class Draft:
     def to_yaml(self) -> str:
         """The topology file: YAML whose every entry has its note as a comment."""
         doc = self.to_dict()
-        lines = [f"# {line}" for line in _wrap(f"Imported by `synth topo import` from "
-                                               f"{self.source}.")]
+        lines = [f"# {line}" for line in _wrap(clean(f"Imported by `synth topo import` "
+                                                     f"from {self.source}."))]
         if self.assumptions:
             lines.append("# Assumed, not read from the source:")
             lines += [f"#   - {a}" for a in self.assumptions]
         lines += [f"name: {_q(doc['name'])}", f"description: {_q(doc['description'])}",
                   f"source: {_q(doc['source'])}",
-                  f"unit_gbps: {doc['unit_gbps']:g}  # one capacity unit: a lane of the "
-                  "fastest GPU link",
+                  f"unit_gbps: {_q(float(doc['unit_gbps']))}  # one capacity unit: a lane "
+                  "of the first GPU link listed (NVLink where there is any)",
                   "gpus:"]
         lines += [f"  - {_q(p.name)}" + _comment(p.note) for p in self.of_kind("gpu")]
         switches = self.of_kind("nvswitch", "pcie_switch")
@@ -133,8 +141,34 @@ def _link(w: Wire) -> dict:
 
 
 def _q(x) -> str:
-    """A scalar in YAML: JSON's quoting is valid YAML and safe for any text."""
-    return json.dumps(x) if isinstance(x, str) else f"{x:g}" if isinstance(x, float) else str(x)
+    """A scalar in YAML: text double-quoted with every character that is not printable
+    ASCII escaped (\\uXXXX, \\UXXXXXXXX: what YAML and libyaml read back); numbers in
+    plain decimals (YAML 1.1 reads 1e+06 as text)."""
+    if isinstance(x, str):
+        out = []
+        for ch in x:
+            if ch in '"\\':
+                out.append("\\" + ch)
+            elif " " <= ch <= "~":
+                out.append(ch)
+            else:
+                out.append(f"\\u{ord(ch):04x}" if ord(ch) < 0x10000 else f"\\U{ord(ch):08x}")
+        return '"' + "".join(out) + '"'
+    if isinstance(x, float):
+        return _decimal(x)
+    return str(x)
+
+
+def _decimal(x: float) -> str:
+    text = f"{x:.6f}".rstrip("0").rstrip(".")
+    return text if text not in ("", "-0") else "0"
+
+
+def clean(text: str, limit: int = 1900) -> str:
+    """Text for a comment or a note: one line of printable characters (a line break or
+    control character from a source would end the comment), at most `limit` long."""
+    one = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+    return one if len(one) <= limit else one[:limit - 3] + "..."
 
 
 def _flow(d: dict) -> str:
@@ -148,7 +182,7 @@ def _flow(d: dict) -> str:
 
 
 def _comment(note: str) -> str:
-    return f"  # {' '.join(note.split())}" if note else ""
+    return f"  # {clean(note)}" if note else ""
 
 
 def _wrap(text: str, width: int = 86) -> list[str]:

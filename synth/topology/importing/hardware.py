@@ -27,7 +27,7 @@ def pcie_gbps(speed: str, width: int) -> tuple[float, str]:
     note = f"PCIe link_speed {speed or '(none)'!r}, link_width {width} (read)"
     if rate is None:
         rate, note = PCIE_FALLBACK_RATE, note + "; speed unknown: Gen3, NCCL's fallback"
-    if width <= 0:
+    if width == 0:
         width, note = 16, note + "; width 0 counted as 16, as NCCL does"
     return width * rate / 80, note + f": {width} x {rate} / 80 GB/s"
 

@@ -43,6 +43,10 @@ from synth.topology.importing.hardware import (CUBE_MESH, NET_GBPS_PER_MBPS,
 NVSWITCH_CLASS = "0x068000"
 MAX_ELEMENTS = 100_000  # a dump of a large node has a few hundred
 MAX_DEPTH = 64  # PCIe trees are a few levels deep; the walk below recurses per level
+MAX_SOCKETS = 64  # sockets are joined pairwise
+MAX_WIDTH = 64  # PCIe lanes of one link (x32 is the widest the standard has)
+MAX_NVLINKS = 1024  # NVLinks between a GPU and one target (18 on H100)
+MAX_NET_MBPS = 100_000_000  # 100 Tb/s: past it, a typo
 
 
 @dataclass
@@ -125,7 +129,11 @@ def from_xml(text: str, where: str, name: str, gpu: GpuModel | None = None,
     def pci(e: Element, parent: str):
         cls = e.attrs.get("class", "").lower()
         busid = e.attrs.get("busid", "")
-        link = pcie_gbps(e.attrs.get("link_speed", ""), _int(e, "link_width", where, 0))
+        width = _int(e, "link_width", where, 0)
+        if not 0 <= width <= MAX_WIDTH:
+            raise BadInput(f"{where}: line {e.line}: link_width {width} (expected 0 to "
+                           f"{MAX_WIDTH})")
+        link = pcie_gbps(e.attrs.get("link_speed", ""), width)
         if cls.startswith("0x03"):
             inner = [g for g in e.children if g.tag == "gpu"]
             g = inner[0] if inner else None
@@ -135,7 +143,7 @@ def from_xml(text: str, where: str, name: str, gpu: GpuModel | None = None,
                                "version, e.g. sm=\"90\")")
             order = (_int(g, "rank", where, None) if g is not None else None,
                      _int(g, "dev", where, None) if g is not None else None, busid)
-            links = [(n.attrs.get("target", ""), _int(n, "count", where, 1),
+            links = [(n.attrs.get("target", ""), _count(n, where),
                       n.attrs.get("tclass", "").lower(), n.line)
                      for n in (g.children if g is not None else []) if n.tag == "nvlink"]
             gpus.append(_Gpu(busid.lower(), e.line, order, sm, links, parent, link))
@@ -166,7 +174,12 @@ def from_xml(text: str, where: str, name: str, gpu: GpuModel | None = None,
             draft.link(parent, here, link[0], note=link[1])
             walk(e, here)
 
-    for i, c in enumerate(e for e in root.children if e.tag == "cpu"):
+    # a CPU with nothing under it joins nothing: left out (sockets are joined pairwise)
+    sockets = [c for c in root.children if c.tag == "cpu" and c.children]
+    if len(sockets) > MAX_SOCKETS:
+        raise BadInput(f"{where}: {len(sockets)} CPU sockets with devices (at most "
+                       f"{MAX_SOCKETS})")
+    for i, c in enumerate(sockets):
         numa = c.attrs.get("numaid", str(i))
         vendor = c.attrs.get("vendor", "")
         cpu = draft.add(f"cpu{len(cpus)}", "pcie_switch",
@@ -181,6 +194,8 @@ def from_xml(text: str, where: str, name: str, gpu: GpuModel | None = None,
     if not gpus:
         raise BadInput(f"{where}: no GPU in the file (GPUs are pci elements of class "
                        "0x03xxxx)")
+    if len(gpus) < 2:
+        raise BadInput(f"{where}: one GPU (line {gpus[0].line}): a collective needs two")
     _add_gpus(draft, gpus, where, gpu)
     _add_nics(draft, nics, nic_gbps, gpu, fabric)
     sms = sorted({g.sm for g in gpus if g.sm})
@@ -302,14 +317,17 @@ def _add_nics(draft: Draft, nics: list, nic_gbps: float | None, model: GpuModel 
     else:
         fastest, how = 12.5, "100 Gb/s (NCCL's NET_BW figure); the file gives none"
         draft.assume(f"NIC speed {fastest:g} GB/s: {how}; give --nic-gbps")
-    slow = sorted(n for _, s, n, _, _ in nics if s and s < fastest and nic_gbps is None)
-    if slow:
+    def slow(nic):
+        return nic_gbps is None and nic[1] is not None and nic[1] < fastest
+
+    left_out = sorted(n[2] for n in nics if slow(n))
+    if left_out:
         draft.assume(f"left out, slower than the {fastest:g} GB/s NICs (network: joins "
-                     f"boxes at one speed): {', '.join(slow)}")
-    kept = [n for n in nics if n[2] not in slow]
+                     f"boxes at one speed): {', '.join(left_out)}")
+    kept = [n for n in nics if not slow(n)]
     for parent, speed, name, (gbps, note), line in kept:
-        draft.add(name, "nic", f"line {line}"
-                  + (f", {speed * 8000:g} Mb/s" if speed else ""))
+        name = draft.add(name, "nic", f"line {line}"
+                         + (f", {speed * 8000:g} Mb/s" if speed else ""))
         draft.link(parent, name, gbps or fastest,
                    note=note if gbps else "no PCIe link: the NIC's speed")
     fabric = fabric or ("rails" if len(kept) > 1 else "single-switch")
@@ -320,8 +338,20 @@ def _add_nics(draft: Draft, nics: list, nic_gbps: float | None, model: GpuModel 
 
 
 def _net_speed(net: Element, where: str) -> float | None:
+    """GB/s of a net's speed (Mb/s); None when the file gives none (or 0)."""
     mbps = _int(net, "speed", where, None)
+    if mbps is not None and not 0 <= mbps <= MAX_NET_MBPS:
+        raise BadInput(f"{where}: line {net.line}: net speed {mbps} Mb/s (expected 0 to "
+                       f"{MAX_NET_MBPS:,})")
     return mbps * NET_GBPS_PER_MBPS if mbps else None
+
+
+def _count(nvlink: Element, where: str) -> int:
+    count = _int(nvlink, "count", where, 1)
+    if not 1 <= count <= MAX_NVLINKS:
+        raise BadInput(f"{where}: line {nvlink.line}: nvlink count {count} (expected 1 to "
+                       f"{MAX_NVLINKS})")
+    return count
 
 
 def _net_name(net: Element | None, counter: dict) -> str:

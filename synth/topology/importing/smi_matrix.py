@@ -49,6 +49,7 @@ GROUP_KIND = {1: "a PCIe switch (PIX)", 2: "a PCIe switch above switches (PXB)",
               3: "a PCIe host bridge (PHB)", 4: "a CPU socket (NODE)"}
 GROUP_NAME = {1: "pcie", 2: "pcie", 3: "hostbridge", 4: "cpu"}
 SOCKET_GBPS = 10.0
+MAX_SOCKETS = 64  # sockets are joined pairwise
 CELL = re.compile(r"X|SYS|SOC|NODE|PHB|PXB|PIX|NV(\d+)")
 DEVICE = re.compile(r"(GPU\d+|NIC\d+|mlx\w*|[a-z]+\d*_\w+)")
 
@@ -65,21 +66,23 @@ def from_matrix(text: str, where: str, name: str, gpu: GpuModel | None = None,
     columns, rows, affinity, legend = _read(text, where)
     gpus = [c for c in columns if c.startswith("GPU")]
     nics = [c for c in columns if not c.startswith("GPU")]
+    if len(gpus) < 2:
+        raise BadInput(f"{where}: {len(gpus)} GPU: a collective needs two")
     draft = Draft(name, "", f"nvidia-smi topo -m output {where}")
     model, why = _model(rows, gpus, gpu)
     names = {g: f"gpu{i}" for i, g in enumerate(gpus)}
     names.update({n: _clean(legend.get(n, n)) for n in nics})
     for g in gpus:
         draft.add(names[g], "gpu", f"{g} of the matrix")
-    for n in nics:
-        draft.add(names[n], "nic", f"{n} of the matrix" + (f" ({legend[n]})" if n in legend
-                                                              else ""))
+    for n in nics:  # two NICs of one name (a legend's typo) get -2, -3, ...
+        names[n] = draft.add(names[n], "nic", f"{n} of the matrix"
+                             + (f" ({legend[n]})" if n in legend else ""))
     pcie_gen = model.pcie_gen if model else 3
     pcie = pcie_x16_gbps(pcie_gen)
     draft.assume(f"PCIe: x16 Gen{pcie_gen}, {pcie:g} GB/s per direction (NCCL's width x rate "
                  f"/ 80) for every PCIe link, {why}; the matrix gives no speeds")
     _nvlinks(draft, rows, gpus, names, model, why)
-    _pcie(draft, rows, columns, names, affinity, pcie)
+    _pcie(draft, rows, columns, names, affinity, pcie, where)
     _network(draft, [names[n] for n in nics], model, nic_gbps, fabric)
     draft.description = (f"{len(gpus)} GPUs, {len(nics)} NICs, imported from nvidia-smi "
                          f"topo -m ({why})")
@@ -104,8 +107,8 @@ def _read(text: str, where: str):
         fields = line.split()
         if not fields:
             continue
-        if fields[0].startswith("Legend"):
-            break
+        if fields[0].startswith("Legend") or fields[:2] == ["NIC", "Legend:"]:
+            break  # the matrix is over
         if fields[0] not in columns:
             raise BadInput(f"{where}: line {number}: row {fields[0][:40]!r} is not one of the "
                            f"columns ({', '.join(columns)})")
@@ -120,8 +123,10 @@ def _read(text: str, where: str):
                                "or SYS)")
         rows[fields[0]] = dict(zip(columns, cells))
         affinity[fields[0]] = " ".join(fields[len(columns) + 1:len(columns) + 2])
-    for match in re.finditer(r"^\s*(NIC\d+):\s*(\S+)\s*$", text, re.M):
-        legend[match.group(1)] = match.group(2)
+    for line in lines:
+        match = re.fullmatch(r"\s*(NIC\d+):\s*(\S+)\s*", line)
+        if match:
+            legend[match.group(1)] = match.group(2)
     if list(rows) != columns:
         missing = [c for c in columns if c not in rows]
         raise BadInput(f"{where}: the rows and columns disagree (columns {', '.join(columns)};"
@@ -150,7 +155,8 @@ def _model(rows, gpus, given: GpuModel | None) -> tuple[GpuModel | None, str]:
     pairs = {(i, j): _nv(rows[a][b]) for (i, a), (j, b) in combinations(enumerate(gpus), 2)
              if _nv(rows[a][b])}
     if counts == {18}:
-        return GPU_MODELS["h100-sxm"], "NV18 between every pair read as H100 (give --gpu)"
+        return GPU_MODELS["h100-sxm"], ("NV18 between every pair read as H100 (B200 and "
+                                        "B300 show NV18 too: give --gpu)")
     if counts == {12}:
         return GPU_MODELS["a100-sxm"], "NV12 between every pair read as A100 (give --gpu)"
     if len(gpus) == 8 and set(pairs.values()) == {1, 2}:
@@ -182,7 +188,7 @@ def _nvlinks(draft, rows, gpus, names, model, why) -> None:
                        note=f"NV{lanes} (read) at {gbps:g} GB/s each")
 
 
-def _pcie(draft, rows, columns, names, affinity, pcie: float) -> None:
+def _pcie(draft, rows, columns, names, affinity, pcie: float, where: str) -> None:
     """Groups of devices at each level (module docstring), each a switch vertex, each
     device hung on its smallest group; sockets joined pairwise."""
     groups_at: dict[int, list[frozenset]] = {}
@@ -191,13 +197,10 @@ def _pcie(draft, rows, columns, names, affinity, pcie: float) -> None:
         g.add_nodes_from(columns)
         g.add_edges_from((a, b) for a, b in combinations(columns, 2)
                          if LEVELS.get(rows[a][b], 9) <= level)
-        if level == 4:  # a GPU whose PCIe relations NVLink hides: its CPU affinity
-            by_affinity = {}
-            for d in columns:
-                if affinity.get(d):
-                    by_affinity.setdefault(affinity[d], []).append(d)
-            for same in by_affinity.values():
-                g.add_edges_from(zip(same, same[1:]))
+        if level == 4:  # a GPU pair whose PCIe relation NVLink hides: its CPU affinity
+            g.add_edges_from((a, b) for a, b in combinations(columns, 2)
+                             if _nv(rows[a][b]) and affinity.get(a) == affinity.get(b)
+                             and affinity.get(a) not in ("", "N/A"))
         groups_at[level] = [frozenset(c) for c in nx.connected_components(g)]
     level_of: dict[frozenset, int] = {}  # a group is named by the level it first forms at
     for level in (4, 3, 2, 1):
@@ -223,6 +226,9 @@ def _pcie(draft, rows, columns, names, affinity, pcie: float) -> None:
         draft.link(vertex[home], names[d], pcie, note=f"PCIe x16, {pcie:g} GB/s (assumed)",
                    inferred=f"{d} in {GROUP_KIND[level_of[home]]}")
     sockets = [vertex[g] for g in sorted(groups_at[4], key=lambda s: sorted(s))]
+    if len(sockets) > MAX_SOCKETS:
+        raise BadInput(f"{where}: {len(sockets)} CPU sockets (at most {MAX_SOCKETS}): SYS "
+                       "between that many groups is not one machine")
     for a, b in combinations(sockets, 2):
         draft.link(a, b, SOCKET_GBPS, note=f"SYS: between sockets, {SOCKET_GBPS:g} GB/s "
                    "(NCCL's Skylake UPI figure; the matrix does not name the CPU)",
