@@ -154,6 +154,8 @@ def _with_proxies(model: LinkModel, hierarchy: Hierarchy) -> tuple[Hierarchy | N
         if [i for i, r in enumerate(box) if r in outward] != gateways:
             return None, (f"box {b}'s GPUs with links out of it are not at box 0's "
                           f"places {gateways}")
+    if len(gateways) == len(hierarchy.boxes[0]):
+        return hierarchy, ""  # every GPU crosses itself: no proxies
     local = nx.relabel_nodes(_box_graph(model, hierarchy.boxes[0]),
                              {r: i for i, r in enumerate(hierarchy.boxes[0])})
     there = {i: nx.shortest_path(local, target=i) for i in gateways}  # every rank -> i
