@@ -59,6 +59,9 @@ class Bounds:
     latency_us: float  # steps x the smallest alpha of any link
     note: str = ""
     partial: bool = False  # time ran out: still valid, maybe looser than the full bound
+    # where switches reduce in the network: the bound for schedules that do not use
+    # them (rounds_per_chunk is then the bound with them, which is lower)
+    without_in_network: Fraction | None = None
 
     @property
     def us_per_mb(self) -> float:
@@ -100,11 +103,19 @@ def bounds(lowering: Lowering, collective: Collective, deadline: float | None = 
     steps = step_bound(model, collective, clock)
     min_alpha = min((l.alpha_us for l in model.links), default=0.0)
     note = NOTES.get(collective.name, "")
+    plain = None
+    if collective.name == "allreduce" and any("reduce" in w.can for w in model.switches):
+        graph, gpus = _unit_graph(lowering)
+        plain, rpc = rpc, _in_network_allreduce(graph, gpus, clock)
+        us_per_byte = float(rpc) / shares_in_buffer / (model.unit_gbps * 1e3)
+        note = (f"with in-network reduction ({', '.join(w.name for w in model.switches)}): "
+                "each chunk crosses the thinnest cut between GPUs once each way; without "
+                f"it {plain} rounds per chunk ({note})")
     if clock.partial:
         note = ("partial: the time limit cut the bounds short; they hold, but may be "
                 "looser than the full ones") + (f"; {note}" if note else "")
     return Bounds(collective.name, collective.ranks, steps, rpc, us_per_byte,
-                  steps * min_alpha, note, clock.partial)
+                  steps * min_alpha, note, clock.partial, plain)
 
 
 def step_bound(model: LinkModel, collective: Collective, clock: Clock | None = None) -> int:
@@ -247,21 +258,45 @@ def _allreduce_rounds_per_chunk(topo: Topology, lowering: Lowering, graph: nx.Di
 CUT_LIMIT = 64
 
 
+def _in_network_allreduce(graph: nx.DiGraph, gpus: list[str], clock: Clock) -> Fraction:
+    """Least R / C of an allreduce when switches may reduce and multicast (a chunk: 1/C
+    of the buffer). Every set of vertices that splits the GPUs must pass, for every
+    chunk, something out (the contributions inside it, summed anywhere, or the result)
+    and something in, however much the switches add: at least one chunk each way. So
+    1 / the thinnest cut: each GPU's narrowest port either way, and up to CUT_LIMIT GPUs
+    the max-flow between GPU 0 and each other GPU. Valid for any allreduce, with switch
+    operations or without (the plain bound is the higher one then)."""
+    thinnest = min(_port_cuts(graph, gpus, clock)
+                   + _port_cuts(graph.reverse(copy=False), gpus, clock))
+    if len(gpus) <= CUT_LIMIT:
+        for g in gpus[1:]:
+            if clock.expired():
+                break
+            thinnest = min(thinnest, _max_flow(graph, gpus[0], g), _max_flow(graph, g, gpus[0]))
+    return 1 / thinnest
+
+
 PORT_HOPS = 3  # how far from a GPU _ports looks for its narrowest cut
 
 
 def _ports(graph: nx.DiGraph, gpus: list[str], clock: Clock) -> Fraction:
-    """An upper bound on what all GPUs can send to other GPUs at once: the sum over GPUs
-    of the least cut between a GPU and all the others. Only cuts within PORT_HOPS links
-    of the GPU are tried (not through another GPU): the rest of the graph is one sink.
-    Any cut bounds the flow, so this is never below the true max flow (the bound stays
-    valid), and it finds the narrow place near a GPU: a 64 GB/s PCIe link that feeds a
-    50 GB/s NIC passes 50. Past the clock, a GPU counts its out-links' sum. O(N) small
-    max-flows."""
-    gpu_set, total = set(gpus), Fraction(0)
+    """An upper bound on what all GPUs can send to other GPUs at once: the sum of their
+    ports (_port_cuts)."""
+    return sum(_port_cuts(graph, gpus, clock), Fraction(0))
+
+
+def _port_cuts(graph: nx.DiGraph, gpus: list[str], clock: Clock) -> list[Fraction]:
+    """Per GPU, the least cut between it and all the others. Only cuts within PORT_HOPS
+    links of the GPU are tried (not through another GPU): the rest of the graph is one
+    sink. Any cut bounds the flow, so this is never below the true max flow (a bound
+    stays valid), and it finds the narrow place near a GPU: a 64 GB/s PCIe link that
+    feeds a 50 GB/s NIC passes 50. Past the clock, a GPU counts its out-links' sum.
+    O(N) small max-flows."""
+    gpu_set, cuts = set(gpus), []
     for g in gpus:
         if clock.expired():
-            total += sum((c for _, _, c in graph.out_edges(g, data="capacity")), Fraction(0))
+            cuts.append(sum((c for _, _, c in graph.out_edges(g, data="capacity")),
+                            Fraction(0)))
             continue
         near, last = {g}, [g]
         for _ in range(PORT_HOPS):
@@ -274,8 +309,8 @@ def _ports(graph: nx.DiGraph, gpus: list[str], clock: Clock) -> Fraction:
                 w = v if v in near else "__sink__"
                 old = local.get_edge_data(u, w, {"capacity": Fraction(0)})["capacity"]
                 local.add_edge(u, w, capacity=old + c["capacity"])
-        total += _max_flow(local, g, "__sink__")
-    return total
+        cuts.append(_max_flow(local, g, "__sink__"))
+    return cuts
 
 
 def _unit_graph(lowering: Lowering) -> tuple[nx.DiGraph, list[str]]:

@@ -25,6 +25,7 @@ from synth.construct.decompose import COLLECTIVES as DECOMPOSED
 from synth.construct.decompose import MAX_STEPS as DECOMPOSED_MAX_STEPS
 from synth.construct.decompose import decompose
 from synth.construct.hints import Hints
+from synth.construct.in_network import nvls_search, reducing_switch
 from synth.construct.relayed_alltoall import forwarded_search
 from synth.construct.tree_schedules import COLLECTIVES as PACKED
 from synth.construct.tree_schedules import tree_search
@@ -71,7 +72,7 @@ def default_limits(b: Bounds, max_steps=None, max_chunks=None, time_limit=None,
 
 METHODS = ("auto", "exact", "decomposed")
 # built, not searched: they prove nothing
-CONSTRUCTED = ("decomposed", "trees", "forwarded", "baselines")
+CONSTRUCTED = ("decomposed", "trees", "forwarded", "in-network", "baselines")
 BOUNDS_SHARE = 0.4  # of the time limit, at most, for the bounds (the rest: the searches)
 
 
@@ -123,10 +124,14 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
         trees_end = min(time.monotonic() + TREES_SHARE * limits.time_limit,
                         start + limits.time_limit)
         searches["trees"] = tree_search(model, name, coll.root, limits, trees_end,
-                                        b.rounds_per_chunk)
+                                        _plain(b).rounds_per_chunk)
     if method == "auto" and name == "alltoall" and not _interrupted(searches):
         on_event("search", "alltoall forwarded: relayed at rail peers, or routed")
         searches["forwarded"] = forwarded_search(model, limits, start + limits.time_limit)
+    if (method == "auto" and name == "allreduce" and not _interrupted(searches)
+            and reducing_switch(model) is not None):
+        on_event("search", "allreduce in the network: switch reduce, then multicast")
+        searches["in-network"] = nvls_search(model, limits, start + limits.time_limit)
     if method == "auto" and not _interrupted(searches):
         on_event("stage", "building the baselines")
         searches["baselines"] = _baselines(model, name, coll.root, limits,
@@ -220,6 +225,14 @@ def _baselines(model: LinkModel, name: str, root: int | None, limits: Limits,
                   stopped="none applies within the steps asked for")
 
 
+def _plain(b: Bounds) -> Bounds:
+    """The bounds for schedules without switch operations (what trees and the exact
+    search make): where the switches reduce, the higher of the two."""
+    if b.without_in_network is None:
+        return b
+    return replace(b, rounds_per_chunk=b.without_in_network, without_in_network=None)
+
+
 def _allreduce_searches(lowering: Lowering, b: Bounds, limits: Limits, on_event,
                         known=()) -> dict[str, Search]:
     """Allreduce directly (asking only for what beats `known`, as frontier does), then
@@ -236,7 +249,7 @@ def _allreduce_searches(lowering: Lowering, b: Bounds, limits: Limits, on_event,
             continue
         remaining = limits.time_limit - (time.monotonic() - start)
         part_limits = replace(limits, time_limit=max(remaining / share, 0.0))
-        pb = b if part == "allreduce" else bounds(
+        pb = _plain(b) if part == "allreduce" else bounds(
             lowering, make_collective(part, model.ranks),
             time.monotonic() + BOUNDS_SHARE * part_limits.time_limit)
         if part != "allreduce":  # room for the other phase, at least its hop bound

@@ -146,7 +146,9 @@ def result_summary(result: Result, topology: str, solver: str, paths: list[Path]
         "collective": result.collective, "topology": topology, "ranks": result.model.ranks,
         "root": result.root, "solver": solver, "solver_reason": solver_reason,
         "bounds": {"steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
-                   "us_per_mb": b.us_per_mb, "note": b.note},
+                   "us_per_mb": b.us_per_mb, "note": b.note}
+        | ({"without_in_network": str(b.without_in_network)}
+           if b.without_in_network is not None else {}),
         "frontier": [point_summary(p, result, path)
                      for p, path in zip(result.points, paths + [None] * len(result.points))],
         "complete": result.complete,
@@ -174,7 +176,9 @@ def format_table(summary: dict) -> str:
             f"solver {summary['solver']}"
             f"{' (' + summary['solver_reason'] + ')' if summary.get('solver_reason') else ''}"
             f": bounds {b['steps']} steps, "
-            f"{b['rounds_per_chunk']} rounds per chunk ({b['us_per_mb']:.3f} us/MB)")
+            f"{b['rounds_per_chunk']} rounds per chunk ({b['us_per_mb']:.3f} us/MB)"
+            + (f" with in-network reduction, {b['without_in_network']} without"
+               if "without_in_network" in b else ""))
     searches_by_stop: dict[str, list[str]] = {}  # one reason, once, for the searches
     for name, why in summary["stopped"].items():    # it stopped (often all "too large")
         searches_by_stop.setdefault(why, []).append(name)

@@ -39,8 +39,19 @@ def test_allreduce_ports_count_what_a_gpu_can_pass_on_not_its_links():
     # most 450 (NVLink) + 50 GB/s: 30 transfers per chunk over 16 x 500 GB/s = 3/32 of a
     # round per chunk at the 25 GB/s unit (266.7 GB/s algbw; the link sum gave 274.1)
     b = bounds_of("dgxh100x2", "allreduce")
-    assert b.rounds_per_chunk == Fraction(3, 32)
-    assert 1 / (b.us_per_byte * 1e3) == pytest.approx(266.67, abs=0.01)
+    assert b.without_in_network == Fraction(3, 32)
+
+
+def test_switches_that_reduce_lower_the_allreduce_bound_and_both_are_shown():
+    # one dgxh100 box: a GPU's 18 NVLinks carry each chunk once each way when the
+    # NVSwitch adds (1/18), against 2(N-1)/N of it without (7/72): 1.75 x
+    b = bounds_of("dgxh100", "allreduce")
+    assert (b.rounds_per_chunk, b.without_in_network) == (Fraction(1, 18), Fraction(7, 72))
+    assert 1 / (b.us_per_byte * 1e3) == pytest.approx(450.0)
+    # dgxh100x2: the boxes' NICs, 8 x 50 GB/s each way, are the thinnest cut (1/16)
+    assert bounds_of("dgxh100x2", "allreduce").rounds_per_chunk == Fraction(1, 16)
+    # no capable switch: one bound, as before
+    assert bounds_of("dgxa100", "allreduce").without_in_network is None
 
 
 def test_allreduce_bound_allows_overlapping_phases():

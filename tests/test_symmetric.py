@@ -20,7 +20,7 @@ from synth.topology.linkmodel import lower_with_routes
 def lowered(name, collective="allgather"):
     lowering = lower_with_routes(resolve(name))
     b = bounds(lowering, make_collective(collective, lowering.model.ranks, 1))
-    return lowering.model, b.rounds_per_chunk
+    return lowering.model, b.without_in_network or b.rounds_per_chunk  # trees: no NVLS
 
 
 @pytest.mark.parametrize("name", ["dgxh100x2", "dgxa100x3", "ndv2x2"])

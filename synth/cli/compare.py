@@ -35,13 +35,20 @@ def bounds_command(collective, spec, boxes, root, time_limit, as_json):
                "latency_us": b.latency_us, "us_per_mb": b.us_per_mb,
                "algbw_gbps_max": 1 / (b.us_per_byte * 1e3), "note": b.note,
                "partial": b.partial}
+    if b.without_in_network is not None:  # the switches reduce: the bound without them too
+        summary["without_in_network"] = str(b.without_in_network)
     if as_json:
         click.echo(json.dumps(summary, indent=1))
         return
     click.echo(f"{collective} on {topo.name} ({b.ranks} ranks)")
     click.echo(f"  steps            >= {b.steps}  (latency >= {b.latency_us:.2f} us)")
     click.echo(f"  rounds per chunk >= {b.rounds_per_chunk}  ({b.us_per_mb:.3f} us/MB, "
-               f"algbw <= {summary['algbw_gbps_max']:.1f} GB/s)")
+               f"algbw <= {summary['algbw_gbps_max']:.1f} GB/s)"
+               + ("  with in-network reduction" if b.without_in_network is not None else ""))
+    if b.without_in_network is not None:
+        plain = b.without_in_network / b.rounds_per_chunk
+        click.echo(f"  rounds per chunk >= {b.without_in_network}  without it (the switches "
+                   f"buy up to {float(plain):.2f} x)")
     if b.note:
         click.echo(f"  note: {b.note}")
 

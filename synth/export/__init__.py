@@ -80,6 +80,11 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
 MAX_EXPANDED_SENDS = 200_000  # a pipeline no runtime loop can express, unrolled at most
 
 
+# what a format without switch channels says of a version 3 schedule
+IN_NETWORK = ("the schedule has switch operations (multicast, switch_reduce: version 3), "
+              "which MSCCL XML and synth's MSCCL++ plans cannot express yet")
+
+
 def runtime_form(schedule):
     """(a version 1 schedule to lower, a note for the summary). A pipeline becomes its
     batch program, a collective of its own on a P-th of the chunks (synth.schedule.
@@ -90,6 +95,8 @@ def runtime_form(schedule):
     from synth.schedule.file import verified
     from synth.schedule.transform import one_batch
 
+    if schedule.in_network:
+        raise BadInput(IN_NETWORK)
     if schedule.pipeline is None:
         return schedule.expanded(), ""
     batch = one_batch(schedule)

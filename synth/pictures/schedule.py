@@ -78,6 +78,7 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
     a cell (node slot{i}_{t}, class "slot") labelled b where batch b runs program step i
     in step t.
     """
+    schedule = schedule.as_sends()  # a switch operation: its sends, link by link
     if color not in COLOR_MODES:
         raise BadInput(f"unknown colouring '{color}' (expected chunk or origin)")
     coll, model, pipe = schedule.collective, schedule.model, schedule.pipeline

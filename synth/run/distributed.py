@@ -51,6 +51,9 @@ def run(path: str | Path, nproc: int | None, nbytes: int, iters: int, backend: s
     check_first=False skips that, to test the runner's own numeric check."""
     # bad files fail here, before any process starts (an invalid one: exit 1)
     schedule = read_verified(path) if check_first else read_schedule(path)
+    if schedule.in_network:
+        raise BadInput(f"{Path(path).name}: synth run has no switch to emulate yet: the "
+                       "schedule has switch operations (version 3)")
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # started by torchrun
         missing = [v for v in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(v)]
         if missing:

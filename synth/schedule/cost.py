@@ -44,7 +44,9 @@ def step_alpha_us(schedule: Schedule, step_index: int) -> float:
 
 def _program_alphas(schedule: Schedule) -> list[float]:
     links = schedule.model.link
-    return [max((links[(s.src, s.dst)].alpha_us for s in step.sends), default=0.0)
+    return [max([links[(s.src, s.dst)].alpha_us for s in step.sends]
+                + [links[pair].alpha_us for op in step.switch_ops for pair in op.pairs()],
+                default=0.0)
             for step in schedule.steps]
 
 

@@ -15,12 +15,13 @@ from synth.errors import BadInput
 from synth.files import SCHEDULE_LIMIT, load_json, quote, write_atomic
 from synth.schedule.collectives import make_collective
 from synth.schedule.cost import cost_summary
-from synth.schedule.ir import Pipeline, Schedule, Send, Step
+from synth.schedule.ir import Pipeline, Schedule, Send, Step, SwitchOp
 from synth.schedule.verify import ScheduleInvalid, verify_schedule
-from synth.topology.linkmodel import Group, LinkModel, RankLink
+from synth.topology.linkmodel import Group, LinkModel, RankLink, Switch
 
 FORMAT = "synth.schedule"
-VERSIONS = (1, 2)
+VERSIONS = (1, 2, 3)
+SWITCH_OPS = ("multicast", "switch_reduce")
 MAX_ROUNDS = 10 ** 9  # a step's rounds, as the verifier allows
 
 
@@ -30,14 +31,14 @@ def schedule_to_dict(schedule: Schedule) -> dict:
     coll, model = schedule.collective, schedule.model
     compact = schedule.compact
     doc = {
-        "format": FORMAT, "version": 2 if compact else 1,
+        "format": FORMAT, "version": 3 if schedule.in_network else 2 if compact else 1,
         "collective": coll.name, "root": coll.root,
         "ranks": coll.ranks, "chunks": coll.chunks, "num_chunks": coll.num_chunks,
         "topology": model_to_dict(model),
         "pre": _condition(coll.pre_ranges(), compact),
         "post": _condition(coll.post_ranges(), compact),
-        "steps": [{"rounds": s.rounds, "sends": [_send(x) for x in s.sends]}
-                  for s in schedule.steps],
+        "steps": [{"rounds": s.rounds, "sends": [_send(x) for x in s.sends]
+                   + [_switch_op(x) for x in s.switch_ops]} for s in schedule.steps],
     }
     if schedule.pipeline is not None:
         p = schedule.pipeline
@@ -52,6 +53,13 @@ def _send(x: Send) -> dict:
     if x.count == 1:
         return {"chunk": x.chunk, "src": x.src, "dst": x.dst, "op": x.op}
     return {"chunk": x.chunk, "count": x.count, "src": x.src, "dst": x.dst, "op": x.op}
+
+
+def _switch_op(x: SwitchOp) -> dict:
+    ends = ({"src": x.srcs[0], "dsts": list(x.dsts)} if x.op == "multicast" else
+            {"srcs": list(x.srcs), "dst": x.dsts[0]})
+    return {"chunk": x.chunk, **({"count": x.count} if x.count > 1 else {}), **ends,
+            "via": x.via, "op": x.op}
 
 
 def _condition(ranges, compact: bool) -> list[list[int]]:
@@ -71,6 +79,9 @@ def model_to_dict(model: LinkModel) -> dict:
     }
     if model.boxes:  # an extra key (readers ignore keys they do not know)
         doc["boxes"] = list(model.boxes)
+    if model.switches:  # what version 3's switch operations may use
+        doc["switches"] = [{"name": w.name, "can": list(w.can),
+                            "links": [list(p) for p in w.links]} for w in model.switches]
     return doc
 
 
@@ -80,12 +91,15 @@ def schedule_from_dict(doc: dict) -> Schedule:
     (the verifier checks that the file's lists agree)."""
     try:
         if doc.get("format") != FORMAT or doc.get("version") not in VERSIONS:
-            raise BadInput(f"not a {FORMAT} file of version 1 or 2")
+            raise BadInput(f"not a {FORMAT} file of version 1, 2 or 3")
         coll = make_collective(doc["collective"], _int(doc["ranks"]), _int(doc["chunks"]),
                                doc.get("root"))
         model = model_from_dict(doc["topology"], coll.ranks)
         steps = tuple(Step(_int(s["rounds"], 1, MAX_ROUNDS),
-                           tuple(_read_send(x, coll) for x in s["sends"]))
+                           tuple(_read_send(x, coll) for x in s["sends"]
+                                 if x.get("op") not in SWITCH_OPS),
+                           tuple(_read_switch_op(x, coll) for x in s["sends"]
+                                 if x.get("op") in SWITCH_OPS))
                       for s in doc["steps"])
         pipeline = None
         if "pipeline" in doc:
@@ -109,6 +123,17 @@ def _read_send(x: dict, coll) -> Send:
                 _int(x["dst"], 0, coll.ranks - 1), _op(x.get("op", "copy")), count)
 
 
+def _read_switch_op(x: dict, coll) -> SwitchOp:
+    count = _int(x.get("count", 1), 1, coll.num_chunks)
+    rank = lambda r: _int(r, 0, coll.ranks - 1)  # noqa: E731
+    if x["op"] == "multicast":
+        srcs, dsts = (rank(x["src"]),), tuple(rank(d) for d in x["dsts"])
+    else:
+        srcs, dsts = tuple(rank(r) for r in x["srcs"]), (rank(x["dst"]),)
+    return SwitchOp(x["op"], _int(x["chunk"], 0, coll.num_chunks - count), srcs, dsts,
+                    str(x["via"]), count)
+
+
 def model_from_dict(doc: dict, ranks: int) -> LinkModel:
     links = tuple(RankLink(_int(l[0]), _int(l[1]), _fraction(l[2]),
                            _finite(l[3]) if len(l) > 3 else 0.0) for l in doc["links"])
@@ -120,7 +145,11 @@ def model_from_dict(doc: dict, ranks: int) -> LinkModel:
     boxes = tuple(_int(b, 0) for b in doc.get("boxes", ()))
     if boxes and len(boxes) != ranks:
         raise BadInput(f"schedule file: topology.boxes names {len(boxes)} ranks, not {ranks}")
-    return LinkModel(str(doc.get("name", "custom")), unit, ranks, links, groups, boxes)
+    switches = tuple(Switch(str(w["name"]), tuple(str(c) for c in w["can"]),
+                            tuple((_int(a), _int(b)) for a, b in w["links"]))
+                     for w in doc.get("switches", []))
+    return LinkModel(str(doc.get("name", "custom")), unit, ranks, links, groups, boxes,
+                     switches)
 
 
 def write_schedule(schedule: Schedule, path: str | Path, follow_links: bool = True) -> Path:

@@ -36,10 +36,33 @@ class Send:
         return range(self.chunk, self.chunk + self.count)
 
 
+@dataclass(frozen=True, slots=True)
+class SwitchOp:
+    """An operation computed in a switch (version 3 of the file; README, "In-network
+    reduction"). `multicast`: chunks of the one src, copied to every dst, paying the
+    src's port once. `switch_reduce`: every src's chunks added into the one dst (which
+    must hold a value, its own or a partial sum), paying the dst's port once."""
+
+    op: str  # "multicast" or "switch_reduce"
+    chunk: int
+    srcs: tuple[int, ...]  # one for multicast
+    dsts: tuple[int, ...]  # one for switch_reduce
+    via: str  # the switch (LinkModel.switches) that computes it
+    count: int = 1
+
+    def chunks(self) -> range:
+        return range(self.chunk, self.chunk + self.count)
+
+    def pairs(self) -> list[tuple[int, int]]:
+        """The rank links it uses: src to each dst, or each src (but dst) to dst."""
+        return [(s, d) for s in self.srcs for d in self.dsts if s != d]
+
+
 @dataclass(frozen=True)
 class Step:
     rounds: int
     sends: tuple[Send, ...]
+    switch_ops: tuple[SwitchOp, ...] = ()
 
     @property
     def load(self) -> int:
@@ -79,8 +102,13 @@ class Schedule:
     @property
     def compact(self) -> bool:
         """Whether it uses a version 2 form (ranged sends or a pipeline)."""
-        return self.pipeline is not None or any(x.count != 1 for s in self.steps
-                                                for x in s.sends)
+        return self.pipeline is not None or any(
+            x.count != 1 for s in self.steps for x in s.sends + s.switch_ops)
+
+    @property
+    def in_network(self) -> bool:
+        """Whether a switch computes part of it (version 3: switch operations)."""
+        return any(s.switch_ops for s in self.steps)
 
     @property
     def batches(self) -> int:
@@ -106,13 +134,35 @@ class Schedule:
             for x in self.steps[i].sends:
                 yield replace(x, chunk=x.chunk + b * shift) if b else x
 
+    def as_sends(self) -> Schedule:
+        """The same data flow with every switch operation written as the sends it stands
+        for (a multicast: a copy to each dst; a switch_reduce: a reduce from each src),
+        for what shows links rather than switches (pictures): link loads are the same,
+        a group's are not (the switch pays a port once)."""
+        if not self.in_network:
+            return self
+        steps = tuple(Step(s.rounds, s.sends + tuple(
+            Send(x.chunk, a, b, "copy" if x.op == "multicast" else "reduce", x.count)
+            for x in s.switch_ops for a, b in x.pairs())) for s in self.steps)
+        return replace(self, steps=steps)
+
+    def step_switch_ops(self, t: int) -> Iterator[SwitchOp]:
+        """The switch operations of expanded step t, chunk ranges kept."""
+        shift = self.pipeline.stride if self.pipeline else 0
+        for b, i in self.active(t):
+            for x in self.steps[i].switch_ops:
+                yield replace(x, chunk=x.chunk + b * shift) if b else x
+
     def expanded(self) -> Schedule:
-        """The same schedule with one send per chunk and no pipeline (version 1): what
-        the compact forms mean. Its size grows with chunks x batches."""
+        """The same schedule with one send per chunk and no pipeline (version 1, or 3
+        with switch operations): what the compact forms mean. Its size grows with
+        chunks x batches."""
         if not self.compact:
             return self
         steps = tuple(Step(self.step_rounds(t),
                            tuple(Send(c, x.src, x.dst, x.op) for x in self.step_sends(t)
-                                 for c in x.chunks()))
+                                 for c in x.chunks()),
+                           tuple(replace(x, chunk=c, count=1)
+                                 for x in self.step_switch_ops(t) for c in x.chunks()))
                       for t in range(self.num_steps))
         return Schedule(self.collective, self.model, steps, dict(self.info))

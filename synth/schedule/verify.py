@@ -28,7 +28,8 @@ from collections import Counter, defaultdict, namedtuple
 
 from synth.errors import BadInput, NoAnswer
 
-FORMAT, VERSIONS = "synth.schedule", (1, 2)
+FORMAT, VERSIONS = "synth.schedule", (1, 2, 3)
+SWITCH_OPS = {"multicast": "multicast", "switch_reduce": "reduce"}  # op: capability
 MAX_RANKS = 4096  # synth's one cap on GPUs (synth.topology.physical.MAX_GPUS)
 MAX_NUMBER = 1e300  # capacities and alphas: finite, and far from a float's end
 MAX_ROUNDS = 10 ** 9  # a step's rounds
@@ -65,9 +66,12 @@ class MalformedSchedule(BadInput):
 # links: {(src, dst): capacity}; groups: [(name, {(src, dst), ...}, capacity)];
 # pre/post: [(rank, chunk, count), ...] as listed; steps: [(rounds, [(chunk, count, src,
 # dst, op), ...])]; pipeline: None or (batches, stride, [rounds of each expanded step]);
-# compact: the file uses a version 2 form (a count, a range in pre/post, a pipeline)
+# compact: the file uses a version 2 form (a count, a range in pre/post, a pipeline);
+# credits: per step, {("credit", group index): chunks} a switch operation's one payment
+# takes off a group it would otherwise pay several times (see _steps); switched: the
+# file uses switch operations (a version 3 form)
 Schedule = namedtuple("Schedule", "collective n c g root links groups pre post steps "
-                                  "version pipeline compact")
+                                  "version pipeline compact credits switched")
 
 
 def conditions(collective, n, c, root):
@@ -194,14 +198,23 @@ def _groups(topo, links):
     return groups
 
 
-def _steps(doc, n):
-    """The steps as (rounds, [(chunk, count, src, dst, op), ...]), and whether any send
-    named a count (a version 2 form)."""
-    steps, counted = [], False
+def _steps(doc, n, switches=None, groups=()):
+    """The steps as (rounds, [(chunk, count, src, dst, op), ...]), whether any send
+    named a count (a version 2 form), each step's group credits and whether any switch
+    operation was used. A switch operation is its sends (multicast: a copy from src to
+    each dst; switch_reduce: a reduce from each src but dst into dst) with one
+    difference in cost: a group holding k > 1 of its links pays count once, not k
+    times, so it gets a credit of (k - 1) x count."""
+    steps, counted, credits, switched = [], False, [], False
+    switches = switches or {}
+    group_of = defaultdict(list)
+    for g, (_, members, _) in enumerate(groups):
+        for link in members:
+            group_of[link].append(g)
     for i, step in enumerate(_get(doc, "steps", "", list, "a list")):
         p = f"steps[{i}]"
         rounds = _int(_get(step, "rounds", p), f"{p}.rounds", 1, MAX_ROUNDS)
-        sends = []
+        sends, credit = [], Counter()
         for j, send in enumerate(_get(step, "sends", p, list, "a list")):
             if type(send) is dict:  # fast path: a well-formed send; else the slow one below
                 chunk, src, dst, op = (send.get("chunk"), send.get("src"), send.get("dst"),
@@ -215,15 +228,79 @@ def _steps(doc, n):
                     continue
             q = f"{p}.sends[{j}]"
             op = _get(send, "op", q)
+            if isinstance(op, str) and op in SWITCH_OPS:
+                switched = True
+                chunk = _int(_get(send, "chunk", q), f"{q}.chunk")
+                count = _int(send["count"], f"{q}.count", 1) if "count" in send else 1
+                pairs = _switch_pairs(send, q, n, op, switches, i)
+                kind = "copy" if op == "multicast" else "reduce"
+                sends += [(chunk, count, src, dst, kind) for src, dst in pairs]
+                shared = Counter(g for link in pairs for g in group_of.get(link, ()))
+                for g, k in shared.items():
+                    if k > 1:
+                        credit[("credit", g)] += (k - 1) * count
+                continue
             if op not in ("copy", "reduce"):
-                _bad(f"{q}.op", f"unknown op {_cut(repr(op))} (expected 'copy' or 'reduce')")
+                _bad(f"{q}.op", f"unknown op {_cut(repr(op))} (expected 'copy', 'reduce', "
+                                "'multicast' or 'switch_reduce')")
             count = _int(send["count"], f"{q}.count", 1) if "count" in send else 1
             counted = counted or "count" in send
             sends.append((_int(_get(send, "chunk", q), f"{q}.chunk"), count,
                           _int(_get(send, "src", q), f"{q}.src", 0, n - 1),
                           _int(_get(send, "dst", q), f"{q}.dst", 0, n - 1), op))
         steps.append((rounds, sends))
-    return steps, counted
+        credits.append(credit)
+    return steps, counted, credits, switched
+
+
+def _switch_pairs(send, q, n, op, switches, i):
+    """The (src, dst) links of one switch operation, once its switch can do it and
+    every link passes through that switch (ScheduleInvalid otherwise)."""
+    if op == "multicast":
+        src = _int(_get(send, "src", q), f"{q}.src", 0, n - 1)
+        dsts = [_int(d, f"{q}.dsts[{k}]", 0, n - 1)
+                for k, d in enumerate(_get(send, "dsts", q, list, "a list"))]
+        pairs = [(src, d) for d in dsts]
+    else:
+        dst = _int(_get(send, "dst", q), f"{q}.dst", 0, n - 1)
+        srcs = [_int(r, f"{q}.srcs[{k}]", 0, n - 1)
+                for k, r in enumerate(_get(send, "srcs", q, list, "a list"))]
+        pairs = [(r, dst) for r in srcs if r != dst]
+    if not pairs or len(set(pairs)) != len(pairs):
+        _bad(q, f"a {op} needs distinct ranks besides its {'src' if op == 'multicast' else 'dst'}")
+    via = _get(send, "via", q, str, "a string")
+    if via not in switches:
+        raise ScheduleInvalid(f"a {op} via {_cut(repr(via))}, which is no switch of "
+                              "topology.switches", i)
+    can, links = switches[via]
+    if SWITCH_OPS[op] not in can:
+        raise ScheduleInvalid(f"a {op} via {_cut(repr(via))}, a switch that cannot "
+                              f"{SWITCH_OPS[op]}", i)
+    outside = next((pair for pair in pairs if pair not in links), None)
+    if outside is not None:
+        raise ScheduleInvalid(f"a {op} via {_cut(repr(via))} uses {outside[0]}->{outside[1]}, "
+                              "which does not pass through that switch", i, None, outside)
+    return pairs
+
+
+def _switches(topo, links):
+    """{name: (capabilities, links through it)} of topology.switches (version 3)."""
+    out = {}
+    for i, sw in enumerate(_typed(topo.get("switches", []), list, "topology.switches",
+                                  "a list")):
+        p = f"topology.switches[{i}]"
+        name = _get(sw, "name", p, str, "a string")
+        can = set(_get(sw, "can", p, list, "a list"))
+        members = set()
+        for j, link in enumerate(_get(sw, "links", p, list, "a list")):
+            if not isinstance(link, list) or len(link) != 2:
+                _bad(f"{p}.links[{j}]", "expected [src, dst]")
+            link = (_int(link[0], f"{p}.links[{j}][0]"), _int(link[1], f"{p}.links[{j}][1]"))
+            if link not in links:
+                _bad(f"{p}.links[{j}]", f"{link[0]}->{link[1]} is not in topology.links")
+            members.add(link)
+        out[name] = (can, members)
+    return out
 
 
 def _pipeline(doc):
@@ -244,7 +321,7 @@ def parse(doc):
         _bad("format", f"expected {FORMAT!r}, got {_cut(repr(doc['format']))}")
     version = _int(_get(doc, "version", ""), "version")
     if version not in VERSIONS:
-        _bad("version", f"expected 1 or 2, got {_cut(repr(doc['version']))}")
+        _bad("version", f"expected 1, 2 or 3, got {_cut(repr(doc['version']))}")
     coll = _get(doc, "collective", "")
     if not isinstance(coll, str) or coll not in _TABLE:
         _bad("collective", f"unknown collective {_cut(repr(coll))} (expected one of "
@@ -259,12 +336,13 @@ def parse(doc):
         _bad("root", f"{coll} takes no root")
     topo = _get(doc, "topology", "", dict, "an object")
     links = _links(topo, n)
+    groups = _groups(topo, links)
     (pre, ranged_pre), (post, ranged_post) = _pairs(doc, "pre", n), _pairs(doc, "post", n)
-    steps, counted = _steps(doc, n)
+    steps, counted, credits, switched = _steps(doc, n, _switches(topo, links), groups)
     pipeline = _pipeline(doc)
     compact = pipeline is not None or ranged_pre or ranged_post or counted
-    return Schedule(coll, n, c, g, root, links, _groups(topo, links), pre, post, steps,
-                    version, pipeline, compact)
+    return Schedule(coll, n, c, g, root, links, groups, pre, post, steps, version,
+                    pipeline, compact, credits, switched)
 
 
 # --- semantics: everything here raises ScheduleInvalid ------------------------------
@@ -276,6 +354,9 @@ def _share_size(s):
 
 
 def _check_version(s):
+    if s.version < 3 and s.switched:
+        raise ScheduleInvalid(f"a version {s.version} file uses switch operations, a "
+                              "version 3 form")
     if s.version == 1 and s.compact:
         what = ("a pipeline" if s.pipeline is not None else
                 "chunk ranges (a count, or [rank, chunk, count] in pre or post)")
@@ -482,7 +563,7 @@ def simulate(s, state, cuts=None):
                 writes.setdefault((dst, k), []).append((op, src, state[(src, k)]))
         merged = {key: _merge(i, *key, w, state.get(key)) for key, w in writes.items()}
         if s.pipeline is None:
-            _check_loads(s, i, rounds, _loads(sends))
+            _check_loads(s, i, rounds, _loads(sends) + s.credits[i])
         state.update(merged)
     return state
 
@@ -517,7 +598,7 @@ def _check_expanded_loads(s):
     """Each expanded step carries the loads of the batches active in it: a sliding sum
     over the program's steps (a window of `batches` of them)."""
     batches, _, rounds = s.pipeline
-    program = [_loads(sends) for _, sends in s.steps]
+    program = [_loads(sends) + credit for (_, sends), credit in zip(s.steps, s.credits)]
     for i, (own, use) in enumerate(zip((r for r, _ in s.steps), program)):
         _check_loads(s, i, own, use, " (one batch alone: the program's own rounds)")
     # expanded step t runs program steps lo..hi; a long pipeline repeats the same full
@@ -551,10 +632,14 @@ def _rounds_needed(s, use):
 
 
 def _group_loads(s, use) -> Counter:
-    """{group index: chunks its links carry} for the link loads `use`."""
+    """{group index: chunks its links carry} for the link loads `use`, less the
+    credits of switch operations in it."""
     load = Counter()
     of = _groups_of(s)
     for link, count in use.items():
+        if link[0] == "credit":
+            load[link[1]] -= count
+            continue
         for g in of.get(link, ()):
             load[g] += count
     return load

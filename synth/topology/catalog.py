@@ -201,11 +201,12 @@ def join_boxes(box: Topology, k: int, name: str) -> Topology:
         raise BadInput(f"{name}: expected between 1 and {MAX_GPUS // box.ranks} boxes "
                        f"({MAX_GPUS} GPUs at most)")
     net = box.network
+    can = ("multicast", "reduce") if net.sharp else ()  # InfiniBand SHARP, when asked
     if net.fabric == "single-switch":
-        switches = [Vertex("net", "net_switch", None)]
+        switches = [Vertex("net", "net_switch", None, can=can)]
         switch_of = {nic: "net" for nic in nics}
     else:
-        switches = [Vertex(f"rail{j}", "net_switch", None) for j in range(len(nics))]
+        switches = [Vertex(f"rail{j}", "net_switch", None, can=can) for j in range(len(nics))]
         switch_of = {nic: f"rail{j}" for j, nic in enumerate(nics)}
 
     def local(b, v):

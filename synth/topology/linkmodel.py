@@ -53,6 +53,16 @@ class Group:
 
 
 @dataclass(frozen=True)
+class Switch:
+    """A switch that computes in the network (NVLS, SHARP): what it can do ("reduce",
+    "multicast") and the rank links whose routes pass through it."""
+
+    name: str
+    can: tuple[str, ...]
+    links: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
 class LinkModel:
     name: str
     unit_gbps: float
@@ -60,6 +70,7 @@ class LinkModel:
     links: tuple[RankLink, ...]
     groups: tuple[Group, ...] = ()
     boxes: tuple[int, ...] = ()  # each rank's machine (NAMExK), empty when one box
+    switches: tuple[Switch, ...] = ()  # the capable switches; sub-models leave them out
 
     @cached_property
     def link(self) -> dict[tuple[int, int], RankLink]:
@@ -159,8 +170,15 @@ def lower_with_routes(topo: Topology, deadline: float | None = None) -> Lowering
     groups.sort(key=lambda g: g.name)
     box_of = {v.name: v.box for v in topo.vertices}
     boxes = tuple(box_of[g] for g in gpus) if topo.boxes > 1 else ()
+    capable = {v.name: v.can for v in topo.vertices if v.can}
+    through = defaultdict(list)
+    for pair, path in sorted(routes.items()):
+        for v in path[1:-1]:
+            if v in capable:
+                through[v].append(pair)
+    switches = tuple(Switch(v, capable[v], tuple(through[v])) for v in sorted(through))
     model = LinkModel(topo.name, topo.unit_gbps, len(gpus), tuple(links), tuple(groups),
-                      boxes)
+                      boxes, switches)
     return Lowering(topo, model, routes, sources)
 
 

@@ -22,6 +22,8 @@ NIC = "nic"
 SWITCH_KINDS = ("nvswitch", "pcie_switch", "net_switch")
 KINDS = (GPU, NIC) + SWITCH_KINDS
 FABRICS = ("single-switch", "rails")
+CAPABILITIES = ("reduce", "multicast")  # what a switch may do besides forwarding
+CAPABLE_KINDS = ("nvswitch", "net_switch")  # NVLink SHARP (NVLS), InfiniBand SHARP
 MAX_GPUS = 4096  # the one cap on GPUs, for files, generators and NAMExK alike
 MIN_GBPS, MAX_GBPS = 1e-3, 1e6  # GB/s of one lane: outside these, a typo
 MAX_ALPHA_US = 1e6
@@ -36,6 +38,7 @@ class Vertex:
     kind: str
     box: int | None = 0  # its box in a multi-node topology; None: between boxes
     inferred: str = ""  # why an imported vertex is believed to exist ("": read or given)
+    can: tuple[str, ...] = ()  # a switch's in-network operations: "reduce", "multicast"
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class Network:
     fabric: str
     gbps: float
     alpha_us: float = 0.0
+    sharp: bool = False  # the network switches reduce and multicast (InfiniBand SHARP)
 
 
 @dataclass(frozen=True)
@@ -149,12 +153,13 @@ def topology_from_dict(doc: dict) -> Topology:
     for i, s in enumerate(_list(doc.get("switches", []), "switches")):
         if not isinstance(s, dict):
             raise BadInput(f"switches[{i}]: expected a mapping with name and kind")
-        _check_keys(s, {"name", "kind", "inferred"}, f"switches[{i}]")
+        _check_keys(s, {"name", "kind", "inferred", "can"}, f"switches[{i}]")
         kind = s.get("kind")
         if kind not in SWITCH_KINDS:
             raise BadInput(f"switches[{i}].kind: expected one of {', '.join(SWITCH_KINDS)}")
         vertices.append(Vertex(_string(s.get("name"), f"switches[{i}].name"), kind,
-                               inferred=_text(s.get("inferred", ""), f"switches[{i}].inferred")))
+                               inferred=_text(s.get("inferred", ""), f"switches[{i}].inferred"),
+                               can=_capabilities(s.get("can", []), kind, f"switches[{i}]")))
     for i, n in enumerate(_list(doc.get("nics", []), "nics")):
         vertices.append(Vertex(_string(n, f"nics[{i}]"), NIC))
     if len(vertices) > MAX_VERTICES:
@@ -220,12 +225,28 @@ def _parse_link(entry, where: str, names: set[str]) -> list[Link]:
 def _parse_network(doc) -> Network:
     if not isinstance(doc, dict):
         raise BadInput("network: expected a mapping with fabric, gbps, alpha_us")
-    _check_keys(doc, {"fabric", "gbps", "alpha_us"}, "network")
+    _check_keys(doc, {"fabric", "gbps", "alpha_us", "sharp"}, "network")
     if doc.get("fabric") not in FABRICS:
         raise BadInput(f"network.fabric: expected one of {', '.join(FABRICS)}")
     alpha = _non_negative(doc.get("alpha_us", 0.0), "network.alpha_us", MAX_ALPHA_US)
+    sharp = doc.get("sharp", False)
+    if not isinstance(sharp, bool):
+        raise BadInput(f"network.sharp: expected true or false, got {quote(sharp)}")
     return Network(doc["fabric"], _positive(doc.get("gbps"), "network.gbps", MAX_GBPS),
-                   alpha)
+                   alpha, sharp)
+
+
+def _capabilities(x, kind: str, where: str) -> tuple[str, ...]:
+    """A switch's `can:` list: known operations, on a kind of switch that has them."""
+    names = _list(x, f"{where}.can")
+    for name in names:
+        if name not in CAPABILITIES:
+            raise BadInput(f"{where}.can: unknown capability {quote(name)} (expected "
+                           f"{' or '.join(CAPABILITIES)})")
+    if names and kind not in CAPABLE_KINDS:
+        raise BadInput(f"{where}.can: a {kind} cannot {names[0]}: only an NVSwitch (NVLink "
+                       "SHARP) or a network switch (InfiniBand SHARP) computes in the network")
+    return tuple(sorted(set(names)))
 
 
 def validate(topo: Topology) -> None:

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""In-network reduction (NVLS): allreduce on dgxh100 with and without the switch's help.
+
+    python bench/bench_in_network.py [--out bench/results/in-network-DATE] [--time-limit 60]
+
+Runs `synth allreduce --topo T --json` in a child process for T = dgxh100 (its NVSwitch
+declares `can: [reduce, multicast]`) and for the same file with that line removed, side
+by side in one run. Records per run: wall seconds, the bounds (with and without
+in-network reduction), the best frontier point with switch operations and the best
+without (ratio to the in-network bound, algbw in the model at 1 GB), and the speed-up
+between them. Issue 18's goals: the NVLS end within 1.02 x the in-network bound, at
+least 1.7 x the algbw of the best schedule without it, and synthesis no slower than
+without switch operations. A benchmark, not a test: it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from machine import cpu_name, memory_gib  # bench/machine.py
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+GB = 1 << 30
+
+
+def run(topo: str, time_limit: float, out: Path) -> dict:
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "synth", "allreduce", "--topo", topo,
+                           "--time-limit", f"{time_limit:g}", "--json", "--no-progress",
+                           "--out", str(out)], capture_output=True, text=True, cwd=REPO)
+    wall = time.perf_counter() - start
+    summary = json.loads(done.stdout)
+    points = summary["frontier"]
+
+    def algbw(p):  # GB/s at n = 1 GB in the model: n / (latency + us/MB x n)
+        seconds = (p["latency_us"] + p["us_per_mb"] * GB / 1e6) * 1e-6
+        return GB / seconds / 1e9
+
+    nvls = [p for p in points if p["method"].startswith("in-network")]
+    plain = [p for p in points if not p["method"].startswith("in-network")]
+    best = lambda ps: min(ps, key=lambda p: p["ratio_to_bound"]) if ps else None  # noqa: E731
+    b_nvls, b_plain = best(nvls), best(plain)
+    return {"topology": topo, "wall_s": round(wall, 2), "exit": done.returncode,
+            "bound": summary["bounds"]["rounds_per_chunk"],
+            "bound_without": summary["bounds"].get("without_in_network"),
+            "best_nvls": b_nvls and {k: b_nvls[k] for k in ("steps", "ratio_to_bound", "method")}
+            | {"algbw_1gb": round(algbw(b_nvls), 1)},
+            "best_plain": b_plain and {k: b_plain[k] for k in ("steps", "ratio_to_bound",
+                                                               "method")}
+            | {"algbw_1gb": round(algbw(b_plain), 1)},
+            "nvls_64_batches": next((p["ratio_to_bound"] for p in nvls
+                                     if p["method"].endswith("64 batches")), None)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", help="PREFIX for PREFIX.json and PREFIX.md")
+    ap.add_argument("--time-limit", type=float, default=60.0)
+    args = ap.parse_args()
+    date = subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, cwd=REPO).stdout.strip()
+    with tempfile.TemporaryDirectory() as tmp:
+        plain_file = Path(tmp) / "dgxh100-no-nvls.yaml"
+        text = (REPO / "topologies" / "dgxh100.yaml").read_text()
+        plain_file.write_text(text.replace(", can: [reduce, multicast]", "")
+                              .replace("name: dgxh100", "name: dgxh100-no-nvls"))
+        runs = [run("dgxh100", args.time_limit, Path(tmp) / "a"),
+                run(str(plain_file), args.time_limit, Path(tmp) / "b")]
+    nv, pl = runs
+    speedup = nv["best_nvls"]["algbw_1gb"] / pl["best_plain"]["algbw_1gb"]
+    within = nv["nvls_64_batches"]
+    lines = [f"# In-network reduction (NVLS), {date}", "",
+             f"`python3 bench/bench_in_network.py`, commit {commit}, {cpu_name()}, "
+             f"{memory_gib()} GiB, Python {platform.python_version()}; `synth allreduce "
+             f"--time-limit {args.time_limit:g}` in a child process, the two runs one after "
+             "the other.", "",
+             "## Goals (issue 18)", "",
+             f"- NVLS end within 1.02 x the in-network bound: **"
+             f"{'met' if within is not None and within <= 1.02 else 'missed'}** (64 batches: "
+             f"{within}; best: {nv['best_nvls']['ratio_to_bound']:.4f} at "
+             f"{nv['best_nvls']['steps']} steps)",
+             f"- at least 1.7 x the algbw of the best schedule without it (model, 1 GB): **"
+             f"{'met' if speedup >= 1.7 else 'missed'}** ({speedup:.3f} x: "
+             f"{nv['best_nvls']['algbw_1gb']} against {pl['best_plain']['algbw_1gb']} GB/s)",
+             f"- synthesis no slower than without switch operations: **"
+             f"{'met' if nv['wall_s'] <= pl['wall_s'] * 1.05 else 'missed'}** "
+             f"({nv['wall_s']} s against {pl['wall_s']} s, ratio "
+             f"{nv['wall_s'] / pl['wall_s']:.2f}; both include the exact search's time limit "
+             "where it runs that long)", "",
+             "| topology | wall s | bound (rounds/chunk) | bound without | best point | "
+             "x bound | algbw at 1 GB |", "| --- | ---: | --- | --- | --- | ---: | ---: |"]
+    for r in runs:
+        for key in ("best_nvls", "best_plain"):
+            p = r[key]
+            if p:
+                lines.append(f"| {Path(r['topology']).stem} | {r['wall_s']} | {r['bound']} | "
+                             f"{r['bound_without'] or '-'} | {p['method']} ({p['steps']} "
+                             f"steps) | {p['ratio_to_bound']:.4f} | {p['algbw_1gb']} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        Path(f"{args.out}.json").write_text(json.dumps({"date": date, "commit": commit,
+                                                        "runs": runs}, indent=1) + "\n")
+        Path(f"{args.out}.md").write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

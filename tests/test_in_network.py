@@ -1,0 +1,151 @@
+"""In-network reduction: switches that reduce and multicast (NVLS), version 3 files.
+
+Hand-built schedules check the semantics README states (a switch operation is its
+sends for the data, and pays a port once however many ranks it reaches); each way one
+can be wrong must fail; the NVLS allreduce synth builds must verify and reach the
+in-network bound.
+"""
+
+import copy
+import json
+from fractions import Fraction
+
+import pytest
+import yaml
+
+from synth.bounds import bounds
+from synth.construct.in_network import nvls_search
+from synth.schedule.collectives import make_collective
+from synth.schedule.file import schedule_from_dict, schedule_to_dict
+from synth.schedule.verify import ScheduleInvalid, verify_schedule
+from synth.search.pareto import Limits
+from synth.topology.catalog import resolve
+from synth.topology.linkmodel import lower_with_routes
+from tests.test_reliability import one_line, synth_cli
+
+N = 4
+PAIRS = [[a, b] for a in range(N) for b in range(N) if a != b]
+
+
+def nvls_doc(rounds=(3, 3), version=3, can=("reduce", "multicast")):
+    """Allreduce on 4 GPUs around one switch (one lane each way per GPU), 4 chunks:
+    the switch sums chunk r into rank r, then rank r multicasts it to the others. Each
+    GPU's port sends 3 chunks in each step (one per operation it takes part in)."""
+    everyone = list(range(N))
+    return {
+        "format": "synth.schedule", "version": version, "collective": "allreduce",
+        "root": None, "ranks": N, "chunks": N, "num_chunks": N,
+        "topology": {
+            "name": "hand", "unit_gbps": 25.0,
+            "links": [[a, b, 1] for a, b in PAIRS],
+            "groups": [{"name": f"up{a}", "links": [[a, b] for b in everyone if b != a],
+                        "capacity": 1} for a in everyone]
+            + [{"name": f"down{b}", "links": [[a, b] for a in everyone if a != b],
+                "capacity": 1} for b in everyone],
+            "switches": [{"name": "sw", "can": list(can), "links": PAIRS}]},
+        "pre": [[r, c] for r in everyone for c in range(N)],
+        "post": [[r, c] for r in everyone for c in range(N)],
+        "steps": [
+            {"rounds": rounds[0], "sends": [{"chunk": r, "srcs": everyone, "dst": r,
+                                             "via": "sw", "op": "switch_reduce"}
+                                            for r in everyone]},
+            {"rounds": rounds[1], "sends": [{"chunk": r, "src": r,
+                                             "dsts": [d for d in everyone if d != r],
+                                             "via": "sw", "op": "multicast"}
+                                            for r in everyone]}]}
+
+
+def test_a_hand_built_nvls_allreduce_passes_and_pays_each_port_once_per_operation():
+    verify_schedule(nvls_doc())
+    # one chunk: the switch sums it into rank 0 (rank 0's downlink takes 3 links of
+    # it, paid once), then rank 0 multicasts it (its uplink paid once): 1 round each,
+    # where plain sends would need 3 in each step
+    doc = nvls_doc(rounds=(1, 1))
+    doc.update(chunks=1, num_chunks=1, pre=[[r, 0] for r in range(N)],
+               post=[[r, 0] for r in range(N)])
+    for step in doc["steps"]:
+        step["sends"] = step["sends"][:1]
+    verify_schedule(doc)
+    plain = copy.deepcopy(doc)
+    plain["version"] = 1
+    plain["steps"][0]["sends"] = [{"chunk": 0, "src": r, "dst": 0, "op": "reduce"}
+                                  for r in range(1, N)]
+    plain["steps"][1]["sends"] = [{"chunk": 0, "src": 0, "dst": d, "op": "copy"}
+                                  for d in range(1, N)]
+    with pytest.raises(ScheduleInvalid, match="over its capacity 1 x 1 rounds"):
+        verify_schedule(plain)
+
+
+def test_each_way_an_in_network_schedule_can_be_wrong_is_caught():
+    def broken(edit):
+        doc = nvls_doc()
+        edit(doc)
+        return doc
+
+    def twice(doc):  # rank 1's contribution reduced into rank 0 a second time
+        doc["steps"].insert(1, {"rounds": 1, "sends": [
+            {"chunk": 0, "srcs": [0, 1], "dst": 0, "via": "sw", "op": "switch_reduce"}]})
+
+    def over(doc):  # 3 multicasts leave each port: 2 rounds are not enough
+        doc["steps"][1]["rounds"] = 2
+
+    def unable(doc):  # the switch only forwards and multicasts
+        doc["topology"]["switches"][0]["can"] = ["multicast"]
+
+    def elsewhere(doc):  # a link that does not pass through the switch
+        doc["topology"]["switches"][0]["links"] = PAIRS[1:]
+
+    cases = [(twice, "counts the contribution of ranks [1] twice"),
+             (over, "over its capacity 1 x 2 rounds"),
+             (unable, "a switch that cannot reduce"),
+             (elsewhere, "does not pass through that switch"),
+             (lambda d: d.update(version=2), "a version 2 file uses switch operations")]
+    for edit, message in cases:
+        with pytest.raises(ScheduleInvalid, match=message.replace("[", r"\[")):
+            verify_schedule(broken(edit))
+
+
+def test_nvls_allreduce_on_dgxh100_reaches_the_in_network_bound():
+    lowering = lower_with_routes(resolve("dgxh100"))
+    b = bounds(lowering, make_collective("allreduce", 8))
+    search = nvls_search(lowering.model, Limits(max_steps=65))
+    deepest = search.points[0].schedule  # add_pipelines builds the deepest first
+    assert deepest.batches == 64 and deepest.in_network
+    ratio = Fraction(deepest.rounds, deepest.collective.chunks)
+    assert ratio / b.rounds_per_chunk < Fraction(102, 100)  # within 1.02 x
+    assert b.without_in_network / ratio > Fraction(17, 10)  # 1.7 x any plain schedule
+    doc = schedule_to_dict(deepest)
+    assert doc["version"] == 3 and doc["topology"]["switches"][0]["can"] == [
+        "multicast", "reduce"]
+    verify_schedule(doc)
+    again = schedule_from_dict(json.loads(json.dumps(doc)))
+    assert again.steps == deepest.steps and again.model == deepest.model
+    verify_schedule(schedule_to_dict(deepest.expanded()))  # version 3 without the compact forms
+
+
+def test_cli_frontier_uses_the_switch_and_exporters_refuse_it_with_one_line(tmp_path):
+    made = synth_cli("allreduce", "--topo", "dgxh100", "--time-limit", "20", "--out",
+                     str(tmp_path / "out"), "--json")
+    assert made.returncode == 0, made.stderr[-2000:]
+    summary = json.loads(made.stdout)
+    assert summary["bounds"]["rounds_per_chunk"] == "1/18"
+    assert summary["bounds"]["without_in_network"] == "7/72"
+    nvls = [p for p in summary["frontier"] if p["method"].startswith("in-network")]
+    assert nvls and min(p["ratio_to_bound"] for p in nvls) < 1.01
+    path = nvls[0]["file"]
+    assert synth_cli("verify", path).returncode == 0
+    refused = synth_cli("export", path, "--to", "msccl-xml", "-o", str(tmp_path / "x.xml"))
+    assert "cannot express" in one_line(refused, 2)
+
+
+@pytest.mark.parametrize("switch, message", [
+    ({"name": "p", "kind": "pcie_switch", "can": ["reduce"]}, "a pcie_switch cannot reduce"),
+    ({"name": "s", "kind": "nvswitch", "can": ["teleport"]}, "unknown capability 'teleport'"),
+])
+def test_bad_capabilities_get_one_line_and_exit_2(tmp_path, switch, message):
+    doc = {"name": "bad", "gpus": 2, "switches": [switch],
+           "links": [{"between": ["gpu0", switch["name"]], "gbps": 25},
+                     {"between": ["gpu1", switch["name"]], "gbps": 25}]}
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(copy.deepcopy(doc)))
+    assert message in one_line(synth_cli("topo", "show", str(path)), 2)
