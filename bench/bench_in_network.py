@@ -29,6 +29,7 @@ from machine import cpu_name, memory_gib  # bench/machine.py
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 GB = 1 << 30
+REPEATS = 5
 
 
 def run(topo: str, time_limit: float, out: Path) -> dict:
@@ -46,7 +47,7 @@ def run(topo: str, time_limit: float, out: Path) -> dict:
 
     nvls = [p for p in points if p["method"].startswith("in-network")]
     plain = [p for p in points if not p["method"].startswith("in-network")]
-    best = lambda ps: min(ps, key=lambda p: p["ratio_to_bound"]) if ps else None  # noqa: E731
+    best = lambda ps: max(ps, key=algbw) if ps else None  # noqa: E731  (at 1 GB)
     b_nvls, b_plain = best(nvls), best(plain)
     return {"topology": topo, "wall_s": round(wall, 2), "exit": done.returncode,
             "bound": summary["bounds"]["rounds_per_chunk"],
@@ -57,7 +58,8 @@ def run(topo: str, time_limit: float, out: Path) -> dict:
                                                                "method")}
             | {"algbw_1gb": round(algbw(b_plain), 1)},
             "nvls_64_batches": next((p["ratio_to_bound"] for p in nvls
-                                     if p["method"].endswith("64 batches")), None)}
+                                     if p["method"].endswith("64 batches")), None),
+            "nvls_closest": min((p["ratio_to_bound"] for p in nvls), default=None)}
 
 
 def main() -> int:
@@ -73,8 +75,15 @@ def main() -> int:
         text = (REPO / "topologies" / "dgxh100.yaml").read_text()
         plain_file.write_text(text.replace(", can: [reduce, multicast]", "")
                               .replace("name: dgxh100", "name: dgxh100-no-nvls"))
-        runs = [run("dgxh100", args.time_limit, Path(tmp) / "a"),
-                run(str(plain_file), args.time_limit, Path(tmp) / "b")]
+        # REPEATS of each, alternating, so the machine's load falls on both alike; the
+        # median wall time of each is compared
+        pairs = [(run("dgxh100", args.time_limit, Path(tmp) / f"a{i}"),
+                  run(str(plain_file), args.time_limit, Path(tmp) / f"b{i}"))
+                 for i in range(REPEATS)]
+    runs = list(pairs[0])
+    for r, k in zip(runs, (0, 1)):
+        r["wall_s"] = sorted(p[k]["wall_s"] for p in pairs)[REPEATS // 2]
+        r["walls"] = [p[k]["wall_s"] for p in pairs]
     nv, pl = runs
     speedup = nv["best_nvls"]["algbw_1gb"] / pl["best_plain"]["algbw_1gb"]
     within = nv["nvls_64_batches"]
@@ -86,16 +95,15 @@ def main() -> int:
              "## Goals (issue 18)", "",
              f"- NVLS end within 1.02 x the in-network bound: **"
              f"{'met' if within is not None and within <= 1.02 else 'missed'}** (64 batches: "
-             f"{within}; best: {nv['best_nvls']['ratio_to_bound']:.4f} at "
-             f"{nv['best_nvls']['steps']} steps)",
+             f"{within}; closest: {nv['nvls_closest']:.4f})",
              f"- at least 1.7 x the algbw of the best schedule without it (model, 1 GB): **"
              f"{'met' if speedup >= 1.7 else 'missed'}** ({speedup:.3f} x: "
              f"{nv['best_nvls']['algbw_1gb']} against {pl['best_plain']['algbw_1gb']} GB/s)",
              f"- synthesis no slower than without switch operations: **"
-             f"{'met' if nv['wall_s'] <= pl['wall_s'] * 1.05 else 'missed'}** "
-             f"({nv['wall_s']} s against {pl['wall_s']} s, ratio "
-             f"{nv['wall_s'] / pl['wall_s']:.2f}; both include the exact search's time limit "
-             "where it runs that long)", "",
+             f"{'met' if nv['wall_s'] <= pl['wall_s'] else 'met within 5%' if nv['wall_s'] <= pl['wall_s'] * 1.05 else 'missed'}** "
+             f"(median of {REPEATS}: {nv['wall_s']} s against {pl['wall_s']} s, ratio "
+             f"{nv['wall_s'] / pl['wall_s']:.2f}; all runs {nv['walls']} and {pl['walls']})",
+             "", "Best point: the one with the highest algbw at 1 GB in the model.", "",
              "| topology | wall s | bound (rounds/chunk) | bound without | best point | "
              "x bound | algbw at 1 GB |", "| --- | ---: | --- | --- | --- | ---: | ---: |"]
     for r in runs:
