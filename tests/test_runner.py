@@ -22,6 +22,7 @@ from synth.schedule.ir import Pipeline, Schedule, Step
 from synth.schedule.verify import ScheduleInvalid
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower_with_routes
+from tests.test_in_network import nvls_doc
 
 
 def synth_cli(*args):
@@ -181,7 +182,19 @@ def test_compact_schedules_match_torch(tmp_path):
     # differ (the runner's own check; nothing verifies them here)
     wrong = [broken(frontier_files("ring:4", "allreduce", tmp_path)[0], tmp_path / "v1.json"),
              broken(paths[2], tmp_path / "v2.json")]
-    reports = run_in_one_spawn(paths + wrong, tmp_path)
+    # and the switch emulated on the host: the hand-built NVLS allreduce (switch reduce,
+    # then multicast, version 3) runs as the sends its operations stand for, and gives
+    # torch's numbers; with a reduction's operand dropped it does not
+    switched = [tmp_path / "nvls.json", tmp_path / "nvls-wrong.json"]
+    switched[0].write_text(json.dumps(nvls_doc()))
+    doc = nvls_doc()
+    doc["steps"][0]["sends"][0]["srcs"] = [0, 1, 2]  # rank 3's part of chunk 0 is lost
+    switched[1].write_text(json.dumps(doc))
+    reports = run_in_one_spawn(paths + wrong + switched, tmp_path)
+    nvls, nvls_wrong = reports[-2:]
+    assert nvls["correct"] and nvls["version"] == 3 and "emulated" in nvls["switch"]
+    assert not nvls_wrong["correct"] and nvls_wrong["mismatches"]
+    reports = reports[:-2]
     for path, report in zip(wrong, reports[len(paths):]):
         with pytest.raises(ScheduleInvalid):
             read_verified(path)
@@ -291,3 +304,4 @@ def test_every_ranks_plan_does_the_collective(name, tmp_path):
             read_verified(path)
         wrong, _ = simulate(read_schedule(path), Layout(compact.collective, inplace=False))
         assert wrong
+
