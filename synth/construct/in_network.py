@@ -82,6 +82,14 @@ def nvls_allreduce(model: LinkModel, switch: Switch, batches: int, pieces: int) 
     return Schedule(coll, model, program, info, Pipeline(batches, stride, rounds))
 
 
+def port_pieces(model: LinkModel) -> int:
+    """The fewest pieces per shard that fill the ports: N x pieces a multiple of the
+    narrowest port's capacity (1 where none is found up to MAX_PIECES)."""
+    port = min(g.capacity for g in model.groups) if model.groups else Fraction(1)
+    return next((p for p in range(1, MAX_PIECES + 1)
+                 if (model.ranks * p / port).denominator == 1), 1)
+
+
 def nvls_search(model: LinkModel, limits: Limits, deadline: float | None = None) -> Search:
     """The NVLS allreduce at every pipeline depth within the step limits, each verified,
     with the fewest pieces per shard that fill the ports (N x pieces a multiple of the
@@ -91,9 +99,7 @@ def nvls_search(model: LinkModel, limits: Limits, deadline: float | None = None)
     if switch is None:
         search.stopped = "no switch reduces and multicasts between every pair of ranks"
         return search
-    port = min(g.capacity for g in model.groups) if model.groups else Fraction(1)
-    pieces = next((p for p in range(1, MAX_PIECES + 1)
-                   if (model.ranks * p / port).denominator == 1), 1)
+    pieces = port_pieces(model)
     add_pipelines(search, lambda batches: nvls_allreduce(model, switch, batches, pieces),
                   limits, deadline, DEPTHS)
     search.stopped = f"{METHOD} via {switch.name}, {pieces} pieces a shard"

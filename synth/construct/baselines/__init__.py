@@ -15,6 +15,7 @@ verifier. The algorithms, one module each:
   recursive halving-doubling  recursive.py: allreduce
   direct                      direct.py: every collective, where the pairs are linked
   hierarchical                hierarchical.py: multi-box topologies
+  NVLS                        nvls.py: allreduce through a switch that reduces (H100)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from functools import lru_cache
 from synth.construct.baselines.baseline import Baseline
 from synth.construct.baselines.direct import direct_baseline
 from synth.construct.baselines.hierarchical import hierarchical_baseline
+from synth.construct.baselines.nvls import nvls_baseline
 from synth.construct.baselines.recursive import BOTH, DOUBLING, HALVING, recursive_baseline
 from synth.construct.baselines.rings import pack_rings, ring_baseline
 from synth.construct.baselines.trees import tree_baseline
@@ -45,6 +47,7 @@ ALGORITHMS = {
     BOTH: lambda m, c, r: recursive_baseline(m, c, BOTH),
     "direct": direct_baseline,
     "hierarchical": hierarchical_baseline,
+    "NVLS": nvls_baseline,
 }
 
 
@@ -87,7 +90,7 @@ def survey(model: LinkModel, collective: str, root: int | None = None
             skipped.append((name, result))
             continue
         pair = missing_link(model, [[(s.chunk, s.src, s.dst, s.op) for s in step.sends]
-                                    for step in result.schedule.steps])
+                                    for step in result.schedule.as_sends().steps])
         assert pair is None, f"{name} sends over {pair}, which is not a link"  # a bug here
         found.append(result)
     return tuple(found), tuple(skipped)
