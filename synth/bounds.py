@@ -109,7 +109,7 @@ def bounds(lowering: Lowering, collective: Collective, deadline: float | None = 
         plain, rpc = rpc, _in_network_allreduce(graph, gpus, clock)
         us_per_byte = float(rpc) / shares_in_buffer / (model.unit_gbps * 1e3)
         note = (f"with in-network reduction ({', '.join(w.name for w in model.switches)}): "
-                "each chunk crosses the thinnest cut between GPUs once each way; without "
+                "each chunk crosses the thinnest cut between GPUs at least once each way; without "
                 f"it {plain} rounds per chunk ({note})")
     if clock.partial:
         note = ("partial: the time limit cut the bounds short; they hold, but may be "

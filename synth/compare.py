@@ -48,7 +48,9 @@ def comparison(rows: list[Row], b: Bounds, sizes: list[int]) -> dict:
         best = min(rows, key=lambda r: r.cost.time_us(n))
         winners[format_size(n)] = best.name
     return {"bounds": {"steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
-                       "us_per_mb": b.us_per_mb, "latency_us": b.latency_us},
+                       "us_per_mb": b.us_per_mb, "latency_us": b.latency_us}
+            | ({"without_in_network": str(b.without_in_network)}
+               if b.without_in_network is not None else {}),
             "rows": out_rows, "winners": winners}
 
 

@@ -42,7 +42,9 @@ def nvls_doc(rounds=(3, 3), version=3, can=("reduce", "multicast")):
                         "capacity": 1} for a in everyone]
             + [{"name": f"down{b}", "links": [[a, b] for a in everyone if a != b],
                 "capacity": 1} for b in everyone],
-            "switches": [{"name": "sw", "can": list(can), "links": PAIRS}]},
+            "switches": [{"name": "sw", "can": list(can), "links": PAIRS,
+                          "up": [[a, f"up{a}"] for a in everyone],
+                          "down": [[b, f"down{b}"] for b in everyone]}]},
         "pre": [[r, c] for r in everyone for c in range(N)],
         "post": [[r, c] for r in everyone for c in range(N)],
         "steps": [
@@ -74,6 +76,25 @@ def test_a_hand_built_nvls_allreduce_passes_and_pays_each_port_once_per_operatio
                                   for d in range(1, N)]
     with pytest.raises(ScheduleInvalid, match="over its capacity 1 x 1 rounds"):
         verify_schedule(plain)
+
+
+def test_only_the_switch_port_is_paid_once_a_resource_before_it_pays_per_operand():
+    # ranks 0 and 1 share one uplink (a NIC) to a reducing switch; a reduction of both
+    # into rank 2 crosses that uplink twice, so one round of capacity 1 is not enough
+    doc = nvls_doc(rounds=(1, 1))
+    doc["topology"]["groups"].append({"name": "shared", "links": [[0, 2], [1, 2]],
+                                      "capacity": 1})
+    doc.update(chunks=1, num_chunks=1, pre=[[r, 0] for r in range(N)],
+               post=[[r, 0] for r in range(N)])
+    doc["steps"] = [{"rounds": 1, "sends": [{"chunk": 0, "srcs": [0, 1, 2], "dst": 2,
+                                             "via": "sw", "op": "switch_reduce"}]},
+                    {"rounds": 1, "sends": [{"chunk": 0, "src": 2, "dsts": [0, 1, 3],
+                                             "via": "sw", "op": "multicast"}]}]
+    doc["steps"][0]["sends"][0]["srcs"] = [0, 1, 2, 3]
+    with pytest.raises(ScheduleInvalid, match="group 'shared' carries 2 chunks"):
+        verify_schedule(doc)
+    doc["steps"][0]["rounds"] = 2
+    verify_schedule(doc)
 
 
 def test_each_way_an_in_network_schedule_can_be_wrong_is_caught():
@@ -149,3 +170,22 @@ def test_bad_capabilities_get_one_line_and_exit_2(tmp_path, switch, message):
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(copy.deepcopy(doc)))
     assert message in one_line(synth_cli("topo", "show", str(path)), 2)
+
+
+def test_a_malformed_version_3_file_is_malformed_whatever_else_is_wrong():
+    from synth.schedule.verify import MalformedSchedule
+
+    doc = nvls_doc()
+    doc["steps"][0]["sends"][0]["via"] = "nope"  # invalid ...
+    doc["steps"][1]["rounds"] = "three"          # ... but first of all malformed
+    with pytest.raises(MalformedSchedule, match="rounds"):
+        verify_schedule(doc)
+    for edit, where in ((lambda d: d["topology"]["switches"][0].update(can=[["reduce"]]),
+                         "can"),
+                        (lambda d: d["steps"][1]["sends"][0]["dsts"].append(0), "own src"),
+                        (lambda d: d["topology"]["switches"].append(
+                            d["topology"]["switches"][0]), "a second switch")):
+        doc = nvls_doc()
+        edit(doc)
+        with pytest.raises(MalformedSchedule, match=where):
+            verify_schedule(doc)

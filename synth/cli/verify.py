@@ -39,8 +39,8 @@ def verify(files, show_cost, sizes):
         name = " ".join(str(doc["topology"].get("name", "?")).split())
         line = (f"ok {' '.join(str(path).split())}: {doc['collective']} on {name}, "
                 f"{steps} steps, {rounds} rounds, {doc['chunks']} chunks"
-                + (f" (version 2: a batch program of {len(doc['steps'])} steps in "
-                   f"{pipe['batches']} batches)" if pipe else ""))
+                + (f" (version {doc['version']}: a batch program of {len(doc['steps'])} "
+                   f"steps in {pipe['batches']} batches)" if pipe else ""))
         if show_cost:
             times = "  ".join(f"{format_size(n)} {cost.time_us(n):.1f} us "
                               f"({cost.algbw_gbps(n):.1f} GB/s)" for n in size_list)

@@ -42,20 +42,25 @@ def reducing_switch(model: LinkModel) -> Switch | None:
 
 
 def switch_rounds(model: LinkModel, ops: list[SwitchOp]) -> int:
-    """Rounds for `ops` at once: each link carries count per operation using it, each
-    group count once per operation using any of its links."""
+    """Rounds for `ops` at once: each link carries count per operation using it, and so
+    does each group per link, but for the switch's port the operation pays once (a
+    reduction: its dst's down port; a multicast: its src's up port; Switch)."""
     link_load, group_load = Counter(), Counter()
     group_of = {}
     for g in model.groups:
         for pair in g.links:
-            group_of.setdefault(pair, []).append(g)
+            group_of.setdefault(pair, []).append(g.name)
+    ports = {w.name: (dict(w.up), dict(w.down)) for w in model.switches}
     for op in ops:
-        touched = set()
+        up, down = ports[op.via]
+        once = (down.get(op.dsts[0]) if op.op == "switch_reduce" else up.get(op.srcs[0]))
         for pair in op.pairs():
             link_load[pair] += op.count
-            touched.update(g.name for g in group_of.get(pair, ()))
-        for name in touched:
-            group_load[name] += op.count
+            for name in group_of.get(pair, ()):
+                if name != once:
+                    group_load[name] += op.count
+        if once is not None and any(once in group_of.get(pair, ()) for pair in op.pairs()):
+            group_load[once] += op.count
     capacity = {g.name: g.capacity for g in model.groups}
     need = [Fraction(load) / model.link[pair].capacity for pair, load in link_load.items()]
     need += [Fraction(load) / capacity[name] for name, load in group_load.items()]

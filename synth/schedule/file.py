@@ -81,7 +81,9 @@ def model_to_dict(model: LinkModel) -> dict:
         doc["boxes"] = list(model.boxes)
     if model.switches:  # what version 3's switch operations may use
         doc["switches"] = [{"name": w.name, "can": list(w.can),
-                            "links": [list(p) for p in w.links]} for w in model.switches]
+                            "links": [list(p) for p in w.links],
+                            "up": [[r, g] for r, g in w.up],
+                            "down": [[r, g] for r, g in w.down]} for w in model.switches]
     return doc
 
 
@@ -146,7 +148,9 @@ def model_from_dict(doc: dict, ranks: int) -> LinkModel:
     if boxes and len(boxes) != ranks:
         raise BadInput(f"schedule file: topology.boxes names {len(boxes)} ranks, not {ranks}")
     switches = tuple(Switch(str(w["name"]), tuple(str(c) for c in w["can"]),
-                            tuple((_int(a), _int(b)) for a, b in w["links"]))
+                            tuple((_int(a), _int(b)) for a, b in w["links"]),
+                            tuple((_int(r), str(g)) for r, g in w.get("up", [])),
+                            tuple((_int(r), str(g)) for r, g in w.get("down", [])))
                      for w in doc.get("switches", []))
     return LinkModel(str(doc.get("name", "custom")), unit, ranks, links, groups, boxes,
                      switches)

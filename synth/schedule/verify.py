@@ -69,9 +69,10 @@ class MalformedSchedule(BadInput):
 # compact: the file uses a version 2 form (a count, a range in pre/post, a pipeline);
 # credits: per step, {("credit", group index): chunks} a switch operation's one payment
 # takes off a group it would otherwise pay several times (see _steps); switched: the
-# file uses switch operations (a version 3 form)
+# file uses switch operations (a version 3 form); problem: the first ScheduleInvalid
+# one of them raised while parsing, raised after it
 Schedule = namedtuple("Schedule", "collective n c g root links groups pre post steps "
-                                  "version pipeline compact credits switched")
+                                  "version pipeline compact credits switched problem")
 
 
 def conditions(collective, n, c, root):
@@ -200,17 +201,16 @@ def _groups(topo, links):
 
 def _steps(doc, n, switches=None, groups=()):
     """The steps as (rounds, [(chunk, count, src, dst, op), ...]), whether any send
-    named a count (a version 2 form), each step's group credits and whether any switch
-    operation was used. A switch operation is its sends (multicast: a copy from src to
-    each dst; switch_reduce: a reduce from each src but dst into dst) with one
-    difference in cost: a group holding k > 1 of its links pays count once, not k
-    times, so it gets a credit of (k - 1) x count."""
-    steps, counted, credits, switched = [], False, [], False
+    named a count (a version 2 form), each step's group credits, whether any switch
+    operation was used, and the first thing wrong with one (a ScheduleInvalid, raised
+    only once the whole document is known to be well formed). A switch operation is
+    its sends (multicast: a copy from src to each dst; switch_reduce: a reduce from
+    each src but dst into dst) with one difference in cost: the switch's port for it
+    (a reduction's dst's down port, a multicast's src's up port), holding k > 1 of its
+    links, pays count once, not k times: a credit of (k - 1) x count."""
+    steps, counted, credits, switched, problem = [], False, [], False, None
     switches = switches or {}
-    group_of = defaultdict(list)
-    for g, (_, members, _) in enumerate(groups):
-        for link in members:
-            group_of[link].append(g)
+    index = {name: g for g, (name, _, _) in enumerate(groups)}
     for i, step in enumerate(_get(doc, "steps", "", list, "a list")):
         p = f"steps[{i}]"
         rounds = _int(_get(step, "rounds", p), f"{p}.rounds", 1, MAX_ROUNDS)
@@ -232,13 +232,14 @@ def _steps(doc, n, switches=None, groups=()):
                 switched = True
                 chunk = _int(_get(send, "chunk", q), f"{q}.chunk")
                 count = _int(send["count"], f"{q}.count", 1) if "count" in send else 1
-                pairs = _switch_pairs(send, q, n, op, switches, i)
+                pairs, port, wrong = _switch_pairs(send, q, n, op, switches, i)
+                problem = problem or wrong
                 kind = "copy" if op == "multicast" else "reduce"
                 sends += [(chunk, count, src, dst, kind) for src, dst in pairs]
-                shared = Counter(g for link in pairs for g in group_of.get(link, ()))
-                for g, k in shared.items():
-                    if k > 1:
-                        credit[("credit", g)] += (k - 1) * count
+                g = index.get(port)
+                k = sum(link in groups[g][1] for link in pairs) if g is not None else 0
+                if k > 1:
+                    credit[("credit", g)] += (k - 1) * count
                 continue
             if op not in ("copy", "reduce"):
                 _bad(f"{q}.op", f"unknown op {_cut(repr(op))} (expected 'copy', 'reduce', "
@@ -250,47 +251,56 @@ def _steps(doc, n, switches=None, groups=()):
                           _int(_get(send, "dst", q), f"{q}.dst", 0, n - 1), op))
         steps.append((rounds, sends))
         credits.append(credit)
-    return steps, counted, credits, switched
+    return steps, counted, credits, switched, problem
 
 
 def _switch_pairs(send, q, n, op, switches, i):
-    """The (src, dst) links of one switch operation, once its switch can do it and
-    every link passes through that switch (ScheduleInvalid otherwise)."""
+    """(the (src, dst) links of one switch operation, the group that is its switch's
+    port for it or None, what is wrong with it or None): its switch must be able to
+    do it and every link must pass through that switch."""
     if op == "multicast":
         src = _int(_get(send, "src", q), f"{q}.src", 0, n - 1)
         dsts = [_int(d, f"{q}.dsts[{k}]", 0, n - 1)
                 for k, d in enumerate(_get(send, "dsts", q, list, "a list"))]
-        pairs = [(src, d) for d in dsts]
+        if src in dsts:
+            _bad(f"{q}.dsts", f"a multicast to its own src {src}")
+        pairs, end = [(src, d) for d in dsts], src
     else:
         dst = _int(_get(send, "dst", q), f"{q}.dst", 0, n - 1)
         srcs = [_int(r, f"{q}.srcs[{k}]", 0, n - 1)
                 for k, r in enumerate(_get(send, "srcs", q, list, "a list"))]
-        pairs = [(r, dst) for r in srcs if r != dst]
+        pairs, end = [(r, dst) for r in srcs if r != dst], dst
     if not pairs or len(set(pairs)) != len(pairs):
         _bad(q, f"a {op} needs distinct ranks besides its {'src' if op == 'multicast' else 'dst'}")
     via = _get(send, "via", q, str, "a string")
     if via not in switches:
-        raise ScheduleInvalid(f"a {op} via {_cut(repr(via))}, which is no switch of "
-                              "topology.switches", i)
-    can, links = switches[via]
+        return pairs, None, ScheduleInvalid(f"a {op} via {_cut(repr(via))}, which is no "
+                                            "switch of topology.switches", i)
+    can, links, up, down = switches[via]
     if SWITCH_OPS[op] not in can:
-        raise ScheduleInvalid(f"a {op} via {_cut(repr(via))}, a switch that cannot "
-                              f"{SWITCH_OPS[op]}", i)
+        return pairs, None, ScheduleInvalid(f"a {op} via {_cut(repr(via))}, a switch that "
+                                            f"cannot {SWITCH_OPS[op]}", i)
     outside = next((pair for pair in pairs if pair not in links), None)
     if outside is not None:
-        raise ScheduleInvalid(f"a {op} via {_cut(repr(via))} uses {outside[0]}->{outside[1]}, "
-                              "which does not pass through that switch", i, None, outside)
-    return pairs
+        return pairs, None, ScheduleInvalid(
+            f"a {op} via {_cut(repr(via))} uses {outside[0]}->{outside[1]}, which does not "
+            "pass through that switch", i, None, outside)
+    return pairs, (up if op == "multicast" else down).get(end), None
 
 
-def _switches(topo, links):
-    """{name: (capabilities, links through it)} of topology.switches (version 3)."""
-    out = {}
+def _switches(topo, links, groups):
+    """{name: (capabilities, links through it, {rank: up port group}, {rank: down port
+    group})} of topology.switches (version 3)."""
+    out, names = {}, {name for name, _, _ in groups}
     for i, sw in enumerate(_typed(topo.get("switches", []), list, "topology.switches",
                                   "a list")):
         p = f"topology.switches[{i}]"
         name = _get(sw, "name", p, str, "a string")
-        can = set(_get(sw, "can", p, list, "a list"))
+        if name in out:
+            _bad(f"{p}.name", f"a second switch named {_cut(repr(name))}")
+        can = _get(sw, "can", p, list, "a list")
+        if not all(isinstance(c, str) and c in ("reduce", "multicast") for c in can):
+            _bad(f"{p}.can", "expected a list of 'reduce' and 'multicast'")
         members = set()
         for j, link in enumerate(_get(sw, "links", p, list, "a list")):
             if not isinstance(link, list) or len(link) != 2:
@@ -299,7 +309,16 @@ def _switches(topo, links):
             if link not in links:
                 _bad(f"{p}.links[{j}]", f"{link[0]}->{link[1]} is not in topology.links")
             members.add(link)
-        out[name] = (can, members)
+        ports = []
+        for side in ("up", "down"):
+            port = {}
+            for j, entry in enumerate(_typed(sw.get(side, []), list, f"{p}.{side}", "a list")):
+                if not (isinstance(entry, list) and len(entry) == 2
+                        and isinstance(entry[1], str) and entry[1] in names):
+                    _bad(f"{p}.{side}[{j}]", "expected [rank, the name of a group]")
+                port[_int(entry[0], f"{p}.{side}[{j}][0]")] = entry[1]
+            ports.append(port)
+        out[name] = (set(can), members, *ports)
     return out
 
 
@@ -338,11 +357,12 @@ def parse(doc):
     links = _links(topo, n)
     groups = _groups(topo, links)
     (pre, ranged_pre), (post, ranged_post) = _pairs(doc, "pre", n), _pairs(doc, "post", n)
-    steps, counted, credits, switched = _steps(doc, n, _switches(topo, links), groups)
+    switches = _switches(topo, links, groups) if version >= 3 else {}  # a version 3 key
+    steps, counted, credits, switched, problem = _steps(doc, n, switches, groups)
     pipeline = _pipeline(doc)
     compact = pipeline is not None or ranged_pre or ranged_post or counted
     return Schedule(coll, n, c, g, root, links, groups, pre, post, steps, version,
-                    pipeline, compact, credits, switched)
+                    pipeline, compact, credits, switched, problem)
 
 
 # --- semantics: everything here raises ScheduleInvalid ------------------------------
@@ -357,6 +377,8 @@ def _check_version(s):
     if s.version < 3 and s.switched:
         raise ScheduleInvalid(f"a version {s.version} file uses switch operations, a "
                               "version 3 form")
+    if s.problem is not None:  # a switch operation its switch cannot do
+        raise s.problem
     if s.version == 1 and s.compact:
         what = ("a pipeline" if s.pipeline is not None else
                 "chunk ranges (a count, or [rank, chunk, count] in pre or post)")

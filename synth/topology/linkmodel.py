@@ -55,11 +55,17 @@ class Group:
 @dataclass(frozen=True)
 class Switch:
     """A switch that computes in the network (NVLS, SHARP): what it can do ("reduce",
-    "multicast") and the rank links whose routes pass through it."""
+    "multicast"), the rank links whose routes pass through it, and its ports: the group
+    (by name) of the hop from rank r into the switch (`up`) and of the hop from the
+    switch towards r (`down`), where that hop is a group. A reduction into r pays r's
+    down port once, a multicast from r pays r's up port once; anything else a switch
+    operation crosses is paid per link, as sends are."""
 
     name: str
     can: tuple[str, ...]
     links: tuple[tuple[int, int], ...]
+    up: tuple[tuple[int, str], ...] = ()
+    down: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -170,16 +176,34 @@ def lower_with_routes(topo: Topology, deadline: float | None = None) -> Lowering
     groups.sort(key=lambda g: g.name)
     box_of = {v.name: v.box for v in topo.vertices}
     boxes = tuple(box_of[g] for g in gpus) if topo.boxes > 1 else ()
-    capable = {v.name: v.can for v in topo.vertices if v.can}
-    through = defaultdict(list)
-    for pair, path in sorted(routes.items()):
-        for v in path[1:-1]:
-            if v in capable:
-                through[v].append(pair)
-    switches = tuple(Switch(v, capable[v], tuple(through[v])) for v in sorted(through))
+    switches = _capable_switches(topo, routes, sources)
     model = LinkModel(topo.name, topo.unit_gbps, len(gpus), tuple(links), tuple(groups),
                       boxes, switches)
     return Lowering(topo, model, routes, sources)
+
+
+def _capable_switches(topo: Topology, routes, sources) -> tuple[Switch, ...]:
+    """The switches that reduce or multicast, with the links through them and their
+    ports (Switch): the group whose physical hops hold the hop just before (up) or just
+    after (down) the switch on a rank's routes; a rank whose routes disagree gets none."""
+    capable = {v.name: v.can for v in topo.vertices if v.can}
+    group_of_hop = {hop: name for name, hops in sources.items() for hop in hops}
+    through = defaultdict(list)
+    ports: dict[str, dict[str, dict[int, set]]] = defaultdict(
+        lambda: {"up": defaultdict(set), "down": defaultdict(set)})
+    for (a, b), path in sorted(routes.items()):
+        for i, v in enumerate(path[1:-1], start=1):
+            if v in capable:
+                through[v].append((a, b))
+                ports[v]["up"][a].add(group_of_hop.get(f"{path[i - 1]}->{v}"))
+                ports[v]["down"][b].add(group_of_hop.get(f"{v}->{path[i + 1]}"))
+
+    def port(side):
+        return tuple((r, next(iter(names))) for r, names in sorted(side.items())
+                     if len(names) == 1 and None not in names)
+
+    return tuple(Switch(v, capable[v], tuple(through[v]), port(ports[v]["up"]),
+                        port(ports[v]["down"])) for v in sorted(through))
 
 
 def rank_links_at_most(topo: Topology) -> int:
