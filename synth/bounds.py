@@ -107,9 +107,12 @@ def bounds(lowering: Lowering, collective: Collective, deadline: float | None = 
     if collective.name == "allreduce" and any("reduce" in w.can for w in model.switches):
         graph, gpus = _unit_graph(lowering)
         plain, rpc = rpc, _in_network_allreduce(graph, gpus, clock)
+        if not any("reduce" in v.can for v in lowering.topology.vertices if v.box is None):
+            rpc = max(rpc, _across_boxes(lowering.topology, graph))  # boxes reduce alone
         us_per_byte = float(rpc) / shares_in_buffer / (model.unit_gbps * 1e3)
         note = (f"with in-network reduction ({', '.join(w.name for w in model.switches)}): "
-                "each chunk crosses the thinnest cut between GPUs at least once each way; without "
+                "each chunk crosses the thinnest cut between GPUs at least once each way, and "
+                "2(K-1) times across K boxes where no switch between them reduces; without "
                 f"it {plain} rounds per chunk ({note})")
     if clock.partial:
         note = ("partial: the time limit cut the bounds short; they hold, but may be "
@@ -246,13 +249,20 @@ def _allreduce_rounds_per_chunk(topo: Topology, lowering: Lowering, graph: nx.Di
             thinnest = flow if thinnest is None else min(thinnest, flow)
         if thinnest is not None:
             best = max(best, 1 / thinnest)
+    return max(best, _across_boxes(topo, graph))
+
+
+def _across_boxes(topo: Topology, graph: nx.DiGraph) -> Fraction:
+    """The traffic count with boxes as ranks: 2(K-1) transfers per chunk, each leaving
+    one box and entering another (0 on one box). Holds whatever a box does inside, so
+    also where its switches reduce, as long as no switch between boxes does."""
     boxes = sorted({v.box for v in topo.vertices if v.box is not None})
-    if len(boxes) > 1:
-        members = [{v.name for v in topo.vertices if v.box == b} for b in boxes]
-        out = sum((_out_capacity(graph, m) for m in members), Fraction(0))
-        into = sum((_out_capacity(graph.reverse(copy=False), m) for m in members), Fraction(0))
-        best = max(best, Fraction(2 * (len(boxes) - 1)) / min(out, into))
-    return best
+    if len(boxes) < 2:
+        return Fraction(0)
+    members = [{v.name for v in topo.vertices if v.box == b} for b in boxes]
+    out = sum((_out_capacity(graph, m) for m in members), Fraction(0))
+    into = sum((_out_capacity(graph.reverse(copy=False), m) for m in members), Fraction(0))
+    return Fraction(2 * (len(boxes) - 1)) / min(out, into)
 
 
 CUT_LIMIT = 64

@@ -144,6 +144,25 @@ def test_nvls_allreduce_on_dgxh100_reaches_the_in_network_bound():
     verify_schedule(schedule_to_dict(deepest.expanded()))  # version 3 without the compact forms
 
 
+@pytest.mark.parametrize("spec, bound", [("dgxh100x2", Fraction(1, 16)),
+                                         ("dgxh100x4", Fraction(3, 32))])
+def test_nvls_in_boxes_and_direct_across_them_reach_the_in_network_bound(spec, bound):
+    # no network switch reduces: the boxes' NICs carry 2(K-1)/K of each shard, which is
+    # the bound once the NVSwitches have summed each box (dgxh100x2: 1/16, not 3/32)
+    from synth.topology.hierarchy import find_hierarchy
+
+    lowering = lower_with_routes(resolve(spec))
+    b = bounds(lowering, make_collective("allreduce", lowering.model.ranks))
+    assert b.rounds_per_chunk == bound
+    h, _ = find_hierarchy(lowering)
+    search = nvls_search(lowering.model, Limits(max_steps=40), None, h)
+    a, z = sorted((p.schedule for p in search.points), key=lambda s: s.batches)[-2:]
+    assert a.batches < z.batches and z.in_network
+    # each batch more costs exactly the bound: the steady state is at it
+    assert Fraction(z.rounds - a.rounds, z.collective.chunks - a.collective.chunks) == bound
+    verify_schedule(schedule_to_dict(z))
+
+
 def test_cli_frontier_uses_the_switch_and_exporters_refuse_it_with_one_line(tmp_path):
     made = synth_cli("allreduce", "--topo", "dgxh100", "--time-limit", "20", "--out",
                      str(tmp_path / "out"), "--json")

@@ -26,12 +26,15 @@ from fractions import Fraction
 
 from synth.construct.tree_schedules import DEPTHS, add_pipelines
 from synth.schedule.collectives import make_collective
-from synth.schedule.ir import Pipeline, Schedule, Step, SwitchOp
+from synth.schedule.ir import Pipeline, Schedule, Send, Step, SwitchOp
 from synth.search.pareto import Limits, Search
+from synth.topology.hierarchy import Hierarchy
 from synth.topology.linkmodel import LinkModel, Switch
 
 MAX_PIECES = 64  # chunks of a shard per batch, to fill a port of fractional capacity
+MAX_SENDS = 400_000  # of a batch program across boxes (512 GPUs in 64 boxes: 64,512)
 METHOD = "in-network (NVLS): switch reduce, then multicast"
+ACROSS = "in-network (NVLS) in each box, direct across boxes"
 
 
 def reducing_switch(model: LinkModel) -> Switch | None:
@@ -41,16 +44,21 @@ def reducing_switch(model: LinkModel) -> Switch | None:
                  and pairs <= set(w.links)), None)
 
 
-def switch_rounds(model: LinkModel, ops: list[SwitchOp]) -> int:
-    """Rounds for `ops` at once: each link carries count per operation using it, and so
-    does each group per link, but for the switch's port the operation pays once (a
-    reduction: its dst's down port; a multicast: its src's up port; Switch)."""
+def switch_rounds(model: LinkModel, ops: list[SwitchOp], sends: tuple = ()) -> int:
+    """Rounds for `ops` and `sends` at once: each link carries count per operation or
+    send using it, and so does each group per link, but for the switch's port an
+    operation pays once (a reduction: its dst's down port; a multicast: its src's up
+    port; Switch)."""
     link_load, group_load = Counter(), Counter()
     group_of = {}
     for g in model.groups:
         for pair in g.links:
             group_of.setdefault(pair, []).append(g.name)
     ports = {w.name: (dict(w.up), dict(w.down)) for w in model.switches}
+    for x in sends:
+        link_load[(x.src, x.dst)] += x.count
+        for name in group_of.get((x.src, x.dst), ()):
+            group_load[name] += x.count
     for op in ops:
         up, down = ports[op.via]
         once = (down.get(op.dsts[0]) if op.op == "switch_reduce" else up.get(op.srcs[0]))
@@ -67,6 +75,27 @@ def switch_rounds(model: LinkModel, ops: list[SwitchOp]) -> int:
     return max(1, math.ceil(max(need, default=0)))
 
 
+def _rounds(model: LinkModel, steps) -> int:
+    return switch_rounds(model, [op for s in steps for op in s.switch_ops],
+                         tuple(x for s in steps for x in s.sends))
+
+
+def _pipelined(model: LinkModel, coll, program: tuple[Step, ...], batches: int,
+               stride: int, info: dict) -> Schedule:
+    """`program` as one batch of `batches`, each expanded step's rounds from the program
+    steps running in it (batch b's step i in expanded step b + i)."""
+    if batches == 1:
+        return Schedule(coll, model, program, info)
+    last = len(program) - 1
+    rounds, memo = [], {}
+    for t in range(len(program) + batches - 1):
+        window = (max(0, t - batches + 1), min(last, t))
+        if window not in memo:
+            memo[window] = _rounds(model, program[window[0]:window[1] + 1])
+        rounds.append(memo[window])
+    return Schedule(coll, model, program, info, Pipeline(batches, stride, tuple(rounds)))
+
+
 def nvls_allreduce(model: LinkModel, switch: Switch, batches: int, pieces: int) -> Schedule:
     """The two-step allreduce (module docstring) in `batches` pipelined batches of
     `pieces` chunks per shard."""
@@ -80,11 +109,71 @@ def nvls_allreduce(model: LinkModel, switch: Switch, batches: int, pieces: int) 
                Step(switch_rounds(model, spread), (), tuple(spread)))
     coll = make_collective("allreduce", n, stride * batches)
     info = {"method": METHOD + (f", {batches} batches" if batches > 1 else "")}
-    if batches == 1:
-        return Schedule(coll, model, program, info)
-    both = switch_rounds(model, reduce + spread)  # batch b's step 1 beside b-1's step 2
-    rounds = (program[0].rounds,) + (both,) * (batches - 1) + (program[1].rounds,)
-    return Schedule(coll, model, program, info, Pipeline(batches, stride, rounds))
+    return _pipelined(model, coll, program, batches, stride, info)
+
+
+def box_switches(model: LinkModel, hierarchy: Hierarchy | None) -> list[Switch] | None:
+    """Per box of `hierarchy`, a switch that reduces and multicasts between every pair
+    of its ranks; None where a box has none, or GPUs cross through gateways."""
+    if hierarchy is None or hierarchy.proxy or len(hierarchy.boxes) < 2:
+        return None
+    found = []
+    for box in hierarchy.boxes:
+        pairs = {(a, b) for a in box for b in box if a != b}
+        w = next((w for w in model.switches if {"reduce", "multicast"} <= set(w.can)
+                  and pairs <= set(w.links)), None)
+        if w is None:
+            return None
+        found.append(w)
+    return found
+
+
+def nvls_across_allreduce(model: LinkModel, hierarchy: Hierarchy, switches: list[Switch],
+                          batches: int, pieces: int) -> Schedule:
+    """Allreduce across boxes with NVLS inside each (NCCL's NVLS plus a network step):
+
+        step 1   in every box, the switch sums shard r into local rank r
+        step 2   local rank r of every box sends the others their pieces of shard r,
+                 reduced into them (each owns 1/K of the shard: a direct reducescatter
+                 in the peer group)
+        step 3   each sends its fully reduced piece back to its peers (a direct
+                 allgather)
+        step 4   in every box, local rank r multicasts shard r to the others
+
+    `pieces` chunks per shard (a multiple of K), pipelined: the NVLink and network
+    steps of different batches overlap."""
+    boxes, k = hierarchy.boxes, len(hierarchy.boxes)
+    g = len(boxes[0])
+    part = pieces // k
+    reduce = [SwitchOp("switch_reduce", r * pieces, box, (box[r],), w.name, pieces)
+              for box, w in zip(boxes, switches) for r in range(g)]
+    across = [Send(r * pieces + j * part, boxes[b][r], boxes[j][r], "reduce", part)
+              for r in range(g) for b in range(k) for j in range(k) if j != b]
+    back = [Send(r * pieces + j * part, boxes[j][r], boxes[b][r], "copy", part)
+            for r in range(g) for b in range(k) for j in range(k) if j != b]
+    spread = [SwitchOp("multicast", r * pieces, (box[r],), tuple(x for x in box if x != box[r]),
+                       w.name, pieces) for box, w in zip(boxes, switches) for r in range(g)]
+    program = (Step(switch_rounds(model, reduce), (), tuple(reduce)),
+               Step(switch_rounds(model, [], tuple(across)), tuple(across)),
+               Step(switch_rounds(model, [], tuple(back)), tuple(back)),
+               Step(switch_rounds(model, spread), (), tuple(spread)))
+    stride = g * pieces
+    coll = make_collective("allreduce", model.ranks, stride * batches)
+    info = {"method": ACROSS + (f", {batches} batches" if batches > 1 else "")}
+    return _pipelined(model, coll, program, batches, stride, info)
+
+
+def _across_pieces(model, hierarchy, switches) -> int:
+    """The pieces per shard (a multiple of K, at most MAX_PIECES) whose steady state,
+    all four steps at once, costs the least per chunk; the fewest among equals."""
+    k, g = len(hierarchy.boxes), len(hierarchy.boxes[0])
+    best = None
+    for pieces in range(k, max(k, MAX_PIECES) + 1, k):
+        steps = nvls_across_allreduce(model, hierarchy, switches, 1, pieces).steps
+        cost = Fraction(_rounds(model, steps), g * pieces)
+        if best is None or cost < best[0]:
+            best = (cost, pieces)
+    return best[1]
 
 
 def port_pieces(model: LinkModel) -> int:
@@ -95,17 +184,32 @@ def port_pieces(model: LinkModel) -> int:
                  if (model.ranks * p / port).denominator == 1), 1)
 
 
-def nvls_search(model: LinkModel, limits: Limits, deadline: float | None = None) -> Search:
-    """The NVLS allreduce at every pipeline depth within the step limits, each verified,
-    with the fewest pieces per shard that fill the ports (N x pieces a multiple of the
-    port's capacity); `stopped` says why there is none."""
+def nvls_search(model: LinkModel, limits: Limits, deadline: float | None = None,
+                hierarchy: Hierarchy | None = None) -> Search:
+    """The NVLS allreduce at every pipeline depth within the step limits, each verified:
+    on one switch for all ranks, with the fewest pieces per shard that fill the ports
+    (N x pieces a multiple of the port's capacity); else across the boxes of
+    `hierarchy`, each with such a switch. `stopped` says which, or why neither."""
     search = Search(complete=False)
     switch = reducing_switch(model)
-    if switch is None:
-        search.stopped = "no switch reduces and multicasts between every pair of ranks"
+    if switch is not None:
+        pieces = port_pieces(model)
+        add_pipelines(search, lambda batches: nvls_allreduce(model, switch, batches, pieces),
+                      limits, deadline, DEPTHS)
+        search.stopped = f"{METHOD} via {switch.name}, {pieces} pieces a shard"
         return search
-    pieces = port_pieces(model)
-    add_pipelines(search, lambda batches: nvls_allreduce(model, switch, batches, pieces),
-                  limits, deadline, DEPTHS)
-    search.stopped = f"{METHOD} via {switch.name}, {pieces} pieces a shard"
+    switches = box_switches(model, hierarchy)
+    if switches is None:
+        search.stopped = ("no switch reduces and multicasts between every pair of ranks, "
+                          "nor in every box")
+        return search
+    k, g = len(hierarchy.boxes), len(hierarchy.boxes[0])
+    if 2 * g * k * (k - 1) > MAX_SENDS:
+        search.stopped = (f"direct across {k} boxes is {2 * g * k * (k - 1):,} sends a batch "
+                          f"(at most {MAX_SENDS:,})")
+        return search
+    pieces = _across_pieces(model, hierarchy, switches)
+    add_pipelines(search, lambda batches: nvls_across_allreduce(
+        model, hierarchy, switches, batches, pieces), limits, deadline, DEPTHS)
+    search.stopped = f"{ACROSS}, {pieces} pieces a shard"
     return search
