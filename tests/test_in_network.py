@@ -9,6 +9,7 @@ in-network bound.
 import copy
 import json
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 import yaml
@@ -23,6 +24,7 @@ from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower_with_routes
 from tests.test_reliability import one_line, synth_cli
 
+REPO = Path(__file__).resolve().parent.parent
 N = 4
 PAIRS = [[a, b] for a in range(N) for b in range(N) if a != b]
 
@@ -208,3 +210,29 @@ def test_a_malformed_version_3_file_is_malformed_whatever_else_is_wrong():
         edit(doc)
         with pytest.raises(MalformedSchedule, match=where):
             verify_schedule(doc)
+
+
+@pytest.mark.parametrize("box, k, sums_inside", [("dgxh100", 2, True)])  # dgx2x4: bench
+def test_sharp_reduces_across_boxes_and_beats_every_schedule_without_it(tmp_path, box, k,
+                                                                        sums_inside):
+    # the box file with `sharp: true` on its network, repeated: the network switches
+    # reduce and multicast each peer group's pieces; dgxh100's NVSwitch sums the boxes,
+    # dgx2's GPUs do (its V100-generation NVSwitch cannot: on two boxes that GPU work
+    # is the bottleneck, on four the network without SHARP is)
+    from synth.topology.hierarchy import find_hierarchy
+
+    text = (REPO / "topologies" / f"{box}.yaml").read_text()
+    path = tmp_path / f"{box}-sharp.yaml"
+    path.write_text(text.replace("alpha_us: 2.6}", "alpha_us: 2.6, sharp: true}"))
+    lowering = lower_with_routes(resolve(str(path), k))
+    b = bounds(lowering, make_collective("allreduce", lowering.model.ranks))
+    h, _ = find_hierarchy(lowering)
+    search = nvls_search(lowering.model, Limits(max_steps=20), None, h)
+    assert "SHARP across boxes" in search.stopped
+    assert ("NVLS in each box" in search.stopped) == sums_inside
+    a, z = sorted((p.schedule for p in search.points), key=lambda s: s.batches)[-2:]
+    steady = Fraction(z.rounds - a.rounds, z.collective.chunks - a.collective.chunks)
+    assert steady < b.without_in_network  # faster than anything without the switches
+    if sums_inside:
+        assert steady == b.rounds_per_chunk == Fraction(1, 16)
+    verify_schedule(schedule_to_dict(z))

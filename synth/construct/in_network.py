@@ -34,7 +34,6 @@ from synth.topology.linkmodel import LinkModel, Switch
 MAX_PIECES = 64  # chunks of a shard per batch, to fill a port of fractional capacity
 MAX_SENDS = 400_000  # of a batch program across boxes (512 GPUs in 64 boxes: 64,512)
 METHOD = "in-network (NVLS): switch reduce, then multicast"
-ACROSS = "in-network (NVLS) in each box, direct across boxes"
 
 
 def reducing_switch(model: LinkModel) -> Switch | None:
@@ -112,64 +111,93 @@ def nvls_allreduce(model: LinkModel, switch: Switch, batches: int, pieces: int) 
     return _pipelined(model, coll, program, batches, stride, info)
 
 
-def box_switches(model: LinkModel, hierarchy: Hierarchy | None) -> list[Switch] | None:
-    """Per box of `hierarchy`, a switch that reduces and multicasts between every pair
-    of its ranks; None where a box has none, or GPUs cross through gateways."""
+def _capable(model: LinkModel, ranks) -> Switch | None:
+    """A switch that reduces and multicasts between every pair of `ranks`."""
+    pairs = {(a, b) for a in ranks for b in ranks if a != b}
+    return next((w for w in model.switches if {"reduce", "multicast"} <= set(w.can)
+                 and pairs <= set(w.links)), None)
+
+
+def box_switches(model: LinkModel, hierarchy: Hierarchy | None
+                 ) -> tuple[list | None, Switch | None] | None:
+    """(per box of `hierarchy` its reducing switch, or None where some box has none;
+    per peer group the network switch that reduces between its ranks (one switch, or
+    its rail's), or None where some group has none), or None where neither exists, or
+    GPUs cross through gateways, or there is one box."""
     if hierarchy is None or hierarchy.proxy or len(hierarchy.boxes) < 2:
         return None
-    found = []
-    for box in hierarchy.boxes:
-        pairs = {(a, b) for a in box for b in box if a != b}
-        w = next((w for w in model.switches if {"reduce", "multicast"} <= set(w.can)
-                  and pairs <= set(w.links)), None)
-        if w is None:
-            return None
-        found.append(w)
-    return found
+    inside = [_capable(model, box) for box in hierarchy.boxes]
+    inside = inside if all(inside) else None
+    across = [_capable(model, peers) for peers in hierarchy.peers]
+    across = across if all(across) else None
+    return (inside, across) if inside or across else None
 
 
-def nvls_across_allreduce(model: LinkModel, hierarchy: Hierarchy, switches: list[Switch],
-                          batches: int, pieces: int) -> Schedule:
-    """Allreduce across boxes with NVLS inside each (NCCL's NVLS plus a network step):
+def across_boxes_allreduce(model: LinkModel, hierarchy: Hierarchy, inside, across,
+                           batches: int, pieces: int) -> Schedule:
+    """Allreduce across boxes, computed in the network wherever a switch can:
 
-        step 1   in every box, the switch sums shard r into local rank r
-        step 2   local rank r of every box sends the others their pieces of shard r,
-                 reduced into them (each owns 1/K of the shard: a direct reducescatter
-                 in the peer group)
-        step 3   each sends its fully reduced piece back to its peers (a direct
-                 allgather)
-        step 4   in every box, local rank r multicasts shard r to the others
+        step 1   in every box, shard r summed into local rank r: by the box's switch
+                 (NVLS) where it reduces, else sent and reduced by the GPUs
+        step 2   among the peers of local rank r (one per box), each piece of shard r
+                 summed into the peer that owns it: by the network switch (SHARP) where
+                 it reduces, else a direct reducescatter
+        step 3   each owner's sum back to its peers: multicast by the network switch,
+                 else a direct allgather
+        step 4   in every box, local rank r spreads shard r: multicast by the box's
+                 switch, else sent by the GPUs
 
-    `pieces` chunks per shard (a multiple of K), pipelined: the NVLink and network
-    steps of different batches overlap."""
-    boxes, k = hierarchy.boxes, len(hierarchy.boxes)
+    `pieces` chunks per shard (a multiple of K), pipelined: the box and network steps
+    of different batches overlap."""
+    boxes, peers, k = hierarchy.boxes, hierarchy.peers, len(hierarchy.boxes)
     g = len(boxes[0])
     part = pieces // k
-    reduce = [SwitchOp("switch_reduce", r * pieces, box, (box[r],), w.name, pieces)
-              for box, w in zip(boxes, switches) for r in range(g)]
-    across = [Send(r * pieces + j * part, boxes[b][r], boxes[j][r], "reduce", part)
-              for r in range(g) for b in range(k) for j in range(k) if j != b]
-    back = [Send(r * pieces + j * part, boxes[j][r], boxes[b][r], "copy", part)
-            for r in range(g) for b in range(k) for j in range(k) if j != b]
-    spread = [SwitchOp("multicast", r * pieces, (box[r],), tuple(x for x in box if x != box[r]),
-                       w.name, pieces) for box, w in zip(boxes, switches) for r in range(g)]
-    program = (Step(switch_rounds(model, reduce), (), tuple(reduce)),
-               Step(switch_rounds(model, [], tuple(across)), tuple(across)),
-               Step(switch_rounds(model, [], tuple(back)), tuple(back)),
-               Step(switch_rounds(model, spread), (), tuple(spread)))
+    gather, spread, up, down = [], [], [], []
+    for b, box in enumerate(boxes):
+        for r in range(g):
+            others = tuple(x for x in box if x != box[r])
+            if inside:
+                gather.append(SwitchOp("switch_reduce", r * pieces, box, (box[r],),
+                                       inside[b].name, pieces))
+                spread.append(SwitchOp("multicast", r * pieces, (box[r],), others,
+                                       inside[b].name, pieces))
+            else:
+                gather += [Send(r * pieces, x, box[r], "reduce", pieces) for x in others]
+                spread += [Send(r * pieces, box[r], x, "copy", pieces) for x in others]
+    for r, group in enumerate(peers):
+        for j, owner in enumerate(group):
+            chunk = r * pieces + j * part
+            rest = tuple(x for x in group if x != owner)
+            if across:
+                up.append(SwitchOp("switch_reduce", chunk, group, (owner,), across[r].name,
+                                   part))
+                down.append(SwitchOp("multicast", chunk, (owner,), rest, across[r].name, part))
+            else:
+                up += [Send(chunk, x, owner, "reduce", part) for x in rest]
+                down += [Send(chunk, owner, x, "copy", part) for x in rest]
+
+    def step(moves):
+        sends = tuple(x for x in moves if isinstance(x, Send))
+        ops = tuple(x for x in moves if isinstance(x, SwitchOp))
+        return Step(switch_rounds(model, list(ops), sends), sends, ops)
+
+    program = tuple(step(m) for m in (gather, up, down, spread))
     stride = g * pieces
     coll = make_collective("allreduce", model.ranks, stride * batches)
-    info = {"method": ACROSS + (f", {batches} batches" if batches > 1 else "")}
+    where = [w for w, on in (("NVLS in each box", inside), ("SHARP across boxes", across))
+             if on]
+    info = {"method": f"in-network ({', '.join(where)})"
+            + (f", {batches} batches" if batches > 1 else "")}
     return _pipelined(model, coll, program, batches, stride, info)
 
 
-def _across_pieces(model, hierarchy, switches) -> int:
-    """The pieces per shard (a multiple of K, at most MAX_PIECES) whose steady state,
-    all four steps at once, costs the least per chunk; the fewest among equals."""
+def _across_pieces(model, hierarchy, inside, across) -> int:
+    """The pieces per shard (a multiple of K, at most MAX_PIECES or K) whose steady
+    state, all four steps at once, costs the least per chunk; the fewest among equals."""
     k, g = len(hierarchy.boxes), len(hierarchy.boxes[0])
     best = None
     for pieces in range(k, max(k, MAX_PIECES) + 1, k):
-        steps = nvls_across_allreduce(model, hierarchy, switches, 1, pieces).steps
+        steps = across_boxes_allreduce(model, hierarchy, inside, across, 1, pieces).steps
         cost = Fraction(_rounds(model, steps), g * pieces)
         if best is None or cost < best[0]:
             best = (cost, pieces)
@@ -186,10 +214,12 @@ def port_pieces(model: LinkModel) -> int:
 
 def nvls_search(model: LinkModel, limits: Limits, deadline: float | None = None,
                 hierarchy: Hierarchy | None = None) -> Search:
-    """The NVLS allreduce at every pipeline depth within the step limits, each verified:
-    on one switch for all ranks, with the fewest pieces per shard that fill the ports
-    (N x pieces a multiple of the port's capacity); else across the boxes of
-    `hierarchy`, each with such a switch. `stopped` says which, or why neither."""
+    """Allreduce computed in the network at every pipeline depth within the step
+    limits, each verified: on one switch for all ranks (NVLS), with the fewest pieces
+    per shard that fill the ports (N x pieces a multiple of the port's capacity); else
+    across the boxes of `hierarchy`, in the network wherever a switch reduces (in each
+    box, between them, or both: across_boxes_allreduce). `stopped` says which, or why
+    none applies."""
     search = Search(complete=False)
     switch = reducing_switch(model)
     if switch is not None:
@@ -198,18 +228,21 @@ def nvls_search(model: LinkModel, limits: Limits, deadline: float | None = None,
                       limits, deadline, DEPTHS)
         search.stopped = f"{METHOD} via {switch.name}, {pieces} pieces a shard"
         return search
-    switches = box_switches(model, hierarchy)
-    if switches is None:
+    found = box_switches(model, hierarchy)
+    if found is None:
         search.stopped = ("no switch reduces and multicasts between every pair of ranks, "
-                          "nor in every box")
+                          "nor in every box, nor between the boxes")
         return search
+    inside, across = found
     k, g = len(hierarchy.boxes), len(hierarchy.boxes[0])
-    if 2 * g * k * (k - 1) > MAX_SENDS:
-        search.stopped = (f"direct across {k} boxes is {2 * g * k * (k - 1):,} sends a batch "
-                          f"(at most {MAX_SENDS:,})")
+    sends = (0 if inside else 2 * k * g * (g - 1)) + (0 if across else 2 * g * k * (k - 1))
+    if sends > MAX_SENDS:
+        search.stopped = f"{sends:,} sends a batch (at most {MAX_SENDS:,})"
         return search
-    pieces = _across_pieces(model, hierarchy, switches)
-    add_pipelines(search, lambda batches: nvls_across_allreduce(
-        model, hierarchy, switches, batches, pieces), limits, deadline, DEPTHS)
-    search.stopped = f"{ACROSS}, {pieces} pieces a shard"
+    pieces = _across_pieces(model, hierarchy, inside, across)
+    add_pipelines(search, lambda batches: across_boxes_allreduce(
+        model, hierarchy, inside, across, batches, pieces), limits, deadline, DEPTHS)
+    where = " and ".join(w for w, on in (("NVLS in each box", inside),
+                                         ("SHARP across boxes", across)) if on)
+    search.stopped = f"in-network: {where}, {pieces} pieces a shard"
     return search
