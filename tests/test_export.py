@@ -11,11 +11,9 @@ import json
 import re
 import subprocess
 import sys
-from dataclasses import replace
 
 import pytest
 
-from synth.bounds import bounds
 from synth.errors import BadInput
 from synth.export import msccl as msccl_export
 from synth.export import mscclpp as mscclpp_export
@@ -25,12 +23,13 @@ from synth.export.msccl import to_msccl_xml
 from synth.export.msccl_sim import MscclInvalid, check_msccl_xml
 from synth.export.mscclpp import IN_PLACE, to_mscclpp_plan
 from synth.export.mscclpp_sim import PlanInvalid, check_mscclpp_plan
-from synth.frontier import default_limits, synthesize
-from synth.schedule.collectives import ROOTED, make_collective
+from synth.frontier import synthesize
+from synth.schedule.collectives import make_collective
 from synth.schedule.file import schedule_to_dict, write_schedule
 from synth.search.pareto import Limits
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower_with_routes
+from tests.shared_frontiers import synthesized
 
 TOPOLOGIES = ("ring:4", "dgx1")
 COLLS = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce", "alltoall",
@@ -45,10 +44,7 @@ def frontier():
 
     def get(topo, name):
         if (topo, name) not in cache:
-            t = resolve(topo)
-            root = 0 if name in ROOTED else None
-            b = bounds(lower_with_routes(t), make_collective(name, t.ranks, 1, root))
-            result = synthesize(t, name, root, replace(default_limits(b, time_limit=20)))
+            result = synthesized(topo, name)  # shared with test_runner, test_synthesis
             assert result.points
             cache[(topo, name)] = [p.schedule for p in result.points]
         return cache[(topo, name)]
@@ -629,7 +625,6 @@ def test_the_threadblock_count_build_rules_out_by_arithmetic_is_the_one_it_would
     from synth.construct.tree_schedules import tree_search
     from synth.export import runtime_form
     from synth.export.layout import drop_redundant
-    from synth.topology.linkmodel import lower_with_routes
 
     model = lower_with_routes(resolve(spec)).model
     point = tree_search(model, name, None, Limits()).points[2]  # a 4-batch pipeline

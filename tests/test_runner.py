@@ -10,18 +10,15 @@ from functools import cache
 
 import pytest
 
-from synth.bounds import bounds
 from synth.construct.decompose import ranged
 from synth.construct.moves import scaled_rounds
 from synth.export.layout import Layout, Slot
-from synth.frontier import default_limits, synthesize
 from synth.run.distributed import plan_rank
-from synth.schedule.collectives import ROOTED, make_collective
+from synth.schedule.collectives import make_collective
 from synth.schedule.file import read_schedule, read_verified, write_schedule
 from synth.schedule.ir import Pipeline, Schedule, Step
 from synth.schedule.verify import ScheduleInvalid
-from synth.topology.catalog import resolve
-from synth.topology.linkmodel import lower_with_routes
+from tests.shared_frontiers import synthesized
 from tests.test_in_network import nvls_doc
 
 
@@ -32,11 +29,7 @@ def synth_cli(*args):
 
 @cache  # several tests run the same frontier: synthesized once
 def frontier(spec, name):
-    topo = resolve(spec)
-    root = 0 if name in ROOTED else None
-    b = bounds(lower_with_routes(topo), make_collective(name, topo.ranks, 1, root))
-    return tuple(p.schedule for p in synthesize(topo, name, root,
-                                                default_limits(b, time_limit=60)).points)
+    return tuple(p.schedule for p in synthesized(spec, name).points)
 
 
 def frontier_files(spec, name, directory):

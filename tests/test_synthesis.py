@@ -19,6 +19,7 @@ from synth.search.encoding import Instance, encode
 from synth.search.instance import solve_instance
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower, lower_with_routes
+from tests.shared_frontiers import synthesized
 
 
 def run_frontier(spec, name, time_limit=60, **limits):
@@ -51,7 +52,7 @@ def test_dgx1_allreduce_instances_with_a_common_factor_are_not_skipped():
 
 
 def test_dgx1_allreduce_frontier_reaches_the_bound_through_composition():
-    result = run_frontier("dgx1", "allreduce", time_limit=120)
+    result = synthesized("dgx1", "allreduce")  # shared with test_runner, test_export
     ratios = [p.ratio for p in result.points]
     assert ratios == sorted(ratios, reverse=True)
     assert result.points[0].steps == 2  # the hop bound
