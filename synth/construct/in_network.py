@@ -1,7 +1,9 @@
-"""Allreduce computed by the switch: NVLink SHARP (NVLS) inside an NVSwitch box.
+"""Allreduce computed by the switches: NVLink SHARP (NVLS) in a box, SHARP across boxes.
 
 Where one switch that can reduce and multicast joins every pair of ranks (dgxh100's
-NVSwitch, `can: [reduce, multicast]`), allreduce needs no GPU to add anything. Rank r
+NVSwitch, `can: [reduce, multicast]`), allreduce needs no GPU to add anything
+(nvls_allreduce); across boxes, each box's switch and the network's do their part
+where they can, the GPUs the rest (across_boxes_allreduce). On one switch, rank r
 owns shard r of each batch (`pieces` chunks):
 
     step 1   switch_reduce: the switch sums every rank's copy of shard r into rank r
@@ -38,9 +40,7 @@ METHOD = "in-network (NVLS): switch reduce, then multicast"
 
 def reducing_switch(model: LinkModel) -> Switch | None:
     """A switch that reduces and multicasts between every ordered pair of ranks."""
-    pairs = {(a, b) for a in range(model.ranks) for b in range(model.ranks) if a != b}
-    return next((w for w in model.switches if {"reduce", "multicast"} <= set(w.can)
-                 and pairs <= set(w.links)), None)
+    return _capable(model, range(model.ranks))
 
 
 def switch_rounds(model: LinkModel, ops: list[SwitchOp], sends: tuple = ()) -> int:
