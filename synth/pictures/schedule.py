@@ -78,6 +78,7 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
     a cell (node slot{i}_{t}, class "slot") labelled b where batch b runs program step i
     in step t.
     """
+    switched = schedule.in_network
     schedule = schedule.as_sends()  # a switch operation: its sends, link by link
     if color not in COLOR_MODES:
         raise BadInput(f"unknown colouring '{color}' (expected chunk or origin)")
@@ -156,6 +157,11 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
             f"program, drawn once (batch 0; loads "
             f"and rounds of one batch alone); batch b moves chunk + b x {pipe.stride} and "
             "runs program step i in step b + i, as the timeline below shows") + "</font>")
+    if switched:
+        lines.append("<font point-size='11'>" + _html(
+            "switch operations (version 3) are drawn as the sends they stand for: link "
+            "loads are theirs, but a group the switch pays once per operation (its port) "
+            "shows the sends' larger load") + "</font>")
     decomposition = decomposition_words(schedule)
     if decomposition:
         lines.append(f"<font point-size='11'>{_html(decomposition)}</font>")
