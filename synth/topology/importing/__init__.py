@@ -17,7 +17,7 @@ from pathlib import Path
 
 from synth.errors import BadInput
 from synth.files import quote
-from synth.topology.importing.draft import Draft
+from synth.topology.importing.draft import Draft, vertex_name
 from synth.topology.importing.hardware import GPU_MODELS
 from synth.topology.importing.nccl_xml import from_xml
 from synth.topology.importing.smi_matrix import from_matrix, is_matrix
@@ -69,9 +69,7 @@ def _read_text(path: Path) -> str:
 
 
 def _name(path: Path) -> str:
-    stem = path.name.split(".")[0]
-    clean = "".join(ch if ch.isalnum() or ch in "_-" else "-" for ch in stem)[:40]
-    return clean or "imported"
+    return vertex_name(path.name.split(".")[0], "imported", fill="-")
 
 
 __all__ = ["Draft", "import_source", "GPU_MODELS"]

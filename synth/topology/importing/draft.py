@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from synth.topology.importing.hardware import NETWORK_ALPHA_US
+
 
 @dataclass
 class Part:
@@ -64,6 +66,18 @@ class Draft:
         text = clean(text)
         if text not in self.assumptions:
             self.assumptions.append(text)
+
+    def join_by_network(self, nics: int, gbps: float, how: str, assumed: bool,
+                        fabric: str | None) -> None:
+        """The network: section that --boxes K joins copies of this box by: `fabric`
+        (default rails with 2+ NICs), each NIC at `gbps` (found `how`)."""
+        if assumed:
+            self.assume(f"NIC speed {gbps:g} GB/s: {how}; the source gives none (give "
+                        "--nic-gbps)")
+        fabric = fabric or ("rails" if nics > 1 else "single-switch")
+        self.network = {"fabric": fabric, "gbps": round(gbps, 4), "alpha_us": NETWORK_ALPHA_US}
+        self.network_note = (f"--boxes K joins K copies: {fabric}; {gbps:g} GB/s per NIC "
+                             f"({how}); {NETWORK_ALPHA_US:g} us, InfiniBand as the built-ins")
 
     def of_kind(self, *kinds: str) -> list[Part]:
         return [p for p in self.parts if p.kind in kinds]
@@ -120,6 +134,12 @@ class Draft:
             lines.append("assumptions:")
             lines += [f"  - {_q(a)}" for a in self.assumptions]
         return "\n".join(lines) + "\n"
+
+
+def vertex_name(text: str, fallback: str, fill: str = "_") -> str:
+    """`text` as a name: letters, digits, '_', '-', '.' kept, anything else `fill`, at
+    most 40 characters; `fallback` when nothing is left."""
+    return "".join(ch if ch.isalnum() or ch in "_-." else fill for ch in text)[:40] or fallback
 
 
 def _switch(p: Part) -> dict:

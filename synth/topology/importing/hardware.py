@@ -82,6 +82,20 @@ CUBE_MESH = {(0, 1): 1, (0, 2): 1, (0, 3): 2, (0, 4): 2, (1, 2): 2, (1, 3): 1, (
              (5, 7): 1, (6, 7): 2}
 
 
+def nic_speed(given: float | None, read: float | None, model: GpuModel | None
+              ) -> tuple[float, str, bool]:
+    """(GB/s per NIC, how it was found, whether it is assumed): --nic-gbps, else the
+    fastest speed the source gives, else the GPU model's usual NIC, else 100 Gb/s
+    (NCCL's NET_BW figure)."""
+    if given is not None:
+        return given, f"--nic-gbps {given:g}", False
+    if read is not None:
+        return read, f"the fastest net speed in the file, {read * 8000:g} Mb/s / 8000", False
+    if model is not None:
+        return model.nic_gbps, f"{model.name}'s usual NIC, {model.nic_text}", True
+    return 12.5, "100 Gb/s (NCCL's NET_BW figure)", True
+
+
 def pcie_x16_gbps(gen: int) -> float:
     """A PCIe x16 link of generation `gen`, NCCL's way (Gen3 12, Gen4 24, Gen5 48 GB/s)."""
     return 16 * {3: 60, 4: 120, 5: 240, 6: 480}[gen] / 80

@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 from synth.errors import BadInput
-from synth.topology.importing.draft import Draft
+from synth.topology.importing.draft import Draft, vertex_name
 from synth.topology.importing.hardware import (CUBE_MESH, NET_GBPS_PER_MBPS,
-                                               NETWORK_ALPHA_US, NVLINK_ALPHA_US,
-                                               NVLINK_GBPS, NVSWITCH_ALPHA_US, GpuModel,
+                                               NVLINK_ALPHA_US, NVLINK_GBPS,
+                                               NVSWITCH_ALPHA_US, GpuModel, nic_speed,
                                                pcie_gbps, socket_gbps)
 
 NVSWITCH_CLASS = "0x068000"
@@ -305,18 +305,9 @@ def _add_nics(draft: Draft, nics: list, nic_gbps: float | None, model: GpuModel 
     PCIe links, and the network: section that joins boxes."""
     if not nics:
         return
-    speeds = [s for _, s, _, _, _ in nics if s]
-    fastest = max(speeds, default=None)
-    if nic_gbps is not None:
-        fastest, how = nic_gbps, f"--nic-gbps {nic_gbps:g}"
-    elif fastest is not None:
-        how = f"the fastest net speed in the file, {fastest * 8000:g} Mb/s / 8000"
-    elif model is not None:
-        fastest, how = model.nic_gbps, f"--gpu {model.name}'s usual NIC, {model.nic_text}"
-        draft.assume(f"NIC speed {fastest:g} GB/s: {how}; the file gives none")
-    else:
-        fastest, how = 12.5, "100 Gb/s (NCCL's NET_BW figure); the file gives none"
-        draft.assume(f"NIC speed {fastest:g} GB/s: {how}; give --nic-gbps")
+    read = max((s for _, s, _, _, _ in nics if s), default=None)
+    fastest, how, assumed = nic_speed(nic_gbps, read, model)
+
     def slow(nic):
         return nic_gbps is None and nic[1] is not None and nic[1] < fastest
 
@@ -330,11 +321,7 @@ def _add_nics(draft: Draft, nics: list, nic_gbps: float | None, model: GpuModel 
                          + (f", {speed * 8000:g} Mb/s" if speed else ""))
         draft.link(parent, name, gbps or fastest,
                    note=note if gbps else "no PCIe link: the NIC's speed")
-    fabric = fabric or ("rails" if len(kept) > 1 else "single-switch")
-    draft.network = {"fabric": fabric, "gbps": round(fastest, 4),
-                     "alpha_us": NETWORK_ALPHA_US}
-    draft.network_note = (f"--boxes K joins K copies: {fabric}; {fastest:g} GB/s per NIC "
-                          f"({how}); {NETWORK_ALPHA_US:g} us, InfiniBand as the built-ins")
+    draft.join_by_network(len(kept), fastest, how, assumed, fabric)
 
 
 def _net_speed(net: Element, where: str) -> float | None:
@@ -357,8 +344,7 @@ def _count(nvlink: Element, where: str) -> int:
 def _net_name(net: Element | None, counter: dict) -> str:
     counter["nic"] += 1
     name = net.attrs.get("name", "") if net is not None else ""
-    clean = "".join(ch if ch.isalnum() or ch in "_-." else "_" for ch in name)[:40]
-    return clean or f"nic{counter['nic'] - 1}"
+    return vertex_name(name, f"nic{counter['nic'] - 1}")
 
 
 def _int(e: Element | None, key: str, where: str, default):

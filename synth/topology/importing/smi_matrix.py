@@ -39,10 +39,10 @@ from itertools import combinations
 import networkx as nx
 
 from synth.errors import BadInput
-from synth.topology.importing.draft import Draft
-from synth.topology.importing.hardware import (GPU_MODELS, NETWORK_ALPHA_US,
-                                               NVLINK_ALPHA_US, NVLINK_GBPS,
-                                               NVSWITCH_ALPHA_US, GpuModel, pcie_x16_gbps)
+from synth.topology.importing.draft import Draft, vertex_name
+from synth.topology.importing.hardware import (GPU_MODELS, NVLINK_ALPHA_US, NVLINK_GBPS,
+                                               NVSWITCH_ALPHA_US, GpuModel, nic_speed,
+                                               pcie_x16_gbps)
 
 LEVELS = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5, "SOC": 5}  # SOC: old SYS
 GROUP_KIND = {1: "a PCIe switch (PIX)", 2: "a PCIe switch above switches (PXB)",
@@ -71,7 +71,7 @@ def from_matrix(text: str, where: str, name: str, gpu: GpuModel | None = None,
     draft = Draft(name, "", f"nvidia-smi topo -m output {where}")
     model, why = _model(rows, gpus, gpu)
     names = {g: f"gpu{i}" for i, g in enumerate(gpus)}
-    names.update({n: _clean(legend.get(n, n)) for n in nics})
+    names.update({n: vertex_name(legend.get(n, n), n) for n in nics})
     for g in gpus:
         draft.add(names[g], "gpu", f"{g} of the matrix")
     for n in nics:  # two NICs of one name (a legend's typo) get -2, -3, ...
@@ -238,22 +238,5 @@ def _pcie(draft, rows, columns, names, affinity, pcie: float, where: str) -> Non
 
 
 def _network(draft, nics: list[str], model, nic_gbps, fabric) -> None:
-    if not nics:
-        return
-    if nic_gbps is not None:
-        gbps, how = nic_gbps, f"--nic-gbps {nic_gbps:g}"
-    elif model is not None:
-        gbps, how = model.nic_gbps, f"{model.name}'s usual NIC, {model.nic_text}"
-    else:
-        gbps, how = 12.5, "100 Gb/s (NCCL's NET_BW figure)"
-    if nic_gbps is None:
-        draft.assume(f"NIC speed {gbps:g} GB/s: {how}; the matrix gives none "
-                     "(give --nic-gbps)")
-    fabric = fabric or ("rails" if len(nics) > 1 else "single-switch")
-    draft.network = {"fabric": fabric, "gbps": gbps, "alpha_us": NETWORK_ALPHA_US}
-    draft.network_note = (f"--boxes K joins K copies: {fabric}; {gbps:g} GB/s per NIC "
-                          f"({how}); {NETWORK_ALPHA_US:g} us, InfiniBand as the built-ins")
-
-
-def _clean(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "_-." else "_" for ch in name)[:40]
+    if nics:  # the matrix gives no speed
+        draft.join_by_network(len(nics), *nic_speed(nic_gbps, None, model), fabric)
