@@ -497,7 +497,7 @@ def rewrite(r):
 
 def test_plan_simulator_accepts_correct_port_plans():
     report = check_mscclpp_plan(port_plan(lambda r: [port_op("pws", r)]))
-    assert report["channels"] == {"memory": 0, "port": 2}
+    assert report["channels"] == {"memory": 0, "port": 2, "switch": 0}
     assert report["ops"]["pws(port)"] == 2 and report["ops"]["wait(port)"] == 4
     # put, then signal on the same channel by the same thread: behind the put's data
     check_mscclpp_plan(port_plan(lambda r: [port_op("put", r), PORT_SIGNAL]))

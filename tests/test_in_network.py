@@ -165,7 +165,7 @@ def test_nvls_in_boxes_and_direct_across_them_reach_the_in_network_bound(spec, b
     verify_schedule(schedule_to_dict(z))
 
 
-def test_cli_frontier_uses_the_switch_and_exporters_refuse_it_with_one_line(tmp_path):
+def test_cli_frontier_uses_the_switch_mscclpp_takes_it_msccl_xml_refuses(tmp_path):
     made = synth_cli("allreduce", "--topo", "dgxh100", "--time-limit", "20", "--out",
                      str(tmp_path / "out"), "--json")
     assert made.returncode == 0, made.stderr[-2000:]
@@ -178,6 +178,10 @@ def test_cli_frontier_uses_the_switch_and_exporters_refuse_it_with_one_line(tmp_
     assert synth_cli("verify", path).returncode == 0
     refused = synth_cli("export", path, "--to", "msccl-xml", "-o", str(tmp_path / "x.xml"))
     assert "cannot express" in one_line(refused, 2)
+    plan = tmp_path / "p.mscclpp.json"
+    exported = synth_cli("export", path, "--to", "mscclpp", "-o", str(plan))
+    assert exported.returncode == 0, exported.stderr
+    assert '"glres"' in plan.read_text()
 
 
 @pytest.mark.parametrize("switch, message", [

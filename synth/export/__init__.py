@@ -46,7 +46,7 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
         from synth.export.msccl import default_name
 
         name = re.sub(r"[^A-Za-z0-9_.:+-]", "_", default_name(schedule, inplace))
-    schedule, note = runtime_form(schedule)
+    schedule, note = runtime_form(schedule, switch_ops=fmt == "mscclpp")
     coll = schedule.collective
     if fmt == "msccl-xml":
         from synth.export.msccl import to_msccl_xml
@@ -82,20 +82,21 @@ MAX_EXPANDED_SENDS = 200_000  # a pipeline no runtime loop can express, unrolled
 
 # what a format without switch channels says of a version 3 schedule
 IN_NETWORK = ("the schedule has switch operations (multicast, switch_reduce: version 3), "
-              "which MSCCL XML and synth's MSCCL++ plans cannot express yet")
+              "which MSCCL XML cannot express (MSCCL++ plans can: --to mscclpp)")
 
 
-def runtime_form(schedule):
+def runtime_form(schedule, switch_ops: bool = False):
     """(a version 1 schedule to lower, a note for the summary). A pipeline becomes its
     batch program, a collective of its own on a P-th of the chunks (synth.schedule.
     transform.one_batch): the runtimes run an algorithm over successive slices of the
     buffer, which is the pipeline. Chunk ranges stay (the exporters move cnt chunks in
     one step). A pipeline whose batches do not split every share evenly is unrolled, up
-    to MAX_EXPANDED_SENDS sends."""
+    to MAX_EXPANDED_SENDS sends. Switch operations are refused unless the format has them
+    (`switch_ops`)."""
     from synth.schedule.file import verified
     from synth.schedule.transform import one_batch
 
-    if schedule.in_network:
+    if schedule.in_network and not switch_ops:
         raise BadInput(IN_NETWORK)
     if schedule.pipeline is None:
         return schedule.expanded(), ""
@@ -104,7 +105,8 @@ def runtime_form(schedule):
         p = schedule.pipeline.batches
         return verified(batch).expanded(), (f"; one batch of the {p}-batch pipeline, which "
                                             "the runtime repeats over slices of the buffer")
-    sends = sum(x.count for s in schedule.steps for x in s.sends) * schedule.batches
+    sends = sum(x.count for s in schedule.steps for x in (*s.sends, *s.switch_ops)
+                ) * schedule.batches
     if sends > MAX_EXPANDED_SENDS:
         raise BadInput(f"the pipeline's batches do not split the buffer evenly, and unrolled "
                        f"it would be {sends:,} sends (at most {MAX_EXPANDED_SENDS:,})")

@@ -119,7 +119,8 @@ class _Flow:
             return fresh(rank)
 
         self.written = set()  # (rank, slot) written in a launch, by the rank or a peer
-        self.steps = []  # per step: (moves, reductions)
+        self.steps = []  # per step: (moves, reductions, switch reductions)
+        fused = _fused_switch_ops(schedule)
         for t, sends in enumerate(drop_redundant(coll, schedule.steps)):
             moves, moved, arrived = [], {}, defaultdict(list)
             for x in sends:
@@ -158,7 +159,28 @@ class _Flow:
                 for slot in srcs:
                     since[(d, slot)].append((None, t))
                 since[(d, dst)] = []
-            self.steps.append((moves, reductions))
+            summed = []
+            for k, group, d in fused.get(t, ()):
+                src = {loc[(m, k)] for m in group}
+                if len(src) != 1:
+                    raise BadInput(f"cannot export to MSCCL++: step {t} sums chunk {k} in a "
+                                   "switch, but it sits at different offsets on the ranks (a "
+                                   "switch channel reads one offset on every rank)")
+                src = src.pop()
+                out = {lay.out_slot(m, k) for m in group}
+                out = out.pop() if len(out) == 1 else None
+                if out is None or (out != src and any(out in accessed[m] for m in group)):
+                    out = Slot("s", max(self.scratch[m] for m in group))  # one for all
+                    for m in group:
+                        self.scratch[m] = out.idx + 1
+                for m in group:
+                    accessed[m].add(out)
+                    since[(m, src)].append((d, t))
+                    loc[(m, k)] = out
+                    self.written.add((m, out))
+                    since[(m, out)] = []
+                summed.append((k, group, d, src, out))
+            self.steps.append((moves, reductions, summed))
         self.epilogue = []  # (rank, chunk, from, to)
         for r, k in sorted(coll.post):
             out = lay.out_slot(r, k)
@@ -173,7 +195,8 @@ class _Tb:
 
     def __init__(self, rank, lane, kind, peers):
         self.rank, self.lane, self.kind, self.peers = rank, lane, kind, peers
-        self.steps = defaultdict(lambda: {"puts": [], "wait": set(), "re": []})
+        self.steps = defaultdict(lambda: {"puts": [], "wait": set(), "re": [],
+                                          "notify": set(), "glres": []})
         self.epilogue = []
         self.acquire = defaultdict(list)  # (step, point) -> [thread blocks released by]
         self.release = defaultdict(list)  # (step, point) -> [thread blocks released to]
@@ -189,12 +212,27 @@ class _Plan:
         # peers and the remote buffers written, per (rank, lane, kind)
         peers = defaultdict(set)
         refs = defaultdict(set)  # (rank, lane, peer) -> buffer types written there
-        for moves, _ in flow.steps:
+        self.switch = defaultdict(list)  # rank -> (ranks, buffer type) of its switch channels
+        keys = set()
+        for moves, _, summed in flow.steps:
             for k, a, b, _, dst in moves:
                 lane = k % lanes
                 peers[(a, lane, kind(a, b))].add(b)
                 peers[(b, lane, kind(a, b))].add(a)
                 refs[(a, lane, b)].add(dst.buf)
+            for k, group, d, src, out in summed:  # memory channels for the hand-shakes
+                for m in group:
+                    if m != d:
+                        if kind(d, m) != "memory":
+                            raise BadInput(f"cannot export to MSCCL++: a switch reduction "
+                                           f"joins ranks {d} and {m} of different boxes; "
+                                           "switch channels (NVLS) work inside one box")
+                        peers[(d, k % lanes, "memory")].add(m)
+                        peers[(m, k % lanes, "memory")].add(d)
+                keys |= {(group, src.buf), (group, out.buf)}
+        for key in sorted(keys):  # one order on every rank: the members set them up together
+            for m in key[0]:
+                self.switch[m].append(key)
         self.tbs = defaultdict(list)  # rank -> thread blocks in id order
         self.tb_of = {}  # (rank, lane, peer) -> thread block
         self.first = {}  # (rank, lane) -> its first thread block
@@ -257,7 +295,7 @@ class _Plan:
             else:
                 readers[tb] = max(readers.get(tb, p), p)
 
-        for t, (moves, reductions) in enumerate(flow.steps):
+        for t, (moves, reductions, summed) in enumerate(flow.steps):
             for k, a, b, src, dst in moves:
                 lane = k % lanes
                 sender, receiver = self.tb_of[(a, lane, b)], self.tb_of[(b, lane, a)]
@@ -271,6 +309,28 @@ class _Plan:
                     access(tb, (d, s), False, (t, ACQ_RE), (t, REDUCED))
                 access(tb, (d, dst), True, (t, ACQ_RE), (t, REDUCED))
                 tb.steps[t]["re"].append((dst, srcs))
+            for k, group, d, src, out in summed:
+                # step t: every member tells d that its value (and the slot the sum goes
+                # to) is ready; d's glres sums and stores to all; step t + 1: d tells every
+                # member the sum is there (the multicast of the schedule)
+                lane, others = k % lanes, [m for m in group if m != d]
+                for m in others:
+                    mine, theirs = self.tb_of[(m, lane, d)], self.tb_of[(d, lane, m)]
+                    access(mine, (m, src), False, (t, ACQ_SEND), (t + 1, RECV))
+                    access(mine, (m, out), True, (t, ACQ_SEND), (t + 1, RECV))
+                    mine.steps[t]["notify"].add(d)
+                    theirs.steps[t]["wait"].add(m)
+                    access(theirs, (d, ("ready", k, m)), True, None, (t, RECV))
+                    access(theirs, (d, ("summed", k)), False, (t + 1, ACQ_SEND), (t + 1, SENT))
+                    theirs.steps[t + 1]["notify"].add(m)
+                    mine.steps[t + 1]["wait"].add(d)
+                tb = self.tb_of[(d, lane, others[0])]
+                for m in others:
+                    access(tb, (d, ("ready", k, m)), False, (t, ACQ_RE), (t, REDUCED))
+                access(tb, (d, src), False, (t, ACQ_RE), (t, REDUCED))
+                access(tb, (d, out), True, (t, ACQ_RE), (t, REDUCED))
+                access(tb, (d, ("summed", k)), True, (t, ACQ_RE), (t, REDUCED))
+                tb.steps[t]["glres"].append((src, out, group))
         end = (len(flow.steps), ACQ_SEND)
         for r, k, src, out in flow.epilogue:
             entry = log.get((r, src))
@@ -315,6 +375,13 @@ class _Plan:
                             self.remote[r][key] = len(self.remote[r])
                         used.add(self.remote[r][key])
                 tb.remote_refs = sorted(used)
+                keys = sorted({(g, x.buf) for t in tb.steps for src, dst, g in tb.steps[t]["glres"]
+                               for x in (src, dst)})
+                tb.switch_ids = [self.switch[r].index(key) for key in keys]
+                tb.switch = {key: i for i, key in enumerate(keys)}
+                if len(keys) > MAX_TB_CHANNELS:
+                    return (f"a thread block of rank {r} needs {len(keys)} switch channels "
+                            f"(limit {MAX_TB_CHANNELS})")
                 if len(tb.remote_refs) > MAX_TB_REMOTE:
                     return (f"a thread block of rank {r} needs {len(tb.remote_refs)} remote "
                             f"buffers (limit {MAX_TB_REMOTE})")
@@ -418,14 +485,25 @@ class _Plan:
                         puts(name, last[name], "port")
             release((t, SENT))  # after a nop: the put sources are free
             if step is not None:
-                if tb.kind == "memory" and step["puts"]:
-                    control("signal", {p for _, p, _ in step["puts"]}, "memory")
+                told = step["notify"] | ({p for _, p, _ in step["puts"]}
+                                         if tb.kind == "memory" else set())
+                if told:
+                    control("signal", told, tb.kind)
                 if step["wait"]:
                     control("wait", step["wait"], tb.kind)
                     if tb.release.get((t, RECV)) or not tb.acquire.get((t, ACQ_RE)):
                         ops.append({"name": "nop"})  # else the acquire's nop serves
             release((t, RECV))
             acquire((t, ACQ_RE))
+            if step is not None and step["glres"]:
+                for src, dst, group, cnt in _glres_runs(step["glres"]):
+                    ops.append({"name": "glres", "channel_type": "switch",
+                                "src_buff": [{"switch_channel_id": tb.switch[(group, src.buf)],
+                                              "index": src.idx, "size": cnt}],
+                                "dst_buff": [{"switch_channel_id": tb.switch[(group, dst.buf)],
+                                              "index": dst.idx, "size": cnt}]})
+                if not step["re"]:
+                    ops.append({"name": "nop"})
             if step is not None and step["re"]:
                 for dst, srcs, cnt in _re_runs(step["re"]):
                     part, rest = srcs[:MAX_RE], srcs[MAX_RE:]
@@ -459,6 +537,21 @@ def _pushed_since_nop(ops):
     return False
 
 
+def _glres_runs(summed):
+    """The switch reductions (src, dst, group) of one step merged into runs (src, dst,
+    group, count) of consecutive slots."""
+    out = []
+    for src, dst, group in sorted(summed, key=lambda e: (e[2], e[0].buf, e[0].idx)):
+        if out:
+            s0, d0, g0, cnt = out[-1]
+            if (g0 == group and (s0.buf, d0.buf) == (src.buf, dst.buf)
+                    and s0.idx + cnt == src.idx and d0.idx + cnt == dst.idx):
+                out[-1] = (s0, d0, g0, cnt + 1)
+                continue
+        out.append((src, dst, group, 1))
+    return out
+
+
 def _re_runs(reductions):
     """The reductions (dst, srcs) of one step merged into runs (dst, srcs, count) of
     consecutive chunks: every operand one slot further than in the previous one."""
@@ -472,6 +565,48 @@ def _re_runs(reductions):
                 continue
         out.append((dst, srcs, 1))
     return out
+
+
+def _fused_switch_ops(schedule) -> dict:
+    """{step: [(chunk, ranks, d)]}: each switch_reduce of a chunk into d, with the
+    multicast of the sum from d to the other sources in the next step, as one glres (the
+    switch sums every member's chunk and stores the sum to every member). BadInput for
+    switch operations that do not pair up so, or that share a chunk with other moves in
+    those two steps: glres is the one switch operation every executor since v0.8 runs."""
+    steps = schedule.steps
+    fused, paired = defaultdict(list), set()
+
+    def refuse(why):
+        raise BadInput(f"cannot export to MSCCL++: {why} (a switch channel's glres sums a "
+                       "chunk of every member and stores the sum to every member)")
+
+    for t, step in enumerate(steps):
+        for op in step.switch_ops:
+            if op.op != "switch_reduce":
+                continue
+            d, k = op.dsts[0], op.chunk
+            group = tuple(sorted({*op.srcs, d}))
+            after = steps[t + 1].switch_ops if t + 1 < len(steps) else ()
+            spread = [x for x in after if x.op == "multicast" and x.chunk == k
+                      and x.srcs == (d,) and x.via == op.via
+                      and set(x.dsts) == set(group) - {d}]
+            if not spread:
+                refuse(f"step {t} sums chunk {k} into rank {d} in switch {op.via}, and step "
+                       f"{t + 1} does not multicast it to the other {len(group) - 1} ranks")
+            for u in (t, t + 1):
+                busy = [x for x in steps[u].sends if k in x.chunks()]
+                busy += [x for x in steps[u].switch_ops if k in x.chunks()
+                         and x is not op and x is not spread[0]]
+                if busy:
+                    refuse(f"chunk {k} moves in step {u} beside its switch reduction")
+            paired.add((t + 1, id(spread[0])))
+            fused[t].append((k, group, d))
+    for t, step in enumerate(steps):
+        for op in step.switch_ops:
+            if op.op == "multicast" and (t, id(op)) not in paired:
+                refuse(f"step {t} multicasts chunk {op.chunk} from rank {op.srcs[0]} without "
+                       "summing it in the switch the step before")
+    return fused
 
 
 def build(schedule, inplace: bool = False) -> _Plan:
@@ -538,10 +673,11 @@ def to_mscclpp_plan(schedule, inplace: bool = False, name: str | None = None,
     from synth.export.msccl import default_name
 
     name = name or default_name(schedule, inplace)  # after the schedule asked for
-    schedule = runtime_form(schedule)[0]
+    schedule = runtime_form(schedule, switch_ops=True)[0]
     plan = build(schedule, inplace)
     lay, coll = plan.layout, schedule.collective
     scratch = max(plan.flow.scratch.values(), default=0)
+    chunks = {"i": lay.input_chunks, "o": lay.output_chunks, "s": scratch}
     gpus = []
     for r in range(lay.n):
         tbs = []
@@ -550,7 +686,9 @@ def to_mscclpp_plan(schedule, inplace: bool = False, name: str | None = None,
             tbs.append({
                 "id": len(tbs),
                 "channels": ([{"channel_type": kd, "channel_ids": tb.channel_ids}]
-                             if tb.peers else []),
+                             if tb.peers else [])
+                + ([{"channel_type": "switch", "channel_ids": tb.switch_ids}]
+                   if getattr(tb, "switch_ids", None) else []),
                 "remote_buffer_refs": ([{"access_channel_type": kd,
                                          "remote_buffer_ids": tb.remote_refs}]
                                        if tb.peers and tb.remote_refs else []),
@@ -560,7 +698,10 @@ def to_mscclpp_plan(schedule, inplace: bool = False, name: str | None = None,
             "id": r, "input_chunks": lay.input_chunks, "output_chunks": lay.output_chunks,
             "scratch_chunks": scratch,
             "channels": [{"channel_type": kd, "connected_to": plan.channels[kd][r]}
-                         for kd in KINDS if plan.channels[kd][r]],
+                         for kd in KINDS if plan.channels[kd][r]]
+            + [{"channel_type": "switch", "buffer_type": buf,
+                "rank_groups": [{"size": chunks[buf], "ranks": list(group)}]}
+               for group, buf in plan.switch[r]],
             "remote_buffers": [{"rank": peer, "type": buf,
                                 "access_channel_types": [plan.kind(r, peer)]}
                                for (peer, buf) in plan.remote[r]],

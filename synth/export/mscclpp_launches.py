@@ -1,7 +1,7 @@
 """The dynamic half of the MSCCL++ plan simulator (synth.export.mscclpp_sim checks the
 static rules, then runs this): two launches of a parsed plan back to back.
 
-Dynamic checks, D1-D8, over two launches back to back (counters and semaphores are never
+Dynamic checks, D1-D9, over two launches back to back (counters and semaphores are never
 reset): thread blocks run their ops in order; wait blocks until the paired channel has
 had more signals than waits (the k-th wait matches the k-th signal), sem_acquire until
 the semaphore is positive (the k-th acquire matches the k-th release). Vector clocks
@@ -34,10 +34,13 @@ write, in this launch or the previous one (D4), two ops of one thread block touc
 same chunk, one writing, without a nop between them (D5, D6), a port put's source
 written before its transfer is known complete, or a put no signal covers (D7), and wrong
 results (D8: symbolic multisets of (rank, chunk) contributions; reading a slot that
-holds nothing; writing the input of an out-of-place plan). Only the ops synth emits and
-the port ops are simulated: nop, signal, wait, rlxsignal, rlxwait, put, pws, pwsf,
-flush, copy, re, sem_acquire, sem_release; any other accepted op is reported as not
-simulated.
+holds nothing; writing the input of an out-of-place plan), and a peer's access to a
+rank's input outside its kernel (D9: the caller writes the input before the kernel
+starts, so it counts as written then, and may write it again once the kernel ends).
+glres (switch channels) reads the range on every member of its group and writes the sum
+to every member, all as its thread block. Only the ops synth emits and the port ops are
+simulated: nop, signal, wait, rlxsignal, rlxwait, put, pws, pwsf, flush, copy, re, glres,
+sem_acquire, sem_release; any other accepted op is reported as not simulated.
 """
 
 from collections import deque
@@ -118,7 +121,7 @@ def _canon(p, rank, buf, idx):
 
 
 class Launches:
-    """The dynamic checks (D1-D8) of a parsed plan, launch after launch.
+    """The dynamic checks (D1-D9) of a parsed plan, launch after launch.
 
     Each launch: start it (the kernel boundary orders a rank's earlier launches), run
     thread blocks until none can move (a thread block that blocks is woken by the signal
@@ -163,6 +166,7 @@ class Launches:
         self.puts = {}  # proxy -> last put seq of this launch
         zero = [0] * self.size
         for rank, tbs in self.by_rank.items():
+            tbs[0].seq += 1  # the caller's writes of the input, before the kernel starts
             seen, allowed = zero, zero  # all the rank's threads knew when its kernel ended
             for tb in tbs:
                 seen = _join(seen, _join(tb.vc, tb.pend_vc))
@@ -171,12 +175,32 @@ class Launches:
             for tb in tbs:
                 seen[tb.gid] = max(seen[tb.gid], tb.seq)
             allowed = _join(allowed, seen)
+            self.host_writes(rank, tbs[0], seen)
             for tb in tbs:  # the kernel boundary orders all of a rank's earlier launches
                 tb.base = tb.vc = tb.fenced = seen
                 tb.perm = tb.fenced_perm = allowed
                 tb.pend_vc, tb.pend_perm, tb.dirty = zero, zero, False
                 tb.pc, tb.epoch = 0, tb.epoch + 1
         self.sem_start = {key: s[0] for key, s in self.sem.items()}
+
+    def host_writes(self, rank, first, seen):
+        """The caller writes rank's input before its kernel starts (stream order): every
+        access of it in the previous launch by another rank must be one this rank knew
+        of when its kernel ended (a peer reading it later, through a switch, could read
+        the next call's data); in this launch it counts as written at the kernel's start,
+        so a peer reads it only after a signal chain from this rank."""
+        for slot in self.p["inputs"][rank]:
+            entry = self.access.get(slot)
+            if entry is not None:
+                for gid, seq, _, _, wrote, _ in filter(None, [entry[0], *entry[1].values()]):
+                    if gid is not None and self.tbs[gid].rank != rank and seen[gid] < seq:
+                        _fail(f"launch {self.launch}: {self.tbs[gid]} "
+                              f"{'writes' if wrote else 'reads'} {slot[1]}[{slot[2]}] of gpu "
+                              f"{rank}, an input, after gpu {rank}'s kernel may have ended (no "
+                              "signal from it that gpu waits for)")
+            transfers = entry[2] if entry is not None else []
+            self.access[slot] = [(first.gid, first.seq, self.launch, None, True, None), {},
+                                 transfers]
 
     def run_until_stuck(self):
         self.parked = {}  # what a blocked thread block waits for -> thread blocks
@@ -389,6 +413,18 @@ class Launches:
         src, dst = op[2]
         parts = [self.read(tb, s, where) for s in src]
         self.write(tb, dst, [tuple(sorted(sum(vals, ()))) for vals in zip(*parts)], where)
+
+    def op_glres(self, tb, op, where):
+        """The switch loads every member's chunks and sums them (one multimem load-reduce),
+        then stores the sum to every member: reads and writes on every member's memory,
+        all by this thread block."""
+        if not self.combining:
+            _fail(f"{where}: reduces, but {self.p['coll']} does not combine")
+        src, dst = op[2]
+        parts = [self.read(tb, s, where) for s in src]
+        total = [tuple(sorted(sum(vals, ()))) for vals in zip(*parts)]
+        for d in dst:
+            self.write(tb, d, total, where)
 
     # --- memory, with the visibility and permission rules --------------------------------
 

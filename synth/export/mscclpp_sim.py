@@ -8,11 +8,12 @@ table of what each collective's buffers hold at the start and must hold at the e
 
 Static checks, S1-S9: key presence and types, gpus[k].id == k, chunk counts >= 1 and
 equal on every rank (and as the collective needs), thread block ids, memory and port
-channel peers in range and declared symmetrically per type, channel and remote-buffer
+channel peers in range and declared symmetrically per type, switch channels' rank
+groups (holding the rank, declared in one order by any two ranks they join), channel and remote-buffer
 ids resolving through each thread block's tables per type, remote buffers listing the
 access type, a port put's buffer owned by its channel's peer, op shapes (put pairs, one
 source type per memory put, channel ids for port puts, pws/pwsf/flush on port channels
-only, local operands for copy/re, channel_type on every op with a buffer_id, semaphore
+only, local operands for copy/re, glres on one switch channel group, channel_type on every op with a buffer_id, semaphore
 ids), chunk ranges inside the owner's buffers, equal operand sizes, and the limits (64
 ops per thread block, 16 channels and 16 remote buffers per thread block and type, 8
 channel ids per op, 10 entries per list, 16 semaphore ids per op, 1024 threads); a
@@ -20,7 +21,7 @@ channel waited on by one thread block only, no channel twice in one wait; every 
 channel used by one thread block only; every semaphore released by one thread block and
 acquired by one; no peer i buffer in an in-place allgather.
 
-Dynamic checks, D1-D8, and the host proxy's port channels: synth.export.mscclpp_launches.
+Dynamic checks, D1-D9, and the host proxy's port channels: synth.export.mscclpp_launches.
 
 Cost: linear in the plan's ops and chunk accesses, plus, for the ops that synchronise,
 the width of the vector clocks (one entry per thread block).
@@ -36,8 +37,8 @@ ACCEPTED = {"nop", "barrier", "signal", "wait", "rlxsignal", "rlxwait", "put", "
             "upkt", "repkt", "recpkt", "respkt", "recspkt", "glres", "gstore", "gstorepkt",
             "pipeline", "sem_acquire", "sem_release"}
 SIMULATED = {"nop", "signal", "wait", "rlxsignal", "rlxwait", "put", "pws", "pwsf", "flush",
-             "copy", "re", "sem_acquire", "sem_release"}
-TYPES = ("memory", "port")
+             "copy", "re", "glres", "sem_acquire", "sem_release"}
+TYPES = ("memory", "port")  # channels between two ranks; switch channels join a group
 MAX_OPS, MAX_CHANNELS, MAX_IDS, MAX_ENTRIES, MAX_SEMS = 64, 16, 8, 10, 16
 
 
@@ -138,19 +139,24 @@ def _static(plan, root):
         _fail(f"input_chunks={ic}, output_chunks={oc} do not fit {coll} on {n} ranks")
 
     flat = {t: [] for t in TYPES}  # type -> per gpu: peers, position = GPU-level id
+    flat["switch"] = []  # per gpu: (buffer type, ranks, size) of each rank group
     for k, gpu in enumerate(gpus):
-        peers = {t: [] for t in TYPES}
+        peers = {t: [] for t in (*TYPES, "switch")}
         for i, ch in enumerate(gpu["channels"]):
             where = f"gpus[{k}].channels[{i}]"
             kind = _need(ch, "channel_type", str, where, "a string")
+            if kind == "switch":
+                peers[kind] += _switch_groups(ch, where, k, n, counts[k])
+                continue
             if kind not in TYPES:
                 _fail(f"{where}: {kind} channels are not simulated")
             for p in _need(ch, "connected_to", list, where, "a list"):
                 if not _int(p) or not 0 <= p < n or p == k:
                     _fail(f"{where}: peer {p!r} is not another rank")
                 peers[kind].append(p)
-        for t in TYPES:
+        for t in peers:
             flat[t].append(peers[t])
+    _same_switch_order(flat["switch"])
     paired = {}  # (type, rank, id) -> (peer, peer's paired id)
     for t in TYPES:
         pairs = Counter((a, b) for a in range(n) for b in flat[t][a])
@@ -203,7 +209,7 @@ def _static(plan, root):
                 rbufs.setdefault(_need(e, "access_channel_type", str, where, ""), []).extend(
                     _need(e, "remote_buffer_ids", list, where, "a list"))
             for kind, ids in chans.items():
-                if kind not in TYPES:
+                if kind not in (*TYPES, "switch"):
                     _fail(f"{where}: {kind} channels are not simulated")
                 if len(ids) > MAX_CHANNELS:
                     _fail(f"{where}: {len(ids)} {kind} channels (limit {MAX_CHANNELS})")
@@ -247,8 +253,67 @@ def _static(plan, root):
             tbs.append(_Tb(k, j, parsed, gid))
             gid += 1
     _, _, start, end = layout(coll, n, c, root, inplace)
+    inputs = [[] for _ in range(n)]
+    for slot in sorted(start):
+        inputs[slot[0]].append(slot)
     return dict(coll=coll, n=n, c=c, root=root, inplace=inplace, counts=counts, flat=flat,
-                paired=paired, tbs=tbs, start=start, end=end, ic=ic, oc=oc, sems=sems)
+                paired=paired, tbs=tbs, start=start, end=end, ic=ic, oc=oc, sems=sems,
+                inputs=inputs)
+
+
+def _switch_groups(ch, where, rank, n, counts):
+    """The GPU-level switch channels of one `channels` entry: one per rank group, each
+    binding the buffer of `buffer_type` on every rank of the group (NVLS multicast)."""
+    buf = _need(ch, "buffer_type", str, where, "a string")
+    if buf not in ("i", "o", "s"):
+        _fail(f"{where}: buffer_type {buf!r} (expected i, o or s)")
+    out = []
+    for j, group in enumerate(_need(ch, "rank_groups", list, where, "a list")):
+        w = f"{where}.rank_groups[{j}]"
+        size = _need(group, "size", int, w, "")
+        ranks = _need(group, "ranks", list, w, "a list")
+        if any(not _int(r) or not 0 <= r < n for r in ranks) or len(set(ranks)) != len(ranks):
+            _fail(f"{w}: ranks {ranks!r} are not distinct ranks 0..{n - 1}")
+        if rank not in ranks or len(ranks) < 2:
+            _fail(f"{w}: a switch channel of gpu {rank} must join it to at least one other "
+                  "rank")
+        if not 1 <= size <= counts[buf]:
+            _fail(f"{w}: size {size} (1..{counts[buf]}, the chunks of {buf})")
+        out.append((buf, tuple(sorted(ranks)), size))
+    return out
+
+
+def _same_switch_order(switch):
+    """The members of a group set their NVLS connections up together, in the order they
+    declare them [inferred]: any two ranks must declare the switch channels that join
+    them in the same order, with the same buffer types."""
+    for a, mine in enumerate(switch):
+        for key in mine:
+            for b in key[1]:
+                if b > a:
+                    ours = [x[:2] for x in mine if b in x[1]]
+                    theirs = [x[:2] for x in switch[b] if a in x[1]]
+                    if ours != theirs:
+                        _fail(f"switch channels: gpu {a} and gpu {b} do not declare the ones "
+                              "joining them in the same order")
+
+
+def _switch_entry(entry, where, chans, ctx):
+    """A switch buffer entry {switch_channel_id, index, size}: its channel's group and
+    the chunk range on every member."""
+    if not isinstance(entry, dict) or "switch_channel_id" not in entry or "type" in entry \
+            or "buffer_id" in entry:
+        _fail(f"{where}: expected a switch entry {{switch_channel_id, index, size}}")
+    c, table = entry["switch_channel_id"], chans.get("switch", [])
+    if not _int(c) or not 0 <= c < len(table):
+        _fail(f"{where}: switch_channel_id {c!r} is not in the thread block's table "
+              f"({len(table)} switch channels)")
+    buf, ranks, size = ctx["rank_switch"][table[c]]
+    ranges = [_range(dict(entry, type=buf), where, m, ctx["counts"]) for m in ranks]
+    if ranges[0][2] + ranges[0][3] > size:
+        _fail(f"{where}: {buf}[{ranges[0][2]}..{ranges[0][2] + ranges[0][3] - 1}] is outside "
+              f"the switch channel's {size} chunks")
+    return ranks, ranges
 
 
 def _range(entry, where, owner, counts):
@@ -322,6 +387,18 @@ def _op(op, where, rank, chans, rbufs, ctx):
     srcs, dsts = op.get("src_buff"), op.get("dst_buff")
     if not srcs or not dsts:
         _fail(f"{where}: {name} needs src_buff and dst_buff")
+    if name == "glres":  # every member's chunks summed by the switch, stored to every member
+        if kind != "switch" or len(srcs) != 1 or len(dsts) != 1:
+            _fail(f"{where}: glres takes channel_type switch, one source and one destination")
+        group, src = _switch_entry(srcs[0], f"{where}.src_buff[0]", chans,
+                                   dict(ctx, rank_switch=ctx["flat"]["switch"][rank]))
+        other, dst = _switch_entry(dsts[0], f"{where}.dst_buff[0]", chans,
+                                   dict(ctx, rank_switch=ctx["flat"]["switch"][rank]))
+        if group != other:
+            _fail(f"{where}: glres loads from ranks {list(group)} and stores to {list(other)}")
+        if src[0][3] != dst[0][3]:
+            _fail(f"{where}: glres operands of different sizes")
+        return (name, "switch", (src, dst), ())
     if name in ("put", "pws", "pwsf"):
         if kind not in TYPES or (name != "put" and kind != "port"):
             want = "port" if name != "put" else "memory or port"
@@ -385,6 +462,6 @@ def check_mscclpp_plan(plan, root=None, launches=2):
             "inplace": p["inplace"], "threadblocks": len(p["tbs"]),
             "max_threadblocks_per_rank": max(per_rank.values()),
             "max_ops_per_threadblock": max(len(tb.ops) for tb in p["tbs"]), "ops": ops,
-            "channels": {t: sum(len(x) for x in p["flat"][t]) for t in TYPES},
+            "channels": {t: sum(len(x) for x in p["flat"][t]) for t in (*TYPES, "switch")},
             "semaphores": sum(len(s) for s in p["sems"]),
             "scratch_chunks": max(c["s"] for c in p["counts"])}

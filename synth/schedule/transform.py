@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from synth.schedule.collectives import DUAL, make_collective
-from synth.schedule.ir import Schedule, Send, Step
+from synth.schedule.ir import Schedule, Step
 from synth.topology.linkmodel import Group, LinkModel, RankLink, min_rounds
 
 COMBINING_OF = {v: k for k, v in DUAL.items()}  # allgather -> reducescatter, ...
@@ -107,7 +107,8 @@ def one_batch(schedule: Schedule) -> Schedule | None:
     pipe, coll = schedule.pipeline, schedule.collective
     if pipe is None:
         return schedule
-    touched = sorted({k for step in schedule.steps for x in step.sends for k in x.chunks()})
+    touched = sorted({k for step in schedule.steps for x in (*step.sends, *step.switch_ops)
+                      for k in x.chunks()})
     if len(touched) * pipe.batches != coll.num_chunks or coll.chunks % pipe.batches:
         return None
     per_share = coll.share_chunks // pipe.batches
@@ -115,15 +116,17 @@ def one_batch(schedule: Schedule) -> Schedule | None:
     if any(index[k] // per_share != k // coll.share_chunks for k in touched):
         return None  # batch 0 does not take the same number of chunks from every share
     batch = make_collective(coll.name, coll.ranks, coll.chunks // pipe.batches, coll.root)
-    steps = []
-    for step in schedule.steps:
-        sends = []
-        for x in step.sends:
+    def renumbered(moves):
+        out = []
+        for x in moves:
             first, last = index[x.chunk], index[x.chunk + x.count - 1]
             if last - first + 1 == x.count:  # still consecutive: keep the range
-                sends.append(Send(first, x.src, x.dst, x.op, x.count))
+                out.append(replace(x, chunk=first))
             else:
-                sends += [Send(index[k], x.src, x.dst, x.op) for k in x.chunks()]
-        steps.append(Step(step.rounds, tuple(sends)))
+                out += [replace(x, chunk=index[k], count=1) for k in x.chunks()]
+        return tuple(out)
+
+    steps = [Step(step.rounds, renumbered(step.sends), renumbered(step.switch_ops))
+             for step in schedule.steps]
     info = {**schedule.info, "batch_of": {"batches": pipe.batches, "stride": pipe.stride}}
     return Schedule(batch, schedule.model, tuple(steps), info)
