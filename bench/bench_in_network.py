@@ -8,7 +8,9 @@ declares `can: [reduce, multicast]`) and for the same file with that line remove
 by side in one run. Records per run: wall seconds, the bounds (with and without
 in-network reduction), the best frontier point with switch operations and the best
 without (ratio to the in-network bound, algbw in the model at 1 GB), and the speed-up
-between them. Issue 18's goals: the NVLS end within 1.02 x the in-network bound, at
+between them; then the other collectives a switch computes in one step (allgather,
+reducescatter, broadcast, reduce) against the same box without the capability. Issue
+18's goals: the NVLS end within 1.02 x the in-network bound, at
 least 1.7 x the algbw of the best schedule without it, and synthesis no slower than
 without switch operations. A benchmark, not a test: it asserts nothing.
 """
@@ -95,6 +97,29 @@ def across_boxes(spec: str, boxes: int | None = None) -> dict:
             "build_s": round(done - built, 1), "best_ratio_rpc": str(best_rpc)}
 
 
+ONE_STEP = [("allgather", None), ("reducescatter", None), ("broadcast", 0), ("reduce", 0)]
+
+
+def one_step(name: str, root, topo: str, time_limit: float, out: Path) -> dict:
+    """The frontier of `name` on `topo`: its in-network points, the fewest steps any
+    other point needs to come within 1.02 x the bound, and the best one-step point."""
+    args = ["--root", str(root)] if root is not None else []
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "synth", name, "--topo", topo, *args,
+                           "--time-limit", f"{time_limit:g}", "--json", "--no-progress",
+                           "--out", str(out)], capture_output=True, text=True, cwd=REPO)
+    wall = time.perf_counter() - start
+    points = json.loads(done.stdout)["frontier"]
+    nvls = [p for p in points if p["method"].startswith("in-network")]
+    plain = [p for p in points if not p["method"].startswith("in-network")]
+    near = [p["steps"] for p in plain if p["ratio_to_bound"] <= 1.02]
+    one = [p["ratio_to_bound"] for p in plain if p["steps"] == 1]
+    return {"collective": name, "topology": Path(topo).stem, "wall_s": round(wall, 1),
+            "nvls": [(p["steps"], p["ratio_to_bound"]) for p in nvls],
+            "plain_steps_within_1.02": min(near, default=None),
+            "plain_one_step_ratio": min(one, default=None)}
+
+
 def without_sharp(spec: str) -> Fraction:
     """The allreduce bound (rounds per chunk) of `spec` as it is, without SHARP."""
     from synth.bounds import bounds
@@ -124,6 +149,9 @@ def main() -> int:
         pairs = [(run("dgxh100", args.time_limit, Path(tmp) / f"a{i}"),
                   run(str(plain_file), args.time_limit, Path(tmp) / f"b{i}"))
                  for i in range(REPEATS)]
+        ones = [one_step(name, root, topo, args.time_limit, Path(tmp) / f"{name}-{j}")
+                for name, root in ONE_STEP for j, topo in enumerate(("dgxh100",
+                                                                     str(plain_file)))]
     runs = list(pairs[0])
     for r, k in zip(runs, (0, 1)):
         for key in ("wall_s", "synth_s"):
@@ -182,11 +210,26 @@ def main() -> int:
                      f"{a['best']:.4f} | {a['at_64']:.4f} | {a['setup_s']}, {a['build_s']} |"
                      + (f" SHARP: at least {a['speedup']} x faster than any schedule without it |"
                         if "speedup" in a else ""))
+    lines += ["", "## The other collectives through the switch (one switch operation per "
+              "share)", "",
+              "`synth NAME --topo T` on dgxh100 and on the same box without the capability "
+              f"(time limit {args.time_limit:g} s): the in-network points (steps, x bound), "
+              "and of the other points the fewest steps within 1.02 x the bound and the best "
+              "one-step ratio. The bound is the same with and without the switch for these "
+              "four (a port must still carry what the collective brings it).", "",
+              "| collective | topology | in-network (steps, x bound) | other points: fewest "
+              "steps within 1.02 x | best one-step x bound | wall s |",
+              "| --- | --- | --- | ---: | ---: | ---: |"]
+    for o in ones:
+        lines.append(f"| {o['collective']} | {o['topology']} | {o['nvls'] or '-'} | "
+                     f"{o['plain_steps_within_1.02'] or '-'} | {o['plain_one_step_ratio'] or '-'}"
+                     f" | {o['wall_s']} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
         Path(f"{args.out}.json").write_text(json.dumps({"date": date, "commit": commit,
-                                                        "runs": runs, "across": across},
+                                                        "runs": runs, "across": across,
+                                                        "one_step": ones},
                                                        indent=1) + "\n")
         Path(f"{args.out}.md").write_text(text)
     return 0

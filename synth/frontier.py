@@ -25,7 +25,7 @@ from synth.construct.decompose import COLLECTIVES as DECOMPOSED
 from synth.construct.decompose import MAX_STEPS as DECOMPOSED_MAX_STEPS
 from synth.construct.decompose import decompose
 from synth.construct.hints import Hints
-from synth.construct.in_network import box_switches, nvls_search, reducing_switch
+from synth.construct.in_network import ONE_STEP, box_switches, nvls_search, reducing_switch
 from synth.construct.relayed_alltoall import forwarded_search
 from synth.construct.tree_schedules import COLLECTIVES as PACKED
 from synth.construct.tree_schedules import tree_search
@@ -128,11 +128,12 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     if method == "auto" and name == "alltoall" and not _interrupted(searches):
         on_event("search", "alltoall forwarded: relayed at rail peers, or routed")
         searches["forwarded"] = forwarded_search(model, limits, start + limits.time_limit)
-    if (method == "auto" and name == "allreduce" and not _interrupted(searches)
-            and (reducing_switch(model) or box_switches(model, hierarchy))):
-        on_event("search", "allreduce in the network: switch reduce, then multicast")
+    if method == "auto" and not _interrupted(searches) and (
+            (name == "allreduce" and (reducing_switch(model) or box_switches(model, hierarchy)))
+            or (name in ONE_STEP and reducing_switch(model))):
+        on_event("search", f"{name} in the network: switch reductions and multicasts")
         searches["in-network"] = nvls_search(model, limits, start + limits.time_limit,
-                                             hierarchy)
+                                             hierarchy, name, coll.root)
     if method == "auto" and not _interrupted(searches):
         on_event("stage", "building the baselines")
         searches["baselines"] = _baselines(model, name, coll.root, limits,

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from synth.bounds import bounds
-from synth.construct.in_network import nvls_search
+from synth.construct.in_network import nvls_search, switch_rounds
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import schedule_from_dict, schedule_to_dict
 from synth.schedule.verify import ScheduleInvalid, verify_schedule
@@ -240,3 +240,38 @@ def test_sharp_reduces_across_boxes_and_beats_every_schedule_without_it(tmp_path
     if sums_inside:
         assert steady == b.rounds_per_chunk == Fraction(1, 16)
     verify_schedule(schedule_to_dict(z))
+
+
+@pytest.mark.parametrize("name, root", [("allgather", None), ("reducescatter", None),
+                                        ("broadcast", 3), ("reduce", 5)])
+def test_one_switch_operation_per_share_reaches_the_bound_in_one_step(name, root):
+    lowering = lower_with_routes(resolve("dgxh100"))
+    b = bounds(lowering, make_collective(name, 8, 1, root))
+    search = nvls_search(lowering.model, Limits(max_steps=4), None, None, name, root)
+    (point,) = search.points
+    schedule = point.schedule
+    assert schedule.num_steps == 1 and schedule.in_network
+    assert Fraction(schedule.rounds, schedule.collective.chunks) == b.rounds_per_chunk
+    verify_schedule(schedule_to_dict(schedule))
+    # as plain sends the same step costs N - 1 times more at the root of a broadcast or
+    # a reduce (its port carries every copy); allgather's and reducescatter's direct
+    # sends are as fast (every port carries N - 1 shares either way)
+    sends = schedule.as_sends().steps
+    as_sends = switch_rounds(lowering.model, [], sends[0].sends)
+    assert as_sends == schedule.rounds * (7 if root is not None else 1)
+    # a switch without the capability the operation needs is refused
+    plain = copy.deepcopy(schedule_to_dict(schedule))
+    plain["topology"]["switches"][0]["can"] = ["reduce"] if name in (
+        "allgather", "broadcast") else ["multicast"]
+    with pytest.raises(ScheduleInvalid, match="cannot|lacks|capab"):
+        verify_schedule(plain)
+
+
+def test_the_frontier_of_a_broadcast_through_nvls_is_one_step_at_the_bound(tmp_path):
+    made = synth_cli("broadcast", "--topo", "dgxh100", "--root", "2", "--time-limit", "20",
+                     "--out", str(tmp_path), "--json")
+    assert made.returncode == 0, made.stderr[-2000:]
+    (point,) = json.loads(made.stdout)["frontier"]
+    assert point["steps"] == 1 and point["ratio_to_bound"] == 1.0
+    assert point["method"].startswith("in-network")
+    assert synth_cli("verify", point["file"]).returncode == 0

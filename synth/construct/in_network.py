@@ -212,16 +212,55 @@ def port_pieces(model: LinkModel) -> int:
                  if (model.ranks * p / port).denominator == 1), 1)
 
 
+ONE_STEP = ("allgather", "reducescatter", "broadcast", "reduce")
+
+
+def one_step(model: LinkModel, switch: Switch, name: str, root: int | None,
+             chunks: int) -> Schedule:
+    """`name` in one step of switch operations, `chunks` chunks a share: every rank (or
+    the root) multicasts its share (allgather, broadcast), or the switch sums every
+    rank's copy of a share into its owner (reducescatter, reduce). A source's port
+    carries a share once; each other port carries what the collective must bring it,
+    which is its bound: one step where plain sends need a tree or a pipeline
+    (broadcast, reduce), and as fast as direct sends elsewhere."""
+    n, everyone = model.ranks, tuple(range(model.ranks))
+    owners = everyone if name in ("allgather", "reducescatter") else (root,)
+    ops = []
+    for r in owners:
+        first = r * chunks if name in ("allgather", "reducescatter") else 0
+        if name in ("allgather", "broadcast"):
+            ops.append(SwitchOp("multicast", first, (r,), tuple(d for d in everyone if d != r),
+                                switch.name, chunks))
+        else:
+            ops.append(SwitchOp("switch_reduce", first, everyone, (r,), switch.name, chunks))
+    coll = make_collective(name, n, chunks, root)
+    step = Step(switch_rounds(model, ops), (), tuple(ops))
+    return Schedule(coll, model, (step,),
+                    {"method": f"in-network (NVLS): one {ops[0].op} per share"})
+
+
 def nvls_search(model: LinkModel, limits: Limits, deadline: float | None = None,
-                hierarchy: Hierarchy | None = None) -> Search:
+                hierarchy: Hierarchy | None = None, name: str = "allreduce",
+                root: int | None = None) -> Search:
     """Allreduce computed in the network at every pipeline depth within the step
     limits, each verified: on one switch for all ranks (NVLS), with the fewest pieces
     per shard that fill the ports (N x pieces a multiple of the port's capacity); else
     across the boxes of `hierarchy`, in the network wherever a switch reduces (in each
-    box, between them, or both: across_boxes_allreduce). `stopped` says which, or why
-    none applies."""
+    box, between them, or both: across_boxes_allreduce). The collectives of ONE_STEP on
+    one switch: one_step, with the fewest chunks a share (up to MAX_PIECES) at the
+    lowest cost per chunk. `stopped` says which, or why none applies."""
     search = Search(complete=False)
     switch = reducing_switch(model)
+    if name != "allreduce":
+        if switch is None or name not in ONE_STEP:
+            search.stopped = f"no switch reduces and multicasts {name} between every pair"
+            return search
+        chunks = min(range(1, MAX_PIECES + 1), key=lambda c: (Fraction(
+            one_step(model, switch, name, root, c).rounds, c), c))
+        add_pipelines(search, lambda _: one_step(model, switch, name, root, chunks), limits,
+                      deadline, (1,))
+        search.stopped = f"in-network (NVLS) via {switch.name}, {chunks} chunks a share"
+        return search
     if switch is not None:
         pieces = port_pieces(model)
         add_pipelines(search, lambda batches: nvls_allreduce(model, switch, batches, pieces),
