@@ -80,13 +80,14 @@ def _rounds(model: LinkModel, steps) -> int:
 
 
 def _pipelined(model: LinkModel, coll, program: tuple[Step, ...], batches: int,
-               stride: int, info: dict) -> Schedule:
+               stride: int, info: dict, memo: dict | None = None) -> Schedule:
     """`program` as one batch of `batches`, each expanded step's rounds from the program
-    steps running in it (batch b's step i in expanded step b + i)."""
+    steps running in it (batch b's step i in expanded step b + i). `memo` keeps the
+    rounds of each window of program steps for the next depth of the same program."""
     if batches == 1:
         return Schedule(coll, model, program, info)
     last = len(program) - 1
-    rounds, memo = [], {}
+    rounds, memo = [], {} if memo is None else memo
     for t in range(len(program) + batches - 1):
         window = (max(0, t - batches + 1), min(last, t))
         if window not in memo:
@@ -95,20 +96,28 @@ def _pipelined(model: LinkModel, coll, program: tuple[Step, ...], batches: int,
     return Schedule(coll, model, program, info, Pipeline(batches, stride, tuple(rounds)))
 
 
-def nvls_allreduce(model: LinkModel, switch: Switch, batches: int, pieces: int) -> Schedule:
-    """The two-step allreduce (module docstring) in `batches` pipelined batches of
-    `pieces` chunks per shard."""
-    n, everyone = model.ranks, tuple(range(model.ranks))
-    stride = n * pieces
+def nvls_program(model: LinkModel, switch: Switch, pieces: int) -> tuple[Step, Step]:
+    """One batch of the two-step allreduce (module docstring), `pieces` chunks a shard."""
+    everyone = tuple(range(model.ranks))
     reduce = [SwitchOp("switch_reduce", r * pieces, everyone, (r,), switch.name, pieces)
               for r in everyone]
     spread = [SwitchOp("multicast", r * pieces, (r,), tuple(d for d in everyone if d != r),
                        switch.name, pieces) for r in everyone]
-    program = (Step(switch_rounds(model, reduce), (), tuple(reduce)),
-               Step(switch_rounds(model, spread), (), tuple(spread)))
-    coll = make_collective("allreduce", n, stride * batches)
+    return (Step(switch_rounds(model, reduce), (), tuple(reduce)),
+            Step(switch_rounds(model, spread), (), tuple(spread)))
+
+
+def nvls_allreduce(model: LinkModel, switch: Switch, batches: int, pieces: int,
+                   program: tuple[Step, ...] | None = None,
+                   memo: dict | None = None) -> Schedule:
+    """The two-step allreduce (module docstring) in `batches` pipelined batches of
+    `pieces` chunks per shard (`program` and `memo`: nvls_program's and _pipelined's, to
+    share between depths)."""
+    program = program or nvls_program(model, switch, pieces)
+    stride = model.ranks * pieces
+    coll = make_collective("allreduce", model.ranks, stride * batches)
     info = {"method": METHOD + (f", {batches} batches" if batches > 1 else "")}
-    return _pipelined(model, coll, program, batches, stride, info)
+    return _pipelined(model, coll, program, batches, stride, info, memo)
 
 
 def _capable(model: LinkModel, ranks) -> Switch | None:
@@ -134,7 +143,8 @@ def box_switches(model: LinkModel, hierarchy: Hierarchy | None
 
 
 def across_boxes_allreduce(model: LinkModel, hierarchy: Hierarchy, inside, across,
-                           batches: int, pieces: int) -> Schedule:
+                           batches: int, pieces: int, program: tuple[Step, ...] | None = None,
+                           memo: dict | None = None) -> Schedule:
     """Allreduce across boxes, computed in the network wherever a switch can:
 
         step 1   in every box, shard r summed into local rank r: by the box's switch
@@ -148,7 +158,21 @@ def across_boxes_allreduce(model: LinkModel, hierarchy: Hierarchy, inside, acros
                  switch, else sent by the GPUs
 
     `pieces` chunks per shard (a multiple of K), pipelined: the box and network steps
-    of different batches overlap."""
+    of different batches overlap (`program` and `memo`: across_program's and
+    _pipelined's, to share between depths)."""
+    program = program or across_program(model, hierarchy, inside, across, pieces)
+    stride = len(hierarchy.boxes[0]) * pieces
+    coll = make_collective("allreduce", model.ranks, stride * batches)
+    where = [w for w, on in (("NVLS in each box", inside), ("SHARP across boxes", across))
+             if on]
+    info = {"method": f"in-network ({', '.join(where)})"
+            + (f", {batches} batches" if batches > 1 else "")}
+    return _pipelined(model, coll, program, batches, stride, info, memo)
+
+
+def across_program(model: LinkModel, hierarchy: Hierarchy, inside, across,
+                   pieces: int) -> tuple[Step, ...]:
+    """One batch of across_boxes_allreduce: its four steps."""
     boxes, peers, k = hierarchy.boxes, hierarchy.peers, len(hierarchy.boxes)
     g = len(boxes[0])
     part = pieces // k
@@ -181,14 +205,7 @@ def across_boxes_allreduce(model: LinkModel, hierarchy: Hierarchy, inside, acros
         ops = tuple(x for x in moves if isinstance(x, SwitchOp))
         return Step(switch_rounds(model, list(ops), sends), sends, ops)
 
-    program = tuple(step(m) for m in (gather, up, down, spread))
-    stride = g * pieces
-    coll = make_collective("allreduce", model.ranks, stride * batches)
-    where = [w for w, on in (("NVLS in each box", inside), ("SHARP across boxes", across))
-             if on]
-    info = {"method": f"in-network ({', '.join(where)})"
-            + (f", {batches} batches" if batches > 1 else "")}
-    return _pipelined(model, coll, program, batches, stride, info)
+    return tuple(step(m) for m in (gather, up, down, spread))
 
 
 def _across_pieces(model, hierarchy, inside, across) -> int:
@@ -197,7 +214,7 @@ def _across_pieces(model, hierarchy, inside, across) -> int:
     k, g = len(hierarchy.boxes), len(hierarchy.boxes[0])
     best = None
     for pieces in range(k, max(k, MAX_PIECES) + 1, k):
-        steps = across_boxes_allreduce(model, hierarchy, inside, across, 1, pieces).steps
+        steps = across_program(model, hierarchy, inside, across, pieces)
         cost = Fraction(_rounds(model, steps), g * pieces)
         if best is None or cost < best[0]:
             best = (cost, pieces)
@@ -263,7 +280,9 @@ def nvls_search(model: LinkModel, limits: Limits, deadline: float | None = None,
         return search
     if switch is not None:
         pieces = port_pieces(model)
-        add_pipelines(search, lambda batches: nvls_allreduce(model, switch, batches, pieces),
+        program, memo = nvls_program(model, switch, pieces), {}
+        add_pipelines(search, lambda batches: nvls_allreduce(model, switch, batches, pieces,
+                                                             program, memo),
                       limits, deadline, DEPTHS)
         search.stopped = f"{METHOD} via {switch.name}, {pieces} pieces a shard"
         return search
@@ -279,8 +298,10 @@ def nvls_search(model: LinkModel, limits: Limits, deadline: float | None = None,
         search.stopped = f"{sends:,} sends a batch (at most {MAX_SENDS:,})"
         return search
     pieces = _across_pieces(model, hierarchy, inside, across)
+    program, memo = across_program(model, hierarchy, inside, across, pieces), {}
     add_pipelines(search, lambda batches: across_boxes_allreduce(
-        model, hierarchy, inside, across, batches, pieces), limits, deadline, DEPTHS)
+        model, hierarchy, inside, across, batches, pieces, program, memo), limits, deadline,
+        DEPTHS)
     where = " and ".join(w for w, on in (("NVLS in each box", inside),
                                          ("SHARP across boxes", across)) if on)
     search.stopped = f"in-network: {where}, {pieces} pieces a shard"
