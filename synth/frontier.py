@@ -228,8 +228,8 @@ def _baselines(model: LinkModel, name: str, root: int | None, limits: Limits,
 
 
 def _plain(b: Bounds) -> Bounds:
-    """The bounds for schedules without switch operations (what trees and the exact
-    search make): where the switches reduce, the higher of the two."""
+    """The bounds for schedules without switch operations (what trees make): where the
+    switches reduce, the higher of the two."""
     if b.without_in_network is None:
         return b
     return replace(b, rounds_per_chunk=b.without_in_network, without_in_network=None)
@@ -251,7 +251,7 @@ def _allreduce_searches(lowering: Lowering, b: Bounds, limits: Limits, on_event,
             continue
         remaining = limits.time_limit - (time.monotonic() - start)
         part_limits = replace(limits, time_limit=max(remaining / share, 0.0))
-        pb = _plain(b) if part == "allreduce" else bounds(
+        pb = b if part == "allreduce" else bounds(
             lowering, make_collective(part, model.ranks),
             time.monotonic() + BOUNDS_SHARE * part_limits.time_limit)
         if part != "allreduce":  # room for the other phase, at least its hop bound

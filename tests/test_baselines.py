@@ -13,13 +13,12 @@ import pytest
 
 from synth.construct.baselines import baselines, find_boxes, not_applicable, pack_rings
 from synth.construct.baselines.trees import _classic_trees
-from synth.construct.in_network import switch_rounds
 from synth.errors import BadInput
 from synth.schedule.cost import schedule_cost
 from synth.schedule.file import schedule_to_dict
 from synth.schedule.verify import ScheduleInvalid, verify_schedule
 from synth.topology.catalog import resolve
-from synth.topology.linkmodel import lower, min_rounds
+from synth.topology.linkmodel import lower, min_rounds, switch_rounds
 
 TOPOLOGIES = ["dgx1", "ndv2", "dgx2", "dgxa100", "dgxh100", "ring:8", "fc:8", "switch:8",
               "hypercube:3", "torus:3x3", "dgx2x2", "dgxh100x2"]

@@ -15,13 +15,13 @@ import pytest
 import yaml
 
 from synth.bounds import bounds
-from synth.construct.in_network import nvls_search, switch_rounds
+from synth.construct.in_network import nvls_search
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import schedule_from_dict, schedule_to_dict
 from synth.schedule.verify import ScheduleInvalid, verify_schedule
 from synth.search.pareto import Limits
 from synth.topology.catalog import resolve
-from synth.topology.linkmodel import lower_with_routes
+from synth.topology.linkmodel import lower_with_routes, switch_rounds
 from tests.test_reliability import one_line, synth_cli
 
 REPO = Path(__file__).resolve().parent.parent
@@ -275,3 +275,29 @@ def test_the_frontier_of_a_broadcast_through_nvls_is_one_step_at_the_bound(tmp_p
     assert point["steps"] == 1 and point["ratio_to_bound"] == 1.0
     assert point["method"].startswith("in-network")
     assert synth_cli("verify", point["file"]).returncode == 0
+
+
+def test_the_exact_search_uses_switch_operations_where_they_pay():
+    from dataclasses import replace
+
+    from synth.search.instance import solve_instance
+
+    model = schedule_from_dict(nvls_doc()).model
+    # allreduce of 8 chunks in 3 steps: without the switch every port carries 2(N-1)/N
+    # of the buffer, 12 rounds at least; overlapping one half's reduction with the
+    # other's multicast, the switch does it in 11
+    out = solve_instance(model, make_collective("allreduce", N, 8), 3, 11, time_limit=60)
+    assert out.status == "sat" and out.schedule.rounds <= 11 and out.schedule.in_network
+    verify_schedule(schedule_to_dict(out.schedule))
+    # a broadcast of 3 chunks in one step: 3 rounds through the switch (the root's port
+    # pays each chunk once), 9 without; a reduce is its dual: run backwards, the
+    # multicasts become switch reductions
+    for name in ("broadcast", "reduce"):
+        coll = make_collective(name, N, 3, 0)
+        out = solve_instance(model, coll, 1, 3, time_limit=60)
+        assert out.status == "sat" and out.schedule.in_network
+        kinds = {op.op for op in out.schedule.steps[0].switch_ops}
+        assert kinds == ({"multicast"} if name == "broadcast" else {"switch_reduce"})
+        verify_schedule(schedule_to_dict(out.schedule))
+        plain = solve_instance(replace(model, switches=()), coll, 1, 3, time_limit=60)
+        assert plain.status == "unsat"

@@ -22,8 +22,6 @@ file's (version 3); the verifier checks it on its own.
 
 from __future__ import annotations
 
-import math
-from collections import Counter
 from fractions import Fraction
 
 from synth.construct.tree_schedules import DEPTHS, add_pipelines
@@ -31,7 +29,7 @@ from synth.schedule.collectives import make_collective
 from synth.schedule.ir import Pipeline, Schedule, Send, Step, SwitchOp
 from synth.search.pareto import Limits, Search
 from synth.topology.hierarchy import Hierarchy
-from synth.topology.linkmodel import LinkModel, Switch
+from synth.topology.linkmodel import LinkModel, Switch, switch_rounds
 
 MAX_PIECES = 64  # chunks of a shard per batch, to fill a port of fractional capacity
 MAX_SENDS = 400_000  # of a batch program across boxes (512 GPUs in 64 boxes: 64,512)
@@ -41,37 +39,6 @@ METHOD = "in-network (NVLS): switch reduce, then multicast"
 def reducing_switch(model: LinkModel) -> Switch | None:
     """A switch that reduces and multicasts between every ordered pair of ranks."""
     return _capable(model, range(model.ranks))
-
-
-def switch_rounds(model: LinkModel, ops: list[SwitchOp], sends: tuple = ()) -> int:
-    """Rounds for `ops` and `sends` at once: each link carries count per operation or
-    send using it, and so does each group per link, but for the switch's port an
-    operation pays once (a reduction: its dst's down port; a multicast: its src's up
-    port; Switch)."""
-    link_load, group_load = Counter(), Counter()
-    group_of = {}
-    for g in model.groups:
-        for pair in g.links:
-            group_of.setdefault(pair, []).append(g.name)
-    ports = {w.name: (dict(w.up), dict(w.down)) for w in model.switches}
-    for x in sends:
-        link_load[(x.src, x.dst)] += x.count
-        for name in group_of.get((x.src, x.dst), ()):
-            group_load[name] += x.count
-    for op in ops:
-        up, down = ports[op.via]
-        once = (down.get(op.dsts[0]) if op.op == "switch_reduce" else up.get(op.srcs[0]))
-        for pair in op.pairs():
-            link_load[pair] += op.count
-            for name in group_of.get(pair, ()):
-                if name != once:
-                    group_load[name] += op.count
-        if once is not None and any(once in group_of.get(pair, ()) for pair in op.pairs()):
-            group_load[once] += op.count
-    capacity = {g.name: g.capacity for g in model.groups}
-    need = [Fraction(load) / model.link[pair].capacity for pair, load in link_load.items()]
-    need += [Fraction(load) / capacity[name] for name, load in group_load.items()]
-    return max(1, math.ceil(max(need, default=0)))
 
 
 def _rounds(model: LinkModel, steps) -> int:

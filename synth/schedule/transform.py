@@ -14,18 +14,28 @@ from __future__ import annotations
 from dataclasses import replace
 
 from synth.schedule.collectives import DUAL, make_collective
-from synth.schedule.ir import Schedule, Step
-from synth.topology.linkmodel import Group, LinkModel, RankLink, min_rounds
+from synth.schedule.ir import Schedule, Step, SwitchOp
+from synth.topology.linkmodel import Group, LinkModel, RankLink, Switch, min_rounds
 
 COMBINING_OF = {v: k for k, v in DUAL.items()}  # allgather -> reducescatter, ...
 
 
-def reverse_model(model: LinkModel) -> LinkModel:
-    """The same network with every link and group pointing the other way."""
+def reverse_model(model: LinkModel, switches: bool = False) -> LinkModel:
+    """The same network with every link and group pointing the other way; with
+    `switches`, its computing switches too: a port's group now carries the other
+    direction, and a switch that reduces now multicasts (and the other way round), so
+    that a schedule's switch operations reverse with its sends (reverse_schedule)."""
     links = tuple(RankLink(l.dst, l.src, l.capacity, l.alpha_us) for l in model.links)
     groups = tuple(Group(g.name, tuple((b, a) for a, b in g.links), g.capacity)
                    for g in model.groups)
-    return LinkModel(model.name, model.unit_gbps, model.ranks, links, groups, model.boxes)
+    turned = ()
+    if switches:
+        swap = {"reduce": "multicast", "multicast": "reduce"}
+        turned = tuple(Switch(w.name, tuple(sorted(swap[c] for c in w.can)),
+                              tuple((b, a) for a, b in w.links), w.down, w.up)
+                       for w in model.switches)
+    return LinkModel(model.name, model.unit_gbps, model.ranks, links, groups, model.boxes,
+                     turned)
 
 
 def reverse_schedule(schedule: Schedule, original: LinkModel) -> Schedule:
@@ -36,7 +46,9 @@ def reverse_schedule(schedule: Schedule, original: LinkModel) -> Schedule:
     coll = schedule.collective
     dual = make_collective(COMBINING_OF[coll.name], coll.ranks, coll.chunks, coll.root)
     steps = tuple(Step(step.rounds, tuple(replace(x, src=x.dst, dst=x.src, op="reduce")
-                                          for x in step.sends))
+                                          for x in step.sends),
+                       tuple(SwitchOp("switch_reduce", x.chunk, x.dsts, x.srcs, x.via, x.count)
+                             for x in step.switch_ops))  # a multicast, run backwards
                   for step in reversed(schedule.steps))
     pipeline = schedule.pipeline and replace(schedule.pipeline,
                                              rounds=schedule.pipeline.rounds[::-1])

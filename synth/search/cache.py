@@ -31,7 +31,8 @@ from pathlib import Path
 from synth.errors import BadInput
 from synth.files import TEXT_LIMIT, parse_json, read_text, write_atomic
 
-ENCODING_VERSION = 3  # 2: allreduce's rounds floor from the corrected bound; 3: MACs
+ENCODING_VERSION = 4  # 2: allreduce's rounds floor from the corrected bound; 3: MACs;
+# 4: switch operations (a computing switch pays its port once per operation)
 
 
 def cache_dir() -> Path | None:
@@ -53,6 +54,7 @@ def solver_version(backend: str) -> str:
 
 def instance_key(model_doc: dict, collective: dict, instance: dict, backend: str) -> str:
     payload = {"links": model_doc["links"], "groups": model_doc["groups"],
+               "switches": model_doc.get("switches", []),
                "unit_gbps": model_doc["unit_gbps"], "collective": collective,
                "instance": instance, "solver": solver_version(backend),
                "encoding": ENCODING_VERSION}

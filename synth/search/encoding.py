@@ -16,7 +16,12 @@ make answers cheaper to find):
 - combining: reduces into a rank in one step carry pairwise disjoint contributor sets,
   disjoint from the rank's own; a copy is alone in its step and never discards a
   contribution (the source's value covers the destination's);
-- every link and group carries at most capacity x rounds[s] chunks in step s;
+- every link and group carries at most capacity x rounds[s] chunks in step s, except
+  that a switch which computes (LinkModel.switches) pays its port once per operation:
+  the copies of one chunk from u through a switch that multicasts count once on u's up
+  port, the reduces of one chunk into v through a switch that reduces once on v's down
+  port (the schedule file's version 3); decode writes such sends as the switch
+  operation;
 - at the end every (rank, chunk) of the postcondition holds the full value.
 
 Pruning by hop distance: token k can be at rank n after step s only if s >= its
@@ -31,9 +36,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from synth.schedule.collectives import COMBINING, Collective
-from synth.schedule.ir import Schedule, Send, Step
+from synth.schedule.ir import Schedule, Send, Step, SwitchOp
 from synth.search.constraints import ConstraintModel
-from synth.topology.linkmodel import LinkModel, hop_distances, min_rounds
+from synth.topology.linkmodel import LinkModel, hop_distances, min_rounds, switch_rounds
 
 
 @dataclass(frozen=True)
@@ -266,17 +271,51 @@ def _combining_step(cm, has, c, v, s, tokens, incoming):
         _equals_any(cm, after, before, arrivals)
 
 
+def switch_ports(model: LinkModel) -> dict[tuple[str, str], dict[tuple[int, int], str]]:
+    """{(port group, op): {link: switch}}: the links whose sends of op a switch turns
+    into one operation on that port: copies from u through a switch that multicasts
+    (u's up port), reduces into v through a switch that reduces (v's down port). A link
+    through several such switches goes with the first."""
+    out: dict = {}
+    for w in model.switches:
+        for can, ports, end in (("multicast", w.up, 0), ("reduce", w.down, 1)):
+            if can not in w.can:
+                continue
+            op = "copy" if can == "multicast" else "reduce"
+            for rank, group in ports:
+                for link in w.links:
+                    if link[end] == rank:
+                        out.setdefault((group, op), {}).setdefault(link, w.name)
+    return out
+
+
 def _bandwidth(cm, model: LinkModel, sends, rounds, S):
     by_link_step = {}
     for (c, link, s, op), x in sends.items():
-        by_link_step.setdefault((link, s), []).append(x)
+        by_link_step.setdefault((link, s), []).append((c, op, x))
+    ports = switch_ports(model)
     for s in range(1, S + 1):
         r = rounds[s - 1]
         for l in model.links:
-            xs = by_link_step.get(((l.src, l.dst), s), [])
+            xs = [x for _, _, x in by_link_step.get(((l.src, l.dst), s), [])]
             _capacity(cm, xs, l.capacity, r)
         for g in model.groups:
-            xs = [x for link in g.links for x in by_link_step.get((link, s), [])]
+            xs, once = [], {}  # once: (switch, op, chunk) -> the sends of one operation
+            for link in g.links:
+                for c, op, x in by_link_step.get((link, s), []):
+                    via = ports.get((g.name, op), {}).get(link)
+                    if via is None:
+                        xs.append(x)
+                    else:
+                        once.setdefault((via, op, c), []).append(x)
+            for members in once.values():
+                if len(members) == 1:
+                    xs.append(members[0])
+                else:  # the operation: true if any of its sends is
+                    y = cm.new_bool()
+                    for x in members:
+                        cm.clause(-x, y)
+                    xs.append(y)
             _capacity(cm, xs, g.capacity, r)
 
 
@@ -298,9 +337,40 @@ def decode(enc: Encoding, true_bools: frozenset[int]) -> Schedule:
         steps[s - 1].append(Send(c, u, v, op))
     if not inst.collective.combining:
         steps = _trim(inst.collective, steps)
-    out = tuple(Step(min_rounds(inst.model, [(x.src, x.dst) for x in sends]), tuple(sends))
-                for sends in steps)
+    if not inst.model.switches:
+        out = tuple(Step(min_rounds(inst.model, [(x.src, x.dst) for x in sends]),
+                         tuple(sends)) for sends in steps)
+    else:
+        out = tuple(_switched(inst.model, sends) for sends in steps)
     return Schedule(inst.collective, inst.model, out)
+
+
+def _switched(model: LinkModel, sends: list[Send]) -> Step:
+    """A step whose sends through a computing switch's port, of one chunk from one
+    source (copies) or into one destination (reduces), become one switch operation (the
+    encoding paid that port once for them); the rest stay sends."""
+    via_of = {}  # (link, op) -> switch
+    for (_, op), links in switch_ports(model).items():
+        for link, w in links.items():
+            via_of.setdefault((link, op), w)
+    ops: dict = {}
+    for x in sends:
+        w = via_of.get(((x.src, x.dst), x.op))
+        if w is not None:
+            key = (w, x.op, x.chunk, x.src if x.op == "copy" else x.dst)
+            ops.setdefault(key, []).append(x)
+    switched, kept = [], [x for x in sends if via_of.get(((x.src, x.dst), x.op)) is None]
+    for (w, op, c, end), xs in sorted(ops.items()):
+        if len(xs) == 1:
+            kept += xs
+        elif op == "copy":
+            switched.append(SwitchOp("multicast", c, (end,), tuple(sorted(x.dst for x in xs)),
+                                     w))
+        else:
+            switched.append(SwitchOp("switch_reduce", c, tuple(sorted(x.src for x in xs)),
+                                     (end,), w))
+    kept.sort(key=lambda x: (x.chunk, x.src, x.dst))
+    return Step(switch_rounds(model, switched, tuple(kept)), tuple(kept), tuple(switched))
 
 
 def _trim(coll: Collective, steps: list[list[Send]]) -> list[list[Send]]:

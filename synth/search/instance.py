@@ -67,7 +67,8 @@ def solve_instance(model: LinkModel, collective: Collective, steps: int, rounds:
     if collective.name in DUAL:
         dual = make_collective(DUAL[collective.name], collective.ranks, collective.chunks,
                                collective.root)
-        out = _solve(Instance(reverse_model(model), dual, steps, rounds, **options), backend,
+        out = _solve(Instance(reverse_model(model, switches=True), dual, steps, rounds,
+                              **options), backend,
                      time_limit, workers)
         method = f"dual of {dual.name}"
         schedule = out.schedule and reverse_schedule(out.schedule, model)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property, lru_cache
@@ -330,6 +330,37 @@ def rounds_for_load(model: LinkModel, load: dict[tuple[int, int], int]) -> int:
         if count:
             rounds = max(rounds, math.ceil(count / group.capacity))
     return rounds
+
+
+def switch_rounds(model: LinkModel, ops, sends: tuple = ()) -> int:
+    """Rounds for `ops` and `sends` at once: each link carries count per operation or
+    send using it, and so does each group per link, but for the switch's port an
+    operation pays once (a reduction: its dst's down port; a multicast: its src's up
+    port; Switch)."""
+    link_load, group_load = Counter(), Counter()
+    group_of = {}
+    for g in model.groups:
+        for pair in g.links:
+            group_of.setdefault(pair, []).append(g.name)
+    ports = {w.name: (dict(w.up), dict(w.down)) for w in model.switches}
+    for x in sends:
+        link_load[(x.src, x.dst)] += x.count
+        for name in group_of.get((x.src, x.dst), ()):
+            group_load[name] += x.count
+    for op in ops:
+        up, down = ports[op.via]
+        once = (down.get(op.dsts[0]) if op.op == "switch_reduce" else up.get(op.srcs[0]))
+        for pair in op.pairs():
+            link_load[pair] += op.count
+            for name in group_of.get(pair, ()):
+                if name != once:
+                    group_load[name] += op.count
+        if once is not None and any(once in group_of.get(pair, ()) for pair in op.pairs()):
+            group_load[once] += op.count
+    capacity = {g.name: g.capacity for g in model.groups}
+    need = [Fraction(load) / model.link[pair].capacity for pair, load in link_load.items()]
+    need += [Fraction(load) / capacity[name] for name, load in group_load.items()]
+    return max(1, math.ceil(max(need, default=0)))
 
 
 def box_places(boxes) -> tuple[list[int], list[int], bool]:
