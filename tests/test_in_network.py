@@ -301,3 +301,23 @@ def test_the_exact_search_uses_switch_operations_where_they_pay():
         verify_schedule(schedule_to_dict(out.schedule))
         plain = solve_instance(replace(model, switches=()), coll, 1, 3, time_limit=60)
         assert plain.status == "unsat"
+
+
+def test_a_port_two_ranks_share_pays_each_ranks_operation():
+    # ranks 1 and 2 share one NIC (group nic12) into a switch that multicasts: their
+    # multicasts of one chunk are two operations on it, not one
+    from synth.search.instance import solve_instance
+    from synth.topology.linkmodel import Group, LinkModel, RankLink, Switch
+
+    links = [(0, 1), (0, 2), (1, 3), (2, 4)]
+    model = LinkModel("shared", 25.0, 5, tuple(RankLink(a, b, Fraction(1), 0.7)
+                                               for a, b in links),
+                      (Group("up0", ((0, 1), (0, 2)), Fraction(1)),
+                       Group("nic12", ((1, 3), (2, 4)), Fraction(1))), (),
+                      (Switch("sw", ("multicast",), tuple(links),
+                              ((0, "up0"), (1, "nic12"), (2, "nic12")), ()),))
+    coll = make_collective("broadcast", 5, 1, 0)
+    assert solve_instance(model, coll, 2, 2, time_limit=60).status == "unsat"
+    found = solve_instance(model, coll, 2, 3, time_limit=60)
+    assert found.status == "sat" and found.schedule.rounds == 3
+    verify_schedule(schedule_to_dict(found.schedule))

@@ -173,3 +173,29 @@ def test_a_multicast_glres_cannot_express_is_refused_with_one_line(tmp_path):
     refused = synth_cli("export", str(path), "--to", "mscclpp", "-o", str(tmp_path / "p"))
     assert "glres" in one_line(refused, 2)
     assert not (tmp_path / "p").exists()
+
+
+def test_a_group_past_one_thread_block_exports_with_its_hand_offs(tmp_path):
+    # 18 GPUs on one NVSwitch: 17 peers, more than a thread block's 16 channels, so the
+    # glres and the signals after it sit in different thread blocks of a rank
+    lines = ["name: nvl18", "unit_gbps: 25", "gpus: 18", "switches:",
+             "  - {name: nvswitch, kind: nvswitch, can: [reduce, multicast]}", "links:"]
+    lines += [f"  - {{between: [gpu{g}, nvswitch], gbps: 25, count: 18}}" for g in range(18)]
+    path = tmp_path / "nvl18.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    model = lower_with_routes(resolve(str(path))).model
+    for point in nvls_search(model, Limits(max_steps=3)).points:
+        text, summary = render(point.schedule, "mscclpp")
+        plan = json.loads(text)
+        assert "right result" in summary and len(plan["gpus"][0]["threadblocks"]) > 1
+
+
+def test_a_switch_channel_every_member_does_not_declare_is_caught():
+    plan = nvls_plan()
+    for gpu in plan["gpus"][:3]:  # only rank 3 declares the group and reduces
+        gpu["channels"] = gpu["channels"][:1]
+        tb = gpu["threadblocks"][0]
+        tb["channels"] = tb["channels"][:1]
+        tb["ops"] = [op for op in tb["ops"] if op["name"] != "glres"]
+    with pytest.raises(PlanInvalid, match="every member declares"):
+        check_mscclpp_plan(plan)

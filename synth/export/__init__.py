@@ -82,7 +82,8 @@ MAX_EXPANDED_SENDS = 200_000  # a pipeline no runtime loop can express, unrolled
 
 # what a format without switch channels says of a version 3 schedule
 IN_NETWORK = ("the schedule has switch operations (multicast, switch_reduce: version 3), "
-              "which MSCCL XML cannot express (MSCCL++ plans can: --to mscclpp)")
+              "which MSCCL XML cannot express (an MSCCL++ plan can, where each switch "
+              "reduction is followed by the multicast of its sum: --to mscclpp)")
 
 
 def runtime_form(schedule, switch_ops: bool = False):

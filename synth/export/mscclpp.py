@@ -313,6 +313,7 @@ class _Plan:
                 # step t: every member tells d that its value (and the slot the sum goes
                 # to) is ready; d's glres sums and stores to all; step t + 1: d tells every
                 # member the sum is there (the multicast of the schedule)
+                # (in program order: the readies, the glres, then the signals after it)
                 lane, others = k % lanes, [m for m in group if m != d]
                 for m in others:
                     mine, theirs = self.tb_of[(m, lane, d)], self.tb_of[(d, lane, m)]
@@ -321,9 +322,6 @@ class _Plan:
                     mine.steps[t]["notify"].add(d)
                     theirs.steps[t]["wait"].add(m)
                     access(theirs, (d, ("ready", k, m)), True, None, (t, RECV))
-                    access(theirs, (d, ("summed", k)), False, (t + 1, ACQ_SEND), (t + 1, SENT))
-                    theirs.steps[t + 1]["notify"].add(m)
-                    mine.steps[t + 1]["wait"].add(d)
                 tb = self.tb_of[(d, lane, others[0])]
                 for m in others:
                     access(tb, (d, ("ready", k, m)), False, (t, ACQ_RE), (t, REDUCED))
@@ -331,6 +329,11 @@ class _Plan:
                 access(tb, (d, out), True, (t, ACQ_RE), (t, REDUCED))
                 access(tb, (d, ("summed", k)), True, (t, ACQ_RE), (t, REDUCED))
                 tb.steps[t]["glres"].append((src, out, group))
+                for m in others:
+                    mine, theirs = self.tb_of[(m, lane, d)], self.tb_of[(d, lane, m)]
+                    access(theirs, (d, ("summed", k)), False, (t + 1, ACQ_SEND), (t + 1, SENT))
+                    theirs.steps[t + 1]["notify"].add(m)
+                    mine.steps[t + 1]["wait"].add(d)
         end = (len(flow.steps), ACQ_SEND)
         for r, k, src, out in flow.epilogue:
             entry = log.get((r, src))

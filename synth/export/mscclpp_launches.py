@@ -197,7 +197,8 @@ class Launches:
                         _fail(f"launch {self.launch}: {self.tbs[gid]} "
                               f"{'writes' if wrote else 'reads'} {slot[1]}[{slot[2]}] of gpu "
                               f"{rank}, an input, after gpu {rank}'s kernel may have ended (no "
-                              "signal from it that gpu waits for)")
+                              f"signal from it that gpu waits for), while the caller may "
+                              f"already write launch {self.launch + 1}'s input there")
             transfers = entry[2] if entry is not None else []
             self.access[slot] = [(first.gid, first.seq, self.launch, None, True, None), {},
                                  transfers]

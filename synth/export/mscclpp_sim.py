@@ -285,17 +285,20 @@ def _switch_groups(ch, where, rank, n, counts):
 
 def _same_switch_order(switch):
     """The members of a group set their NVLS connections up together, in the order they
-    declare them [inferred]: any two ranks must declare the switch channels that join
-    them in the same order, with the same buffer types."""
+    declare them [inferred]: every member must declare each switch channel of its
+    group (a member that does not would leave the others waiting at setup), and any two
+    ranks the switch channels that join them in the same order, with the same buffer
+    types and sizes."""
     for a, mine in enumerate(switch):
         for key in mine:
             for b in key[1]:
-                if b > a:
-                    ours = [x[:2] for x in mine if b in x[1]]
-                    theirs = [x[:2] for x in switch[b] if a in x[1]]
+                if b != a:
+                    ours = [x for x in mine if b in x[1]]
+                    theirs = [x for x in switch[b] if a in x[1]]
                     if ours != theirs:
                         _fail(f"switch channels: gpu {a} and gpu {b} do not declare the ones "
-                              "joining them in the same order")
+                              "joining them alike, in the same order (every member declares "
+                              "each one)")
 
 
 def _switch_entry(entry, where, chans, ctx):

@@ -276,16 +276,19 @@ def switch_ports(model: LinkModel) -> dict[tuple[str, str], dict[tuple[int, int]
     into one operation on that port: copies from u through a switch that multicasts
     (u's up port), reduces into v through a switch that reduces (v's down port). A link
     through several such switches goes with the first."""
+    first: dict = {}  # (link, op) -> the first switch that computes op over it
+    for w in model.switches:
+        for can, op in (("multicast", "copy"), ("reduce", "reduce")):
+            if can in w.can:
+                for link in w.links:
+                    first.setdefault((link, op), w.name)
     out: dict = {}
     for w in model.switches:
-        for can, ports, end in (("multicast", w.up, 0), ("reduce", w.down, 1)):
-            if can not in w.can:
-                continue
-            op = "copy" if can == "multicast" else "reduce"
+        for op, ports, end in (("copy", w.up, 0), ("reduce", w.down, 1)):
             for rank, group in ports:
                 for link in w.links:
-                    if link[end] == rank:
-                        out.setdefault((group, op), {}).setdefault(link, w.name)
+                    if link[end] == rank and first.get((link, op)) == w.name:
+                        out.setdefault((group, op), {})[link] = w.name
     return out
 
 
@@ -300,14 +303,17 @@ def _bandwidth(cm, model: LinkModel, sends, rounds, S):
             xs = [x for _, _, x in by_link_step.get(((l.src, l.dst), s), [])]
             _capacity(cm, xs, l.capacity, r)
         for g in model.groups:
-            xs, once = [], {}  # once: (switch, op, chunk) -> the sends of one operation
+            # once: (switch, op, chunk, the port's rank) -> the sends of one operation (a
+            # group may be the port of several ranks, each operation paying once)
+            xs, once = [], {}
             for link in g.links:
                 for c, op, x in by_link_step.get((link, s), []):
                     via = ports.get((g.name, op), {}).get(link)
                     if via is None:
                         xs.append(x)
                     else:
-                        once.setdefault((via, op, c), []).append(x)
+                        end = link[0] if op == "copy" else link[1]
+                        once.setdefault((via, op, c, end), []).append(x)
             for members in once.values():
                 if len(members) == 1:
                     xs.append(members[0])
