@@ -5,7 +5,8 @@ imports what it needs only when it runs, so `synth --help` loads no solver, SciP
 matplotlib.
 """
 
-from synth.cli import compare, export, pictures, run, synthesize, topo, verify  # noqa: F401
+from synth.cli import (compare, export, pictures, plan, run, synthesize,  # noqa: F401
+                       topo, verify)
 from synth.cli.app import cli, main
 
 __all__ = ["cli", "main"]

@@ -1,0 +1,72 @@
+"""`synth plan WORKLOAD --topo TOPO -o DIR`: every collective of a training step planned
+(README, "Planning a training step"; docs/cli.md).
+
+Registered on the `synth` group when synth.cli imports this module.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from synth.cli.app import BOXES, Seconds, cli, interrupts_deferred
+
+
+@cli.command("plan")
+@click.argument("workload")
+@click.option("--topo", "spec", required=True,
+              help="Topology: a built-in, a generator, NAMExK or a file.")
+@BOXES
+@click.option("-o", "--out", "out_dir", default="plan", show_default=True,
+              help="Folder for the plan's files (report.md, plan.json, runtime files).")
+@click.option("--time-limit", type=Seconds(), default=300.0, show_default=True,
+              help="Seconds for the whole plan, shared between its collectives.")
+@click.option("--steps", type=click.IntRange(1, 10 ** 6), default=1, show_default=True,
+              help="Training steps an NCCL log or profiler trace holds (its counts are "
+                   "divided by it).")
+@click.option("--format", "formats", default="msccl-xml,mscclpp", show_default=True,
+              metavar="FORMAT[,FORMAT...]",
+              help="Runtime files to write: msccl-xml, mscclpp (or none).")
+@click.option("--json", "as_json", is_flag=True, help="Print plan.json instead of the "
+              "summary.")
+def plan_command(workload, spec, boxes, out_dir, time_limit, steps, formats, as_json):
+    """Plan every collective of WORKLOAD (a YAML file, an NCCL_DEBUG=INFO log or a
+    PyTorch profiler trace) on the topology: per communicator and message size the
+    fastest schedule, runtime files whose size ranges tile every size, and a report
+    against NCCL-style ring and tree choices (model predictions)."""
+    from pathlib import Path
+
+    from synth.errors import BadInput
+    from synth.plan.output import RUNTIMES, write_plan
+    from synth.plan.planner import make_plan
+    from synth.plan.workload import load_workload
+    from synth.search.pareto import Limits
+    from synth.topology.catalog import resolve
+
+    wanted = [] if formats == "none" else [f.strip() for f in formats.split(",")]
+    unknown = [f for f in wanted if f not in RUNTIMES]
+    if unknown:
+        raise BadInput(f"unknown format {unknown[0]!r} (expected msccl-xml, mscclpp or none)")
+    topo = resolve(spec, boxes)
+    work = load_workload(workload, topo, steps)
+    plan = make_plan(work, topo, Limits(time_limit=time_limit))
+    with interrupts_deferred():
+        doc = write_plan(plan, Path(out_dir), tuple(wanted))
+    if as_json:
+        click.echo(json.dumps(doc, indent=1))
+        return
+    step = doc["step_us"]
+    click.echo(f"{work.name} on {topo.name}: {len(plan.entries)} collectives planned in "
+               f"{plan.seconds:.1f} s")
+    for e in doc["entries"]:
+        for c in e["calls"]:
+            click.echo(f"  {e['collective']:>13} on {e['communicator']:<10} "
+                       f"{c['min_bytes']:>12} B x{c['count']:<5} {c['algorithm']:<60.60} "
+                       f"{c['us']:>10.1f} us  ({c['speedup']:.2f} x NCCL-style)")
+    for o in doc["overlaps"]:
+        click.echo(f"  together ({o['tag']}): {o['overlapped_us']:.1f} us against "
+                   f"{o['sequential_us']:.1f} us one after the other")
+    click.echo(f"one step (model): {step['plan_overlapped']:.1f} us against "
+               f"{step['nccl_overlapped']:.1f} us NCCL-style: {step['speedup']:.2f} x; "
+               f"files and report in {out_dir}/")

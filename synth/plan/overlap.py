@@ -1,0 +1,172 @@
+"""The horizontal plan: collectives that run at the same time share the physical links.
+
+Calls of a workload with the same `overlap` tag run together. Each communicator's chosen
+schedule runs on every one of its groups at once; its traffic on each physical link of
+the full topology (the routes of every group's view, every send's bytes) over its
+duration is the link's utilisation. The longest of the set runs as planned; the next is
+synthesized again on the residual topology, every physical link's bandwidth reduced by
+what the ones before it use (`residual`), and so on. A collective that needs longer on
+the residual than the window it shares finishes at full speed after it:
+
+    overlapped = D1 + max(0, 1 - D1 / D2') x D2
+
+for the first's duration D1 and the second's D2 alone and D2' on the residual (counts x
+one call's time). Against it the report puts each alone and the sum (one after the
+other). A fluid model: it assumes the runtime interleaves the two collectives' traffic
+on a shared link in proportion; a switch operation moves what the schedule file's
+version 3 charges (its single side once).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from synth.frontier import synthesize
+from synth.plan.planner import (Candidate, Entry, Plan, candidates_of, envelope,
+                                 reference_of, typical)
+from synth.search.pareto import Limits
+from synth.topology.communicator import view
+from synth.topology.linkmodel import lower_with_routes
+from synth.topology.physical import Topology
+
+GRAIN = 32  # residual shares are rounded down to 1/GRAIN: capacities with small
+# denominators, which the exact search's integer model needs; a link the others use
+# fully keeps 1/GRAIN, so nothing is stalled forever
+
+
+@dataclass
+class Overlapped:
+    """One overlap tag's calls, planned to share the links."""
+
+    tag: str
+    members: list[tuple[Entry, object]]  # (entry, call), longest first
+    alone_us: list[float]  # each member's count x time, alone
+    residual_us: list[float]  # each on what the ones before it leave (first: alone)
+    choices: list[Candidate]  # each member's schedule on the residual
+    overlapped_us: float = 0.0
+    utilisation: dict = field(default_factory=dict)  # physical link -> share in use
+    nccl_alone_us: list[float] = field(default_factory=list)  # NCCL-style, the same way
+    nccl_overlapped_us: float = 0.0
+
+    @property
+    def sequential_us(self) -> float:
+        return sum(self.alone_us)
+
+
+def physical_use(topo: Topology, entry: Entry, candidate: Candidate, n: int
+                 ) -> dict[tuple[str, str], float]:
+    """Bytes each physical link carries when `candidate` runs at message size n on every
+    group of the entry's communicator at once. A switch operation crosses the hops on
+    the single side of its switch once (a multicast's source side, a reduction's
+    destination side) and the others once per rank, as the switch moves it."""
+    schedule = candidate.schedule
+    chunk = n / schedule.collective.buffer_chunks
+    batches = schedule.pipeline.batches if schedule.pipeline else 1
+    load: dict = {}
+
+    def add(hops, count):
+        for hop in hops:
+            load[hop] = load.get(hop, 0.0) + count * chunk * batches
+
+    for group in entry.groups:
+        sub = view(topo, group)
+        routes = lower_with_routes(sub).routes
+        computing = {v.name for v in sub.vertices if v.can}  # this group's switches
+        for step in schedule.steps:
+            for x in step.sends:
+                path = routes[(x.src, x.dst)]
+                add(zip(path, path[1:]), x.count)
+            for op in step.switch_ops:
+                once = set()
+                for a, b in op.pairs():
+                    path = routes[(a, b)]
+                    cut = next((i for i, v in enumerate(path) if v in computing), None)
+                    if cut is None:  # no computing switch on this route: plain sends
+                        add(zip(path, path[1:]), op.count)
+                        continue
+                    near, far = list(zip(path[:cut + 1], path[1:cut + 1])), \
+                        list(zip(path[cut:], path[cut + 1:]))
+                    single, each = (near, far) if op.op == "multicast" else (far, near)
+                    once.update(single)
+                    add(each, op.count)
+                add(once, op.count)
+    return load
+
+
+def bandwidth(topo: Topology) -> dict[tuple[str, str], float]:
+    """Bytes per microsecond of each physical link."""
+    return {(l.src, l.dst): l.bandwidth * 1e3 for l in topo.links}
+
+
+def residual(topo: Topology, used: dict[tuple[str, str], float]) -> Topology:
+    """The topology with each link's bandwidth scaled by the share `used` leaves,
+    rounded down to 1/GRAIN (at least 1/GRAIN)."""
+    def left(link):
+        share = 1.0 - used.get((link.src, link.dst), 0.0)
+        return max(1, math.floor(GRAIN * share + 1e-9)) / GRAIN
+
+    links = tuple(replace(l, gbps=l.gbps * left(l)) for l in topo.links)
+    return replace(topo, links=links, name=f"{topo.name} (residual)")
+
+
+def overlap(plan: Plan, topo: Topology, tag: str, limits: Limits) -> Overlapped:
+    """Plan the calls tagged `tag` to run together (module docstring); NCCL-style
+    choices run together the same way (ring or tree, rebuilt on the residual), for the
+    report's comparison."""
+    members = [(e, c) for e in plan.entries for c in e.calls if c.overlap == tag]
+    members.sort(key=lambda m: -m[1].count * m[0].best(typical(m[1])).time_us(typical(m[1])))
+    result = Overlapped(tag, members, [], [], [])
+    for nccl in (False, True):
+        used: dict = {}
+        durations, alone = [], []
+        for i, (entry, call) in enumerate(members):
+            n = typical(call)
+            first = entry.nccl(n) if nccl else entry.best(n)
+            alone.append(call.count * first.time_us(n))
+            on = topo if i == 0 else residual(topo, used)
+            pick = first if i == 0 else _on_residual(on, entry, n, nccl, limits)
+            durations.append(call.count * pick.time_us(n))
+            if not nccl:
+                result.choices.append(pick)
+            _add_use(used, topo, on, entry, pick, n, call.count, durations[-1])
+        window = _together(durations, alone)
+        if nccl:
+            result.nccl_alone_us, result.nccl_overlapped_us = alone, window
+        else:
+            result.alone_us, result.residual_us = alone, durations
+            result.overlapped_us, result.utilisation = window, used
+    return result
+
+
+def _on_residual(on: Topology, entry: Entry, n: int, nccl: bool, limits: Limits
+                 ) -> Candidate:
+    """The entry's fastest schedule at size n on the residual topology `on`: planned
+    again, or NCCL-style (ring or tree built there)."""
+    sub = view(on, entry.groups[0], f"{on.name}:{entry.communicator}")
+    if nccl:
+        model = lower_with_routes(sub).model
+        return min(reference_of(entry.collective, model, entry.root),
+                   key=lambda c: c.time_us(n))
+    found = synthesize(sub, entry.collective, entry.root,
+                       replace(limits, time_limit=max(limits.time_limit, 1.0)))
+    spans = envelope(candidates_of(found))
+    return next(s.candidate for s in spans if s.high is None or n <= s.high)
+
+
+def _add_use(used: dict, topo: Topology, on: Topology, entry: Entry, pick: Candidate,
+             n: int, count: int, duration: float) -> None:
+    """Add pick's traffic over its duration, as a share of each full link."""
+    bw = bandwidth(topo)
+    for hop, nbytes in physical_use(on, entry, pick, n).items():
+        used[hop] = used.get(hop, 0.0) + count * nbytes / (duration * bw[hop])
+
+
+def _together(durations: list[float], alone: list[float]) -> float:
+    """The set's time: the first's window, each later one finishing at full speed what
+    it could not do on the residual within it (module docstring)."""
+    window = durations[0]
+    for d, a in zip(durations[1:], alone[1:]):
+        if d > window:
+            window += (1.0 - window / d) * a
+    return window

@@ -1,0 +1,226 @@
+"""The vertical plan: for each communicator and collective of a workload, its candidate
+schedules and the fastest of them at every message size (the workload's sizes and the
+ranges between the candidates' crossings).
+
+A communicator is planned once, on the topology as its first group sees it
+(synth.topology.communicator.view; every group has the same shape). Candidates: the
+frontier synth finds there (synthesized, constructed, and the baselines on it) plus
+every baseline (so the plan is never slower than one of them). In the alpha-beta model
+a candidate's time is latency + us_per_byte x n, a line in n; the fastest candidate per
+size is the lower envelope of those lines (`envelope`), a list of spans that tile the
+sizes with no gap or overlap. NCCL's own choice is modelled as its tuner's: the faster
+of ring and double binary tree at each size (direct for alltoall, gather and scatter,
+which NCCL runs as point-to-point sends).
+
+All times are model predictions (alpha-beta, the topology's link figures); the report
+says so and gives the nccl-tests commands that measure them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+
+from synth.bounds import Bounds
+from synth.construct.baselines import baselines
+from synth.errors import BadInput
+from synth.frontier import Result, synthesize
+from synth.plan.workload import Call, Workload
+from synth.schedule.cost import MAX_SIZE, schedule_cost
+from synth.schedule.ir import Schedule
+from synth.search.pareto import Limits
+from synth.topology.communicator import view
+from synth.topology.physical import Topology
+
+REFERENCE = {"ring", "double binary tree"}  # what NCCL's tuner picks between
+DIRECT_ONLY = {"alltoall", "gather", "scatter"}  # NCCL runs these as sends and receives
+
+
+@dataclass(frozen=True)
+class Candidate:
+    label: str  # how it was made (the schedule's method, or the baseline's name)
+    schedule: Schedule
+    latency_us: float
+    us_per_byte: float
+    baseline: bool = False
+
+    def time_us(self, n: int) -> float:
+        return self.latency_us + self.us_per_byte * n
+
+
+@dataclass(frozen=True)
+class Span:
+    """Sizes low..high bytes (inclusive; high None: no upper limit) and the fastest
+    candidate there."""
+
+    low: int
+    high: int | None
+    candidate: Candidate
+
+
+@dataclass
+class Entry:
+    """One communicator and collective (and root) of the workload, planned."""
+
+    communicator: str
+    collective: str
+    root: int | None
+    ranks: int  # of one group
+    topology: str  # the view it was planned on
+    bounds: Bounds
+    candidates: list[Candidate]
+    reference: list[Candidate]  # NCCL-style: ring and tree (or direct)
+    spans: list[Span]  # the fastest candidate, tiling 1..no limit
+    calls: list[Call]
+    groups: list[list[int]]  # every group of the communicator (global ranks)
+    seconds: float = 0.0
+
+    def best(self, n: int) -> Candidate:
+        return next(s.candidate for s in self.spans if s.high is None or n <= s.high)
+
+    def nccl(self, n: int) -> Candidate:
+        return min(self.reference, key=lambda c: c.time_us(n))
+
+
+@dataclass
+class Plan:
+    workload: Workload
+    topology: str
+    entries: list[Entry] = field(default_factory=list)
+    overlaps: list = field(default_factory=list)  # synth.plan.overlap.Overlapped per tag
+    seconds: float = 0.0
+
+    def step_time(self, which: str) -> float:
+        """Predicted communication time of one training step (us): every call one after
+        the other with the plan's choice ("plan") or NCCL-style ("nccl"); or each
+        overlap tag's calls together ("overlapped", "nccl overlapped")."""
+        total = 0.0
+        together = {o.tag: o for o in self.overlaps} if which.endswith("overlapped") else {}
+        for e in self.entries:
+            for call in e.calls:
+                if call.overlap in together:
+                    continue
+                n = typical(call)
+                pick = e.nccl(n) if which.startswith("nccl") else e.best(n)
+                total += call.count * pick.time_us(n)
+        return total + sum(o.nccl_overlapped_us if which.startswith("nccl")
+                           else o.overlapped_us for o in together.values())
+
+
+def typical(call: Call) -> int:
+    """The size a call of a range stands for in the step's total: the geometric mean of
+    its ends (the middle of a range that spans decades)."""
+    return call.low if call.low == call.high else round(math.sqrt(call.low * call.high))
+
+
+def candidates_of(result: Result) -> list[Candidate]:
+    """The frontier's points and every baseline of the same instance, as candidates."""
+    out = [_candidate(p.schedule, p.schedule.info.get("method", "synthesized"),
+                      "baseline" in p.schedule.info) for p in result.points]
+    for b in baselines(result.model, result.collective, result.root):
+        out.append(_candidate(b.schedule, b.name, True))
+    return out
+
+
+def _candidate(schedule: Schedule, label: str, baseline: bool) -> Candidate:
+    cost = schedule_cost(schedule)
+    return Candidate(label, schedule, cost.latency_us, cost.us_per_byte, baseline)
+
+
+def reference_of(collective: str, model, root) -> list[Candidate]:
+    """NCCL-style candidates: ring and double binary tree (direct for the collectives
+    NCCL runs as point-to-point sends); every baseline where neither applies."""
+    made = baselines(model, collective, root)
+    wanted = {"direct"} if collective in DIRECT_ONLY else REFERENCE
+    picked = [b for b in made if (b.algorithm or b.name.split(" x")[0]) in wanted]
+    return [_candidate(b.schedule, b.name, True) for b in (picked or made)]
+
+
+def envelope(candidates: list[Candidate], low: int = 1) -> list[Span]:
+    """The lower envelope of the candidates' time lines from `low` bytes up: spans in
+    size order, each with the fastest candidate there (of equals, the one with the
+    smaller slope, then the fewer steps), consecutive, the last without an upper limit.
+    O(K^2) for K candidates."""
+    if not candidates:
+        raise BadInput("no candidate schedule to plan with")
+
+    def key(c, n):
+        return (c.time_us(n), c.us_per_byte, c.schedule.num_steps, c.label)
+
+    spans, n = [], low
+    best = min(candidates, key=lambda c: key(c, n))
+    while True:
+        # the next size where a line with a smaller slope gets strictly faster
+        nxt = None
+        for c in candidates:
+            at = _overtakes(c, best, n)
+            if at is not None and (nxt is None or (at, key(c, at)) < (nxt[0], key(nxt[1], at))):
+                nxt = (at, c)
+        if nxt is None:
+            spans.append(Span(n, None, best))
+            return spans
+        spans.append(Span(n, nxt[0] - 1, best))
+        n, best = nxt[0], nxt[1]
+
+
+def _overtakes(c: Candidate, best: Candidate, n: int) -> int | None:
+    """The first size above n where c is strictly faster than best, or None (never, up
+    to MAX_SIZE). The lines' crossing, corrected for float rounding."""
+    if c.us_per_byte >= best.us_per_byte:
+        return None
+    cross = (c.latency_us - best.latency_us) / (best.us_per_byte - c.us_per_byte)
+    if cross >= MAX_SIZE:
+        return None
+    at = max(n + 1, math.floor(cross) + 1)
+    for _ in range(64):
+        if at > n + 1 and c.time_us(at - 1) < best.time_us(at - 1):
+            at -= 1
+        elif c.time_us(at) >= best.time_us(at):
+            at += 1
+        else:
+            return at
+    return None  # nearly parallel lines: no size where it matters
+
+
+def make_plan(workload: Workload, topo: Topology, limits: Limits,
+              on_event=None) -> Plan:
+    """Plan every (communicator, collective, root) of the workload on `topo`, then the
+    calls of each overlap tag together (synth.plan.overlap), sharing
+    `limits.time_limit` evenly between them."""
+    on_event = on_event or (lambda kind, data: None)
+    start = time.monotonic()
+    keys = []
+    for call in workload.calls:
+        key = (call.communicator, call.collective, call.root)
+        if key not in keys:
+            keys.append(key)
+    plan = Plan(workload, topo.name)
+    for i, (comm, coll, root) in enumerate(keys):
+        group = workload.communicators[comm][0]
+        left = limits.time_limit - (time.monotonic() - start)
+        share = max(left / (len(keys) - i), 1.0)
+        sub = view(topo, group, f"{topo.name}:{comm}")
+        on_event("search", f"{coll} on {comm} ({len(group)} GPUs)")
+        began = time.monotonic()
+        result = synthesize(sub, coll, root, Limits(limits.max_steps, limits.max_chunks,
+                                                    share, limits.backend))
+        cands = candidates_of(result)
+        plan.entries.append(Entry(
+            comm, coll, root, len(group), sub.name, result.bounds, cands,
+            reference_of(coll, result.model, root), envelope(cands),
+            [c for c in workload.calls if (c.communicator, c.collective, c.root)
+             == (comm, coll, root)], workload.communicators[comm],
+            time.monotonic() - began))
+    from synth.plan.overlap import overlap
+
+    tags = [t for t in dict.fromkeys(c.overlap for c in workload.calls) if t]
+    for i, tag in enumerate(tags):
+        if sum(c.overlap == tag for c in workload.calls) < 2:
+            continue
+        on_event("search", f"the calls tagged {tag} together")
+        left = limits.time_limit - (time.monotonic() - start)
+        plan.overlaps.append(overlap(plan, topo, tag, replace(
+            limits, time_limit=max(left / (len(tags) - i), 1.0))))
+    plan.seconds = time.monotonic() - start
+    return plan

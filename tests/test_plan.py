@@ -1,0 +1,181 @@
+"""synth plan: workloads from YAML, NCCL logs and profiler traces; the fastest candidate
+per size (spans that tile every size); runtime files that load; collectives planned to
+run together on the residual capacity; bad input with one line."""
+
+import json
+import py_compile
+import re
+from pathlib import Path
+
+import pytest
+
+from synth.errors import BadInput
+from synth.export.msccl_sim import check_msccl_xml
+from synth.export.mscclpp_sim import check_mscclpp_plan
+from synth.plan.nccl_log import parse_log
+from synth.plan.overlap import bandwidth, physical_use
+from synth.plan.planner import envelope, make_plan
+from synth.plan.torch_trace import parse_trace
+from synth.plan.workload import load_workload, parse_workload
+from synth.schedule.file import schedule_to_dict
+from synth.schedule.verify import verify_schedule
+from synth.search.pareto import Limits
+from synth.topology.catalog import resolve
+from synth.topology.communicator import groups, view
+from tests.test_reliability import one_line, synth_cli
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+TOPO = resolve("dgxh100x2")
+
+TOGETHER = {  # tp allreduce and ep alltoall share the NVSwitch ports of every GPU
+    "name": "two per box, at once",
+    "communicators": {"tp": {"per": "box"}, "ep": {"per": "box"}, "dp": {"across": "boxes"}},
+    "collectives": [
+        {"communicator": "tp", "collective": "allreduce", "size": "32MB", "count": 4,
+         "overlap": "fwd"},
+        {"communicator": "ep", "collective": "alltoall", "size": "32MB", "count": 2,
+         "overlap": "fwd"},
+        {"communicator": "dp", "collective": "reducescatter", "range": ["1MB", "64MB"]}]}
+
+
+@pytest.fixture(scope="module")
+def together():
+    work = parse_workload(TOGETHER, TOPO, "together")
+    return make_plan(work, TOPO, Limits(time_limit=60))
+
+
+def test_communicator_shapes_make_the_groups_a_framework_builds():
+    assert groups(TOPO, {"per": "box"}) == [list(range(8)), list(range(8, 16))]
+    assert groups(TOPO, {"across": "boxes"})[3] == [3, 11]
+    assert groups(TOPO, {"per": "box", "size": 4})[1] == [4, 5, 6, 7]
+    assert groups(TOPO, "all") == [list(range(16))]
+    sub = view(TOPO, [3, 11])  # one GPU of each box: the network between them stays
+    assert sub.ranks == 2 and sub.gpus == ["n0.gpu3", "n1.gpu3"]
+    assert not any("gpu4" in v.name for v in sub.vertices)
+
+
+def test_a_yaml_workload_reads_sizes_ranges_counts_and_tags():
+    work = parse_workload(TOGETHER, TOPO, "together")
+    tp, ep, dp = work.calls
+    assert (tp.low, tp.high, tp.count, tp.overlap) == (32 << 20, 32 << 20, 4, "fwd")
+    assert (dp.low, dp.high) == (1 << 20, 64 << 20)
+    assert work.communicators["dp"] == [[r, r + 8] for r in range(8)]
+
+
+def test_the_nccl_log_and_the_trace_give_the_calls_they_record():
+    log = load_workload(str(EXAMPLES / "nccl-debug-dgxh100x2.log"), TOPO)
+    calls = {(c.communicator, c.collective, c.low): c.count for c in log.calls}
+    # 64 MiB bf16 allreduces inside a box: 3 by rank 0, 2 by rank 1 (the most is kept);
+    # AllGather and ReduceScatter counts are per rank: n is count x 2 bytes x 2 ranks
+    assert calls == {("box_8", "allreduce", 64 << 20): 3, ("box_8", "allreduce", 16384): 1,
+                     ("across_2", "reducescatter", 384 << 20): 1,
+                     ("across_2", "allgather", 384 << 20): 1}
+    assert log.communicators["across_2"][0] == [0, 8]
+    assert any("Send/Recv" in n for n in log.notes)
+    trace = load_workload(str(EXAMPLES / "profiler-trace-dgxh100x2.json"), TOPO, steps=1)
+    calls = {(c.communicator, c.collective, c.low): c.count for c in trace.calls}
+    # the kernel's copy of the first allreduce is not counted again
+    assert calls == {("box_8", "allreduce", 64 << 20): 2, ("box_8", "alltoall", 32 << 20): 1,
+                     ("across_2", "reducescatter", 384 << 20): 1,
+                     ("across_2", "allgather", 384 << 20): 1}
+
+
+def test_the_spans_tile_every_size_with_the_fastest_candidate(together):
+    for entry in together.entries:
+        spans = envelope(entry.candidates, 0)
+        assert spans[0].low == 0 and spans[-1].high is None
+        for a, b in zip(spans, spans[1:]):
+            assert b.low == a.high + 1
+        for span in spans:
+            for n in (span.low, span.high or span.low * 4 + 1):
+                fastest = min(c.time_us(n) for c in entry.candidates)
+                assert span.candidate.time_us(n) == pytest.approx(fastest, rel=1e-12)
+
+
+def test_collectives_that_run_together_share_the_links_on_the_residual(together):
+    (both,) = together.overlaps
+    assert [e.communicator for e, _ in both.members] == ["tp", "ep"]  # longest first
+    # both use every GPU's NVSwitch port: together they take longer than either alone,
+    # less than one after the other
+    assert max(both.alone_us) < both.overlapped_us < both.sequential_us
+    # the second was planned again on what the first leaves: slower there than alone,
+    # its schedule verified on those reduced capacities ...
+    second = both.choices[1].schedule
+    assert both.residual_us[1] > both.alone_us[1]
+    verify_schedule(schedule_to_dict(second))
+    full = min(l.capacity for l in together.entries[1].candidates[0].schedule.model.links)
+    assert min(l.capacity for l in second.model.links) < full
+    # ... and on the full links together with the first: no link over its bandwidth
+    assert 0.5 < max(both.utilisation.values()) <= 1 + 1e-9
+    tp = together.entries[0]
+    use = physical_use(TOPO, tp, both.choices[0], 32 << 20)
+    bw = bandwidth(TOPO)
+    busiest = max(use, key=lambda hop: use[hop] / bw[hop])
+    assert busiest[0].endswith("nvswitch") or busiest[1].endswith("nvswitch")
+    # the step: the tagged pair together, the range entry at its geometric middle
+    assert together.step_time("overlapped") < together.step_time("plan")
+    assert together.step_time("nccl overlapped") <= together.step_time("nccl")
+
+
+def test_synth_plan_writes_runtime_files_that_load(tmp_path):
+    out = tmp_path / "plan"
+    done = synth_cli("plan", str(EXAMPLES / "nccl-debug-dgxh100x2.log"), "--topo",
+                     "dgxh100x2", "-o", str(out), "--time-limit", "60", "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    doc = json.loads(done.stdout)
+    assert doc["step_us"]["speedup"] >= 1.0 and doc["model"].startswith("alpha-beta")
+    assert json.loads((out / "plan.json").read_text())["step_us"] == doc["step_us"]
+    report = (out / "report.md").read_text()
+    assert "model predictions" in report and "all_reduce_perf -b 67108864" in report
+    for fmt, folder in (("msccl-xml", "msccl"), ("mscclpp", "mscclpp")):
+        for entry in doc["runtimes"][fmt]:
+            files = entry["files"]
+            assert files[0]["min_bytes"] == 0 and files[-1]["max_bytes"] is None
+            for a, b in zip(files, files[1:]):
+                assert b["min_bytes"] == a["max_bytes"] + 1  # no gap, no overlap
+            for f in files:
+                text = (out / f["file"]).read_text()
+                if fmt == "msccl-xml":
+                    lo, hi = re.search(r'minBytes="(\d+)" maxBytes="(\d+)"', text).groups()
+                    assert int(lo) == f["min_bytes"]
+                    assert int(hi) == (f["max_bytes"] or 0)  # 0: no upper limit
+                    check_msccl_xml(text)
+                else:
+                    plan = json.loads(text)
+                    assert plan["min_message_size"] == f["min_bytes"]
+                    check_mscclpp_plan(plan)
+    py_compile.compile(str(out / "mscclpp" / "register.py"), doraise=True)
+    for path in (out / "schedules").rglob("*.json"):
+        assert synth_cli("verify", str(path)).returncode == 0
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["collectives"][0].update(communicator="pp"), "unknown communicator 'pp'"),
+    (lambda d: d["communicators"].update(tp={"ranks": [[0, 99]]}), "outside the topology"),
+    (lambda d: d["collectives"].append({"communicator": "dp", "collective": "reducescatter",
+                                        "range": ["32MB", "1GB"]}), "overlap"),
+    (lambda d: d["collectives"][1].update(root=2), "takes no root"),
+    (lambda d: d["communicators"].update(tp={"per": "rack"}), "per: box or across: boxes"),
+])
+def test_bad_workloads_get_one_line(change, message):
+    doc = json.loads(json.dumps(TOGETHER))
+    change(doc)
+    with pytest.raises(BadInput, match=message):
+        parse_workload(doc, TOPO, "w.yaml")
+
+
+def test_a_log_line_that_does_not_parse_is_named_by_its_line(tmp_path):
+    lines = (EXAMPLES / "nccl-debug-dgxh100x2.log").read_text().splitlines()
+    lines[14] = lines[14].replace("count 33554432", "count lots")
+    with pytest.raises(BadInput, match="line 15: a AllReduce line that does not parse"):
+        parse_log("\n".join(lines), TOPO, "x.log")
+    bad = tmp_path / "bad.log"
+    bad.write_text("\n".join(lines) + "\n")
+    refused = synth_cli("plan", str(bad), "--topo", "dgxh100x2", "-o", str(tmp_path / "p"))
+    assert "line 15" in one_line(refused, 2)
+    assert not (tmp_path / "p").exists()
+    trace = json.loads((EXAMPLES / "profiler-trace-dgxh100x2.json").read_text())
+    trace["traceEvents"][4]["args"]["Process Group Ranks"] = "[0, 1, two]"
+    with pytest.raises(BadInput, match=r"traceEvents\[4\]: Process Group Ranks"):
+        parse_trace(json.dumps(trace), TOPO, "t.json")
