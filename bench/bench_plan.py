@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""synth plan on the 3-D parallel example: time, the step's predicted speed-up, the
+runtime files loaded back into their simulators, and the overlapped pair.
+
+    python bench/bench_plan.py [--out bench/results/plan-DATE] [--time-limit 300]
+
+Runs `synth plan examples/3d-parallel-dgxh100x8.yaml --topo dgxh100x8 --json` in a
+child process (wall time and peak memory), then reads every runtime file it wrote back
+into the MSCCL XML and MSCCL++ simulators. Issue 19's goals: planned in at most 5
+minutes on 2 cores; one step's predicted communication at least 1.3 x shorter than
+NCCL-style ring/tree choices; the sets load in their simulators; the overlapped pair
+predicted faster than one after the other. A benchmark, not a test: it asserts
+nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from machine import cpu_name, memory_gib  # bench/machine.py
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+WORKLOAD = "examples/3d-parallel-dgxh100x8.yaml"
+TOPOLOGY = "dgxh100x8"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", help="PREFIX for PREFIX.json and PREFIX.md")
+    ap.add_argument("--time-limit", type=float, default=300.0)
+    args = ap.parse_args()
+    sys.path.insert(0, str(REPO))
+    from synth.export.msccl_sim import check_msccl_xml
+    from synth.export.mscclpp_sim import check_mscclpp_plan
+
+    date = subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, cwd=REPO).stdout.strip()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "plan"
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "synth", "plan", WORKLOAD, "--topo",
+                               TOPOLOGY, "-o", str(out), "--time-limit",
+                               f"{args.time_limit:g}", "--json"],
+                              capture_output=True, text=True, cwd=REPO)
+        wall = time.perf_counter() - start
+        peak_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1e6
+        if done.returncode != 0:
+            print(done.stderr)
+            return 1
+        doc = json.loads(done.stdout)
+        loaded, failed = 0, []
+        for fmt, entries in doc["runtimes"].items():
+            for entry in entries:
+                for f in entry["files"]:
+                    text = (out / f["file"]).read_text()
+                    try:
+                        if fmt == "msccl-xml":
+                            check_msccl_xml(text)
+                        else:
+                            check_mscclpp_plan(json.loads(text))
+                        loaded += 1
+                    except Exception as e:  # noqa: BLE001 (recorded, not raised)
+                        failed.append(f"{f['file']}: {e}")
+    step = doc["step_us"]
+    pairs = doc["overlaps"]
+    faster = all(o["overlapped_us"] < o["sequential_us"] for o in pairs) and pairs
+    lines = [f"# synth plan, {date}", "",
+             f"`python3 bench/bench_plan.py`, commit {commit}, {cpu_name()}, {memory_gib()} "
+             f"GiB, Python {platform.python_version()}; `synth plan {WORKLOAD} --topo "
+             f"{TOPOLOGY} --time-limit {args.time_limit:g}` in a child process.", "",
+             "## Goals (issue 19)", "",
+             f"- planned in at most 5 minutes on 2 cores: **{'met' if wall <= 300 else 'missed'}"
+             f"** ({wall:.1f} s wall, synth's own {doc['seconds']} s, peak {peak_gb:.2f} GB)",
+             f"- one step at least 1.3 x shorter than NCCL-style ring/tree choices (model): "
+             f"**{'met' if step['speedup'] >= 1.3 else 'missed'}** ({step['speedup']} x: "
+             f"{step['plan_overlapped'] / 1000:.2f} ms against "
+             f"{step['nccl_overlapped'] / 1000:.2f} ms, overlap tags running together; "
+             f"every call one after the other: {step['plan'] / 1000:.2f} ms against "
+             f"{step['nccl'] / 1000:.2f} ms, {step['nccl'] / step['plan']:.3f} x)",
+             f"- the exported sets load in their simulators: **"
+             f"{'met' if not failed else 'missed'}** ({loaded} files read back and "
+             f"simulated{'; failed: ' + '; '.join(failed) if failed else ''})",
+             f"- the overlapped pair predicted faster than one after the other: **"
+             f"{'met' if faster else 'missed'}** ("
+             + "; ".join(f"{o['tag']}: {o['overlapped_us'] / 1000:.2f} ms against "
+                         f"{o['sequential_us'] / 1000:.2f} ms" for o in pairs) + ")",
+             "", "## Calls", "",
+             "| communicator | collective | size (B) | calls | plan | us | NCCL-style | us "
+             "| x |", "| --- | --- | ---: | ---: | --- | ---: | --- | ---: | ---: |"]
+    for e in doc["entries"]:
+        for c in e["calls"]:
+            lines.append(f"| {e['communicator']} | {e['collective']} | {c['min_bytes']} | "
+                         f"{c['count']} | {c['algorithm']} | {c['us']} | {c['nccl']} | "
+                         f"{c['nccl_us']} | {c['speedup']} |")
+    lines += ["", "## Runtime files", ""]
+    for fmt, entries in doc["runtimes"].items():
+        for entry in entries:
+            lines.append(f"- {fmt}, {entry['collective']} on {entry['communicator']}: "
+                         f"{len(entry['files'])} file(s), " + ", ".join(
+                             f"{f['min_bytes']}..{f['max_bytes'] or ''}"
+                             for f in entry["files"]))
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        Path(f"{args.out}.json").write_text(json.dumps(
+            {"date": date, "commit": commit, "wall_s": round(wall, 2),
+             "peak_gb": round(peak_gb, 3), "plan": doc, "loaded": loaded,
+             "failed": failed}, indent=1) + "\n")
+        Path(f"{args.out}.md").write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
