@@ -179,3 +179,12 @@ def test_a_log_line_that_does_not_parse_is_named_by_its_line(tmp_path):
     trace["traceEvents"][4]["args"]["Process Group Ranks"] = "[0, 1, two]"
     with pytest.raises(BadInput, match=r"traceEvents\[4\]: Process Group Ranks"):
         parse_trace(json.dumps(trace), TOPO, "t.json")
+
+
+def test_plots_of_a_plan(together, tmp_path):
+    from synth.pictures.plan_plots import write_plan_plots
+
+    paths = write_plan_plots(together, tmp_path)
+    assert sorted(p.name for p in paths) == ["dp-reducescatter.png", "ep-alltoall.png",
+                                            "step.png", "tp-allreduce.png"]
+    assert all(p.read_bytes().startswith(b"\x89PNG") for p in paths)

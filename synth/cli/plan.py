@@ -30,7 +30,9 @@ from synth.cli.app import BOXES, Seconds, cli, interrupts_deferred
               help="Runtime files to write: msccl-xml, mscclpp (or none).")
 @click.option("--json", "as_json", is_flag=True, help="Print plan.json instead of the "
               "summary.")
-def plan_command(workload, spec, boxes, out_dir, time_limit, steps, formats, as_json):
+@click.option("--plots", is_flag=True, help="Also plot the step and each collective's time "
+              "against size (DIR/plots/*.png).")
+def plan_command(workload, spec, boxes, out_dir, time_limit, steps, formats, as_json, plots):
     """Plan every collective of WORKLOAD (a YAML file, an NCCL_DEBUG=INFO log or a
     PyTorch profiler trace) on the topology: per communicator and message size the
     fastest schedule, runtime files whose size ranges tile every size, and a report
@@ -53,6 +55,10 @@ def plan_command(workload, spec, boxes, out_dir, time_limit, steps, formats, as_
     plan = make_plan(work, topo, Limits(time_limit=time_limit))
     with interrupts_deferred():
         doc = write_plan(plan, Path(out_dir), tuple(wanted))
+        if plots:
+            from synth.pictures.plan_plots import write_plan_plots
+
+            write_plan_plots(plan, Path(out_dir) / "plots")
     if as_json:
         click.echo(json.dumps(doc, indent=1))
         return
