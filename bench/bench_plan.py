@@ -101,6 +101,10 @@ def main() -> int:
              f"{'met' if faster else 'missed'}** ("
              + "; ".join(f"{o['tag']}: {o['overlapped_us'] / 1000:.2f} ms against "
                          f"{o['sequential_us'] / 1000:.2f} ms" for o in pairs) + ")",
+             "", "What the runtimes can run of it (every call one after the other, "
+             "NCCL's own algorithm where no file runs): "
+             + "; ".join(f"{k[:-6]} files {v / 1000:.2f} ms ({step['nccl'] / v:.3f} x)"
+                         for k, v in step.items() if k.endswith("_files")),
              "", "## Calls", "",
              "| communicator | collective | size (B) | calls | plan | us | NCCL-style | us "
              "| x |", "| --- | --- | ---: | ---: | --- | ---: | --- | ---: | ---: |"]

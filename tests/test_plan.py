@@ -13,9 +13,9 @@ from synth.errors import BadInput
 from synth.export.msccl_sim import check_msccl_xml
 from synth.export.mscclpp_sim import check_mscclpp_plan
 from synth.plan.nccl_log import parse_log
-from synth.plan.overlap import bandwidth, physical_use
 from synth.plan.planner import envelope, make_plan
 from synth.plan.torch_trace import parse_trace
+from synth.plan.traffic import bandwidth, physical_use
 from synth.plan.workload import load_workload, parse_workload
 from synth.schedule.file import schedule_to_dict
 from synth.schedule.verify import verify_schedule
@@ -109,7 +109,7 @@ def test_collectives_that_run_together_share_the_links_on_the_residual(together)
     # ... and on the full links together with the first: no link over its bandwidth
     assert 0.5 < max(both.utilisation.values()) <= 1 + 1e-9
     tp = together.entries[0]
-    use = physical_use(TOPO, tp, both.choices[0], 32 << 20)
+    use = physical_use(TOPO, tp.groups, both.choices[0].schedule, 32 << 20)
     bw = bandwidth(TOPO)
     busiest = max(use, key=lambda hop: use[hop] / bw[hop])
     assert busiest[0].endswith("nvswitch") or busiest[1].endswith("nvswitch")
@@ -131,7 +131,9 @@ def test_synth_plan_writes_runtime_files_that_load(tmp_path):
     for fmt, folder in (("msccl-xml", "msccl"), ("mscclpp", "mscclpp")):
         for entry in doc["runtimes"][fmt]:
             files = entry["files"]
-            assert files[0]["min_bytes"] == 0 and files[-1]["max_bytes"] is None
+            assert files[0]["min_bytes"] == 0
+            # MSCCL XML: no upper limit; an MSCCL++ plan: where offsets stop fitting 32 bits
+            assert (files[-1]["max_bytes"] is None) == (fmt == "msccl-xml")
             for a, b in zip(files, files[1:]):
                 assert b["min_bytes"] == a["max_bytes"] + 1  # no gap, no overlap
             for f in files:
@@ -144,6 +146,7 @@ def test_synth_plan_writes_runtime_files_that_load(tmp_path):
                 else:
                     plan = json.loads(text)
                     assert plan["min_message_size"] == f["min_bytes"]
+                    assert plan["max_message_size"] == f["max_bytes"]
                     check_mscclpp_plan(plan)
     py_compile.compile(str(out / "mscclpp" / "register.py"), doraise=True)
     for path in (out / "schedules").rglob("*.json"):
@@ -188,3 +191,110 @@ def test_plots_of_a_plan(together, tmp_path):
     assert sorted(p.name for p in paths) == ["dp-reducescatter.png", "ep-alltoall.png",
                                             "step.png", "tp-allreduce.png"]
     assert all(p.read_bytes().startswith(b"\x89PNG") for p in paths)
+
+
+def test_groups_that_share_a_nic_take_turns_on_it():
+    # dgx2: two GPUs behind each NIC, so the data-parallel groups of GPUs 2r and 2r+1
+    # meet on it; each group's own view does not show that
+    topo = resolve("dgx2x2")
+    work = parse_workload({"communicators": {"dp": {"across": "boxes"}}, "collectives": [
+        {"communicator": "dp", "collective": "allreduce", "size": "64MB"}]}, topo)
+    entry = make_plan(work, topo, Limits(time_limit=30)).entries[0]
+    best = entry.best(64 << 20)
+    assert entry.time(best, 64 << 20) == pytest.approx(2 * best.time_us(64 << 20), rel=0.01)
+
+
+def test_a_communicator_whose_groups_differ_is_refused():
+    work = parse_workload({"communicators": {"pairs": {"ranks": [[0, 1], [2, 8]]}},
+                           "collectives": [{"communicator": "pairs",
+                                            "collective": "allreduce", "size": "1MB"}]}, TOPO)
+    with pytest.raises(BadInput, match=r"group \[2, 8\] sees the topology differently"):
+        make_plan(work, TOPO, Limits(time_limit=10))
+
+
+def test_without_an_nccl_style_algorithm_the_plan_is_its_own_reference():
+    work = parse_workload({"communicators": {"world": "all"}, "collectives": [
+        {"communicator": "world", "collective": "alltoall", "size": "1MB"}]}, TOPO)
+    plan = make_plan(work, TOPO, Limits(time_limit=20))
+    assert plan.entries[0].reference and plan.step_time("nccl") >= plan.step_time("plan")
+
+
+LINE = ("node0:7:7 [0] NCCL INFO {op}: opCount 0 sendbuff 0x1 recvbuff 0x2 count {count} "
+        "datatype {dtype} op 0 root 0 comm 0xa [nranks={nranks}] stream 0x3")
+
+
+@pytest.mark.parametrize("line, message", [
+    (LINE.format(op="AllReduce", count=8, dtype=7, nranks=0), "a communicator of 0 ranks"),
+    (LINE.format(op="Teleport", count=8, dtype=7, nranks=8), "not an NCCL operation"),
+    (LINE.format(op="AllReduce", count=10 ** 17, dtype=8, nranks=8), "at most 1 PB"),
+    (LINE.format(op="AllReduce", count=8, dtype=42, nranks=8), "datatype 42"),
+])
+def test_hostile_log_lines_get_one_line(line, message):
+    with pytest.raises(BadInput, match=message):
+        parse_log(line + "\n", TOPO, "x.log")
+
+
+def test_log_lines_behind_a_timestamp_alltoall_and_one_rank_comms_are_read():
+    text = "\n".join([
+        "2026-12-01T04:00:00Z " + LINE.format(op="AlltoAll", count=1024, dtype=9, nranks=8),
+        LINE.format(op="AllReduce", count=1024, dtype=7, nranks=1),
+        LINE.format(op="AllReduce", count=1024, dtype=7, nranks=8).replace("0xa", "0xb")])
+    work = parse_log(text, TOPO, "x.log", steps=2)
+    calls = {(c.collective, c.low): c.count for c in work.calls}
+    # alltoall's count is per peer: n = 1024 x 2 bytes x 8 ranks; half a call a step
+    assert calls == {("alltoall", 16384): 0.5, ("allreduce", 4096): 0.5}
+    assert any("one-rank" in n for n in work.notes)
+
+
+def test_hostile_trace_events_get_one_line():
+    trace = json.loads((EXAMPLES / "profiler-trace-dgxh100x2.json").read_text())
+    for change, message in [
+        (lambda a: a.update(dtype=["x"]), "unknown dtype"),
+        (lambda a: a.update({"Group size": 10 ** 8, "Process Group Ranks": "[0, 1, ...]"}),
+         "more GPUs than the topology"),
+        (lambda a: a.update({"In msg nelems": 10 ** 30}), "at most 1 PB")]:
+        doc = json.loads(json.dumps(trace))
+        change(doc["traceEvents"][1]["args"])
+        with pytest.raises(BadInput, match=message):
+            parse_trace(json.dumps(doc), TOPO, "t.json")
+    events = json.dumps(trace["traceEvents"])  # a bare array of events is a trace too
+    assert len(parse_trace(events, TOPO, "t.json").calls) == 4
+
+
+def test_names_and_tiny_groups_that_cannot_be_planned_are_refused():
+    for comms, message in [({"tpé": {"per": "box"}}, "ASCII"),
+                           ({"solo": {"per": "box", "size": 1}}, "one GPU")]:
+        name = next(iter(comms))
+        with pytest.raises(BadInput, match=message):
+            parse_workload({"communicators": comms, "collectives": [
+                {"communicator": name, "collective": "allreduce", "size": "1MB"}]}, TOPO)
+
+
+def test_runtime_files_tile_from_zero_and_a_new_plan_removes_the_old_ones(tmp_path):
+    from dataclasses import replace
+
+    from synth.plan.output import runtime_spans, write_plan
+
+    work = parse_workload({"communicators": {"tp": {"per": "box"}}, "collectives": [
+        {"communicator": "tp", "collective": "allreduce", "size": "64MB"}]}, TOPO)
+    plan = make_plan(work, TOPO, Limits(time_limit=20))
+    entry = plan.entries[0]
+    ring = next(c for c in entry.candidates if c.label.startswith("ring"))
+    # two lines a float's width apart at 0 bytes: no file of 0..0 (maxBytes 0 is "no
+    # limit" to MSCCL)
+    entry.candidates = [replace(ring, label="B", latency_us=0.35000000000000003,
+                                us_per_byte=1e-6),
+                        replace(ring, label="A", latency_us=0.35, us_per_byte=2e-6)]
+    spans = runtime_spans(entry, "msccl-xml")
+    assert [(s.low, s.high) for s, _ in spans] == [(0, None)]
+    entry.candidates = make_plan(work, TOPO, Limits(time_limit=20)).entries[0].candidates
+    first = write_plan(plan, tmp_path)
+    old = [f for f in first["files"] if f.startswith("mscclpp/tp/")]
+    small = make_plan(parse_workload({"communicators": {"tp": {"per": "box"}},
+                                      "collectives": [{"communicator": "tp",
+                                                       "collective": "alltoall",
+                                                       "size": "1MB"}]}, TOPO),
+                      TOPO, Limits(time_limit=20))
+    write_plan(small, tmp_path)
+    assert old and not any((tmp_path / f).exists() for f in old)
+    assert (tmp_path / "mscclpp" / "tp" / "alltoall-0.mscclpp.json").exists()

@@ -18,6 +18,8 @@ all (synth.files.write_atomic).
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import replace
 from pathlib import Path
 
 from synth.errors import BadInput
@@ -36,16 +38,17 @@ PERF = {"allreduce": "all_reduce_perf", "allgather": "all_gather_perf",
 
 def runtime_spans(entry: Entry, fmt: str) -> list[tuple[Span, str]]:
     """(span, file text) tiling 0 .. no limit with the fastest candidates `fmt` can
-    express; BadInput if none can."""
+    express (the first span from 0 bytes); BadInput if none can."""
     cands, texts = list(entry.candidates), {}
     while cands:
-        spans = envelope(cands, 0)
+        spans = envelope(cands, 1)
+        spans[0] = replace(spans[0], low=0)
         failed = None
         for i, span in enumerate(spans):
             c = span.candidate
             key = (id(c), span.low, span.high)
             try:
-                texts[key] = render(c.schedule, fmt, name=_name(entry, i, fmt),
+                texts[key] = render(c.schedule, fmt, name=_name(entry, i),
                                     min_bytes=span.low, max_bytes=_max(span, fmt))[0]
             except BadInput:
                 failed = c
@@ -63,35 +66,75 @@ def _max(span: Span, fmt: str):
     return span.high
 
 
-def _name(entry: Entry, i: int, fmt: str) -> str:
+def _name(entry: Entry, i: int) -> str:
     return f"synth-plan-{entry.communicator}-{entry.collective}-{i}"
 
 
+def _limits(fmt: str, text: str, span: Span) -> dict:
+    """What the runtime reads from the file: its size range (an MSCCL++ plan's upper
+    limit is where its offsets stop fitting 32 bits) and MSCCL's chunks per loop."""
+    if fmt == "msccl-xml":
+        loop = int(re.search(r'nchunksperloop="(\d+)"', text).group(1))
+        return {"min_bytes": span.low, "max_bytes": span.high, "nchunksperloop": loop}
+    plan = json.loads(text)
+    return {"min_bytes": plan["min_message_size"], "max_bytes": plan["max_message_size"]}
+
+
+def runnable(fmt: str, f: dict, n: int) -> bool:
+    """Whether the runtime runs file `f` for a call of n bytes: within its range, and
+    for MSCCL a whole number of loops (n a multiple of nchunksperloop: the element
+    count must be, and an element is at least a byte)."""
+    inside = f["min_bytes"] <= n and (f["max_bytes"] is None or n <= f["max_bytes"])
+    return inside and (fmt != "msccl-xml" or n % f["nchunksperloop"] == 0)
+
+
 def write_plan(plan: Plan, out: Path, formats=tuple(RUNTIMES)) -> dict:
-    """Write the plan's files under `out` (module docstring); plan.json's document."""
+    """Write the plan's files under `out` (module docstring); plan.json's document.
+    Everything is rendered (and simulated) before the first file is written; files of
+    a previous plan in `out` that this one does not write again are removed."""
     out = Path(out)
-    runtime = {}
+    texts, runtime = {}, {}  # path -> text
     for e in plan.entries:
-        for i, span in enumerate(envelope(e.candidates, 0)):
+        for i, span in enumerate(envelope(e.candidates, 1)):
             doc = schedule_to_dict(span.candidate.schedule)
-            write_atomic(out / "schedules" / e.communicator / f"{e.collective}-{i}.json",
-                         schedule_json(doc))
+            texts[Path("schedules") / e.communicator / f"{e.collective}-{i}.json"] = \
+                schedule_json(doc)
         for fmt in formats:
             folder, ext = RUNTIMES[fmt]
             files = []
             for i, (span, text) in enumerate(runtime_spans(e, fmt)):
-                path = out / folder / e.communicator / f"{e.collective}-{i}{ext}"
-                write_atomic(path, text)
-                files.append({"file": str(path.relative_to(out)), "min_bytes": span.low,
-                              "max_bytes": span.high, "algorithm": span.candidate.label})
+                path = Path(folder) / e.communicator / f"{e.collective}-{i}{ext}"
+                texts[path] = text
+                files.append({"file": str(path), **_limits(fmt, text, span),
+                              "algorithm": span.candidate.label,
+                              "candidate": span.candidate})
             runtime.setdefault(fmt, []).append({"communicator": e.communicator,
                                                 "collective": e.collective, "files": files})
     if "mscclpp" in runtime:
-        write_atomic(out / "mscclpp" / "register.py", _register(plan, runtime["mscclpp"]))
+        texts[Path("mscclpp") / "register.py"] = _register(plan, runtime["mscclpp"])
     doc = plan_document(plan, runtime)
-    write_atomic(out / "plan.json", json.dumps(doc, indent=1) + "\n")
-    write_atomic(out / "report.md", report_text(plan, runtime))
+    doc["files"] = sorted(str(p) for p in texts) + ["plan.json", "report.md"]
+    texts[Path("report.md")] = report_text(plan, runtime)
+    texts[Path("plan.json")] = json.dumps(doc, indent=1) + "\n"
+    _remove_stale(out, set(doc["files"]))
+    for path, text in texts.items():
+        write_atomic(out / path, text)
     return doc
+
+
+def _remove_stale(out: Path, keep: set[str]) -> None:
+    """Remove the files a previous plan.json in `out` lists that this plan does not
+    write (a runtime loads every file of its folder: a stale one would shadow ranges)."""
+    try:
+        old = json.loads((out / "plan.json").read_text())
+        listed = [f for f in old.get("files", []) if isinstance(f, str)]
+    except (OSError, ValueError, AttributeError):
+        return
+    for name in listed:
+        path = out / name
+        if name not in keep and ".." not in Path(name).parts and path.is_file() \
+                and not path.is_symlink():
+            path.unlink()
 
 
 def plan_document(plan: Plan, runtime: dict | None = None) -> dict:
@@ -112,6 +155,11 @@ def plan_document(plan: Plan, runtime: dict | None = None) -> dict:
             "calls": [_call_doc(e, c) for c in e.calls]})
     steps = {k: plan.step_time(k) for k in ("plan", "nccl", "overlapped",
                                             "nccl overlapped")}
+    loaded = {fmt: runtime_step(plan, fmt, entries_) for fmt, entries_ in
+              (runtime or {}).items()}
+    runtime_doc = {fmt: [{**r, "files": [{k: v for k, v in f.items() if k != "candidate"}
+                                         for f in r["files"]]} for r in entries_]
+                   for fmt, entries_ in (runtime or {}).items()}
     overlaps = [{"tag": o.tag,
                  "calls": [{"communicator": e.communicator, "collective": e.collective,
                             "min_bytes": c.low, "max_bytes": c.high, "count": c.count}
@@ -133,8 +181,9 @@ def plan_document(plan: Plan, runtime: dict | None = None) -> dict:
                         "plan_overlapped": round(steps["overlapped"], 3),
                         "nccl_overlapped": round(steps["nccl overlapped"], 3),
                         "speedup": round(steps["nccl overlapped"] / steps["overlapped"], 4)
-                        if steps["overlapped"] else None},
-            "overlaps": overlaps, "entries": entries, "runtimes": runtime or {},
+                        if steps["overlapped"] else None,
+                        **{f"{fmt}_files": round(t, 3) for fmt, (t, _) in loaded.items()}},
+            "overlaps": overlaps, "entries": entries, "runtimes": runtime_doc,
             "seconds": round(plan.seconds, 2),
             "model": "alpha-beta predictions from the topology's link figures, not "
                      "measurements"}
@@ -143,11 +192,29 @@ def plan_document(plan: Plan, runtime: dict | None = None) -> dict:
 def _call_doc(e: Entry, call) -> dict:
     n = typical(call)
     best, nccl = e.best(n), e.nccl(n)
-    return {"min_bytes": call.low, "max_bytes": call.high, "count": call.count,
+    mine, theirs = e.time(best, n), e.time(nccl, n)
+    return {"min_bytes": call.low, "max_bytes": call.high, "count": round(call.count, 6),
             "overlap": call.overlap or None, "algorithm": best.label,
-            "us": round(best.time_us(n), 3), "nccl": nccl.label,
-            "nccl_us": round(nccl.time_us(n), 3),
-            "speedup": round(nccl.time_us(n) / best.time_us(n), 4)}
+            "us": round(mine, 3), "nccl": nccl.label, "nccl_us": round(theirs, 3),
+            "speedup": round(theirs / mine, 4),
+            "groups_share_links": round(mine / best.time_us(n), 4)}
+
+
+def runtime_step(plan: Plan, fmt: str, entries: list[dict]) -> tuple[float, list[str]]:
+    """(one step's time, every call one after the other, with what the runtime runs
+    from its files: the file for the call's size, or NCCL's own algorithm where none
+    runs; the calls NCCL's own runs)."""
+    total, fallback = 0.0, []
+    for e in plan.entries:
+        files = next(r["files"] for r in entries if (r["communicator"], r["collective"])
+                     == (e.communicator, e.collective))
+        for call in e.calls:
+            n = typical(call)
+            f = next((f for f in files if runnable(fmt, f, n)), None)
+            if f is None:
+                fallback.append(f"{e.collective} on {e.communicator} at {n} B")
+            total += call.count * e.time(f["candidate"] if f else e.nccl(n), n)
+    return total, fallback
 
 
 def report_text(plan: Plan, runtime: dict | None = None) -> str:
@@ -164,19 +231,36 @@ def report_text(plan: Plan, runtime: dict | None = None) -> str:
                   f"faster at each size): **{nccl_both_us / both_us:.2f} x**, the calls of "
                   f"each overlap tag running together. Every call one after the other: "
                   f"{_us(plan_us)} against {_us(nccl_us)} ({nccl_us / plan_us:.2f} x).", ""]
+    for fmt, entries in (runtime or {}).items():
+        t, fallback = runtime_step(plan, fmt, entries)
+        lines += [f"With the {fmt} files alone (what that runtime can run of the plan, "
+                  f"every call one after the other): {_us(t)}, {nccl_us / t:.2f} x."
+                  + (f" NCCL's own algorithm runs for {', '.join(fallback)}: no file "
+                     "covers it" + (" (MSCCL needs the call's element count to be a "
+                                    "multiple of the file's nchunksperloop)"
+                                    if fmt == "msccl-xml" else "") + "." if fallback
+                     else ""), ""]
     if w.notes:
         lines += ["Read from the workload: " + "; ".join(w.notes) + ".", ""]
     lines += ["| communicator | collective | GPUs | size | calls | plan | us | NCCL-style "
               "| us | x |", "| --- | --- | ---: | ---: | ---: | --- | ---: | --- | ---: "
               "| ---: |"]
+    shared = []
     for e in plan.entries:
         for c in e.calls:
             d = _call_doc(e, c)
             size = format_size(c.low) if c.low == c.high else \
                 f"{format_size(c.low)}..{format_size(c.high)}"
             lines.append(f"| {e.communicator} | {e.collective} | {e.ranks} | {size} | "
-                         f"{c.count} | {d['algorithm']} | {d['us']:.1f} | {d['nccl']} | "
+                         f"{d['count']:g} | {d['algorithm']} | {d['us']:.1f} | {d['nccl']} | "
                          f"{d['nccl_us']:.1f} | {d['speedup']:.2f} |")
+            if d["groups_share_links"] > 1.0001:
+                shared.append(f"{e.collective} on {e.communicator} "
+                              f"({d['groups_share_links']:.2f} x)")
+    if shared:
+        lines += ["", "The groups of a communicator run at once, and where their traffic "
+                  "meets on a physical link each takes longer than alone: "
+                  + ", ".join(shared) + " (in the times above)."]
     for o in plan.overlaps:
         names = " and ".join(f"{e.collective} on {e.communicator}" for e, _ in o.members)
         lines += ["", f"## Running together: {o.tag}", "",
@@ -204,14 +288,18 @@ def report_text(plan: Plan, runtime: dict | None = None) -> str:
         for fmt, entries in runtime.items():
             for r in entries:
                 ranges = ", ".join(f"{_range(f['min_bytes'], f['max_bytes'])} "
-                                   f"`{f['file']}`" for f in r["files"])
+                                   f"`{f['file']}`" + (f" (loops of {f['nchunksperloop']} "
+                                                        "chunks)" if "nchunksperloop" in f
+                                                        else "") for f in r["files"])
                 lines.append(f"- {fmt}, {r['collective']} on {r['communicator']}: {ranges}")
-        lines += ["", "MSCCL picks a file by GPU count, collective and size only: two "
-                  "communicators of the same size running the same collective would share "
-                  "one directory's files, so point `MSCCL_ALGO_DIR` at one communicator's "
-                  "folder per process group where they differ. For MSCCL++, "
-                  "`mscclpp/register.py` registers every plan with the NCCL shim (v0.9 "
-                  "and later) before the communicator is created.", ""]
+        lines += ["", "MSCCL reads one folder per process (`MSCCL_ALGO_DIR`) and picks a "
+                  "file by GPU count, collective and size only: copy the files of every "
+                  "communicator a process uses into one folder; where two communicators "
+                  "have the same GPU count and collective, their files overlap and only "
+                  "one set can be loaded. For MSCCL++, `mscclpp/register.py` registers "
+                  "every plan with the NCCL shim (v0.9 and later) before the communicator "
+                  "is created; plans of two communicators alike in size, ranks per node "
+                  "and collective overlap there too.", ""]
     lines += ["## Measuring it", "", "```"]
     for e in plan.entries:
         per_box = _per_node(e)
@@ -265,7 +353,7 @@ def _register(plan: Plan, entries: list[dict]) -> str:
         "    builder = mscclpp.ext.AlgorithmCollectionBuilder()",
         "    for file, world, per_node in PLANS:",
         "        plan = mscclpp.ExecutionPlan(str(HERE / file), rank)",
-        "        algo = mscclpp.Algorithm(id=Path(file).stem, execution_plan=plan,",
+        "        algo = mscclpp.Algorithm(id=file.replace('/', '-'), execution_plan=plan,",
         "                                 constraint=mscclpp.Algorithm.Constraint(",
         "                                     world_size=world, n_ranks_per_node=per_node))",
         "        builder.add_algorithm_builder(algo)",

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from synth.frontier import synthesize
 from synth.plan.planner import (Candidate, Entry, Plan, candidates_of, envelope,
                                  reference_of, typical)
+from synth.plan.traffic import bandwidth, physical_use, slowdown
 from synth.search.pareto import Limits
 from synth.topology.communicator import view
 from synth.topology.linkmodel import lower_with_routes
@@ -54,51 +55,6 @@ class Overlapped:
         return sum(self.alone_us)
 
 
-def physical_use(topo: Topology, entry: Entry, candidate: Candidate, n: int
-                 ) -> dict[tuple[str, str], float]:
-    """Bytes each physical link carries when `candidate` runs at message size n on every
-    group of the entry's communicator at once. A switch operation crosses the hops on
-    the single side of its switch once (a multicast's source side, a reduction's
-    destination side) and the others once per rank, as the switch moves it."""
-    schedule = candidate.schedule
-    chunk = n / schedule.collective.buffer_chunks
-    batches = schedule.pipeline.batches if schedule.pipeline else 1
-    load: dict = {}
-
-    def add(hops, count):
-        for hop in hops:
-            load[hop] = load.get(hop, 0.0) + count * chunk * batches
-
-    for group in entry.groups:
-        sub = view(topo, group)
-        routes = lower_with_routes(sub).routes
-        computing = {v.name for v in sub.vertices if v.can}  # this group's switches
-        for step in schedule.steps:
-            for x in step.sends:
-                path = routes[(x.src, x.dst)]
-                add(zip(path, path[1:]), x.count)
-            for op in step.switch_ops:
-                once = set()
-                for a, b in op.pairs():
-                    path = routes[(a, b)]
-                    cut = next((i for i, v in enumerate(path) if v in computing), None)
-                    if cut is None:  # no computing switch on this route: plain sends
-                        add(zip(path, path[1:]), op.count)
-                        continue
-                    near, far = list(zip(path[:cut + 1], path[1:cut + 1])), \
-                        list(zip(path[cut:], path[cut + 1:]))
-                    single, each = (near, far) if op.op == "multicast" else (far, near)
-                    once.update(single)
-                    add(each, op.count)
-                add(once, op.count)
-    return load
-
-
-def bandwidth(topo: Topology) -> dict[tuple[str, str], float]:
-    """Bytes per microsecond of each physical link."""
-    return {(l.src, l.dst): l.bandwidth * 1e3 for l in topo.links}
-
-
 def residual(topo: Topology, used: dict[tuple[str, str], float]) -> Topology:
     """The topology with each link's bandwidth scaled by the share `used` leaves,
     rounded down to 1/GRAIN (at least 1/GRAIN)."""
@@ -115,18 +71,22 @@ def overlap(plan: Plan, topo: Topology, tag: str, limits: Limits) -> Overlapped:
     choices run together the same way (ring or tree, rebuilt on the residual), for the
     report's comparison."""
     members = [(e, c) for e in plan.entries for c in e.calls if c.overlap == tag]
-    members.sort(key=lambda m: -m[1].count * m[0].best(typical(m[1])).time_us(typical(m[1])))
+    members.sort(key=lambda m: -m[1].count * m[0].time(m[0].best(typical(m[1])),
+                                                         typical(m[1])))
     result = Overlapped(tag, members, [], [], [])
+    limits = replace(limits, time_limit=limits.time_limit / max(1, len(members) - 1))
     for nccl in (False, True):
         used: dict = {}
         durations, alone = [], []
         for i, (entry, call) in enumerate(members):
             n = typical(call)
             first = entry.nccl(n) if nccl else entry.best(n)
-            alone.append(call.count * first.time_us(n))
+            alone.append(call.count * entry.time(first, n))
             on = topo if i == 0 else residual(topo, used)
             pick = first if i == 0 else _on_residual(on, entry, n, nccl, limits)
-            durations.append(call.count * pick.time_us(n))
+            once = pick.time_us(n)  # on the residual: its groups' traffic meeting too
+            durations.append(call.count * once * slowdown(on, entry.groups, pick.schedule,
+                                                          n, once))
             if not nccl:
                 result.choices.append(pick)
             _add_use(used, topo, on, entry, pick, n, call.count, durations[-1])
@@ -146,7 +106,7 @@ def _on_residual(on: Topology, entry: Entry, n: int, nccl: bool, limits: Limits
     sub = view(on, entry.groups[0], f"{on.name}:{entry.communicator}")
     if nccl:
         model = lower_with_routes(sub).model
-        return min(reference_of(entry.collective, model, entry.root),
+        return min(reference_of(entry.collective, model, entry.root, entry.reference),
                    key=lambda c: c.time_us(n))
     found = synthesize(sub, entry.collective, entry.root,
                        replace(limits, time_limit=max(limits.time_limit, 1.0)))
@@ -158,7 +118,7 @@ def _add_use(used: dict, topo: Topology, on: Topology, entry: Entry, pick: Candi
              n: int, count: int, duration: float) -> None:
     """Add pick's traffic over its duration, as a share of each full link."""
     bw = bandwidth(topo)
-    for hop, nbytes in physical_use(on, entry, pick, n).items():
+    for hop, nbytes in physical_use(on, entry.groups, pick.schedule, n).items():
         used[hop] = used.get(hop, 0.0) + count * nbytes / (duration * bw[hop])
 
 

@@ -30,11 +30,15 @@ from synth.plan.workload import Call, Workload
 from synth.schedule.cost import MAX_SIZE, schedule_cost
 from synth.schedule.ir import Schedule
 from synth.search.pareto import Limits
+from synth.plan.traffic import slowdown
 from synth.topology.communicator import view
+from synth.topology.linkmodel import lower_with_routes
 from synth.topology.physical import Topology
 
-REFERENCE = {"ring", "double binary tree"}  # what NCCL's tuner picks between
-DIRECT_ONLY = {"alltoall", "gather", "scatter"}  # NCCL runs these as sends and receives
+# what NCCL's tuner picks between, per collective (alltoall, gather and scatter it runs
+# as sends and receives)
+REFERENCE = {"allreduce": {"ring", "double binary tree"}, "alltoall": {"direct"},
+             "gather": {"direct"}, "scatter": {"direct"}}
 
 
 @dataclass(frozen=True)
@@ -74,13 +78,25 @@ class Entry:
     spans: list[Span]  # the fastest candidate, tiling 1..no limit
     calls: list[Call]
     groups: list[list[int]]  # every group of the communicator (global ranks)
+    full: Topology  # the whole topology, where the groups' traffic meets
     seconds: float = 0.0
+    _times: dict = field(default_factory=dict, repr=False)
 
     def best(self, n: int) -> Candidate:
         return next(s.candidate for s in self.spans if s.high is None or n <= s.high)
 
     def nccl(self, n: int) -> Candidate:
-        return min(self.reference, key=lambda c: c.time_us(n))
+        return min(self.reference, key=lambda c: self.time(c, n))
+
+    def time(self, c: Candidate, n: int) -> float:
+        """c's time at size n with every group of the communicator running it at once:
+        its own time, longer where the groups' traffic meets on a physical link
+        (synth.plan.traffic.slowdown)."""
+        key = (id(c), n)
+        if key not in self._times:
+            alone = c.time_us(n)
+            self._times[key] = alone * slowdown(self.full, self.groups, c.schedule, n, alone)
+        return self._times[key]
 
 
 @dataclass
@@ -103,7 +119,7 @@ class Plan:
                     continue
                 n = typical(call)
                 pick = e.nccl(n) if which.startswith("nccl") else e.best(n)
-                total += call.count * pick.time_us(n)
+                total += call.count * e.time(pick, n)
         return total + sum(o.nccl_overlapped_us if which.startswith("nccl")
                            else o.overlapped_us for o in together.values())
 
@@ -128,13 +144,15 @@ def _candidate(schedule: Schedule, label: str, baseline: bool) -> Candidate:
     return Candidate(label, schedule, cost.latency_us, cost.us_per_byte, baseline)
 
 
-def reference_of(collective: str, model, root) -> list[Candidate]:
-    """NCCL-style candidates: ring and double binary tree (direct for the collectives
-    NCCL runs as point-to-point sends); every baseline where neither applies."""
+def reference_of(collective: str, model, root, fallback=()) -> list[Candidate]:
+    """NCCL-style candidates: ring, and double binary tree for allreduce; direct for the
+    collectives NCCL runs as point-to-point sends. Where none applies, every baseline;
+    where there is none, `fallback` (the plan's own candidates: a ratio of 1)."""
     made = baselines(model, collective, root)
-    wanted = {"direct"} if collective in DIRECT_ONLY else REFERENCE
+    wanted = REFERENCE.get(collective, {"ring"})
     picked = [b for b in made if (b.algorithm or b.name.split(" x")[0]) in wanted]
-    return [_candidate(b.schedule, b.name, True) for b in (picked or made)]
+    out = [_candidate(b.schedule, b.name, True) for b in (picked or made)]
+    return out or list(fallback)
 
 
 def envelope(candidates: list[Candidate], low: int = 1) -> list[Span]:
@@ -183,6 +201,22 @@ def _overtakes(c: Candidate, best: Candidate, n: int) -> int | None:
     return None  # nearly parallel lines: no size where it matters
 
 
+def check_alike(topo: Topology, name: str, groups: list[list[int]]) -> None:
+    """One plan serves every group of a communicator only if each sees the topology
+    alike: the same rank links (capacity, alpha) in the group's order. BadInput names
+    the first group that does not."""
+    def shape(group):
+        model = lower_with_routes(view(topo, group)).model
+        return sorted((l.src, l.dst, l.capacity, l.alpha_us) for l in model.links)
+
+    first = shape(groups[0])
+    for g in groups[1:]:
+        if shape(g) != first:
+            raise BadInput(f"communicator {name}: group {g} sees the topology differently "
+                           f"from group {groups[0]} (one plan serves every group: give "
+                           "groups of one shape)")
+
+
 def make_plan(workload: Workload, topo: Topology, limits: Limits,
               on_event=None) -> Plan:
     """Plan every (communicator, collective, root) of the workload on `topo`, then the
@@ -196,6 +230,8 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
         if key not in keys:
             keys.append(key)
     plan = Plan(workload, topo.name)
+    for comm in dict.fromkeys(k[0] for k in keys):
+        check_alike(topo, comm, workload.communicators[comm])
     for i, (comm, coll, root) in enumerate(keys):
         group = workload.communicators[comm][0]
         left = limits.time_limit - (time.monotonic() - start)
@@ -208,9 +244,9 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
         cands = candidates_of(result)
         plan.entries.append(Entry(
             comm, coll, root, len(group), sub.name, result.bounds, cands,
-            reference_of(coll, result.model, root), envelope(cands),
+            reference_of(coll, result.model, root, cands), envelope(cands),
             [c for c in workload.calls if (c.communicator, c.collective, c.root)
-             == (comm, coll, root)], workload.communicators[comm],
+             == (comm, coll, root)], workload.communicators[comm], topo,
             time.monotonic() - began))
     from synth.plan.overlap import overlap
 

@@ -9,23 +9,26 @@ PyTorch records every collective of a process group as a `record_param_comms` ev
         "Out msg nelems": 1048576, "Group size": 8, "Process Group Ranks": "[0, ..., 7]"}}
 
 The `record_param_comms` events are read (the kernels' copies only where there are
-none, so nothing is counted twice). Sizes are nccl-tests' n: elements x the type's
-size, of the output for allgather and of the input otherwise. A group's ranks place it
+none, so nothing is counted twice); a trace saved as a bare JSON array of events is
+read too. Sizes are nccl-tests' n, the larger per-rank buffer: the larger of the input
+and output element counts x the type's size. A group's ranks place it
 on the topology: one box's GPUs are {per: box}, one GPU of each box {across: boxes},
 every GPU `all`, anything else its explicit ranks; a list PyTorch cut short ("...")
 is rebuilt from "Global rank start" and "Global rank stride". Point-to-point calls and
-barriers are counted but not planned. Strict: an event with collective arguments that
+barriers, and groups of one rank, are counted but not planned. Strict: an event with collective arguments that
 do not parse is an error naming its index in traceEvents.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 
 from synth.errors import BadInput
 from synth.files import parse_json, quote
 from synth.plan.workload import Call, Workload, check_disjoint
+from synth.schedule.cost import MAX_SIZE
 from synth.topology.communicator import groups
 from synth.topology.physical import Topology
 
@@ -50,7 +53,8 @@ def parse_trace(text: str, topo: Topology, source: str = "trace", steps: int = 1
     """The workload the trace records (module docstring), `steps` training steps of it."""
     where = quote(source, 80)
     doc = parse_json(text, where)
-    events = doc.get("traceEvents") if isinstance(doc, dict) else None
+    events = doc if isinstance(doc, list) else (doc.get("traceEvents") if isinstance(
+        doc, dict) else None)
     if not isinstance(events, list):
         raise BadInput(f"{where}: no traceEvents list")
     comms = [(i, e) for i, e in enumerate(events) if isinstance(e, dict)
@@ -59,7 +63,7 @@ def parse_trace(text: str, topo: Topology, source: str = "trace", steps: int = 1
         comms = [(i, e) for i, e in enumerate(events) if isinstance(e, dict)
                  and e.get("cat") == "kernel" and isinstance(e.get("args"), dict)
                  and "Collective name" in e["args"]]
-    counts, skipped, places = Counter(), 0, {}
+    counts, skipped, places, single = Counter(), 0, {}, 0
     for i, event in comms:
         at = f"{where}: traceEvents[{i}]"
         args = event.get("args")
@@ -73,15 +77,22 @@ def parse_trace(text: str, topo: Topology, source: str = "trace", steps: int = 1
             raise BadInput(f"{at}: unknown collective {quote(name)}")
         coll = NAMES[name]
         dtype = args.get("dtype")
-        if dtype not in DTYPE_BYTES:
+        if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
             raise BadInput(f"{at}: unknown dtype {quote(dtype)}")
-        key = "Out msg nelems" if coll == "allgather" else "In msg nelems"
-        nelems = args.get(key)
-        if isinstance(nelems, bool) or not isinstance(nelems, int) or nelems < 0:
-            raise BadInput(f"{at}: {key} {quote(nelems)} is not a count")
+        nelems = 0
+        for key in ("In msg nelems", "Out msg nelems"):
+            value = args.get(key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise BadInput(f"{at}: {key} {quote(value)} is not a count")
+            nelems = max(nelems, value)
+        if nelems * DTYPE_BYTES[dtype] > MAX_SIZE:
+            raise BadInput(f"{at}: {nelems:,} elements (at most 1 PB)")
         if nelems == 0:
             continue
-        ranks = tuple(_ranks(args, at))
+        ranks = tuple(_ranks(args, at, topo.ranks))
+        if len(ranks) == 1:
+            single += 1
+            continue
         if ranks not in places:
             places[ranks] = _place(ranks, topo, at)
         root = 0 if coll in ("broadcast", "reduce", "gather", "scatter") else None
@@ -91,19 +102,25 @@ def parse_trace(text: str, topo: Topology, source: str = "trace", steps: int = 1
     communicators = {}
     for name, spec in places.values():
         communicators.setdefault(name, groups(topo, spec, f"{where}: communicator {name}"))
-    calls = tuple(Call(comm, coll, size, size, max(1, round(n / steps)), root)
+    calls = tuple(Call(comm, coll, size, size, n / steps, root)
                   for (comm, coll, size, root), n in sorted(counts.items(), key=str))
     check_disjoint(calls, where)
     notes = (f"{skipped} point-to-point or barrier calls are not planned",) if skipped else ()
+    notes += (f"{single} calls on one-rank groups (local copies) are not planned",) \
+        if single else ()
     notes += ("roots of rooted collectives are not in the trace: rank 0 is assumed",) \
         if any(c.root is not None for c in calls) else ()
     return Workload(f"profiler trace {source}", communicators, calls, str(source), notes)
 
 
-def _ranks(args: dict, at: str) -> list[int]:
+def _ranks(args: dict, at: str, gpus: int) -> list[int]:
     text, size = args.get("Process Group Ranks"), args.get("Group size")
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise BadInput(f"{at}: Group size {quote(size)} is not a count")
+    if size > gpus:
+        raise BadInput(f"{at}: Group size {size} is more GPUs than the topology has ({gpus})")
+    if isinstance(text, str) and len(text) > 16 * gpus + 64:
+        raise BadInput(f"{at}: Process Group Ranks is longer than {gpus} ranks can be")
     if not isinstance(text, str) or not _RANKS.match(text.strip()):
         raise BadInput(f"{at}: Process Group Ranks {quote(text)} is not a list of ranks")
     if "..." not in text:
@@ -137,4 +154,5 @@ def _place(ranks: tuple[int, ...], topo: Topology, at: str):
             continue
         if list(ranks) in made:
             return name, shape
-    return f"ranks_{'_'.join(map(str, ranks[:4]))}", {"ranks": [list(ranks)]}
+    digest = hashlib.sha256(repr(ranks).encode()).hexdigest()[:8]
+    return f"ranks_{'_'.join(map(str, ranks[:4]))}_{digest}", {"ranks": [list(ranks)]}

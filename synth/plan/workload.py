@@ -23,6 +23,7 @@ thing twice and are refused).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from synth.errors import BadInput
@@ -41,7 +42,7 @@ class Call:
     collective: str
     low: int  # bytes, nccl-tests' n; low == high for one size
     high: int
-    count: int = 1  # calls per step
+    count: float = 1  # calls per step (a log's or trace's calls / its steps: may be < 1)
     root: int | None = None
     overlap: str = ""  # calls with the same tag run at the same time
 
@@ -63,16 +64,20 @@ def load_workload(path: str, topo: Topology, steps: int = 1) -> Workload:
     log (lines with "NCCL INFO"), else the YAML form; a trace's or log's counts are
     divided by the `steps` it holds. BadInput names the problem."""
     text = read_text(path, TEXT_LIMIT * 16, "workload")
-    head = text.lstrip()[:4096]
-    if head.startswith("{") and "traceEvents" in text[:1 << 20]:
+    head = text.lstrip()[:1]
+    if head == "[" or (head == "{" and "traceEvents" in text[:1 << 20]):
         from synth.plan.torch_trace import parse_trace
 
         return parse_trace(text, topo, path, steps)
-    if "NCCL INFO" in text:
+    if _LOG_LINE.search(text):
         from synth.plan.nccl_log import parse_log
 
         return parse_log(text, topo, path, steps)
     return parse_workload(parse_yaml(text, path), topo, path)
+
+
+_LOG_LINE = re.compile(r"^.*\S+:\d+:\d+ \[\d+\] NCCL INFO ", re.MULTILINE)
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 def parse_workload(doc, topo: Topology, source: str = "workload") -> Workload:
@@ -89,10 +94,13 @@ def parse_workload(doc, topo: Topology, source: str = "workload") -> Workload:
         raise BadInput(f"{where}: communicators: expected a mapping of names to shapes")
     communicators = {}
     for name, shape in comms.items():
-        if not isinstance(name, str) or not name.isidentifier():
-            raise BadInput(f"{where}: communicator name {quote(name)}: use letters, digits "
-                           "and _")
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            raise BadInput(f"{where}: communicator name {quote(name)}: use up to 64 ASCII "
+                           "letters, digits and _, not starting with a digit")
         communicators[name] = groups(topo, shape, f"{where}: communicator {name}")
+        if len(communicators[name][0]) < 2:
+            raise BadInput(f"{where}: communicator {name} has groups of one GPU: nothing to "
+                           "plan")
     entries = doc.get("collectives")
     if not isinstance(entries, list) or not entries:
         raise BadInput(f"{where}: collectives: expected a non-empty list")

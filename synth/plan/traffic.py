@@ -1,0 +1,76 @@
+"""What a schedule puts on the physical links of the whole topology when it runs on every
+group of its communicator at once (synth plan): the bytes per link, and from them the
+slowdown when the groups' traffic meets on a link (two GPUs behind one NIC, say) that
+each group's own view of the topology does not show.
+
+Routes are each group's view's (synth.topology.communicator.view): the same physical
+paths the full topology's lowering takes between those GPUs. Cost: one lowering per
+group (memoised per group), then linear in the schedule's program.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from synth.topology.communicator import view
+from synth.topology.linkmodel import lower_with_routes
+from synth.topology.physical import Topology
+
+
+@lru_cache(maxsize=256)
+def _routes(topo: Topology, group: tuple[int, ...]):
+    sub = view(topo, list(group))
+    return lower_with_routes(sub).routes, frozenset(v.name for v in sub.vertices if v.can)
+
+
+def physical_use(topo: Topology, groups, schedule, n: int) -> dict[tuple[str, str], float]:
+    """Bytes each physical link carries when `schedule` runs at message size n on every
+    one of `groups` (global ranks, in the schedule's rank order) at once. A switch
+    operation crosses the hops on the single side of its switch once (a multicast's
+    source side, a reduction's destination side) and the others once per rank, as the
+    switch moves it."""
+    chunk = n / schedule.collective.buffer_chunks
+    batches = schedule.pipeline.batches if schedule.pipeline else 1
+    load: dict = {}
+
+    def add(hops, count):
+        for hop in hops:
+            load[hop] = load.get(hop, 0.0) + count * chunk * batches
+
+    for group in groups:
+        routes, computing = _routes(topo, tuple(group))  # computing: this group's switches
+        for step in schedule.steps:
+            for x in step.sends:
+                path = routes[(x.src, x.dst)]
+                add(zip(path, path[1:]), x.count)
+            for op in step.switch_ops:
+                once = set()
+                for a, b in op.pairs():
+                    path = routes[(a, b)]
+                    cut = next((i for i, v in enumerate(path) if v in computing), None)
+                    if cut is None:  # no computing switch on this route: plain sends
+                        add(zip(path, path[1:]), op.count)
+                        continue
+                    near, far = list(zip(path[:cut + 1], path[1:cut + 1])), \
+                        list(zip(path[cut:], path[cut + 1:]))
+                    single, each = (near, far) if op.op == "multicast" else (far, near)
+                    once.update(single)
+                    add(each, op.count)
+                add(once, op.count)
+    return load
+
+
+def bandwidth(topo: Topology) -> dict[tuple[str, str], float]:
+    """Bytes per microsecond of each physical link."""
+    return {(l.src, l.dst): l.bandwidth * 1e3 for l in topo.links}
+
+
+def slowdown(topo: Topology, groups, schedule, n: int, duration_us: float) -> float:
+    """How much longer than `duration_us` the schedule takes at size n when all `groups`
+    run it at once: the most any physical link is asked to carry over that time, as a
+    share of its bandwidth (at least 1)."""
+    if duration_us <= 0:
+        return 1.0
+    bw = bandwidth(topo)
+    use = physical_use(topo, groups, schedule, n)
+    return max([1.0] + [b / (duration_us * bw[hop]) for hop, b in use.items()])
