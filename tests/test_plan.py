@@ -148,6 +148,16 @@ def test_synth_plan_writes_runtime_files_that_load(tmp_path):
                     assert plan["min_message_size"] == f["min_bytes"]
                     assert plan["max_message_size"] == f["max_bytes"]
                     check_mscclpp_plan(plan)
+    # an MSCCL++ plan is never registered for a workload size it cannot cut into
+    # whole chunks (the executor would throw rather than fall back)
+    for entry in doc["runtimes"]["mscclpp"]:
+        calls = next(e["calls"] for e in doc["entries"]
+                     if (e["communicator"], e["collective"])
+                     == (entry["communicator"], entry["collective"]))
+        for c in calls:
+            for f in entry["files"]:
+                if f["min_bytes"] <= c["min_bytes"] <= f["max_bytes"]:
+                    assert (c["min_bytes"] // 16) % f["chunks"] == 0
     py_compile.compile(str(out / "mscclpp" / "register.py"), doraise=True)
     for path in (out / "schedules").rglob("*.json"):
         assert synth_cli("verify", str(path)).returncode == 0
@@ -295,6 +305,6 @@ def test_runtime_files_tile_from_zero_and_a_new_plan_removes_the_old_ones(tmp_pa
                                                        "collective": "alltoall",
                                                        "size": "1MB"}]}, TOPO),
                       TOPO, Limits(time_limit=20))
-    write_plan(small, tmp_path)
+    second = write_plan(small, tmp_path)
     assert old and not any((tmp_path / f).exists() for f in old)
-    assert (tmp_path / "mscclpp" / "tp" / "alltoall-0.mscclpp.json").exists()
+    assert all((tmp_path / f).exists() for f in second["files"])

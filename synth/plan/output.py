@@ -25,11 +25,12 @@ from pathlib import Path
 from synth.errors import BadInput
 from synth.export import render
 from synth.files import write_atomic
-from synth.plan.planner import Entry, Plan, Span, envelope, typical
+from synth.plan.planner import Candidate, Entry, Plan, Span, envelope, typical
 from synth.schedule.cost import format_size
 from synth.schedule.file import schedule_json, schedule_to_dict
 
 RUNTIMES = {"msccl-xml": ("msccl", ".xml"), "mscclpp": ("mscclpp", ".mscclpp.json")}
+ELEMENT_BYTES = 4  # MSCCL counts elements: whole loops for 1-, 2- and 4-byte types alike
 PERF = {"allreduce": "all_reduce_perf", "allgather": "all_gather_perf",
         "reducescatter": "reduce_scatter_perf", "broadcast": "broadcast_perf",
         "reduce": "reduce_perf", "alltoall": "alltoall_perf", "gather": "gather_perf",
@@ -38,8 +39,11 @@ PERF = {"allreduce": "all_reduce_perf", "allgather": "all_gather_perf",
 
 def runtime_spans(entry: Entry, fmt: str) -> list[tuple[Span, str]]:
     """(span, file text) tiling 0 .. no limit with the fastest candidates `fmt` can
-    express (the first span from 0 bytes); BadInput if none can."""
-    cands, texts = list(entry.candidates), {}
+    express (the first span from 0 bytes), and for MSCCL XML that the runtime would run
+    for the workload's sizes in their span (whole loops for elements of up to
+    ELEMENT_BYTES); BadInput if none can."""
+    cands, texts = [c for c in entry.candidates if _expressible(c, fmt)], {}
+    sizes = [typical(c) for c in entry.calls]
     while cands:
         spans = envelope(cands, 1)
         spans[0] = replace(spans[0], low=0)
@@ -53,11 +57,26 @@ def runtime_spans(entry: Entry, fmt: str) -> list[tuple[Span, str]]:
             except BadInput:
                 failed = c
                 break
+            f = _limits(fmt, texts[key], span)
+            if len(cands) > 1 and any(not runnable(fmt, f, n) for n in sizes
+                                      if n >= span.low and (span.high is None
+                                                            or n <= span.high)):
+                failed = c  # the runtime would not run it for a call it covers
+                break
         if failed is None:
             return [(s, texts[(id(s.candidate), s.low, s.high)]) for s in spans]
         cands.remove(failed)
     raise BadInput(f"no candidate for {entry.collective} on {entry.communicator} can be "
                    f"written as {fmt}")
+
+
+def _expressible(c: Candidate, fmt: str) -> bool:
+    """Whether `fmt` can hold c's schedule at all (its simulator included)."""
+    try:
+        render(c.schedule, fmt)
+        return True
+    except BadInput:
+        return False
 
 
 def _max(span: Span, fmt: str):
@@ -72,20 +91,26 @@ def _name(entry: Entry, i: int) -> str:
 
 def _limits(fmt: str, text: str, span: Span) -> dict:
     """What the runtime reads from the file: its size range (an MSCCL++ plan's upper
-    limit is where its offsets stop fitting 32 bits) and MSCCL's chunks per loop."""
+    limit is where its offsets stop fitting 32 bits), MSCCL's chunks per loop, an
+    MSCCL++ plan's chunks of its larger buffer."""
     if fmt == "msccl-xml":
         loop = int(re.search(r'nchunksperloop="(\d+)"', text).group(1))
         return {"min_bytes": span.low, "max_bytes": span.high, "nchunksperloop": loop}
     plan = json.loads(text)
-    return {"min_bytes": plan["min_message_size"], "max_bytes": plan["max_message_size"]}
+    gpu = plan["gpus"][0]
+    return {"min_bytes": plan["min_message_size"], "max_bytes": plan["max_message_size"],
+            "chunks": max(gpu["input_chunks"], gpu["output_chunks"])}
 
 
 def runnable(fmt: str, f: dict, n: int) -> bool:
     """Whether the runtime runs file `f` for a call of n bytes: within its range, and
-    for MSCCL a whole number of loops (n a multiple of nchunksperloop: the element
-    count must be, and an element is at least a byte)."""
+    cut into whole chunks. MSCCL: the element count a multiple of nchunksperloop (for
+    elements of up to ELEMENT_BYTES); else NCCL's own algorithm runs. MSCCL++: n/16 a
+    multiple of the larger buffer's chunks; else the executor throws."""
     inside = f["min_bytes"] <= n and (f["max_bytes"] is None or n <= f["max_bytes"])
-    return inside and (fmt != "msccl-xml" or n % f["nchunksperloop"] == 0)
+    if fmt == "msccl-xml":
+        return inside and n % (f["nchunksperloop"] * ELEMENT_BYTES) == 0
+    return inside and n % 16 == 0 and (n // 16) % f["chunks"] == 0
 
 
 def write_plan(plan: Plan, out: Path, formats=tuple(RUNTIMES)) -> dict:
@@ -104,12 +129,20 @@ def write_plan(plan: Plan, out: Path, formats=tuple(RUNTIMES)) -> dict:
             files = []
             for i, (span, text) in enumerate(runtime_spans(e, fmt)):
                 path = Path(folder) / e.communicator / f"{e.collective}-{i}{ext}"
-                texts[path] = text
                 files.append({"file": str(path), **_limits(fmt, text, span),
                               "algorithm": span.candidate.label,
-                              "candidate": span.candidate})
+                              "candidate": span.candidate, "text": text})
+            bad = [typical(c) for c in e.calls
+                   if not any(runnable(fmt, f, typical(c)) for f in files)]
+            if fmt == "mscclpp" and bad:  # the shim would pick a plan that throws
+                files, skipped = [], f"no plan's chunks divide {', '.join(map(str, bad))} B"
+            else:
+                skipped = ""
+            for f in files:
+                texts[Path(f["file"])] = f.pop("text")
             runtime.setdefault(fmt, []).append({"communicator": e.communicator,
-                                                "collective": e.collective, "files": files})
+                                                "collective": e.collective, "files": files,
+                                                "skipped": skipped})
     if "mscclpp" in runtime:
         texts[Path("mscclpp") / "register.py"] = _register(plan, runtime["mscclpp"])
     doc = plan_document(plan, runtime)
@@ -291,7 +324,9 @@ def report_text(plan: Plan, runtime: dict | None = None) -> str:
                                    f"`{f['file']}`" + (f" (loops of {f['nchunksperloop']} "
                                                         "chunks)" if "nchunksperloop" in f
                                                         else "") for f in r["files"])
-                lines.append(f"- {fmt}, {r['collective']} on {r['communicator']}: {ranges}")
+                lines.append(f"- {fmt}, {r['collective']} on {r['communicator']}: "
+                             + (ranges or f"no files ({r['skipped']}: the executor would "
+                                          "fail rather than fall back)"))
         lines += ["", "MSCCL reads one folder per process (`MSCCL_ALGO_DIR`) and picks a "
                   "file by GPU count, collective and size only: copy the files of every "
                   "communicator a process uses into one folder; where two communicators "

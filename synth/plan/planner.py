@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 
 from synth.bounds import Bounds
 from synth.construct.baselines import baselines
+from synth.construct.in_network import nvls_search, port_pieces, reducing_switch
 from synth.errors import BadInput
 from synth.frontier import Result, synthesize
 from synth.plan.workload import Call, Workload
@@ -139,6 +140,22 @@ def candidates_of(result: Result) -> list[Candidate]:
     return out
 
 
+def runtime_variants(result: Result, limits: Limits) -> list[Candidate]:
+    """Candidates the frontier drops but runtimes need: the runtimes cut a message into
+    whole chunks of 16 bytes (MSCCL++) or whole loops (MSCCL), so a schedule of 72
+    chunks (9 pieces a shard for 18 NVLink lanes) never runs a power-of-two message.
+    Here: the NVLS allreduce with a power-of-two number of pieces a shard, a little
+    slower in the model, at every depth."""
+    if result.collective != "allreduce" or reducing_switch(result.model) is None:
+        return []
+    pieces = 1 << (port_pieces(result.model).bit_length() - 1)
+    if pieces == port_pieces(result.model):
+        return []
+    found = nvls_search(result.model, replace(limits, max_steps=None), pieces=pieces)
+    return [_candidate(p.schedule, p.schedule.info["method"]
+                       + f", {pieces} pieces a shard", False) for p in found.points]
+
+
 def _candidate(schedule: Schedule, label: str, baseline: bool) -> Candidate:
     cost = schedule_cost(schedule)
     return Candidate(label, schedule, cost.latency_us, cost.us_per_byte, baseline)
@@ -241,7 +258,7 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
         began = time.monotonic()
         result = synthesize(sub, coll, root, Limits(limits.max_steps, limits.max_chunks,
                                                     share, limits.backend))
-        cands = candidates_of(result)
+        cands = candidates_of(result) + runtime_variants(result, limits)
         plan.entries.append(Entry(
             comm, coll, root, len(group), sub.name, result.bounds, cands,
             reference_of(coll, result.model, root, cands), envelope(cands),
