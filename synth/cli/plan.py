@@ -40,7 +40,7 @@ def plan_command(workload, spec, boxes, out_dir, time_limit, steps, formats, as_
     from pathlib import Path
 
     from synth.errors import BadInput
-    from synth.plan.output import RUNTIMES, write_plan
+    from synth.plan.output import RUNTIMES, render_plan, write_files
     from synth.plan.planner import make_plan
     from synth.plan.workload import load_workload
     from synth.search.pareto import Limits
@@ -53,12 +53,9 @@ def plan_command(workload, spec, boxes, out_dir, time_limit, steps, formats, as_
     topo = resolve(spec, boxes)
     work = load_workload(workload, topo, steps)
     plan = make_plan(work, topo, Limits(time_limit=time_limit))
+    texts, doc = render_plan(plan, tuple(wanted), plots)  # Ctrl-C still stops this
     with interrupts_deferred():
-        doc = write_plan(plan, Path(out_dir), tuple(wanted))
-        if plots:
-            from synth.pictures.plan_plots import write_plan_plots
-
-            write_plan_plots(plan, Path(out_dir) / "plots")
+        write_files(Path(out_dir), texts, doc["files"])
     if as_json:
         click.echo(json.dumps(doc, indent=1))
         return

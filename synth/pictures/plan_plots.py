@@ -76,12 +76,17 @@ def sizes_figure(entry: Entry, smallest: int = KB, largest: int = GB) -> Figure:
     return fig
 
 
-def write_plan_plots(plan: Plan, directory: str | Path, fmt: str = "png") -> list[Path]:
-    """step.FMT and one COMM-COLL.FMT per entry into `directory`; their paths."""
-    directory = Path(directory)
-    paths = [write_atomic(directory / f"step.{fmt}", figure_bytes(step_figure(plan), fmt))]
+def plan_figures(plan: Plan, fmt: str = "png") -> list[tuple[str, bytes]]:
+    """(file name, encoded figure): step.FMT and one COMM-COLL.FMT per entry."""
+    out = [(f"step.{fmt}", figure_bytes(step_figure(plan), fmt))]
     for e in plan.entries:
-        name = f"{e.communicator}-{e.collective}" + (f"-root{e.root}" if e.root else "")
-        paths.append(write_atomic(directory / f"{name}.{fmt}",
-                                  figure_bytes(sizes_figure(e), fmt)))
-    return paths
+        name = f"{e.communicator}-{e.collective}" + (f"-root{e.root}" if e.root is not None
+                                                    else "")
+        out.append((f"{name}.{fmt}", figure_bytes(sizes_figure(e), fmt)))
+    return out
+
+
+def write_plan_plots(plan: Plan, directory: str | Path, fmt: str = "png") -> list[Path]:
+    """plan_figures written into `directory` (each whole or not at all); their paths."""
+    return [write_atomic(Path(directory) / name, data)
+            for name, data in plan_figures(plan, fmt)]

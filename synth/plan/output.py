@@ -1,82 +1,132 @@
-"""A plan's files: per runtime a loadable set of algorithms whose size ranges tile every
-message size, the chosen schedules, plan.json and report.md.
+"""A plan's files: per runtime a loadable set of algorithms with size ranges, the chosen
+schedules, plan.json and report.md.
 
-    DIR/plan.json                     the plan (machine-readable)
+    DIR/plan.json                     the plan (machine-readable; `files` lists the rest)
     DIR/report.md                     the report: per call the choice against NCCL's
     DIR/schedules/COMM/COLL-I.json    each chosen schedule (synth verify reads them)
     DIR/msccl/COMM/COLL-I.xml         MSCCL XML, minBytes..maxBytes per file
     DIR/mscclpp/COMM/COLL-I.mscclpp.json, DIR/mscclpp/register.py
                                       MSCCL++ plans and their registration
+    DIR/plots/*.png                   with plots
 
-Each runtime gets the lower envelope of the candidates it can load (a schedule a format
-cannot express, such as switch operations in MSCCL XML, leaves that format's envelope),
-so its files tile 0 bytes .. no limit with no gap or overlap; the envelope in plan.json
-is over every candidate (what the model predicts). Every file is written whole or not at
-all (synth.files.write_atomic).
+(COLL carries `-rootR` for a rooted collective.) A runtime runs a file only for a
+message it cuts into whole chunks (`runnable`). Each runtime's set is the lower
+envelope of the candidates it can express, a candidate giving way where another runs a
+workload size it cannot; MSCCL XML's files tile 0 bytes .. no limit (MSCCL runs NCCL's
+own algorithm for a size a file cannot take), MSCCL++'s leave out the workload sizes no
+plan can take (its executor would fail, not fall back) and stop where a plan's offsets
+stop fitting 32 bits. The envelope in plan.json is over every candidate (what the model
+predicts). Everything is rendered (and simulated) before the first file is written;
+each file is written whole or not at all (synth.files.write_atomic).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from synth.errors import BadInput
 from synth.export import render
 from synth.files import write_atomic
-from synth.plan.planner import Candidate, Entry, Plan, Span, envelope, typical
+from synth.plan.planner import Entry, Plan, Span, envelope, typical
 from synth.schedule.cost import format_size
 from synth.schedule.file import schedule_json, schedule_to_dict
 
 RUNTIMES = {"msccl-xml": ("msccl", ".xml"), "mscclpp": ("mscclpp", ".mscclpp.json")}
-ELEMENT_BYTES = 4  # MSCCL counts elements: whole loops for 1-, 2- and 4-byte types alike
+MAX_ELEMENT_BYTES = 4  # MSCCL counts elements: whole loops for 1-, 2- and 4-byte types
 PERF = {"allreduce": "all_reduce_perf", "allgather": "all_gather_perf",
         "reducescatter": "reduce_scatter_perf", "broadcast": "broadcast_perf",
         "reduce": "reduce_perf", "alltoall": "alltoall_perf", "gather": "gather_perf",
         "scatter": "scatter_perf"}
 
 
-def runtime_spans(entry: Entry, fmt: str) -> list[tuple[Span, str]]:
-    """(span, file text) tiling 0 .. no limit with the fastest candidates `fmt` can
-    express (the first span from 0 bytes), and for MSCCL XML that the runtime would run
-    for the workload's sizes in their span (whole loops for elements of up to
-    ELEMENT_BYTES); BadInput if none can."""
-    cands, texts = [c for c in entry.candidates if _expressible(c, fmt)], {}
-    sizes = [typical(c) for c in entry.calls]
-    while cands:
+@dataclass(frozen=True)
+class Unit:
+    """How a runtime cuts a message for one candidate's file: MSCCL, into loops of
+    `chunks` chunks of whole elements; MSCCL++, into `chunks` chunks of 16-byte units."""
+
+    fmt: str
+    chunks: int
+
+    def cuts(self, n: int) -> bool:
+        if self.fmt == "msccl-xml":
+            return n % (self.chunks * MAX_ELEMENT_BYTES) == 0
+        return n % 16 == 0 and (n // 16) % self.chunks == 0
+
+
+def _unit(fmt: str, text: str) -> Unit:
+    if fmt == "msccl-xml":
+        return Unit(fmt, int(re.search(r'nchunksperloop="(\d+)"', text).group(1)))
+    gpu = json.loads(text)["gpus"][0]
+    return Unit(fmt, max(gpu["input_chunks"], gpu["output_chunks"]))
+
+
+def entry_stem(e: Entry) -> str:
+    return e.collective + (f"-root{e.root}" if e.root is not None else "")
+
+
+def runnable(f: dict, n: int) -> bool:
+    """Whether the runtime runs file `f` (a runtime_files entry) for a call of n bytes."""
+    inside = f["min_bytes"] <= n and (f["max_bytes"] is None or n <= f["max_bytes"])
+    return inside and f["unit"].cuts(n)
+
+
+def runtime_files(entry: Entry, fmt: str) -> list[dict]:
+    """The runtime's files for one entry: dicts of min_bytes, max_bytes (None: no
+    limit), algorithm, candidate, unit and text, in size order (module docstring);
+    BadInput if `fmt` can express no candidate."""
+    units, largest = {}, {}  # largest: an MSCCL++ plan's 32-bit offsets' limit
+    for c in entry.candidates:
+        try:
+            text = render(c.schedule, fmt)[0]
+        except BadInput:
+            continue
+        units[id(c)] = _unit(fmt, text)
+        if fmt == "mscclpp":
+            largest[id(c)] = json.loads(text)["max_message_size"]
+    cands = [c for c in entry.candidates if id(c) in units]
+    if not cands:
+        raise BadInput(f"no candidate for {entry.collective} on {entry.communicator} can be "
+                       f"written as {fmt}")
+    sizes = sorted({typical(c) for c in entry.calls})
+    while True:  # a candidate gives way where another runs a size it cannot
         spans = envelope(cands, 1)
         spans[0] = replace(spans[0], low=0)
-        failed = None
-        for i, span in enumerate(spans):
-            c = span.candidate
-            key = (id(c), span.low, span.high)
-            try:
-                texts[key] = render(c.schedule, fmt, name=_name(entry, i),
-                                    min_bytes=span.low, max_bytes=_max(span, fmt))[0]
-            except BadInput:
-                failed = c
-                break
-            f = _limits(fmt, texts[key], span)
-            if len(cands) > 1 and any(not runnable(fmt, f, n) for n in sizes
-                                      if n >= span.low and (span.high is None
-                                                            or n <= span.high)):
-                failed = c  # the runtime would not run it for a call it covers
-                break
-        if failed is None:
-            return [(s, texts[(id(s.candidate), s.low, s.high)]) for s in spans]
-        cands.remove(failed)
-    raise BadInput(f"no candidate for {entry.collective} on {entry.communicator} can be "
-                   f"written as {fmt}")
+        loser = next((s.candidate for s in spans for n in sizes if _covers(s, n)
+                      and not units[id(s.candidate)].cuts(n)
+                      and any(units[id(c)].cuts(n) for c in cands)), None)
+        if loser is None or len(cands) == 1:
+            break
+        cands.remove(loser)
+    pieces = []
+    for span in spans:
+        unit = units[id(span.candidate)]
+        holes = [n for n in sizes if _covers(span, n) and not unit.cuts(n)] \
+            if fmt == "mscclpp" else []
+        low, top = span.low, largest.get(id(span.candidate))
+        for hole in holes + [None]:  # MSCCL++: no plan for a size it would fail on
+            high = span.high if hole is None else hole - 1
+            if top is not None:  # nor past where its offsets fit 32 bits
+                high = top if high is None else min(high, top)
+            if high is None or high >= low:
+                pieces.append(replace(span, low=low, high=high))
+            low = (hole or 0) + 1
+    files = []
+    for i, span in enumerate(pieces):
+        text = render(span.candidate.schedule, fmt, name=f"synth-plan-{entry.communicator}-"
+                      f"{entry_stem(entry)}-{i}", min_bytes=span.low,
+                      max_bytes=_max(span, fmt))[0]
+        high = span.high if fmt == "msccl-xml" else json.loads(text)["max_message_size"]
+        files.append({"min_bytes": span.low, "max_bytes": high,
+                      "algorithm": span.candidate.label, "candidate": span.candidate,
+                      "unit": units[id(span.candidate)], "text": text})
+    return files
 
 
-def _expressible(c: Candidate, fmt: str) -> bool:
-    """Whether `fmt` can hold c's schedule at all (its simulator included)."""
-    try:
-        render(c.schedule, fmt)
-        return True
-    except BadInput:
-        return False
+def _covers(span: Span, n: int) -> bool:
+    return span.low <= n and (span.high is None or n <= span.high)
 
 
 def _max(span: Span, fmt: str):
@@ -85,89 +135,75 @@ def _max(span: Span, fmt: str):
     return span.high
 
 
-def _name(entry: Entry, i: int) -> str:
-    return f"synth-plan-{entry.communicator}-{entry.collective}-{i}"
-
-
-def _limits(fmt: str, text: str, span: Span) -> dict:
-    """What the runtime reads from the file: its size range (an MSCCL++ plan's upper
-    limit is where its offsets stop fitting 32 bits), MSCCL's chunks per loop, an
-    MSCCL++ plan's chunks of its larger buffer."""
-    if fmt == "msccl-xml":
-        loop = int(re.search(r'nchunksperloop="(\d+)"', text).group(1))
-        return {"min_bytes": span.low, "max_bytes": span.high, "nchunksperloop": loop}
-    plan = json.loads(text)
-    gpu = plan["gpus"][0]
-    return {"min_bytes": plan["min_message_size"], "max_bytes": plan["max_message_size"],
-            "chunks": max(gpu["input_chunks"], gpu["output_chunks"])}
-
-
-def runnable(fmt: str, f: dict, n: int) -> bool:
-    """Whether the runtime runs file `f` for a call of n bytes: within its range, and
-    cut into whole chunks. MSCCL: the element count a multiple of nchunksperloop (for
-    elements of up to ELEMENT_BYTES); else NCCL's own algorithm runs. MSCCL++: n/16 a
-    multiple of the larger buffer's chunks; else the executor throws."""
-    inside = f["min_bytes"] <= n and (f["max_bytes"] is None or n <= f["max_bytes"])
-    if fmt == "msccl-xml":
-        return inside and n % (f["nchunksperloop"] * ELEMENT_BYTES) == 0
-    return inside and n % 16 == 0 and (n // 16) % f["chunks"] == 0
-
-
-def write_plan(plan: Plan, out: Path, formats=tuple(RUNTIMES)) -> dict:
-    """Write the plan's files under `out` (module docstring); plan.json's document.
-    Everything is rendered (and simulated) before the first file is written; files of
-    a previous plan in `out` that this one does not write again are removed."""
-    out = Path(out)
-    texts, runtime = {}, {}  # path -> text
+def render_plan(plan: Plan, formats=tuple(RUNTIMES), plots: bool = False
+                ) -> tuple[dict, dict]:
+    """({path in DIR: text or bytes}, plan.json's document): everything, rendered and
+    simulated, before anything is written."""
+    texts, runtime = {}, {}
     for e in plan.entries:
-        for i, span in enumerate(envelope(e.candidates, 1)):
+        for i, span in enumerate(e.spans):
             doc = schedule_to_dict(span.candidate.schedule)
-            texts[Path("schedules") / e.communicator / f"{e.collective}-{i}.json"] = \
+            texts[Path("schedules") / e.communicator / f"{entry_stem(e)}-{i}.json"] = \
                 schedule_json(doc)
-        for fmt in formats:
+        for fmt in dict.fromkeys(formats):
             folder, ext = RUNTIMES[fmt]
-            files = []
-            for i, (span, text) in enumerate(runtime_spans(e, fmt)):
-                path = Path(folder) / e.communicator / f"{e.collective}-{i}{ext}"
-                files.append({"file": str(path), **_limits(fmt, text, span),
-                              "algorithm": span.candidate.label,
-                              "candidate": span.candidate, "text": text})
-            bad = [typical(c) for c in e.calls
-                   if not any(runnable(fmt, f, typical(c)) for f in files)]
-            if fmt == "mscclpp" and bad:  # the shim would pick a plan that throws
-                files, skipped = [], f"no plan's chunks divide {', '.join(map(str, bad))} B"
-            else:
-                skipped = ""
-            for f in files:
+            files = runtime_files(e, fmt)
+            for i, f in enumerate(files):
+                f["file"] = str(Path(folder) / e.communicator / f"{entry_stem(e)}-{i}{ext}")
                 texts[Path(f["file"])] = f.pop("text")
             runtime.setdefault(fmt, []).append({"communicator": e.communicator,
-                                                "collective": e.collective, "files": files,
-                                                "skipped": skipped})
+                                                "collective": e.collective,
+                                                "root": e.root, "files": files})
     if "mscclpp" in runtime:
         texts[Path("mscclpp") / "register.py"] = _register(plan, runtime["mscclpp"])
+    if plots:
+        from synth.pictures.plan_plots import plan_figures
+
+        texts.update({Path("plots") / name: data for name, data in plan_figures(plan)})
     doc = plan_document(plan, runtime)
     doc["files"] = sorted(str(p) for p in texts) + ["plan.json", "report.md"]
     texts[Path("report.md")] = report_text(plan, runtime)
     texts[Path("plan.json")] = json.dumps(doc, indent=1) + "\n"
-    _remove_stale(out, set(doc["files"]))
+    return texts, doc
+
+
+def write_files(out: Path, texts: dict, keep: list[str]) -> None:
+    """Write every file (whole or not at all), after removing the files an earlier
+    plan.json in `out` lists that are not in `keep`."""
+    out = Path(out)
+    _remove_stale(out, set(keep))
     for path, text in texts.items():
         write_atomic(out / path, text)
+
+
+def write_plan(plan: Plan, out: Path, formats=tuple(RUNTIMES), plots: bool = False) -> dict:
+    """Render, then write the plan's files under `out`; plan.json's document."""
+    texts, doc = render_plan(plan, formats, plots)
+    write_files(out, texts, doc["files"])
     return doc
 
 
 def _remove_stale(out: Path, keep: set[str]) -> None:
     """Remove the files a previous plan.json in `out` lists that this plan does not
-    write (a runtime loads every file of its folder: a stale one would shadow ranges)."""
+    write (a runtime loads every file of its folder: a stale one would shadow ranges):
+    only plain files inside `out`, reached without a symbolic link."""
     try:
-        old = json.loads((out / "plan.json").read_text())
-        listed = [f for f in old.get("files", []) if isinstance(f, str)]
-    except (OSError, ValueError, AttributeError):
+        listed = json.loads((out / "plan.json").read_text())["files"]
+        listed = [f for f in listed if isinstance(f, str)]
+    except (OSError, ValueError, TypeError, KeyError):
         return
+    root = out.resolve()
     for name in listed:
-        path = out / name
-        if name not in keep and ".." not in Path(name).parts and path.is_file() \
-                and not path.is_symlink():
-            path.unlink()
+        rel = Path(name)
+        if name in keep or rel.is_absolute() or ".." in rel.parts:
+            continue
+        path = out / rel
+        try:
+            real = path.resolve(strict=True)
+        except (OSError, RuntimeError):
+            continue
+        if real == root / rel and real.is_file():  # no link anywhere on the way
+            real.unlink()
 
 
 def plan_document(plan: Plan, runtime: dict | None = None) -> dict:
@@ -190,12 +226,15 @@ def plan_document(plan: Plan, runtime: dict | None = None) -> dict:
                                             "nccl overlapped")}
     loaded = {fmt: runtime_step(plan, fmt, entries_) for fmt, entries_ in
               (runtime or {}).items()}
-    runtime_doc = {fmt: [{**r, "files": [{k: v for k, v in f.items() if k != "candidate"}
-                                         for f in r["files"]]} for r in entries_]
+    runtime_doc = {fmt: [{**r, "files": [{**{k: v for k, v in f.items()
+                                              if k not in ("candidate", "unit")},
+                                           "chunks": f["unit"].chunks}
+                                          for f in r["files"]]} for r in entries_]
                    for fmt, entries_ in (runtime or {}).items()}
     overlaps = [{"tag": o.tag,
                  "calls": [{"communicator": e.communicator, "collective": e.collective,
-                            "min_bytes": c.low, "max_bytes": c.high, "count": c.count}
+                            "min_bytes": c.low, "max_bytes": c.high,
+                            "count": round(c.count, 6)}
                            for e, c in o.members],
                  "alone_us": [round(x, 3) for x in o.alone_us],
                  "on_residual_us": [round(x, 3) for x in o.residual_us],
@@ -225,12 +264,12 @@ def plan_document(plan: Plan, runtime: dict | None = None) -> dict:
 def _call_doc(e: Entry, call) -> dict:
     n = typical(call)
     best, nccl = e.best(n), e.nccl(n)
-    mine, theirs = e.time(best, n), e.time(nccl, n)
+    mine, theirs = best.time_us(n), nccl.time_us(n)
     return {"min_bytes": call.low, "max_bytes": call.high, "count": round(call.count, 6),
             "overlap": call.overlap or None, "algorithm": best.label,
             "us": round(mine, 3), "nccl": nccl.label, "nccl_us": round(theirs, 3),
             "speedup": round(theirs / mine, 4),
-            "groups_share_links": round(mine / best.time_us(n), 4)}
+            "groups_share_links": round(best.shared, 4)}
 
 
 def runtime_step(plan: Plan, fmt: str, entries: list[dict]) -> tuple[float, list[str]]:
@@ -239,15 +278,20 @@ def runtime_step(plan: Plan, fmt: str, entries: list[dict]) -> tuple[float, list
     runs; the calls NCCL's own runs)."""
     total, fallback = 0.0, []
     for e in plan.entries:
-        files = next(r["files"] for r in entries if (r["communicator"], r["collective"])
-                     == (e.communicator, e.collective))
+        files = _files_of(entries, e)
         for call in e.calls:
             n = typical(call)
-            f = next((f for f in files if runnable(fmt, f, n)), None)
+            f = next((f for f in files if runnable(f, n)), None)
             if f is None:
                 fallback.append(f"{e.collective} on {e.communicator} at {n} B")
-            total += call.count * e.time(f["candidate"] if f else e.nccl(n), n)
+            total += call.count * (f["candidate"] if f else e.nccl(n)).time_us(n)
     return total, fallback
+
+
+def _files_of(entries: list[dict], e: Entry) -> list[dict]:
+    return next(r["files"] for r in entries if (r["communicator"], r["collective"],
+                                                r["root"]) == (e.communicator, e.collective,
+                                                               e.root))
 
 
 def report_text(plan: Plan, runtime: dict | None = None) -> str:
@@ -269,9 +313,12 @@ def report_text(plan: Plan, runtime: dict | None = None) -> str:
         lines += [f"With the {fmt} files alone (what that runtime can run of the plan, "
                   f"every call one after the other): {_us(t)}, {nccl_us / t:.2f} x."
                   + (f" NCCL's own algorithm runs for {', '.join(fallback)}: no file "
-                     "covers it" + (" (MSCCL needs the call's element count to be a "
-                                    "multiple of the file's nchunksperloop)"
-                                    if fmt == "msccl-xml" else "") + "." if fallback
+                     "cuts it into whole chunks" + (" (MSCCL: loops of nchunksperloop "
+                                                    "chunks of whole elements)"
+                                                    if fmt == "msccl-xml" else
+                                                    " (MSCCL++: chunks of 16-byte units; "
+                                                    "such sizes are left out of the "
+                                                    "plans' ranges)") + "." if fallback
                      else ""), ""]
     if w.notes:
         lines += ["Read from the workload: " + "; ".join(w.notes) + ".", ""]
@@ -321,12 +368,9 @@ def report_text(plan: Plan, runtime: dict | None = None) -> str:
         for fmt, entries in runtime.items():
             for r in entries:
                 ranges = ", ".join(f"{_range(f['min_bytes'], f['max_bytes'])} "
-                                   f"`{f['file']}`" + (f" (loops of {f['nchunksperloop']} "
-                                                        "chunks)" if "nchunksperloop" in f
-                                                        else "") for f in r["files"])
-                lines.append(f"- {fmt}, {r['collective']} on {r['communicator']}: "
-                             + (ranges or f"no files ({r['skipped']}: the executor would "
-                                          "fail rather than fall back)"))
+                                   f"`{f['file']}` ({f['unit'].chunks} chunks)"
+                                   for f in r["files"])
+                lines.append(f"- {fmt}, {r['collective']} on {r['communicator']}: {ranges}")
         lines += ["", "MSCCL reads one folder per process (`MSCCL_ALGO_DIR`) and picks a "
                   "file by GPU count, collective and size only: copy the files of every "
                   "communicator a process uses into one folder; where two communicators "
@@ -357,8 +401,8 @@ def _per_node(e: Entry) -> int:
 def _register(plan: Plan, entries: list[dict]) -> str:
     rows = []
     for r in entries:
-        e = next(x for x in plan.entries if (x.communicator, x.collective)
-                 == (r["communicator"], r["collective"]))
+        e = next(x for x in plan.entries if (x.communicator, x.collective, x.root)
+                 == (r["communicator"], r["collective"], r["root"]))
         per_node = _per_node(e)
         for f in r["files"]:
             rows.append(f"    ({str(Path(f['file']).relative_to('mscclpp'))!r}, {e.ranks}, "

@@ -23,9 +23,9 @@ import math
 from dataclasses import dataclass, field, replace
 
 from synth.frontier import synthesize
-from synth.plan.planner import (Candidate, Entry, Plan, candidates_of, envelope,
-                                 reference_of, typical)
-from synth.plan.traffic import bandwidth, physical_use, slowdown
+from synth.plan.planner import (Candidate, Entry, Plan, candidates_of, reference_of,
+                                 typical, with_groups)
+from synth.plan.traffic import bandwidth, physical_use
 from synth.search.pareto import Limits
 from synth.topology.communicator import view
 from synth.topology.linkmodel import lower_with_routes
@@ -71,8 +71,7 @@ def overlap(plan: Plan, topo: Topology, tag: str, limits: Limits) -> Overlapped:
     choices run together the same way (ring or tree, rebuilt on the residual), for the
     report's comparison."""
     members = [(e, c) for e in plan.entries for c in e.calls if c.overlap == tag]
-    members.sort(key=lambda m: -m[1].count * m[0].time(m[0].best(typical(m[1])),
-                                                         typical(m[1])))
+    members.sort(key=lambda m: -m[1].count * m[0].best(typical(m[1])).time_us(typical(m[1])))
     result = Overlapped(tag, members, [], [], [])
     limits = replace(limits, time_limit=limits.time_limit / max(1, len(members) - 1))
     for nccl in (False, True):
@@ -81,12 +80,10 @@ def overlap(plan: Plan, topo: Topology, tag: str, limits: Limits) -> Overlapped:
         for i, (entry, call) in enumerate(members):
             n = typical(call)
             first = entry.nccl(n) if nccl else entry.best(n)
-            alone.append(call.count * entry.time(first, n))
+            alone.append(call.count * first.time_us(n))
             on = topo if i == 0 else residual(topo, used)
             pick = first if i == 0 else _on_residual(on, entry, n, nccl, limits)
-            once = pick.time_us(n)  # on the residual: its groups' traffic meeting too
-            durations.append(call.count * once * slowdown(on, entry.groups, pick.schedule,
-                                                          n, once))
+            durations.append(call.count * pick.time_us(n))
             if not nccl:
                 result.choices.append(pick)
             _add_use(used, topo, on, entry, pick, n, call.count, durations[-1])
@@ -105,13 +102,14 @@ def _on_residual(on: Topology, entry: Entry, n: int, nccl: bool, limits: Limits
     again, or NCCL-style (ring or tree built there)."""
     sub = view(on, entry.groups[0], f"{on.name}:{entry.communicator}")
     if nccl:
-        model = lower_with_routes(sub).model
-        return min(reference_of(entry.collective, model, entry.root, entry.reference),
-                   key=lambda c: c.time_us(n))
-    found = synthesize(sub, entry.collective, entry.root,
-                       replace(limits, time_limit=max(limits.time_limit, 1.0)))
-    spans = envelope(candidates_of(found))
-    return next(s.candidate for s in spans if s.high is None or n <= s.high)
+        made = reference_of(entry.collective, lower_with_routes(sub).model, entry.root,
+                            entry.reference)
+    else:
+        made = candidates_of(synthesize(sub, entry.collective, entry.root, replace(
+            limits, time_limit=max(limits.time_limit, 1.0))))
+    # as they run on every group at once, on the residual links
+    return min((with_groups(c, on, entry.groups) for c in made),
+               key=lambda c: c.time_us(n))
 
 
 def _add_use(used: dict, topo: Topology, on: Topology, entry: Entry, pick: Candidate,

@@ -31,7 +31,7 @@ from synth.plan.workload import Call, Workload
 from synth.schedule.cost import MAX_SIZE, schedule_cost
 from synth.schedule.ir import Schedule
 from synth.search.pareto import Limits
-from synth.plan.traffic import slowdown
+from synth.plan.traffic import busiest_rate
 from synth.topology.communicator import view
 from synth.topology.linkmodel import lower_with_routes
 from synth.topology.physical import Topology
@@ -49,6 +49,7 @@ class Candidate:
     latency_us: float
     us_per_byte: float
     baseline: bool = False
+    shared: float = 1.0  # how much the groups meeting on a link raised us_per_byte
 
     def time_us(self, n: int) -> float:
         return self.latency_us + self.us_per_byte * n
@@ -79,25 +80,13 @@ class Entry:
     spans: list[Span]  # the fastest candidate, tiling 1..no limit
     calls: list[Call]
     groups: list[list[int]]  # every group of the communicator (global ranks)
-    full: Topology  # the whole topology, where the groups' traffic meets
     seconds: float = 0.0
-    _times: dict = field(default_factory=dict, repr=False)
 
     def best(self, n: int) -> Candidate:
         return next(s.candidate for s in self.spans if s.high is None or n <= s.high)
 
     def nccl(self, n: int) -> Candidate:
-        return min(self.reference, key=lambda c: self.time(c, n))
-
-    def time(self, c: Candidate, n: int) -> float:
-        """c's time at size n with every group of the communicator running it at once:
-        its own time, longer where the groups' traffic meets on a physical link
-        (synth.plan.traffic.slowdown)."""
-        key = (id(c), n)
-        if key not in self._times:
-            alone = c.time_us(n)
-            self._times[key] = alone * slowdown(self.full, self.groups, c.schedule, n, alone)
-        return self._times[key]
+        return min(self.reference, key=lambda c: c.time_us(n))
 
 
 @dataclass
@@ -120,7 +109,7 @@ class Plan:
                     continue
                 n = typical(call)
                 pick = e.nccl(n) if which.startswith("nccl") else e.best(n)
-                total += call.count * e.time(pick, n)
+                total += call.count * pick.time_us(n)
         return total + sum(o.nccl_overlapped_us if which.startswith("nccl")
                            else o.overlapped_us for o in together.values())
 
@@ -154,6 +143,16 @@ def runtime_variants(result: Result, limits: Limits) -> list[Candidate]:
     found = nvls_search(result.model, replace(limits, max_steps=None), pieces=pieces)
     return [_candidate(p.schedule, p.schedule.info["method"]
                        + f", {pieces} pieces a shard", False) for p in found.points]
+
+
+def with_groups(c: Candidate, topo: Topology, groups) -> Candidate:
+    """c as it runs on every group at once: where their traffic meets on a physical link
+    (synth.plan.traffic.busiest_rate), the bandwidth term that link needs. Linear in n
+    still, so the envelope holds; a little pessimistic where latency dominates."""
+    rate = busiest_rate(topo, groups, c.schedule)
+    if rate <= c.us_per_byte * (1 + 1e-9):
+        return c
+    return replace(c, us_per_byte=rate, shared=rate / c.us_per_byte)
 
 
 def _candidate(schedule: Schedule, label: str, baseline: bool) -> Candidate:
@@ -258,13 +257,16 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
         began = time.monotonic()
         result = synthesize(sub, coll, root, Limits(limits.max_steps, limits.max_chunks,
                                                     share, limits.backend))
-        cands = candidates_of(result) + runtime_variants(result, limits)
+        groups = workload.communicators[comm]
+        cands = [with_groups(c, topo, groups) for c in
+                 candidates_of(result) + runtime_variants(result, limits)]
+        reference = [with_groups(c, topo, groups)
+                     for c in reference_of(coll, result.model, root, cands)]
         plan.entries.append(Entry(
-            comm, coll, root, len(group), sub.name, result.bounds, cands,
-            reference_of(coll, result.model, root, cands), envelope(cands),
-            [c for c in workload.calls if (c.communicator, c.collective, c.root)
-             == (comm, coll, root)], workload.communicators[comm], topo,
-            time.monotonic() - began))
+            comm, coll, root, len(group), sub.name, result.bounds, cands, reference,
+            envelope(cands), [c for c in workload.calls if (c.communicator, c.collective,
+                                                           c.root) == (comm, coll, root)],
+            groups, time.monotonic() - began))
     from synth.plan.overlap import overlap
 
     tags = [t for t in dict.fromkeys(c.overlap for c in workload.calls) if t]

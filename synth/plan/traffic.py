@@ -1,7 +1,8 @@
 """What a schedule puts on the physical links of the whole topology when it runs on every
 group of its communicator at once (synth plan): the bytes per link, and from them the
-slowdown when the groups' traffic meets on a link (two GPUs behind one NIC, say) that
-each group's own view of the topology does not show.
+time per byte the busiest link needs, which is more than the schedule's own where the
+groups' traffic meets on a link (two GPUs behind one NIC, say) that each group's own
+view of the topology does not show.
 
 Routes are each group's view's (synth.topology.communicator.view): the same physical
 paths the full topology's lowering takes between those GPUs. Cost: one lowering per
@@ -65,12 +66,10 @@ def bandwidth(topo: Topology) -> dict[tuple[str, str], float]:
     return {(l.src, l.dst): l.bandwidth * 1e3 for l in topo.links}
 
 
-def slowdown(topo: Topology, groups, schedule, n: int, duration_us: float) -> float:
-    """How much longer than `duration_us` the schedule takes at size n when all `groups`
-    run it at once: the most any physical link is asked to carry over that time, as a
-    share of its bandwidth (at least 1)."""
-    if duration_us <= 0:
-        return 1.0
+def busiest_rate(topo: Topology, groups, schedule) -> float:
+    """Microseconds per byte of message size that the busiest physical link needs when
+    `schedule` runs on every one of `groups` at once: the least bandwidth term any of
+    them can have, whatever the schedule's own rounds say."""
     bw = bandwidth(topo)
-    use = physical_use(topo, groups, schedule, n)
-    return max([1.0] + [b / (duration_us * bw[hop]) for hop, b in use.items()])
+    use = physical_use(topo, groups, schedule, 1)
+    return max((b / bw[hop] for hop, b in use.items()), default=0.0)
