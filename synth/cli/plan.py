@@ -53,7 +53,12 @@ def plan_command(workload, spec, boxes, out_dir, time_limit, steps, formats, as_
     topo = resolve(spec, boxes)
     work = load_workload(workload, topo, steps)
     plan = make_plan(work, topo, Limits(time_limit=time_limit))
-    texts, doc = render_plan(plan, tuple(wanted), plots)  # Ctrl-C still stops this
+    extra = {}
+    if plots:
+        from synth.pictures.plan_plots import plan_figures
+
+        extra = {Path("plots") / name: data for name, data in plan_figures(plan)}
+    texts, doc = render_plan(plan, tuple(wanted), extra)  # Ctrl-C still stops this
     with interrupts_deferred():
         write_files(Path(out_dir), texts, doc["files"])
     if as_json:

@@ -135,10 +135,10 @@ def _max(span: Span, fmt: str):
     return span.high
 
 
-def render_plan(plan: Plan, formats=tuple(RUNTIMES), plots: bool = False
+def render_plan(plan: Plan, formats=tuple(RUNTIMES), extra: dict | None = None
                 ) -> tuple[dict, dict]:
     """({path in DIR: text or bytes}, plan.json's document): everything, rendered and
-    simulated, before anything is written."""
+    simulated, before anything is written; `extra` files (the plots) join the list."""
     texts, runtime = {}, {}
     for e in plan.entries:
         for i, span in enumerate(e.spans):
@@ -156,10 +156,7 @@ def render_plan(plan: Plan, formats=tuple(RUNTIMES), plots: bool = False
                                                 "root": e.root, "files": files})
     if "mscclpp" in runtime:
         texts[Path("mscclpp") / "register.py"] = _register(plan, runtime["mscclpp"])
-    if plots:
-        from synth.pictures.plan_plots import plan_figures
-
-        texts.update({Path("plots") / name: data for name, data in plan_figures(plan)})
+    texts.update(extra or {})
     doc = plan_document(plan, runtime)
     doc["files"] = sorted(str(p) for p in texts) + ["plan.json", "report.md"]
     texts[Path("report.md")] = report_text(plan, runtime)
@@ -176,9 +173,9 @@ def write_files(out: Path, texts: dict, keep: list[str]) -> None:
         write_atomic(out / path, text)
 
 
-def write_plan(plan: Plan, out: Path, formats=tuple(RUNTIMES), plots: bool = False) -> dict:
+def write_plan(plan: Plan, out: Path, formats=tuple(RUNTIMES)) -> dict:
     """Render, then write the plan's files under `out`; plan.json's document."""
-    texts, doc = render_plan(plan, formats, plots)
+    texts, doc = render_plan(plan, formats)
     write_files(out, texts, doc["files"])
     return doc
 
