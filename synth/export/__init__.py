@@ -57,10 +57,13 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
             return text, f"{coll.name} {mode}"
         report = _checked(check_msccl_xml, text, coll.root, "MSCCL XML")
         fused = sum(report["step_types"].get(t, 0) for t in ("rcs", "rrs", "rrcs"))
+        loop = int(re.search(r'nchunksperloop="(\d+)"', text).group(1))
         return text, (f"{coll.name} {mode}, {report['ranks']} gpus, {report['channels']} "
                       f"channel(s), {report['threadblocks']} threadblocks, at most "
                       f"{report['max_steps_per_threadblock']} steps per threadblock, "
-                      f"{fused} fused steps; simulated: no deadlock, right result{note}")
+                      f"{fused} fused steps; simulated: no deadlock, right result{note}; "
+                      f"MSCCL runs it for calls whose element count is a multiple of "
+                      f"{loop}")
     from synth.export.mscclpp import to_mscclpp_plan
     from synth.export.mscclpp_sim import check_mscclpp_plan
 
@@ -70,11 +73,13 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
         return text, f"{coll.name} {mode}"
     report = _checked(check_mscclpp_plan, json.loads(text), coll.root, "MSCCL++ plan")
     channels = ", ".join(f"{n} {kind}" for kind, n in report["channels"].items() if n)
+    chunks = max(plan["gpus"][0]["input_chunks"], plan["gpus"][0]["output_chunks"])
     return text, (f"{coll.name} {mode}, Simple protocol, channels: {channels}; "
                   f"{report['ranks']} gpus, at most {report['max_threadblocks_per_rank']} "
                   f"thread block(s) each and {report['max_ops_per_threadblock']} ops per "
                   f"thread block; simulated over two launches: no deadlock, right "
-                  f"result{note}")
+                  f"result{note}; the executor takes messages (its larger buffer) that are "
+                  f"multiples of {16 * chunks} bytes")
 
 
 MAX_EXPANDED_SENDS = 200_000  # a pipeline no runtime loop can express, unrolled at most
