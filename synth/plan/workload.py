@@ -55,9 +55,6 @@ class Workload:
     source: str  # what it was read from
     notes: tuple[str, ...] = field(default=())  # what the reader assumed
 
-    def shapes(self) -> dict[str, int]:
-        return {name: len(gs[0]) for name, gs in self.communicators.items()}
-
 
 def load_workload(path: str, topo: Topology, steps: int = 1) -> Workload:
     """The workload in `path`: a profiler trace (JSON with traceEvents), an NCCL_DEBUG
