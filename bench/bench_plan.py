@@ -62,6 +62,8 @@ def main() -> int:
         for fmt, entries in doc["runtimes"].items():
             for entry in entries:
                 for f in entry["files"]:
+                    if not f["file"]:  # NCCL's own algorithm: no file
+                        continue
                     text = (out / f["file"]).read_text()
                     try:
                         if fmt == "msccl-xml":
@@ -117,9 +119,9 @@ def main() -> int:
     for fmt, entries in doc["runtimes"].items():
         for entry in entries:
             lines.append(f"- {fmt}, {entry['collective']} on {entry['communicator']}: "
-                         f"{len(entry['files'])} file(s), " + ", ".join(
-                             f"{f['min_bytes']}..{f['max_bytes'] or ''}"
-                             for f in entry["files"]))
+                         + ", ".join(f"{f['min_bytes']}..{f['max_bytes'] or ''} "
+                                     + ("file" if f["file"] else "NCCL's own")
+                                     for f in entry["files"]))
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -128,36 +128,35 @@ def test_synth_plan_writes_runtime_files_that_load(tmp_path):
     assert json.loads((out / "plan.json").read_text())["step_us"] == doc["step_us"]
     report = (out / "report.md").read_text()
     assert "model predictions" in report and "all_reduce_perf -b 67108864" in report
-    for fmt, folder in (("msccl-xml", "msccl"), ("mscclpp", "mscclpp")):
+    for fmt in ("msccl-xml", "mscclpp"):
         for entry in doc["runtimes"][fmt]:
-            files = entry["files"]
-            assert files[0]["min_bytes"] == 0
-            # MSCCL XML: no upper limit; an MSCCL++ plan: where offsets stop fitting 32 bits
-            assert (files[-1]["max_bytes"] is None) == (fmt == "msccl-xml")
-            for a, b in zip(files, files[1:]):
+            ranges = entry["files"]  # files, and NCCL's own where nothing beats it
+            assert ranges[0]["min_bytes"] == 0 and ranges[-1]["max_bytes"] is None
+            for a, b in zip(ranges, ranges[1:]):
                 assert b["min_bytes"] == a["max_bytes"] + 1  # no gap, no overlap
-            for f in files:
+            calls = next(e["calls"] for e in doc["entries"]
+                         if (e["communicator"], e["collective"])
+                         == (entry["communicator"], entry["collective"]))
+            for f in ranges:
+                # a workload size is never given to a file that cannot cut it whole
+                for c in calls:
+                    n = c["min_bytes"]
+                    if f["file"] and f["min_bytes"] <= n <= (f["max_bytes"] or n):
+                        unit = f["chunks"] * (4 if fmt == "msccl-xml" else 16)
+                        assert n % unit == 0
+                if not f["file"]:
+                    assert f["algorithm"].startswith("NCCL's own")
+                    continue
                 text = (out / f["file"]).read_text()
                 if fmt == "msccl-xml":
                     lo, hi = re.search(r'minBytes="(\d+)" maxBytes="(\d+)"', text).groups()
-                    assert int(lo) == f["min_bytes"]
-                    assert int(hi) == (f["max_bytes"] or 0)  # 0: no upper limit
+                    assert (int(lo), int(hi)) == (f["min_bytes"], f["max_bytes"] or 0)
                     check_msccl_xml(text)
                 else:
                     plan = json.loads(text)
                     assert plan["min_message_size"] == f["min_bytes"]
                     assert plan["max_message_size"] == f["max_bytes"]
                     check_mscclpp_plan(plan)
-    # an MSCCL++ plan is never registered for a workload size it cannot cut into
-    # whole chunks (the executor would throw rather than fall back)
-    for entry in doc["runtimes"]["mscclpp"]:
-        calls = next(e["calls"] for e in doc["entries"]
-                     if (e["communicator"], e["collective"])
-                     == (entry["communicator"], entry["collective"]))
-        for c in calls:
-            for f in entry["files"]:
-                if f["min_bytes"] <= c["min_bytes"] <= f["max_bytes"]:
-                    assert (c["min_bytes"] // 16) % f["chunks"] == 0
     py_compile.compile(str(out / "mscclpp" / "register.py"), doraise=True)
     for path in (out / "schedules").rglob("*.json"):
         assert synth_cli("verify", str(path)).returncode == 0
@@ -298,7 +297,8 @@ def test_runtime_files_tile_from_zero_and_a_new_plan_removes_the_old_ones(tmp_pa
                                 us_per_byte=1e-6),
                         replace(ring, label="A", latency_us=0.35, us_per_byte=2e-6)]
     files = runtime_files(entry, "msccl-xml")
-    assert [(f["min_bytes"], f["max_bytes"]) for f in files] == [(0, None)]
+    assert files[0]["min_bytes"] == 0 and files[0]["max_bytes"] > 0
+    assert all(b["min_bytes"] == a["max_bytes"] + 1 for a, b in zip(files, files[1:]))
     entry.candidates = make_plan(work, TOPO, Limits(time_limit=20)).entries[0].candidates
     first = write_plan(plan, tmp_path)
     old = [f for f in first["files"] if f.startswith("mscclpp/tp/")]
@@ -339,7 +339,12 @@ def test_mscclpp_plans_leave_out_the_sizes_they_would_fail_on(tmp_path):
     plan = make_plan(work, TOPO, Limits(time_limit=20))
     _, doc = render_plan(plan, ("mscclpp",))
     files = doc["runtimes"]["mscclpp"][0]["files"]
-    assert not any(f["min_bytes"] <= 4 <= f["max_bytes"] for f in files)  # 4 B: no file
-    big = [f for f in files if f["min_bytes"] <= 64 << 20 <= f["max_bytes"]]
-    assert len(big) == 1 and ((64 << 20) // 16) % big[0]["chunks"] == 0
-    assert "NVLS" in big[0]["algorithm"]  # the power-of-two variant
+
+    def at(n):
+        (f,) = [f for f in files if f["min_bytes"] <= n <= (f["max_bytes"] or n)]
+        return f
+
+    assert at(4)["file"] is None  # 4 B: no plan cuts it; NCCL's own runs
+    big = at(64 << 20)
+    assert ((64 << 20) // 16) % big["chunks"] == 0
+    assert "power-of-two lanes" in big["algorithm"] and "NVLS" in big["algorithm"]

@@ -10,14 +10,13 @@ schedules, plan.json and report.md.
     DIR/plots/*.png                   with plots
 
 (COLL carries `-rootR` for a rooted collective.) A runtime runs a file only for a
-message it cuts into whole chunks (`runnable`). Each runtime's set is the lower
-envelope of the candidates it can express, a candidate giving way where another runs a
-workload size it cannot; MSCCL XML's files tile 0 bytes .. no limit (MSCCL runs NCCL's
-own algorithm for a size a file cannot take), MSCCL++'s leave out the workload sizes no
-plan can take (its executor would fail, not fall back) and stop where a plan's offsets
-stop fitting 32 bits. The envelope in plan.json is over every candidate (what the model
-predicts). Everything is rendered (and simulated) before the first file is written;
-each file is written whole or not at all (synth.files.write_atomic).
+message it cuts into whole chunks (`Unit`). Each runtime's ranges tile 0 bytes .. no
+limit: the lower envelope of the candidates it can express and of NCCL's own (ring,
+tree or direct, which take any size and need no file); a workload size the range's file
+cannot cut goes to the fastest that can, NCCL's own at worst; past an MSCCL++ plan's
+32-bit offsets, NCCL's own. The envelope in plan.json is over every candidate (what the
+model predicts). Everything is rendered (and simulated) before the first file is
+written; each file is written whole or not at all (synth.files.write_atomic).
 """
 
 from __future__ import annotations
@@ -68,15 +67,17 @@ def entry_stem(e: Entry) -> str:
 
 
 def runnable(f: dict, n: int) -> bool:
-    """Whether the runtime runs file `f` (a runtime_files entry) for a call of n bytes."""
+    """Whether range `f` (a runtime_files entry) runs a call of n bytes: within it, and
+    cut whole by its file (NCCL's own ranges take any size)."""
     inside = f["min_bytes"] <= n and (f["max_bytes"] is None or n <= f["max_bytes"])
-    return inside and f["unit"].cuts(n)
+    return inside and (f["unit"] is None or f["unit"].cuts(n))
 
 
 def runtime_files(entry: Entry, fmt: str) -> list[dict]:
-    """The runtime's files for one entry: dicts of min_bytes, max_bytes (None: no
-    limit), algorithm, candidate, unit and text, in size order (module docstring);
-    BadInput if `fmt` can express no candidate."""
+    """The runtime's ranges for one entry, in size order, tiling 0 bytes .. no limit:
+    dicts of min_bytes, max_bytes (None: no limit), algorithm, candidate, unit and text;
+    where NCCL's own algorithm is the fastest the runtime can have, candidate, unit and
+    text are None and no file is written (module docstring)."""
     units, largest = {}, {}  # largest: an MSCCL++ plan's 32-bit offsets' limit
     for c in entry.candidates:
         try:
@@ -86,42 +87,46 @@ def runtime_files(entry: Entry, fmt: str) -> list[dict]:
         units[id(c)] = _unit(fmt, text)
         if fmt == "mscclpp":
             largest[id(c)] = json.loads(text)["max_message_size"]
-    cands = [c for c in entry.candidates if id(c) in units]
-    if not cands:
-        raise BadInput(f"no candidate for {entry.collective} on {entry.communicator} can be "
-                       f"written as {fmt}")
-    sizes = sorted({typical(c) for c in entry.calls})
-    while True:  # a candidate gives way where another runs a size it cannot
-        spans = envelope(cands, 1)
-        spans[0] = replace(spans[0], low=0)
-        loser = next((s.candidate for s in spans for n in sizes if _covers(s, n)
-                      and not units[id(s.candidate)].cuts(n)
-                      and any(units[id(c)].cuts(n) for c in cands)), None)
-        if loser is None or len(cands) == 1:
-            break
-        cands.remove(loser)
+    own = [replace(c, label=f"NCCL's own ({c.label})") for c in entry.reference]
+    cands = [c for c in entry.candidates if id(c) in units] + own
+
+    def cuts(c, n):  # NCCL's own takes any size
+        return id(c) not in units or (units[id(c)].cuts(n) and n <= largest.get(id(c), n))
+
+    spans = envelope(cands, 1)
+    spans[0] = replace(spans[0], low=0)
     pieces = []
-    for span in spans:
-        unit = units[id(span.candidate)]
-        holes = [n for n in sizes if _covers(span, n) and not unit.cuts(n)] \
-            if fmt == "mscclpp" else []
-        low, top = span.low, largest.get(id(span.candidate))
-        for hole in holes + [None]:  # MSCCL++: no plan for a size it would fail on
-            high = span.high if hole is None else hole - 1
-            if top is not None:  # nor past where its offsets fit 32 bits
-                high = top if high is None else min(high, top)
-            if high is None or high >= low:
-                pieces.append(replace(span, low=low, high=high))
-            low = (hole or 0) + 1
+    for span in spans:  # a workload size the span's file cannot cut goes to the fastest
+        low = span.low  # one that can (NCCL's own at worst)
+        top = largest.get(id(span.candidate))
+        for n in sorted({typical(c) for c in entry.calls}):
+            if _covers(span, n) and not cuts(span.candidate, n):
+                if n > low:
+                    pieces.append(replace(span, low=low, high=n - 1))
+                best = min((c for c in cands if cuts(c, n)), key=lambda c: c.time_us(n))
+                pieces.append(Span(n, n, best))
+                low = n + 1
+        high = span.high
+        if top is not None and (high is None or high > top):  # offsets past 32 bits
+            if low <= top:
+                pieces.append(replace(span, low=low, high=top))
+            low, span = max(low, top + 1), replace(span, candidate=min(
+                own, key=lambda c: c.us_per_byte))
+        if high is None or high >= low:
+            pieces.append(replace(span, low=low, high=high))
     files = []
     for i, span in enumerate(pieces):
-        text = render(span.candidate.schedule, fmt, name=f"synth-plan-{entry.communicator}-"
+        c = span.candidate
+        if id(c) not in units:
+            files.append({"min_bytes": span.low, "max_bytes": span.high,
+                          "algorithm": c.label, "candidate": None, "unit": None,
+                          "text": None})
+            continue
+        text = render(c.schedule, fmt, name=f"synth-plan-{entry.communicator}-"
                       f"{entry_stem(entry)}-{i}", min_bytes=span.low,
                       max_bytes=_max(span, fmt))[0]
-        high = span.high if fmt == "msccl-xml" else json.loads(text)["max_message_size"]
-        files.append({"min_bytes": span.low, "max_bytes": high,
-                      "algorithm": span.candidate.label, "candidate": span.candidate,
-                      "unit": units[id(span.candidate)], "text": text})
+        files.append({"min_bytes": span.low, "max_bytes": span.high, "algorithm": c.label,
+                      "candidate": c, "unit": units[id(c)], "text": text})
     return files
 
 
@@ -149,8 +154,11 @@ def render_plan(plan: Plan, formats=tuple(RUNTIMES), extra: dict | None = None
             folder, ext = RUNTIMES[fmt]
             files = runtime_files(e, fmt)
             for i, f in enumerate(files):
-                f["file"] = str(Path(folder) / e.communicator / f"{entry_stem(e)}-{i}{ext}")
-                texts[Path(f["file"])] = f.pop("text")
+                text = f.pop("text")
+                f["file"] = None if text is None else \
+                    str(Path(folder) / e.communicator / f"{entry_stem(e)}-{i}{ext}")
+                if text is not None:
+                    texts[Path(f["file"])] = text
             runtime.setdefault(fmt, []).append({"communicator": e.communicator,
                                                 "collective": e.collective,
                                                 "root": e.root, "files": files})
@@ -225,7 +233,7 @@ def plan_document(plan: Plan, runtime: dict | None = None) -> dict:
               (runtime or {}).items()}
     runtime_doc = {fmt: [{**r, "files": [{**{k: v for k, v in f.items()
                                               if k not in ("candidate", "unit")},
-                                           "chunks": f["unit"].chunks}
+                                           "chunks": f["unit"] and f["unit"].chunks}
                                           for f in r["files"]]} for r in entries_]
                    for fmt, entries_ in (runtime or {}).items()}
     overlaps = [{"tag": o.tag,
@@ -279,9 +287,10 @@ def runtime_step(plan: Plan, fmt: str, entries: list[dict]) -> tuple[float, list
         for call in e.calls:
             n = typical(call)
             f = next((f for f in files if runnable(f, n)), None)
-            if f is None:
+            if f is None or f["candidate"] is None:
                 fallback.append(f"{e.collective} on {e.communicator} at {n} B")
-            total += call.count * (f["candidate"] if f else e.nccl(n)).time_us(n)
+            total += call.count * (f["candidate"] if f and f["candidate"] else
+                                   e.nccl(n)).time_us(n)
     return total, fallback
 
 
@@ -310,13 +319,12 @@ def report_text(plan: Plan, runtime: dict | None = None) -> str:
         lines += [f"With the {fmt} files alone (what that runtime can run of the plan, "
                   f"every call one after the other): {_us(t)}, {nccl_us / t:.2f} x."
                   + (f" NCCL's own algorithm runs for {', '.join(fallback)}: no file "
-                     "cuts it into whole chunks" + (" (MSCCL: loops of nchunksperloop "
-                                                    "chunks of whole elements)"
-                                                    if fmt == "msccl-xml" else
-                                                    " (MSCCL++: chunks of 16-byte units; "
-                                                    "such sizes are left out of the "
-                                                    "plans' ranges)") + "." if fallback
-                     else ""), ""]
+                     "that cuts it into whole chunks (" + ("MSCCL: loops of nchunksperloop "
+                                                           "chunks of whole elements"
+                                                           if fmt == "msccl-xml" else
+                                                           "MSCCL++: chunks of 16-byte "
+                                                           "units") + ") beats it there."
+                     if fallback else ""), ""]
     if w.notes:
         lines += ["Read from the workload: " + "; ".join(w.notes) + ".", ""]
     lines += ["| communicator | collective | GPUs | size | calls | plan | us | NCCL-style "
@@ -365,7 +373,8 @@ def report_text(plan: Plan, runtime: dict | None = None) -> str:
         for fmt, entries in runtime.items():
             for r in entries:
                 ranges = ", ".join(f"{_range(f['min_bytes'], f['max_bytes'])} "
-                                   f"`{f['file']}` ({f['unit'].chunks} chunks)"
+                                   + (f"`{f['file']}` ({f['unit'].chunks} chunks)"
+                                      if f["file"] else f["algorithm"])
                                    for f in r["files"])
                 lines.append(f"- {fmt}, {r['collective']} on {r['communicator']}: {ranges}")
         lines += ["", "MSCCL reads one folder per process (`MSCCL_ALGO_DIR`) and picks a "
@@ -402,8 +411,9 @@ def _register(plan: Plan, entries: list[dict]) -> str:
                  == (r["communicator"], r["collective"], r["root"]))
         per_node = _per_node(e)
         for f in r["files"]:
-            rows.append(f"    ({str(Path(f['file']).relative_to('mscclpp'))!r}, {e.ranks}, "
-                        f"{per_node}),")
+            if f["file"]:
+                rows.append(f"    ({str(Path(f['file']).relative_to('mscclpp'))!r}, "
+                            f"{e.ranks}, {per_node}),")
     return "\n".join([
         '"""Register this plan\'s MSCCL++ execution plans with the NCCL shim (MSCCL++',
         "v0.9 and later), before the communicator is created:",

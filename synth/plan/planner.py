@@ -24,7 +24,6 @@ from dataclasses import dataclass, field, replace
 
 from synth.bounds import Bounds
 from synth.construct.baselines import baselines
-from synth.construct.in_network import nvls_search, port_pieces, reducing_switch
 from synth.errors import BadInput
 from synth.frontier import Result, synthesize
 from synth.plan.workload import Call, Workload
@@ -129,20 +128,30 @@ def candidates_of(result: Result) -> list[Candidate]:
     return out
 
 
-def runtime_variants(result: Result, limits: Limits) -> list[Candidate]:
-    """Candidates the frontier drops but runtimes need: the runtimes cut a message into
-    whole chunks of 16 bytes (MSCCL++) or whole loops (MSCCL), so a schedule of 72
-    chunks (9 pieces a shard for 18 NVLink lanes) never runs a power-of-two message.
-    Here: the NVLS allreduce with a power-of-two number of pieces a shard, a little
-    slower in the model, at every depth."""
-    if result.collective != "allreduce" or reducing_switch(result.model) is None:
+def power_of_two_lanes(topo: Topology) -> Topology | None:
+    """The topology with every link's lanes rounded down to a power of two (18 NVLink
+    lanes to 16), or None where that changes nothing."""
+    links = tuple(replace(l, count=1 << (l.count.bit_length() - 1)) for l in topo.links)
+    if links == topo.links:
+        return None
+    return replace(topo, links=links, name=f"{topo.name} (power-of-two lanes)")
+
+
+def runtime_variants(sub: Topology, result: Result, limits: Limits) -> list[Candidate]:
+    """Candidates the runtimes can run where the frontier's cannot. The runtimes cut a
+    message into whole chunks (16-byte units for MSCCL++, whole loops for MSCCL), and
+    synth cuts by lanes: 9 pieces a shard, 18 packed trees or ring channels for 18
+    NVLink lanes, so no power-of-two message runs them. Synthesized again with every
+    link's lanes rounded down to a power of two, the constructions cut in powers of two
+    (16 trees, 8 pieces): a little slower in the model (their rounds are those of the
+    fewer lanes), valid on the real links. The plan's runtime sets take them where
+    they cut a workload size the others cannot (synth.plan.output)."""
+    fewer = power_of_two_lanes(sub)
+    if fewer is None:
         return []
-    pieces = 1 << (port_pieces(result.model).bit_length() - 1)
-    if pieces == port_pieces(result.model):
-        return []
-    found = nvls_search(result.model, replace(limits, max_steps=None), pieces=pieces)
-    return [_candidate(p.schedule, p.schedule.info["method"]
-                       + f", {pieces} pieces a shard", False) for p in found.points]
+    found = synthesize(fewer, result.collective, result.root, limits)
+    return [replace(c, label=f"{c.label} (power-of-two lanes)")
+            for c in candidates_of(found)]
 
 
 def with_groups(c: Candidate, topo: Topology, groups) -> Candidate:
@@ -258,8 +267,9 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
         result = synthesize(sub, coll, root, Limits(limits.max_steps, limits.max_chunks,
                                                     share, limits.backend))
         groups = workload.communicators[comm]
-        cands = [with_groups(c, topo, groups) for c in
-                 candidates_of(result) + runtime_variants(result, limits)]
+        variants = runtime_variants(sub, result, Limits(
+            limits.max_steps, limits.max_chunks, max(share / 4, 1.0), limits.backend))
+        cands = [with_groups(c, topo, groups) for c in candidates_of(result) + variants]
         reference = [with_groups(c, topo, groups)
                      for c in reference_of(coll, result.model, root, cands)]
         plan.entries.append(Entry(
