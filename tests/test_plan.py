@@ -348,3 +348,27 @@ def test_mscclpp_plans_leave_out_the_sizes_they_would_fail_on(tmp_path):
     big = at(64 << 20)
     assert ((64 << 20) // 16) % big["chunks"] == 0
     assert "power-of-two lanes" in big["algorithm"] and "NVLS" in big["algorithm"]
+
+
+def test_ranges_keep_to_the_32_bit_limit_and_the_sizes_of_a_range_call():
+    from synth.plan.output import protected_sizes, runtime_files
+
+    work = parse_workload({"communicators": {"tp": {"per": "box"}}, "collectives": [
+        {"communicator": "tp", "collective": "allreduce", "size": 1},
+        {"communicator": "tp", "collective": "allreduce", "size": 4500000000},
+        {"communicator": "tp", "collective": "allreduce", "range": ["1MB", "64MB"]}]}, TOPO)
+    entry = make_plan(work, TOPO, Limits(time_limit=20)).entries[0]
+    assert {1 << 20, 1 << 22, 1 << 26, 1, 4500000000} <= set(protected_sizes(entry))
+    for fmt in ("msccl-xml", "mscclpp"):
+        ranges = runtime_files(entry, fmt)
+        assert ranges[0]["min_bytes"] == 0 and ranges[-1]["max_bytes"] is None
+        assert all(b["min_bytes"] == a["max_bytes"] + 1 for a, b in zip(ranges, ranges[1:]))
+        for f in ranges:
+            if f["candidate"] is None:
+                continue
+            assert f["max_bytes"] != 0  # 0 would read as "no limit"
+            if fmt == "mscclpp":  # within the plan's 32-bit offsets
+                assert f["max_bytes"] <= json.loads(f["text"])["max_message_size"]
+            for n in protected_sizes(entry):
+                if f["min_bytes"] <= n <= (f["max_bytes"] or n):
+                    assert f["unit"].cuts(n)

@@ -73,11 +73,26 @@ def runnable(f: dict, n: int) -> bool:
     return inside and (f["unit"] is None or f["unit"].cuts(n))
 
 
+def protected_sizes(entry: Entry) -> list[int]:
+    """The workload sizes a runtime's ranges must give to something that cuts them: each
+    call's size, and for a call over a range its ends, its middle and the powers of two
+    in it (the sizes messages come in)."""
+    sizes = set()
+    for c in entry.calls:
+        sizes |= {c.low, c.high, typical(c)}
+        k = max(c.low, 1).bit_length() - 1
+        while (1 << k) <= c.high:
+            if (1 << k) >= c.low:
+                sizes.add(1 << k)
+            k += 1
+    return sorted(sizes)
+
+
 def runtime_files(entry: Entry, fmt: str) -> list[dict]:
     """The runtime's ranges for one entry, in size order, tiling 0 bytes .. no limit:
     dicts of min_bytes, max_bytes (None: no limit), algorithm, candidate, unit and text;
-    where NCCL's own algorithm is the fastest the runtime can have, candidate, unit and
-    text are None and no file is written (module docstring)."""
+    where NCCL's own algorithm runs instead, candidate, unit and text are None and no
+    file is written (module docstring)."""
     units, largest = {}, {}  # largest: an MSCCL++ plan's 32-bit offsets' limit
     for c in entry.candidates:
         try:
@@ -87,47 +102,59 @@ def runtime_files(entry: Entry, fmt: str) -> list[dict]:
         units[id(c)] = _unit(fmt, text)
         if fmt == "mscclpp":
             largest[id(c)] = json.loads(text)["max_message_size"]
-    own = [replace(c, label=f"NCCL's own ({c.label})") for c in entry.reference]
-    cands = [c for c in entry.candidates if id(c) in units] + own
+    own = [replace(c, label=f"NCCL's own ({c.label})" if entry.modelled_nccl
+                   else "NCCL's own (not modelled here)") for c in entry.reference]
+    files = [c for c in entry.candidates if id(c) in units]
+    # NCCL's own competes where it is modelled; where it is not (no NCCL-style baseline
+    # here), it only takes what no file can
+    spans = envelope(files + own if entry.modelled_nccl else files or own, 1)
 
-    def cuts(c, n):  # NCCL's own takes any size
+    def cuts(c, n):  # NCCL's own takes any size; a file, whole chunks within its limit
         return id(c) not in units or (units[id(c)].cuts(n) and n <= largest.get(id(c), n))
 
-    spans = envelope(cands, 1)
-    spans[0] = replace(spans[0], low=0)
-    pieces = []
-    for span in spans:  # a workload size the span's file cannot cut goes to the fastest
-        low = span.low  # one that can (NCCL's own at worst)
+    def fastest(n):
+        able = [c for c in files if cuts(c, n)]
+        if entry.modelled_nccl or not able:
+            able += own
+        return min(able, key=lambda c: c.time_us(n))
+
+    pieces = []  # (low, high, candidate), then split where a protected size is uncut
+    for span in spans:
         top = largest.get(id(span.candidate))
-        for n in sorted({typical(c) for c in entry.calls}):
-            if _covers(span, n) and not cuts(span.candidate, n):
-                if n > low:
-                    pieces.append(replace(span, low=low, high=n - 1))
-                best = min((c for c in cands if cuts(c, n)), key=lambda c: c.time_us(n))
-                pieces.append(Span(n, n, best))
-                low = n + 1
-        high = span.high
-        if top is not None and (high is None or high > top):  # offsets past 32 bits
-            if low <= top:
-                pieces.append(replace(span, low=low, high=top))
-            low, span = max(low, top + 1), replace(span, candidate=min(
-                own, key=lambda c: c.us_per_byte))
-        if high is None or high >= low:
-            pieces.append(replace(span, low=low, high=high))
-    files = []
-    for i, span in enumerate(pieces):
-        c = span.candidate
+        if top is not None and (span.high is None or span.high > top):
+            if span.low <= top:
+                pieces.append((span.low, top, span.candidate))
+            pieces.append((max(span.low, top + 1), span.high, fastest(top + 1)))
+        else:
+            pieces.append((span.low, span.high, span.candidate))
+    pieces[0] = (0,) + pieces[0][1:]
+    for n in protected_sizes(entry):
+        for k, (low, high, c) in enumerate(pieces):
+            if low <= n and (high is None or n <= high) and not cuts(c, n):
+                pieces[k:k + 1] = [x for x in ((low, n - 1, c), (n, n, fastest(n)),
+                                               (n + 1, high, c))
+                                   if x[1] is None or x[1] >= x[0]]
+                break
+    merged = []  # neighbours with one option are one range; a file ending at 0 bytes
+    for low, high, c in pieces:  # is no range (0 means "no limit" to the runtimes)
+        if id(c) in units and high == 0:
+            c = min(own, key=lambda o: o.time_us(1))
+        if merged and merged[-1][2] is c and merged[-1][1] == low - 1:
+            merged[-1] = (merged[-1][0], high, c)
+        else:
+            merged.append((low, high, c))
+    out = []
+    for i, (low, high, c) in enumerate(merged):
         if id(c) not in units:
-            files.append({"min_bytes": span.low, "max_bytes": span.high,
-                          "algorithm": c.label, "candidate": None, "unit": None,
-                          "text": None})
+            out.append({"min_bytes": low, "max_bytes": high, "algorithm": c.label,
+                        "candidate": None, "unit": None, "text": None})
             continue
+        span = Span(low, high, c)
         text = render(c.schedule, fmt, name=f"synth-plan-{entry.communicator}-"
-                      f"{entry_stem(entry)}-{i}", min_bytes=span.low,
-                      max_bytes=_max(span, fmt))[0]
-        files.append({"min_bytes": span.low, "max_bytes": span.high, "algorithm": c.label,
-                      "candidate": c, "unit": units[id(c)], "text": text})
-    return files
+                      f"{entry_stem(entry)}-{i}", min_bytes=low, max_bytes=_max(span, fmt))[0]
+        out.append({"min_bytes": low, "max_bytes": high, "algorithm": c.label,
+                    "candidate": c, "unit": units[id(c)], "text": text})
+    return out
 
 
 def _covers(span: Span, n: int) -> bool:

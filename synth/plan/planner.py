@@ -80,6 +80,7 @@ class Entry:
     calls: list[Call]
     groups: list[list[int]]  # every group of the communicator (global ranks)
     seconds: float = 0.0
+    modelled_nccl: bool = True  # False: no NCCL-style baseline here (reference = ours)
 
     def best(self, n: int) -> Candidate:
         return next(s.candidate for s in self.spans if s.high is None or n <= s.high)
@@ -265,18 +266,18 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
         on_event("search", f"{coll} on {comm} ({len(group)} GPUs)")
         began = time.monotonic()
         result = synthesize(sub, coll, root, Limits(limits.max_steps, limits.max_chunks,
-                                                    share, limits.backend))
+                                                    share * 3 / 4, limits.backend))
         groups = workload.communicators[comm]
         variants = runtime_variants(sub, result, Limits(
             limits.max_steps, limits.max_chunks, max(share / 4, 1.0), limits.backend))
         cands = [with_groups(c, topo, groups) for c in candidates_of(result) + variants]
-        reference = [with_groups(c, topo, groups)
-                     for c in reference_of(coll, result.model, root, cands)]
+        made = reference_of(coll, result.model, root)
+        reference = [with_groups(c, topo, groups) for c in made] or list(cands)
         plan.entries.append(Entry(
             comm, coll, root, len(group), sub.name, result.bounds, cands, reference,
             envelope(cands), [c for c in workload.calls if (c.communicator, c.collective,
                                                            c.root) == (comm, coll, root)],
-            groups, time.monotonic() - began))
+            groups, time.monotonic() - began, bool(made)))
     from synth.plan.overlap import overlap
 
     tags = [t for t in dict.fromkeys(c.overlap for c in workload.calls) if t]
