@@ -225,16 +225,14 @@ def one_step(model: LinkModel, switch: Switch, name: str, root: int | None,
 
 def nvls_search(model: LinkModel, limits: Limits, deadline: float | None = None,
                 hierarchy: Hierarchy | None = None, name: str = "allreduce",
-                root: int | None = None, pieces: int | None = None) -> Search:
+                root: int | None = None) -> Search:
     """Allreduce computed in the network at every pipeline depth within the step
     limits, each verified: on one switch for all ranks (NVLS), with the fewest pieces
     per shard that fill the ports (N x pieces a multiple of the port's capacity); else
     across the boxes of `hierarchy`, in the network wherever a switch reduces (in each
     box, between them, or both: across_boxes_allreduce). The collectives of ONE_STEP on
     one switch: one_step, with the fewest chunks a share (up to MAX_PIECES) at the
-    lowest cost per chunk. `pieces` overrides the pieces a shard on one switch (a power
-    of two, say, so that power-of-two messages cut into whole chunks: runtimes need
-    that). `stopped` says which, or why none applies."""
+    lowest cost per chunk. `stopped` says which, or why none applies."""
     search = Search(complete=False)
     switch = reducing_switch(model)
     if name != "allreduce":
@@ -248,7 +246,7 @@ def nvls_search(model: LinkModel, limits: Limits, deadline: float | None = None,
         search.stopped = f"in-network (NVLS) via {switch.name}, {chunks} chunks a share"
         return search
     if switch is not None:
-        pieces = pieces or port_pieces(model)
+        pieces = port_pieces(model)
         program, memo = nvls_program(model, switch, pieces), {}
         add_pipelines(search, lambda batches: nvls_allreduce(model, switch, batches, pieces,
                                                              program, memo),

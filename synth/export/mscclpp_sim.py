@@ -301,7 +301,7 @@ def _same_switch_order(switch):
                               "each one)")
 
 
-def _switch_entry(entry, where, chans, ctx):
+def _switch_entry(entry, where, chans, switch, counts):
     """A switch buffer entry {switch_channel_id, index, size}: its channel's group and
     the chunk range on every member."""
     if not isinstance(entry, dict) or "switch_channel_id" not in entry or "type" in entry \
@@ -311,8 +311,8 @@ def _switch_entry(entry, where, chans, ctx):
     if not _int(c) or not 0 <= c < len(table):
         _fail(f"{where}: switch_channel_id {c!r} is not in the thread block's table "
               f"({len(table)} switch channels)")
-    buf, ranks, size = ctx["rank_switch"][table[c]]
-    ranges = [_range(dict(entry, type=buf), where, m, ctx["counts"]) for m in ranks]
+    buf, ranks, size = switch[table[c]]
+    ranges = [_range(dict(entry, type=buf), where, m, counts) for m in ranks]
     if ranges[0][2] + ranges[0][3] > size:
         _fail(f"{where}: {buf}[{ranges[0][2]}..{ranges[0][2] + ranges[0][3] - 1}] is outside "
               f"the switch channel's {size} chunks")
@@ -393,10 +393,9 @@ def _op(op, where, rank, chans, rbufs, ctx):
     if name == "glres":  # every member's chunks summed by the switch, stored to every member
         if kind != "switch" or len(srcs) != 1 or len(dsts) != 1:
             _fail(f"{where}: glres takes channel_type switch, one source and one destination")
-        group, src = _switch_entry(srcs[0], f"{where}.src_buff[0]", chans,
-                                   dict(ctx, rank_switch=ctx["flat"]["switch"][rank]))
-        other, dst = _switch_entry(dsts[0], f"{where}.dst_buff[0]", chans,
-                                   dict(ctx, rank_switch=ctx["flat"]["switch"][rank]))
+        switch = ctx["flat"]["switch"][rank]
+        group, src = _switch_entry(srcs[0], f"{where}.src_buff[0]", chans, switch, counts)
+        other, dst = _switch_entry(dsts[0], f"{where}.dst_buff[0]", chans, switch, counts)
         if group != other:
             _fail(f"{where}: glres loads from ranks {list(group)} and stores to {list(other)}")
         if src[0][3] != dst[0][3]:

@@ -29,7 +29,7 @@ from pathlib import Path
 from synth.errors import BadInput
 from synth.export import render
 from synth.files import write_atomic
-from synth.plan.planner import Entry, Plan, Span, envelope, typical
+from synth.plan.planner import Entry, Plan, envelope, typical
 from synth.schedule.cost import format_size
 from synth.schedule.file import schedule_json, schedule_to_dict
 
@@ -66,11 +66,15 @@ def entry_stem(e: Entry) -> str:
     return e.collective + (f"-root{e.root}" if e.root is not None else "")
 
 
+def _within(low: int, high: int | None, n: int) -> bool:
+    return low <= n and (high is None or n <= high)
+
+
 def runnable(f: dict, n: int) -> bool:
     """Whether range `f` (a runtime_files entry) runs a call of n bytes: within it, and
     cut whole by its file (NCCL's own ranges take any size)."""
-    inside = f["min_bytes"] <= n and (f["max_bytes"] is None or n <= f["max_bytes"])
-    return inside and (f["unit"] is None or f["unit"].cuts(n))
+    return _within(f["min_bytes"], f["max_bytes"], n) and (f["unit"] is None
+                                                          or f["unit"].cuts(n))
 
 
 def protected_sizes(entry: Entry) -> list[int]:
@@ -130,7 +134,7 @@ def runtime_files(entry: Entry, fmt: str) -> list[dict]:
     pieces[0] = (0,) + pieces[0][1:]
     for n in protected_sizes(entry):
         for k, (low, high, c) in enumerate(pieces):
-            if low <= n and (high is None or n <= high) and not cuts(c, n):
+            if _within(low, high, n) and not cuts(c, n):
                 pieces[k:k + 1] = [x for x in ((low, n - 1, c), (n, n, fastest(n)),
                                                (n + 1, high, c))
                                    if x[1] is None or x[1] >= x[0]]
@@ -149,22 +153,17 @@ def runtime_files(entry: Entry, fmt: str) -> list[dict]:
             out.append({"min_bytes": low, "max_bytes": high, "algorithm": c.label,
                         "candidate": None, "unit": None, "text": None})
             continue
-        span = Span(low, high, c)
         text = render(c.schedule, fmt, name=f"synth-plan-{entry.communicator}-"
-                      f"{entry_stem(entry)}-{i}", min_bytes=low, max_bytes=_max(span, fmt))[0]
+                      f"{entry_stem(entry)}-{i}", min_bytes=low, max_bytes=_max(high, fmt))[0]
         out.append({"min_bytes": low, "max_bytes": high, "algorithm": c.label,
                     "candidate": c, "unit": units[id(c)], "text": text})
     return out
 
 
-def _covers(span: Span, n: int) -> bool:
-    return span.low <= n and (span.high is None or n <= span.high)
-
-
-def _max(span: Span, fmt: str):
-    if span.high is None:
+def _max(high: int | None, fmt: str):
+    if high is None:
         return 0 if fmt == "msccl-xml" else None  # XML: 0 is no limit
-    return span.high
+    return high
 
 
 def render_plan(plan: Plan, formats=tuple(RUNTIMES), extra: dict | None = None
@@ -192,9 +191,10 @@ def render_plan(plan: Plan, formats=tuple(RUNTIMES), extra: dict | None = None
     if "mscclpp" in runtime:
         texts[Path("mscclpp") / "register.py"] = _register(plan, runtime["mscclpp"])
     texts.update(extra or {})
-    doc = plan_document(plan, runtime)
+    loaded = runtime_steps(plan, runtime)
+    doc = plan_document(plan, runtime, loaded)
     doc["files"] = sorted(str(p) for p in texts) + ["plan.json", "report.md"]
-    texts[Path("report.md")] = report_text(plan, runtime)
+    texts[Path("report.md")] = report_text(plan, runtime, loaded)
     texts[Path("plan.json")] = json.dumps(doc, indent=1) + "\n"
     return texts, doc
 
@@ -238,7 +238,15 @@ def _remove_stale(out: Path, keep: set[str]) -> None:
             real.unlink()
 
 
-def plan_document(plan: Plan, runtime: dict | None = None) -> dict:
+def runtime_steps(plan: Plan, runtime: dict | None) -> dict:
+    """{format: runtime_step's (time, calls NCCL's own runs)}."""
+    return {fmt: runtime_step(plan, fmt, entries) for fmt, entries in (runtime or {}).items()}
+
+
+def plan_document(plan: Plan, runtime: dict | None = None, loaded: dict | None = None
+                  ) -> dict:
+    """plan.json's document; `loaded`: runtime_steps, where made already."""
+    loaded = runtime_steps(plan, runtime) if loaded is None else loaded
     w = plan.workload
     entries = []
     for e in plan.entries:
@@ -256,8 +264,6 @@ def plan_document(plan: Plan, runtime: dict | None = None) -> dict:
             "calls": [_call_doc(e, c) for c in e.calls]})
     steps = {k: plan.step_time(k) for k in ("plan", "nccl", "overlapped",
                                             "nccl overlapped")}
-    loaded = {fmt: runtime_step(plan, fmt, entries_) for fmt, entries_ in
-              (runtime or {}).items()}
     runtime_doc = {fmt: [{**r, "files": [{**{k: v for k, v in f.items()
                                               if k not in ("candidate", "unit")},
                                            "chunks": f["unit"] and f["unit"].chunks}
@@ -327,7 +333,10 @@ def _files_of(entries: list[dict], e: Entry) -> list[dict]:
                                                                e.root))
 
 
-def report_text(plan: Plan, runtime: dict | None = None) -> str:
+def report_text(plan: Plan, runtime: dict | None = None, loaded: dict | None = None
+                ) -> str:
+    """report.md; `loaded`: runtime_steps, where made already."""
+    loaded = runtime_steps(plan, runtime) if loaded is None else loaded
     w = plan.workload
     plan_us, nccl_us = plan.step_time("plan"), plan.step_time("nccl")
     both_us, nccl_both_us = plan.step_time("overlapped"), plan.step_time("nccl overlapped")
@@ -341,8 +350,7 @@ def report_text(plan: Plan, runtime: dict | None = None) -> str:
                   f"faster at each size): **{nccl_both_us / both_us:.2f} x**, the calls of "
                   f"each overlap tag running together. Every call one after the other: "
                   f"{_us(plan_us)} against {_us(nccl_us)} ({nccl_us / plan_us:.2f} x).", ""]
-    for fmt, entries in (runtime or {}).items():
-        t, fallback = runtime_step(plan, fmt, entries)
+    for fmt, (t, fallback) in loaded.items():
         lines += [f"With the {fmt} files alone (what that runtime can run of the plan, "
                   f"every call one after the other): {_us(t)}, {nccl_us / t:.2f} x."
                   + (f" NCCL's own algorithm runs for {', '.join(fallback)}: no file "

@@ -102,8 +102,8 @@ def _on_residual(on: Topology, entry: Entry, n: int, nccl: bool, limits: Limits
     again, or NCCL-style (ring or tree built there)."""
     sub = view(on, entry.groups[0], f"{on.name}:{entry.communicator}")
     if nccl:
-        made = reference_of(entry.collective, lower_with_routes(sub).model, entry.root,
-                            entry.reference)
+        made = reference_of(entry.collective, lower_with_routes(sub).model,
+                            entry.root) or entry.reference
     else:
         made = candidates_of(synthesize(sub, entry.collective, entry.root, replace(
             limits, time_limit=max(limits.time_limit, 1.0))))

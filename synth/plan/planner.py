@@ -26,11 +26,11 @@ from synth.bounds import Bounds
 from synth.construct.baselines import baselines
 from synth.errors import BadInput
 from synth.frontier import Result, synthesize
+from synth.plan.traffic import busiest_rate
 from synth.plan.workload import Call, Workload
 from synth.schedule.cost import MAX_SIZE, schedule_cost
 from synth.schedule.ir import Schedule
 from synth.search.pareto import Limits
-from synth.plan.traffic import busiest_rate
 from synth.topology.communicator import view
 from synth.topology.linkmodel import lower_with_routes
 from synth.topology.physical import Topology
@@ -47,7 +47,6 @@ class Candidate:
     schedule: Schedule
     latency_us: float
     us_per_byte: float
-    baseline: bool = False
     shared: float = 1.0  # how much the groups meeting on a link raised us_per_byte
 
     def time_us(self, n: int) -> float:
@@ -122,10 +121,10 @@ def typical(call: Call) -> int:
 
 def candidates_of(result: Result) -> list[Candidate]:
     """The frontier's points and every baseline of the same instance, as candidates."""
-    out = [_candidate(p.schedule, p.schedule.info.get("method", "synthesized"),
-                      "baseline" in p.schedule.info) for p in result.points]
+    out = [_candidate(p.schedule, p.schedule.info.get("method", "synthesized"))
+           for p in result.points]
     for b in baselines(result.model, result.collective, result.root):
-        out.append(_candidate(b.schedule, b.name, True))
+        out.append(_candidate(b.schedule, b.name))
     return out
 
 
@@ -165,20 +164,19 @@ def with_groups(c: Candidate, topo: Topology, groups) -> Candidate:
     return replace(c, us_per_byte=rate, shared=rate / c.us_per_byte)
 
 
-def _candidate(schedule: Schedule, label: str, baseline: bool) -> Candidate:
+def _candidate(schedule: Schedule, label: str) -> Candidate:
     cost = schedule_cost(schedule)
-    return Candidate(label, schedule, cost.latency_us, cost.us_per_byte, baseline)
+    return Candidate(label, schedule, cost.latency_us, cost.us_per_byte)
 
 
-def reference_of(collective: str, model, root, fallback=()) -> list[Candidate]:
+def reference_of(collective: str, model, root) -> list[Candidate]:
     """NCCL-style candidates: ring, and double binary tree for allreduce; direct for the
-    collectives NCCL runs as point-to-point sends. Where none applies, every baseline;
-    where there is none, `fallback` (the plan's own candidates: a ratio of 1)."""
+    collectives NCCL runs as point-to-point sends. Where none applies, every baseline
+    (none at all: the caller stands its own candidates in, a ratio of 1)."""
     made = baselines(model, collective, root)
     wanted = REFERENCE.get(collective, {"ring"})
     picked = [b for b in made if (b.algorithm or b.name.split(" x")[0]) in wanted]
-    out = [_candidate(b.schedule, b.name, True) for b in (picked or made)]
-    return out or list(fallback)
+    return [_candidate(b.schedule, b.name) for b in (picked or made)]
 
 
 def envelope(candidates: list[Candidate], low: int = 1) -> list[Span]:
