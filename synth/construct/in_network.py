@@ -27,6 +27,7 @@ from fractions import Fraction
 from synth.construct.tree_schedules import DEPTHS, add_pipelines
 from synth.schedule.collectives import make_collective
 from synth.schedule.ir import Pipeline, Schedule, Send, Step, SwitchOp
+from synth.schedule.transform import window_rounds
 from synth.search.pareto import Limits, Search
 from synth.topology.hierarchy import Hierarchy
 from synth.topology.linkmodel import LinkModel, Switch, switch_rounds
@@ -41,26 +42,15 @@ def reducing_switch(model: LinkModel) -> Switch | None:
     return _capable(model, range(model.ranks))
 
 
-def _rounds(model: LinkModel, steps) -> int:
-    return switch_rounds(model, [op for s in steps for op in s.switch_ops],
-                         tuple(x for s in steps for x in s.sends))
-
-
 def _pipelined(model: LinkModel, coll, program: tuple[Step, ...], batches: int,
                stride: int, info: dict, memo: dict | None = None) -> Schedule:
     """`program` as one batch of `batches`, each expanded step's rounds from the program
-    steps running in it (batch b's step i in expanded step b + i). `memo` keeps the
-    rounds of each window of program steps for the next depth of the same program."""
+    steps running in it (transform.window_rounds; `memo` keeps the rounds of each window
+    of program steps for the next depth of the same program)."""
     if batches == 1:
         return Schedule(coll, model, program, info)
-    last = len(program) - 1
-    rounds, memo = [], {} if memo is None else memo
-    for t in range(len(program) + batches - 1):
-        window = (max(0, t - batches + 1), min(last, t))
-        if window not in memo:
-            memo[window] = _rounds(model, program[window[0]:window[1] + 1])
-        rounds.append(memo[window])
-    return Schedule(coll, model, program, info, Pipeline(batches, stride, tuple(rounds)))
+    rounds = window_rounds(model, program, batches, memo)
+    return Schedule(coll, model, program, info, Pipeline(batches, stride, rounds))
 
 
 def nvls_program(model: LinkModel, switch: Switch, pieces: int) -> tuple[Step, Step]:
@@ -182,7 +172,8 @@ def _across_pieces(model, hierarchy, inside, across) -> int:
     best = None
     for pieces in range(k, max(k, MAX_PIECES) + 1, k):
         steps = across_program(model, hierarchy, inside, across, pieces)
-        cost = Fraction(_rounds(model, steps), g * pieces)
+        together = window_rounds(model, steps, len(steps))[len(steps) - 1]  # all at once
+        cost = Fraction(together, g * pieces)
         if best is None or cost < best[0]:
             best = (cost, pieces)
     return best[1]

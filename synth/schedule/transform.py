@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from synth.schedule.collectives import DUAL, make_collective
-from synth.schedule.ir import Schedule, Step, SwitchOp
-from synth.topology.linkmodel import Group, LinkModel, RankLink, Switch, min_rounds
+from synth.schedule.ir import Pipeline, Schedule, Step, SwitchOp
+from synth.topology.linkmodel import Group, LinkModel, RankLink, Switch, switch_rounds
 
 COMBINING_OF = {v: k for k, v in DUAL.items()}  # allgather -> reducescatter, ...
 
@@ -44,6 +44,8 @@ def reverse_schedule(schedule: Schedule, original: LinkModel) -> Schedule:
     on its own chunks, and expanded step t then runs (reversed) the same program steps
     as step T-1-t did, so its rounds are the old rounds in reverse order."""
     coll = schedule.collective
+    if any(x.op != "multicast" for step in schedule.steps for x in step.switch_ops):
+        raise ValueError("reverse_schedule: a non-combining schedule reduces in a switch")
     dual = make_collective(COMBINING_OF[coll.name], coll.ranks, coll.chunks, coll.root)
     steps = tuple(Step(step.rounds, tuple(replace(x, src=x.dst, dst=x.src, op="reduce")
                                           for x in step.sends),
@@ -64,6 +66,8 @@ def mirror_schedule(schedule: Schedule, original: LinkModel) -> Schedule:
     the reverse order, so every hop still follows the one that brought the chunk. A
     pipeline keeps its stride, its rounds reversed (as in reverse_schedule)."""
     coll = schedule.collective
+    if schedule.in_network:  # a hop through a switch has no mirror here
+        raise ValueError("mirror_schedule: a gather or scatter with switch operations")
     mirror = make_collective(MIRROR[coll.name], coll.ranks, coll.chunks, coll.root)
     steps = tuple(Step(step.rounds, tuple(replace(x, src=x.dst, dst=x.src)
                                           for x in step.sends))
@@ -77,33 +81,65 @@ def refine(schedule: Schedule, factor: int) -> Schedule:
     """Cut every chunk into `factor` pieces: chunk c becomes c * factor + j.
 
     The chunk numbering numbers chunks so that this is the same collective with factor x C
-    chunks; every step then needs at most factor x its rounds (fewer where links
-    had capacity to spare).
+    chunks. Every move is refined, switch operations too (chunks c .. c + n - 1 become
+    the range c x factor .. (c + n) x factor - 1, still one share); a pipeline keeps its
+    depth with its stride scaled. Each step (each expanded step of a pipeline) then
+    needs at most factor x its rounds, fewer where links had capacity to spare.
     """
     if factor == 1:
         return schedule
-    coll = schedule.collective
+    coll, model = schedule.collective, schedule.model
     finer = make_collective(coll.name, coll.ranks, coll.chunks * factor, coll.root)
-    steps = []
-    for step in schedule.steps:
-        sends = tuple(replace(x, chunk=x.chunk * factor + j)
-                      for x in step.sends for j in range(factor))
-        steps.append(Step(min_rounds(schedule.model, [(x.src, x.dst) for x in sends]), sends))
-    steps = tuple(steps)
-    return Schedule(finer, schedule.model, steps, dict(schedule.info))
+    ranged = schedule.compact  # version 1 stays version 1: one send per piece
+
+    def pieces(moves):
+        if ranged:
+            return tuple(replace(x, chunk=x.chunk * factor, count=x.count * factor)
+                         for x in moves)
+        return tuple(replace(x, chunk=x.chunk * factor + j) for x in moves
+                     for j in range(factor))
+
+    program = tuple(Step(0, pieces(s.sends), pieces(s.switch_ops)) for s in schedule.steps)
+    program = tuple(replace(s, rounds=switch_rounds(model, s.switch_ops, s.sends))
+                    for s in program)
+    pipeline = schedule.pipeline and Pipeline(
+        schedule.pipeline.batches, schedule.pipeline.stride * factor,
+        window_rounds(model, program, schedule.pipeline.batches))
+    return Schedule(finer, model, program, dict(schedule.info), pipeline)
+
+
+def window_rounds(model: LinkModel, program: tuple[Step, ...], batches: int,
+                  memo: dict | None = None) -> tuple[int, ...]:
+    """Rounds of each expanded step of `program` pipelined over `batches`: step t runs
+    program steps max(0, t - batches + 1) .. min(t, last) at once, one per batch (their
+    chunks differ, their loads per link do not). `memo` keeps each window's rounds for
+    another depth of the same program."""
+    last, memo = len(program) - 1, {} if memo is None else memo
+    rounds = []
+    for t in range(len(program) + batches - 1):
+        window = (max(0, t - batches + 1), min(last, t))
+        if window not in memo:
+            steps = program[window[0]:window[1] + 1]
+            memo[window] = switch_rounds(model, [op for s in steps for op in s.switch_ops],
+                                         tuple(x for s in steps for x in s.sends))
+        rounds.append(memo[window])
+    return tuple(rounds)
 
 
 def compose_allreduce(reducescatter: Schedule, allgather: Schedule) -> Schedule:
     """Reducescatter then allgather, both with k chunks per rank: allreduce, C = N k.
 
-    Allreduce chunk c is their chunk c: reduced onto rank c // k, then copied out.
+    Allreduce chunk c is their chunk c: reduced onto rank c // k, then copied out. A
+    pipelined part joins as its expansion (the two parts' programs do not overlap).
     """
     rs, ag = reducescatter.collective, allgather.collective
-    assert rs.chunks == ag.chunks and rs.ranks == ag.ranks
+    if rs.chunks != ag.chunks or rs.ranks != ag.ranks:
+        raise ValueError("compose_allreduce: the two parts differ in ranks or chunks")
     coll = make_collective("allreduce", rs.ranks, rs.ranks * rs.chunks)
     info = {"composed": {"reducescatter": dict(reducescatter.info),
                          "allgather": dict(allgather.info)}}
-    return Schedule(coll, reducescatter.model, reducescatter.steps + allgather.steps, info)
+    parts = [s if s.pipeline is None else s.expanded() for s in (reducescatter, allgather)]
+    return Schedule(coll, reducescatter.model, parts[0].steps + parts[1].steps, info)
 
 
 def one_batch(schedule: Schedule) -> Schedule | None:
