@@ -97,6 +97,77 @@ def write_atomic(path: str | Path, data: str | bytes, follow_links: bool = True)
     return path
 
 
+def write_folder(root: str | Path, files: dict) -> list[Path]:
+    """Write `files` ({path relative to root: text or bytes}) under `root` all or none:
+    every file goes to a temporary beside its target first, and only when all are
+    written are they renamed into place, in the order given (put an index last). On any
+    failure (a full disk) the temporaries and the folders made for them are removed and
+    `root` is as it was. A path must stay inside `root`, through no symbolic link to a
+    folder (refused: BadInput); a link at a file's own path is replaced, not followed,
+    so nothing is written outside `root`. Returns the paths written."""
+    root = Path(root)
+    targets = [(_inside_without_links(root, Path(rel)), data) for rel, data in files.items()]
+    made, staged = [], []
+    try:
+        for target, data in targets:
+            made += _make_folders(root, target.parent)
+            mode = _mode_for(target, target) if not target.is_symlink() else \
+                0o666 & ~_umask()
+            tmp = _temporary(target.parent)
+            staged.append((tmp, target))
+            with open(tmp, "wb") as f:
+                f.write(data.encode() if isinstance(data, str) else data)
+            os.chmod(tmp, mode)
+    except OSError as e:
+        _undo(staged, made)
+        raise OutputError(f"cannot write {root}: {_reason(e)}; it is as it was") from None
+    except BaseException:
+        _undo(staged, made)
+        raise
+    for tmp, target in staged:
+        if target.is_symlink():
+            target.unlink()
+        os.replace(tmp, target)
+    return [target for _, target in staged]
+
+
+def _inside_without_links(root: Path, rel: Path) -> Path:
+    if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+        raise BadInput(f"{quote(str(rel), 80)}: not a path inside {root}")
+    folder = root
+    for part in rel.parts[:-1]:
+        folder = folder / part
+        if folder.is_symlink():
+            raise BadInput(f"{quote(str(folder), 80)}: a symbolic link; synth writes only "
+                           f"inside {root}, through no link")
+    target = folder / rel.parts[-1]
+    if target.is_dir() and not target.is_symlink():
+        raise BadInput(f"{quote(str(target), 80)}: is a folder; synth writes only regular "
+                       "files")
+    return target
+
+
+def _make_folders(root: Path, folder: Path) -> list[Path]:
+    """Make `folder` and any missing parents; the ones made, outermost first."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for f in reversed(missing):
+        f.mkdir()
+    return list(reversed(missing))
+
+
+def _undo(staged: list, made: list[Path]) -> None:
+    for tmp, _ in staged:
+        tmp.unlink(missing_ok=True)
+    for folder in reversed(made):
+        try:
+            folder.rmdir()
+        except OSError:
+            pass
+
+
 def _mode_for(target: Path, path: Path) -> int:
     try:
         st = os.stat(target)

@@ -76,6 +76,104 @@ def test_an_empty_out_is_refused():
         output_dir("", "ring:4", "allgather")
 
 
+# --- a plan's folder (synth plan -o DIR, synth report -o DIR) -----------------------
+
+WORKLOAD = ("communicators:\n  tp: {per: box}\ncollectives:\n"
+            "  - {communicator: tp, collective: allgather, size: 1MB}\n")
+
+
+def plan_into(tmp_path, out, *extra):
+    workload = tmp_path / "w.yaml"
+    workload.write_text(WORKLOAD)
+    return synth_cli("plan", str(workload), "--topo", "ring:4", "-o", str(out),
+                     "--time-limit", "10", *extra)
+
+
+def test_a_plan_json_synth_did_not_write_removes_nothing(tmp_path):
+    out = tmp_path / "project"
+    (out / "src").mkdir(parents=True)
+    (out / "notes.txt").write_text("mine")
+    (out / "src" / "main.py").write_text("print('mine')")
+    (out / "plan.json").write_text(json.dumps({"files": ["notes.txt", "src/main.py"]}))
+    assert plan_into(tmp_path, out).returncode == 0
+    assert (out / "notes.txt").read_text() == "mine"
+    assert (out / "src" / "main.py").read_text() == "print('mine')"
+    # synth's own format, listing a user's files: only names a plan writes are removed
+    doc = json.loads((out / "plan.json").read_text())
+    doc["files"] += ["notes.txt", "src/main.py", "msccl/notes.txt"]
+    (out / "plan.json").write_text(json.dumps(doc))
+    (out / "msccl" / "notes.txt").write_text("mine too")
+    assert plan_into(tmp_path, out).returncode == 0
+    assert (out / "notes.txt").exists() and (out / "src" / "main.py").exists()
+    assert (out / "msccl" / "notes.txt").read_text() == "mine too"
+
+
+def test_a_linked_folder_in_a_plan_is_refused_and_nothing_is_written(tmp_path):
+    out, elsewhere = tmp_path / "plan", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (out / "schedules").symlink_to(elsewhere)
+    assert "symbolic link" in one_line(plan_into(tmp_path, out), 2)
+    assert list(elsewhere.iterdir()) == [] and sorted(p.name for p in out.iterdir()) == \
+        ["schedules"]
+
+
+def test_a_linked_report_in_a_plan_is_replaced_not_followed(tmp_path):
+    out, victim = tmp_path / "plan", tmp_path / "victim.md"
+    out.mkdir()
+    victim.write_text("keep me")
+    (out / "report.md").symlink_to(victim)
+    assert plan_into(tmp_path, out).returncode == 0
+    assert victim.read_text() == "keep me"
+    assert not (out / "report.md").is_symlink() and "allgather" in \
+        (out / "report.md").read_text()
+
+
+def test_a_plan_on_a_full_disk_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
+    import errno
+
+    import synth.files
+    from synth.errors import BadInput
+    from synth.plan.output import write_files
+
+    out = tmp_path / "plan"
+    (out / "msccl").mkdir(parents=True)
+    old = {"plan.json": json.dumps({"format": "synth.plan", "files": ["msccl/a.xml"]}),
+           "msccl/a.xml": "<algo/>", "report.md": "old report"}
+    for name, text in old.items():
+        (out / name).write_text(text)
+    real_chmod, calls = os.chmod, []
+
+    def chmod_then_full(path, mode):  # the third file's data does not fit
+        calls.append(path)
+        if len(calls) == 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_chmod(path, mode)
+
+    monkeypatch.setattr(synth.files.os, "chmod", chmod_then_full)
+    new = {Path("report.md"): "new", Path("schedules/tp/a.json"): "{}",
+           Path("msccl/tp/b.xml"): "<algo/>", Path("plan.json"): "{}"}
+    with pytest.raises(BadInput, match="no space left.*as it was"):
+        write_files(out, new, [str(p) for p in new])
+    monkeypatch.undo()
+    now = {str(p.relative_to(out)): p.read_text() for p in out.rglob("*") if p.is_file()}
+    assert now == old  # no temporary, no new file, the old plan whole
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == \
+        ["msccl", "msccl/a.xml", "plan.json", "report.md"]  # no folder left behind
+
+
+def test_a_linked_page_in_a_report_folder_is_replaced_not_followed(tmp_path):
+    out, victim = tmp_path / "report", tmp_path / "victim.html"
+    out.mkdir()
+    victim.write_text("keep me")
+    (out / "index.html").symlink_to(victim)
+    run = synth_cli("report", "allgather", "--topo", "ring:4", "-o", str(out),
+                    "--time-limit", "10")
+    assert run.returncode == 0, run.stderr
+    assert victim.read_text() == "keep me" and not (out / "index.html").is_symlink()
+    assert "<html" in (out / "index.html").read_text()
+
+
 # --- the solver cache --------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "dangling", "folder"])

@@ -320,12 +320,13 @@ def test_an_earlier_plans_files_are_removed_only_inside_the_folder(tmp_path):
     outside.mkdir()
     (outside / "keep.txt").write_text("mine")
     (out / "linked").symlink_to(outside)
-    (out / "old.xml").write_text("stale")
-    listed = ["old.xml", str(outside / "keep.txt"), "../precious/keep.txt",
-              "linked/keep.txt", 5]
-    (out / "plan.json").write_text(json.dumps({"files": listed}))
+    (out / "msccl" / "old.xml").write_text("stale")
+    listed = ["msccl/old.xml", str(outside / "keep.txt"), "../precious/keep.txt",
+              "linked/keep.txt", "msccl/../../precious/keep.txt", 5]
+    (out / "plan.json").write_text(json.dumps({"format": "synth.plan", "files": listed}))
     write_files(out, {Path("report.md"): "new"}, ["report.md", "plan.json"])
-    assert not (out / "old.xml").exists() and (outside / "keep.txt").read_text() == "mine"
+    assert not (out / "msccl" / "old.xml").exists()
+    assert (outside / "keep.txt").read_text() == "mine"
     (out / "plan.json").write_text('{"files": 5}')  # unreadable listings are ignored
     write_files(out, {Path("report.md"): "again"}, ["report.md"])
 

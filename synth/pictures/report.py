@@ -5,7 +5,8 @@ baselines, and the pictures.
 
 The page needs nothing but itself: every picture is inlined as a data: URI (an SVG).
 Beside it go the same pictures as files, each frontier schedule's JSON file, and the
-plots, which the page links to. Every file is written whole or not at all, the page last.
+plots, which the page links to. The files are written all or none, the page last, only
+inside DIR (synth.files.write_folder).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import html
 from pathlib import Path
 
 from synth.compare import comparison, make_rows
-from synth.files import write_atomic
+from synth.files import write_folder
 from synth.frontier import Result
 from synth.output import point_stem, result_summary
 from synth.pictures.graphviz import render_bytes
@@ -23,7 +24,7 @@ from synth.pictures.plots import figure_bytes, frontier_figure, plot_files, time
 from synth.pictures.schedule import schedule_graph
 from synth.pictures.topology import topology_graph
 from synth.schedule.cost import format_size
-from synth.schedule.file import write_schedule
+from synth.schedule.file import schedule_json, schedule_to_dict
 from synth.topology.physical import Topology
 
 STYLE = """
@@ -95,14 +96,15 @@ def write_report(topo: Topology, result: Result, baselines: list, sizes: list[in
     """
     directory = Path(directory)
     b = result.bounds
-    paths = [write_schedule(p.schedule, directory / f"{point_stem(p)}.json")
-             for p in result.points]
+    files = {Path(f"{point_stem(p)}.json"): schedule_json(schedule_to_dict(p.schedule))
+             for p in result.points}
+    paths = [directory / name for name in files]
     summary = result_summary(result, topo.name, solver, paths)
     rows = make_rows([p.schedule for p in result.points], baselines)
     data = comparison(rows, b, sizes) if rows else {"rows": [], "winners": {}}
 
     topo_svg = render_bytes(topology_graph(topo), "svg")
-    write_atomic(directory / "topology.svg", topo_svg)
+    files[Path("topology.svg")] = topo_svg
     plots = []
     stems = plot_files(result)
     for key, fig, caption in (
@@ -112,13 +114,13 @@ def write_report(topo: Topology, result: Result, baselines: list, sizes: list[in
              "Predicted time and algbw against message size, frontier and baselines.")):
         svg = figure_bytes(fig, "svg")
         name = f"{stems[key]}.svg"
-        write_atomic(directory / name, svg)
+        files[Path(name)] = svg
         plots.append(_picture(svg, name, key, caption))
     schedules = []
     for p in result.points:
         svg = render_bytes(schedule_graph(p.schedule, color), "svg")
         name = f"{point_stem(p)}.svg"
-        write_atomic(directory / name, svg)
+        files[Path(name)] = svg
         pipe = p.schedule.pipeline
         how = ("step by step" if pipe is None else
                f"a pipeline of {pipe.batches} batch{'' if pipe.batches == 1 else 'es'}: "
@@ -171,4 +173,5 @@ def write_report(topo: Topology, result: Result, baselines: list, sizes: list[in
         *schedules,
         "</body></html>", "",
     ]
-    return write_atomic(directory / "index.html", "\n".join(parts))
+    files[Path("index.html")] = "\n".join(parts)
+    return write_folder(directory, files)[-1]

@@ -16,7 +16,7 @@ tree or direct, which take any size and need no file); a workload size the range
 cannot cut goes to the fastest that can, NCCL's own at worst; past an MSCCL++ plan's
 32-bit offsets, NCCL's own. The envelope in plan.json is over every candidate (what the
 model predicts). Everything is rendered (and simulated) before the first file is
-written; each file is written whole or not at all (synth.files.write_atomic).
+written; the files are written all or none (synth.files.write_folder).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from synth.errors import BadInput
 from synth.export import render
-from synth.files import write_atomic
+from synth.files import write_folder
 from synth.plan.planner import Entry, Plan, envelope, typical
 from synth.schedule.cost import format_size
 from synth.schedule.file import schedule_json, schedule_to_dict
@@ -200,12 +200,14 @@ def render_plan(plan: Plan, formats=tuple(RUNTIMES), extra: dict | None = None
 
 
 def write_files(out: Path, texts: dict, keep: list[str]) -> None:
-    """Write every file (whole or not at all), after removing the files an earlier
-    plan.json in `out` lists that are not in `keep`."""
+    """Write every file, all or none (synth.files.write_folder: a full disk leaves `out`
+    as it was), plan.json last; then remove the files an earlier plan listed that are
+    not in `keep`."""
     out = Path(out)
-    _remove_stale(out, set(keep))
-    for path, text in texts.items():
-        write_atomic(out / path, text)
+    stale = _earlier_files(out)
+    ordered = sorted(texts.items(), key=lambda item: Path(item[0]) == Path("plan.json"))
+    write_folder(out, dict(ordered))
+    _remove_stale(out, stale, set(keep))
 
 
 def write_plan(plan: Plan, out: Path, formats=tuple(RUNTIMES)) -> dict:
@@ -215,15 +217,30 @@ def write_plan(plan: Plan, out: Path, formats=tuple(RUNTIMES)) -> dict:
     return doc
 
 
-def _remove_stale(out: Path, keep: set[str]) -> None:
-    """Remove the files a previous plan.json in `out` lists that this plan does not
-    write (a runtime loads every file of its folder: a stale one would shadow ranges):
-    only plain files inside `out`, reached without a symbolic link."""
+PLAN_FOLDERS = ("schedules", "msccl", "mscclpp", "plots")  # what a plan writes, but its
+PLAN_SUFFIXES = (".json", ".xml", ".png", ".py")          # report.md and plan.json
+
+
+def _earlier_files(out: Path) -> list[str]:
+    """The files an earlier plan in `out` wrote, as its plan.json lists them: only when
+    synth wrote that plan.json ("format": "synth.plan"), and only names a plan writes
+    (PLAN_FOLDERS, PLAN_SUFFIXES): a user's plan.json, or a listing edited to name
+    their files, never removes anything else."""
     try:
-        listed = json.loads((out / "plan.json").read_text())["files"]
-        listed = [f for f in listed if isinstance(f, str)]
-    except (OSError, ValueError, TypeError, KeyError):
-        return
+        doc = json.loads((out / "plan.json").read_text())
+        if not isinstance(doc, dict) or doc.get("format") != "synth.plan":
+            return []
+        listed = [f for f in doc["files"] if isinstance(f, str)]
+    except (OSError, ValueError, TypeError, KeyError, RecursionError):
+        return []
+    return [f for f in listed if len(Path(f).parts) > 1
+            and Path(f).parts[0] in PLAN_FOLDERS and f.endswith(PLAN_SUFFIXES)]
+
+
+def _remove_stale(out: Path, listed: list[str], keep: set[str]) -> None:
+    """Remove the `listed` files this plan does not write (a runtime loads every file
+    of its folder: a stale one would shadow ranges): only plain files inside `out`,
+    reached without a symbolic link."""
     root = out.resolve()
     for name in listed:
         rel = Path(name)
@@ -235,7 +252,7 @@ def _remove_stale(out: Path, keep: set[str]) -> None:
         except (OSError, RuntimeError):
             continue
         if real == root / rel and real.is_file():  # no link anywhere on the way
-            real.unlink()
+            real.unlink(missing_ok=True)
 
 
 def runtime_steps(plan: Plan, runtime: dict | None) -> dict:
