@@ -174,6 +174,20 @@ def test_a_linked_page_in_a_report_folder_is_replaced_not_followed(tmp_path):
     assert "<html" in (out / "index.html").read_text()
 
 
+def test_a_communicator_whose_gpus_share_no_path_is_one_line(tmp_path):
+    # dgx1's GPUs 0 and 5 share no NVLink; the other GPUs are outside the communicator
+    workload = tmp_path / "pair.yaml"
+    workload.write_text("communicators:\n  pair: {ranks: [[0, 5]]}\ncollectives:\n"
+                        "  - {communicator: pair, collective: allgather, size: 1MB}\n")
+    refused = synth_cli("plan", str(workload), "--topo", "dgx1", "-o", str(tmp_path / "p"))
+    assert "GPU 0 cannot reach GPU 5" in one_line(refused, 2)
+    # a profiler trace's process group [0, 9] on dgxh100x2: two rails, no GPU between
+    trace = Path(__file__).parent / "fixtures" / "trace-group-0-9.json"
+    refused = synth_cli("plan", str(trace), "--topo", "dgxh100x2", "-o", str(tmp_path / "q"))
+    assert "GPU 0 cannot reach GPU 9" in one_line(refused, 2)
+    assert not (tmp_path / "p").exists() and not (tmp_path / "q").exists()
+
+
 # --- the solver cache --------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "dangling", "folder"])

@@ -230,8 +230,9 @@ def check_alike(topo: Topology, name: str, groups: list[list[int]]) -> None:
     alike: the same rank links (capacity, alpha) in the group's order. BadInput names
     the first group that does not."""
     def shape(group):
-        model = lower_with_routes(view(topo, group)).model
-        return sorted((l.src, l.dst, l.capacity, l.alpha_us) for l in model.links)
+        lowering = lower_with_routes(view(topo, group))
+        _check_routes(name, group, lowering.routes)
+        return sorted((l.src, l.dst, l.capacity, l.alpha_us) for l in lowering.model.links)
 
     first = shape(groups[0])
     for g in groups[1:]:
@@ -239,6 +240,19 @@ def check_alike(topo: Topology, name: str, groups: list[list[int]]) -> None:
             raise BadInput(f"communicator {name}: group {g} sees the topology differently "
                            f"from group {groups[0]} (one plan serves every group: give "
                            "groups of one shape)")
+
+
+def _check_routes(name: str, group: list[int], routes: dict) -> None:
+    """BadInput unless every GPU of the group reaches every other through links,
+    switches, NICs and the network alone: a communicator's data never passes through a
+    GPU outside it (dgx1's GPUs 0 and 5 share no NVLink; dgxh100x2's 0 and 9 sit on
+    different rails)."""
+    for a in range(len(group)):
+        for b in range(len(group)):
+            if a != b and (a, b) not in routes:
+                raise BadInput(f"communicator {name}: GPU {group[a]} cannot reach GPU "
+                               f"{group[b]} without passing through a GPU outside the "
+                               "communicator (no link, switch or network path joins them)")
 
 
 def make_plan(workload: Workload, topo: Topology, limits: Limits,

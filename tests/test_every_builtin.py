@@ -1,0 +1,28 @@
+"""Allreduce on every built-in and on the two-box clusters users bring first, as a user
+runs it: the command finishes with no traceback, every frontier file it writes passes
+`synth verify`, and the frontier is not worse than what the table says of it (each
+point at or above the bound it prints)."""
+
+import json
+
+import pytest
+
+from tests.test_reliability import synth_cli
+
+BUILT_INS = ["dgx1", "dgx2", "dgxa100", "dgxh100", "ndv2"]
+TWO_BOXES = ["dgx2x2", "dgxh100x2", "dgxa100x2"]
+
+
+@pytest.mark.parametrize("topo", BUILT_INS + TWO_BOXES)
+def test_allreduce_runs_and_every_file_verifies(topo, tmp_path):
+    run = synth_cli("allreduce", "--topo", topo, "--time-limit", "5", "--out",
+                    str(tmp_path), "--json", timeout=240)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "Traceback" not in run.stderr
+    summary = json.loads(run.stdout)
+    files = [p["file"] for p in summary["frontier"]]
+    assert files, summary["stopped"]
+    assert all(p["ratio_to_bound"] >= 1 for p in summary["frontier"])
+    checked = synth_cli("verify", *files, timeout=240)
+    assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
+    assert sum(line.startswith("ok ") for line in checked.stdout.splitlines()) == len(files)
