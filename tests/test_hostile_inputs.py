@@ -84,7 +84,8 @@ WORKLOAD = ("communicators:\n  tp: {per: box}\ncollectives:\n"
 
 def plan_into(tmp_path, out, *extra):
     workload = tmp_path / "w.yaml"
-    workload.write_text(WORKLOAD)
+    if not workload.exists():
+        workload.write_text(WORKLOAD)
     return synth_cli("plan", str(workload), "--topo", "ring:4", "-o", str(out),
                      "--time-limit", "10", *extra)
 
@@ -186,6 +187,36 @@ def test_a_communicator_whose_gpus_share_no_path_is_one_line(tmp_path):
     refused = synth_cli("plan", str(trace), "--topo", "dgxh100x2", "-o", str(tmp_path / "q"))
     assert "GPU 0 cannot reach GPU 9" in one_line(refused, 2)
     assert not (tmp_path / "p").exists() and not (tmp_path / "q").exists()
+
+
+def test_a_log_tagged_by_mpirun_is_read_as_a_log(tmp_path):
+    from synth.plan.workload import load_workload
+
+    plain = Path(__file__).parent.parent / "examples" / "nccl-debug-dgxh100x2.log"
+    tagged = tmp_path / "tagged.log"  # mpirun --tag-output: "[1,R]<stdout>:" a line
+    ranks: dict = {}  # each process (HOST:PID) its rank R, in order of its first line
+    lines = plain.read_text().splitlines(keepends=True)
+    for line in lines:
+        ranks.setdefault(":".join(line.split(":")[:2]), len(ranks))
+    tagged.write_text("".join(f"[1,{ranks[':'.join(line.split(':')[:2])]}]<stdout>:{line}"
+                              for line in lines))
+    assert len(ranks) > 1
+    topo = resolve("dgxh100x2")
+    want, got = load_workload(str(plain), topo), load_workload(str(tagged), topo)
+    assert got.calls == want.calls and got.communicators == want.communicators
+
+
+@pytest.mark.parametrize("kind", ["yaml-comment", "one-line-json"])
+def test_a_long_line_of_colons_is_sniffed_in_linear_time(kind, tmp_path):
+    # the log sniffing pattern once backtracked on these: 40 KB took 38 s, 1 MB hours
+    path = tmp_path / "w.yaml"
+    if kind == "yaml-comment":
+        path.write_text("# " + "1:" * 50_000 + "\n" + WORKLOAD)
+        assert plan_into(tmp_path, tmp_path / "p", "--format", "none").returncode == 0
+        return
+    path.write_text('{"x": "' + "1:" * 500_000 + ' NCCL INFO "}')
+    refused = synth_cli("plan", str(path), "--topo", "ring:4", "-o", str(tmp_path / "p"))
+    assert "unknown key 'x'" in one_line(refused, 2)
 
 
 # --- the solver cache --------------------------------------------------------------

@@ -48,7 +48,27 @@ PER_RANK = {"allgather", "reducescatter", "alltoall", "gather", "scatter"}
 ROOTED = {"broadcast", "reduce", "gather", "scatter"}
 P2P = ("Send", "Recv")
 
-_PROC = re.compile(r"(?P<proc>\S+?:\d+):\d+ \[\d+\] NCCL INFO ")
+# what stands before " NCCL INFO ": HOST:PID:TID [DEVICE], after any prefix a launcher
+# adds (mpirun --tag-output: "[1,0]<stdout>:"); matched on at most _HEAD_CHARS before it,
+# so that a long line of colons and digits never makes the pattern backtrack for long
+_HEAD = re.compile(r"(?P<proc>\S*?:\d+):\d+ \[\d+\]$")
+_HEAD_CHARS = 256
+
+
+def log_process(line: str) -> str | None:
+    """The process (HOST:PID, with any launcher prefix) of an NCCL INFO line, else
+    None. Linear in the line's length."""
+    at = line.find(" NCCL INFO ")
+    if at < 0:
+        return None
+    m = _HEAD.search(line, max(0, at - _HEAD_CHARS), at)
+    return m["proc"] if m else None
+
+
+def is_log(text: str) -> bool:
+    """Whether any line of `text` is an NCCL INFO line. Linear in its length."""
+    return any(log_process(line) is not None for line in text.splitlines()
+               if "NCCL INFO" in line)
 _PREFIX = r"NCCL INFO "
 _CALL_START = re.compile(_PREFIX + r"(?P<op>[A-Za-z]+): opCount ")
 _CALL = re.compile(
@@ -73,8 +93,7 @@ def parse_log(text: str, topo: Topology, source: str = "log", steps: int = 1) ->
     for lineno, line in enumerate(text.splitlines(), 1):
         if "NCCL INFO" not in line:
             continue
-        proc = _PROC.search(line)
-        proc = proc["proc"] if proc else ""
+        proc = log_process(line) or ""
         if _INIT_START.search(line):
             m = _INIT.search(line)
             if not m:

@@ -243,16 +243,24 @@ def check_alike(topo: Topology, name: str, groups: list[list[int]]) -> None:
 
 
 def _check_routes(name: str, group: list[int], routes: dict) -> None:
-    """BadInput unless every GPU of the group reaches every other through links,
-    switches, NICs and the network alone: a communicator's data never passes through a
-    GPU outside it (dgx1's GPUs 0 and 5 share no NVLink; dgxh100x2's 0 and 9 sit on
-    different rails)."""
-    for a in range(len(group)):
-        for b in range(len(group)):
-            if a != b and (a, b) not in routes:
-                raise BadInput(f"communicator {name}: GPU {group[a]} cannot reach GPU "
-                               f"{group[b]} without passing through a GPU outside the "
-                               "communicator (no link, switch or network path joins them)")
+    """BadInput unless the group's GPUs reach each other over links, switches, NICs and
+    the network between them alone (relaying through members is a schedule's step): a
+    communicator's data never passes through a GPU outside it (dgx1's GPUs 0 and 5
+    share no NVLink; dgxh100x2's 0 and 9 sit on different rails)."""
+    for forward in (True, False):  # from GPU 0 to every other, and back
+        reached, frontier = {0}, [0]
+        while frontier:
+            a = frontier.pop()
+            for b in range(len(group)):
+                if b not in reached and ((a, b) if forward else (b, a)) in routes:
+                    reached.add(b)
+                    frontier.append(b)
+        missing = [b for b in range(len(group)) if b not in reached]
+        if missing:
+            ends = (group[0], group[missing[0]])[::1 if forward else -1]
+            raise BadInput(f"communicator {name}: GPU {ends[0]} cannot reach GPU {ends[1]} "
+                           "without passing through a GPU outside the communicator (no "
+                           "link, switch or network path joins them)")
 
 
 def make_plan(workload: Workload, topo: Topology, limits: Limits,

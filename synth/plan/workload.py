@@ -60,20 +60,20 @@ def load_workload(path: str, topo: Topology, steps: int = 1) -> Workload:
     """The workload in `path`: a profiler trace (JSON with traceEvents), an NCCL_DEBUG
     log (lines with "NCCL INFO"), else the YAML form; a trace's or log's counts are
     divided by the `steps` it holds. BadInput names the problem."""
+    from synth.plan.nccl_log import is_log, parse_log
+
     text = read_text(path, TEXT_LIMIT * 16, "workload")
-    head = text.lstrip()[:1]
-    if head == "[" or (head == "{" and "traceEvents" in text[:1 << 20]):
+    if _TRACE.match(text) or (text.lstrip()[:1] == "{" and "traceEvents" in text[:1 << 20]):
         from synth.plan.torch_trace import parse_trace
 
         return parse_trace(text, topo, path, steps)
-    if _LOG_LINE.search(text):
-        from synth.plan.nccl_log import parse_log
-
+    if is_log(text):
         return parse_log(text, topo, path, steps)
     return parse_workload(parse_yaml(text, path), topo, path)
 
 
-_LOG_LINE = re.compile(r"^.*\S+:\d+:\d+ \[\d+\] NCCL INFO ", re.MULTILINE)
+# a JSON array of trace events; not a log whose lines a launcher tags "[1,0]<stdout>:"
+_TRACE = re.compile(r"\s*\[\s*[{\]]")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
