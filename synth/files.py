@@ -20,8 +20,8 @@ Reading (`read_text`, `load_yaml`, `load_json`):
 - Only regular files are read (a FIFO or /dev/zero would never end), at most `limit`
   bytes, as UTF-8.
 - YAML: the safe loader without aliases (a few hundred bytes of nested aliases expand to
-  gigabytes), at most MAX_DEPTH levels of nesting, and numbers like `1e308` read as
-  numbers (YAML 1.2), not as strings.
+  gigabytes), no key given twice in one mapping, at most MAX_DEPTH levels of nesting,
+  and numbers like `1e308` read as numbers (YAML 1.2), not as strings.
 - JSON: nesting too deep for the parser is refused, not a RecursionError.
 
 Names that become paths go through `safe_component`, and `inside` checks that a path
@@ -311,6 +311,18 @@ class _Loader(_BASE):
 
     yaml_implicit_resolvers = {k: [(tag, rx) for tag, rx in v if tag not in _NUMBER_TAGS]
                                for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+
+    def construct_mapping(self, node, deep=False):
+        """A mapping, refusing a key given twice (YAML would keep the last silently)."""
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) or key is None:
+                if key in seen:
+                    raise yaml.YAMLError(f"line {key_node.start_mark.line + 1}: the key "
+                                         f"{quote(key)} is given twice")
+                seen.add(key)
+        return super().construct_mapping(node, deep)
 
     def construct_yaml_int(self, node):
         text = self.construct_scalar(node)

@@ -219,6 +219,23 @@ def test_a_long_line_of_colons_is_sniffed_in_linear_time(kind, tmp_path):
     assert "unknown key 'x'" in one_line(refused, 2)
 
 
+def test_a_run_too_large_for_memory_is_refused_before_any_process_starts(tmp_path):
+    made = synth_cli("allgather", "--topo", "ring:4", "--out", str(tmp_path), "--json")
+    path = json.loads(made.stdout)["frontier"][0]["file"]
+    refused = synth_cli("run", path, "--size", "1024GB")
+    assert "gloo processes would hold" in one_line(refused, 2)
+
+
+@pytest.mark.parametrize("text, key, line", [
+    ("name: a\nname: b\ngpus: 2\nlinks:\n  - {between: [gpu0, gpu1], gbps: 25}\n",
+     "name", 2),
+    ("gpus: 2\nlinks:\n  - {between: [gpu0, gpu1], gbps: 25, gbps: 50}\n", "gbps", 3)])
+def test_a_key_given_twice_in_a_topology_is_refused(text, key, line, tmp_path):
+    path = write_topology(tmp_path / "dup.yaml", text)
+    said = one_line(synth_cli("topo", "show", path), 2)
+    assert f"line {line}: the key '{key}' is given twice" in said
+
+
 # --- the solver cache --------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "dangling", "folder"])

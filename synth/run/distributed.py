@@ -27,6 +27,7 @@ whether MSCCL, MSCCL++ or this runner moves it.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import tempfile
@@ -77,6 +78,8 @@ def run(path: str | Path, nproc: int | None, nbytes: int, iters: int, backend: s
         nproc = ranks
     if nproc != ranks:
         raise BadInput(f"the schedule has {ranks} ranks, but --nproc is {nproc}")
+    if backend == "gloo":
+        _check_memory(schedule, nproc, nbytes)
     mp = _torch_multiprocessing()  # after the checks: importing torch takes seconds
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "report.json"
@@ -91,11 +94,33 @@ def run(path: str | Path, nproc: int | None, nbytes: int, iters: int, backend: s
         return json.loads(out.read_text())
 
 
+BUFFERS_PER_RANK = 4  # what a gloo worker holds per message: its input and output,
+                     # torch's reference output and the checked copy (at most)
+
+
+def _check_memory(schedule: Schedule, nproc: int, nbytes: int) -> None:
+    """BadInput when the workers' buffers, all in this machine's memory under gloo,
+    could not fit: refused by arithmetic before any process starts (a worker that asks
+    for 1 TB dies in the allocator, its siblings are killed, the output is a page)."""
+    need = nproc * BUFFERS_PER_RANK * max(nbytes, 1)
+    try:
+        have = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return
+    if need > have:
+        raise BadInput(f"--size {nbytes:,} bytes: {nproc} gloo processes would hold about "
+                       f"{need / 2**30:,.0f} GiB, more than this machine's "
+                       f"{have / 2**30:,.0f} GiB")
+
+
 def _torch_multiprocessing():
     try:
         import torch.multiprocessing as mp
     except ImportError:
         raise BadInput("synth run needs torch: pip install torch==2.13.0 (CPU build)") from None
+    # a failed worker is one line of ours; torch's own "Terminating process" warnings for
+    # its siblings would add a line each
+    logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
     return mp
 
 
