@@ -57,6 +57,11 @@ class Result:
     def complete(self) -> bool:
         return all(s.complete for s in self.searches.values())
 
+    @property
+    def interrupted(self) -> bool:
+        """Whether Ctrl-C (or SIGTERM) ended a search: the points are those found so far."""
+        return any(s.stopped == "interrupted" for s in self.searches.values())
+
 
 def default_max_steps(b: Bounds) -> int:
     """3 steps past the hop bound; allreduce: room for two phases."""

@@ -82,9 +82,14 @@ def compare_command(collective, spec, boxes, root, sizes, time_limit, solver, as
                      [(base.name, base.schedule) for base in
                       baselines(result.model, collective, result.root)])
     data = comparison(rows, result.bounds, size_list)
-    data.update(collective=collective, topology=topo.name, complete=result.complete)
+    data.update(collective=collective, topology=topo.name, complete=result.complete,
+                interrupted=result.interrupted)
     if as_json:
         click.echo(json.dumps(data, indent=1))
     else:
         title = f"{collective} on {topo.name} ({topo.ranks} ranks): predicted time and algbw"
         click.echo(format_comparison(title, data, size_list))
+    if result.interrupted:
+        click.echo("synth: interrupted (the comparison has the points found until then)",
+                   err=True)
+        return 130

@@ -97,6 +97,9 @@ def report_command(collective, spec, boxes, out_dir, root, time_limit, max_chunk
     skipped = not_applicable(result.model, collective, result.root)
     page = write_report(topology, result, base, size_list, out_dir, backend, color, skipped)
     click.echo(f"wrote {page} ({len(result.points)} frontier points, {len(base)} baselines)")
+    if result.interrupted:
+        click.echo("synth: interrupted (the page has the points found until then)", err=True)
+        return 130
     if not result.points:
         raise NoAnswer(f"no schedule found for {collective} on {topology.name} within the "
                        "limits (the page says so)")

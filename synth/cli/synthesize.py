@@ -154,7 +154,7 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
         reporter.done()
     if steps is not None:
         result.points = [p for p in result.points if p.steps == steps]
-    interrupted = any(s.stopped == "interrupted" for s in result.searches.values())
+    interrupted = result.interrupted
     # replace the earlier files of the steps this search covered; after Ctrl-C, none
     covered = None if interrupted else result.steps_searched
     failed, paths = None, []
