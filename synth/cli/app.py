@@ -1,6 +1,7 @@
 """The command line's frame: the `synth` group, the `topo` group, and `main`, which turns
 every error into one line on stderr and an exit code: 0 done, 1 the answer is no, 2 bad
-input, 130 interrupted (Ctrl-C or SIGTERM).
+input, 3 an internal error (a bug: SYNTH_TRACEBACK=1 shows its traceback), 130
+interrupted (Ctrl-C or SIGTERM).
 
 The commands live in the modules beside this one, one per kind of work, and register
 themselves on this group when synth.cli imports them.
@@ -16,7 +17,7 @@ from contextlib import contextmanager
 
 import click
 
-from synth.errors import SynthError
+from synth.errors import REPORT, SynthError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]},
@@ -114,6 +115,12 @@ def main(argv=None) -> None:
     except OSError as e:  # a file or pipe failed where no one expected it
         click.echo(f"synth: error: {_one_line(e.strerror or str(e))}", err=True)
         code = 2
+    except Exception as e:  # noqa: BLE001 -- a bug: one line, exit 3, unless asked
+        if os.environ.get("SYNTH_TRACEBACK"):
+            raise
+        click.echo(f"synth: error: internal error: {_one_line(f'{type(e).__name__}: {e}')} "
+                   f"({REPORT}; SYNTH_TRACEBACK=1 shows where)", err=True)
+        code = 3
     _stdout_open()
     if code == 130 and argv is None and "ortools" in sys.modules:
         # run as the program, after Ctrl-C: a stopped CP-SAT solve can leave native

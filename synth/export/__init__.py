@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 
-from synth.errors import BadInput, SynthError
+from synth.errors import BadInput, InternalError, SynthError
 
 FORMATS = ("json", "msccl-xml", "mscclpp")
 EXTENSIONS = {"json": ".json", "msccl-xml": ".xml", "mscclpp": ".mscclpp.json"}
@@ -122,6 +122,5 @@ def runtime_form(schedule, switch_ops: bool = False):
 def _checked(check, doc, root, what):
     try:
         return check(doc, root=root)
-    except SynthError as e:  # an exporter bug: refuse to write the file
-        raise BadInput(f"internal error: the {what} fails its simulator ({e}); "
-                       "please report it with the schedule file") from None
+    except SynthError as e:  # an exporter bug: refuse to write the file, loudly
+        raise InternalError(f"the {what} fails its simulator ({e})") from None

@@ -11,7 +11,7 @@ import math
 from fractions import Fraction
 from pathlib import Path
 
-from synth.errors import BadInput
+from synth.errors import BadInput, InternalError
 from synth.files import SCHEDULE_LIMIT, load_json, quote, write_atomic
 from synth.schedule.collectives import make_collective
 from synth.schedule.cost import cost_summary
@@ -275,16 +275,11 @@ def _op(x) -> str:
     return x
 
 
-class InternalError(RuntimeError):
-    """A schedule synth made fails the verifier: a bug in whatever made it."""
-
-
 def verified(schedule: Schedule) -> Schedule:
     """The schedule itself, once the independent verifier accepts its file form."""
     try:
         verify_schedule(schedule_to_dict(schedule))
     except ScheduleInvalid as e:
         how = schedule.info.get("method") or schedule.info.get("algorithm") or "synthesized"
-        raise InternalError(f"internal error: a {how} schedule fails verification: {e}"
-                            ) from e
+        raise InternalError(f"a {how} schedule fails verification: {e}") from e
     return schedule
