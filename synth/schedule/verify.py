@@ -291,7 +291,8 @@ def _switch_pairs(send, q, n, op, switches, i):
 def _switches(topo, links, groups):
     """{name: (capabilities, links through it, {rank: up port group}, {rank: down port
     group})} of topology.switches (version 3)."""
-    out, names = {}, {name for name, _, _ in groups}
+    out, named = {}, Counter(name for name, _, _ in groups)
+    members_of = {name: links for name, links, _ in groups}
     for i, sw in enumerate(_typed(topo.get("switches", []), list, "topology.switches",
                                   "a list")):
         p = f"topology.switches[{i}]"
@@ -313,13 +314,34 @@ def _switches(topo, links, groups):
         for side in ("up", "down"):
             port = {}
             for j, entry in enumerate(_typed(sw.get(side, []), list, f"{p}.{side}", "a list")):
+                q = f"{p}.{side}[{j}]"
                 if not (isinstance(entry, list) and len(entry) == 2
-                        and isinstance(entry[1], str) and entry[1] in names):
-                    _bad(f"{p}.{side}[{j}]", "expected [rank, the name of a group]")
-                port[_int(entry[0], f"{p}.{side}[{j}][0]")] = entry[1]
+                        and isinstance(entry[1], str) and entry[1] in named):
+                    _bad(q, "expected [rank, the name of a group]")
+                if named[entry[1]] > 1:
+                    _bad(q, f"group {_cut(repr(entry[1]))} is named twice in topology.groups")
+                port[_int(entry[0], f"{q}[0]")] = entry[1]
+            _check_ports(f"{p}.{side}", side, port, members_of)
             ports.append(port)
         out[name] = (set(can), members, *ports)
     return out
+
+
+def _check_ports(p, side, port, members_of):
+    """Every link of an up port leaves a rank whose up port it is (a down port: enters
+    one), as a GPU's link into a switch, or a NIC two GPUs share, does: a group further
+    along (a link between two switches) declared as a sender's port would let a
+    multicast pay once for copies that cross it separately."""
+    owners = defaultdict(set)
+    for rank, name in port.items():
+        owners[name].add(rank)
+    for name, ranks in sorted(owners.items()):
+        for src, dst in sorted(members_of[name]):
+            if (src if side == "up" else dst) not in ranks:
+                _bad(p, f"group {_cut(repr(name))}, the {side} port of rank "
+                        f"{min(ranks)}, holds {src}->{dst}, a link "
+                        f"{'out of' if side == 'up' else 'into'} rank "
+                        f"{src if side == 'up' else dst}, whose {side} port it is not")
 
 
 def _pipeline(doc):
