@@ -15,7 +15,8 @@ from synth.construct.moves import scaled_rounds
 from synth.export.layout import Layout, Slot
 from synth.run.distributed import plan_rank
 from synth.schedule.collectives import make_collective
-from synth.schedule.file import read_schedule, read_verified, write_schedule
+from synth.schedule.file import read_schedule, write_schedule
+from synth.schedule.machine import read_verified
 from synth.schedule.ir import Pipeline, Schedule, Step
 from synth.schedule.verify import ScheduleInvalid
 from tests.shared_frontiers import synthesized

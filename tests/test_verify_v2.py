@@ -34,7 +34,7 @@ def pipelined_allgather(batches=2, stride=2, count=2, rounds=(2, 4, 2)):
     return {
         "format": "synth.schedule", "version": 2, "collective": "allgather", "root": None,
         "ranks": N, "chunks": C, "num_chunks": N * C,
-        "topology": {"name": "ring:4", "unit_gbps": 25, "links": ring_links(N), "groups": []},
+        "topology": {"name": "hand-ring", "unit_gbps": 25, "links": ring_links(N), "groups": []},
         "pre": [[r, r * C, C] for r in range(N)],
         "post": [[r, 0, N * C] for r in range(N)],
         "steps": [{"rounds": 2, "sends": step0}, {"rounds": 2, "sends": step1}],

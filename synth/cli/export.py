@@ -36,7 +36,7 @@ def export_command(file, fmt, path, inplace, name, min_bytes, max_bytes):
     """
     from synth.export import render
     from synth.files import write_atomic
-    from synth.schedule.file import read_verified
+    from synth.schedule.machine import read_verified
 
     schedule = read_verified(file)
     text, summary = render(schedule, fmt, inplace, name, min_bytes, max_bytes)

@@ -49,7 +49,7 @@ def draw_command(file, output, color, columns):
     schedule: one batch's program and a timeline of the batches."""
     from synth.pictures.graphviz import picture_format, render
     from synth.pictures.schedule import schedule_graph
-    from synth.schedule.file import read_verified
+    from synth.schedule.machine import read_verified
 
     picture_format(output)
     schedule = read_verified(file)

@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from synth.errors import BadInput, NoAnswer
-from synth.schedule.file import read_schedule, read_verified
+from synth.schedule.file import read_schedule
+from synth.schedule.machine import read_verified
 from synth.schedule.ir import Schedule
 
 ELEMENT_BYTES = 4  # float32

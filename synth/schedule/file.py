@@ -216,23 +216,6 @@ def _short(value) -> bool:
     return True
 
 
-def read_verified(path: str | Path) -> Schedule:
-    """The schedule in a file, once the independent verifier accepts it: MalformedSchedule
-    (exit 2) when it is not a schedule file, ScheduleInvalid (exit 1) when it is one that
-    does not do what it claims. The one way `export`, `draw` and `run` read a schedule."""
-    doc = load_json(path, SCHEDULE_LIMIT, "schedule file")
-    try:
-        verify_schedule(doc)
-    except ScheduleInvalid as e:
-        raise ScheduleInvalid(f"{path}: not a valid schedule: {e}") from None
-    except BadInput as e:
-        raise BadInput(f"{path}: {e}") from None
-    try:
-        return schedule_from_dict(doc)
-    except BadInput as e:
-        raise BadInput(f"{path}: {e}") from None
-
-
 def read_schedule(path: str | Path) -> Schedule:
     """The schedule in a file, read but not verified."""
     doc = load_json(path, SCHEDULE_LIMIT, "schedule file")
