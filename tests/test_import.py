@@ -3,9 +3,12 @@
 Every fixture under tests/fixtures/topologies/ is a published file (SOURCES.md names
 where); each test checks the import against what that machine's documentation says:
 GPU count, NVLinks per GPU, NICs and their speed, which NIC shares a PCIe switch with
-which GPU.
+which GPU. The last part checks that an import gets its built-in's figures (NVLS, the
+PCIe paths NCCL uses, one table of link rates), on those files and on small sources
+written here in their shape.
 """
 
+import json
 from collections import Counter
 from fractions import Fraction
 from pathlib import Path
@@ -49,22 +52,25 @@ def switch_mates(topo):
 def test_an_hgx_h100_dump_has_the_structure_of_the_builtin_dgxh100():
     mine, builtin = imported(fixture("ibm-gx3d-h100-topo.xml")), resolve("dgxh100")
     assert mine.ranks == builtin.ranks == 8
-    # 5 + 5 + 4 + 4 NVLinks to four NVSwitches, folded into one vertex as the built-in
-    assert set(lanes_to(mine, "nvswitch").values()) == {(18, 20.6)}
+    # 5 + 5 + 4 + 4 NVLinks to four NVSwitches, folded into one vertex as the built-in,
+    # at the NVLink4 line rate the built-in uses too
+    assert set(lanes_to(mine, "nvswitch").values()) == {(18, 25)}
     assert set(lanes_to(builtin, "nvswitch").values()) == {(18, 25)}
     # eight 200 Gb/s NICs, GPU i with mlx5_(7-i) under one bridge (the file's own order)
     assert switch_mates(mine) == {f"gpu{i}": [f"mlx5_{7 - i}"] for i in range(8)}
     assert mine.network.gbps == 25 and mine.network.fabric == "rails"
-    # one box: the bounds differ only by the NVLink figure each source assumes
+    # one box: the same bound (7 chunks into each GPU's 18 lanes)
     coll = make_collective("allgather", 8)
     ours, theirs = bounds(lower_with_routes(mine), coll), bounds(lower_with_routes(builtin), coll)
-    assert ours.us_per_byte / theirs.us_per_byte == pytest.approx(25 / 20.6)
-    assert "NVLink: 20.6 GB/s per link and direction, NCCL's SM90 figure" in mine.assumptions
+    assert ours.rounds_per_chunk == theirs.rounds_per_chunk == Fraction(7, 18)
+    assert ours.us_per_byte == theirs.us_per_byte
+    assert "NVLink: 25 GB/s per link and direction, the NVLink4 line rate (SM90)" in \
+        mine.assumptions
 
 
 def test_an_ndv4_file_with_its_gpu_model_has_the_structure_of_dgxa100():
     mine = imported(fixture("azure-ndv4-topo.xml"), gpu="a100-sxm")
-    assert mine.ranks == 8 and set(lanes_to(mine, "nvswitch").values()) == {(12, 20.0)}
+    assert mine.ranks == 8 and set(lanes_to(mine, "nvswitch").values()) == {(12, 25.0)}
     # two GPUs and two NICs on each PCIe switch (dgxa100.yaml: "each pair of GPUs shares
     # a PCIe Gen4 switch with two NICs")
     mates = switch_mates(mine)
@@ -72,9 +78,8 @@ def test_an_ndv4_file_with_its_gpu_model_has_the_structure_of_dgxa100():
     assert Counter(tuple(n) for n in mates.values()) == Counter(
         {tuple(n): 2 for n in mates.values()})
     coll = make_collective("allgather", 8)
-    ratio = bounds(lower_with_routes(mine), coll).us_per_byte / bounds(lower_with_routes(resolve("dgxa100")),
-                                                           coll).us_per_byte
-    assert ratio == pytest.approx(25 / 20)
+    ours = bounds(lower_with_routes(mine), coll)
+    assert ours == bounds(lower_with_routes(resolve("dgxa100")), coll)
     assert any("--gpu a100-sxm" in a for a in mine.assumptions)
 
 
@@ -82,7 +87,8 @@ def test_without_the_gpu_model_a_partial_file_is_pcie_and_nics_only_and_says_so(
     topo = imported(fixture("azure-ndv4-topo.xml"))
     assert not lanes_to(topo, "nvswitch") and topo.ranks == 8
     assert sum(v.kind == "nic" for v in topo.vertices) == 8
-    assert any("no NVLink" in a and "--gpu" in a for a in topo.assumptions)
+    assert any("lists no NVLink" in a and "--gpu" in a for a in topo.assumptions)
+    assert "WARNING: azure-ndv4-topo.xml lists no NVLink" in topo.description
     assert any("NIC speed 12.5 GB/s" in a for a in topo.assumptions)  # none in the file
 
 
@@ -126,10 +132,10 @@ def test_a_foreign_dump_keeps_its_fast_nics_and_says_which_it_left_out():
 
 
 @pytest.mark.parametrize("name, gpu, lanes, gbps, mates", [
-    ("topo-m-sglang30401-h100-8nic.txt", None, 18, 20.6, {f"gpu{i}": [f"mlx5_{i}"]
+    ("topo-m-sglang30401-h100-8nic.txt", None, 18, 25.0, {f"gpu{i}": [f"mlx5_{i}"]
                                                            for i in range(8)}),
-    ("topo-m-deepep590-b300-cx8.txt", "b200-sxm", 18, 40.1, None),
-    ("topo-m-deepep13-a100-sxm4-8nic.txt", None, 12, 20.0, None),
+    ("topo-m-deepep590-b300-cx8.txt", "b200-sxm", 18, 50.0, None),  # NVLink5
+    ("topo-m-deepep13-a100-sxm4-8nic.txt", None, 12, 25.0, None),
 ])
 def test_a_matrix_of_equal_nv_counts_is_an_nvswitch(name, gpu, lanes, gbps, mates):
     topo = imported(fixture(name), gpu=gpu)
@@ -172,9 +178,7 @@ def test_an_imported_two_box_cluster_synthesizes_like_the_builtin():
         frontiers.append((h.describe(), [(p.steps, p.ratio / bound) for p in search.points]))
     (h1, mine), (h2, theirs) = frontiers
     assert h1 == h2 == "2 identical boxes of 8 GPUs, 8 peer groups of 2 across them, 8 rails"
-    assert [s for s, _ in mine] == [s for s, _ in theirs]
-    for (_, a), (_, b) in zip(mine, theirs):  # only the NVLink figure differs
-        assert abs(a / b - 1) < Fraction(5, 100)
+    assert mine == theirs  # one table of link rates: the same frontier, point for point
 
 
 def test_cli_import_writes_a_commented_file_that_reads_back_and_shows_what_it_inferred(
@@ -185,14 +189,14 @@ def test_cli_import_writes_a_commented_file_that_reads_back_and_shows_what_it_in
     assert made.returncode == 0, made.stderr
     assert "imported 8 GPUs" in made.stderr and made.stdout == ""
     text = out.read_text()
-    assert "# NV18 (read) at 20.6 GB/s each" in text  # a comment per number
-    assert "PCIe x16, 48 GB/s (assumed)" in text
+    assert "# NV18 (read) at 25 GB/s each" in text  # a comment per number
+    assert "PCIe x16, 64 GB/s (assumed)" in text  # Gen5 x16: 16 x 4 GB/s
     topo = topology_from_dict(yaml.safe_load(text))
     assert topo.ranks == 8 and topo.source.startswith("nvidia-smi topo -m output")
     shown = synth_cli("topo", "show", str(out))
     assert shown.returncode == 0
     assert "inferred: nvswitch: NV18 between every pair of GPUs" in shown.stdout
-    assert "assumed: NVLink: 20.6 GB/s" in shown.stdout
+    assert "assumed: NVLink: 25 GB/s" in shown.stdout
     drawn = synth_cli("topo", "draw", str(out), "-o", str(tmp_path / "t.svg"))
     assert drawn.returncode == 0 and "dashed" in (tmp_path / "t.svg").read_text()
 
@@ -319,3 +323,211 @@ def test_a_matrix_with_a_byte_order_mark_and_crlf_imports(tmp_path):
         "\n", "\r\n").encode())
     topo = imported(str(path))
     assert topo.ranks == 2 and [v.name for v in topo.vertices if v.kind == "nic"] == ["mlx5_0"]
+
+
+# --- the machine's own figures: NVLS, the PCIe NCCL uses, one table of link rates -----
+
+def hgx_dump(sm=90, lanes=(5, 5, 4, 4)):
+    """An NCCL_TOPO_DUMP_FILE of an 8-GPU HGX board as the IBM H100 dump has it: two
+    sockets of four PCIe bridges, each bridge one GPU and one 400 Gb/s NIC; every GPU's
+    NVLinks go to four NVSwitches (tclass 0x068000)."""
+    switches = ["0000:f3:00.0", "0000:f4:00.0", "0000:f5:00.0", "0000:f6:00.0"]
+    sockets = []
+    for cpu in range(2):
+        bridges = []
+        for k in range(4 * cpu, 4 * cpu + 4):
+            links = "".join(f'<nvlink target="{t}" count="{c}" tclass="0x068000"/>'
+                            for t, c in zip(switches, lanes))
+            bridges.append(
+                f'<pci busid="0000:{0x10 * k + 0x10:02x}:00.0" class="0x060400" '
+                'link_speed="32.0 GT/s PCIe" link_width="16">'
+                f'<pci busid="0000:{0x10 * k + 0x11:02x}:00.0" class="0x020000" '
+                'link_speed="32.0 GT/s PCIe" link_width="16"><nic>'
+                f'<net name="mlx5_{k}" dev="{k}" speed="400000" port="1" gdr="1"/></nic></pci>'
+                f'<pci busid="0000:{0x10 * k + 0x12:02x}:00.0" class="0x030200" '
+                'link_speed="32.0 GT/s PCIe" link_width="16">'
+                f'<gpu dev="{k}" sm="{sm}" rank="{k}" gdr="1">{links}</gpu></pci></pci>')
+        sockets.append(f'<cpu numaid="{cpu}" arch="x86_64" vendor="GenuineIntel" '
+                       f'modelid="143">{"".join(bridges)}</cpu>')
+    return f'<system version="1">{"".join(sockets)}</system>\n'
+
+
+def bounds_json(*args):
+    made = synth_cli("bounds", *args, "--json")
+    assert made.returncode == 0, made.stderr
+    return json.loads(made.stdout)
+
+
+def test_an_imported_h100_dump_reduces_in_its_nvswitches_as_the_builtin(tmp_path):
+    dump = tmp_path / "hgx-h100.xml"
+    dump.write_text(hgx_dump())
+    out = tmp_path / "imported.yaml"
+    assert synth_cli("topo", "import", str(dump), "-o", str(out)).returncode == 0
+    switch = next(s for s in yaml.safe_load(out.read_text())["switches"]
+                  if s["kind"] == "nvswitch")
+    assert switch["can"] == ["multicast", "reduce"]  # NVLS, as dgxh100.yaml has it
+    mine = bounds_json("allreduce", "--topo", str(out))
+    theirs = bounds_json("allreduce", "--topo", "dgxh100")
+    # in the switch, a GPU sends its buffer once and receives the sum once: n bytes each
+    # way over 18 lanes of 25 GB/s, 450 GB/s (without NVLS 2(N-1)/N of it: 7/72 rounds)
+    assert mine["rounds_per_chunk"] == theirs["rounds_per_chunk"] == "1/18"
+    assert mine["algbw_gbps_max"] == theirs["algbw_gbps_max"] == pytest.approx(450)
+
+
+@pytest.mark.parametrize("name, gpu", [
+    ("azure-ndv5-topo.xml", "h100-sxm"),   # a partial file: the model says NVSwitch
+    ("azure-ndv5-topo.xml", "h200-sxm"),
+    ("topo-m-sglang30401-h100-8nic.txt", None),  # NV18: read as H100
+])
+def test_every_way_of_naming_an_h100_gets_nvls(name, gpu):
+    topo = imported(fixture(name), gpu=gpu)
+    assert [v.can for v in topo.vertices if v.kind == "nvswitch"] == [("multicast", "reduce")]
+    allreduce = bounds(lower_with_routes(topo), make_collective("allreduce", 8))
+    assert allreduce.rounds_per_chunk == Fraction(1, 18)
+
+
+@pytest.mark.parametrize("source, gpu", [
+    ("topo-m-deepep13-a100-sxm4-8nic.txt", None), ("azure-ndv4-topo.xml", "a100-sxm"),
+    ("dump-sm80.xml", None)])
+def test_an_a100s_nvswitch_only_forwards(tmp_path, source, gpu):
+    if source == "dump-sm80.xml":
+        (tmp_path / source).write_text(hgx_dump(sm=80, lanes=(4, 4, 2, 2)))  # 12 NVLink3
+        path = str(tmp_path / source)
+    else:
+        path = fixture(source)
+    topo = imported(path, gpu=gpu)
+    assert [v.can for v in topo.vertices if v.kind == "nvswitch"] == [()]
+    # 2(N-1)/N of a buffer through each GPU's 12 lanes: 7/48 rounds per chunk
+    allreduce = bounds(lower_with_routes(topo), make_collective("allreduce", 8))
+    assert allreduce.rounds_per_chunk == Fraction(7, 48)
+
+
+DGX1_SOURCES = [("topo-m-dlperf-v100-sxm2-8gpu.txt", None), ("azure-ndv2-topo.xml", "v100-sxm")]
+
+
+@pytest.mark.parametrize("name, gpu", DGX1_SOURCES)
+def test_an_imported_dgx1_keeps_gpu_traffic_on_nvlink_as_nccl_does(name, gpu):
+    topo = imported(fixture(name), gpu=gpu)
+    model = lower_with_routes(topo).model
+    # the 16 NVLink pairs of the cube mesh, both ways; no pair over PCIe or the sockets
+    assert len(model.links) == 32
+    assert all(l.alpha_us == 0.7 for l in model.links)
+    if name.endswith(".txt"):  # nvidia-smi's numbering: GPU0 and GPU5 are SYS apart
+        assert (0, 5) not in model.link and (0, 4) in model.link
+        assert switch_mates(topo)["gpu2"] == ["mlx5_0"]  # the NIC on its PIX switch
+    # hardware.md: any allgather on this graph takes >= 2 steps and >= 7/6 rounds per
+    # chunk, 171.4 GB/s at 25 GB/s a link (dgx1.yaml)
+    for b in (bounds(lower_with_routes(topo), make_collective("allgather", 8)),
+              bounds(lower_with_routes(resolve("dgx1")), make_collective("allgather", 8))):
+        assert (b.steps, b.rounds_per_chunk) == (2, Fraction(7, 6))
+
+
+def test_the_cli_bounds_an_imported_dgx1_as_the_builtin():
+    mine = bounds_json("allgather", "--topo", fixture(DGX1_SOURCES[0][0]))
+    theirs = bounds_json("allgather", "--topo", "dgx1")
+    for key in ("steps", "rounds_per_chunk", "latency_us", "us_per_mb"):
+        assert mine[key] == theirs[key], key
+    assert mine["rounds_per_chunk"] == "7/6" and mine["latency_us"] == pytest.approx(1.4)
+
+
+def test_gpus_that_nvlink_leaves_apart_meet_over_pcie_at_its_latency():
+    # NC A100 v4: NVLink pairs 0-1 and 2-3; NCCL rings the pairs together over PCIe
+    topo = imported(fixture("azure-ncv4-topo-ncv4sh.xml"))
+    link = lower_with_routes(topo).model.link
+    assert link[(0, 1)].alpha_us == 0.7  # NVLink
+    assert link[(0, 2)].alpha_us == 1.0  # PCIe: NCCL's 1.0 us a PCI hop
+    assert any("NVLink does not join every GPU" in a for a in topo.assumptions)
+
+
+RING_AND_A_NIC = """\tGPU0\tGPU1\tGPU2\tGPU3\tNIC0
+GPU0\t X \tNV2\tPIX\tNV2\tPIX
+GPU1\tNV2\t X \tNV2\tSYS\tSYS
+GPU2\tPIX\tNV2\t X \tNV2\tPIX
+GPU3\tNV2\tSYS\tNV2\t X \tSYS
+NIC0\tPIX\tSYS\tPIX\tSYS\t X
+"""
+
+
+def test_a_nic_beside_two_gpus_without_an_nvlink_between_them_serves_one(tmp_path):
+    # an NVLink ring 0-1-2-3 joins every GPU; GPU0 and GPU2 share the NIC's PCIe switch
+    # but no NVLink, so their PCIe route would be a link NCCL never uses
+    path = tmp_path / "ring.txt"
+    path.write_text(RING_AND_A_NIC)
+    topo = imported(str(path), gpu="v100-sxm")
+    model = lower_with_routes(topo).model
+    assert sorted(model.link) == [(0, 1), (0, 3), (1, 0), (1, 2), (2, 1), (2, 3), (3, 0),
+                                  (3, 2)]
+    assert switch_mates(topo) == {"gpu0": ["NIC0"], "gpu1": [], "gpu2": [], "gpu3": []}
+
+
+def test_a_file_without_nvlinks_says_so_on_stderr_once(tmp_path):
+    out = tmp_path / "ndv4.yaml"
+    made = synth_cli("topo", "import", fixture("azure-ndv4-topo.xml"), "-o", str(out))
+    assert made.returncode == 0, made.stderr
+    warned = [line for line in made.stderr.splitlines() if line.startswith("synth: warning:")]
+    assert warned == ["synth: warning: azure-ndv4-topo.xml lists no NVLink (a partial "
+                      "NCCL_TOPO_FILE has none): imported as PCIe only; if its GPUs have "
+                      "NVLink, give --gpu (v100-sxm, a100-sxm, h100-sxm, h200-sxm, b200-sxm)"]
+    assert "WARNING: azure-ndv4-topo.xml lists no NVLink" in yaml.safe_load(
+        out.read_text())["description"]
+    shown = synth_cli("topo", "show", fixture("azure-ndv4-topo.xml"))
+    assert shown.returncode == 0 and shown.stderr.count("synth: warning:") == 1
+    given = synth_cli("topo", "import", fixture("azure-ndv4-topo.xml"), "--gpu", "a100-sxm")
+    assert given.returncode == 0 and "warning" not in given.stderr
+
+
+def test_the_builtins_use_the_one_table_of_link_rates():
+    from synth.topology.catalog import GEN_GBPS
+    from synth.topology.physical import NVLINK_GBPS, PCIE_LANE_GBPS
+
+    # line rates per link and direction: NVLink2, 3, 4 all 25 GB/s, NVLink5 50; PCIe x16
+    # Gen3 16, Gen4 32, Gen5 64 GB/s
+    assert NVLINK_GBPS == {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 50.0}
+    assert [16 * PCIE_LANE_GBPS[g] for g in (3, 4, 5)] == [16, 32, 64]
+    assert GEN_GBPS == 25.0
+    nvlink = {"dgx1": 2, "ndv2": 2, "dgx2": 2, "dgxa100": 3, "dgxh100": 4}
+    pcie = {"ndv2": 3, "dgx2": 3, "dgxa100": 4, "dgxh100": 5}
+    for name, generation in nvlink.items():
+        topo = resolve(name)
+        kinds = {v.name: v.kind for v in topo.vertices}
+        lanes = {l.gbps for l in topo.links if "gpu" == kinds[l.src]
+                 and kinds[l.dst] in ("gpu", "nvswitch")}
+        assert lanes == {NVLINK_GBPS[generation]}, name
+        x16 = {l.gbps for l in topo.links if kinds[l.src] == "gpu"
+               and kinds[l.dst] in ("nic", "pcie_switch")}
+        assert x16 == ({16 * PCIE_LANE_GBPS[pcie[name]]} if name in pcie else set()), name
+
+
+@pytest.mark.parametrize("name, gpu, builtin, allgather, allreduce", [
+    # one box: allgather brings 7 chunks into each GPU (18 lanes: 7/18; 12: 7/12; the
+    # cube mesh: 7/6, hardware.md); allreduce 1/18 with NVLS, else 2(N-1)/N x that / 2
+    ("ibm-gx3d-h100-topo.xml", None, "dgxh100", Fraction(7, 18), Fraction(1, 18)),
+    ("azure-ndv5-topo.xml", "h100-sxm", "dgxh100", Fraction(7, 18), Fraction(1, 18)),
+    ("topo-m-deepep13-a100-sxm4-8nic.txt", None, "dgxa100", Fraction(7, 12), Fraction(7, 48)),
+    ("azure-ndv4-topo.xml", "a100-sxm", "dgxa100", Fraction(7, 12), Fraction(7, 48)),
+    ("topo-m-dlperf-v100-sxm2-8gpu.txt", None, "dgx1", Fraction(7, 6), Fraction(7, 24)),
+])
+def test_an_imported_machine_has_its_builtins_bounds(name, gpu, builtin, allgather,
+                                                     allreduce):
+    mine, theirs = lower_with_routes(imported(fixture(name), gpu=gpu)), lower_with_routes(
+        resolve(builtin))
+    for coll, expected in (("allgather", allgather), ("allreduce", allreduce)):
+        ours = bounds(mine, make_collective(coll, 8))
+        its = bounds(theirs, make_collective(coll, 8))
+        assert ours.rounds_per_chunk == its.rounds_per_chunk == expected, coll
+        assert (ours.steps, ours.us_per_byte) == (its.steps, its.us_per_byte), coll
+
+
+@pytest.mark.parametrize("name, gpu, nic", [("ibm-gx3d-h100-topo.xml", None, 50),
+                                            ("azure-ndv5-topo.xml", "h100-sxm", None)])
+def test_two_imported_h100_boxes_have_dgxh100x2s_bounds(name, gpu, nic):
+    box = imported(fixture(name), gpu=gpu, nic_gbps=nic)
+    mine = lower_with_routes(join_boxes(box, 2, "x2"))
+    theirs = lower_with_routes(resolve("dgxh100x2"))
+    # allgather: each GPU takes in 15 chunks over 18 NVLink lanes and its NIC's 50 GB/s
+    # (2 lanes' worth): 15/20
+    for coll in ("allgather", "allreduce"):
+        ours = bounds(mine, make_collective(coll, 16))
+        assert ours == bounds(theirs, make_collective(coll, 16)), coll
+        if coll == "allgather":
+            assert ours.rounds_per_chunk == Fraction(3, 4)

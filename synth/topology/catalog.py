@@ -20,15 +20,17 @@ from pathlib import Path
 from synth.errors import BadInput
 from synth.files import quote
 from synth.topology.linkmodel import MAX_RANK_LINKS
-from synth.topology.physical import (GPU, MAX_GPUS, NIC, Link, Topology, Vertex,
+from synth.topology.physical import (GPU, MAX_GPUS, MAX_LINKS, MAX_VERTICES, NIC,
+                                     NVLINK_GBPS, Link, Topology, Vertex,
                                      load_topology_file, topology_from_dict, validate)
 
 TOPOLOGY_DIR = Path(__file__).resolve().parents[2] / "topologies"
 # sources `--topo` imports on the fly: NCCL topology XML, nvidia-smi topo -m output
 IMPORTED = (".xml", ".txt")
 
-# Generated topologies use NVLink2-class links (hardware.md): 25 GB/s, 0.7 us.
-GEN_GBPS = 25.0
+# Generated topologies use NVLink2-class links: 25 GB/s (the table in physical.py), 0.7
+# us (TE-CCL's V100 NVLink alpha)
+GEN_GBPS = NVLINK_GBPS[2]
 GEN_ALPHA_US = 0.7
 
 GENERATORS = {
@@ -82,13 +84,16 @@ def _resolve(spec: str) -> Topology:
 def imported(path: str, **options) -> Topology:
     """The topology of an NCCL topology XML or nvidia-smi topo -m output
     (synth.topology.importing; `options` as `synth topo import` takes them)."""
-    from synth.topology.importing import import_source  # parsers load only when used
+    from synth.topology.importing import import_source, say_on_stderr  # loaded when used
 
-    draft = import_source(path, **options)
+    draft = import_source(path, **options, warn=None)
     try:
-        return topology_from_dict(draft.to_dict())
+        topo = topology_from_dict(draft.to_dict())
     except BadInput as e:
         raise BadInput(f"{Path(path).name}: imported, but {e}") from None
+    for text in draft.warnings:  # only once it imported: an error stays one line
+        say_on_stderr(text)
+    return topo
 
 
 def _exists(path: str) -> bool:
@@ -200,6 +205,7 @@ def join_boxes(box: Topology, k: int, name: str) -> Topology:
     if not 1 <= k <= MAX_GPUS // box.ranks:
         raise BadInput(f"{name}: expected between 1 and {MAX_GPUS // box.ranks} boxes "
                        f"({MAX_GPUS} GPUs at most)")
+    _refuse_by_size(box, k, len(nics), name)
     net = box.network
     can = ("multicast", "reduce") if net.sharp else ()  # InfiniBand SHARP, when asked
     if net.fabric == "single-switch":
@@ -229,3 +235,19 @@ def join_boxes(box: Topology, k: int, name: str) -> Topology:
                     assumptions=box.assumptions)
     validate(topo)
     return topo
+
+
+def _refuse_by_size(box: Topology, k: int, nics: int, name: str) -> None:
+    """K copies of `box` counted before any is built: a small file of one box with
+    thousands of NICs would otherwise fill memory at K = 2048 (every copy, and a rail
+    switch per NIC)."""
+    switches = 1 if box.network.fabric == "single-switch" else nics
+    vertices = k * len(box.vertices) + switches
+    links = k * (len(box.links) + 2 * nics)
+    if vertices > MAX_VERTICES:
+        raise BadInput(f"{name}: {k} boxes of {len(box.vertices):,} GPUs, switches and "
+                       f"NICs make {vertices:,} (limit {MAX_VERTICES:,})")
+    if links > MAX_LINKS:
+        raise BadInput(f"{name}: {k} boxes of {len(box.links):,} links and {nics:,} "
+                       f"NIC{'' if nics == 1 else 's'} make {links:,} links (limit "
+                       f"{MAX_LINKS:,})")

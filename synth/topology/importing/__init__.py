@@ -8,26 +8,37 @@ saying where it came from; `Draft.to_yaml()` writes it (`synth topo import`), an
 kind is told from the content: XML (nccl_xml.py) or a GPU0 matrix header
 (smi_matrix.py). What neither source says (NVLink bandwidth per link, a partial file's
 NVLinks, NIC speeds the matrix omits) comes from hardware.py and is listed in the
-file's `assumptions:`.
+file's `assumptions:`; which PCIe paths GPUs use, NCCL's rule, is paths.py's.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from typing import Callable
 
 from synth.errors import BadInput
 from synth.files import quote
 from synth.topology.importing.draft import Draft, vertex_name
 from synth.topology.importing.hardware import GPU_MODELS
 from synth.topology.importing.nccl_xml import from_xml
+from synth.topology.importing.paths import apply_runtime_paths
 from synth.topology.importing.smi_matrix import from_matrix, is_matrix
 
 MAX_SOURCE_BYTES = 16 << 20  # a dump of a large node is tens of kB
 
 
+def say_on_stderr(text: str) -> None:
+    """A warning, one line on stderr (before the command's own output)."""
+    print(f"synth: warning: {text}", file=sys.stderr, flush=True)
+
+
 def import_source(path: str | Path, gpu: str | None = None, nic_gbps: float | None = None,
-                  fabric: str | None = None, name: str | None = None) -> Draft:
-    """The Draft of the source at `path`; BadInput (one line) for anything else."""
+                  fabric: str | None = None, name: str | None = None,
+                  warn: Callable[[str], None] | None = say_on_stderr) -> Draft:
+    """The Draft of the source at `path`; BadInput (one line) for anything else. What
+    the user must not miss (a file without NVLinks) goes to `warn` (None: kept in
+    draft.warnings only), once the import has succeeded."""
     path = Path(path)
     where = path.name
     model = None
@@ -38,11 +49,18 @@ def import_source(path: str | Path, gpu: str | None = None, nic_gbps: float | No
     text = _read_text(path).removeprefix("\ufeff")  # a byte order mark is no content
     name = name or _name(path)
     if text.lstrip(" \t\r\n").startswith("<"):
-        return from_xml(text, where, name, model, nic_gbps, fabric)
-    if is_matrix(text):
-        return from_matrix(text, where, name, model, nic_gbps, fabric)
-    raise BadInput(f"{where}: neither NCCL topology XML nor nvidia-smi topo -m output "
-                   "(expected '<system' or a 'GPU0 ...' header)")
+        draft = from_xml(text, where, name, model, nic_gbps, fabric)
+    elif is_matrix(text):
+        draft = from_matrix(text, where, name, model, nic_gbps, fabric)
+    else:
+        raise BadInput(f"{where}: neither NCCL topology XML nor nvidia-smi topo -m output "
+                       "(expected '<system' or a 'GPU0 ...' header)")
+    apply_runtime_paths(draft)
+    draft.description += "".join(f". WARNING: {w}" for w in draft.warnings)
+    if warn is not None:
+        for text in draft.warnings:
+            warn(text)
+    return draft
 
 
 def _read_text(path: Path) -> str:

@@ -20,6 +20,7 @@ class Part:
     kind: str  # gpu, nic, nvswitch, pcie_switch
     note: str = ""
     inferred: str = ""
+    can: tuple[str, ...] = ()  # an NVSwitch that reduces and multicasts (NVLS)
 
 
 @dataclass
@@ -33,6 +34,7 @@ class Wire:
     alpha_us: float = 0.0
     note: str = ""
     inferred: str = ""
+    kind: str = "pcie"  # nvlink, pcie (a is the parent in the PCIe tree) or socket
 
 
 @dataclass
@@ -45,22 +47,43 @@ class Draft:
     assumptions: list[str] = field(default_factory=list)
     network: dict | None = None  # the file's network: section
     network_note: str = ""
+    warnings: list[str] = field(default_factory=list)  # said on stderr as well
+    _taken: set = field(default_factory=set, repr=False)
+    _suffix: dict = field(default_factory=dict, repr=False)  # name -> the next k to try
 
-    def add(self, name: str, kind: str, note: str = "", inferred: str = "") -> str:
+    def add(self, name: str, kind: str, note: str = "", inferred: str = "",
+            can: tuple[str, ...] = ()) -> str:
         """A vertex named `name`, or name-2, name-3, ... when that is taken (two NICs
-        of one name, a NIC called gpu0); returns the name given."""
-        taken = {p.name for p in self.parts}
-        unique, k = name, 1
-        while unique in taken:
+        of one name, a NIC called gpu0); returns the name given. Each name remembers
+        the suffix it reached, so n ports of one name cost O(n), not O(n^2)."""
+        unique, k = name, self._suffix.get(name, 1)
+        while unique in self._taken:
             k += 1
             unique = f"{name}-{k}"
-        self.parts.append(Part(unique, kind, clean(note), clean(inferred)))
+        self._suffix[name] = k
+        self._taken.add(unique)
+        self.parts.append(Part(unique, kind, clean(note), clean(inferred), can))
         return unique
 
+    def drop(self, names: set[str]) -> None:
+        """Leave out the parts named (and nothing else: their wires go first)."""
+        self.parts = [p for p in self.parts if p.name not in names]
+        self._taken -= names
+
     def link(self, a: str, b: str, gbps: float, count: int = 1, alpha_us: float = 0.0,
-             note: str = "", inferred: str = "") -> None:
+             note: str = "", inferred: str = "", kind: str = "pcie") -> None:
         self.wires.append(Wire(a, b, round(gbps, 4), count, alpha_us, clean(note),
-                               clean(inferred)))
+                               clean(inferred), kind))
+
+    def retract(self, start: str) -> None:
+        """Forget the assumptions that start with `start` (about parts left out)."""
+        self.assumptions = [a for a in self.assumptions if not a.startswith(start)]
+
+    def warn(self, text: str) -> None:
+        """Something the user must not miss: kept as an assumption and in the
+        description, and said on stderr (synth.topology.importing.import_source)."""
+        self.warnings.append(clean(text, 300))
+        self.assume(text)
 
     def assume(self, text: str) -> None:
         text = clean(text)
@@ -102,7 +125,7 @@ class Draft:
         link of a GPU, so capacities are small whole numbers."""
         gpus = {p.name for p in self.of_kind("gpu")}
         lanes = [w.gbps for w in self.wires if w.a in gpus or w.b in gpus]
-        nvlink = [w.gbps for w in self.wires if "NVLink" in w.note]
+        nvlink = [w.gbps for w in self.wires if w.kind == "nvlink"]
         return (nvlink or lanes or [1.0])[0]
 
     def to_yaml(self) -> str:
@@ -144,6 +167,8 @@ def vertex_name(text: str, fallback: str, fill: str = "_") -> str:
 
 def _switch(p: Part) -> dict:
     out = {"name": p.name, "kind": p.kind}
+    if p.can:
+        out["can"] = list(p.can)
     if p.inferred:
         out["inferred"] = p.inferred
     return out

@@ -1,35 +1,61 @@
-"""The numbers an import does not read: NCCL's per-link bandwidths, and GPU models.
+"""The numbers an import does not read: link rates, latencies, and GPU models.
 
-Every figure here is one NCCL itself uses when it models a machine (src/graph/topo.h and
-topo.cc of NCCL 2.2x), so an imported topology prices links the way NCCL's own search
-does; the import says which ones it used.
+Link rates come from the one table in synth.topology.physical (line rates, as the
+built-ins use), so an imported machine and its built-in get the same figures. Sockets,
+which no built-in has, are joined at NCCL's own figures (src/graph/topo.h of NCCL
+2.30); the import says which numbers it used.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-# GB/s per NVLink and direction, by the GPU's SM version (NCCL's SMxx_NVLINK_BW)
-NVLINK_GBPS = {60: 18.0, 70: 20.0, 80: 20.0, 86: 12.0, 90: 20.6, 100: 40.1}
+from synth.topology.physical import GA102_NVLINK_GBPS, NVLINK_GBPS as BY_GENERATION
+from synth.topology.physical import PCIE_LANE_GBPS
 
-# PCIe: NCCL reads link_speed and link_width and takes width x rate / 80 GB/s, the rate
-# per lane in units of 100 Mb/s after encoding; a width of 0 counts as 16 and an unknown
-# speed as Gen3 (8 GT/s)
-PCIE_RATE = {"2.5": 15, "5": 30, "8": 60, "16": 120, "32": 240, "64": 480}
-PCIE_FALLBACK_RATE = 60
+# GB/s per NVLink and direction, by the GPU's SM version: its NVLink generation's line
+# rate (NCCL's SMxx_NVLINK_BW counts about 80% of it: 18, 20, 20, 12, 20.6, 40.1)
+NVLINK_GBPS = {60: BY_GENERATION[1], 70: BY_GENERATION[2], 80: BY_GENERATION[3],
+               86: GA102_NVLINK_GBPS, 90: BY_GENERATION[4], 100: BY_GENERATION[5]}
+NVLINK_GENERATION = {60: 1, 70: 2, 80: 3, 86: 3, 90: 4, 100: 5}
+MAX_NVLINKS = 1024  # NVLinks between a GPU and one target (18 on H100): past it, a typo
+
+
+def nvlink_what(sm: int) -> str:
+    """Where the NVLink figure of SM `sm` comes from, for a note."""
+    where = "GA102's narrower " if sm == 86 else ""
+    return f"{where}NVLink{NVLINK_GENERATION[sm]} line rate (SM{sm})"
+
+# NVLink SHARP (NVLS): the NVSwitches of HGX H100/H200 (third generation) and later
+# reduce and multicast (hardware.md's DGX-H100 and B200 entries; NCCL enables NVLS
+# from SM90); A100's second-generation NVSwitch does not
+NVLS_MIN_SM = 90
+
+
+def switch_computes(sm: int | None) -> bool:
+    """Whether NVSwitches joining GPUs of SM `sm` reduce and multicast (NVLS)."""
+    return sm is not None and sm >= NVLS_MIN_SM
+
+
+# PCIe generation by the XML's link_speed (GT/s); an unknown speed counts as Gen3, as
+# NCCL does (its fallback rate); a width of 0 as 16
+PCIE_GENERATION = {"2.5": 1, "5": 2, "8": 3, "16": 4, "32": 5, "64": 6}
+PCIE_FALLBACK_GENERATION = 3
 
 
 def pcie_gbps(speed: str, width: int) -> tuple[float, str]:
-    """(GB/s, how it was found) of a PCIe link from the XML's link_speed and link_width,
-    NCCL's way."""
+    """(GB/s, how it was found) of a PCIe link from the XML's link_speed and link_width:
+    width x the generation's lane rate (physical.PCIE_LANE_GBPS)."""
     number = (speed or "").split("GT/s")[0].strip().removesuffix(".0")
-    rate = PCIE_RATE.get(number)
+    gen = PCIE_GENERATION.get(number)
     note = f"PCIe link_speed {speed or '(none)'!r}, link_width {width} (read)"
-    if rate is None:
-        rate, note = PCIE_FALLBACK_RATE, note + "; speed unknown: Gen3, NCCL's fallback"
+    if gen is None:
+        gen = PCIE_FALLBACK_GENERATION
+        note += "; speed unknown: Gen3, as NCCL falls back"
     if width == 0:
         width, note = 16, note + "; width 0 counted as 16, as NCCL does"
-    return width * rate / 80, note + f": {width} x {rate} / 80 GB/s"
+    lane = PCIE_LANE_GBPS[gen]
+    return width * lane, note + f": Gen{gen} x{width}, {width} x {lane:g} GB/s"
 
 
 # between two CPU sockets, GB/s (NCCL's QPI/UPI, Infinity Fabric and POWER figures)
@@ -53,6 +79,10 @@ NET_GBPS_PER_MBPS = 1 / 8000  # an XML net speed is in Mb/s: speed / 8000 GB/s
 NETWORK_ALPHA_US = 2.6  # InfiniBand, as the built-ins (the top of TACCL's 1.3-2.6 us)
 NVLINK_ALPHA_US = 0.7  # a direct NVLink, as the built-ins (TE-CCL)
 NVSWITCH_ALPHA_US = 0.35  # through an NVSwitch, as the built-ins
+# a PCIe or socket hop: NCCL's per-hop latency for PCI (1.0 us, Ring with LL; NVLink is
+# 0.6 in the same table: hwLatencies in src/graph/tuning.cc of NCCL 2.30), which NCCL
+# charges for every path inside a node that is not NVLink, through host memory or not
+PCIE_ALPHA_US = 1.0
 
 
 @dataclass(frozen=True)
@@ -97,5 +127,5 @@ def nic_speed(given: float | None, read: float | None, model: GpuModel | None
 
 
 def pcie_x16_gbps(gen: int) -> float:
-    """A PCIe x16 link of generation `gen`, NCCL's way (Gen3 12, Gen4 24, Gen5 48 GB/s)."""
-    return 16 * {3: 60, 4: 120, 5: 240, 6: 480}[gen] / 80
+    """A PCIe x16 link of generation `gen` (Gen3 16, Gen4 32, Gen5 64 GB/s)."""
+    return 16 * PCIE_LANE_GBPS[gen]

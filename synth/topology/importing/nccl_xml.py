@@ -35,17 +35,18 @@ from itertools import combinations
 
 from synth.errors import BadInput
 from synth.topology.importing.draft import Draft, vertex_name
-from synth.topology.importing.hardware import (CUBE_MESH, NET_GBPS_PER_MBPS,
-                                               NVLINK_ALPHA_US, NVLINK_GBPS,
-                                               NVSWITCH_ALPHA_US, GpuModel, nic_speed,
-                                               pcie_gbps, socket_gbps)
+from synth.topology.importing.hardware import (CUBE_MESH, GPU_MODELS, MAX_NVLINKS,
+                                               NET_GBPS_PER_MBPS, NVLINK_ALPHA_US,
+                                               NVLINK_GBPS, NVSWITCH_ALPHA_US, GpuModel,
+                                               nic_speed, nvlink_what, pcie_gbps,
+                                               socket_gbps, switch_computes)
+from synth.topology.physical import MAX_GPUS
 
 NVSWITCH_CLASS = "0x068000"
 MAX_ELEMENTS = 100_000  # a dump of a large node has a few hundred
 MAX_DEPTH = 64  # PCIe trees are a few levels deep; the walk below recurses per level
 MAX_SOCKETS = 64  # sockets are joined pairwise
 MAX_WIDTH = 64  # PCIe lanes of one link (x32 is the widest the standard has)
-MAX_NVLINKS = 1024  # NVLinks between a GPU and one target (18 on H100)
 MAX_NET_MBPS = 100_000_000  # 100 Tb/s: past it, a typo
 
 
@@ -111,97 +112,122 @@ def from_xml(text: str, where: str, name: str, gpu: GpuModel | None = None,
              nic_gbps: float | None = None, fabric: str | None = None) -> Draft:
     """The Draft of an NCCL topology XML (module docstring)."""
     root = parse(text, where)
-    draft = Draft(name, "", f"NCCL topology XML {where}")
-    gpus: list[_Gpu] = []
-    nics: list[tuple[str, float | None, str, tuple[float, str], int]] = []
-    cpus = []
-    counter = {"pcie": 0, "nic": 0}
-
-    def walk(e: Element, parent: str):
-        for c in e.children:
-            if c.tag == "pci":
-                pci(c, parent)
-            elif c.tag == "nic":  # a NIC straight on the CPU, no PCIe link in the file
-                for net in (n for n in c.children if n.tag == "net"):
-                    nics.append((parent, _net_speed(net, where), _net_name(net, counter),
-                                 (0.0, "no PCIe link in the file"), net.line))
-
-    def pci(e: Element, parent: str):
-        cls = e.attrs.get("class", "").lower()
-        busid = e.attrs.get("busid", "")
-        width = _int(e, "link_width", where, 0)
-        if not 0 <= width <= MAX_WIDTH:
-            raise BadInput(f"{where}: line {e.line}: link_width {width} (expected 0 to "
-                           f"{MAX_WIDTH})")
-        link = pcie_gbps(e.attrs.get("link_speed", ""), width)
-        if cls.startswith("0x03"):
-            inner = [g for g in e.children if g.tag == "gpu"]
-            g = inner[0] if inner else None
-            sm = _int(g, "sm", where, None) if g is not None else None
-            if g is not None and sm is None:
-                raise BadInput(f"{where}: line {g.line}: a <gpu> without sm (its SM "
-                               "version, e.g. sm=\"90\")")
-            order = (_int(g, "rank", where, None) if g is not None else None,
-                     _int(g, "dev", where, None) if g is not None else None, busid)
-            links = [(n.attrs.get("target", ""), _count(n, where),
-                      n.attrs.get("tclass", "").lower(), n.line)
-                     for n in (g.children if g is not None else []) if n.tag == "nvlink"]
-            gpus.append(_Gpu(busid.lower(), e.line, order, sm, links, parent, link))
-        elif cls.startswith("0x02"):
-            nets = [n for c in e.children if c.tag == "nic" for n in c.children
-                    if n.tag == "net"]
-            at = parent
-            if len(nets) > 1:  # one card, several ports: the card is a small switch
-                counter["pcie"] += 1
-                at = draft.add(f"pcie{counter['pcie']}", "pcie_switch",
-                               f"NIC card {busid} ({len(nets)} ports), line {e.line}")
-                draft.link(parent, at, link[0], note=link[1])
-                link = (link[0], "the card's ports")
-            for net in nets or [None]:
-                if net is None:
-                    nics.append((at, None, _net_name(None, counter), link, e.line))
-                else:
-                    nics.append((at, _net_speed(net, where), _net_name(net, counter), link,
-                                 net.line))
-        elif cls == NVSWITCH_CLASS:
-            return  # an NVSwitch device: its links come from the GPUs' nvlink entries
-        else:  # a bridge or switch (0x0604..), or a device NCCL treats as one
-            if not any(c.tag in ("pci", "nic") for c in e.children):
-                return  # nothing below it: nothing to route through
-            counter["pcie"] += 1
-            here = draft.add(f"pcie{counter['pcie']}", "pcie_switch",
-                             f"PCIe bridge/switch {busid or '(no busid)'}, line {e.line}")
-            draft.link(parent, here, link[0], note=link[1])
-            walk(e, here)
-
-    # a CPU with nothing under it joins nothing: left out (sockets are joined pairwise)
-    sockets = [c for c in root.children if c.tag == "cpu" and c.children]
-    if len(sockets) > MAX_SOCKETS:
-        raise BadInput(f"{where}: {len(sockets)} CPU sockets with devices (at most "
-                       f"{MAX_SOCKETS})")
-    for i, c in enumerate(sockets):
-        numa = c.attrs.get("numaid", str(i))
-        vendor = c.attrs.get("vendor", "")
-        cpu = draft.add(f"cpu{len(cpus)}", "pcie_switch",
-                        f"CPU socket, NUMA node {numa} ({vendor or 'vendor not given'}), "
-                        f"line {c.line}: the root of its PCIe tree")
-        cpus.append((cpu, vendor, _int(c, "modelid", where, None)))
-        walk(c, cpu)
-    for (a, vendor, model), (b, _, _) in combinations(cpus, 2):
-        gbps, what = socket_gbps(vendor, model)
-        draft.link(a, b, gbps, note=f"between sockets: {what}")
-        draft.assume(f"between CPU sockets: {gbps:g} GB/s, {what}")
+    _count_gpus(root, where)
+    tree = _Tree(Draft(name, "", f"NCCL topology XML {where}"), where)
+    draft, gpus = tree.draft, tree.gpus
+    tree.sockets(root)
     if not gpus:
         raise BadInput(f"{where}: no GPU in the file (GPUs are pci elements of class "
                        "0x03xxxx)")
     if len(gpus) < 2:
         raise BadInput(f"{where}: one GPU (line {gpus[0].line}): a collective needs two")
     _add_gpus(draft, gpus, where, gpu)
-    _add_nics(draft, nics, nic_gbps, gpu, fabric)
+    _add_nics(draft, tree.nics, nic_gbps, gpu, fabric)
     sms = sorted({g.sm for g in gpus if g.sm})
     draft.description = (f"{len(gpus)} GPUs{f' (SM{sms[0]})' if len(sms) == 1 else ''}, "
-                         f"{len(draft.of_kind('nic'))} NICs, imported from {where}")
+                         f"{_nics(len(draft.of_kind('nic')))}, imported from {where}")
     return draft
+
+
+class _Tree:
+    """The walk down the sockets' PCIe trees: switches go into the draft as they are
+    met; GPUs and NICs are collected (as _Gpu and NIC tuples) to be added in order."""
+
+    def __init__(self, draft: Draft, where: str):
+        self.draft, self.where = draft, where
+        self.gpus: list[_Gpu] = []
+        self.nics: list[tuple[str, float | None, str, tuple[float, str], int]] = []
+        self.counter = {"pcie": 0, "nic": 0}
+
+    def sockets(self, root: Element) -> None:
+        """Each CPU with devices (one with nothing under it joins nothing: left out, as
+        sockets are joined pairwise), its tree, and the links between sockets."""
+        sockets = [c for c in root.children if c.tag == "cpu" and c.children]
+        if len(sockets) > MAX_SOCKETS:
+            raise BadInput(f"{self.where}: {len(sockets)} CPU sockets with devices (at most "
+                           f"{MAX_SOCKETS})")
+        cpus = []
+        for i, c in enumerate(sockets):
+            numa = c.attrs.get("numaid", str(i))
+            vendor = c.attrs.get("vendor", "")
+            cpu = self.draft.add(f"cpu{len(cpus)}", "pcie_switch",
+                                 f"CPU socket, NUMA node {numa} "
+                                 f"({vendor or 'vendor not given'}), line {c.line}: the "
+                                 "root of its PCIe tree")
+            cpus.append((cpu, vendor, _int(c, "modelid", self.where, None)))
+            self.walk(c, cpu)
+        for (a, vendor, model), (b, _, _) in combinations(cpus, 2):
+            gbps, what = socket_gbps(vendor, model)
+            self.draft.link(a, b, gbps, note=f"between sockets: {what}", kind="socket")
+            self.draft.assume(f"between CPU sockets: {gbps:g} GB/s, {what}")
+
+    def walk(self, e: Element, parent: str) -> None:
+        for c in e.children:
+            if c.tag == "pci":
+                self.pci(c, parent)
+            elif c.tag == "nic":  # a NIC straight on the CPU, no PCIe link in the file
+                for net in (n for n in c.children if n.tag == "net"):
+                    self.nics.append((parent, _net_speed(net, self.where),
+                                      _net_name(net, self.counter),
+                                      (0.0, "no PCIe link in the file"), net.line))
+
+    def pci(self, e: Element, parent: str) -> None:
+        cls = e.attrs.get("class", "").lower()
+        width = _int(e, "link_width", self.where, 0)
+        if not 0 <= width <= MAX_WIDTH:
+            raise BadInput(f"{self.where}: line {e.line}: link_width {width} (expected 0 "
+                           f"to {MAX_WIDTH})")
+        link = pcie_gbps(e.attrs.get("link_speed", ""), width)
+        if cls.startswith("0x03"):
+            self.gpus.append(_read_gpu(e, parent, link, self.where))
+        elif cls.startswith("0x02"):
+            self.nic(e, parent, link)
+        elif cls == NVSWITCH_CLASS:
+            return  # an NVSwitch device: its links come from the GPUs' nvlink entries
+        elif any(c.tag in ("pci", "nic") for c in e.children):
+            # a bridge or switch (0x0604..), or a device NCCL treats as one; with nothing
+            # below it there is nothing to route through
+            here = self.switch(f"PCIe bridge/switch {e.attrs.get('busid') or '(no busid)'}, "
+                               f"line {e.line}", parent, link)
+            self.walk(e, here)
+
+    def switch(self, note: str, parent: str, link: tuple[float, str]) -> str:
+        self.counter["pcie"] += 1
+        here = self.draft.add(f"pcie{self.counter['pcie']}", "pcie_switch", note)
+        self.draft.link(parent, here, link[0], note=link[1])
+        return here
+
+    def nic(self, e: Element, parent: str, link: tuple[float, str]) -> None:
+        nets = [n for c in e.children if c.tag == "nic" for n in c.children
+                if n.tag == "net"]
+        at = parent
+        if len(nets) > 1:  # one card, several ports: the card is a small switch
+            at = self.switch(f"NIC card {e.attrs.get('busid', '')} ({len(nets)} ports), "
+                             f"line {e.line}", parent, link)
+            link = (link[0], "the card's ports")
+        for net in nets or [None]:
+            if net is None:
+                self.nics.append((at, None, _net_name(None, self.counter), link, e.line))
+            else:
+                self.nics.append((at, _net_speed(net, self.where),
+                                  _net_name(net, self.counter), link, net.line))
+
+
+def _read_gpu(e: Element, parent: str, link: tuple[float, str], where: str) -> _Gpu:
+    """A GPU's pci element: its gpu child's sm, rank, dev and nvlinks."""
+    busid = e.attrs.get("busid", "")
+    inner = [g for g in e.children if g.tag == "gpu"]
+    g = inner[0] if inner else None
+    if g is None:  # a partial file: the class alone
+        return _Gpu(busid.lower(), e.line, (None, None, busid), None, [], parent, link)
+    sm = _int(g, "sm", where, None)
+    if sm is None:
+        raise BadInput(f"{where}: line {g.line}: a <gpu> without sm (its SM version, e.g. "
+                       "sm=\"90\")")
+    order = (_int(g, "rank", where, None), _int(g, "dev", where, None), busid)
+    links = [(n.attrs.get("target", ""), _count(n, where), n.attrs.get("tclass", "").lower(),
+              n.line) for n in g.children if n.tag == "nvlink"]
+    return _Gpu(busid.lower(), e.line, order, sm, links, parent, link)
 
 
 def _add_gpus(draft: Draft, gpus: list[_Gpu], where: str, model: GpuModel | None) -> None:
@@ -214,6 +240,10 @@ def _add_gpus(draft: Draft, gpus: list[_Gpu], where: str, model: GpuModel | None
         g.name = draft.add(f"gpu{i}", "gpu", f"bus {g.busid or '?'}, line {g.line}"
                            + (f", SM{g.sm}" if g.sm else ""))
         draft.link(g.parent, g.name, g.pcie[0], note=g.pcie[1])
+        if g.busid in by_bus:  # its NVLinks could not be told from the other's
+            raise BadInput(f"{where}: line {g.line}: two GPUs with bus id "
+                           f"{g.busid[:40]!r} (also at line {by_bus[g.busid].line}): "
+                           "its NVLinks cannot be told apart")
         if g.busid:
             by_bus[g.busid] = g
     listed = any(g.nvlinks for g in gpus)
@@ -224,8 +254,9 @@ def _add_gpus(draft: Draft, gpus: list[_Gpu], where: str, model: GpuModel | None
     elif model is not None:
         _model_nvlinks(draft, gpus, model, where)
     else:
-        draft.assume("no NVLink: the file lists none (a partial NCCL_TOPO_FILE has only "
-                     "PCIe); give --gpu MODEL to add the model's NVLinks")
+        draft.warn(f"{where} lists no NVLink (a partial NCCL_TOPO_FILE has none): imported "
+                   f"as PCIe only; if its GPUs have NVLink, give --gpu "
+                   f"({', '.join(GPU_MODELS)})")
 
 
 def _read_nvlinks(draft: Draft, gpus: list[_Gpu], by_bus: dict, where: str) -> None:
@@ -253,25 +284,28 @@ def _read_nvlinks(draft: Draft, gpus: list[_Gpu], by_bus: dict, where: str) -> N
             raise BadInput(f"{where}: line {g.line}: unknown SM {g.sm} (NVLink bandwidth "
                            f"known for SM {', '.join(map(str, NVLINK_GBPS))})")
     if switch_lanes:
+        on = [g for g in gpus if g.name in switch_lanes]
+        nvls = all(switch_computes(g.sm) for g in on)
         draft.add("nvswitch", "nvswitch",
                   f"{len(switches)} NVSwitch{'es' if len(switches) > 1 else ''} "
-                  f"({', '.join(sorted(switches))}) folded into one vertex: they forward "
-                  "as one non-blocking fabric")
-        for g in gpus:
-            if g.name in switch_lanes:
-                gbps = NVLINK_GBPS[g.sm]
-                draft.link(g.name, "nvswitch", gbps, switch_lanes[g.name], NVSWITCH_ALPHA_US,
-                           note=f"{switch_lanes[g.name]} NVLinks (read) at {gbps:g} GB/s "
-                           f"each: NCCL's SM{g.sm} NVLink figure")
-                draft.assume(f"NVLink: {gbps:g} GB/s per link and direction, NCCL's "
-                             f"SM{g.sm} figure")
+                  f"({', '.join(sorted(switches)[:8])}) folded into one vertex: they "
+                  "forward as one non-blocking fabric"
+                  + ("; SM90+ GPUs: they reduce and multicast (NVLS)" if nvls else ""),
+                  can=("multicast", "reduce") if nvls else ())
+        for g in on:
+            gbps = NVLINK_GBPS[g.sm]
+            draft.link(g.name, "nvswitch", gbps, switch_lanes[g.name], NVSWITCH_ALPHA_US,
+                       note=f"{switch_lanes[g.name]} NVLinks (read) at {gbps:g} GB/s "
+                       f"each: the {nvlink_what(g.sm)}", kind="nvlink")
+            draft.assume(f"NVLink: {gbps:g} GB/s per link and direction, the "
+                         f"{nvlink_what(g.sm)}")
     for (a, b), count in sorted(pairs.items()):
         gbps = NVLINK_GBPS[sm_of[a]]
         draft.link(a, b, gbps, count, NVLINK_ALPHA_US,
                    note=f"{count} NVLink{'s' if count > 1 else ''} (read) at {gbps:g} GB/s "
-                   f"each: NCCL's SM{sm_of[a]} NVLink figure")
-        draft.assume(f"NVLink: {gbps:g} GB/s per link and direction, NCCL's SM{sm_of[a]} "
-                     "figure")
+                   f"each: the {nvlink_what(sm_of[a])}", kind="nvlink")
+        draft.assume(f"NVLink: {gbps:g} GB/s per link and direction, the "
+                     f"{nvlink_what(sm_of[a])}")
 
 
 def _model_nvlinks(draft: Draft, gpus: list[_Gpu], model: GpuModel, where: str) -> None:
@@ -280,12 +314,16 @@ def _model_nvlinks(draft: Draft, gpus: list[_Gpu], model: GpuModel, where: str) 
     gbps = NVLINK_GBPS[model.sm]
     why = f"--gpu {model.name}"
     if model.fabric == "nvswitch":
-        draft.add("nvswitch", "nvswitch", f"{why}: the GPUs' NVSwitches as one vertex",
-                  inferred=f"{why}: its GPUs sit on NVSwitches")
+        nvls = switch_computes(model.sm)
+        draft.add("nvswitch", "nvswitch", f"{why}: the GPUs' NVSwitches as one vertex"
+                  + ("; they reduce and multicast (NVLS)" if nvls else ""),
+                  inferred=f"{why}: its GPUs sit on NVSwitches",
+                  can=("multicast", "reduce") if nvls else ())
         for g in gpus:
             draft.link(g.name, "nvswitch", gbps, model.nvlinks, NVSWITCH_ALPHA_US,
-                       note=f"{why}: {model.nvlinks} NVLinks at {gbps:g} GB/s (NCCL's "
-                       f"SM{model.sm} figure)", inferred=f"{why}: {model.nvlinks} NVLinks")
+                       note=f"{why}: {model.nvlinks} NVLinks at {gbps:g} GB/s (the "
+                       f"{nvlink_what(model.sm)})", inferred=f"{why}: {model.nvlinks} NVLinks",
+                       kind="nvlink")
     else:
         if len(gpus) != 8:
             raise BadInput(f"{where}: --gpu {model.name} wires DGX-1's cube mesh of 8 GPUs; "
@@ -293,9 +331,10 @@ def _model_nvlinks(draft: Draft, gpus: list[_Gpu], model: GpuModel, where: str) 
         for (a, b), lanes in CUBE_MESH.items():
             draft.link(gpus[a].name, gpus[b].name, gbps, lanes, NVLINK_ALPHA_US,
                        note=f"{why}: cube mesh, {lanes} NVLink{'s' if lanes > 1 else ''} at "
-                       f"{gbps:g} GB/s", inferred=f"{why}: DGX-1's cube mesh in bus order")
+                       f"{gbps:g} GB/s", inferred=f"{why}: DGX-1's cube mesh in bus order",
+                       kind="nvlink")
     draft.assume(f"NVLinks from --gpu {model.name} ({model.nvlinks} per GPU, "
-                 f"{model.fabric}), {gbps:g} GB/s each (NCCL's SM{model.sm} figure); the "
+                 f"{model.fabric}), {gbps:g} GB/s each (the {nvlink_what(model.sm)}); the "
                  "file lists none")
 
 
@@ -322,6 +361,24 @@ def _add_nics(draft: Draft, nics: list, nic_gbps: float | None, model: GpuModel 
         draft.link(parent, name, gbps or fastest,
                    note=note if gbps else "no PCIe link: the NIC's speed")
     draft.join_by_network(len(kept), fastest, how, assumed, fabric)
+
+
+def _nics(n: int) -> str:
+    return f"{n} NIC{'' if n == 1 else 's'}"
+
+
+def _count_gpus(root: Element, where: str) -> None:
+    """Refuse more GPUs than a topology may have by counting them, before any is built
+    (one pass over the elements, without recursion)."""
+    count, stack = 0, [root]
+    while stack:
+        e = stack.pop()
+        if e.tag == "pci" and e.attrs.get("class", "").lower().startswith("0x03"):
+            count += 1
+        stack.extend(e.children)
+    if count > MAX_GPUS:
+        raise BadInput(f"{where}: {count:,} GPUs (pci elements of class 0x03xxxx; at most "
+                       f"{MAX_GPUS})")
 
 
 def _net_speed(net: Element, where: str) -> float | None:

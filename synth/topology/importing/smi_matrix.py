@@ -23,12 +23,13 @@ structure is inferred (and marked so in the file):
 A device is hung on the smallest group it shares with another (a GPU pair joined by
 NVLink hides its PCIe relation; the CPU affinity column then puts it on its socket).
 Bandwidths: NVLink and PCIe by the GPU generation (`--gpu`, else inferred from the NV
-counts: NV18 H100, NV12 A100, NV1/NV2 on 8 GPUs V100; PCIe x16 NCCL's way: Gen3 12, Gen4
-24, Gen5 48 GB/s), a socket link 10 GB/s (NCCL's Skylake figure: the matrix does not
-name the CPU), NICs by --nic-gbps or the model's usual NIC. Latency: the built-ins'
-convention, alpha only on NVLink (0.7 us), NVSwitch (0.35 us) and the network (2.6
-us); a PCIe or socket hop adds bandwidth cost only (no published per-hop figure in our
-sources).
+counts: NV18 H100, NV12 A100, NV1/NV2 on 8 GPUs V100), at the line rates of
+synth.topology.physical's table as the built-ins (NVLink 25 GB/s a lane; PCIe x16 Gen3
+16, Gen4 32, Gen5 64 GB/s), a socket link 10 GB/s (NCCL's Skylake figure: the matrix
+does not name the CPU), NICs by --nic-gbps or the model's usual NIC. Latency as the
+built-ins: 0.7 us on NVLink, 0.35 us through an NVSwitch, 2.6 us on the network, and
+1 us a PCIe or socket hop (NCCL's PCI figure). Which PCIe paths GPUs use is paths.py's
+rule (NCCL's), applied after the import.
 """
 
 from __future__ import annotations
@@ -40,9 +41,10 @@ import networkx as nx
 
 from synth.errors import BadInput
 from synth.topology.importing.draft import Draft, vertex_name
-from synth.topology.importing.hardware import (GPU_MODELS, NVLINK_ALPHA_US, NVLINK_GBPS,
-                                               NVSWITCH_ALPHA_US, GpuModel, nic_speed,
-                                               pcie_x16_gbps)
+from synth.topology.importing.hardware import (GPU_MODELS, MAX_NVLINKS, NVLINK_ALPHA_US,
+                                               NVLINK_GBPS, NVSWITCH_ALPHA_US, GpuModel,
+                                               nic_speed, nvlink_what, pcie_x16_gbps,
+                                               switch_computes)
 
 LEVELS = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5, "SOC": 5}  # SOC: old SYS
 GROUP_KIND = {1: "a PCIe switch (PIX)", 2: "a PCIe switch above switches (PXB)",
@@ -79,12 +81,12 @@ def from_matrix(text: str, where: str, name: str, gpu: GpuModel | None = None,
                              + (f" ({legend[n]})" if n in legend else ""))
     pcie_gen = model.pcie_gen if model else 3
     pcie = pcie_x16_gbps(pcie_gen)
-    draft.assume(f"PCIe: x16 Gen{pcie_gen}, {pcie:g} GB/s per direction (NCCL's width x rate "
-                 f"/ 80) for every PCIe link, {why}; the matrix gives no speeds")
+    draft.assume(f"PCIe: x16 Gen{pcie_gen}, {pcie:g} GB/s per direction (its line rate) for "
+                 f"every PCIe link, {why}; the matrix gives no speeds")
     _nvlinks(draft, rows, gpus, names, model, why)
     _pcie(draft, rows, columns, names, affinity, pcie, where)
     _network(draft, [names[n] for n in nics], model, nic_gbps, fabric)
-    draft.description = (f"{len(gpus)} GPUs, {len(nics)} NICs, imported from nvidia-smi "
+    draft.description = (f"{len(gpus)} GPUs, {_nics(len(nics))}, imported from nvidia-smi "
                          f"topo -m ({why})")
     return draft
 
@@ -117,10 +119,7 @@ def _read(text: str, where: str):
                            f"{len(fields) - 1} entries for {len(columns)} columns")
         cells = fields[1:len(columns) + 1]
         for column, cell in zip(columns, cells):
-            if not CELL.fullmatch(cell):
-                raise BadInput(f"{where}: line {number}: {fields[0]} to {column}: unknown "
-                               f"entry {cell[:40]!r} (expected X, NV#, PIX, PXB, PHB, NODE "
-                               "or SYS)")
+            _check_cell(cell, f"{where}: line {number}: {fields[0]} to {column}")
         rows[fields[0]] = dict(zip(columns, cells))
         affinity[fields[0]] = " ".join(fields[len(columns) + 1:len(columns) + 2])
     for line in lines:
@@ -140,6 +139,19 @@ def _read(text: str, where: str):
         if rows[a][a] != "X":
             raise BadInput(f"{where}: {a} to itself is {rows[a][a]}, expected X")
     return columns, rows, affinity, legend
+
+
+def _check_cell(cell: str, place: str) -> None:
+    match = CELL.fullmatch(cell)
+    if not match:
+        raise BadInput(f"{place}: unknown entry {cell[:40]!r} (expected X, NV#, PIX, PXB, "
+                       "PHB, NODE or SYS)")
+    # the digits are counted before they are read: a number of thousands of digits
+    # is no NVLink count, and Python refuses to convert it
+    digits = (match.group(1) or "").lstrip("0")
+    if len(digits) > 4 or (digits and int(digits) > MAX_NVLINKS):
+        raise BadInput(f"{place}: {cell[:12]}{'...' if len(cell) > 12 else ''}: more "
+                       f"than {MAX_NVLINKS} NVLinks ({len(match.group(1)):,} digits)")
 
 
 def _nv(cell: str) -> int:
@@ -171,21 +183,25 @@ def _nvlinks(draft, rows, gpus, names, model, why) -> None:
         return
     sm = model.sm if model else 70
     gbps = NVLINK_GBPS[sm]
-    draft.assume(f"NVLink: {gbps:g} GB/s per link and direction, NCCL's SM{sm} figure "
+    draft.assume(f"NVLink: {gbps:g} GB/s per link and direction, the {nvlink_what(sm)} "
                  f"({why})")
     if len(counts) == 1 and len(gpus) >= 3:
         lanes = counts.pop()
         because = f"NV{lanes} between every pair of GPUs: an NVSwitch"
-        draft.add("nvswitch", "nvswitch", inferred=because)
+        nvls = model is not None and switch_computes(model.sm)
+        computes = f"{model.name}'s NVSwitches reduce and multicast (NVLS)" if nvls else ""
+        draft.add("nvswitch", "nvswitch", computes, inferred=because,
+                  can=("multicast", "reduce") if nvls else ())
         for g in gpus:
             draft.link(names[g], "nvswitch", gbps, lanes, NVSWITCH_ALPHA_US,
-                       note=f"NV{lanes} (read) at {gbps:g} GB/s each", inferred=because)
+                       note=f"NV{lanes} (read) at {gbps:g} GB/s each", inferred=because,
+                       kind="nvlink")
         return
     for a, b in combinations(gpus, 2):
         lanes = _nv(rows[a][b])
         if lanes:
             draft.link(names[a], names[b], gbps, lanes, NVLINK_ALPHA_US,
-                       note=f"NV{lanes} (read) at {gbps:g} GB/s each")
+                       note=f"NV{lanes} (read) at {gbps:g} GB/s each", kind="nvlink")
 
 
 def _pcie(draft, rows, columns, names, affinity, pcie: float, where: str) -> None:
@@ -232,9 +248,13 @@ def _pcie(draft, rows, columns, names, affinity, pcie: float, where: str) -> Non
     for a, b in combinations(sockets, 2):
         draft.link(a, b, SOCKET_GBPS, note=f"SYS: between sockets, {SOCKET_GBPS:g} GB/s "
                    "(NCCL's Skylake UPI figure; the matrix does not name the CPU)",
-                   inferred="SYS between their devices: two sockets")
+                   inferred="SYS between their devices: two sockets", kind="socket")
     if len(sockets) > 1:
         draft.assume(f"between CPU sockets: {SOCKET_GBPS:g} GB/s, NCCL's Skylake UPI figure")
+
+
+def _nics(n: int) -> str:
+    return f"{n} NIC{'' if n == 1 else 's'}"
 
 
 def _network(draft, nics: list[str], model, nic_gbps, fabric) -> None:
