@@ -10,7 +10,7 @@ schedules, plan.json and report.md.
     DIR/plots/*.png                   with plots
 
 (COLL carries `-rootR` for a rooted collective.) A runtime runs a file only for a
-message it cuts into whole chunks (`Unit`). Each runtime's ranges tile 0 bytes .. no
+message it cuts into whole chunks (synth.export.units). Each runtime's ranges tile 0 bytes .. no
 limit: the lower envelope of the candidates it can express and of NCCL's own (ring,
 tree or direct, which take any size and need no file); a workload size the range's file
 cannot cut goes to the fastest that can, NCCL's own at worst; past an MSCCL++ plan's
@@ -22,44 +22,22 @@ written; the files are written all or none (synth.files.write_folder).
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from synth.errors import BadInput
 from synth.export import render
+from synth.export.units import unit_of
 from synth.files import write_folder
 from synth.plan.planner import Entry, Plan, envelope, typical
 from synth.schedule.cost import format_size
 from synth.schedule.file import schedule_json, schedule_to_dict
 
 RUNTIMES = {"msccl-xml": ("msccl", ".xml"), "mscclpp": ("mscclpp", ".mscclpp.json")}
-MAX_ELEMENT_BYTES = 4  # MSCCL counts elements: whole loops for 1-, 2- and 4-byte types
 PERF = {"allreduce": "all_reduce_perf", "allgather": "all_gather_perf",
         "reducescatter": "reduce_scatter_perf", "broadcast": "broadcast_perf",
         "reduce": "reduce_perf", "alltoall": "alltoall_perf", "gather": "gather_perf",
         "scatter": "scatter_perf"}
-
-
-@dataclass(frozen=True)
-class Unit:
-    """How a runtime cuts a message for one candidate's file: MSCCL, into loops of
-    `chunks` chunks of whole elements; MSCCL++, into `chunks` chunks of 16-byte units."""
-
-    fmt: str
-    chunks: int
-
-    def cuts(self, n: int) -> bool:
-        if self.fmt == "msccl-xml":
-            return n % (self.chunks * MAX_ELEMENT_BYTES) == 0
-        return n % 16 == 0 and (n // 16) % self.chunks == 0
-
-
-def _unit(fmt: str, text: str) -> Unit:
-    if fmt == "msccl-xml":
-        return Unit(fmt, int(re.search(r'nchunksperloop="(\d+)"', text).group(1)))
-    gpu = json.loads(text)["gpus"][0]
-    return Unit(fmt, max(gpu["input_chunks"], gpu["output_chunks"]))
 
 
 def entry_stem(e: Entry) -> str:
@@ -103,7 +81,7 @@ def runtime_files(entry: Entry, fmt: str) -> list[dict]:
             text = render(c.schedule, fmt)[0]
         except BadInput:
             continue
-        units[id(c)] = _unit(fmt, text)
+        units[id(c)] = unit_of(fmt, text)
         if fmt == "mscclpp":
             largest[id(c)] = json.loads(text)["max_message_size"]
     own = [replace(c, label=f"NCCL's own ({c.label})" if entry.modelled_nccl
