@@ -124,6 +124,12 @@ def _remove_stale(directory: Path, collective: str, steps: tuple[int, int], keep
             continue
 
 
+def method_of(point: Point) -> str:
+    """How a point was made, in words for the table."""
+    info = point.schedule.info
+    return "reducescatter + allgather" if "composed" in info else info.get("method") or ""
+
+
 def point_summary(point: Point, result: Result, path: Path | None) -> dict:
     cost = schedule_cost(point.schedule)
     info = point.schedule.info
@@ -133,7 +139,7 @@ def point_summary(point: Point, result: Result, path: Path | None) -> dict:
         "latency_us": round(cost.latency_us, 6), "us_per_mb": round(cost.us_per_byte * 1e6, 6),
         "ratio_to_bound": float(ratio_to_bound(point, result.bounds)),
         "proven": point.proven, "optimality": optimality(point, result.bounds),
-        "method": "reducescatter + allgather" if "composed" in info else info.get("method"),
+        "method": method_of(point),
         "solve_seconds": info.get("solve_seconds"),
         "file": str(path) if path else None,
     }
@@ -186,3 +192,55 @@ def format_table(summary: dict) -> str:
     tail = (f"{len(summary['frontier'])} frontier points, {summary['solver_calls']} solver calls, "
             f"{summary['seconds']:.1f} s ({stops})")
     return "\n".join([head] + lines + [tail])
+
+
+def write_answer(answer, directory: Path) -> dict:
+    """Write each runtime's file of a synth.answer.Answer beside the frontier's files
+    (STEM.xml, STEM.mscclpp.json, as write_points names them) and return the answer as
+    the --json summary's `answer`."""
+    from synth.answer import REFERENCE_NOTE, RUNTIME_NAMES
+    from synth.export import EXTENSIONS
+
+    runtimes = {}
+    for fmt, found in answer.runtimes.items():
+        entry = {"runtime": RUNTIME_NAMES[fmt], "file": None, "us": None,
+                 "not_loadable": found.why_not}
+        if found.point is not None:
+            path = directory / f"{point_stem(found.point)}{EXTENSIONS[fmt]}"
+            entry.update(file=str(write_atomic(path, found.text, follow_links=False)),
+                         us=round(found.us, 3), point=point_stem(found.point),
+                         speedup=round(answer.reference_us / found.us, 4)
+                         if answer.reference_us == answer.reference_us else None)
+        runtimes[fmt] = entry
+    loads = [fmt for fmt, f in answer.runtimes.items() if f.point is answer.fastest]
+    return {"bytes": answer.nbytes, "fastest": point_stem(answer.fastest),
+            "fastest_method": method_of(answer.fastest),
+            "fastest_us": round(answer.fastest_us, 3), "fastest_loads_in": loads,
+            "runtimes": runtimes, "reference": answer.reference,
+            "reference_us": round(answer.reference_us, 3), "reference_is": REFERENCE_NOTE}
+
+
+def format_answer(a: dict) -> str:
+    """The --size answer as lines under the table."""
+    where = ", ".join(a["runtimes"][f]["runtime"] for f in a["fastest_loads_in"]) or \
+        "neither runtime"
+    lines = [f"at {a['bytes']:,} bytes, in the model: the fastest point is "
+             f"{a['fastest']} ({a['fastest_method']}), {a['fastest_us']:.1f} us; it loads "
+             f"in {where}"]
+    for r in a["runtimes"].values():
+        if r["file"]:
+            ratio = f", {r['speedup']:.2f} x the reference" if r["speedup"] else ""
+            lines.append(f"  {r['runtime']:<9} load {r['file']}: {r['us']:.1f} us{ratio}")
+        else:
+            first = r["not_loadable"][0] if r["not_loadable"] else "no point"
+            lines.append(f"  {r['runtime']:<9} none of the {len(r['not_loadable'])} fastest "
+                         f"points tried loads, so NCCL's own algorithm runs this size (the "
+                         f"fastest: {_cut_words(first)})")
+    lines.append(f"  reference {a['reference']}: {a['reference_us']:.1f} us "
+                 f"({a['reference_is']})")
+    return "\n".join(lines)
+
+
+def _cut_words(text: str, width: int = 110) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[:width - 3] + "..."

@@ -20,12 +20,14 @@ HEARTBEAT = 30.0  # seconds: without a terminal, a line at least this often
 def _synthesis_command(name: str):
     def command(spec, boxes, steps, rounds, chunks, max_steps, max_chunks, solver,
                 time_limit, method, hints_path, out_dir, formats, as_json, progress, plots,
-                root=None):
+                size, root=None):
         from synth.construct.hints import read_hints
         from synth.output import parse_formats
+        from synth.schedule.cost import parse_size
         from synth.topology.catalog import resolve
 
         formats = parse_formats(formats)
+        nbytes = parse_size(size) if size is not None else None
         topo = resolve(spec, boxes)
         hints = read_hints(hints_path, topo.ranks) if hints_path is not None else None
         backend, why = SOLVER_CHOICE[solver]
@@ -36,7 +38,8 @@ def _synthesis_command(name: str):
             return _one_instance(topo, name, root, steps, rounds, chunks, backend,
                                  time_limit, out_dir, formats, as_json)
         return _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why,
-                         time_limit, out_dir, formats, as_json, progress, plots, method, hints)
+                         time_limit, out_dir, formats, as_json, progress, plots, method, hints,
+                         nbytes)
 
     options = [
         click.option("--topo", "spec", required=True,
@@ -77,6 +80,10 @@ def _synthesis_command(name: str):
         click.option("--plots", is_flag=True,
                      help="Also plot the frontier and time against size (PNG) beside the "
                           "files."),
+        click.option("--size", "size", default=None, metavar="SIZE",
+                     help="Also answer for this message size (nccl-tests' n, e.g. 64MB): "
+                          "the file to load for each runtime, written beside the others, "
+                          "its predicted time and the NCCL-style reference's."),
     ]
     if name in ROOTED:
         options.insert(1, click.option("--root", type=click.IntRange(min=0), default=None,
@@ -132,11 +139,13 @@ def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, 
 
 
 def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time_limit,
-              out_dir, formats, as_json, progress, plots=False, method="auto", hints=None):
+              out_dir, formats, as_json, progress, plots=False, method="auto", hints=None,
+              nbytes=None):
     from dataclasses import replace
 
     from synth.frontier import synthesize
-    from synth.output import format_table, output_dir, result_summary, write_points
+    from synth.output import (format_answer, format_table, output_dir, result_summary,
+                              write_answer, write_points)
     from synth.search.pareto import Limits
 
     started_ns = time.time_ns()
@@ -170,7 +179,15 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
         except SynthError as e:  # the table is still worth printing
             failed = e
         summary = result_summary(result, topo.name, backend, paths, why)
+        answer = None
+        if nbytes is not None and result.points and failed is None:
+            from synth.answer import answer_at
+
+            answer = answer_at(result, nbytes)
+            summary["answer"] = write_answer(answer, directory)
         click.echo(json.dumps(summary, indent=1) if as_json else format_table(summary))
+        if answer is not None and not as_json:
+            click.echo(format_answer(summary["answer"]))
     if failed is not None:
         raise failed
     if interrupted or caught:

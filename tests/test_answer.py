@@ -1,0 +1,65 @@
+"""`synth COLLECTIVE --size N`: the answer to the user's question at one size, which
+file to load for each runtime, its predicted time and the NCCL-style reference's."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from synth.export.msccl_sim import check_msccl_xml
+from synth.export.mscclpp_sim import check_mscclpp_plan
+from tests.test_reliability import one_line, synth_cli
+
+MIB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def dgx1_answer(tmp_path_factory):
+    out = tmp_path_factory.mktemp("answer")
+    run = synth_cli("allreduce", "--topo", "dgx1", "--size", "1MB", "--time-limit", "60",
+                    "--out", str(out), "--json", timeout=300)
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+def time_at(point, n):
+    return point["latency_us"] + n / 1e6 * point["us_per_mb"]  # us/MB: per 10^6 bytes
+
+
+def test_each_runtime_gets_the_fastest_point_that_loads_and_cuts_the_size(dgx1_answer):
+    answer, frontier = dgx1_answer["answer"], dgx1_answer["frontier"]
+    by_stem = {Path(p["file"]).stem: p for p in frontier}
+    # MSCCL runs a file for whole loops of its C chunks of 4-byte elements, MSCCL++ for
+    # 16-byte units a multiple of its C chunks: at 1 MiB both take C a power of two
+    # (dgx1's allreduce points have C = 2, 6, 16, 48), and every such point is at
+    # least as slow as the one chosen
+    for fmt, check in (("msccl-xml", check_msccl_xml), ("mscclpp", check_mscclpp_plan)):
+        chosen = answer["runtimes"][fmt]
+        assert chosen["file"] and Path(chosen["file"]).exists()
+        text = Path(chosen["file"]).read_text()
+        check(text if fmt == "msccl-xml" else json.loads(text), root=None)
+        point = by_stem[chosen["point"]]
+        assert chosen["us"] == pytest.approx(time_at(point, MIB), abs=1e-3)  # rounded
+        cutting = [p for p in frontier if p["chunks"] & (p["chunks"] - 1) == 0]
+        assert point in cutting and all(time_at(point, MIB) <= time_at(p, MIB) + 1e-9
+                                        for p in cutting)
+    fastest = min(frontier, key=lambda p: time_at(p, MIB))
+    assert answer["fastest_us"] == pytest.approx(time_at(fastest, MIB), abs=1e-3)
+    assert "stand-in for NCCL's own choice" in answer["reference_is"]
+    assert answer["reference"].startswith(("ring", "double binary tree"))
+
+
+def test_the_table_ends_with_the_answer(tmp_path):
+    run = synth_cli("allgather", "--topo", "ring:4", "--size", "1KB", "--time-limit", "20",
+                    "--out", str(tmp_path))
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[-4].startswith("at 1,024 bytes, in the model: the fastest point is")
+    assert lines[-3].lstrip().startswith("MSCCL XML") and "load " in lines[-3]
+    assert lines[-1].lstrip().startswith("reference ring")
+
+
+def test_a_size_that_does_not_parse_is_one_line(tmp_path):
+    said = one_line(synth_cli("allgather", "--topo", "ring:4", "--size", "lots",
+                              "--out", str(tmp_path)), 2)
+    assert "lots" in said and not list(tmp_path.iterdir())
