@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from synth.errors import BadInput
-from synth.export import render
+from synth.export import EXTENSIONS, render
 from synth.export.units import unit_of
+from synth.files import write_atomic
 from synth.frontier import Result
+from synth.output import method_of, point_stem
 from synth.plan.planner import reference_of
 from synth.schedule.cost import schedule_cost
 from synth.search.pareto import Point
@@ -84,3 +87,52 @@ def _loadable(timed: list[Point], fmt: str, nbytes: int) -> Loadable:
         found.us = schedule_cost(p.schedule).time_us(nbytes)
         return found
     return found
+
+
+def write_answer(answer: Answer, directory: Path) -> dict:
+    """Write each runtime's file of an Answer beside the frontier's files
+    (STEM.xml, STEM.mscclpp.json, as write_points names them) and return the answer as
+    the --json summary's `answer`."""
+    runtimes = {}
+    for fmt, found in answer.runtimes.items():
+        entry = {"runtime": RUNTIME_NAMES[fmt], "file": None, "us": None,
+                 "not_loadable": found.why_not}
+        if found.point is not None:
+            path = directory / f"{point_stem(found.point)}{EXTENSIONS[fmt]}"
+            entry.update(file=str(write_atomic(path, found.text, follow_links=False)),
+                         us=round(found.us, 3), point=point_stem(found.point),
+                         speedup=round(answer.reference_us / found.us, 4)
+                         if answer.reference_us == answer.reference_us else None)
+        runtimes[fmt] = entry
+    loads = [fmt for fmt, f in answer.runtimes.items() if f.point is answer.fastest]
+    return {"bytes": answer.nbytes, "fastest": point_stem(answer.fastest),
+            "fastest_method": method_of(answer.fastest),
+            "fastest_us": round(answer.fastest_us, 3), "fastest_loads_in": loads,
+            "runtimes": runtimes, "reference": answer.reference,
+            "reference_us": round(answer.reference_us, 3), "reference_is": REFERENCE_NOTE}
+
+
+def format_answer(a: dict) -> str:
+    """The --size answer as lines under the table."""
+    where = ", ".join(a["runtimes"][f]["runtime"] for f in a["fastest_loads_in"]) or \
+        "neither runtime"
+    lines = [f"at {a['bytes']:,} bytes, in the model: the fastest point is "
+             f"{a['fastest']} ({a['fastest_method']}), {a['fastest_us']:.1f} us; it loads "
+             f"in {where}"]
+    for r in a["runtimes"].values():
+        if r["file"]:
+            ratio = f", {r['speedup']:.2f} x the reference" if r["speedup"] else ""
+            lines.append(f"  {r['runtime']:<9} load {r['file']}: {r['us']:.1f} us{ratio}")
+        else:
+            first = r["not_loadable"][0] if r["not_loadable"] else "no point"
+            lines.append(f"  {r['runtime']:<9} none of the {len(r['not_loadable'])} fastest "
+                         f"points tried loads, so NCCL's own algorithm runs this size (the "
+                         f"fastest: {_cut_words(first)})")
+    lines.append(f"  reference {a['reference']}: {a['reference_us']:.1f} us "
+                 f"({a['reference_is']})")
+    return "\n".join(lines)
+
+
+def _cut_words(text: str, width: int = 110) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[:width - 3] + "..."

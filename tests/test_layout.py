@@ -30,7 +30,7 @@ STAGES = [
     ["synth.frontier"],
     ["synth.export"],
     ["synth.output", "synth.compare"],
-    ["synth.plan"],
+    ["synth.plan", "synth.answer"],
     ["synth.run"],
     ["synth.pictures"],
     ["synth.cli", "synth.__main__"],

@@ -144,8 +144,7 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     from dataclasses import replace
 
     from synth.frontier import synthesize
-    from synth.output import (format_answer, format_table, output_dir, result_summary,
-                              write_answer, write_points)
+    from synth.output import format_table, output_dir, result_summary, write_points
     from synth.search.pareto import Limits
 
     started_ns = time.time_ns()
@@ -181,7 +180,7 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
         summary = result_summary(result, topo.name, backend, paths, why)
         answer = None
         if nbytes is not None and result.points and failed is None:
-            from synth.answer import answer_at
+            from synth.answer import answer_at, format_answer, write_answer
 
             answer = answer_at(result, nbytes)
             summary["answer"] = write_answer(answer, directory)
