@@ -236,6 +236,27 @@ def test_a_key_given_twice_in_a_topology_is_refused(text, key, line, tmp_path):
     assert f"line {line}: the key '{key}' is given twice" in said
 
 
+def test_exports_past_the_plans_deadline_are_left_to_nccl_and_listed():
+    from synth.plan.output import render_plan
+    from synth.plan.planner import make_plan
+    from synth.plan.workload import parse_workload
+    from synth.files import parse_yaml
+    from synth.search.pareto import Limits
+
+    topo = resolve("ring:4")
+    plan = make_plan(parse_workload(parse_yaml(WORKLOAD), topo), topo, Limits(time_limit=10))
+    _, on_time = render_plan(plan, ("msccl-xml",))
+    assert on_time["runtimes"]["msccl-xml"][0]["not_exported"] == []
+    assert any(f["file"] for f in on_time["runtimes"]["msccl-xml"][0]["files"])
+    texts, late = render_plan(plan, ("msccl-xml",), deadline=time.monotonic() - 1)
+    entry = late["runtimes"]["msccl-xml"][0]
+    labels = [c.label for c in plan.entries[0].candidates]
+    assert entry["not_exported"] == labels and labels
+    assert all(f["file"] is None and f["algorithm"].startswith("NCCL's own")
+               for f in entry["files"])
+    assert not any(str(p).startswith("msccl/") for p in texts)
+
+
 # --- the solver cache --------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "dangling", "folder"])

@@ -7,10 +7,15 @@ Registered on the `synth` group when synth.cli imports this module.
 from __future__ import annotations
 
 import json
+import time
 
 import click
 
 from synth.cli.app import BOXES, Seconds, cli, interrupts_deferred
+
+
+SYNTHESIS_SHARE = 0.6  # of --time-limit: the candidates' synthesis
+EXPORTS_END = 0.95  # of --time-limit: when the last candidate's export may start
 
 
 @cli.command("plan")
@@ -52,13 +57,22 @@ def plan_command(workload, spec, boxes, out_dir, time_limit, steps, formats, as_
         raise BadInput(f"unknown format {unknown[0]!r} (expected msccl-xml, mscclpp or none)")
     topo = resolve(spec, boxes)
     work = load_workload(workload, topo, steps)
-    plan = make_plan(work, topo, Limits(time_limit=time_limit))
+    started = time.monotonic()
+    # synthesis takes SYNTHESIS_SHARE of the limit, exports (rendered and simulated)
+    # run until EXPORTS_END of it: writing the files is left the rest
+    plan = make_plan(work, topo, Limits(time_limit=time_limit * SYNTHESIS_SHARE))
     extra = {}
     if plots:
         from synth.pictures.plan_plots import plan_figures
 
         extra = {Path("plots") / name: data for name, data in plan_figures(plan)}
-    texts, doc = render_plan(plan, tuple(wanted), extra)  # Ctrl-C still stops this
+    texts, doc = render_plan(plan, tuple(wanted), extra,  # Ctrl-C still stops this
+                             started + time_limit * EXPORTS_END)
+    skipped = sum(len(r["not_exported"]) for rs in doc["runtimes"].values() for r in rs)
+    if skipped:
+        click.echo(f"synth: note: {skipped} candidate export{'s' * (skipped != 1)} did not "
+                   "fit in --time-limit; NCCL's own algorithm runs their sizes (plan.json: "
+                   "not_exported; a longer --time-limit tries them)", err=True)
     with interrupts_deferred():
         write_files(Path(out_dir), texts, doc["files"])
     if as_json:

@@ -22,6 +22,7 @@ written; the files are written all or none (synth.files.write_folder).
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -70,13 +71,20 @@ def protected_sizes(entry: Entry) -> list[int]:
     return sorted(sizes)
 
 
-def runtime_files(entry: Entry, fmt: str) -> list[dict]:
+def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
+                  skipped: list | None = None) -> list[dict]:
     """The runtime's ranges for one entry, in size order, tiling 0 bytes .. no limit:
     dicts of min_bytes, max_bytes (None: no limit), algorithm, candidate, unit and text;
     where NCCL's own algorithm runs instead, candidate, unit and text are None and no
-    file is written (module docstring)."""
+    file is written (module docstring). Past `deadline` (time.monotonic()) no further
+    candidate is exported (an export and its simulation can take tens of seconds on 16
+    GPUs): their labels go to `skipped`, and NCCL's own runs what they would have."""
     units, largest = {}, {}  # largest: an MSCCL++ plan's 32-bit offsets' limit
     for c in entry.candidates:
+        if deadline is not None and time.monotonic() > deadline:
+            if skipped is not None:
+                skipped.append(c.label)
+            continue
         try:
             text = render(c.schedule, fmt)[0]
         except BadInput:
@@ -144,10 +152,12 @@ def _max(high: int | None, fmt: str):
     return high
 
 
-def render_plan(plan: Plan, formats=tuple(RUNTIMES), extra: dict | None = None
-                ) -> tuple[dict, dict]:
+def render_plan(plan: Plan, formats=tuple(RUNTIMES), extra: dict | None = None,
+                deadline: float | None = None) -> tuple[dict, dict]:
     """({path in DIR: text or bytes}, plan.json's document): everything, rendered and
-    simulated, before anything is written; `extra` files (the plots) join the list."""
+    simulated, before anything is written; `extra` files (the plots) join the list.
+    Candidates not exported by `deadline` are listed in the document's
+    `not_exported` (runtime_files)."""
     texts, runtime = {}, {}
     for e in plan.entries:
         for i, span in enumerate(e.spans):
@@ -156,7 +166,8 @@ def render_plan(plan: Plan, formats=tuple(RUNTIMES), extra: dict | None = None
                 schedule_json(doc)
         for fmt in dict.fromkeys(formats):
             folder, ext = RUNTIMES[fmt]
-            files = runtime_files(e, fmt)
+            skipped: list = []
+            files = runtime_files(e, fmt, deadline, skipped)
             for i, f in enumerate(files):
                 text = f.pop("text")
                 f["file"] = None if text is None else \
@@ -165,7 +176,8 @@ def render_plan(plan: Plan, formats=tuple(RUNTIMES), extra: dict | None = None
                     texts[Path(f["file"])] = text
             runtime.setdefault(fmt, []).append({"communicator": e.communicator,
                                                 "collective": e.collective,
-                                                "root": e.root, "files": files})
+                                                "root": e.root, "files": files,
+                                                "not_exported": skipped})
     if "mscclpp" in runtime:
         texts[Path("mscclpp") / "register.py"] = _register(plan, runtime["mscclpp"])
     texts.update(extra or {})
