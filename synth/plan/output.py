@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import lru_cache
 from dataclasses import replace
 from pathlib import Path
 
@@ -71,6 +72,17 @@ def protected_sizes(entry: Entry) -> list[int]:
     return sorted(sizes)
 
 
+@lru_cache(maxsize=160)  # a plan's candidates in both formats
+def _rendered(schedule, fmt: str) -> str | None:
+    """The file `fmt` holds for `schedule`, or None where the runtime cannot express
+    it. Kept: a plan's report, its files and the next plan of the same candidates
+    (equal schedules) render each once; an export and its simulation can take seconds."""
+    try:
+        return render(schedule, fmt)[0]
+    except BadInput:
+        return None
+
+
 def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
                   skipped: list | None = None) -> list[dict]:
     """The runtime's ranges for one entry, in size order, tiling 0 bytes .. no limit:
@@ -85,9 +97,8 @@ def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
             if skipped is not None:
                 skipped.append(c.label)
             continue
-        try:
-            text = render(c.schedule, fmt)[0]
-        except BadInput:
+        text = _rendered(c.schedule, fmt)
+        if text is None:
             continue
         units[id(c)] = unit_of(fmt, text)
         if fmt == "mscclpp":
