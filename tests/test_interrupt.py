@@ -1,5 +1,8 @@
-"""Ctrl-C during a frontier search stops at once and keeps what was found."""
+"""Ctrl-C during a frontier search stops at once and keeps what was found; SIGTERM
+during `synth run` leaves no process behind."""
 
+import json
+import os
 import signal
 import subprocess
 import sys
@@ -49,3 +52,59 @@ def test_sigint_during_compare_or_report_exits_130_and_says_so(command, tmp_path
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
     assert "interrupted" in err and "Traceback" not in err
+
+
+def _descendants(pid):
+    """The pids below `pid` now, from /proc's parent links."""
+    parent = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parent[int(entry)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {p for p, pp in parent.items() if pp in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_sigterm_during_synth_run_leaves_no_process_behind(tmp_path):
+    made = subprocess.run([sys.executable, "-m", "synth", "allgather", "--topo", "ring:4",
+                           "--out", str(tmp_path), "--json"], capture_output=True, text=True)
+    path = json.loads(made.stdout)["frontier"][0]["file"]
+    proc = subprocess.Popen([sys.executable, "-m", "synth", "run", path, "--iters", "10000",
+                             "--size", "16MB"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    started = set()
+    try:
+        guard = time.monotonic() + 120  # a hang guard: the four workers exist by then
+        while len(_descendants(proc.pid)) < 4 and time.monotonic() < guard:
+            time.sleep(0.2)
+        started = _descendants(proc.pid)
+        assert len(started) >= 4, "the workers never started"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
+        guard = time.monotonic() + 60
+        while any(_alive(p) for p in started) and time.monotonic() < guard:
+            time.sleep(0.2)
+        assert not [p for p in started if _alive(p)], "a worker or server outlived synth run"
+    finally:  # whatever failed, nothing of this test keeps running
+        for pid in started | {proc.pid}:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        proc.wait()

@@ -85,13 +85,18 @@ def run(path: str | Path, nproc: int | None, nbytes: int, iters: int, backend: s
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "report.json"
         init = f"tcp://127.0.0.1:{_free_port()}"
+        context = mp.start_processes(_worker, args=(nproc, str(path), nbytes, iters,
+                                                    backend, init, str(out)),
+                                     nprocs=nproc, join=False, start_method=_start_method())
         try:
-            mp.start_processes(_worker, args=(nproc, str(path), nbytes, iters, backend, init,
-                                              str(out)),
-                               nprocs=nproc, join=True, start_method=_start_method())
+            while not context.join():
+                pass
         except mp.ProcessRaisedException as e:
             last = str(e).strip().splitlines()[-1]
             raise NoAnswer(f"a worker failed: {last}") from None
+        except BaseException:  # Ctrl-C or SIGTERM: no worker or server may outlive us
+            _stop_everything(context.processes)
+            raise
         return json.loads(out.read_text())
 
 
@@ -112,6 +117,34 @@ def _check_memory(schedule: Schedule, nproc: int, nbytes: int) -> None:
         raise BadInput(f"--size {nbytes:,} bytes: {nproc} gloo processes would hold about "
                        f"{need / 2**30:,.0f} GiB, more than this machine's "
                        f"{have / 2**30:,.0f} GiB")
+
+
+STOP_GRACE_S = 5.0  # a worker's time to end on SIGTERM before SIGKILL
+
+
+def _stop_everything(processes) -> None:
+    """End the workers (SIGTERM, then SIGKILL after STOP_GRACE_S), and the forkserver
+    and resource tracker that multiprocessing started for them: left alone, a worker
+    waiting in a collective for a peer that is gone spins for ever."""
+    import multiprocessing.forkserver
+    import multiprocessing.resource_tracker
+
+    for p in processes:
+        if p.is_alive():
+            p.terminate()
+    for p in processes:
+        p.join(STOP_GRACE_S)
+        if p.is_alive():
+            p.kill()
+            p.join()
+    for helper in (getattr(multiprocessing.forkserver, "_forkserver", None),
+                   getattr(multiprocessing.resource_tracker, "_resource_tracker", None)):
+        stop = getattr(helper, "_stop", None)
+        if stop is not None:
+            try:
+                stop()
+            except (OSError, ChildProcessError):
+                pass
 
 
 def _torch_multiprocessing():
