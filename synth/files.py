@@ -110,7 +110,7 @@ def write_folder(root: str | Path, files: dict) -> list[Path]:
     made, staged = [], []
     try:
         for target, data in targets:
-            made += _make_folders(root, target.parent)
+            made += _make_folders(target.parent)
             mode = _mode_for(target, target) if not target.is_symlink() else \
                 0o666 & ~_umask()
             tmp = _temporary(target.parent)
@@ -147,7 +147,7 @@ def _inside_without_links(root: Path, rel: Path) -> Path:
     return target
 
 
-def _make_folders(root: Path, folder: Path) -> list[Path]:
+def _make_folders(folder: Path) -> list[Path]:
     """Make `folder` and any missing parents; the ones made, outermost first."""
     missing = []
     while not folder.exists() and folder != folder.parent:

@@ -27,7 +27,7 @@ from fractions import Fraction
 from synth.construct.tree_schedules import DEPTHS, add_pipelines
 from synth.schedule.collectives import make_collective
 from synth.schedule.ir import Pipeline, Schedule, Send, Step, SwitchOp
-from synth.schedule.transform import window_rounds
+from synth.schedule.transform import together, window_rounds
 from synth.search.pareto import Limits, Search
 from synth.topology.hierarchy import Hierarchy
 from synth.topology.linkmodel import LinkModel, Switch, switch_rounds
@@ -172,8 +172,7 @@ def _across_pieces(model, hierarchy, inside, across) -> int:
     best = None
     for pieces in range(k, max(k, MAX_PIECES) + 1, k):
         steps = across_program(model, hierarchy, inside, across, pieces)
-        together = window_rounds(model, steps, len(steps))[len(steps) - 1]  # all at once
-        cost = Fraction(together, g * pieces)
+        cost = Fraction(together(model, steps).rounds, g * pieces)  # the steady state
         if best is None or cost < best[0]:
             best = (cost, pieces)
     return best[1]

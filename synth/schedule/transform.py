@@ -99,9 +99,8 @@ def refine(schedule: Schedule, factor: int) -> Schedule:
         return tuple(replace(x, chunk=x.chunk * factor + j) for x in moves
                      for j in range(factor))
 
-    program = tuple(Step(0, pieces(s.sends), pieces(s.switch_ops)) for s in schedule.steps)
-    program = tuple(replace(s, rounds=switch_rounds(model, s.switch_ops, s.sends))
-                    for s in program)
+    program = tuple(together(model, [Step(0, pieces(s.sends), pieces(s.switch_ops))])
+                    for s in schedule.steps)
     pipeline = schedule.pipeline and Pipeline(
         schedule.pipeline.batches, schedule.pipeline.stride * factor,
         window_rounds(model, program, schedule.pipeline.batches))
@@ -119,11 +118,17 @@ def window_rounds(model: LinkModel, program: tuple[Step, ...], batches: int,
     for t in range(len(program) + batches - 1):
         window = (max(0, t - batches + 1), min(last, t))
         if window not in memo:
-            steps = program[window[0]:window[1] + 1]
-            memo[window] = switch_rounds(model, [op for s in steps for op in s.switch_ops],
-                                         tuple(x for s in steps for x in s.sends))
+            memo[window] = together(model, program[window[0]:window[1] + 1]).rounds
         rounds.append(memo[window])
     return tuple(rounds)
+
+
+def together(model: LinkModel, steps) -> Step:
+    """`steps` run at once as one step: all their moves, in the fewest rounds that
+    carry them (switch_rounds)."""
+    sends = tuple(x for s in steps for x in s.sends)
+    ops = tuple(op for s in steps for op in s.switch_ops)
+    return Step(switch_rounds(model, ops, sends), sends, ops)
 
 
 def compose_allreduce(reducescatter: Schedule, allgather: Schedule) -> Schedule:
