@@ -22,6 +22,8 @@ import math
 import time
 from dataclasses import dataclass, field, replace
 
+import networkx as nx
+
 from synth.bounds import Bounds
 from synth.construct.baselines import baselines
 from synth.errors import BadInput
@@ -247,17 +249,12 @@ def _check_routes(name: str, group: list[int], routes: dict) -> None:
     the network between them alone (relaying through members is a schedule's step): a
     communicator's data never passes through a GPU outside it (dgx1's GPUs 0 and 5
     share no NVLink; dgxh100x2's 0 and 9 sit on different rails)."""
-    for forward in (True, False):  # from GPU 0 to every other, and back
-        reached, frontier = {0}, [0]
-        while frontier:
-            a = frontier.pop()
-            for b in range(len(group)):
-                if b not in reached and ((a, b) if forward else (b, a)) in routes:
-                    reached.add(b)
-                    frontier.append(b)
-        missing = [b for b in range(len(group)) if b not in reached]
-        if missing:
-            ends = (group[0], group[missing[0]])[::1 if forward else -1]
+    joined = nx.DiGraph(list(routes))
+    joined.add_nodes_from(range(len(group)))
+    for far, forward in ((set(joined) - nx.descendants(joined, 0) - {0}, True),
+                         (set(joined) - nx.ancestors(joined, 0) - {0}, False)):
+        if far:  # from GPU 0 to every other, and back
+            ends = (group[0], group[min(far)])[::1 if forward else -1]
             raise BadInput(f"communicator {name}: GPU {ends[0]} cannot reach GPU {ends[1]} "
                            "without passing through a GPU outside the communicator (no "
                            "link, switch or network path joins them)")

@@ -80,7 +80,7 @@ def run(path: str | Path, nproc: int | None, nbytes: int, iters: int, backend: s
     if nproc != ranks:
         raise BadInput(f"the schedule has {ranks} ranks, but --nproc is {nproc}")
     if backend == "gloo":
-        _check_memory(schedule, nproc, nbytes)
+        _check_memory(nproc, nbytes)
     mp = _torch_multiprocessing()  # after the checks: importing torch takes seconds
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "report.json"
@@ -104,7 +104,7 @@ BUFFERS_PER_RANK = 4  # what a gloo worker holds per message: its input and outp
                      # torch's reference output and the checked copy (at most)
 
 
-def _check_memory(schedule: Schedule, nproc: int, nbytes: int) -> None:
+def _check_memory(nproc: int, nbytes: int) -> None:
     """BadInput when the workers' buffers, all in this machine's memory under gloo,
     could not fit: refused by arithmetic before any process starts (a worker that asks
     for 1 TB dies in the allocator, its siblings are killed, the output is a page)."""
