@@ -485,8 +485,10 @@ def test_the_builtins_use_the_one_table_of_link_rates():
     assert NVLINK_GBPS == {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 50.0}
     assert [16 * PCIE_LANE_GBPS[g] for g in (3, 4, 5)] == [16, 32, 64]
     assert GEN_GBPS == 25.0
-    nvlink = {"dgx1": 2, "ndv2": 2, "dgx2": 2, "dgxa100": 3, "dgxh100": 4}
-    pcie = {"ndv2": 3, "dgx2": 3, "dgxa100": 4, "dgxh100": 5}
+    nvlink = {"dgx1": 2, "ndv2": 2, "dgx2": 2, "dgxa100": 3, "dgxh100": 4, "dgxh200": 4,
+              "dgxb200": 5, "gb200tray": 5}
+    pcie = {"ndv2": 3, "dgx2": 3, "dgxa100": 4, "dgxh100": 5, "dgxh200": 5, "dgxb200": 5,
+            "gb200tray": 5}
     for name, generation in nvlink.items():
         topo = resolve(name)
         kinds = {v.name: v.kind for v in topo.vertices}

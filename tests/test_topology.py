@@ -28,8 +28,9 @@ def synth_cli(*args):
     return subprocess.run([sys.executable, "-m", "synth", *args], capture_output=True, text=True)
 
 
-def test_builtins_are_the_five_named():
-    assert builtin_names() == ["dgx1", "dgx2", "dgxa100", "dgxh100", "ndv2"]
+def test_builtins_are_the_eight_named():
+    assert builtin_names() == ["dgx1", "dgx2", "dgxa100", "dgxb200", "dgxh100", "dgxh200",
+                               "gb200tray", "ndv2"]
 
 
 def test_dgx1_matches_hardware_md():

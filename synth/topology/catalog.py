@@ -53,12 +53,31 @@ def resolve(spec: str, boxes: int | None = None) -> Topology:
     `boxes`, K copies of that one box joined by its network: section (`--boxes K`: a
     file of one's own repeated like a built-in's NAMExK)."""
     topo = _resolve(spec)
+    if topo.repeat > 1:
+        if boxes is not None:
+            raise BadInput(f"{topo.name}: the file says boxes: {topo.repeat}; give --boxes "
+                           "only for a file of one box")
+        boxes, topo = topo.repeat, replace(topo, repeat=1)
     if boxes is None:
         return topo
     if any(v.kind == "net_switch" for v in topo.vertices):
         raise BadInput(f"{topo.name} already has a network switch: --boxes repeats one box, "
                        "joined by its network: section")
     return join_boxes(topo, boxes, name=f"{topo.name}x{boxes}")
+
+
+def box_and_boxes(spec: str, boxes: int | None = None) -> tuple[Topology, int]:
+    """The one box `spec` (with --boxes) is made of and how many copies: what a file of
+    that box with `boxes: K` describes (synth calibrate writes one)."""
+    multi = re.fullmatch(r"(.+)x(\d+)", spec) if isinstance(spec, str) else None
+    if boxes is None and multi and multi.group(1) in builtin_names():
+        box = load_topology_file(TOPOLOGY_DIR / f"{multi.group(1)}.yaml")
+        resolve(spec)  # the checks NAMExK has (its K, its size)
+        return box, int(multi.group(2))
+    topo = resolve(spec, boxes)
+    if topo.boxes > 1:
+        return replace(_resolve(spec), repeat=1), topo.boxes
+    return topo, 1
 
 
 def _resolve(spec: str) -> Topology:
@@ -232,7 +251,7 @@ def join_boxes(box: Topology, k: int, name: str) -> Topology:
                    f"({'one non-blocking switch' if net.fabric == 'single-switch' else 'rail-optimised'})")
     topo = Topology(name, box.unit_gbps, tuple(vertices) + tuple(switches), tuple(links),
                     description, net, boxes=k, source=box.source,
-                    assumptions=box.assumptions)
+                    assumptions=box.assumptions, figures=box.figures)
     validate(topo)
     return topo
 

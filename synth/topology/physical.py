@@ -9,13 +9,14 @@ BadInput with one line naming the first problem.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import networkx as nx
 
 from synth.errors import BadInput
 from synth.files import load_yaml, quote
+from synth.predict.figures import Figures, figures_from_dict, figures_to_dict
 
 GPU = "gpu"
 NIC = "nic"
@@ -102,6 +103,8 @@ class Topology:
     boxes: int = 1
     source: str = ""  # where an imported topology came from
     assumptions: tuple[str, ...] = ()  # the numbers an import did not read, and why
+    figures: "Figures | None" = None  # cost model 2's constants (`costs:`), None: defaults
+    repeat: int = 1  # a file's `boxes: K`: K copies of this box (catalog.resolve joins them)
 
     @property
     def gpus(self) -> list[str]:
@@ -136,7 +139,7 @@ class Topology:
 # --- reading topology files -------------------------------------------------------
 
 TOP_KEYS = {"name", "description", "unit_gbps", "gpus", "switches", "nics", "links", "network",
-            "source", "assumptions"}
+            "source", "assumptions", "costs", "boxes"}
 LINK_KEYS = {"between", "from", "to", "gbps", "count", "alpha_us", "inferred"}
 
 
@@ -205,11 +208,59 @@ def topology_from_dict(doc: dict) -> Topology:
     source = _text(doc.get("source", ""), "source")
     assumptions = tuple(_text(a, f"assumptions[{i}]")
                         for i, a in enumerate(_list(doc.get("assumptions", []), "assumptions")))
+    figures = figures_from_dict(doc["costs"]) if "costs" in doc else None
+    repeat = doc.get("boxes", 1)
+    if not isinstance(repeat, int) or isinstance(repeat, bool) or not 1 <= repeat <= MAX_GPUS:
+        raise BadInput(f"boxes: expected a whole number of boxes from 1 to {MAX_GPUS}, got "
+                       f"{quote(repeat)}")
+    if repeat > 1 and network is None:
+        raise BadInput("boxes: copies of a box are joined by its network: section, and "
+                       "this file has none")
     topo = Topology(name, _positive(unit, "unit_gbps", MAX_GBPS), tuple(vertices),
                     tuple(links), description, network, source=source,
-                    assumptions=assumptions)
+                    assumptions=assumptions, figures=figures, repeat=repeat)
     validate(topo)
     return topo
+
+
+def topology_to_dict(topo: Topology) -> dict:
+    """The file's dictionary that topology_from_dict reads back as `topo` (one box:
+    `topo.repeat` copies of it are `boxes:`). A pair of links that are each other's
+    reverse with the same figures is written once, as `between`."""
+    doc = {"name": topo.name, "description": topo.description, "unit_gbps": topo.unit_gbps,
+           "gpus": topo.gpus}
+    switches = [{"name": v.name, "kind": v.kind, **({"can": list(v.can)} if v.can else {}),
+                 **({"inferred": v.inferred} if v.inferred else {})}
+                for v in topo.vertices if v.kind in SWITCH_KINDS]
+    nics = [v.name for v in topo.vertices if v.kind == NIC]
+    doc.update({"switches": switches} if switches else {})
+    doc.update({"nics": nics} if nics else {})
+    links, done = [], set()
+    by_pair = {(l.src, l.dst): l for l in topo.links}
+    for l in topo.links:
+        if (l.src, l.dst) in done:
+            continue
+        back = by_pair.get((l.dst, l.src))
+        entry = {"gbps": l.gbps, "count": l.count, "alpha_us": l.alpha_us}
+        if l.inferred:
+            entry["inferred"] = l.inferred
+        if back is not None and replace(back, src=l.src, dst=l.dst) == l:
+            links.append({"between": [l.src, l.dst], **entry})
+            done.add((l.dst, l.src))
+        else:
+            links.append({"from": l.src, "to": l.dst, **entry})
+    doc["links"] = links
+    if topo.network is not None:
+        n = topo.network
+        doc["network"] = {"fabric": n.fabric, "gbps": n.gbps, "alpha_us": n.alpha_us,
+                          **({"sharp": True} if n.sharp else {})}
+    if topo.repeat > 1:
+        doc["boxes"] = topo.repeat
+    doc.update({"source": topo.source} if topo.source else {})
+    doc.update({"assumptions": list(topo.assumptions)} if topo.assumptions else {})
+    if topo.figures is not None:
+        doc["costs"] = figures_to_dict(topo.figures)
+    return doc
 
 
 def _parse_link(entry, where: str, names: set[str]) -> list[Link]:

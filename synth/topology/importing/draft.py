@@ -48,6 +48,7 @@ class Draft:
     network: dict | None = None  # the file's network: section
     network_note: str = ""
     warnings: list[str] = field(default_factory=list)  # said on stderr as well
+    arch: str = ""  # the GPUs' architecture (cost model 2's tables), "" when unknown
     _taken: set = field(default_factory=set, repr=False)
     _suffix: dict = field(default_factory=dict, repr=False)  # name -> the next k to try
 
@@ -118,6 +119,8 @@ class Draft:
             doc["network"] = dict(self.network)
         if self.assumptions:
             doc["assumptions"] = list(self.assumptions)
+        if self.arch:
+            doc["costs"] = {"arch": self.arch}
         return doc
 
     def unit_gbps(self) -> float:
@@ -156,6 +159,9 @@ class Draft:
         if self.assumptions:
             lines.append("assumptions:")
             lines += [f"  - {_q(a)}" for a in self.assumptions]
+        if self.arch:
+            lines.append(f"costs: {{arch: {self.arch}}}  # cost model 2's tables "
+                         "(docs/cost-model.md)")
         return "\n".join(lines) + "\n"
 
 

@@ -32,6 +32,14 @@ def nvlink_what(sm: int) -> str:
 NVLS_MIN_SM = 90
 
 
+def arch_of(sm: int | None) -> str:
+    """The architecture whose NCCL tables cost model 2 uses for SM `sm` ("" unknown)."""
+    if sm is None:
+        return ""
+    return ("blackwell" if sm >= 100 else "hopper" if sm >= 90 else "ampere" if sm >= 80
+            else "volta")
+
+
 def switch_computes(sm: int | None) -> bool:
     """Whether NVSwitches joining GPUs of SM `sm` reduce and multicast (NVLS)."""
     return sm is not None and sm >= NVLS_MIN_SM

@@ -35,7 +35,7 @@ from itertools import combinations
 
 from synth.errors import BadInput
 from synth.topology.importing.draft import Draft, vertex_name
-from synth.topology.importing.hardware import (CUBE_MESH, GPU_MODELS, MAX_NVLINKS,
+from synth.topology.importing.hardware import (CUBE_MESH, GPU_MODELS, MAX_NVLINKS, arch_of,
                                                NET_GBPS_PER_MBPS, NVLINK_ALPHA_US,
                                                NVLINK_GBPS, NVSWITCH_ALPHA_US, GpuModel,
                                                nic_speed, nvlink_what, pcie_gbps,
@@ -124,6 +124,7 @@ def from_xml(text: str, where: str, name: str, gpu: GpuModel | None = None,
     _add_gpus(draft, gpus, where, gpu)
     _add_nics(draft, tree.nics, nic_gbps, gpu, fabric)
     sms = sorted({g.sm for g in gpus if g.sm})
+    draft.arch = arch_of(sms[0] if sms else (gpu.sm if gpu else None))
     draft.description = (f"{len(gpus)} GPUs{f' (SM{sms[0]})' if len(sms) == 1 else ''}, "
                          f"{_nics(len(draft.of_kind('nic')))}, imported from {where}")
     return draft

@@ -41,7 +41,7 @@ import networkx as nx
 
 from synth.errors import BadInput
 from synth.topology.importing.draft import Draft, vertex_name
-from synth.topology.importing.hardware import (GPU_MODELS, MAX_NVLINKS, NVLINK_ALPHA_US,
+from synth.topology.importing.hardware import (GPU_MODELS, MAX_NVLINKS, NVLINK_ALPHA_US, arch_of,
                                                NVLINK_GBPS, NVSWITCH_ALPHA_US, GpuModel,
                                                nic_speed, nvlink_what, pcie_x16_gbps,
                                                switch_computes)
@@ -182,6 +182,7 @@ def _nvlinks(draft, rows, gpus, names, model, why) -> None:
         draft.assume("no NVLink: the matrix shows none")
         return
     sm = model.sm if model else 70
+    draft.arch = arch_of(sm)
     gbps = NVLINK_GBPS[sm]
     draft.assume(f"NVLink: {gbps:g} GB/s per link and direction, the {nvlink_what(sm)} "
                  f"({why})")

@@ -1,0 +1,102 @@
+"""The constants of cost model version 2, their defaults by GPU architecture, and the
+`costs:` section of a topology file (docs/cost-model.md lists every one and its source).
+
+A prediction multiplies each link's line rate by the efficiency of its class (what
+NCCL's kernels reach of it), adds a fixed cost per call, and charges NCCL's protocols
+their bandwidth factors and per-hop latencies (synth.predict.nccl). `synth calibrate`
+fits these figures to a machine's own nccl-tests output and writes them back.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields, replace
+
+from synth.errors import BadInput
+from synth.files import quote
+
+ARCHS = ("volta", "ampere", "hopper", "blackwell")
+
+# Achieved / line rate of NVLink with NCCL's 128-byte lines. NCCL's own model counts
+# 20 of 25 GB/s (V100, A100), 20.6 of 25 (H100), 40.1 of 50 (B200) per link (src/graph/
+# topo.h, NCCL 2.30.7); published nccl-tests runs reach about 230 of 300 GB/s bus
+# bandwidth on 8 A100 and 360-370 of 450 on 8 H100 (docs/cost-model.md).
+NVLINK_EFFICIENCY = {"volta": 0.80, "ampere": 0.77, "hopper": 0.82, "blackwell": 0.80}
+# NVLink SHARP's own factor on top of NVLink's (src/graph/tuning.cc: nvlsEfficiency)
+NVLS_EFFICIENCY = {"volta": 0.0, "ampere": 0.0, "hopper": 0.85, "blackwell": 0.74}
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What a call costs on one machine. Times in microseconds, efficiencies as the
+    fraction of a link's line rate that NCCL's kernels reach."""
+
+    arch: str = "ampere"  # NCCL's tables are per architecture
+    call_us: float = 9.0  # fixed cost of a call: launch, protocol start-up
+    nvls_call_us: float = 9.0  # of a call NCCL runs with NVLS or NVLS-tree
+    alltoall_call_us: float = 30.0  # of a grouped send/receive alltoall
+    nvlink: float = 0.77  # efficiency of NVLink (and NVSwitch ports)
+    nvls: float = 0.0  # of an NVLS operation, on top of NVLink's
+    pcie: float = 0.75  # of PCIe (NCCL counts width x rate / 80 of width x rate / 64)
+    nic: float = 0.95  # of a NIC (24 of 25 GB/s HDR, 46-48 of 50 NDR)
+    latency_scale: float = 1.0  # scales NCCL's latencies (base and per hop)
+    send_us: float = 0.5  # per chunk a synth schedule sends on a link, in one step
+    chunk_kb: float = 512.0  # the largest piece a channel's pipeline moves per stage
+    source: str = "defaults"  # where the figures came from
+
+    def efficiency(self, link_class: str) -> float:
+        return {"nvlink": self.nvlink, "pcie": self.pcie, "nic": self.nic}[link_class]
+
+
+NUMBERS = ("call_us", "nvls_call_us", "alltoall_call_us", "nvlink", "nvls", "pcie", "nic",
+           "latency_scale", "send_us", "chunk_kb")
+LIMITS = {"call_us": (0, 1e4), "nvls_call_us": (0, 1e4), "alltoall_call_us": (0, 1e4),
+          "nvlink": (0.01, 1), "nvls": (0, 1), "pcie": (0.01, 1), "nic": (0.01, 1),
+          "latency_scale": (0, 100), "send_us": (0, 1e3), "chunk_kb": (1, 1 << 16)}
+
+
+def defaults(arch: str) -> Figures:
+    """The published figures for `arch` (docs/cost-model.md)."""
+    if arch not in ARCHS:
+        raise BadInput(f"costs.arch: expected one of {', '.join(ARCHS)}, got {quote(arch)}")
+    return Figures(arch=arch, nvlink=NVLINK_EFFICIENCY[arch], nvls=NVLS_EFFICIENCY[arch])
+
+
+def figures_from_dict(doc, fallback_arch: str = "ampere") -> Figures:
+    """A topology file's `costs:` mapping over the defaults of its `arch`."""
+    if not isinstance(doc, dict):
+        raise BadInput("costs: expected a mapping (docs/cost-model.md)")
+    allowed = {"arch", "source", *NUMBERS}
+    for key in doc:
+        if key not in allowed:
+            raise BadInput(f"costs: unknown key {quote(key)} (expected "
+                           f"{', '.join(sorted(allowed))})")
+    out = defaults(doc.get("arch", fallback_arch))
+    changes = {}
+    for key in NUMBERS:
+        if key in doc:
+            changes[key] = _number(doc[key], key)
+    if "source" in doc:
+        if not isinstance(doc["source"], str) or len(doc["source"]) > 2000:
+            raise BadInput("costs.source: expected a string of at most 2000 characters")
+        changes["source"] = doc["source"]
+    elif changes:
+        changes["source"] = "the topology file"
+    return replace(out, **changes)
+
+
+def figures_to_dict(figures: Figures) -> dict:
+    """The `costs:` mapping that reads back as `figures` (rounded to 4 digits)."""
+    doc = asdict(figures)
+    return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in doc.items()}
+
+
+def _number(x, key: str) -> float:
+    lo, hi = LIMITS[key]
+    ok = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    if not (ok and lo <= x <= hi):
+        raise BadInput(f"costs.{key}: expected a number from {lo:g} to {hi:g}, got {quote(x)}")
+    return float(x)
+
+
+assert set(NUMBERS) | {"arch", "source"} == {f.name for f in fields(Figures)}
