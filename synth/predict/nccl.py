@@ -1,0 +1,441 @@
+"""NCCL as it runs: its algorithms and protocols, the latency and bandwidth NCCL's tuner
+gives each (src/graph/tuning.cc, ncclTopoTuneModel and ncclTopoGetAlgoTime, of NCCL
+2.30.7), NCCL's choice per call (the fastest in that model), and the time the choice
+takes on the hardware.
+
+Both use one set of formulas. NCCL's choice feeds them the rates NCCL counts (its
+per-link NVLink figures, width x rate / 80 for PCIe, its NIC ladder); the prediction
+feeds them achieved rates (line rate x the figures' efficiencies) and adds the call's
+fixed cost, which NCCL's model leaves out. What is approximated, and why, is in
+docs/cost-model.md ("NCCL as it runs"): the channel search (src/graph/search.cc) is
+reduced to its speed ladders and its channel duplication, the CPU is taken to be
+Intel's (network overhead 1 us), and alltoall, which NCCL runs as grouped send and
+receive outside this model, is charged its busiest link.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from synth.errors import BadInput
+from synth.predict.figures import Figures
+from synth.predict.machine import Machine
+
+NCCL_VERSION = "2.30.7"
+ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
+PROTOCOLS = ("LL", "LL128", "Simple")
+COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce")
+ARCH_INDEX = {"volta": 0, "ampere": 1, "hopper": 2, "blackwell": 3}
+
+# --- NCCL 2.30.7's tables (src/graph/tuning.cc), LL / LL128 / Simple ------------------
+BASE_US = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4),
+           "collnet_direct": (0, 0, 0), "collnet_chain": (0, 0, 0),
+           "nvls": (0, 0, 0), "nvls_tree": (0, 0, 0), "pat": (8.0, 8.0, 8.0)}
+HOP_US = {  # per hop, by what the hop crosses
+    "nvlink": {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4),
+               "collnet_direct": (0, 0, 3.7), "collnet_chain": (0, 0, 2.8),
+               "nvls": (0, 0, 25), "nvls_tree": (0, 0, 25), "pat": (0, 0, 4.0)},
+    "pcie": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7),
+             "collnet_direct": (0, 0, 3.7), "collnet_chain": (0, 0, 2.8),
+             "nvls": (0, 0, 0), "nvls_tree": (0, 0, 0), "pat": (0, 0, 4.0)},
+    "net": {"tree": (5.0, 8.5, 14), "ring": (2.7, 4.0, 14.0),
+            "collnet_direct": (0, 0, 31), "collnet_chain": (0, 0, 30),
+            "nvls": (0, 0, 18), "nvls_tree": (0, 0, 20.9), "pat": (0, 0, 14)},
+}
+# [architecture (one node) or CPU (several)][1 node, 2 nodes, more]
+LL_MAX_GBPS = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0),
+               (282.0, 90.0, 70.0))
+RING_LL128_CHANNEL_GBPS = ((20.0,) * 3, (20.0,) * 3, (36.7,) * 3, (40.0,) * 3)
+TREE_LL128_CHANNEL_GBPS = ((20.0,) * 3, (20.0,) * 3, (36.7, 36.7, 29.0), (55.6, 31.67, 20.0))
+TREE_CHANNEL_GBPS = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0),
+                     (70.0, 42.8, 24.0))
+NVLS_TREE_CHANNEL_GBPS = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (0.0, 57.7, 45.5),
+                          (0.0, 96.0, 80.0))
+# allreduce trees at 64 B x 2^i (ncclTopoGetAlgoTime's treeCorrectionFactor)
+TREE_CORRECTION = (
+    (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0,
+     1.0, 1.0, 1.0),
+    (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9,
+     1.0, 1.0, 1.0),
+    (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9,
+     .9, .9))
+NET_OVERHEAD_US = 1.0  # getNetOverhead on an Intel CPU (2 on AMD)
+# the graph search's speed ladders, GB/s per channel (src/graph/search.cc)
+SPEEDS_INTRA = {"sm80": (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
+                "sm90": (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
+                "sm100": (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0,
+                          18.0)}
+SPEEDS_INTER = {"sm80": (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0,
+                         5.0, 4.0, 3.0, 2.4, 1.2, 0.24, 0.12),
+                "sm90": (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0,
+                         6.0, 3.0, 2.4, 1.2, 0.24, 0.12),
+                "sm100": (96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0,
+                          17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12)}
+MAX_RING_CHANNELS = 32  # MAXCHANNELS / 2
+# what NCCL counts of a line rate: NVLink per link (src/graph/topo.h: 20 of 25 GB/s,
+# 20.6 of 25 on SM90, 40.1 of 50 on SM100), PCIe width x rate / 80 of / 64, NICs 24 of
+# 25 GB/s
+NCCL_NVLINK_SHARE = {"volta": 0.8, "ampere": 0.8, "hopper": 20.6 / 25, "blackwell": 40.1 / 50}
+NCCL_PCIE_SHARE = 0.75
+NCCL_NIC_SHARE = 0.96
+NVLS_EFFICIENCY = {"volta": 0.0, "ampere": 0.0, "hopper": 0.85, "blackwell": 0.74}
+# threads and bytes per thread before NCCL adds a channel (enqueue.cc, comm.h)
+THREADS = (512, 640, 512)
+THREAD_THRESHOLD = (8, 8, 64)
+
+
+@dataclass(frozen=True)
+class Rates:
+    """GB/s as the formulas take them: a GPU into its node's fabric, the widest pair,
+    one NIC; and NVLS's efficiency."""
+
+    intra: float
+    pair: float
+    nic: float
+    nvls: float
+
+
+@dataclass(frozen=True)
+class Graph:
+    channels: int
+    intra: float  # GB/s per channel inside a node
+    inter: float  # GB/s per channel across nodes
+
+
+@dataclass(frozen=True)
+class Option:
+    """One algorithm and protocol for one collective: time = latency_us + n / (1e3 x
+    gbps) in NCCL's model (gbps: its algorithm bandwidth for n as NCCL counts bytes)."""
+
+    algorithm: str
+    protocol: str
+    latency_us: float
+    gbps: float
+    channels: int
+
+
+@dataclass(frozen=True)
+class Choice:
+    collective: str
+    nbytes: int
+    option: Option  # what NCCL's tuner runs
+    nccl_us: float  # its time in NCCL's own model
+    predicted_us: float  # the time it takes on the hardware (cost model 2)
+    reason: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.option.algorithm}/{self.option.protocol}"
+
+
+def nccl_rates(m: Machine) -> Rates:
+    share = NCCL_NVLINK_SHARE[m.arch] if m.intra == "nvlink" else NCCL_PCIE_SHARE
+    return Rates(m.intra_gbps * share, m.pair_gbps * share, m.nic_gbps * NCCL_NIC_SHARE,
+                 NVLS_EFFICIENCY[m.arch])
+
+
+def achieved_rates(m: Machine, f: Figures) -> Rates:
+    eff = f.efficiency(m.intra)
+    return Rates(m.intra_gbps * eff, m.pair_gbps * eff, m.nic_gbps * f.nic, f.nvls)
+
+
+def _sm(arch: str) -> str:
+    return {"hopper": "sm90", "blackwell": "sm100"}.get(arch, "sm80")
+
+
+def _speed(ladder, most: float) -> float:
+    return next((s for s in ladder if s <= most), ladder[-1])
+
+
+def ring_graph(m: Machine, counted: Rates, achieved: Rates | None = None) -> Graph:
+    """The ring (and tree) channels NCCL's search finds at the counted rates: the
+    fastest speed of its ladder a path carries, as many channels as the GPU's fabric
+    (and, across nodes, the node's NICs) hold at it, doubled as ncclTopoDupChannels
+    does. Each channel's rate is the speed (NCCL's view) or, given `achieved`, its share
+    of the achieved aggregate."""
+    sm = _sm(m.arch)
+    if m.nodes == 1:
+        speed = _speed(SPEEDS_INTRA[sm], min(counted.pair, counted.intra))
+        channels = math.floor(counted.intra / speed + 1e-9)
+    else:
+        speed = _speed(SPEEDS_INTER[sm], min(counted.pair, counted.nic, counted.intra))
+        channels = min(m.nics * math.floor(counted.nic / speed + 1e-9),
+                       math.floor(counted.intra / speed + 1e-9))
+    channels = max(1, min(MAX_RING_CHANNELS, channels))
+    fast = m.arch in ("hopper", "blackwell")
+    if speed >= 25 and not (fast and speed < 50 and channels > 4):
+        doubled = min(2 * channels, MAX_RING_CHANNELS)
+        speed /= math.ceil(doubled / channels)
+        channels = doubled
+    if achieved is None:
+        return Graph(channels, speed, speed)
+    total = achieved.intra if m.nodes == 1 else min(achieved.intra, m.nics * achieved.nic)
+    return Graph(channels, total / channels, total / channels)
+
+
+def nvls_graph(m: Machine, counted: Rates, achieved: Rates | None = None) -> Graph:
+    """NVLS channels: one per GPU of a node (NCCL's search wants them all as heads),
+    each at its share of the fabric (the search's x ppn / (ppn - 1) for patterns that
+    need not close a ring); across nodes a channel has its share of the NICs."""
+    ppn = m.per_node
+    channels = min(32, ppn)
+    sm = _sm(m.arch)
+    boost = ppn / max(1, ppn - 1)
+    intra = _speed(SPEEDS_INTRA[sm], counted.intra * boost / channels)
+    inter = _speed(SPEEDS_INTER[sm], m.nics * counted.nic / channels) if m.nodes > 1 else 0.0
+    if achieved is not None:
+        intra = achieved.intra * boost / channels
+        inter = m.nics * achieved.nic / channels if m.nodes > 1 else 0.0
+    return Graph(channels, intra, inter if m.nodes > 1 else intra)
+
+
+def _index2(m: Machine) -> int:
+    return min(m.nodes, 3) - 1
+
+
+def _applies(m: Machine, coll: str, algo: str, proto: str) -> bool:
+    """Which algorithm and protocol NCCL would consider (ncclTopoTuneModel's filters
+    and its enable rules)."""
+    if coll in ("broadcast", "reduce") and algo != "ring":
+        return False
+    if coll in ("allgather", "reducescatter") and algo not in ("pat", "ring", "nvls",
+                                                               "collnet_direct"):
+        return False
+    if coll == "allreduce" and algo == "pat":
+        return False
+    if algo in ("nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat") and proto != "Simple":
+        return False
+    if algo == "pat" and m.per_node != 1:
+        return False
+    if algo in ("nvls", "nvls_tree") and not m.nvls:
+        return False
+    if algo == "nvls_tree" and m.nodes == 1:
+        return False
+    if algo.startswith("collnet") and not (m.sharp and m.nodes > 1):
+        return False
+    if algo == "nvls" and m.nodes > 1 and not m.sharp:
+        return False
+    if algo == "collnet_direct" and not m.nvswitch:
+        return False
+    if coll in ("allgather", "reducescatter") and algo in ("nvls", "collnet_direct") and m.nodes > 1:
+        return False  # needs the network's own allgather / reducescatter
+    if proto == "LL128" and m.intra != "nvlink":
+        return False  # NCCL enables LL128 only over NVLink (typeIntra <= NVB)
+    return True
+
+
+def options(m: Machine, coll: str, counted: Rates, achieved: Rates | None = None,
+            latency_scale: float = 1.0) -> list[Option]:
+    """Every algorithm and protocol NCCL considers for `coll` on `m`, with the latency
+    and bandwidth ncclTopoTuneModel gives it; with `achieved`, the same formulas over
+    achieved rates (latencies x latency_scale)."""
+    ring = ring_graph(m, counted, achieved)
+    nvls = nvls_graph(m, counted, achieved) if m.nvls else None
+    out = []
+    for algo in ALGORITHMS:
+        for p, proto in enumerate(PROTOCOLS):
+            if not _applies(m, coll, algo, proto):
+                continue
+            graph = nvls if algo in ("nvls", "nvls_tree") else ring
+            if graph is None or graph.channels < 1 or (algo.startswith("nvls") and graph.channels < 2):
+                continue
+            if achieved is not None and algo in ("nvls", "nvls_tree"):
+                gbps = _nvls_achieved(m, coll, algo, graph, achieved)
+            else:
+                gbps = _bandwidth(m, coll, algo, p, graph, counted if achieved is None else achieved)
+            if gbps <= 0:
+                continue
+            out.append(Option(algo, proto, _latency(m, coll, algo, p) * latency_scale, gbps,
+                              graph.channels))
+    return out
+
+
+def _steps(m: Machine, coll: str) -> int:
+    n = m.ranks
+    return 2 * (n - 1) if coll == "allreduce" else n - 1 if coll in ("allgather", "reducescatter") else n
+
+
+def _bandwidth(m: Machine, coll: str, algo: str, p: int, graph: Graph, rates: Rates) -> float:
+    """ncclTopoTuneModel's bandwidth of `algo` with protocol PROTOCOLS[p]: GB/s of
+    the bytes NCCL counts for the call (its bus bandwidth converted)."""
+    ai, i2, ch, ppn = ARCH_INDEX[m.arch], _index2(m), graph.channels, m.per_node
+    ll_max = LL_MAX_GBPS[ai if m.nodes == 1 else 0][i2]
+    bw = graph.intra if m.nodes <= 2 or algo.startswith("collnet") else graph.inter
+    if algo in ("nvls", "nvls_tree"):
+        intra = graph.intra * rates.nvls * (ch - 1) / ch
+        intra *= 2.0 if coll == "allreduce" else (ppn - 1) / ppn
+        inter = graph.inter * (2 if m.nodes <= 2 and algo == "nvls_tree" else 1)
+        bw = min(intra, inter, NVLS_TREE_CHANNEL_GBPS[ai][i2] if algo == "nvls_tree" else math.inf)
+    bus = ch * bw
+    if algo == "ring" and p == 0:
+        bus = min(ll_max, bus * 0.5)
+    if algo == "ring" and p == 1:
+        bus = min(bus * 0.92, ch * RING_LL128_CHANNEL_GBPS[ai][i2])
+    if algo == "tree" and coll == "allreduce":
+        bus = min(bus * 0.92, ch * TREE_CHANNEL_GBPS[ai][i2])
+    if algo == "tree" and p == 0:
+        bus = min(bus / 3.8, ll_max)
+    if algo == "tree" and p == 1:
+        bus = min(bus * (7 / 9 if m.nodes == 1 else 120 / 128), ch * TREE_LL128_CHANNEL_GBPS[ai][i2])
+    if algo == "pat":
+        bus *= 0.75
+    if algo == "collnet_direct":
+        if coll in ("allgather", "reducescatter"):
+            bus = ppn * min(graph.intra, graph.inter * 0.9)
+        else:
+            factor = ppn / ch  # GPUs per NIC
+            bus /= factor - (factor - 1) / 2
+            bus *= 0.85 if ai >= 2 else 1.0
+    if algo == "ring" or coll not in ("allgather", "reducescatter"):
+        bus *= m.ranks / _steps(m, coll) if algo in ("ring", "nvls", "nvls_tree") else 0.5
+    return bus
+
+
+def _nvls_achieved(m: Machine, coll: str, algo: str, graph: Graph, rates: Rates) -> float:
+    """What NVLS moves, not NCCL's formula for it: in an allreduce each GPU's data
+    crosses its port into the switch once and the result comes back once, and the
+    switch's copy to the GPU that asked is one more of N + 1 (so N / (N + 1) of the
+    port), at NVLink's efficiency times NVLS's own. NVLS-tree adds the tree over
+    nodes: a node's NICs carry its whole buffer once each way (twice past 2 nodes), and
+    NCCL's per-channel cap on it (perChMaxNVLSTreeBw) stays."""
+    ppn = m.per_node
+    port = rates.intra * rates.nvls
+    if coll == "allreduce":
+        gbps = port * ppn / (ppn + 1)
+    else:  # allgather, reducescatter: (N - 1) / N of the buffer through the port
+        gbps = port * ppn / max(1, ppn - 1)
+    if algo == "nvls_tree":
+        across = m.nics * rates.nic / (1 if m.nodes <= 2 else 2)
+        cap = graph.channels * NVLS_TREE_CHANNEL_GBPS[ARCH_INDEX[m.arch]][_index2(m)]
+        gbps = min(gbps, across, cap * m.ranks / _steps(m, coll))
+    return gbps
+
+
+def _latency(m: Machine, coll: str, algo: str, p: int) -> float:
+    """ncclTopoTuneModel's latency of `algo` with protocol PROTOCOLS[p], in us."""
+    ppn, nodes = m.per_node, m.nodes
+    lat = BASE_US[algo][p]
+    intra = HOP_US[m.intra][algo][p]
+    inter = HOP_US["net"]["tree" if ppn == 1 else algo][p]  # ppn 1: latencies exposed
+    steps = _steps(m, coll)
+    levels = int(math.log2(nodes))
+    if algo == "ring":
+        if coll in ("broadcast", "reduce"):
+            return lat + HOP_US[m.intra if nodes == 1 else "net"][algo][p]
+        overhead = NET_OVERHEAD_US * (3 if p == 2 else 1) if nodes > 1 else 0.0
+        intra = max(intra, overhead)
+        across = 0 if nodes == 1 else 2 * (nodes - 1) if coll == "allreduce" else nodes - 1
+        return lat + (steps - across) * intra + across * inter
+    if algo == "tree":
+        return lat + 2 * ((ppn - 1) * intra + levels * inter)
+    if algo == "collnet_direct":
+        return lat + 2 * (min(1, ppn - 1) * intra + (ppn - 1) * 0.4) + inter
+    if algo == "collnet_chain":
+        return lat + 2 * (ppn - 1) * intra + inter
+    if algo == "nvls":
+        return intra + (inter if nodes > 1 else 0.0)
+    if algo == "nvls_tree":
+        return lat + intra + 2 * levels * inter
+    return lat + levels * inter / 3.5 + m.ranks * 2.8  # pat
+
+
+def model_us(m: Machine, coll: str, option: Option, nbytes: int) -> float:
+    """ncclTopoGetAlgoTime: the option's time for an nbytes call, with its corrections
+    (trees at medium sizes, the ring's plateau across nodes)."""
+    gbps, lat = option.gbps, option.latency_us
+    log_size = int(math.log2(nbytes >> 6)) if nbytes >> 6 else -1
+    p = PROTOCOLS.index(option.protocol)
+    corrected = ((option.algorithm == "tree" and log_size < 23)
+                 or (option.algorithm == "nvls_tree" and m.arch == "blackwell" and log_size < 24))
+    if coll == "allreduce" and corrected and log_size >= 0:
+        gbps *= TREE_CORRECTION[p][log_size]
+    if (option.algorithm == "ring" and p == 2 and m.nodes > 1 and coll == "allreduce"
+            and nbytes / (option.channels * m.ranks) >= 64):
+        lat *= 1.9 if m.arch == "volta" else 1.4
+    return lat + nbytes / (1e3 * gbps)
+
+
+def channels_used(m: Machine, option: Option, nbytes: int) -> int:
+    """The channels NCCL launches for nbytes (enqueue.cc: one fewer while each would
+    have less than threads x threshold bytes; NVLS always all of its own)."""
+    if option.algorithm in ("nvls", "nvls_tree"):
+        return option.channels
+    p = PROTOCOLS.index(option.protocol)
+    per = THREADS[p] * THREAD_THRESHOLD[p] * (m.ranks if option.algorithm == "ring" and p == 0 else 1)
+    return max(1, min(option.channels, nbytes // per))
+
+
+def alltoall_us(m: Machine, nbytes: int, rates: Rates, call_us: float) -> float:
+    """Alltoall as grouped send/receive: each GPU sends (N - 1) / N of its buffer, the
+    part for its own node over the node's fabric and the rest over its share of the
+    node's NICs; the call's cost covers starting its N - 1 transfers."""
+    n, ppn = m.ranks, m.per_node
+    inside = nbytes * (ppn - 1) / n / rates.intra
+    outside = nbytes * (n - ppn) / n / (m.nics * rates.nic / ppn) if m.nodes > 1 else 0.0
+    return call_us + max(inside, outside) / 1e3
+
+
+def choose(m: Machine, coll: str, nbytes: int, algorithm: str = "", protocol: str = "") -> Choice:
+    """NCCL's choice for an nbytes `coll` on `m` (the fastest option in its tuner's
+    model, or the one NCCL_ALGO / NCCL_PROTO force) and the time it takes there (cost
+    model 2 with m.figures). BadInput when the forced one does not run there."""
+    if coll == "alltoall":
+        opt = Option("p2p", "Simple", m.figures.alltoall_call_us, 0.0, 0)
+        return Choice(coll, nbytes, opt, math.nan, predicted_us(m, coll, opt, nbytes),
+                      "NCCL runs alltoall as grouped send/receive, outside its tuner")
+    ranked = sorted((o for o in options(m, coll, nccl_rates(m))
+                     if algorithm in ("", o.algorithm) and protocol in ("", o.protocol)),
+                    key=lambda o: model_us(m, coll, o, nbytes))
+    if not ranked:
+        raise BadInput(f"{m.name}: NCCL {NCCL_VERSION} has no {algorithm or 'algorithm'}/"
+                       f"{protocol or 'protocol'} for {coll} there")
+    best = ranked[0]
+    runner_up = (f"; next {ranked[1].algorithm}/{ranked[1].protocol} "
+                 f"{model_us(m, coll, ranked[1], nbytes):.1f} us" if len(ranked) > 1 else "")
+    forced = " (forced)" if algorithm or protocol else ""
+    reason = (f"fastest of {len(ranked)} in NCCL {NCCL_VERSION}'s tuner{forced}: "
+              f"{model_us(m, coll, best, nbytes):.1f} us{runner_up}")
+    return Choice(coll, nbytes, best, model_us(m, coll, best, nbytes),
+                  predicted_us(m, coll, best, nbytes), reason)
+
+
+def predicted_us(m: Machine, coll: str, option: Option, nbytes: int) -> float:
+    """The time `option` takes on the hardware: its formulas over achieved rates, the
+    channels NCCL launches for nbytes, and the call's fixed cost (cost model 2)."""
+    f = m.figures
+    achieved = achieved_rates(m, f)
+    if coll == "alltoall":
+        return alltoall_us(m, nbytes, achieved, f.alltoall_call_us)
+    real = next(o for o in options(m, coll, nccl_rates(m), achieved, f.latency_scale)
+                if (o.algorithm, o.protocol) == (option.algorithm, option.protocol))
+    share = channels_used(m, option, nbytes) / option.channels
+    real = Option(real.algorithm, real.protocol, real.latency_us, real.gbps * share,
+                  real.channels)
+    call = f.nvls_call_us if option.algorithm.startswith("nvls") else f.call_us
+    return call + model_us(m, coll, real, nbytes) + fill_us(m, coll, real, nbytes)
+
+
+def fill_us(m: Machine, coll: str, option: Option, nbytes: int) -> float:
+    """Filling the pipeline: before a channel's first piece (at most f.chunk_kb, NCCL's
+    step of 4 MB / NCCL_STEPS) reaches its last stage it has crossed depth - 1 others,
+    each at the channel's share of the bandwidth."""
+    depth = _depth(m, coll, option.algorithm)
+    piece = min(m.figures.chunk_kb * 1024, nbytes / (option.channels * depth))
+    return (depth - 1) * piece / (1e3 * option.gbps / option.channels)
+
+
+def _depth(m: Machine, coll: str, algo: str) -> int:
+    """Stages a piece of data passes through one after another, beyond what the
+    bandwidth term counts: none for a ring (its steps are the bandwidth term: every
+    link is busy from the start) and PAT; a tree's levels up and down."""
+    levels = max(0, math.ceil(math.log2(m.nodes)))
+    if algo in ("ring", "pat"):
+        return 1
+    if algo == "tree":
+        return 2 * (levels + m.per_node - 1)
+    if algo in ("nvls", "collnet_direct"):
+        return 2
+    if algo == "nvls_tree":
+        return 2 + 2 * levels
+    return 2 * m.per_node  # collnet_chain

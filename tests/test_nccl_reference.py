@@ -1,0 +1,178 @@
+"""NCCL as it runs (synth.predict.nccl): its tuner's numbers on hand-derived cases, its
+choice per size as NCCL 2.30.7's tuner makes it, and cost model 2's parts one by one.
+
+Every expected number below is worked out by hand from NCCL 2.30.7's src/graph/
+tuning.cc tables (quoted where used) and the topology's line rates, not by the code.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from synth.errors import BadInput
+from synth.predict.figures import defaults, figures_from_dict
+from synth.predict.machine import Machine, machine_of
+from synth.predict.nccl import choose, model_us, nccl_rates, options, predicted_us
+from synth.topology.catalog import resolve
+
+GB = 1 << 30
+
+
+def option(machine, coll, algo, proto):
+    return next(o for o in options(machine, coll, nccl_rates(machine))
+                if (o.algorithm, o.protocol) == (algo, proto))
+
+
+def test_ring_on_dgxa100_is_twelve_channels_of_20_gbps_as_nccl_counts_them():
+    m = machine_of(resolve("dgxa100"))
+    # 12 NVLinks x 20 GB/s (NCCL's SM80 figure) = 240; the ladder's 40 fits six times,
+    # ncclTopoDupChannels doubles to 12 of 20: bus 240, algorithm 240 x 8 / 14
+    simple = option(m, "allreduce", "ring", "Simple")
+    assert simple.channels == 12
+    assert simple.gbps == pytest.approx(240 * 8 / 14)
+    # Ring Simple: base 8.4 + 2(N-1) = 14 NVLink hops of 3.4 us
+    assert simple.latency_us == pytest.approx(8.4 + 14 * 3.4)
+    # LL: half of 240, capped at Ampere's one-node 87.7; base 6.6 + 14 x 0.6
+    ll = option(m, "allreduce", "ring", "LL")
+    assert ll.gbps == pytest.approx(87.7 * 8 / 14)
+    assert ll.latency_us == pytest.approx(6.6 + 14 * 0.6)
+    # LL128: x 0.92, under 12 channels x 20 per-channel cap
+    assert option(m, "allreduce", "ring", "LL128").gbps == pytest.approx(240 * 0.92 * 8 / 14)
+
+
+def test_at_8_bytes_nccl_picks_ring_ll_over_tree_ll_by_its_latencies():
+    for name in ("dgxa100", "dgxh100"):
+        m = machine_of(resolve(name))
+        pick = choose(m, "allreduce", 8)
+        # ring LL 6.6 + 14 x 0.6 = 15.0 us against tree LL 6.8 + 2 x 7 x 0.6 = 15.2
+        assert pick.name == "ring/LL", name
+        assert pick.nccl_us == pytest.approx(15.0, abs=1e-3)
+        assert "next tree/LL 15.2 us" in pick.reason
+
+
+def test_nccl_runs_nvls_on_dgxh100_allreduce_at_large_sizes():
+    m = machine_of(resolve("dgxh100"))
+    pick = choose(m, "allreduce", GB)
+    assert pick.name == "nvls/Simple"
+    # NVLS: 8 channels (one per GPU); 18 x 20.6 x 8/7 / 8 = 52.97 -> the SM90 ladder's 50;
+    # 50 x 0.85 x 7/8 x 2 = 74.4 but bwInter = 50 binds: bus 400, x 8/14; latency 25 us
+    assert pick.option.gbps == pytest.approx(400 * 8 / 14)
+    assert pick.nccl_us == pytest.approx(25 + GB / (1e3 * 400 * 8 / 14))
+    # ring Simple there: 12 channels of 30 (60 fits six times, doubled): 360 x 8/14
+    ring = option(m, "allreduce", "ring", "Simple")
+    assert model_us(m, "allreduce", ring, GB) == pytest.approx(56 + GB / (1e3 * 360 * 8 / 14))
+
+
+def test_nccl_runs_nvls_tree_on_two_dgxh100_and_tree_ll_when_small():
+    m = machine_of(resolve("dgxh100x2"))
+    big = choose(m, "allreduce", GB)
+    assert big.name == "nvls_tree/Simple"
+    # min(74.4, 2 x 48 (two nodes), perChMaxNVLSTreeBw 57.7) x 8 channels, x 16/30;
+    # latency 25 (NVLink) + 2 x log2(2) x 20.9 (network)
+    assert big.option.gbps == pytest.approx(57.7 * 8 * 16 / 30)
+    assert big.option.latency_us == pytest.approx(25 + 2 * 20.9)
+    small = choose(m, "allreduce", 8)
+    # tree LL: 6.8 + 2 x ((8 - 1) x 0.6 + 1 x 5.0); ring LL pays 28 hops of the 1 us
+    # network overhead and 2 of 2.7: 6.6 + 28 + 5.4
+    assert small.name == "tree/LL"
+    assert small.nccl_us == pytest.approx(25.2, abs=1e-3)
+    assert "next ring/LL 40.0 us" in small.reason
+
+
+def one_gpu_per_node(nodes: int) -> Machine:
+    return Machine("h100 one per node", defaults("hopper"), nodes, nodes, "nvlink", 450.0,
+                   450.0, 1, 50.0, True, True, False)
+
+
+def test_pat_runs_allgather_with_one_gpu_per_node_and_nowhere_else():
+    m = one_gpu_per_node(8)
+    names = {f"{o.algorithm}/{o.protocol}" for o in options(m, "allgather", nccl_rates(m))}
+    assert "pat/Simple" in names
+    # PAT 8 + log2(8) x 14 / 3.5 + 8 x 2.8 = 42.4 us against ring Simple's
+    # 8.4 + 7 x 14 = 106.4 and ring LL's bandwidth of under 20.4 GB/s at 1 MB
+    assert choose(m, "allgather", 1 << 20).name == "pat/Simple"
+    assert option(m, "allgather", "pat", "Simple").latency_us == pytest.approx(42.4)
+    h = machine_of(resolve("dgxh100x2"))
+    assert all(o.algorithm != "pat" for o in options(h, "allgather", nccl_rates(h)))
+
+
+def test_nvls_tree_is_single_node_never_and_nvls_needs_sharp_across_nodes():
+    one = machine_of(resolve("dgxh100"))
+    two = machine_of(resolve("dgxh100x2"))
+    assert all(o.algorithm != "nvls_tree" for o in options(one, "allreduce", nccl_rates(one)))
+    assert all(o.algorithm != "nvls" for o in options(two, "allreduce", nccl_rates(two)))
+    a100 = machine_of(resolve("dgxa100"))
+    assert all(not o.algorithm.startswith("nvls")
+               for o in options(a100, "allreduce", nccl_rates(a100)))
+
+
+def test_a_forced_algorithm_nccl_lacks_there_is_one_clear_error():
+    with pytest.raises(BadInput, match="has no nvls/protocol for allreduce"):
+        choose(machine_of(resolve("dgxa100")), "allreduce", GB, "nvls")
+
+
+# --- cost model 2's parts ----------------------------------------------------------
+
+def test_a_call_costs_its_fixed_cost_plus_nccls_latency():
+    m = machine_of(resolve("dgxa100"))
+    m = replace(m, figures=replace(m.figures, call_us=20.0))
+    # 8 bytes: ring LL, 15 us of NCCL latency + 20 us of call + 8 B on one of the 12
+    # channels (LL's cap, 87.7 x 8/14, shared by all 12)
+    t = predicted_us(m, "allreduce", choose(m, "allreduce", 8).option, 8)
+    assert t == pytest.approx(20 + 15 + 8 / (1e3 * 87.7 * 8 / 14 / 12), rel=1e-6)
+
+
+def test_the_protocol_switches_where_simples_latency_pays_for_itself():
+    m = machine_of(resolve("dgxa100"))
+    ll, simple = option(m, "allreduce", "ring", "LL"), option(m, "allreduce", "ring", "Simple")
+    # ring LL 15 + n / 50.11e3 against ring Simple 56 + n / 137.1e3: equal at
+    # n = 41 / (1/50.114e3 - 1/137.14e3) = about 3.24 MB
+    cross = (simple.latency_us - ll.latency_us) / (1 / (1e3 * ll.gbps) - 1 / (1e3 * simple.gbps))
+    assert cross == pytest.approx(41 / (1 / (1e3 * 87.7 * 8 / 14) - 1 / (1e3 * 240 * 8 / 14)))
+    before = choose(m, "allreduce", int(cross * 0.8)).option.protocol
+    after = choose(m, "allreduce", int(cross * 1.5)).option.protocol
+    assert before != "Simple" and after in ("Simple", "LL128")
+
+
+def test_nvls_is_charged_n_plus_one_over_n_of_the_port_at_its_efficiency():
+    m = machine_of(resolve("dgxh100"))
+    f = m.figures  # NVLink 0.82 of 450, NVLS 0.85 of that
+    pick = choose(m, "allreduce", 8 * GB)
+    assert pick.name == "nvls/Simple"
+    port = 450 * 0.82 * 0.85
+    expected = f.nvls_call_us + 25 + 8 * GB / (1e3 * port * 8 / 9)
+    # plus the pipeline's fill: one more stage of at most chunk_kb per channel
+    fill = 512 * 1024 / (1e3 * port * 8 / 9 / 8)
+    assert pick.predicted_us == pytest.approx(expected + fill, rel=1e-6)
+
+
+def test_few_bytes_use_few_channels():
+    m = machine_of(resolve("dgxa100"))
+    ring = option(m, "allreduce", "ring", "Simple")
+    # 512 threads x 64 bytes a channel before NCCL adds one: 96 KB runs on 3 of 12
+    slow = predicted_us(m, "allreduce", ring, 96 * 1024)
+    rates = ring.gbps * 0.77 / 0.8  # achieved rates: 0.77 of line rate, not NCCL's 0.8
+    assert slow == pytest.approx(m.figures.call_us + ring.latency_us
+                                 + 96 * 1024 / (1e3 * rates * 3 / 12), rel=1e-6)
+
+
+def test_costs_section_overrides_the_architectures_defaults_and_refuses_typos():
+    f = figures_from_dict({"arch": "hopper", "call_us": 12, "nic": 0.9})
+    assert (f.nvlink, f.nvls, f.call_us, f.nic) == (0.82, 0.85, 12.0, 0.9)
+    with pytest.raises(BadInput, match="unknown key 'nvlnk'"):
+        figures_from_dict({"nvlnk": 0.5})
+    with pytest.raises(BadInput, match="costs.nic: expected a number from 0.01 to 1"):
+        figures_from_dict({"nic": 1.5})
+    with pytest.raises(BadInput, match="costs.arch: expected one of"):
+        figures_from_dict({"arch": "kepler"})
+
+
+def test_machine_reads_rates_and_nodes_from_the_topology():
+    m = machine_of(resolve("dgx2x2"))
+    # 16 V100 a box, 6 NVLinks of 25 GB/s into the switches; 8 EDR NICs of 12.5 a box
+    assert (m.ranks, m.nodes, m.per_node, m.intra_gbps) == (32, 2, 16, 150.0)
+    assert (m.nics, m.nic_gbps, m.arch, m.nvls) == (8, 12.5, "volta", False)
+    assert math.isclose(machine_of(resolve("dgx1")).pair_gbps, 50.0)  # a double NVLink
