@@ -5,8 +5,8 @@ imports what it needs only when it runs, so `synth --help` loads no solver, SciP
 matplotlib.
 """
 
-from synth.cli import (compare, export, pictures, plan, run, synthesize,  # noqa: F401
-                       topo, verify)
+from synth.cli import (calibrate, compare, export, pictures, plan, run,  # noqa: F401
+                       synthesize, topo, verify)
 from synth.cli.app import cli, main
 
 __all__ = ["cli", "main"]

@@ -1,0 +1,71 @@
+"""`synth calibrate LOG... --topo T -o FILE.yaml`: fit cost model 2 to nccl-tests output."""
+
+from __future__ import annotations
+
+import click
+
+from synth.cli.app import BOXES, cli
+
+
+@cli.command()
+@click.argument("logs", nargs=-1, required=True, metavar="LOG...")
+@click.option("--topo", "spec", required=True, metavar="TOPOLOGY",
+              help="The machine the logs were measured on.")
+@BOXES
+@click.option("-o", "--output", required=True, metavar="FILE.yaml",
+              help="The calibrated topology file (written whole or not at all).")
+@click.option("--collective", type=click.Choice(["allreduce", "allgather", "reducescatter",
+                                                 "alltoall", "broadcast", "reduce"]),
+              help="What the logs measured, where neither they nor their names say.")
+def calibrate(logs, spec, boxes, output, collective):
+    """Fit the call cost, NCCL's latencies and the link efficiencies of cost model 2 to
+    nccl-tests output measured on TOPOLOGY (least squares on log time), print the fit per
+    row and write the topology with its fitted `costs:` section: a file every command
+    takes (docs/cost-model.md).
+
+    Exit 0 done, 2 a log that cannot be read or does not match the topology.
+    """
+    from dataclasses import replace
+
+    import yaml
+
+    from synth.errors import BadInput
+    from synth.files import write_atomic
+    from synth.predict.calibrate import Sample, figures_for, fit
+    from synth.predict.figures import defaults
+    from synth.predict.machine import machine_of
+    from synth.predict.nccl_tests import read_log
+    from synth.topology.catalog import box_and_boxes, resolve
+    from synth.topology.physical import topology_to_dict
+
+    topo = resolve(spec, boxes)
+    machine = machine_of(topo)
+    samples = []
+    for path in logs:
+        log = read_log(path, collective)
+        if log.ranks != topo.ranks:
+            raise BadInput(f"{path}: measured on {log.ranks} GPUs, {topo.name} has "
+                           f"{topo.ranks}")
+        samples += [Sample(machine, log.collective, r.nbytes, r.time_us, log.algorithm,
+                           log.protocol) for r in log.rows]
+    theta, fitted = fit(samples, topo.figures or defaults(machine.arch))
+    figures = replace(figures_for(machine, theta),
+                      source=f"synth calibrate on {', '.join(logs)} ({len(samples)} rows)")
+    click.echo(f"{'collective':<14}{'size':>12}{'measured us':>13}{'fitted us':>11}"
+               f"{'error':>8}  NCCL runs")
+    for f in fitted:
+        s = f.sample
+        click.echo(f"{s.collective:<14}{s.nbytes:>12}{s.time_us:>13.1f}"
+                   f"{f.choice.predicted_us:>11.1f}{f.error:>+8.1%}  {f.choice.name}")
+    errors = sorted(abs(f.error) for f in fitted)
+    click.echo(f"median error {errors[len(errors) // 2]:.1%}, worst {errors[-1]:.1%}")
+    start = topo.figures or defaults(machine.arch)
+    for name in ("call_us", "nvls_call_us", "alltoall_call_us", "latency_scale", "chunk_kb",
+                 "nvlink", "nvls", "nic", "pcie"):
+        click.echo(f"  {name:<17} {getattr(start, name):>9.4g} -> {getattr(figures, name):.4g}")
+    box, k = box_and_boxes(spec, boxes)
+    doc = topology_to_dict(replace(box, figures=figures, repeat=k))
+    text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=100)
+    write_atomic(output, f"# {topo.name} calibrated by synth calibrate (docs/cost-model.md)\n"
+                 + text)
+    click.echo(f"wrote {output}")

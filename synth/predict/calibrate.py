@@ -1,0 +1,91 @@
+"""Fit cost model 2's figures to measured calls (nccl-tests rows) by least squares.
+
+Each measured call is predicted as NCCL would run it (synth.predict.nccl.choose, or the
+algorithm and protocol the log says were forced); the residual is the log of predicted
+over measured time, so a 10% miss weighs the same at 8 bytes and at 8 GB. The fitted
+figures are the fixed costs of a call, the scale on NCCL's latencies, and the
+efficiencies as ratios to their architecture's defaults (one ratio fits machines of
+several architectures at once). A weak pull towards the defaults keeps a figure the
+rows say nothing about (no NIC in a one-node log) where it was.
+
+Cost: one prediction per row per evaluation; scipy's least_squares takes a few hundred
+evaluations, well under a second for a hundred rows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from synth.predict.figures import LIMITS, Figures, defaults
+from synth.predict.machine import Machine
+from synth.predict.nccl import Choice, choose
+
+# fitted as themselves (us) or as ratios to the architecture's defaults
+TIMES = ("call_us", "nvls_call_us", "alltoall_call_us", "latency_scale", "chunk_kb")
+RATIOS = ("nvlink", "nvls", "nic", "pcie")
+PULL = 0.05  # weight of the pull towards the defaults, against 1 per row
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One measured call: nccl-tests' size (bytes) and time (us), and the algorithm and
+    protocol when the run forced them ("" when NCCL chose)."""
+
+    machine: Machine
+    collective: str
+    nbytes: int
+    time_us: float
+    algorithm: str = ""
+    protocol: str = ""
+
+
+@dataclass(frozen=True)
+class Fitted:
+    sample: Sample
+    choice: Choice  # NCCL's choice there and its time in the fitted figures
+
+    @property
+    def error(self) -> float:
+        """predicted / measured - 1"""
+        return self.choice.predicted_us / self.sample.time_us - 1
+
+
+def figures_for(machine: Machine, theta) -> Figures:
+    """The machine's figures with the parameter vector `theta` applied."""
+    base = defaults(machine.arch)
+    values = {name: float(x) for name, x in zip(TIMES, theta[:len(TIMES)])}
+    for name, ratio in zip(RATIOS, theta[len(TIMES):]):
+        lo, hi = LIMITS[name]
+        values[name] = float(min(hi, max(lo, getattr(base, name) * float(ratio))))
+    return replace(machine.figures, **values)
+
+
+def predict(samples: list[Sample], theta) -> list[Fitted]:
+    out = []
+    for s in samples:
+        m = replace(s.machine, figures=figures_for(s.machine, theta))
+        out.append(Fitted(s, choose(m, s.collective, s.nbytes, s.algorithm, s.protocol)))
+    return out
+
+
+def fit(samples: list[Sample], start: Figures | None = None) -> tuple[np.ndarray, list[Fitted]]:
+    """The parameters (TIMES then RATIOS) that best predict `samples`, and each sample
+    predicted with them. `start` (default: the defaults) is where the pull goes."""
+    start = start or defaults("ampere")
+    theta0 = np.array([getattr(start, t) for t in TIMES] + [1.0] * len(RATIOS))
+    scale = np.array([10.0, 10.0, 30.0, 1.0, 256.0] + [1.0] * len(RATIOS))
+    lower = np.array([0.0, 0.0, 0.0, 0.05, 1.0] + [0.3] * len(RATIOS))
+    upper = np.array([500.0, 500.0, 1000.0, 20.0, 65536.0] + [1.6] * len(RATIOS))
+
+    def residuals(theta):
+        errs = [math.log(max(f.choice.predicted_us, 1e-9) / f.sample.time_us)
+                for f in predict(samples, theta)]
+        return np.concatenate([errs, PULL * (theta - theta0) / scale])
+
+    solved = least_squares(residuals, np.clip(theta0, lower, upper), bounds=(lower, upper),
+                           x_scale=scale, diff_step=1e-3, loss="soft_l1", f_scale=0.15)
+    return solved.x, predict(samples, solved.x)

@@ -1,0 +1,137 @@
+"""nccl-tests output as printed: which collective, how many GPUs, and its rows.
+
+A log is what all_reduce_perf (all_gather_perf, reduce_scatter_perf, alltoall_perf,
+broadcast_perf, reduce_perf) prints: a `# nThread ... nGpus ...` header, one
+`#  Rank  r Group ... device` line per GPU, then one row per size:
+
+    size  count  type  [redop  [root]]  time algbw busbw #wrong  time algbw busbw #wrong
+
+(out-of-place, then in-place; #wrong may be N/A). Lines of NCCL_DEBUG=INFO may be mixed
+in, and mpirun --tag-output may prefix each line with [job,rank]<stdout>:. The
+collective is read from the log (`Collective test starting: all_reduce_perf`, the
+command line) or the file's name; NCCL_ALGO / NCCL_PROTO set in the environment are read
+from NCCL's INFO lines ("NCCL_ALGO set by environment to Ring").
+
+Cost: one pass over the text, O(its length).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from synth.errors import BadInput
+from synth.files import quote, read_text
+
+NAMES = {"all_reduce": "allreduce", "all_gather": "allgather",
+         "reduce_scatter": "reducescatter", "alltoall": "alltoall",
+         "broadcast": "broadcast", "reduce": "reduce"}
+PROGRAM = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce)_perf\b")
+TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
+RANK = re.compile(r"^#\s+Rank\s+(\d+)\s+Group\s+\d+\b.*\bdevice\b")
+ENV = re.compile(r"NCCL_(ALGO|PROTO) set by environment to (\S+)")
+VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
+TYPES = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double",
+         "bfloat16", "fp8_e4m3", "fp8_e5m2"}
+OPS = {"sum", "prod", "max", "min", "avg", "none", "mulsum", "premulsum"}
+ALGORITHMS = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree",
+              "collnetdirect": "collnet_direct", "collnetchain": "collnet_chain", "pat": "pat"}
+PROTOCOLS = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
+
+
+@dataclass(frozen=True)
+class Row:
+    nbytes: int
+    time_us: float
+    algbw_gbps: float
+    busbw_gbps: float
+    line: int
+
+
+@dataclass
+class Log:
+    path: str
+    collective: str
+    ranks: int
+    rows: list[Row] = field(default_factory=list)
+    algorithm: str = ""  # forced by NCCL_ALGO ("" when NCCL chose)
+    protocol: str = ""  # forced by NCCL_PROTO
+    nccl_version: str = ""
+
+
+def read_log(path: str | Path, collective: str | None = None) -> Log:
+    """The log at `path` (module docstring); BadInput naming the file and line."""
+    path = Path(path)
+    return parse_log(read_text(path, what="nccl-tests log"), str(path), collective)
+
+
+def parse_log(text: str, where: str, collective: str | None = None) -> Log:
+    ranks: set[int] = set()
+    found = {"ALGO": "", "PROTO": ""}
+    program, version, rows = None, "", []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = TAG.sub("", raw).strip()
+        program = program or _program(line)
+        version = version or _version(line)
+        for key, value in ENV.findall(line):
+            found[key] = value
+        m = RANK.match(line)
+        if m:
+            ranks.add(int(m.group(1)))
+        elif line and line[0].isdigit() and " NCCL " not in line:
+            rows.append(_row(line, number, where))
+    coll = collective or program or _program(Path(where).name)
+    if coll is None:
+        raise BadInput(f"{where}: cannot tell which collective the log measured (no "
+                       "'..._perf' in it or its name); give --collective")
+    if not ranks:
+        raise BadInput(f"{where}: no '#  Rank N Group ... device' lines: not nccl-tests "
+                       "output, or cut before its header")
+    if not rows:
+        raise BadInput(f"{where}: no result rows (size count type ... time algbw busbw)")
+    return Log(where, coll, len(ranks), rows, _forced(found["ALGO"], ALGORITHMS, where),
+               _forced(found["PROTO"], PROTOCOLS, where), version)
+
+
+def _program(line: str) -> str | None:
+    m = PROGRAM.search(line)
+    return NAMES[m.group(1)] if m else None
+
+
+def _version(line: str) -> str:
+    m = VERSION.search(line)
+    return m.group(1) if m else ""
+
+
+def _forced(value: str, names: dict, where: str) -> str:
+    """One forced algorithm or protocol; "" when none or a list (NCCL then chose)."""
+    if not value or "," in value or value.startswith("^"):
+        return ""
+    key = value.lower()
+    if key not in names:
+        raise BadInput(f"{where}: NCCL_ALGO/NCCL_PROTO {quote(value)} is none synth knows "
+                       f"({', '.join(sorted(names))})")
+    return names[key]
+
+
+def _row(line: str, number: int, where: str) -> Row:
+    """One result row: size, count, type, [redop, [root]], then time algbw busbw."""
+    t = line.split()
+    try:
+        nbytes = int(t[0])
+        int(t[1])
+        if t[2] not in TYPES:
+            raise ValueError(t[2])
+        i = 3
+        if i < len(t) and t[i] in OPS:
+            i += 1
+        if i < len(t) and re.fullmatch(r"-?\d+", t[i]) and i + 3 < len(t):
+            i += 1  # root
+        time_us, algbw, busbw = (float(x) for x in t[i:i + 3])
+    except (IndexError, ValueError):
+        raise BadInput(f"{where}: line {number}: not a result row of nccl-tests: "
+                       f"{quote(line[:80])}") from None
+    if nbytes <= 0 or time_us <= 0:
+        raise BadInput(f"{where}: line {number}: size and time must be positive")
+    return Row(nbytes, time_us, algbw, busbw, number)

@@ -1,0 +1,137 @@
+"""`synth calibrate`: nccl-tests logs in, a fitted topology file out.
+
+The synthetic logs are printed the way nccl-tests prints them, with times made from
+known figures by a formula written out here (a ring allreduce and allgather on 8 A100:
+the figures' call cost, NCCL's latencies scaled, achieved bandwidth), so the fit must
+recover those figures.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from synth.errors import BadInput
+from synth.predict.nccl_tests import parse_log
+from synth.topology.catalog import resolve
+
+HEADER = ["# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 "
+          "iters: 20 agg iters: 1 validation: 1 graph: 0", "#", "# Using devices"]
+COLUMNS = ("#       size         count      type   redop    root     time   algbw   busbw "
+           "#wrong     time   algbw   busbw #wrong")
+CALL, SCALE, NVLINK = 14.0, 1.3, 0.7  # the truth the logs are made from
+
+
+def rank_lines(n: int, gpu: str = "NVIDIA A100-SXM4-80GB") -> list[str]:
+    return [f"#  Rank {r:2d} Group  0 Pid {4000 + r:6d} on    node0 device {r:2d} [0x{r:02x}] {gpu}"
+            for r in range(n)]
+
+
+def ring_time_us(coll: str, proto: str, n: int) -> float:
+    """Ring on 8 A100 as NCCL 2.30.7 runs it, by hand: 12 channels; 2(N-1) = 14 steps
+    (allreduce) or 7 (allgather); per hop 0.6 / 3.4 us (LL / Simple) after a base of
+    6.6 / 8.4; LL at its one-node cap of 87.7 GB/s, Simple at 12 NVLinks x 25 GB/s x
+    NVLINK; one channel more per 32 KB (512 threads x 8 B x 8 ranks for LL, x 64 B for
+    Simple)."""
+    steps = 14 if coll == "allreduce" else 7
+    ratio = 8 / steps  # bus bandwidth to algorithm bandwidth
+    if proto == "LL":
+        lat, gbps = 6.6 + steps * 0.6, 87.7 * ratio
+    else:
+        lat, gbps = 8.4 + steps * 3.4, 300 * NVLINK * ratio
+    channels = max(1, min(12, n // (32 * 1024)))
+    return CALL + SCALE * lat + n / (1e3 * gbps * channels / 12)
+
+
+def log_text(coll: str, proto: str = "Simple", ranks: int = 8, program: str | None = None) -> str:
+    program = program or {"allreduce": "all_reduce_perf", "allgather": "all_gather_perf"}[coll]
+    rows = []
+    for k in range(3, 34, 2):
+        n = 1 << k
+        t = ring_time_us(coll, proto, n)
+        alg = n / t / 1e3
+        rows.append(f"{n:12d} {n // 4:13d}     float     sum      -1 {t:9.2f} {alg:7.2f} "
+                    f"{alg:7.2f}      0 {t:9.2f} {alg:7.2f} {alg:7.2f}    N/A")
+    debug = [f"node0:4000:4000 [0] NCCL INFO NCCL_{key} set by environment to {value}"
+             for key, value in (("ALGO", "Ring"), ("PROTO", proto))]
+    return "\n".join([f"# Collective test starting: {program}", *HEADER, *rank_lines(ranks),
+                      "#", COLUMNS, *debug, *rows, "# Avg bus bandwidth    : 87.1", ""])
+
+
+def synth_cli(*args):
+    return subprocess.run([sys.executable, "-m", "synth", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_calibrate_recovers_the_figures_a_log_was_made_from(tmp_path):
+    logs = []
+    for coll in ("allreduce", "allgather"):
+        for proto in ("LL", "Simple"):
+            path = tmp_path / f"{coll}-{proto}.log"
+            path.write_text(log_text(coll, proto))
+            logs.append(str(path))
+    out = tmp_path / "dgxa100-calibrated.yaml"
+    done = synth_cli("calibrate", *logs, "--topo", "dgxa100", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "allreduce" in done.stdout and "ring/Simple" in done.stdout
+    costs = yaml.safe_load(out.read_text())["costs"]
+    assert costs["call_us"] == pytest.approx(CALL, rel=0.05)
+    assert costs["latency_scale"] == pytest.approx(SCALE, rel=0.05)
+    assert costs["nvlink"] == pytest.approx(NVLINK, rel=0.03)
+    # the file is a topology every command takes: same machine, new figures
+    topo = resolve(str(out))
+    assert (topo.ranks, topo.figures.arch) == (8, "ampere")
+    assert topo.figures.nvlink == pytest.approx(NVLINK, rel=0.03)
+    shown = synth_cli("topo", "show", str(out))
+    assert shown.returncode == 0 and "GPUs 8" in shown.stdout
+
+
+def test_a_calibrated_cluster_file_keeps_its_boxes(tmp_path):
+    path = tmp_path / "all_reduce_perf.txt"
+    text = log_text("allreduce", "Simple", 16).replace("# Collective test starting: all_reduce_perf\n", "")
+    path.write_text(text)  # the collective comes from the file's name
+    out = tmp_path / "x2.yaml"
+    done = synth_cli("calibrate", str(path), "--topo", "dgxa100x2", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    doc = yaml.safe_load(out.read_text())
+    assert doc["boxes"] == 2 and doc["gpus"] == [f"gpu{i}" for i in range(8)]
+    assert resolve(str(out)).ranks == 16
+
+
+def test_the_parser_reads_rows_ranks_and_forced_algorithm():
+    log = parse_log(log_text("allgather"), "x.log")
+    assert (log.collective, log.ranks, log.algorithm, log.protocol) == ("allgather", 8, "ring",
+                                                                        "Simple")
+    assert log.rows[0].nbytes == 8 and len(log.rows) == 16
+    tagged = "\n".join(f"[1,0]<stdout>:{line}" for line in log_text("allreduce").splitlines())
+    assert parse_log(tagged, "t.log").ranks == 8
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda t: t.replace("     float     sum", "     float     sum  x", 1), "line 1[0-9]: not a result row"),
+    (lambda t: "\n".join(l for l in t.splitlines() if "Rank" not in l), "no '#  Rank N Group"),
+    (lambda t: t.replace("all_reduce_perf", "my_test"), "cannot tell which collective"),
+    (lambda t: "\n".join(l for l in t.splitlines() if not l[:12].strip().isdigit()), "no result rows"),
+    (lambda t: t.replace("to Ring", "to Star"), "NCCL_ALGO/NCCL_PROTO 'Star'"),
+])
+def test_bad_logs_are_one_line_naming_the_problem(change, message):
+    with pytest.raises(BadInput, match=message):
+        parse_log(change(log_text("allreduce")), "my.log")
+
+
+def test_cli_refuses_a_log_of_another_machine_or_a_malformed_one(tmp_path):
+    path = tmp_path / "ar.log"
+    path.write_text(log_text("allreduce", "Simple", 16))
+    out = tmp_path / "o.yaml"
+    done = synth_cli("calibrate", str(path), "--topo", "dgxa100", "-o", str(out))
+    assert done.returncode == 2 and not out.exists()
+    assert done.stderr.strip().splitlines() == [
+        f"synth: error: {path}: measured on 16 GPUs, dgxa100 has 8"]
+    path.write_text("garbage\n  8  2 float sum -1 oops\n")
+    done = synth_cli("calibrate", str(path), "--topo", "dgxa100", "-o", str(out),
+                     "--collective", "allreduce")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "line 2: not a result row" in done.stderr and not out.exists()
