@@ -8,16 +8,18 @@ returns, in the model:
   in order of time at n for at most BUDGET_S seconds a runtime (an export that fails
   its checks can take tens of seconds to say so on 16 GPUs): the answer says how many
   it tried;
-- the NCCL-style reference at n: the faster of the ring and double binary tree
-  baselines (synth.plan.planner.reference_of). That is a stand-in for NCCL's own
-  choice (NVLS, NVLS-tree, CollNet and PAT are not modelled yet), and the answer says
-  so.
+- the reference at n: in cost model 2 (result.cost_model "calibrated"), NCCL's own
+  choice at n and its predicted time (synth.predict.nccl); in the line-rate model, the
+  faster of the ring and double binary tree baselines (synth.plan.planner.reference_of),
+  a stand-in that the answer names as such.
 
-Cost: one schedule_cost per point, then exports for at most 2 x BUDGET_S seconds.
+Times are those of the result's cost model. Cost: one timing per point, then exports
+for at most 2 x BUDGET_S seconds.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,8 +36,8 @@ from synth.search.pareto import Point
 
 BUDGET_S = 30.0  # seconds of exports a runtime, past the first point tried
 RUNTIME_NAMES = {"msccl-xml": "MSCCL XML", "mscclpp": "MSCCL++"}
-REFERENCE_NOTE = ("NCCL-style ring or tree in synth's model, a stand-in for NCCL's own "
-                  "choice (its NVLS, NVLS-tree, CollNet and PAT are not modelled yet)")
+LINE_RATE_NOTE = ("NCCL-style ring or tree in the line-rate model, a stand-in for NCCL's "
+                  "own choice (--model calibrated predicts that)")
 
 
 @dataclass
@@ -54,23 +56,49 @@ class Answer:
     runtimes: dict[str, Loadable]
     reference: str  # the reference's name at n
     reference_us: float
+    reference_is: str = LINE_RATE_NOTE
 
 
 def answer_at(result: Result, nbytes: int) -> Answer:
     """The answer at `nbytes` (module docstring); BadInput when there is no point."""
     if not result.points:
         raise BadInput("no frontier point to answer with")
-    timed = sorted(result.points,
-                   key=lambda p: (schedule_cost(p.schedule).time_us(nbytes), p.steps))
-    runtimes = {fmt: _loadable(timed, fmt, nbytes) for fmt in RUNTIME_NAMES}
+    time_of = timer(result, nbytes)
+    timed = sorted(result.points, key=lambda p: (time_of(p.schedule), p.steps))
+    runtimes = {fmt: _loadable(timed, fmt, nbytes, time_of) for fmt in RUNTIME_NAMES}
+    name, us, note = reference_at(result, nbytes)
+    return Answer(nbytes, timed[0], time_of(timed[0].schedule), runtimes, name, us, note)
+
+
+def timer(result: Result, nbytes: int):
+    """schedule -> its time at nbytes in the result's cost model."""
+    if result.cost_model == "calibrated":
+        from synth.predict.timing import best_line, prices
+
+        p = prices(result.topology)
+        return lambda s: best_line(s, p, nbytes).time_us(nbytes)
+    return lambda s: schedule_cost(s).time_us(nbytes)
+
+
+def reference_at(result: Result, nbytes: int) -> tuple[str, float, str]:
+    """(name, us, what it is) of what synth is compared with at nbytes."""
+    if result.cost_model == "calibrated":
+        from synth.predict.machine import machine_of
+        from synth.predict.nccl import COLLECTIVES, NCCL_VERSION, choose
+
+        if result.collective in COLLECTIVES:
+            c = choose(machine_of(result.topology), result.collective, nbytes)
+            return (f"NCCL {c.name}", c.predicted_us,
+                    f"NCCL {NCCL_VERSION}'s own choice at this size, in cost model 2 "
+                    f"({c.reason})")
     refs = reference_of(result.collective, result.model, result.root)
-    best = min(refs, key=lambda c: c.time_us(nbytes)) if refs else None
-    return Answer(nbytes, timed[0], schedule_cost(timed[0].schedule).time_us(nbytes),
-                  runtimes, best.label if best else "none applies",
-                  best.time_us(nbytes) if best else float("nan"))
+    if not refs:
+        return "none applies", float("nan"), LINE_RATE_NOTE
+    best = min(refs, key=lambda c: c.time_us(nbytes))
+    return best.label, best.time_us(nbytes), LINE_RATE_NOTE
 
 
-def _loadable(timed: list[Point], fmt: str, nbytes: int) -> Loadable:
+def _loadable(timed: list[Point], fmt: str, nbytes: int, time_of) -> Loadable:
     found, until = Loadable(None), time.monotonic() + BUDGET_S
     for p in timed:
         if found.why_not and time.monotonic() > until:
@@ -84,7 +112,7 @@ def _loadable(timed: list[Point], fmt: str, nbytes: int) -> Loadable:
             found.why_not.append(f"its chunking does not cut {nbytes:,} bytes whole")
             continue
         found.point, found.text = p, text
-        found.us = schedule_cost(p.schedule).time_us(nbytes)
+        found.us = time_of(p.schedule)
         return found
     return found
 
@@ -109,7 +137,7 @@ def write_answer(answer: Answer, directory: Path) -> dict:
             "fastest_method": method_of(answer.fastest),
             "fastest_us": round(answer.fastest_us, 3), "fastest_loads_in": loads,
             "runtimes": runtimes, "reference": answer.reference,
-            "reference_us": round(answer.reference_us, 3), "reference_is": REFERENCE_NOTE}
+            "reference_us": round(answer.reference_us, 3), "reference_is": answer.reference_is}
 
 
 def format_answer(a: dict) -> str:
@@ -121,7 +149,9 @@ def format_answer(a: dict) -> str:
              f"in {where}"]
     for r in a["runtimes"].values():
         if r["file"]:
-            ratio = f", {r['speedup']:.2f} x the reference" if r["speedup"] else ""
+            # rounded down: a speed-up is never shown larger than it is
+            ratio = (f", {math.floor(r['speedup'] * 100) / 100:.2f} x the reference"
+                     if r["speedup"] else "")
             lines.append(f"  {r['runtime']:<9} load {r['file']}: {r['us']:.1f} us{ratio}")
         else:
             first = r["not_loadable"][0] if r["not_loadable"] else "no point"

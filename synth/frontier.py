@@ -52,6 +52,9 @@ class Result:
     seconds: float = 0.0
     steps_searched: tuple[int, int] = (1, 0)  # the step counts some search covered
     not_decomposed: str = ""  # why a cluster (a network switch) was not decomposed
+    cost_model: str = "line-rate"  # what chose the points (COST_MODELS)
+    left_out: list[Point] = field(default_factory=list)  # line-rate points it did not keep
+    topology: Topology | None = None
 
     @property
     def complete(self) -> bool:
@@ -61,6 +64,25 @@ class Result:
     def interrupted(self) -> bool:
         """Whether Ctrl-C (or SIGTERM) ended a search: the points are those found so far."""
         return any(s.stopped == "interrupted" for s in self.searches.values())
+
+
+COST_MODELS = ("calibrated", "line-rate")
+
+
+def in_cost_model(result: Result, topo: Topology, cost_model: str) -> Result:
+    """The frontier as `cost_model` chooses it. "line-rate" keeps every point (the
+    Pareto frontier of latency and us/MB, whose bounds and proofs are exact);
+    "calibrated" keeps the points that are fastest at some size in cost model 2
+    (synth.predict.timing, with the topology's figures) and lists the others in
+    left_out."""
+    if cost_model not in COST_MODELS:
+        raise BadInput(f"unknown cost model '{cost_model}' (expected "
+                       f"{' or '.join(COST_MODELS)})")
+    result = replace(result, cost_model=cost_model, topology=topo)
+    if cost_model == "calibrated" and result.points:
+        from synth.predict.timing import fastest_somewhere, prices
+        result.points, result.left_out = fastest_somewhere(result.points, prices(topo))
+    return result
 
 
 def default_max_steps(b: Bounds) -> int:

@@ -10,7 +10,7 @@ from pathlib import Path
 from synth.errors import BadInput
 from synth.files import inside, quote, read_text, safe_component, write_atomic
 from synth.frontier import Result, optimality, ratio_to_bound
-from synth.schedule.cost import schedule_cost
+from synth.schedule.cost import format_size, schedule_cost
 from synth.schedule.file import write_schedule
 from synth.search.pareto import Point
 
@@ -142,7 +142,42 @@ def point_summary(point: Point, result: Result, path: Path | None) -> dict:
         "method": method_of(point),
         "solve_seconds": info.get("solve_seconds"),
         "file": str(path) if path else None,
-    }
+    } | ({"predicted_us": predicted(point.schedule, result)}
+         if result.cost_model == "calibrated" else {})
+
+
+TABLE_SIZES = (1 << 10, 1 << 20, 1 << 30)  # the sizes the table times in cost model 2
+
+
+def predicted(schedule, result: Result) -> dict:
+    """{size: {us, protocol}} at TABLE_SIZES in cost model 2."""
+    from synth.predict.timing import best_line, prices
+
+    p = prices(result.topology)
+    out = {}
+    for n in TABLE_SIZES:
+        line = best_line(schedule, p, n)
+        out[format_size(n)] = {"us": round(line.time_us(n), 3), "protocol": line.protocol}
+    return out
+
+
+def model_summary(result: Result) -> dict:
+    """Which costs chose the points; in cost model 2 also its figures, NCCL's own time
+    at the table's sizes, and the line-rate points left out."""
+    if result.cost_model != "calibrated":
+        return {"name": "line-rate"}
+    from synth.predict.machine import machine_of
+    from synth.predict.nccl import COLLECTIVES, NCCL_VERSION, choose
+
+    m = machine_of(result.topology)
+    nccl = {}
+    if result.collective in COLLECTIVES:
+        for n in TABLE_SIZES:
+            c = choose(m, result.collective, n)
+            nccl[format_size(n)] = {"us": round(c.predicted_us, 3), "runs": c.name}
+    return {"name": "calibrated", "figures": m.figures.source, "arch": m.arch,
+            "nccl_version": NCCL_VERSION, "nccl": nccl,
+            "left_out": [f"S{p.steps} R{p.rounds} C{p.chunks}" for p in result.left_out]}
 
 
 def result_summary(result: Result, topology: str, solver: str, paths: list[Path],
@@ -163,18 +198,25 @@ def result_summary(result: Result, topology: str, solver: str, paths: list[Path]
         | {name: s.stopped for name, s in result.searches.items()},
         "solver_calls": sum(len(s.attempts) for s in result.searches.values()),
         "seconds": round(result.seconds, 3),
+        "cost_model": model_summary(result),
     }
 
 
 def format_table(summary: dict) -> str:
-    rows = [("S", "R", "C", "R/C", "latency us", "us/MB", "x bound", "optimal", "method", "solve s")]
+    model = summary.get("cost_model", {"name": "line-rate"})
+    sizes = [format_size(n) for n in TABLE_SIZES] if model["name"] == "calibrated" else []
+    rows = [("S", "R", "C", "R/C", "latency us", "us/MB", "x bound")
+            + tuple(f"{label} us" for label in sizes) + ("optimal", "method", "solve s")]
     for p in summary["frontier"]:
         rows.append((str(p["steps"]), str(p["rounds"]), str(p["chunks"]), p["rounds_per_chunk"],
                      f"{p['latency_us']:.2f}", f"{p['us_per_mb']:.3f}",
-                     f"{p['ratio_to_bound']:.3f}", p["optimality"], p["method"] or "-",
-                     "-" if p["solve_seconds"] is None else f"{p['solve_seconds']:.2f}"))
+                     f"{p['ratio_to_bound']:.3f}")
+                    + tuple(f"{p['predicted_us'][label]['us']:.1f}" for label in sizes)
+                    + (p["optimality"], p["method"] or "-",
+                       "-" if p["solve_seconds"] is None else f"{p['solve_seconds']:.2f}"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.rjust(w) if i < 7 else cell.ljust(w)
+    numeric = 7 + len(sizes)
+    lines = ["  ".join(cell.rjust(w) if i < numeric else cell.ljust(w)
                        for i, (cell, w) in enumerate(zip(row, widths))).rstrip()
              for row in rows]
     b = summary["bounds"]
@@ -191,5 +233,20 @@ def format_table(summary: dict) -> str:
     stops = "; ".join(f"{', '.join(names)}: {why}" for why, names in searches_by_stop.items())
     tail = (f"{len(summary['frontier'])} frontier points, {summary['solver_calls']} solver calls, "
             f"{summary['seconds']:.1f} s ({stops})")
-    return "\n".join([head] + lines + [tail])
+    return "\n".join([head] + lines + [tail] + model_lines(model))
+
+
+def model_lines(model: dict) -> list[str]:
+    """What the table's costs mean, under it."""
+    if model["name"] != "calibrated":
+        return ["costs: line-rate alpha-beta model (--model line-rate)"]
+    out = [f"costs: latency us and us/MB in the line-rate model (bounds and proofs); the "
+           f"times at sizes in cost model 2 ({model['arch']}, figures: {model['figures']})"]
+    if model["nccl"]:
+        out.append(f"NCCL {model['nccl_version']} as it runs there: " + ", ".join(
+            f"{label} {v['us']:.1f} us ({v['runs']})" for label, v in model["nccl"].items()))
+    if model["left_out"]:
+        out.append(f"left out, never the fastest at any size in cost model 2: "
+                   f"{', '.join(model['left_out'])} (--model line-rate keeps them)")
+    return out
 

@@ -1,5 +1,6 @@
 """`synth COLLECTIVE --size N`: the answer to the user's question at one size, which
-file to load for each runtime, its predicted time and the NCCL-style reference's."""
+file to load for each runtime, its predicted time and the reference's: NCCL's own choice
+in cost model 2 (the default), the NCCL-style ring or tree with --model line-rate."""
 
 import json
 from pathlib import Path
@@ -23,7 +24,9 @@ def dgx1_answer(tmp_path_factory):
 
 
 def time_at(point, n):
-    return point["latency_us"] + n / 1e6 * point["us_per_mb"]  # us/MB: per 10^6 bytes
+    """A point's time at 1 MiB in cost model 2, as the summary gives it per size."""
+    assert n == MIB
+    return point["predicted_us"]["1MB"]["us"]
 
 
 def test_each_runtime_gets_the_fastest_point_that_loads_and_cuts_the_size(dgx1_answer):
@@ -45,18 +48,22 @@ def test_each_runtime_gets_the_fastest_point_that_loads_and_cuts_the_size(dgx1_a
                                         for p in cutting)
     fastest = min(frontier, key=lambda p: time_at(p, MIB))
     assert answer["fastest_us"] == pytest.approx(time_at(fastest, MIB), abs=1e-3)
-    assert "stand-in for NCCL's own choice" in answer["reference_is"]
-    assert answer["reference"].startswith(("ring", "double binary tree"))
+    # NCCL on 8 V100 at 1 MiB: ring with LL128 in its tuner (test_nccl_reference.py)
+    assert answer["reference"] == "NCCL ring/LL128"
+    assert answer["reference_is"].startswith("NCCL 2.30.7's own choice at this size")
+    assert dgx1_answer["cost_model"]["name"] == "calibrated"
 
 
-def test_the_table_ends_with_the_answer(tmp_path):
+@pytest.mark.parametrize("model, reference", [("line-rate", "reference ring"),
+                                              ("calibrated", "reference NCCL ring/LL")])
+def test_the_table_ends_with_the_answer(tmp_path, model, reference):
     run = synth_cli("allgather", "--topo", "ring:4", "--size", "1KB", "--time-limit", "20",
-                    "--out", str(tmp_path))
+                    "--out", str(tmp_path), "--model", model)
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert lines[-4].startswith("at 1,024 bytes, in the model: the fastest point is")
     assert lines[-3].lstrip().startswith("MSCCL XML") and "load " in lines[-3]
-    assert lines[-1].lstrip().startswith("reference ring")
+    assert lines[-1].lstrip().startswith(reference)
 
 
 def test_a_size_that_does_not_parse_is_one_line(tmp_path):

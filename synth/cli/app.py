@@ -51,6 +51,14 @@ BOXES = click.option(
          "NAMExK does for a built-in, for a file of your own).")
 
 
+MODEL = click.option(
+    "--model", "cost_model", type=click.Choice(["calibrated", "line-rate"]),
+    default="calibrated", show_default=True,
+    help="The costs that choose and time schedules: calibrated is cost model 2 (the "
+         "topology's figures, docs/cost-model.md); line-rate is the alpha-beta model of "
+         "link line rates whose bounds and proofs are exact.")
+
+
 class Seconds(click.ParamType):
     """A time limit: a finite number of seconds from 0.1 to a million."""
 

@@ -9,7 +9,7 @@ import time
 
 import click
 
-from synth.cli.app import BOXES, SOLVER_CHOICE, Seconds, cli, interrupts_deferred
+from synth.cli.app import BOXES, MODEL, SOLVER_CHOICE, Seconds, cli, interrupts_deferred
 from synth.errors import BadInput, NoAnswer, SynthError
 
 ROOTED = ("broadcast", "reduce", "gather", "scatter")
@@ -20,7 +20,7 @@ HEARTBEAT = 30.0  # seconds: without a terminal, a line at least this often
 def _synthesis_command(name: str):
     def command(spec, boxes, steps, rounds, chunks, max_steps, max_chunks, solver,
                 time_limit, method, hints_path, out_dir, formats, as_json, progress, plots,
-                size, root=None):
+                size, cost_model, root=None):
         from synth.construct.hints import read_hints
         from synth.output import parse_formats
         from synth.schedule.cost import parse_size
@@ -39,7 +39,7 @@ def _synthesis_command(name: str):
                                  time_limit, out_dir, formats, as_json)
         return _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why,
                          time_limit, out_dir, formats, as_json, progress, plots, method, hints,
-                         nbytes)
+                         nbytes, cost_model)
 
     options = [
         click.option("--topo", "spec", required=True,
@@ -83,7 +83,8 @@ def _synthesis_command(name: str):
         click.option("--size", "size", default=None, metavar="SIZE",
                      help="Also answer for this message size (nccl-tests' n, e.g. 64MB): "
                           "the file to load for each runtime, written beside the others, "
-                          "its predicted time and the NCCL-style reference's."),
+                          "its predicted time and NCCL's (its own choice at that size)."),
+        MODEL,
     ]
     if name in ROOTED:
         options.insert(1, click.option("--root", type=click.IntRange(min=0), default=None,
@@ -140,10 +141,10 @@ def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, 
 
 def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time_limit,
               out_dir, formats, as_json, progress, plots=False, method="auto", hints=None,
-              nbytes=None):
+              nbytes=None, cost_model="calibrated"):
     from dataclasses import replace
 
-    from synth.frontier import synthesize
+    from synth.frontier import in_cost_model, synthesize
     from synth.output import format_table, output_dir, result_summary, write_points
     from synth.search.pareto import Limits
 
@@ -162,6 +163,7 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
         reporter.done()
     if steps is not None:
         result.points = [p for p in result.points if p.steps == steps]
+    result = in_cost_model(result, topo, cost_model)
     interrupted = result.interrupted
     # replace the earlier files of the steps this search covered; after Ctrl-C, none
     covered = None if interrupted else result.steps_searched

@@ -333,10 +333,22 @@ def rounds_for_load(model: LinkModel, load: dict[tuple[int, int], int]) -> int:
 
 
 def switch_rounds(model: LinkModel, ops, sends: tuple = ()) -> int:
-    """Rounds for `ops` and `sends` at once: each link carries count per operation or
-    send using it, and so does each group per link, but for the switch's port an
-    operation pays once (a reduction: its dst's down port; a multicast: its src's up
-    port; Switch)."""
+    """Rounds for `ops` and `sends` at once: the fewest that carry every link's and
+    group's load (step_loads) within its capacity."""
+    link_load, group_load = step_loads(model, ops, sends)
+    capacity = {g.name: g.capacity for g in model.groups}
+    need = [Fraction(load) / model.link[pair].capacity for pair, load in link_load.items()]
+    need += [Fraction(load) / capacity[name] for name, load in group_load.items()]
+    return max(1, math.ceil(max(need, default=0)))
+
+
+def step_loads(model: LinkModel, ops, sends: tuple = (),
+               weight=lambda op: 1) -> tuple[Counter, Counter]:
+    """The chunks `ops` and `sends` put on each link and each group at once: a send's
+    count on its link and the link's groups, and so does each operation on each link it
+    crosses, but at the switch's port an operation pays once (a reduction: its dst's
+    down port; a multicast: its src's up port; Switch). `weight(op)` scales an
+    operation's load (cost model 2 charges what the switch moves)."""
     link_load, group_load = Counter(), Counter()
     group_of = {}
     for g in model.groups:
@@ -350,17 +362,15 @@ def switch_rounds(model: LinkModel, ops, sends: tuple = ()) -> int:
     for op in ops:
         up, down = ports[op.via]
         once = (down.get(op.dsts[0]) if op.op == "switch_reduce" else up.get(op.srcs[0]))
+        load = op.count * weight(op)
         for pair in op.pairs():
-            link_load[pair] += op.count
+            link_load[pair] += load
             for name in group_of.get(pair, ()):
                 if name != once:
-                    group_load[name] += op.count
+                    group_load[name] += load
         if once is not None and any(once in group_of.get(pair, ()) for pair in op.pairs()):
-            group_load[once] += op.count
-    capacity = {g.name: g.capacity for g in model.groups}
-    need = [Fraction(load) / model.link[pair].capacity for pair, load in link_load.items()]
-    need += [Fraction(load) / capacity[name] for name, load in group_load.items()]
-    return max(1, math.ceil(max(need, default=0)))
+            group_load[once] += load
+    return link_load, group_load
 
 
 def box_places(boxes) -> tuple[list[int], list[int], bool]:

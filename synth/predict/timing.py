@@ -1,0 +1,159 @@
+"""Cost model 2 for synth's own schedules: what a step takes on the hardware.
+
+A step takes, per protocol p (NCCL's LL, LL128, Simple, which MSCCL's runtime runs too):
+- the latency of the link that bounds it (the one its data keeps busy longest): NCCL's
+  per-hop figure for that link's kind under p (NVLink, PCIe or the network, ring
+  figures of src/graph/tuning.cc), times the figures' latency_scale;
+- its data over achieved rates: on each link and shared group, its chunks x the chunk's
+  bytes / (line rate x the efficiency of the link's kind x p's bandwidth factor); a
+  switch operation (NVLS, SHARP) moves (k + 1) / k of what it delivers to or takes from
+  its k ranks, at the switch's efficiency on top;
+- and f.send_us per round of the step (chunks that pass a link one after another:
+  the line-rate model's rounds), so 300,000 chunks of 3 KB cost what their sends cost.
+A call adds the figures' fixed cost once. Per protocol that is a line in n (latency_us +
+us_per_byte x n); a schedule's time at n is the fastest of its lines.
+
+Cost: O(sends + switch operations of the expanded schedule) per schedule, after one
+pass over the topology's routes (`prices`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+
+from synth.predict.figures import Figures, defaults
+from synth.schedule.ir import Schedule
+from synth.topology.linkmodel import LinkModel, lower_with_routes, step_loads
+from synth.topology.physical import GPU, NIC, Topology
+
+PROTOCOLS = ("LL", "LL128", "Simple")
+BANDWIDTH_FACTOR = {"LL": 0.5, "LL128": 0.92, "Simple": 1.0}  # of achieved (tuning.cc)
+HOP_US = {"nvlink": (0.6, 1.9, 3.4), "pcie": (1.0, 2.5, 5.7), "net": (2.7, 4.0, 14.0)}
+EFFICIENCY_OF = {"nvlink": "nvlink", "pcie": "pcie", "net": "nic"}
+
+
+@dataclass(frozen=True)
+class Line:
+    protocol: str
+    latency_us: float
+    us_per_byte: float
+
+    def time_us(self, nbytes: float) -> float:
+        return self.latency_us + self.us_per_byte * nbytes
+
+
+@dataclass(frozen=True)
+class Prices:
+    """A link model's links and groups priced: achieved GB/s and the kind whose
+    latency a step bounded by it pays."""
+
+    figures: Figures
+    link_gbps: dict
+    link_kind: dict
+    group_gbps: dict
+    group_kind: dict
+
+
+def prices(topo: Topology) -> Prices:
+    """The prices of `topo`'s lowering (one pass over its routes)."""
+    return _prices(topo)
+
+
+@lru_cache(maxsize=8)
+def _prices(topo: Topology) -> Prices:
+    lowering = lower_with_routes(topo)
+    figures = topo.figures or defaults("ampere")
+    kind = {v.name: v.kind for v in topo.vertices}
+    rate = {(l.src, l.dst): l.bandwidth for l in topo.links}
+
+    def hop_kind(u, v):
+        a, b = kind[u], kind[v]
+        if "net_switch" in (a, b):
+            return "net"
+        if "pcie_switch" in (a, b) or NIC in (a, b):
+            return "pcie"
+        return "nvlink"
+
+    def priced(hops):
+        """The hops' bottleneck's efficiency, and the slowest kind any hop is."""
+        slowest = min(hops, key=lambda h: rate[h])
+        kinds = {hop_kind(*h) for h in hops}
+        worst = next(k for k in ("net", "pcie", "nvlink") if k in kinds)
+        return figures.efficiency(EFFICIENCY_OF[hop_kind(*slowest)]), worst
+
+    model = lowering.model
+    link_gbps, link_kind = {}, {}
+    for l in model.links:
+        path = lowering.routes[(l.src, l.dst)]
+        eff, worst = priced(list(zip(path, path[1:])))
+        link_gbps[(l.src, l.dst)] = float(l.capacity) * model.unit_gbps * eff
+        link_kind[(l.src, l.dst)] = worst
+    group_gbps, group_kind = {}, {}
+    for g in model.groups:
+        hops = [tuple(h.split("->")) for h in lowering.group_sources[g.name]]
+        eff, worst = priced(hops)
+        group_gbps[g.name] = float(g.capacity) * model.unit_gbps * eff
+        group_kind[g.name] = worst
+    return Prices(figures, link_gbps, link_kind, group_gbps, group_kind)
+
+
+def schedule_lines(schedule: Schedule, p: Prices) -> list[Line]:
+    """The schedule's time per protocol, a line in n each (module docstring)."""
+    f, model = p.figures, schedule.model
+    chunks = schedule.collective.buffer_chunks
+    per_byte, sends_us = 0.0, 0.0
+    hops = {proto: 0.0 for proto in PROTOCOLS}
+    for t in range(schedule.num_steps):
+        sends = tuple(schedule.step_sends(t))
+        ops = tuple(schedule.step_switch_ops(t))
+        if not sends and not ops:
+            continue
+        links, groups = step_loads(model, ops, sends, weight=_switch_weight)
+        busy = [(load / p.link_gbps[pair], p.link_kind[pair]) for pair, load in links.items()]
+        nvls = f.nvls or 1.0
+        busy += [(load / (p.group_gbps[name] * (nvls if _switched(name, ops, model) else 1.0)),
+                  p.group_kind[name]) for name, load in groups.items()]
+        seconds, kind = max(busy, key=lambda b: b[0])
+        per_byte += float(seconds) / (chunks * 1e3)
+        sends_us += f.send_us * schedule.step_rounds(t)
+        for i, proto in enumerate(PROTOCOLS):
+            hops[proto] += HOP_US[kind][i] * f.latency_scale
+    return [Line(proto, f.call_us + hops[proto] + sends_us,
+                 per_byte / BANDWIDTH_FACTOR[proto]) for proto in PROTOCOLS]
+
+
+def best_line(schedule: Schedule, p: Prices, nbytes: int) -> Line:
+    return min(schedule_lines(schedule, p), key=lambda line: line.time_us(nbytes))
+
+
+def _switch_weight(op) -> Fraction:
+    k = len(op.srcs) if op.op == "switch_reduce" else len(op.dsts)
+    return Fraction(k + 1, k)
+
+
+def _switched(name: str, ops, model: LinkModel) -> bool:
+    """Whether group `name` is a switch's port that a switch operation of the step
+    crosses (NVLS's efficiency applies there)."""
+    if not ops:
+        return False
+    ports = {g for w in model.switches for _, g in w.up + w.down}
+    return name in ports
+
+
+SIZES = tuple(1 << k for k in range(37))  # 1 byte to 64 GB, every power of two
+
+
+def fastest_somewhere(points: list, p: Prices) -> tuple[list, list]:
+    """The points (anything with .schedule and .steps) that are the fastest in cost
+    model 2 at one or more of SIZES, and the others. Of equal times the one with fewer
+    steps counts. O(points x (schedule + SIZES))."""
+    lines = [schedule_lines(pt.schedule, p) for pt in points]
+    winners = set()
+    for n in SIZES:
+        times = [min(line.time_us(n) for line in ls) for ls in lines]
+        best = min(range(len(points)), key=lambda i: (times[i], points[i].steps))
+        winners.add(best)
+    kept = [pt for i, pt in enumerate(points) if i in winners]
+    return kept, [pt for i, pt in enumerate(points) if i not in winners]
