@@ -1,15 +1,22 @@
-"""Synthesized schedules against NCCL-style baselines: predicted time per message size.
+"""Synthesized schedules against baselines and NCCL: predicted time per message size.
 
-Every schedule is costed with the same alpha-beta model (synth.schedule.cost) and measured
-against the same lower bounds (synth.bounds), so the table says both who wins at each
-size and how far each one is from the best possible.
+Every schedule is timed in one cost model: cost model 2 (synth.predict.timing, the
+topology's figures), or the line-rate alpha-beta model (synth.schedule.cost) whose
+bounds (synth.bounds) say how far each is from the best possible. In cost model 2 the
+table also has NCCL as it runs there (synth.predict.nccl): its choice at each size, why,
+and its time, which the speed-ups are against.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+
 from synth.bounds import Bounds
+from synth.predict.machine import machine_of
+from synth.predict.nccl import COLLECTIVES, NCCL_VERSION, choose
+from synth.predict.timing import schedule_lines
 from synth.schedule.cost import Cost, format_size, schedule_cost
 from synth.schedule.ir import Schedule
 
@@ -19,19 +26,41 @@ class Row:
     name: str
     kind: str  # "synth" or "baseline"
     schedule: Schedule
-    cost: Cost
+    cost: Cost  # line-rate
+    lines: tuple = ()  # cost model 2's per protocol (synth.predict.timing); () line-rate
+
+    def time_us(self, n: int) -> float:
+        if self.lines:
+            return min(line.time_us(n) for line in self.lines)
+        return self.cost.time_us(n)
 
 
-def make_rows(synthesized: list[Schedule], baselines: list[tuple[str, Schedule]]) -> list[Row]:
-    rows = [Row(f"synth S{s.num_steps} R{s.rounds} C{s.collective.chunks}"
-                + (f" = {s.info['baseline']}" if "baseline" in s.info else ""), "synth", s,
-                schedule_cost(s)) for s in synthesized]
-    rows += [Row(name, "baseline", s, schedule_cost(s)) for name, s in baselines]
-    return rows
+def make_rows(synthesized: list[Schedule], baselines: list[tuple[str, Schedule]],
+              prices=None) -> list[Row]:
+    """Rows timed in cost model 2 with `prices` (synth.predict.timing.prices), else in
+    the line-rate model."""
+    def row(name, kind, s):
+        lines = tuple(schedule_lines(s, prices)) if prices is not None else ()
+        return Row(name, kind, s, schedule_cost(s), lines)
+
+    rows = [row(f"synth S{s.num_steps} R{s.rounds} C{s.collective.chunks}"
+                + (f" = {s.info['baseline']}" if "baseline" in s.info else ""), "synth", s)
+            for s in synthesized]
+    return rows + [row(name, "baseline", s) for name, s in baselines]
 
 
-def comparison(rows: list[Row], b: Bounds, sizes: list[int]) -> dict:
-    """The machine-readable comparison: per row its costs, per size the winner."""
+def nccl_choices(topo, collective: str, sizes: list[int]) -> dict:
+    """{size label: NCCL's choice there} in cost model 2; {} where NCCL has no such
+    collective (gather, scatter)."""
+    if collective not in COLLECTIVES:
+        return {}
+    m = machine_of(topo)
+    return {format_size(n): choose(m, collective, n) for n in sizes}
+
+
+def comparison(rows: list[Row], b: Bounds, sizes: list[int], nccl: dict | None = None) -> dict:
+    """The machine-readable comparison: per row its costs, per size the winner, and in
+    cost model 2 NCCL's choice and the winner's speed-up over it (rounded down)."""
     out_rows = []
     for row in rows:
         out_rows.append({
@@ -40,14 +69,21 @@ def comparison(rows: list[Row], b: Bounds, sizes: list[int]) -> dict:
             "latency_us": row.cost.latency_us, "us_per_mb": row.cost.us_per_byte * 1e6,
             "bandwidth_to_bound": row.cost.us_per_byte / b.us_per_byte,
             "steps_to_bound": row.schedule.num_steps / b.steps if b.steps else None,
-            "sizes": {format_size(n): {"time_us": row.cost.time_us(n),
-                                       "algbw_gbps": row.cost.algbw_gbps(n)} for n in sizes},
+            "sizes": {format_size(n): {"time_us": row.time_us(n),
+                                       "algbw_gbps": n / row.time_us(n) / 1e3} for n in sizes},
         })
-    winners = {}
+    winners, against = {}, {}
     for n in sizes:
-        best = min(rows, key=lambda r: r.cost.time_us(n))
+        best = min(rows, key=lambda r: r.time_us(n))
         winners[format_size(n)] = best.name
-    return {"bounds": {"steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
+        if nccl:
+            c = nccl[format_size(n)]
+            against[format_size(n)] = {"nccl_runs": c.name, "nccl_us": c.predicted_us,
+                                       "why": c.reason, "fastest": best.name,
+                                       "speedup": math.floor(c.predicted_us / best.time_us(n)
+                                                             * 100) / 100}
+    return {"cost_model": "calibrated" if rows and rows[0].lines else "line-rate",
+            "nccl": against, "bounds": {"steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
                        "us_per_mb": b.us_per_mb, "latency_us": b.latency_us}
             | ({"without_in_network": str(b.without_in_network)}
                if b.without_in_network is not None else {}),
@@ -73,4 +109,12 @@ def format_comparison(title: str, data: dict, sizes: list[int]) -> str:
     lines.append(f"bounds: {b['steps']} steps, {b['rounds_per_chunk']} rounds per chunk "
                  f"({b['us_per_mb']:.3f} us/MB)")
     lines.append("fastest: " + ", ".join(f"{l} {data['winners'][l]}" for l in labels))
+    if data["nccl"]:
+        lines.append(f"NCCL {NCCL_VERSION} as it runs there (cost model 2):")
+        for label in labels:
+            v = data["nccl"][label]
+            lines.append(f"  {label}: {v['nccl_runs']} {v['nccl_us']:.1f} us; the fastest "
+                         f"here {v['speedup']:.2f} x that ({v['why']})")
+    else:
+        lines.append(f"costs: {data['cost_model']}")
     return "\n".join(lines)

@@ -1,4 +1,5 @@
-"""`synth compare`: synthesized frontier against baselines on one cost model."""
+"""`synth compare`: synthesized frontier against baselines on one cost model, and in cost
+model 2 against NCCL as it runs."""
 
 import json
 import subprocess
@@ -9,7 +10,8 @@ def test_compare_dgx1_allgather_json():
     # allgather: SCCL's dgx1 frontier, proven in a second (allreduce's takes several);
     # the comparison itself treats every collective alike
     result = subprocess.run([sys.executable, "-m", "synth", "compare", "allgather", "--topo",
-                             "dgx1", "--sizes", "1KB,1GB", "--json", "--time-limit", "60"],
+                             "dgx1", "--sizes", "1KB,1GB", "--json", "--time-limit", "60",
+                             "--model", "line-rate"],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
@@ -34,3 +36,23 @@ def test_compare_text_names_the_winners():
                              "ring:4"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "fastest: 1KB" in result.stdout and "bounds:" in result.stdout
+
+
+def test_compare_in_cost_model_2_names_nccls_choice_and_the_speedup_over_it():
+    result = subprocess.run([sys.executable, "-m", "synth", "compare", "allgather", "--topo",
+                             "ring:4", "--sizes", "1KB,1GB", "--json"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["cost_model"] == "calibrated"
+    # 4 GPUs on a ring of NVLinks: NCCL's tuner takes ring LL at 1 KB and ring Simple
+    # at 1 GB (test_nccl_reference.py derives such choices by hand)
+    assert data["nccl"]["1KB"]["nccl_runs"] == "ring/LL"
+    assert data["nccl"]["1GB"]["nccl_runs"] == "ring/Simple"
+    for label, v in data["nccl"].items():
+        best = min(r["sizes"][label]["time_us"] for r in data["rows"])
+        assert v["speedup"] <= v["nccl_us"] / best < v["speedup"] + 0.01  # rounded down
+        assert "NCCL 2.30.7's tuner" in v["why"]
+    text = subprocess.run([sys.executable, "-m", "synth", "compare", "allgather", "--topo",
+                           "ring:4", "--sizes", "1KB"], capture_output=True, text=True)
+    assert text.returncode == 0 and "NCCL 2.30.7 as it runs there" in text.stdout

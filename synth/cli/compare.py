@@ -7,7 +7,7 @@ import json
 
 import click
 
-from synth.cli.app import BOXES, SOLVER_CHOICE, Seconds, cli
+from synth.cli.app import BOXES, MODEL, SOLVER_CHOICE, Seconds, cli
 
 
 @cli.command("bounds")
@@ -65,11 +65,15 @@ def bounds_command(collective, spec, boxes, root, time_limit, as_json):
 @click.option("--solver", type=click.Choice(list(SOLVER_CHOICE)), default="auto",
               show_default=True, help="Constraint solver of the exact search.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def compare_command(collective, spec, boxes, root, sizes, time_limit, solver, as_json):
-    """Synthesized frontier against ring, tree, recursive, direct and hierarchical."""
-    from synth.compare import comparison, format_comparison, make_rows
+@MODEL
+def compare_command(collective, spec, boxes, root, sizes, time_limit, solver, as_json,
+                    cost_model):
+    """Synthesized frontier against ring, tree, recursive, direct and hierarchical, and
+    (cost model 2) NCCL as it runs there: its choice per size and why."""
+    from synth.compare import comparison, format_comparison, make_rows, nccl_choices
     from synth.construct.baselines import baselines
-    from synth.frontier import synthesize
+    from synth.frontier import in_cost_model, synthesize
+    from synth.predict.timing import prices
     from synth.schedule.cost import parse_size
     from synth.search.pareto import Limits
     from synth.topology.catalog import resolve
@@ -77,11 +81,14 @@ def compare_command(collective, spec, boxes, root, sizes, time_limit, solver, as
     size_list = [parse_size(x) for x in sizes.split(",")]
     topo = resolve(spec, boxes)
     limits = Limits(time_limit=time_limit, backend=SOLVER_CHOICE[solver][0])
-    result = synthesize(topo, collective, root, limits)
+    result = in_cost_model(synthesize(topo, collective, root, limits), topo, cost_model)
+    calibrated = cost_model == "calibrated"
     rows = make_rows([p.schedule for p in result.points],
                      [(base.name, base.schedule) for base in
-                      baselines(result.model, collective, result.root)])
-    data = comparison(rows, result.bounds, size_list)
+                      baselines(result.model, collective, result.root)],
+                     prices(topo) if calibrated else None)
+    nccl = nccl_choices(topo, collective, size_list) if calibrated else None
+    data = comparison(rows, result.bounds, size_list, nccl)
     data.update(collective=collective, topology=topo.name, complete=result.complete,
                 interrupted=result.interrupted)
     if as_json:
