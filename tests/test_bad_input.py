@@ -1,12 +1,18 @@
 """The bad-input corpus (tests/bad_inputs/) and bad command lines: every one gets one
 line on stderr and a documented exit code (2 bad input, 1 no answer), never a traceback,
-and finishes quickly even when a file claims huge sizes."""
+and finishes quickly even when a file claims huge sizes.
+
+The commands run in process (tests.in_process: synth.cli.main, stdout, stderr and the
+exit code captured); test_the_real_command_says_the_same runs a few of them as the
+program, `python -m synth`, and finds the same line and exit code."""
 
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.in_process import synth_main
 
 CORPUS = Path(__file__).parent / "bad_inputs"
 
@@ -24,8 +30,8 @@ def assert_one_line(result, code):
 
 @pytest.mark.parametrize("path", sorted(CORPUS.glob("topology-*")), ids=lambda p: p.name)
 def test_bad_topology_files(path):
-    assert_one_line(synth_cli("topo", "show", str(path)), 2)
-    assert_one_line(synth_cli("allgather", "--topo", str(path), "--time-limit", "5"), 2)
+    assert_one_line(synth_main("topo", "show", str(path)), 2)
+    assert_one_line(synth_main("allgather", "--topo", str(path), "--time-limit", "5"), 2)
 
 
 VALID_BUT_WRONG = {"schedule-huge-chunks.json"}  # well-formed, but not so: exit 1
@@ -39,7 +45,7 @@ def test_bad_schedule_files(path, tmp_path):
                     ["draw", str(path), "-o", str(tmp_path / "x.svg")],
                     ["export", str(path), "--to", "msccl-xml", "-o", str(tmp_path / "x.xml")],
                     ["run", str(path)]):
-        assert_one_line(synth_cli(*command), code)
+        assert_one_line(synth_main(*command), code)
     assert not any(tmp_path.iterdir())  # nothing half written
 
 
@@ -64,7 +70,21 @@ def test_bad_schedule_files(path, tmp_path):
     ["run", "nonexistent.json"],
 ])
 def test_bad_command_lines(args, tmp_path):
-    assert_one_line(synth_cli(*args, cwd=tmp_path), 2)
+    assert_one_line(synth_main(*args, cwd=tmp_path), 2)
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("args", [
+    ["topo", "show", str(CORPUS / "topology-self-loop.yaml")],
+    ["verify", str(CORPUS / "schedule-truncated.json")],
+    ["run", str(CORPUS / "schedule-wrong-type.json")],
+    ["verify", str(CORPUS / "schedule-huge-chunks.json")],
+    ["allgather", "--topo", "dgx1", "--steps", "0"],
+], ids=["topology", "schedule", "run", "valid-but-wrong", "command-line"])
+def test_the_real_command_says_the_same(args, tmp_path):
+    real, here = synth_cli(*args, cwd=tmp_path), synth_main(*args, cwd=tmp_path)
+    assert_one_line(real, here.returncode)
+    assert real.stderr == here.stderr and real.stdout == here.stdout
     assert not any(tmp_path.iterdir())
 
 
