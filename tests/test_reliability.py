@@ -3,7 +3,9 @@ not ask to lose, limits that did not hold, tracebacks and wrong exit codes, firs
 
 Each test drives the real command line (a subprocess, or `main` in-process where a
 fault has to be injected) and checks the exit code, the one line on stderr, and the
-files on disk.
+files on disk. The batteries of bad numbers and shapes run `main` in process
+(tests.in_process.synth_main: the same line and exit code, without a fresh Python and
+its imports per case); the first case of each also runs as the program.
 """
 
 import errno
@@ -25,6 +27,7 @@ from synth.cli import main
 from synth.schedule.collectives import make_collective
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower_with_routes
+from tests.in_process import synth_main
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -43,6 +46,17 @@ def one_line(result, code):
     assert len(result.stderr) < 500  # values quoted in messages are cut short
     return result.stderr
 
+
+
+def both_ways(first: bool, *args, **kwargs):
+    """synth ARGS in process; in the first case of a battery (`first`) also as the
+    program, which must say the same."""
+    here = synth_main(*args, **kwargs)
+    if first:
+        real = synth_cli(*args, **kwargs)
+        assert (real.returncode, real.stdout, real.stderr) == \
+            (here.returncode, here.stdout, here.stderr)
+    return here
 
 
 def write_topology(path: Path, text: str) -> str:
@@ -388,7 +402,8 @@ def test_numbers_in_topology_files(tmp_path, field, value):
             if field != "gbps" else SMALL.replace("gbps: 25", f"gbps: {value}")
     if field == "alpha_us" and value == "0":
         return  # a zero latency is fine
-    one_line(synth_cli("topo", "show", write_topology(tmp_path / "t.yaml", text)), 2)
+    one_line(both_ways(field == "gbps" and value == ".inf", "topo", "show",
+                       write_topology(tmp_path / "t.yaml", text)), 2)
 
 
 def test_yaml_1_2_numbers_are_numbers(tmp_path):
@@ -417,7 +432,7 @@ def test_numbers_and_shapes_in_schedule_files(tmp_path, schedule_file, mutate):
     for args in (["verify", "--cost", str(bad)], ["draw", str(bad), "-o",
                                                    str(tmp_path / "x.svg")],
                  ["export", str(bad), "--to", "msccl-xml", "-o", str(tmp_path / "x.xml")]):
-        result = synth_cli(*args)
+        result = both_ways(doc["ranks"] == 10 ** 400, *args)
         assert result.returncode in (1, 2)
         one_line(result, result.returncode)
     assert not (tmp_path / "x.svg").exists() and not (tmp_path / "x.xml").exists()
@@ -434,7 +449,7 @@ def test_numbers_and_shapes_in_schedule_files(tmp_path, schedule_file, mutate):
     ["allgather", "--topo", "/"],
 ])
 def test_bad_values_on_the_command_line(args, tmp_path):
-    one_line(synth_cli(*args, cwd=tmp_path), 2)
+    one_line(both_ways(args[-1] == "nan", *args, cwd=tmp_path), 2)
     assert not any(tmp_path.iterdir())
 
 
@@ -445,7 +460,8 @@ def test_bad_values_on_the_command_line(args, tmp_path):
     SMALL.replace("gpus: 2", "gpus: [gpu0, [gpu1]]"),
 ])
 def test_bad_shapes_in_topology_files(tmp_path, text):
-    one_line(synth_cli("topo", "show", write_topology(tmp_path / "t.yaml", text)), 2)
+    one_line(both_ways(text.startswith("name: 5"), "topo", "show",
+                       write_topology(tmp_path / "t.yaml", text)), 2)
 
 
 def test_non_utf8_files_are_bad_input(tmp_path):
