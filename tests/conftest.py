@@ -1,7 +1,9 @@
 """Every test gets its own empty solver cache: answers from other runs must not leak in.
-A small valid schedule file (schedule_file) is shared by the tests of one module."""
+A small valid schedule file (schedule_file) is shared by the tests of one module; the
+frontiers of tests.shared_frontiers by the workers of one session."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,21 @@ import pytest
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("SYNTH_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_frontiers_folder(tmp_path_factory):
+    """The folder where tests.shared_frontiers leaves the frontiers it synthesizes for
+    the other workers of this session (under pytest-xdist: the session's temporary
+    folder, which holds each worker's own); in a single process, none is needed."""
+    from tests import shared_frontiers
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        folder = tmp_path_factory.getbasetemp().parent / "shared-frontiers"
+        folder.mkdir(exist_ok=True)
+        shared_frontiers.share_between_workers(folder)
+    yield
+    shared_frontiers.share_between_workers(None)
 
 
 @pytest.fixture(scope="module")
