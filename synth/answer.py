@@ -36,6 +36,9 @@ from synth.search.pareto import Point
 
 BUDGET_S = 30.0  # seconds of exports a runtime, past the first point tried
 RUNTIME_NAMES = {"msccl-xml": "MSCCL XML", "mscclpp": "MSCCL++"}
+# what each runs of synth's files: MSCCL any of NCCL's protocols, synth's MSCCL++ plans
+# the Simple one (synth.export.render)
+RUNTIME_PROTOCOLS = {"msccl-xml": ("LL", "LL128", "Simple"), "mscclpp": ("Simple",)}
 LINE_RATE_NOTE = ("NCCL-style ring or tree in the line-rate model, a stand-in for NCCL's "
                   "own choice (--model calibrated predicts that)")
 
@@ -64,20 +67,28 @@ def answer_at(result: Result, nbytes: int) -> Answer:
     if not result.points:
         raise BadInput("no frontier point to answer with")
     time_of = timer(result, nbytes)
-    timed = sorted(result.points, key=lambda p: (time_of(p.schedule), p.steps))
-    runtimes = {fmt: _loadable(timed, fmt, nbytes, time_of) for fmt in RUNTIME_NAMES}
+    timed = sorted(result.points, key=lambda p: (time_of(p.schedule)[0], p.steps))
+    runtimes = {fmt: _loadable(sorted(timed, key=lambda p: time_of(
+        p.schedule, RUNTIME_PROTOCOLS[fmt])[0]), fmt, nbytes, time_of)
+        for fmt in RUNTIME_NAMES}
     name, us, note = reference_at(result, nbytes)
-    return Answer(nbytes, timed[0], time_of(timed[0].schedule), runtimes, name, us, note)
+    return Answer(nbytes, timed[0], time_of(timed[0].schedule)[0], runtimes, name, us, note)
 
 
 def timer(result: Result, nbytes: int):
-    """schedule -> its time at nbytes in the result's cost model."""
+    """(schedule, protocols) -> (its time at nbytes, the protocol of that time) in the
+    result's cost model; the line-rate model has no protocols ("Simple")."""
     if result.cost_model == "calibrated":
-        from synth.predict.timing import best_line, prices
+        from synth.predict.timing import prices, schedule_lines
 
         p = prices(result.topology)
-        return lambda s: best_line(s, p, nbytes).time_us(nbytes)
-    return lambda s: schedule_cost(s).time_us(nbytes)
+
+        def calibrated(s, protocols=RUNTIME_PROTOCOLS["msccl-xml"]):
+            line = min((x for x in schedule_lines(s, p) if x.protocol in protocols),
+                       key=lambda x: x.time_us(nbytes))
+            return line.time_us(nbytes), line.protocol
+        return calibrated
+    return lambda s, protocols=None: (schedule_cost(s).time_us(nbytes), "Simple")
 
 
 def reference_at(result: Result, nbytes: int) -> tuple[str, float, str]:
@@ -103,16 +114,16 @@ def _loadable(timed: list[Point], fmt: str, nbytes: int, time_of) -> Loadable:
     for p in timed:
         if found.why_not and time.monotonic() > until:
             break
+        us, protocol = time_of(p.schedule, RUNTIME_PROTOCOLS[fmt])
         try:
-            text, _ = render(p.schedule, fmt)
+            text, _ = render(p.schedule, fmt, protocol=protocol)
         except BadInput as e:  # the runtime cannot express it
             found.why_not.append(str(e))
             continue
         if not unit_of(fmt, text).cuts(nbytes):
             found.why_not.append(f"its chunking does not cut {nbytes:,} bytes whole")
             continue
-        found.point, found.text = p, text
-        found.us = time_of(p.schedule)
+        found.point, found.text, found.us = p, text, us
         return found
     return found
 

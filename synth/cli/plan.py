@@ -7,11 +7,12 @@ Registered on the `synth` group when synth.cli imports this module.
 from __future__ import annotations
 
 import json
+import math
 import time
 
 import click
 
-from synth.cli.app import BOXES, Seconds, cli, interrupts_deferred
+from synth.cli.app import BOXES, MODEL, Seconds, cli, interrupts_deferred
 
 
 SYNTHESIS_SHARE = 0.6  # of --time-limit: the candidates' synthesis
@@ -37,11 +38,13 @@ EXPORTS_END = 0.95  # of --time-limit: when the last candidate's export may star
               "summary.")
 @click.option("--plots", is_flag=True, help="Also plot the step and each collective's time "
               "against size (DIR/plots/*.png).")
-def plan_command(workload, spec, boxes, out_dir, time_limit, steps, formats, as_json, plots):
+@MODEL
+def plan_command(workload, spec, boxes, out_dir, time_limit, steps, formats, as_json, plots,
+                 cost_model):
     """Plan every collective of WORKLOAD (a YAML file, an NCCL_DEBUG=INFO log or a
     PyTorch profiler trace) on the topology: per communicator and message size the
     fastest schedule, runtime files whose size ranges tile every size, and a report
-    against NCCL-style ring and tree choices (model predictions)."""
+    against what NCCL runs there (model predictions: cost model 2 by default)."""
     from pathlib import Path
 
     from synth.errors import BadInput
@@ -60,7 +63,8 @@ def plan_command(workload, spec, boxes, out_dir, time_limit, steps, formats, as_
     started = time.monotonic()
     # synthesis takes SYNTHESIS_SHARE of the limit, exports (rendered and simulated)
     # run until EXPORTS_END of it: writing the files is left the rest
-    plan = make_plan(work, topo, Limits(time_limit=time_limit * SYNTHESIS_SHARE))
+    plan = make_plan(work, topo, Limits(time_limit=time_limit * SYNTHESIS_SHARE),
+                     cost_model=cost_model)
     extra = {}
     if plots:
         from synth.pictures.plan_plots import plan_figures
@@ -79,16 +83,19 @@ def plan_command(workload, spec, boxes, out_dir, time_limit, steps, formats, as_
         click.echo(json.dumps(doc, indent=1))
         return
     step = doc["step_us"]
+    nccl = "NCCL" if cost_model == "calibrated" else "NCCL-style"
     click.echo(f"{work.name} on {topo.name}: {len(plan.entries)} collectives planned in "
                f"{plan.seconds:.1f} s")
     for e in doc["entries"]:
         for c in e["calls"]:
             click.echo(f"  {e['collective']:>13} on {e['communicator']:<10} "
                        f"{c['min_bytes']:>12} B x{c['count']:<5} {c['algorithm']:<60.60} "
-                       f"{c['us']:>10.1f} us  ({c['speedup']:.2f} x NCCL-style)")
+                       f"{c['us']:>10.1f} us  "
+                       f"({math.floor(c['speedup'] * 100) / 100:.2f} x {nccl})")
     for o in doc["overlaps"]:
         click.echo(f"  together ({o['tag']}): {o['overlapped_us']:.1f} us against "
                    f"{o['sequential_us']:.1f} us one after the other")
     click.echo(f"one step (model): {step['plan_overlapped']:.1f} us against "
-               f"{step['nccl_overlapped']:.1f} us NCCL-style: {step['speedup']:.2f} x; "
+               f"{step['nccl_overlapped']:.1f} us {nccl}: "
+               f"{math.floor(step['speedup'] * 100) / 100:.2f} x; "
                f"files and report in {out_dir}/")

@@ -23,10 +23,20 @@ EXTENSIONS = {"json": ".json", "msccl-xml": ".xml", "mscclpp": ".mscclpp.json"}
 _NAME = re.compile(r"[A-Za-z0-9_.:+-]+")
 
 
+PROTOCOLS = ("Simple", "LL", "LL128")  # NCCL's, which MSCCL's runtime runs too
+
+
 def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
-           min_bytes: int = 0, max_bytes: int | None = None, check: bool = True
-           ) -> tuple[str, str]:
-    """(file text, one-line summary) of schedule in format fmt."""
+           min_bytes: int = 0, max_bytes: int | None = None, check: bool = True,
+           protocol: str = "Simple") -> tuple[str, str]:
+    """(file text, one-line summary) of schedule in format fmt, for the runtime to run
+    with `protocol` (MSCCL XML: any of PROTOCOLS; the MSCCL++ plans synth writes are
+    Simple-protocol plans)."""
+    if protocol not in PROTOCOLS:
+        raise BadInput(f"unknown protocol {protocol!r} (expected {', '.join(PROTOCOLS)})")
+    if fmt == "mscclpp" and protocol != "Simple":
+        raise BadInput(f"cannot export to MSCCL++ with {protocol}: synth writes "
+                       "Simple-protocol plans")
     if fmt not in FORMATS:
         raise BadInput(f"unknown export format '{fmt}' (expected {', '.join(FORMATS)})")
     if name is not None and not _NAME.fullmatch(name):
@@ -52,7 +62,7 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
         from synth.export.msccl import to_msccl_xml
         from synth.export.msccl_sim import check_msccl_xml
 
-        text = to_msccl_xml(schedule, inplace, name, min_bytes, max_bytes or 0)
+        text = to_msccl_xml(schedule, inplace, name, min_bytes, max_bytes or 0, protocol)
         if not check:
             return text, f"{coll.name} {mode}"
         report = _checked(check_msccl_xml, text, coll.root, "MSCCL XML")

@@ -483,7 +483,7 @@ def build(schedule, inplace: bool = False):
 
 
 def to_msccl_xml(schedule, inplace: bool = False, name: str | None = None,
-                 min_bytes: int = 0, max_bytes: int = 0) -> str:
+                 min_bytes: int = 0, max_bytes: int = 0, protocol: str = "Simple") -> str:
     """The XML text of the schedule's algorithm. BadInput when it cannot be expressed.
     A compact schedule (ranged sends, a pipeline) is lowered in its runtime form
     (synth.export.runtime_form), as `synth export` does."""
@@ -493,7 +493,7 @@ def to_msccl_xml(schedule, inplace: bool = False, name: str | None = None,
     schedule = runtime_form(schedule)[0]
     program = build(schedule, inplace)
     lay, coll = program.layout, schedule.collective
-    head = (f'<algo name={quoteattr(name)} proto="Simple" nchannels="{program.k}" '
+    head = (f'<algo name={quoteattr(name)} proto="{protocol}" nchannels="{program.k}" '
             f'nchunksperloop="{lay.loop_chunks}" ngpus="{lay.n}" coll="{coll.name}" '
             f'inplace="{int(inplace)}" outofplace="{int(not inplace)}" '
             f'minBytes="{int(min_bytes)}" maxBytes="{int(max_bytes)}">')

@@ -22,6 +22,7 @@ written; the files are written all or none (synth.files.write_folder).
 from __future__ import annotations
 
 import json
+import math
 import time
 from functools import lru_cache
 from dataclasses import replace
@@ -32,6 +33,7 @@ from synth.export import render
 from synth.export.units import unit_of
 from synth.files import write_folder
 from synth.plan.planner import Entry, Plan, envelope, typical
+from synth.predict.nccl import NCCL_VERSION
 from synth.schedule.cost import format_size
 from synth.schedule.file import schedule_json, schedule_to_dict
 
@@ -73,12 +75,12 @@ def protected_sizes(entry: Entry) -> list[int]:
 
 
 @lru_cache(maxsize=160)  # a plan's candidates in both formats
-def _rendered(schedule, fmt: str) -> str | None:
+def _rendered(schedule, fmt: str, protocol: str = "Simple") -> str | None:
     """The file `fmt` holds for `schedule`, or None where the runtime cannot express
     it. Kept: a plan's report, its files and the next plan of the same candidates
     (equal schedules) render each once; an export and its simulation can take seconds."""
     try:
-        return render(schedule, fmt)[0]
+        return render(schedule, fmt, protocol=protocol)[0]
     except BadInput:
         return None
 
@@ -97,7 +99,7 @@ def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
             if skipped is not None:
                 skipped.append(c.label)
             continue
-        text = _rendered(c.schedule, fmt)
+        text = _rendered(c.schedule, fmt, c.protocol)
         if text is None:
             continue
         units[id(c)] = unit_of(fmt, text)
@@ -151,7 +153,8 @@ def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
                         "candidate": None, "unit": None, "text": None})
             continue
         text = render(c.schedule, fmt, name=f"synth-plan-{entry.communicator}-"
-                      f"{entry_stem(entry)}-{i}", min_bytes=low, max_bytes=_max(high, fmt))[0]
+                      f"{entry_stem(entry)}-{i}", min_bytes=low, max_bytes=_max(high, fmt),
+                      protocol=c.protocol)[0]
         out.append({"min_bytes": low, "max_bytes": high, "algorithm": c.label,
                     "candidate": c, "unit": units[id(c)], "text": text})
     return out
@@ -313,7 +316,7 @@ def plan_document(plan: Plan, runtime: dict | None = None, loaded: dict | None =
                         **{f"{fmt}_files": round(t, 3) for fmt, (t, _) in loaded.items()}},
             "overlaps": overlaps, "entries": entries, "runtimes": runtime_doc,
             "seconds": round(plan.seconds, 2),
-            "model": "alpha-beta predictions from the topology's link figures, not "
+            "model": model_text(plan) + ", not "
                      "measurements"}
 
 
@@ -359,18 +362,18 @@ def report_text(plan: Plan, runtime: dict | None = None, loaded: dict | None = N
     plan_us, nccl_us = plan.step_time("plan"), plan.step_time("nccl")
     both_us, nccl_both_us = plan.step_time("overlapped"), plan.step_time("nccl overlapped")
     lines = [f"# Communication plan: {w.name} on {plan.topology}", "",
-             "These are model predictions (alpha-beta, from the topology's link figures), "
-             "not measurements. Check them on the hardware with the nccl-tests commands "
-             "below, with and without the plan's files loaded.", ""]
+             f"These are model predictions ({model_text(plan)}), not measurements. Check "
+             "them on the hardware with the nccl-tests commands below, with and without "
+             "the plan's files loaded.", ""]
     if plan_us:
         lines += [f"Communication of one training step: **{_us(both_us)}** with the plan "
-                  f"against **{_us(nccl_both_us)}** NCCL-style (ring or tree, whichever is "
-                  f"faster at each size): **{nccl_both_us / both_us:.2f} x**, the calls of "
+                  f"against **{_us(nccl_both_us)}** {nccl_text(plan)}: "
+                  f"**{_down(nccl_both_us / both_us)} x**, the calls of "
                   f"each overlap tag running together. Every call one after the other: "
-                  f"{_us(plan_us)} against {_us(nccl_us)} ({nccl_us / plan_us:.2f} x).", ""]
+                  f"{_us(plan_us)} against {_us(nccl_us)} ({_down(nccl_us / plan_us)} x).", ""]
     for fmt, (t, fallback) in loaded.items():
         lines += [f"With the {fmt} files alone (what that runtime can run of the plan, "
-                  f"every call one after the other): {_us(t)}, {nccl_us / t:.2f} x."
+                  f"every call one after the other): {_us(t)}, {_down(nccl_us / t)} x."
                   + (f" NCCL's own algorithm runs for {', '.join(fallback)}: no file "
                      "that cuts it into whole chunks (" + ("MSCCL: loops of nchunksperloop "
                                                            "chunks of whole elements"
@@ -380,7 +383,8 @@ def report_text(plan: Plan, runtime: dict | None = None, loaded: dict | None = N
                      if fallback else ""), ""]
     if w.notes:
         lines += ["Read from the workload: " + "; ".join(w.notes) + ".", ""]
-    lines += ["| communicator | collective | GPUs | size | calls | plan | us | NCCL-style "
+    nccl = "NCCL" if plan.cost_model == "calibrated" else "NCCL-style"
+    lines += [f"| communicator | collective | GPUs | size | calls | plan | us | {nccl} "
               "| us | x |", "| --- | --- | ---: | ---: | ---: | --- | ---: | --- | ---: "
               "| ---: |"]
     shared = []
@@ -391,7 +395,7 @@ def report_text(plan: Plan, runtime: dict | None = None, loaded: dict | None = N
                 f"{format_size(c.low)}..{format_size(c.high)}"
             lines.append(f"| {e.communicator} | {e.collective} | {e.ranks} | {size} | "
                          f"{d['count']:g} | {d['algorithm']} | {d['us']:.1f} | {d['nccl']} | "
-                         f"{d['nccl_us']:.1f} | {d['speedup']:.2f} |")
+                         f"{d['nccl_us']:.1f} | {_down(d['speedup'])} |")
             if d["groups_share_links"] > 1.0001:
                 shared.append(f"{e.collective} on {e.communicator} "
                               f"({d['groups_share_links']:.2f} x)")
@@ -501,6 +505,23 @@ def _register(plan: Plan, entries: list[dict]) -> str:
 
 def _range(low: int, high: int | None) -> str:
     return f"{low}..{'' if high is None else high} B"
+
+
+def model_text(plan: Plan) -> str:
+    if plan.cost_model == "calibrated":
+        return "cost model 2: the topology's figures, docs/cost-model.md"
+    return "line-rate alpha-beta, from the topology's link figures"
+
+
+def nccl_text(plan: Plan) -> str:
+    if plan.cost_model == "calibrated":
+        return f"with NCCL {NCCL_VERSION} as it runs there (its tuner's choice at each size)"
+    return "NCCL-style (ring or tree, whichever is faster at each size)"
+
+
+def _down(ratio: float) -> str:
+    """A speed-up rounded down to 2 decimals: never shown larger than it is."""
+    return f"{math.floor(ratio * 100) / 100:.2f}"
 
 
 def _us(us: float) -> str:

@@ -23,9 +23,11 @@ import math
 from dataclasses import dataclass, field, replace
 
 from synth.frontier import synthesize
-from synth.plan.planner import (Candidate, Entry, Plan, candidates_of, reference_of,
-                                 typical, with_groups)
+from synth.plan.planner import (Candidate, Entry, Plan, candidates_of, nccl_pick,
+                                nccl_reference, reference_of, typical, with_groups)
 from synth.plan.traffic import bandwidth, physical_use
+from synth.predict.machine import machine_of
+from synth.predict.timing import prices
 from synth.search.pareto import Limits
 from synth.topology.communicator import view
 from synth.topology.linkmodel import lower_with_routes
@@ -101,12 +103,19 @@ def _on_residual(on: Topology, entry: Entry, n: int, nccl: bool, limits: Limits
     """The entry's fastest schedule at size n on the residual topology `on`: planned
     again, or NCCL-style (ring or tree built there)."""
     sub = view(on, entry.groups[0], f"{on.name}:{entry.communicator}")
+    model = lower_with_routes(sub).model
+    calibrated = entry.machine is not None
+    if nccl and calibrated:
+        made = [with_groups(c, on, entry.groups)
+                for c in nccl_reference(sub, entry.collective, model, entry.root)]
+        if made:  # NCCL's tuner choice there, not the fastest of its options
+            return nccl_pick(machine_of(sub), entry.collective, made, n)
     if nccl:
-        made = reference_of(entry.collective, lower_with_routes(sub).model,
-                            entry.root) or entry.reference
+        made = reference_of(entry.collective, model, entry.root) or entry.reference
     else:
-        made = candidates_of(synthesize(sub, entry.collective, entry.root, replace(
-            limits, time_limit=max(limits.time_limit, 1.0))))
+        result = synthesize(sub, entry.collective, entry.root, replace(
+            limits, time_limit=max(limits.time_limit, 1.0)))
+        made = candidates_of(result, prices(sub) if calibrated else None)
     # as they run on every group at once, on the residual links
     return min((with_groups(c, on, entry.groups) for c in made),
                key=lambda c: c.time_us(n))

@@ -12,8 +12,13 @@ sizes with no gap or overlap. NCCL's own choice is modelled as its tuner's: the 
 of ring and double binary tree at each size (direct for alltoall, gather and scatter,
 which NCCL runs as point-to-point sends).
 
-All times are model predictions (alpha-beta, the topology's link figures); the report
-says so and gives the nccl-tests commands that measure them.
+All times are model predictions; the report says which model and gives the
+nccl-tests commands that measure them. In cost model 2 (the default, "calibrated") a
+candidate is one line per protocol (synth.predict.timing) and NCCL's own is what NCCL
+2.30.7's tuner runs at each size (synth.predict.nccl): one candidate per algorithm and
+protocol it considers, the NCCL-style baseline of that family standing in for its
+traffic; in the line-rate model NCCL's choice is the faster of the ring and tree
+baselines, as before.
 """
 
 from __future__ import annotations
@@ -27,9 +32,13 @@ import networkx as nx
 from synth.bounds import Bounds
 from synth.construct.baselines import baselines
 from synth.errors import BadInput
-from synth.frontier import Result, synthesize
+from synth.frontier import Result, in_cost_model, synthesize
 from synth.plan.traffic import busiest_rate
 from synth.plan.workload import Call, Workload
+from synth.predict.machine import Machine, machine_of
+from synth.predict.nccl import (COLLECTIVES, achieved_rates, alltoall_us, choose,
+                                nccl_rates, options)
+from synth.predict.timing import Prices, prices, schedule_lines
 from synth.schedule.cost import MAX_SIZE, schedule_cost
 from synth.schedule.ir import Schedule
 from synth.search.pareto import Limits
@@ -50,6 +59,7 @@ class Candidate:
     latency_us: float
     us_per_byte: float
     shared: float = 1.0  # how much the groups meeting on a link raised us_per_byte
+    protocol: str = "Simple"  # the runtime's protocol the times are for (cost model 2)
 
     def time_us(self, n: int) -> float:
         return self.latency_us + self.us_per_byte * n
@@ -82,12 +92,26 @@ class Entry:
     groups: list[list[int]]  # every group of the communicator (global ranks)
     seconds: float = 0.0
     modelled_nccl: bool = True  # False: no NCCL-style baseline here (reference = ours)
+    machine: Machine | None = None  # cost model 2: NCCL's choice is its tuner's, here
 
     def best(self, n: int) -> Candidate:
-        return next(s.candidate for s in self.spans if s.high is None or n <= s.high)
+        """The plan's choice at n: the fastest candidate, or NCCL's own where that is
+        faster still (cost model 2, where NCCL runs algorithms synth has no schedule
+        of); a plan is never slower than NCCL."""
+        mine = next(s.candidate for s in self.spans if s.high is None or n <= s.high)
+        if self.machine is None:
+            return mine
+        theirs = self.nccl(n)
+        if theirs.time_us(n) < mine.time_us(n):
+            return replace(theirs, label=f"NCCL's own ({theirs.label.removeprefix('NCCL ')})")
+        return mine
 
     def nccl(self, n: int) -> Candidate:
-        return min(self.reference, key=lambda c: c.time_us(n))
+        """What NCCL runs at n: its tuner's choice, timed exactly at n (cost model 2), or
+        the fastest NCCL-style baseline (line-rate)."""
+        if self.machine is None or self.collective not in COLLECTIVES:
+            return min(self.reference, key=lambda c: c.time_us(n))
+        return nccl_pick(self.machine, self.collective, self.reference, n)
 
 
 @dataclass
@@ -97,6 +121,7 @@ class Plan:
     entries: list[Entry] = field(default_factory=list)
     overlaps: list = field(default_factory=list)  # synth.plan.overlap.Overlapped per tag
     seconds: float = 0.0
+    cost_model: str = "calibrated"  # what its times are (synth.frontier.COST_MODELS)
 
     def step_time(self, which: str) -> float:
         """Predicted communication time of one training step (us): every call one after
@@ -121,12 +146,13 @@ def typical(call: Call) -> int:
     return call.low if call.low == call.high else round(math.sqrt(call.low * call.high))
 
 
-def candidates_of(result: Result) -> list[Candidate]:
-    """The frontier's points and every baseline of the same instance, as candidates."""
-    out = [_candidate(p.schedule, p.schedule.info.get("method", "synthesized"))
-           for p in result.points]
+def candidates_of(result: Result, p: Prices | None = None) -> list[Candidate]:
+    """The frontier's points and every baseline of the same instance, as candidates:
+    one line each (line-rate), or one per protocol priced with `p` (cost model 2)."""
+    out = [c for pt in result.points
+           for c in _candidate(pt.schedule, pt.schedule.info.get("method", "synthesized"), p)]
     for b in baselines(result.model, result.collective, result.root):
-        out.append(_candidate(b.schedule, b.name))
+        out += _candidate(b.schedule, b.name, p)
     return out
 
 
@@ -152,8 +178,9 @@ def runtime_variants(sub: Topology, result: Result, limits: Limits) -> list[Cand
     if fewer is None:
         return []
     found = synthesize(fewer, result.collective, result.root, limits)
+    p = prices(sub) if result.cost_model == "calibrated" else None
     return [replace(c, label=f"{c.label} (power-of-two lanes)")
-            for c in candidates_of(found)]
+            for c in candidates_of(found, p)]
 
 
 def with_groups(c: Candidate, topo: Topology, groups) -> Candidate:
@@ -161,14 +188,57 @@ def with_groups(c: Candidate, topo: Topology, groups) -> Candidate:
     (synth.plan.traffic.busiest_rate), the bandwidth term that link needs. Linear in n
     still, so the envelope holds; a little pessimistic where latency dominates."""
     rate = busiest_rate(topo, groups, c.schedule)
-    if rate <= c.us_per_byte * (1 + 1e-9):
+    alone = schedule_cost(c.schedule).us_per_byte  # the line-rate term the rate compares with
+    if rate <= alone * (1 + 1e-9):
         return c
-    return replace(c, us_per_byte=rate, shared=rate / c.us_per_byte)
+    return replace(c, us_per_byte=c.us_per_byte * rate / alone, shared=rate / alone)
 
 
-def _candidate(schedule: Schedule, label: str) -> Candidate:
-    cost = schedule_cost(schedule)
-    return Candidate(label, schedule, cost.latency_us, cost.us_per_byte)
+def _candidate(schedule: Schedule, label: str, p: Prices | None = None) -> list[Candidate]:
+    if p is None:
+        cost = schedule_cost(schedule)
+        return [Candidate(label, schedule, cost.latency_us, cost.us_per_byte)]
+    return [Candidate(f"{label} [{line.protocol}]", schedule, line.latency_us,
+                      line.us_per_byte, protocol=line.protocol)
+            for line in schedule_lines(schedule, p)]
+
+
+def nccl_pick(m: Machine, collective: str, reference: list[Candidate], n: int) -> Candidate:
+    """The candidate of NCCL's choice at n among `reference` (nccl_reference's), its
+    line moved to pass through the choice's exact time at n (the channels NCCL launches
+    there, a tree's fill) plus what sharing links with other groups adds."""
+    pick = choose(m, collective, n)
+    c = next(c for c in reference if c.label == f"NCCL {pick.name}")
+    return replace(c, latency_us=pick.predicted_us - c.us_per_byte / c.shared * n)
+
+
+def nccl_reference(sub: Topology, collective: str, model, root) -> list[Candidate]:
+    """NCCL as it runs on `sub` (cost model 2): a candidate per algorithm and protocol
+    NCCL's tuner considers, timed at full channels with the call's cost, labelled
+    "NCCL ring/LL" and so on; the NCCL-style baseline of its family (ring, double binary
+    tree) stands in for its traffic. [] where NCCL has no such collective."""
+    if collective not in COLLECTIVES:
+        return []
+    m = machine_of(sub)
+    made = {b.algorithm or b.name.split(" x")[0]: b for b in baselines(model, collective, root)}
+    if not made:
+        return []
+    fallback = made.get("ring") or next(iter(made.values()))
+
+    def stand_in(algorithm):
+        return made.get({"tree": "double binary tree"}.get(algorithm, "ring"), fallback)
+
+    f = m.figures
+    if collective == "alltoall":
+        call = f.alltoall_call_us
+        slope = (alltoall_us(m, 1 << 30, achieved_rates(m, f), call) - call) / (1 << 30)
+        return [Candidate("NCCL p2p/Simple", stand_in("p2p").schedule, call, slope)]
+    out = []
+    for o in options(m, collective, nccl_rates(m), achieved_rates(m, f), f.latency_scale):
+        call = f.nvls_call_us if o.algorithm.startswith("nvls") else f.call_us
+        out.append(Candidate(f"NCCL {o.algorithm}/{o.protocol}", stand_in(o.algorithm).schedule,
+                             call + o.latency_us, 1 / (1e3 * o.gbps)))
+    return out
 
 
 def reference_of(collective: str, model, root) -> list[Candidate]:
@@ -178,7 +248,7 @@ def reference_of(collective: str, model, root) -> list[Candidate]:
     made = baselines(model, collective, root)
     wanted = REFERENCE.get(collective, {"ring"})
     picked = [b for b in made if (b.algorithm or b.name.split(" x")[0]) in wanted]
-    return [_candidate(b.schedule, b.name) for b in (picked or made)]
+    return [c for b in (picked or made) for c in _candidate(b.schedule, b.name)]
 
 
 def envelope(candidates: list[Candidate], low: int = 1) -> list[Span]:
@@ -261,10 +331,10 @@ def _check_routes(name: str, group: list[int], routes: dict) -> None:
 
 
 def make_plan(workload: Workload, topo: Topology, limits: Limits,
-              on_event=None) -> Plan:
+              on_event=None, cost_model: str = "calibrated") -> Plan:
     """Plan every (communicator, collective, root) of the workload on `topo`, then the
     calls of each overlap tag together (synth.plan.overlap), sharing
-    `limits.time_limit` evenly between them."""
+    `limits.time_limit` evenly between them, in `cost_model` (module docstring)."""
     on_event = on_event or (lambda kind, data: None)
     start = time.monotonic()
     keys = []
@@ -272,7 +342,7 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
         key = (call.communicator, call.collective, call.root)
         if key not in keys:
             keys.append(key)
-    plan = Plan(workload, topo.name)
+    plan = Plan(workload, topo.name, cost_model=cost_model)
     for comm in dict.fromkeys(k[0] for k in keys):
         check_alike(topo, comm, workload.communicators[comm])
     for i, (comm, coll, root) in enumerate(keys):
@@ -282,19 +352,24 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
         sub = view(topo, group, f"{topo.name}:{comm}")
         on_event("search", f"{coll} on {comm} ({len(group)} GPUs)")
         began = time.monotonic()
-        result = synthesize(sub, coll, root, Limits(limits.max_steps, limits.max_chunks,
-                                                    share * 3 / 4, limits.backend))
+        result = in_cost_model(synthesize(sub, coll, root, Limits(
+            limits.max_steps, limits.max_chunks, share * 3 / 4, limits.backend)), sub,
+            cost_model)
+        calibrated = cost_model == "calibrated"
         groups = workload.communicators[comm]
         variants = runtime_variants(sub, result, Limits(
             limits.max_steps, limits.max_chunks, max(share / 4, 1.0), limits.backend))
-        cands = [with_groups(c, topo, groups) for c in candidates_of(result) + variants]
-        made = reference_of(coll, result.model, root)
+        p = prices(sub) if calibrated else None
+        cands = [with_groups(c, topo, groups) for c in candidates_of(result, p) + variants]
+        made = (nccl_reference(sub, coll, result.model, root) if calibrated
+                else reference_of(coll, result.model, root))
         reference = [with_groups(c, topo, groups) for c in made] or list(cands)
         plan.entries.append(Entry(
             comm, coll, root, len(group), sub.name, result.bounds, cands, reference,
             envelope(cands), [c for c in workload.calls if (c.communicator, c.collective,
                                                            c.root) == (comm, coll, root)],
-            groups, time.monotonic() - began, bool(made)))
+            groups, time.monotonic() - began, bool(made),
+            machine_of(sub) if calibrated and made else None))
     from synth.plan.overlap import overlap
 
     tags = [t for t in dict.fromkeys(c.overlap for c in workload.calls) if t]

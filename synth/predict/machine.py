@@ -68,8 +68,9 @@ def machine_of(topo: Topology) -> Machine:
     node_of = [box[g] for g in gpus]
     nodes = len(set(node_of))
     nics_per = defaultdict(list)
-    for nic, gbps in uplink.items():
-        nics_per[box[nic]].append(gbps)
+    for nic in _local_nics(topo, kind):
+        if nic in uplink:
+            nics_per[box[nic]].append(uplink[nic])
     nics = min((len(v) for v in nics_per.values()), default=0) if nodes > 1 else 0
     nic_gbps = min((g for v in nics_per.values() for g in v), default=0.0) if nics else 0.0
     nvls = (any({"reduce", "multicast"} <= set(v.can) for v in switches)
@@ -77,3 +78,23 @@ def machine_of(topo: Topology) -> Machine:
     sharp = any("reduce" in v.can for v in topo.vertices if v.kind == "net_switch")
     return Machine(topo.name, figures, len(gpus), nodes, intra, intra_gbps, pair, nics,
                    nic_gbps, bool(switches), nvls, sharp)
+
+
+def _local_nics(topo: Topology, kind: dict) -> set[str]:
+    """The NICs some GPU reaches over PCIe alone (not through another GPU or a
+    switch that joins GPUs): those NCCL sends a node's traffic through. A communicator's
+    view keeps its box's other NICs, which its GPUs do not use."""
+    g = topo.graph()
+    found, stack = set(), [v for v in topo.gpus]
+    seen = set(stack)
+    while stack:
+        v = stack.pop()
+        for w in g.successors(v):
+            if w in seen or kind[w] in (GPU, "nvswitch", "net_switch"):
+                continue
+            seen.add(w)
+            if kind[w] == NIC:
+                found.add(w)
+            else:
+                stack.append(w)
+    return found
