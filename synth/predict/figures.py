@@ -40,7 +40,7 @@ class Figures:
     pcie: float = 0.75  # of PCIe (NCCL counts width x rate / 80 of width x rate / 64)
     nic: float = 0.95  # of a NIC (24 of 25 GB/s HDR, 46-48 of 50 NDR)
     latency_scale: float = 1.0  # scales NCCL's latencies (base and per hop)
-    send_us: float = 0.5  # per chunk a synth schedule sends on a link, in one step
+    send_us: float = 0.5  # per round of a synth schedule's step (an assumption: see docs)
     chunk_kb: float = 512.0  # the largest piece a channel's pipeline moves per stage
     source: str = "defaults"  # where the figures came from
 
