@@ -24,6 +24,7 @@ STAGES = [
     ["synth", "synth.errors", "synth.files"],
     ["synth.topology"],
     ["synth.schedule"],
+    ["synth.predict"],
     ["synth.bounds"],
     ["synth.search"],
     ["synth.construct"],

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from synth.errors import BadInput
-from synth.predict.figures import defaults, figures_from_dict
+from synth.topology.figures import defaults, figures_from_dict
 from synth.predict.machine import Machine, machine_of
 from synth.predict.nccl import choose, model_us, nccl_rates, options, predicted_us
 from synth.topology.catalog import resolve

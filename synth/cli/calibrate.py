@@ -32,7 +32,7 @@ def calibrate(logs, spec, boxes, output, collective):
     from synth.errors import BadInput
     from synth.files import write_atomic
     from synth.predict.calibrate import Sample, figures_for, fit
-    from synth.predict.figures import defaults
+    from synth.topology.figures import defaults
     from synth.predict.machine import machine_of
     from synth.predict.nccl_tests import read_log
     from synth.topology.catalog import box_and_boxes, resolve

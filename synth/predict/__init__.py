@@ -1,8 +1,7 @@
 """Predictions of what hardware does (cost model version 2, docs/cost-model.md).
 
-- figures: the constants a prediction uses (call cost, link efficiencies, protocols),
-  with their public sources, and the `costs:` section of a topology file that
-  overrides them;
+- (synth.topology.figures: the constants a prediction uses, with their public sources,
+  and the `costs:` section of a topology file that overrides them;)
 - machine: a topology as NCCL sees it (architecture, GPUs per node, rates);
 - nccl: NCCL's algorithms and its tuner's choice per size (NCCL 2.30.7), and the
   predicted time of that choice: the reference wherever synth says "NCCL";

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.optimize import least_squares
 
-from synth.predict.figures import LIMITS, Figures, defaults
+from synth.topology.figures import LIMITS, Figures, defaults
 from synth.predict.machine import Machine
 from synth.predict.nccl import Choice, choose
 

@@ -3,7 +3,7 @@ node's fabric, the NICs per node, and what the switches can do.
 
 NCCL's graph search (src/graph/search.cc) packs channels into exactly these rates;
 synth.predict.nccl turns them into NCCL's bandwidths and latencies. Line rates here;
-the efficiencies come from synth.predict.figures.
+the efficiencies come from synth.topology.figures.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from synth.predict.figures import Figures, defaults
+from synth.topology.figures import Figures, defaults
 from synth.topology.physical import GPU, NIC, Topology
 
 

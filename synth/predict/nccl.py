@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 from synth.errors import BadInput
-from synth.predict.figures import Figures
+from synth.topology.figures import Figures
 from synth.predict.machine import Machine
 
 NCCL_VERSION = "2.30.7"

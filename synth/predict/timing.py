@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from synth.predict.figures import Figures, defaults
+from synth.topology.figures import Figures, defaults
 from synth.schedule.ir import Schedule
 from synth.topology.linkmodel import LinkModel, lower_with_routes, step_loads
 from synth.topology.physical import GPU, NIC, Topology

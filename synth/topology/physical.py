@@ -16,7 +16,7 @@ import networkx as nx
 
 from synth.errors import BadInput
 from synth.files import load_yaml, quote
-from synth.predict.figures import Figures, figures_from_dict, figures_to_dict
+from synth.topology.figures import Figures, figures_from_dict, figures_to_dict
 
 GPU = "gpu"
 NIC = "nic"

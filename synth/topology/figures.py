@@ -32,8 +32,8 @@ class Figures:
     fraction of a link's line rate that NCCL's kernels reach."""
 
     arch: str = "ampere"  # NCCL's tables are per architecture
-    call_us: float = 9.0  # fixed cost of a call: launch, protocol start-up
-    nvls_call_us: float = 9.0  # of a call NCCL runs with NVLS or NVLS-tree
+    call_us: float = 15.0  # fixed cost of a call: launch, protocol start-up
+    nvls_call_us: float = 15.0  # of a call NCCL runs with NVLS or NVLS-tree
     alltoall_call_us: float = 30.0  # of a grouped send/receive alltoall
     nvlink: float = 0.77  # efficiency of NVLink (and NVSwitch ports)
     nvls: float = 0.0  # of an NVLS operation, on top of NVLink's
