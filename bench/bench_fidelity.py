@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""Fidelity: how close synth's prediction of NCCL comes to published nccl-tests results.
+
+    python bench/bench_fidelity.py [--out bench/results/fidelity-DATE]
+
+Every row of bench/fidelity/published.csv (its README names the sources) is predicted
+twice: by the line-rate model (synth.schedule.cost: the fastest of the NCCL-style ring
+and tree baselines, what synth said "NCCL" meant before cost model 2) and by cost model
+2 (synth.predict.nccl.choose: NCCL 2.30.7's choice at that size, timed with the default
+figures). Error = predicted time / measured time - 1. Then leave one machine out:
+`synth calibrate`'s fit (synth.predict.calibrate.fit) on every other machine's rows,
+judged on the held-out machine's rows of 1 MB and up.
+
+A benchmark, not a test: it asserts nothing. With --out it refuses to record from a
+tree with uncommitted changes (the record names the commit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from machine import cpu_name, memory_gib  # bench/machine.py
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from synth.plan.planner import reference_of  # noqa: E402
+from synth.predict.calibrate import Sample, fit, predict  # noqa: E402
+from synth.predict.machine import machine_of  # noqa: E402
+from synth.predict.nccl import choose  # noqa: E402
+from synth.topology.catalog import builtin_names, join_boxes, resolve  # noqa: E402
+from synth.topology.linkmodel import lower  # noqa: E402
+
+TABLE = HERE / "fidelity" / "published.csv"
+# the row's machine as a synth topology: a built-in, or a built-in box whose NICs differ
+BOXES = {"gb200_4gpu_host": "gb200tray"}
+NIC_GBPS = {"GCP A3 Mega": 25.0}  # 8 x 200 Gb/s GPUDirect-TCPXO per node (the row's note)
+CLASSES = (("<= 64 KB", 0, 1 << 16), ("64 KB - 1 GB", (1 << 16) + 1, (1 << 30) - 1),
+           (">= 1 GB", 1 << 30, 1 << 60))
+BUS = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n - 1) / n,
+       "reducescatter": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n,
+       "broadcast": lambda n: 1.0, "reduce": lambda n: 1.0}
+
+
+def topology(row: dict):
+    name = BOXES.get(row["machine"], row["machine"])
+    nic = next((g for key, g in NIC_GBPS.items() if key in row["network"]), None)
+    if nic is None:
+        return resolve(name)
+    box_name, _, k = name.rpartition("x")
+    box = resolve(box_name)
+    box = replace(box, network=replace(box.network, gbps=nic))
+    return join_boxes(box, int(k), f"{name} ({nic:g} GB/s NICs)")
+
+
+def measured_us(row: dict) -> float:
+    """The row's time; a row that prints only bus bandwidth gives it through n / algbw."""
+    if row["time_us"]:
+        return float(row["time_us"])
+    algbw = float(row["busbw_gbps"]) / BUS[row["collective"]](int(row["gpus"]))
+    return int(row["size_bytes"]) / (algbw * 1e3)
+
+
+def size_class(nbytes: int) -> str:
+    return next(name for name, lo, hi in CLASSES if lo <= nbytes <= hi)
+
+
+def kind(row: dict) -> str:
+    """The machine type a row belongs to (its box): what leave-one-out holds out."""
+    name = BOXES.get(row["machine"], row["machine"])
+    joined = re.fullmatch(r"(.+)x\d+", name)
+    return joined.group(1) if joined and joined.group(1) in builtin_names() else name
+
+
+def line_rate_us(topo, coll: str, nbytes: int, cache: dict) -> float:
+    if topo.name not in cache:
+        cache[topo.name] = reference_of(coll, lower(topo), 0 if coll in ("broadcast", "reduce") else None)
+    return min(c.time_us(nbytes) for c in cache[topo.name])
+
+
+def evaluate(rows: list[dict]) -> list[dict]:
+    out, topos, refs = [], {}, {}
+    for row in rows:
+        key = (row["machine"], row["network"])
+        if key not in topos:
+            topos[key] = topology(row)
+        topo = topos[key]
+        coll, n = row["collective"], int(row["size_bytes"])
+        algo = {"Ring": "ring", "Tree": "tree", "NVLS": "nvls", "NVLSTree": "nvls_tree"}.get(
+            row["algorithm"], "")
+        measured = measured_us(row)
+        m = machine_of(topo)
+        pick = choose(m, coll, n, algo, row["protocol"])
+        old = line_rate_us(topo, coll, n, refs)
+        out.append({"source": row["source"], "machine": row["machine"], "kind": kind(row),
+                    "collective": coll, "size": n, "class": size_class(n),
+                    "measured_us": measured, "nccl": pick.name, "reason": pick.reason,
+                    "new_us": pick.predicted_us, "old_us": old,
+                    "new_err": pick.predicted_us / measured - 1, "old_err": old / measured - 1,
+                    "sample": Sample(m, coll, n, measured, algo, row["protocol"])})
+    return out
+
+
+def summary(results: list[dict], by: str) -> list[dict]:
+    groups: dict[str, list[dict]] = {}
+    for r in results:
+        groups.setdefault(r[by], []).append(r)
+    return [{by: key, "rows": len(g),
+             "old_median": statistics.median(abs(r["old_err"]) for r in g),
+             "old_worst": max(abs(r["old_err"]) for r in g),
+             "new_median": statistics.median(abs(r["new_err"]) for r in g),
+             "new_worst": max(abs(r["new_err"]) for r in g)} for key, g in groups.items()]
+
+
+def leave_one_out(results: list[dict]) -> list[dict]:
+    out = []
+    for held in sorted({r["kind"] for r in results}):
+        train = [r["sample"] for r in results if r["kind"] != held]
+        test = [r for r in results if r["kind"] == held and r["size"] >= 1 << 20]
+        if not test:
+            continue
+        theta, _ = fit(train)
+        judged = predict([r["sample"] for r in test], theta)
+        errs = [abs(f.error) for f in judged]
+        out.append({"held_out": held, "train_rows": len(train), "rows": len(test),
+                    "within_15": sum(e <= 0.15 for e in errs), "median": statistics.median(errs),
+                    "worst": max(errs)})
+    return out
+
+
+def goals(results: list[dict], loo: list[dict]) -> list[tuple[str, bool, str]]:
+    big = [abs(r["new_err"]) for r in results if r["size"] >= 1 << 20]
+    mid = [abs(r["new_err"]) for r in results if r["size"] < 1 << 20]
+    small = [abs(r["new_err"]) for r in results if r["size"] <= 1 << 16]
+    share = sum(e <= 0.15 for e in big) / len(big)
+    held = [x for x in loo]
+    held_ok = sum(x["within_15"] for x in held) / max(1, sum(x["rows"] for x in held))
+    return [("within 15% on >= 90% of rows of 1 MB and up", share >= 0.9, f"{share:.0%}"),
+            ("median error <= 20% below 1 MB", statistics.median(mid) <= 0.2,
+             f"{statistics.median(mid):.0%}"),
+            ("worst error <= 30% at <= 64 KB", max(small) <= 0.3, f"{max(small):.0%}"),
+            ("leave-one-machine-out within 15% on held-out rows of 1 MB and up",
+             held_ok >= 0.9, f"{held_ok:.0%} of held-out rows")]
+
+
+def pct(x: float) -> str:
+    return f"{x:+.0%}" if abs(x) < 10 else f"{x + 1:.1f}x"
+
+
+def report(results, loo, machine) -> str:
+    lines = [f"# Fidelity, {machine['date']}", "",
+             f"`python3 bench/bench_fidelity.py`, commit {machine['commit']}, {machine['cpu']}, "
+             f"{machine['memory_gib']} GiB, Python {machine['python']}; {len(results)} rows of "
+             "bench/fidelity/published.csv; error = predicted / measured time - 1.", "",
+             "## Goals (cost model 2, default figures)", "",
+             "| goal | met | value |", "| --- | --- | ---: |"]
+    lines += [f"| {g} | {'yes' if ok else 'no'} | {v} |" for g, ok, v in goals(results, loo)]
+    for by in ("class", "kind"):
+        lines += ["", f"## By {'size class' if by == 'class' else 'machine'}", "",
+                  f"| {by} | rows | line-rate median | line-rate worst | model 2 median | model 2 worst |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: |"]
+        lines += [f"| {s[by]} | {s['rows']} | {s['old_median']:.0%} | {s['old_worst']:.0%} | "
+                  f"{s['new_median']:.0%} | {s['new_worst']:.0%} |" for s in summary(results, by)]
+    lines += ["", "## Leave one machine out (fit on the others, judged on its rows >= 1 MB)", "",
+              "| held out | fitted on rows | judged rows | within 15% | median | worst |",
+              "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines += [f"| {x['held_out']} | {x['train_rows']} | {x['rows']} | {x['within_15']} | "
+              f"{x['median']:.0%} | {x['worst']:.0%} |" for x in loo]
+    lines += ["", "## Rows", "", "| machine | collective | size | measured us | NCCL runs | "
+              "model 2 us | error | line-rate us | error |",
+              "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
+    lines += [f"| {r['machine']} | {r['collective']} | {r['size']} | {r['measured_us']:.1f} | "
+              f"{r['nccl']} | {r['new_us']:.1f} | {pct(r['new_err'])} | {r['old_us']:.1f} | "
+              f"{pct(r['old_err'])} |" for r in results]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", help="PREFIX for PREFIX.json and PREFIX.md")
+    args = ap.parse_args()
+    git = ["git", "-C", str(HERE.parent)]
+    dirty = subprocess.run(git + ["status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    if args.out and dirty:
+        print("bench_fidelity: uncommitted changes; commit them before recording",
+              file=sys.stderr)
+        return 2
+    commit = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip() + ("+dirty" if dirty else "")
+    machine = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_name(),
+               "memory_gib": memory_gib(), "python": platform.python_version(),
+               "commit": commit}
+    rows = list(csv.DictReader(TABLE.open()))
+    started = time.monotonic()
+    results = evaluate(rows)
+    loo = leave_one_out(results)
+    machine["seconds"] = round(time.monotonic() - started, 1)
+    text = report(results, loo, machine)
+    print(text)
+    if args.out:
+        kept = [{k: v for k, v in r.items() if k != "sample"} for r in results]
+        Path(f"{args.out}.json").write_text(json.dumps(
+            {"machine": machine, "rows": kept, "leave_one_out": loo,
+             "goals": goals(results, loo)}, indent=1) + "\n")
+        Path(f"{args.out}.md").write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
