@@ -7,10 +7,11 @@ import json
 
 import pytest
 
+from synth.topology.catalog import builtin_names
 from tests.in_process import synth_main
 from tests.test_reliability import synth_cli
 
-BUILT_INS = ["dgx1", "dgx2", "dgxa100", "dgxh100", "ndv2"]
+BUILT_INS = builtin_names()  # every one, so a new built-in cannot be missed
 TWO_BOXES = ["dgx2x2", "dgxh100x2", "dgxa100x2"]
 
 
