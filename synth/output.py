@@ -151,12 +151,12 @@ TABLE_SIZES = (1 << 10, 1 << 20, 1 << 30)  # the sizes the table times in cost m
 
 def predicted(schedule, result: Result) -> dict:
     """{size: {us, protocol}} at TABLE_SIZES in cost model 2."""
-    from synth.predict.timing import best_line, prices
+    from synth.predict.timing import prices, schedule_lines
 
-    p = prices(result.topology)
+    lines = schedule_lines(schedule, prices(result.topology))
     out = {}
     for n in TABLE_SIZES:
-        line = best_line(schedule, p, n)
+        line = min(lines, key=lambda x: x.time_us(n))
         out[format_size(n)] = {"us": round(line.time_us(n), 3), "protocol": line.protocol}
     return out
 

@@ -19,6 +19,7 @@ pass over the topology's routes (`prices`).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -100,20 +101,28 @@ def _prices(topo: Topology) -> Prices:
 
 
 def schedule_lines(schedule: Schedule, p: Prices) -> list[Line]:
-    """The schedule's time per protocol, a line in n each (module docstring)."""
+    """The schedule's time per protocol, a line in n each (module docstring). A
+    pipeline's expanded step carries the loads of the program steps active in it (a
+    batch's chunks differ, its loads do not), so each program step is counted once:
+    O(program + expanded steps x steps in flight)."""
     f, model = p.figures, schedule.model
     chunks = schedule.collective.buffer_chunks
+    program = [step_loads(model, step.switch_ops, step.sends, weight=_switch_weight)
+               for step in schedule.steps]
+    switched = [bool(step.switch_ops) for step in schedule.steps]
+    nvls = f.nvls or 1.0
+    ports = {g for w in model.switches for _, g in w.up + w.down}
     per_byte, sends_us = 0.0, 0.0
     hops = {proto: 0.0 for proto in PROTOCOLS}
     for t in range(schedule.num_steps):
-        sends = tuple(schedule.step_sends(t))
-        ops = tuple(schedule.step_switch_ops(t))
-        if not sends and not ops:
+        active = [i for _, i in schedule.active(t)]
+        links, groups = _summed([program[i][0] for i in active]), \
+            _summed([program[i][1] for i in active])
+        if not links and not groups:
             continue
-        links, groups = step_loads(model, ops, sends, weight=_switch_weight)
+        on_switch = any(switched[i] for i in active)
         busy = [(load / p.link_gbps[pair], p.link_kind[pair]) for pair, load in links.items()]
-        nvls = f.nvls or 1.0
-        busy += [(load / (p.group_gbps[name] * (nvls if _switched(name, ops, model) else 1.0)),
+        busy += [(load / (p.group_gbps[name] * (nvls if on_switch and name in ports else 1.0)),
                   p.group_kind[name]) for name, load in groups.items()]
         seconds, kind = max(busy, key=lambda b: b[0])
         per_byte += float(seconds) / (chunks * 1e3)
@@ -124,6 +133,15 @@ def schedule_lines(schedule: Schedule, p: Prices) -> list[Line]:
                  per_byte / BANDWIDTH_FACTOR[proto]) for proto in PROTOCOLS]
 
 
+def _summed(counters: list):
+    if len(counters) == 1:
+        return counters[0]
+    total = Counter()
+    for c in counters:
+        total.update(c)
+    return total
+
+
 def best_line(schedule: Schedule, p: Prices, nbytes: int) -> Line:
     return min(schedule_lines(schedule, p), key=lambda line: line.time_us(nbytes))
 
@@ -131,15 +149,6 @@ def best_line(schedule: Schedule, p: Prices, nbytes: int) -> Line:
 def _switch_weight(op) -> Fraction:
     k = len(op.srcs) if op.op == "switch_reduce" else len(op.dsts)
     return Fraction(k + 1, k)
-
-
-def _switched(name: str, ops, model: LinkModel) -> bool:
-    """Whether group `name` is a switch's port that a switch operation of the step
-    crosses (NVLS's efficiency applies there)."""
-    if not ops:
-        return False
-    ports = {g for w in model.switches for _, g in w.up + w.down}
-    return name in ports
 
 
 SIZES = tuple(1 << k for k in range(37))  # 1 byte to 64 GB, every power of two
