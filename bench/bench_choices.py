@@ -17,13 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-from machine import cpu_name, memory_gib  # bench/machine.py
+from machine import recorded_machine  # bench/machine.py
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -63,18 +60,11 @@ def main() -> int:
     ap.add_argument("--out", help="PREFIX for PREFIX.json and PREFIX.md")
     ap.add_argument("--time-limit", type=float, default=60.0)
     args = ap.parse_args()
-    git = ["git", "-C", str(HERE.parent)]
-    dirty = subprocess.run(git + ["status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
-    if args.out and dirty:
-        print("bench_choices: uncommitted changes; commit them before recording",
-              file=sys.stderr)
+    machine = recorded_machine(HERE.parent, "bench_choices", bool(args.out))
+    if machine is None:
         return 2
-    commit = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip() + ("+dirty" if dirty else "")
-    machine = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_name(),
-               "memory_gib": memory_gib(), "python": platform.python_version(),
-               "commit": commit, "time_limit": args.time_limit}
+    machine["time_limit"] = args.time_limit
+    commit = machine["commit"]
     jobs = []
     for spec, coll in JOBS:
         topo = resolve(spec)

@@ -20,16 +20,14 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import platform
 import re
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from machine import cpu_name, memory_gib  # bench/machine.py
+from machine import recorded_machine  # bench/machine.py
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -189,18 +187,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="PREFIX for PREFIX.json and PREFIX.md")
     args = ap.parse_args()
-    git = ["git", "-C", str(HERE.parent)]
-    dirty = subprocess.run(git + ["status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
-    if args.out and dirty:
-        print("bench_fidelity: uncommitted changes; commit them before recording",
-              file=sys.stderr)
+    machine = recorded_machine(HERE.parent, "bench_fidelity", bool(args.out))
+    if machine is None:
         return 2
-    commit = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip() + ("+dirty" if dirty else "")
-    machine = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_name(),
-               "memory_gib": memory_gib(), "python": platform.python_version(),
-               "commit": commit}
     rows = list(csv.DictReader(TABLE.open()))
     started = time.monotonic()
     results = evaluate(rows)

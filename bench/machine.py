@@ -37,3 +37,23 @@ def version(module: str) -> str:
         return getattr(__import__(module), "__version__", "unknown")
     except ImportError:
         return "missing"
+
+
+def recorded_machine(repo, bench: str, recording: bool) -> dict | None:
+    """The machine, date and commit a record names; None (after one line on stderr)
+    when recording from a tree with uncommitted changes, which a record must not."""
+    import subprocess
+    import sys
+    import time
+
+    git = ["git", "-C", str(repo)]
+    dirty = subprocess.run(git + ["status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    if recording and dirty:
+        print(f"{bench}: uncommitted changes; commit them before recording", file=sys.stderr)
+        return None
+    commit = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip() + ("+dirty" if dirty else "")
+    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_name(),
+            "memory_gib": memory_gib(), "python": platform.python_version(),
+            "commit": commit}
