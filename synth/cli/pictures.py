@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from synth.cli.app import BOXES, SOLVER_CHOICE, Seconds, cli, topo
+from synth.cli.app import BOXES, MODEL, SOLVER_CHOICE, Seconds, cli, topo
 from synth.errors import BadInput, NoAnswer
 
 
@@ -74,13 +74,14 @@ def draw_command(file, output, color, columns):
               show_default=True, help="Constraint solver of the exact search.")
 @click.option("--color", type=click.Choice(["chunk", "origin"]), default="chunk",
               show_default=True, help="Colouring of the schedule pictures.")
+@MODEL
 def report_command(collective, spec, boxes, out_dir, root, time_limit, max_chunks, sizes,
-                   solver, color):
+                   solver, color, cost_model):
     """Synthesize COLLECTIVE on TOPO and write one HTML page: the frontier table, the
     comparison with the baselines, the plots, the topology and every frontier schedule
     drawn (pictures inlined, so DIR/index.html works offline)."""
     from synth.construct.baselines import baselines, not_applicable
-    from synth.frontier import synthesize
+    from synth.frontier import in_cost_model, synthesize
     from synth.pictures.report import write_report
     from synth.schedule.cost import parse_size
     from synth.search.pareto import Limits
@@ -92,7 +93,8 @@ def report_command(collective, spec, boxes, out_dir, root, time_limit, max_chunk
     topology = resolve(spec, boxes)
     backend = SOLVER_CHOICE[solver][0]
     limits = Limits(max_chunks=max_chunks or 8, time_limit=time_limit, backend=backend)
-    result = synthesize(topology, collective, root, limits)
+    result = in_cost_model(synthesize(topology, collective, root, limits), topology,
+                           cost_model)
     base = [(x.name, x.schedule) for x in baselines(result.model, collective, result.root)]
     skipped = not_applicable(result.model, collective, result.root)
     page = write_report(topology, result, base, size_list, out_dir, backend, color, skipped)

@@ -15,7 +15,7 @@ import base64
 import html
 from pathlib import Path
 
-from synth.compare import comparison, make_rows
+from synth.compare import comparison, make_rows, nccl_choices
 from synth.files import write_folder
 from synth.frontier import Result
 from synth.output import point_stem, result_summary
@@ -23,6 +23,8 @@ from synth.pictures.graphviz import render_bytes
 from synth.pictures.plots import figure_bytes, frontier_figure, plot_files, time_figure
 from synth.pictures.schedule import schedule_graph
 from synth.pictures.topology import topology_graph
+from synth.predict.nccl import NCCL_VERSION
+from synth.predict.timing import prices
 from synth.schedule.cost import format_size
 from synth.schedule.file import schedule_json, schedule_to_dict
 from synth.topology.physical import Topology
@@ -67,6 +69,23 @@ def _frontier_table(summary: dict) -> str:
     return '<table class="frontier">' + "".join(rows) + "</table>"
 
 
+def _model_words(result: Result) -> str:
+    if result.cost_model == "calibrated":
+        return ("Cost model 2 (docs/cost-model.md: the topology's figures); latency us and "
+                "us/MB in the line-rate model")
+    return "Line-rate alpha-beta model"
+
+
+def _nccl_list(data: dict) -> str:
+    """NCCL as it runs, per size (cost model 2): its choice, time and the speed-up."""
+    if not data.get("nccl"):
+        return ""
+    items = "".join(f"<li>{_e(size)}: NCCL runs {_e(v['nccl_runs'])}, {v['nccl_us']:.1f} us; "
+                    f"the fastest here {v['speedup']:.2f} x that ({_e(v['why'])})</li>"
+                    for size, v in data["nccl"].items())
+    return f"<p>NCCL {NCCL_VERSION} as it runs there:</p><ul>{items}</ul>"
+
+
 def _comparison_table(data: dict, sizes: list[int]) -> str:
     labels = [format_size(n) for n in sizes]
     head = ('<tr><th class="name">schedule</th><th>S</th><th>R</th><th>C</th>'
@@ -100,8 +119,11 @@ def write_report(topo: Topology, result: Result, baselines: list, sizes: list[in
              for p in result.points}
     paths = [directory / name for name in files]
     summary = result_summary(result, topo.name, solver, paths)
-    rows = make_rows([p.schedule for p in result.points], baselines)
-    data = comparison(rows, b, sizes) if rows else {"rows": [], "winners": {}}
+    calibrated = result.cost_model == "calibrated"
+    rows = make_rows([p.schedule for p in result.points], baselines,
+                     prices(topo) if calibrated else None)
+    nccl = nccl_choices(topo, result.collective, sizes) if calibrated else None
+    data = comparison(rows, b, sizes, nccl) if rows else {"rows": [], "winners": {}, "nccl": {}}
 
     topo_svg = render_bytes(topology_graph(topo), "svg")
     files[Path("topology.svg")] = topo_svg
@@ -156,10 +178,11 @@ def write_report(topo: Topology, result: Result, baselines: list, sizes: list[in
         "point meets that lower bound.</p>",
         _frontier_table(summary) if result.points else "<p>No schedule was found within "
                                                        "the limits.</p>",
-        "<h2>Against the baselines</h2>",
-        '<p class="note">Alpha-beta model; n is nccl-tests\' message size. Shaded: the '
-        f"fastest at that size. Fastest: {winners}.</p>",
+        "<h2>Against the baselines and NCCL</h2>",
+        f'<p class="note">{_e(_model_words(result))}; n is nccl-tests\' message size. '
+        f"Shaded: the fastest at that size. Fastest: {winners}.</p>",
         _comparison_table(data, sizes) if rows else "<p>Nothing to compare.</p>",
+        _nccl_list(data),
         skipped_note,
         "<h2>Plots</h2>", *plots,
         "<h2>Topology</h2>",
