@@ -9,7 +9,8 @@ and tree baselines, what synth said "NCCL" meant before cost model 2) and by cos
 2 (synth.predict.nccl.choose: NCCL 2.30.7's choice at that size, timed with the default
 figures). Error = predicted time / measured time - 1. Then leave one machine out:
 `synth calibrate`'s fit (synth.predict.calibrate.fit) on every other machine's rows,
-judged on the held-out machine's rows of 1 MB and up.
+judged on the held-out machine's rows of 1 MB and up; and the fit on each source's own
+rows of one machine, judged on them (what `synth calibrate` does with a log).
 
 A benchmark, not a test: it asserts nothing. With --out it refuses to record from a
 tree with uncommitted changes (the record names the commit).
@@ -136,6 +137,22 @@ def leave_one_out(results: list[dict]) -> list[dict]:
     return out
 
 
+def own_rows(results: list[dict]) -> list[dict]:
+    """What `synth calibrate` does with a machine's own log: fit on one source's rows
+    of one machine, judged on the same rows (in-sample: how well the model's shape can
+    follow one machine once its figures are its own)."""
+    out = []
+    groups: dict[tuple, list[dict]] = {}
+    for r in results:
+        groups.setdefault((r["machine"], r["source"]), []).append(r)
+    for (machine, source), rows in groups.items():
+        _, fitted = fit([r["sample"] for r in rows])
+        errs = [abs(f.error) for f in fitted]
+        out.append({"machine": machine, "source": source, "rows": len(rows),
+                    "median": statistics.median(errs), "worst": max(errs)})
+    return out
+
+
 def goals(results: list[dict], loo: list[dict]) -> list[tuple[str, bool, str]]:
     big = [abs(r["new_err"]) for r in results if r["size"] >= 1 << 20]
     mid = [abs(r["new_err"]) for r in results if r["size"] < 1 << 20]
@@ -155,7 +172,7 @@ def pct(x: float) -> str:
     return f"{x:+.0%}" if abs(x) < 10 else f"{x + 1:.1f}x"
 
 
-def report(results, loo, machine) -> str:
+def report(results, loo, machine, own) -> str:
     lines = [f"# Fidelity, {machine['date']}", "",
              f"`python3 bench/bench_fidelity.py`, commit {machine['commit']}, {machine['cpu']}, "
              f"{machine['memory_gib']} GiB, Python {machine['python']}; {len(results)} rows of "
@@ -174,6 +191,10 @@ def report(results, loo, machine) -> str:
               "| --- | ---: | ---: | ---: | ---: | ---: |"]
     lines += [f"| {x['held_out']} | {x['train_rows']} | {x['rows']} | {x['within_15']} | "
               f"{x['median']:.0%} | {x['worst']:.0%} |" for x in loo]
+    lines += ["", "## Calibrated on its own rows (synth calibrate, in-sample)", "",
+              "| machine | source | rows | median | worst |", "| --- | --- | ---: | ---: | ---: |"]
+    lines += [f"| {x['machine']} | {x['source']} | {x['rows']} | {x['median']:.0%} | "
+              f"{x['worst']:.0%} |" for x in own]
     lines += ["", "## Rows", "", "| machine | collective | size | measured us | NCCL runs | "
               "model 2 us | error | line-rate us | error |",
               "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
@@ -194,13 +215,14 @@ def main() -> int:
     started = time.monotonic()
     results = evaluate(rows)
     loo = leave_one_out(results)
+    own = own_rows(results)
     machine["seconds"] = round(time.monotonic() - started, 1)
-    text = report(results, loo, machine)
+    text = report(results, loo, machine, own)
     print(text)
     if args.out:
         kept = [{k: v for k, v in r.items() if k != "sample"} for r in results]
         Path(f"{args.out}.json").write_text(json.dumps(
-            {"machine": machine, "rows": kept, "leave_one_out": loo,
+            {"machine": machine, "rows": kept, "leave_one_out": loo, "own_rows": own,
              "goals": goals(results, loo)}, indent=1) + "\n")
         Path(f"{args.out}.md").write_text(text)
     return 0
