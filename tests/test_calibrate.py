@@ -31,19 +31,19 @@ def rank_lines(n: int, gpu: str = "NVIDIA A100-SXM4-80GB") -> list[str]:
 
 
 def ring_time_us(coll: str, proto: str, n: int) -> float:
-    """Ring on 8 A100 as NCCL 2.30.7 runs it, by hand: 12 channels; 2(N-1) = 14 steps
-    (allreduce) or 7 (allgather); per hop 0.6 / 3.4 us (LL / Simple) after a base of
-    6.6 / 8.4; LL at its one-node cap of 87.7 GB/s, Simple at 12 NVLinks x 25 GB/s x
-    NVLINK; one channel more per 32 KB (512 threads x 8 B x 8 ranks for LL, x 64 B for
-    Simple)."""
+    """Ring on 8 A100 as NCCL 2.30.7 runs it, by hand: 24 channels (the search's 12,
+    doubled); 2(N-1) = 14 steps (allreduce) or 7 (allgather); per hop 0.6 / 3.4 us
+    (LL / Simple) after a base of 6.6 / 8.4; LL at its one-node cap of 87.7 GB/s,
+    Simple at 12 NVLinks x 25 GB/s x NVLINK; one channel more per 32 KB (512 threads
+    x 8 B x 8 ranks for LL, x 64 B for Simple)."""
     steps = 14 if coll == "allreduce" else 7
     ratio = 8 / steps  # bus bandwidth to algorithm bandwidth
     if proto == "LL":
         lat, gbps = 6.6 + steps * 0.6, 87.7 * ratio
     else:
         lat, gbps = 8.4 + steps * 3.4, 300 * NVLINK * ratio
-    channels = max(1, min(12, n // (32 * 1024)))
-    return CALL + SCALE * lat + n / (1e3 * gbps * channels / 12)
+    channels = max(1, min(24, n // (32 * 1024)))
+    return CALL + SCALE * lat + n / (1e3 * gbps * channels / 24)
 
 
 def log_text(coll: str, proto: str = "Simple", ranks: int = 8, program: str | None = None) -> str:

@@ -119,10 +119,11 @@ def test_a_forced_algorithm_nccl_lacks_there_is_one_clear_error():
 def test_a_call_costs_its_fixed_cost_plus_nccls_latency():
     m = machine_of(resolve("dgxa100"))
     m = replace(m, figures=replace(m.figures, call_us=20.0))
-    # 8 bytes: ring LL, 15 us of NCCL latency + 20 us of call + 8 B on one of the 12
-    # channels (LL's cap, 87.7 x 8/14, shared by all 12)
+    # 8 bytes: ring LL, 15 us of NCCL latency + 20 us of call + 8 B on one of the
+    # communicator's 24 channels (the search's 12, doubled by connect.cc), LL's cap
+    # (87.7 x 8/14) shared by all 24
     t = predicted_us(m, "allreduce", choose(m, "allreduce", 8).option, 8)
-    assert t == pytest.approx(20 + 15 + 8 / (1e3 * 87.7 * 8 / 14 / 12), rel=1e-6)
+    assert t == pytest.approx(20 + 15 + 8 / (1e3 * 87.7 * 8 / 14 / 24), rel=1e-6)
 
 
 def test_the_protocol_switches_where_simples_latency_pays_for_itself():
@@ -152,11 +153,12 @@ def test_nvls_is_charged_n_plus_one_over_n_of_the_port_at_its_efficiency():
 def test_few_bytes_use_few_channels():
     m = machine_of(resolve("dgxa100"))
     ring = option(m, "allreduce", "ring", "Simple")
-    # 512 threads x 64 bytes a channel before NCCL adds one: 96 KB runs on 3 of 12
+    # 512 threads x 64 bytes a channel before NCCL adds one: 96 KB runs on 3 of the
+    # communicator's 24 channels (the search's 12, doubled)
     slow = predicted_us(m, "allreduce", ring, 96 * 1024)
     rates = ring.gbps * 0.77 / 0.8  # achieved rates: 0.77 of line rate, not NCCL's 0.8
     assert slow == pytest.approx(m.figures.call_us + ring.latency_us
-                                 + 96 * 1024 / (1e3 * rates * 3 / 12), rel=1e-6)
+                                 + 96 * 1024 / (1e3 * rates * 3 / 24), rel=1e-6)
 
 
 def test_costs_section_overrides_the_architectures_defaults_and_refuses_typos():

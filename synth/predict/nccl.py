@@ -182,7 +182,8 @@ def nvls_graph(m: Machine, counted: Rates, achieved: Rates | None = None) -> Gra
     channels = min(32, ppn)
     sm = _sm(m.arch)
     boost = ppn / max(1, ppn - 1)
-    intra = _speed(SPEEDS_INTRA[sm], counted.intra * boost / channels)
+    ladder = SPEEDS_INTER[sm] if m.nodes > 1 else SPEEDS_INTRA[sm]  # search.cc's choice
+    intra = _speed(ladder, counted.intra * boost / channels)
     inter = _speed(SPEEDS_INTER[sm], m.nics * counted.nic / channels) if m.nodes > 1 else 0.0
     if achieved is not None:
         intra = achieved.intra * boost / channels
@@ -351,19 +352,33 @@ def model_us(m: Machine, coll: str, option: Option, nbytes: int) -> float:
     if coll == "allreduce" and corrected and log_size >= 0:
         gbps *= TREE_CORRECTION[p][log_size]
     if (option.algorithm == "ring" and p == 2 and m.nodes > 1 and coll == "allreduce"
-            and nbytes / (option.channels * m.ranks) >= 64):
+            and nbytes / (comm_channels(m) * m.ranks) >= 64):
         lat *= 1.9 if m.arch == "volta" else 1.4
     return lat + nbytes / (1e3 * gbps)
 
 
-def channels_used(m: Machine, option: Option, nbytes: int) -> int:
-    """The channels NCCL launches for nbytes (enqueue.cc: one fewer while each would
-    have less than threads x threshold bytes; NVLS always all of its own)."""
+def comm_channels(m: Machine) -> int:
+    """The channels a communicator has (comm->nChannels), which the ring and tree
+    launch from: the ring search's, doubled (connect.cc, "Duplication should be
+    complete now"), doubled again across nodes on Hopper and later when a channel
+    carries over 45 GB/s and there are fewer than 16."""
+    graph = ring_graph(m, nccl_rates(m))
+    channels = min(64, 2 * graph.channels)
+    if m.arch in ("hopper", "blackwell") and m.nodes > 1 and graph.intra > 45 and channels < 16:
+        channels *= 2
+    return channels
+
+
+def channel_share(m: Machine, option: Option, nbytes: int) -> float:
+    """The share of the option's bandwidth NCCL launches for nbytes (enqueue.cc: one
+    channel fewer while each would have less than threads x threshold bytes); NVLS
+    always runs all of its own."""
     if option.algorithm in ("nvls", "nvls_tree"):
-        return option.channels
+        return 1.0
     p = PROTOCOLS.index(option.protocol)
     per = THREADS[p] * THREAD_THRESHOLD[p] * (m.ranks if option.algorithm == "ring" and p == 0 else 1)
-    return max(1, min(option.channels, nbytes // per))
+    launched = comm_channels(m)
+    return max(1, min(launched, nbytes // per)) / launched
 
 
 def alltoall_us(m: Machine, nbytes: int, rates: Rates, call_us: float) -> float:
@@ -409,7 +424,7 @@ def predicted_us(m: Machine, coll: str, option: Option, nbytes: int) -> float:
         return alltoall_us(m, nbytes, achieved, f.alltoall_call_us)
     real = next(o for o in options(m, coll, nccl_rates(m), achieved, f.latency_scale)
                 if (o.algorithm, o.protocol) == (option.algorithm, option.protocol))
-    share = channels_used(m, option, nbytes) / option.channels
+    share = channel_share(m, option, nbytes)
     real = Option(real.algorithm, real.protocol, real.latency_us, real.gbps * share,
                   real.channels)
     call = f.nvls_call_us if option.algorithm.startswith("nvls") else f.call_us
