@@ -149,20 +149,14 @@ def _speed(ladder, most: float) -> float:
 
 
 def ring_graph(m: Machine, counted: Rates, achieved: Rates | None = None) -> Graph:
-    """The ring (and tree) channels NCCL's search finds at the counted rates: the
-    fastest speed of its ladder a path carries, as many channels as the GPU's fabric
-    (and, across nodes, the node's NICs) hold at it, doubled as ncclTopoDupChannels
-    does. Each channel's rate is the speed (NCCL's view) or, given `achieved`, its share
-    of the achieved aggregate."""
-    sm = _sm(m.arch)
-    if m.nodes == 1:
-        speed = _speed(SPEEDS_INTRA[sm], min(counted.pair, counted.intra))
-        channels = math.floor(counted.intra / speed + 1e-9)
-    else:
-        speed = _speed(SPEEDS_INTER[sm], min(counted.pair, counted.nic, counted.intra))
-        channels = min(m.nics * math.floor(counted.nic / speed + 1e-9),
-                       math.floor(counted.intra / speed + 1e-9))
-    channels = max(1, min(MAX_RING_CHANNELS, channels))
+    """The ring (and tree) channels NCCL's search finds at the counted rates: from the
+    fastest speed of its ladder a path carries down to about half of it (its first
+    pass, "Decrease bw until we find a solution", stopping once the channels carry the
+    GPU's whole rate), the speed whose channels carry the most, as many as the GPU's
+    fabric (and, across nodes, the node's NICs) hold at it; then doubled as
+    ncclTopoDupChannels does. Each channel's rate is the speed (NCCL's view) or, given
+    `achieved`, its share of the achieved aggregate."""
+    speed, channels = _search(m, counted)
     fast = m.arch in ("hopper", "blackwell")
     if speed >= 25 and not (fast and speed < 50 and channels > 4):
         doubled = min(2 * channels, MAX_RING_CHANNELS)
@@ -172,6 +166,30 @@ def ring_graph(m: Machine, counted: Rates, achieved: Rates | None = None) -> Gra
         return Graph(channels, speed, speed)
     total = achieved.intra if m.nodes == 1 else min(achieved.intra, m.nics * achieved.nic)
     return Graph(channels, total / channels, total / channels)
+
+
+def _search(m: Machine, counted: Rates) -> tuple[float, int]:
+    """(speed, channels) of the ring search's first pass (ring_graph)."""
+    sm = _sm(m.arch)
+    if m.nodes == 1:
+        ladder, most = SPEEDS_INTRA[sm], min(counted.pair, counted.intra)
+    else:
+        ladder, most = SPEEDS_INTER[sm], min(counted.pair, counted.nic, counted.intra)
+
+    def fits(speed):
+        channels = math.floor(counted.intra / speed + 1e-9)
+        if m.nodes > 1:
+            channels = min(channels, m.nics * math.floor(counted.nic / speed + 1e-9))
+        return max(1, min(MAX_RING_CHANNELS, channels))
+
+    first = _speed(ladder, most)
+    best = (first, fits(first))
+    for speed in (s for s in ladder if s < first and s / first > 0.49):
+        if best[0] * best[1] >= counted.intra - 1e-9:
+            break  # the channels carry the GPU's whole rate: NCCL stops searching
+        if speed * fits(speed) > best[0] * best[1] + 1e-9:
+            best = (speed, fits(speed))
+    return best
 
 
 def nvls_graph(m: Machine, counted: Rates, achieved: Rates | None = None) -> Graph:
