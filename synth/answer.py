@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from synth.errors import BadInput
-from synth.export import EXTENSIONS, render
+from synth.export import EXTENSIONS, RUNTIME_PROTOCOLS, render
 from synth.export.units import unit_of
 from synth.files import write_atomic
 from synth.frontier import Result
@@ -36,9 +36,6 @@ from synth.search.pareto import Point
 
 BUDGET_S = 30.0  # seconds of exports a runtime, past the first point tried
 RUNTIME_NAMES = {"msccl-xml": "MSCCL XML", "mscclpp": "MSCCL++"}
-# what each runs of synth's files: MSCCL any of NCCL's protocols, synth's MSCCL++ plans
-# the Simple one (synth.export.render)
-RUNTIME_PROTOCOLS = {"msccl-xml": ("LL", "LL128", "Simple"), "mscclpp": ("Simple",)}
 LINE_RATE_NOTE = ("NCCL-style ring or tree in the line-rate model, a stand-in for NCCL's "
                   "own choice (--model calibrated predicts that)")
 
@@ -79,13 +76,15 @@ def timer(result: Result, nbytes: int):
     """(schedule, protocols) -> (its time at nbytes, the protocol of that time) in the
     result's cost model; the line-rate model has no protocols ("Simple")."""
     if result.cost_model == "calibrated":
-        from synth.predict.timing import prices, schedule_lines
+        from synth.predict.timing import fastest, prices, schedule_lines
 
         p = prices(result.topology)
+        known: dict[int, list] = {}  # a schedule's lines, timed once for all its uses
 
         def calibrated(s, protocols=RUNTIME_PROTOCOLS["msccl-xml"]):
-            line = min((x for x in schedule_lines(s, p) if x.protocol in protocols),
-                       key=lambda x: x.time_us(nbytes))
+            if id(s) not in known:
+                known[id(s)] = schedule_lines(s, p)
+            line = fastest([x for x in known[id(s)] if x.protocol in protocols], nbytes)
             return line.time_us(nbytes), line.protocol
         return calibrated
     return lambda s, protocols=None: (schedule_cost(s).time_us(nbytes), "Simple")

@@ -151,12 +151,12 @@ TABLE_SIZES = (1 << 10, 1 << 20, 1 << 30)  # the sizes the table times in cost m
 
 def predicted(schedule, result: Result) -> dict:
     """{size: {us, protocol}} at TABLE_SIZES in cost model 2."""
-    from synth.predict.timing import prices, schedule_lines
+    from synth.predict.timing import fastest, prices, schedule_lines
 
     lines = schedule_lines(schedule, prices(result.topology))
     out = {}
     for n in TABLE_SIZES:
-        line = min(lines, key=lambda x: x.time_us(n))
+        line = fastest(lines, n)
         out[format_size(n)] = {"us": round(line.time_us(n), 3), "protocol": line.protocol}
     return out
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from synth.construct.baselines import baselines
-from synth.predict.timing import best_line, fastest_somewhere, prices, schedule_lines
+from synth.predict.timing import fastest, fastest_somewhere, prices, schedule_lines
 from synth.schedule.collectives import make_collective
 from synth.schedule.ir import Schedule, Send, Step
 from synth.topology.catalog import resolve
@@ -29,8 +29,8 @@ def test_one_step_over_one_nvlink_costs_the_call_the_hop_a_round_and_the_bytes()
     for proto, hop, factor in (("LL", 0.6, 0.5), ("LL128", 1.9, 0.92), ("Simple", 3.4, 1.0)):
         assert lines[proto].latency_us == pytest.approx(15 + hop + 0.5)
         assert lines[proto].us_per_byte == pytest.approx(1 / (2 * rate * factor))
-    assert best_line(s, prices(topo), 8).protocol == "LL"
-    assert best_line(s, prices(topo), 1 << 30).protocol == "Simple"
+    assert fastest(list(lines.values()), 8).protocol == "LL"
+    assert fastest(list(lines.values()), 1 << 30).protocol == "Simple"
 
 
 def two_box_step(nvlink_sends: int) -> Schedule:

@@ -31,7 +31,7 @@ def calibrate(logs, spec, boxes, output, collective):
 
     from synth.errors import BadInput
     from synth.files import write_atomic
-    from synth.predict.calibrate import Sample, figures_for, fit
+    from synth.predict.calibrate import RATIOS, TIMES, Sample, figures_for, fit
     from synth.topology.figures import defaults
     from synth.predict.machine import machine_of
     from synth.predict.nccl_tests import read_log
@@ -60,8 +60,7 @@ def calibrate(logs, spec, boxes, output, collective):
     errors = sorted(abs(f.error) for f in fitted)
     click.echo(f"median error {errors[len(errors) // 2]:.1%}, worst {errors[-1]:.1%}")
     start = topo.figures or defaults(machine.arch)
-    for name in ("call_us", "nvls_call_us", "alltoall_call_us", "latency_scale", "chunk_kb",
-                 "nvlink", "nvls", "nic", "pcie"):
+    for name in TIMES + RATIOS:
         click.echo(f"  {name:<17} {getattr(start, name):>9.4g} -> {getattr(figures, name):.4g}")
     box, k = box_and_boxes(spec, boxes)
     doc = topology_to_dict(replace(box, figures=figures, repeat=k))

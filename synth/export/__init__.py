@@ -24,6 +24,8 @@ _NAME = re.compile(r"[A-Za-z0-9_.:+-]+")
 
 
 PROTOCOLS = ("Simple", "LL", "LL128")  # NCCL's, which MSCCL's runtime runs too
+# what each runtime runs of synth's files: MSCCL any of them, synth's MSCCL++ plans Simple
+RUNTIME_PROTOCOLS = {"msccl-xml": PROTOCOLS, "mscclpp": ("Simple",)}
 
 
 def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
@@ -34,7 +36,7 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
     Simple-protocol plans)."""
     if protocol not in PROTOCOLS:
         raise BadInput(f"unknown protocol {protocol!r} (expected {', '.join(PROTOCOLS)})")
-    if fmt == "mscclpp" and protocol != "Simple":
+    if fmt in RUNTIME_PROTOCOLS and protocol not in RUNTIME_PROTOCOLS[fmt]:
         raise BadInput(f"cannot export to MSCCL++ with {protocol}: synth writes "
                        "Simple-protocol plans")
     if fmt not in FORMATS:

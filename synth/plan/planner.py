@@ -36,7 +36,7 @@ from synth.frontier import Result, in_cost_model, synthesize
 from synth.plan.traffic import busiest_rate
 from synth.plan.workload import Call, Workload
 from synth.predict.machine import Machine, machine_of
-from synth.predict.nccl import (COLLECTIVES, achieved_rates, alltoall_us, choose,
+from synth.predict.nccl import (COLLECTIVES, achieved_rates, alltoall_us, call_us, choose,
                                 nccl_rates, options)
 from synth.predict.timing import Prices, prices, schedule_lines
 from synth.schedule.cost import MAX_SIZE, schedule_cost
@@ -235,9 +235,8 @@ def nccl_reference(sub: Topology, collective: str, model, root) -> list[Candidat
         return [Candidate("NCCL p2p/Simple", stand_in("p2p").schedule, call, slope)]
     out = []
     for o in options(m, collective, nccl_rates(m), achieved_rates(m, f), f.latency_scale):
-        call = f.nvls_call_us if o.algorithm.startswith("nvls") else f.call_us
         out.append(Candidate(f"NCCL {o.algorithm}/{o.protocol}", stand_in(o.algorithm).schedule,
-                             call + o.latency_us, 1 / (1e3 * o.gbps)))
+                             call_us(f, o.algorithm) + o.latency_us, 1 / (1e3 * o.gbps)))
     return out
 
 

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 from synth.errors import BadInput
-from synth.topology.figures import Figures
+from synth.topology.figures import NVLS_EFFICIENCY, Figures
 from synth.predict.machine import Machine
 
 NCCL_VERSION = "2.30.7"
@@ -79,7 +79,6 @@ MAX_RING_CHANNELS = 32  # MAXCHANNELS / 2
 NCCL_NVLINK_SHARE = {"volta": 0.8, "ampere": 0.8, "hopper": 20.6 / 25, "blackwell": 40.1 / 50}
 NCCL_PCIE_SHARE = 0.75
 NCCL_NIC_SHARE = 0.96
-NVLS_EFFICIENCY = {"volta": 0.0, "ampere": 0.0, "hopper": 0.85, "blackwell": 0.74}
 # threads and bytes per thread before NCCL adds a channel (enqueue.cc, comm.h)
 THREADS = (512, 640, 512)
 THREAD_THRESHOLD = (8, 8, 64)
@@ -445,8 +444,13 @@ def predicted_us(m: Machine, coll: str, option: Option, nbytes: int) -> float:
     share = channel_share(m, option, nbytes)
     real = Option(real.algorithm, real.protocol, real.latency_us, real.gbps * share,
                   real.channels)
-    call = f.nvls_call_us if option.algorithm.startswith("nvls") else f.call_us
-    return call + model_us(m, coll, real, nbytes) + fill_us(m, coll, real, nbytes)
+    return call_us(f, option.algorithm) + model_us(m, coll, real, nbytes) + \
+        fill_us(m, coll, real, nbytes)
+
+
+def call_us(f: Figures, algorithm: str) -> float:
+    """The fixed cost of a call NCCL runs with `algorithm` (NVLS has its own)."""
+    return f.nvls_call_us if algorithm.startswith("nvls") else f.call_us
 
 
 def fill_us(m: Machine, coll: str, option: Option, nbytes: int) -> float:

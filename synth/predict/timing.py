@@ -24,14 +24,16 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from synth.topology.figures import Figures, defaults
+from synth.predict.nccl import HOP_US as NCCL_HOP_US
+from synth.predict.nccl import PROTOCOLS
 from synth.schedule.ir import Schedule
-from synth.topology.linkmodel import LinkModel, lower_with_routes, step_loads
-from synth.topology.physical import GPU, NIC, Topology
+from synth.topology.figures import Figures, defaults
+from synth.topology.linkmodel import lower_with_routes, step_loads
+from synth.topology.physical import NIC, Topology
 
-PROTOCOLS = ("LL", "LL128", "Simple")
 BANDWIDTH_FACTOR = {"LL": 0.5, "LL128": 0.92, "Simple": 1.0}  # of achieved (tuning.cc)
-HOP_US = {"nvlink": (0.6, 1.9, 3.4), "pcie": (1.0, 2.5, 5.7), "net": (2.7, 4.0, 14.0)}
+# NCCL's ring latency per hop, LL / LL128 / Simple, by what the hop crosses
+HOP_US = {kind: hops["ring"] for kind, hops in NCCL_HOP_US.items()}
 EFFICIENCY_OF = {"nvlink": "nvlink", "pcie": "pcie", "net": "nic"}
 
 
@@ -142,8 +144,9 @@ def _summed(counters: list):
     return total
 
 
-def best_line(schedule: Schedule, p: Prices, nbytes: int) -> Line:
-    return min(schedule_lines(schedule, p), key=lambda line: line.time_us(nbytes))
+def fastest(lines: list[Line], nbytes: int) -> Line:
+    """The line (protocol) that is fastest at nbytes."""
+    return min(lines, key=lambda line: line.time_us(nbytes))
 
 
 def _switch_weight(op) -> Fraction:
@@ -161,7 +164,7 @@ def fastest_somewhere(points: list, p: Prices) -> tuple[list, list]:
     lines = [schedule_lines(pt.schedule, p) for pt in points]
     winners = set()
     for n in SIZES:
-        times = [min(line.time_us(n) for line in ls) for ls in lines]
+        times = [fastest(ls, n).time_us(n) for ls in lines]
         best = min(range(len(points)), key=lambda i: (times[i], points[i].steps))
         winners.add(best)
     kept = [pt for i, pt in enumerate(points) if i in winners]
