@@ -483,15 +483,17 @@ def build(schedule, inplace: bool = False):
 
 
 def to_msccl_xml(schedule, inplace: bool = False, name: str | None = None,
-                 min_bytes: int = 0, max_bytes: int = 0, protocol: str = "Simple") -> str:
+                 min_bytes: int = 0, max_bytes: int = 0, protocol: str = "Simple",
+                 program=None) -> str:
     """The XML text of the schedule's algorithm. BadInput when it cannot be expressed.
     A compact schedule (ranged sends, a pipeline) is lowered in its runtime form
-    (synth.export.runtime_form), as `synth export` does."""
+    (synth.export.runtime_form), as `synth export` does. `program`: build's, when the
+    caller has it (synth.export.loads.lowered)."""
     from synth.export import runtime_form
 
     name = name or default_name(schedule, inplace)  # after the schedule asked for
     schedule = runtime_form(schedule)[0]
-    program = build(schedule, inplace)
+    program = program or build(schedule, inplace)
     lay, coll = program.layout, schedule.collective
     head = (f'<algo name={quoteattr(name)} proto="{protocol}" nchannels="{program.k}" '
             f'nchunksperloop="{lay.loop_chunks}" ngpus="{lay.n}" coll="{coll.name}" '

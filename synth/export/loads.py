@@ -1,0 +1,231 @@
+"""Which runtime loads a schedule, and why not, asked without writing its file.
+
+    refusal(schedule, "mscclpp")   # None, or the one line render would refuse it with
+    loads_of(schedule)             # {"msccl-xml": None or why, "mscclpp": None or why}
+    where(loads)                   # "both", "MSCCL XML", "MSCCL++" or "neither"
+    phrase(why)                    # that line as one short phrase, for tables
+
+A runtime loads a schedule when its exporter can express it: `lowered` runs what
+synth.export.render runs before the file's text, the runtime form
+(synth.export.runtime_form) and the exporter's program (synth.export.msccl.build,
+synth.export.mscclpp.build), and render itself starts from `lowered`, so the answer
+here and render's cannot disagree. Loading is judged for the form the frontier's files
+are written in: out of place, MSCCL XML in the Simple protocol (the protocol does not
+change what the XML can express).
+
+Cost: the programs are the expensive part (a failing MSCCL XML export of a 16-GPU
+decomposed schedule tries every channel count, seconds). Answers are kept per schedule
+object and per runtime form: the pipelines of one construction at different depths share
+their batch program, so a family of points costs one program per runtime.
+
+with_runtimes(result) marks every frontier point with what loads it and adds, per
+runtime, the candidates no other point that runtime loads beats (the runtime's own Pareto
+frontier: a point that only loses to points the runtime cannot load is the runtime's
+best there); synth.frontier.in_cost_model then keeps those that are the fastest such at
+some size.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections import OrderedDict
+from dataclasses import replace
+
+from synth.errors import BadInput
+from synth.export import runtime_form
+from synth.frontier import Result, pareto_key
+from synth.schedule.file import verified
+from synth.search.pareto import Search
+
+RUNTIMES = {"msccl-xml": "MSCCL XML", "mscclpp": "MSCCL++"}
+BUDGET_S = 30.0  # seconds of checks for the runtimes' own frontiers (frontier points: all)
+_FORMS = 64  # runtime forms whose answer is kept
+_PROGRAMS = 2  # built programs kept for render (they can be large)
+
+_by_schedule: dict = {}  # (id, fmt, inplace) -> (weakref to the schedule, answer)
+_by_form: OrderedDict = OrderedDict()  # (fmt, inplace, form key) -> answer
+_programs: OrderedDict = OrderedDict()  # (fmt, inplace, form key) -> (form, note, program)
+
+
+def lowered(schedule, fmt: str, inplace: bool = False):
+    """(the runtime form, the note for render's summary, the exporter's program).
+    Raises the exporter's BadInput when the runtime cannot load the schedule; that
+    refusal is remembered, so asking again costs nothing."""
+    known = _answer(schedule, fmt, inplace)
+    if isinstance(known, BadInput):
+        raise known
+    form, note = runtime_form(schedule, switch_ops=fmt == "mscclpp")
+    key = (fmt, inplace, _form_key(form))
+    if key in _programs:
+        _programs.move_to_end(key)
+        return _programs[key]
+    answer = _by_form.get(key)
+    if isinstance(answer, BadInput):
+        _remember(schedule, fmt, inplace, answer)
+        raise answer
+    try:
+        program = _build(form, fmt, inplace)
+    except BadInput as e:
+        _remember(schedule, fmt, inplace, e, key)
+        raise
+    _remember(schedule, fmt, inplace, None, key)
+    _programs[key] = (form, note, program)
+    while len(_programs) > _PROGRAMS:
+        _programs.popitem(last=False)
+    return form, note, program
+
+
+def refusal(schedule, fmt: str, inplace: bool = False) -> str | None:
+    """None when `fmt`'s runtime loads `schedule`, else the line render refuses it with."""
+    known = _answer(schedule, fmt, inplace)
+    if known is not None:
+        return str(known) if isinstance(known, BadInput) else None
+    try:
+        _check(schedule, fmt, inplace)
+    except BadInput as e:
+        return str(e)
+    return None
+
+
+def loads_of(schedule) -> dict[str, str | None]:
+    """{runtime format: None if it loads the schedule (out of place), else why not}."""
+    return {fmt: refusal(schedule, fmt) for fmt in RUNTIMES}
+
+
+def where(loads: dict[str, str | None]) -> str:
+    """Which runtimes load, in one word or two."""
+    yes = [RUNTIMES[f] for f in RUNTIMES if f in loads and loads[f] is None]
+    return "both" if len(yes) == len(RUNTIMES) else (yes[0] if yes else "neither")
+
+
+PREFIXES = ("cannot export to MSCCL XML: ", "cannot export to MSCCL++: ")
+
+
+def phrase(why: str, width: int = 100) -> str:
+    """A refusal line as one phrase: without the exporter's prefix and its explanation
+    in parentheses or after a semicolon, cut to `width` characters."""
+    for prefix in PREFIXES:
+        if why.startswith(prefix):
+            why = why[len(prefix):]
+    for stop in (" (", "; "):
+        if stop in why:
+            why = why[:why.index(stop)]
+    return why if len(why) <= width else why[:width - 3] + "..."
+
+
+def with_runtimes(result: Result, budget_s: float = BUDGET_S) -> Result:
+    """`result` with every point's `loads` set, and per runtime the candidates on its
+    own Pareto frontier added (verified, with their `loads`). The frontier's points are
+    all judged; the other candidates only while they could join a runtime's frontier,
+    for at most `budget_s` seconds (then `runtimes_stopped` says so)."""
+    points, extra, stopped = list(result.points), [], ""
+    try:
+        points = [replace(p, loads=loads_of(p.schedule)) for p in points]
+        have = {id(p.schedule) for p in points}
+        until = time.monotonic() + budget_s
+        for fmt in RUNTIMES:
+            best = None
+            for c in sorted(result.candidates + points, key=pareto_key):
+                if best is not None and c.ratio >= best:
+                    continue
+                if id(c.schedule) not in have and time.monotonic() > until:
+                    stopped = (f"stopped after {budget_s:g} s: the runtimes' own frontiers "
+                               "may miss points")
+                    break
+                if refusal(c.schedule, fmt) is not None:
+                    continue
+                best = c.ratio
+                if id(c.schedule) not in have:
+                    have.add(id(c.schedule))
+                    extra.append(replace(c, schedule=verified(c.schedule),
+                                         loads=loads_of(c.schedule)))
+    except KeyboardInterrupt:  # the points found stay; the command ends as interrupted
+        searches = dict(result.searches, runtimes=Search(stopped="interrupted"))
+        return replace(result, points=sorted(points + extra, key=_order), searches=searches,
+                       runtimes_stopped="interrupted")
+    return replace(result, points=sorted(points + extra, key=_order),
+                   runtimes_stopped=stopped)
+
+
+def _order(p):
+    return (p.steps, p.ratio)
+
+
+# --- the memory of answers ---------------------------------------------------------------
+
+def _answer(schedule, fmt, inplace):
+    """The remembered answer for this schedule object: None (not asked), True (loads) or
+    the BadInput it was refused with."""
+    entry = _by_schedule.get((id(schedule), fmt, inplace))
+    if entry is None or entry[0]() is not schedule:
+        return None
+    return entry[1]
+
+
+def _remember(schedule, fmt, inplace, error, key=None):
+    answer = True if error is None else error
+    try:
+        ref = weakref.ref(schedule, lambda _, k=(id(schedule), fmt, inplace):
+                          _by_schedule.pop(k, None))
+    except TypeError:  # not weakly referable: not remembered by object
+        ref = None
+    if ref is not None:
+        _by_schedule[(id(schedule), fmt, inplace)] = (ref, answer)
+    if key is not None:
+        _by_form[key] = answer
+        _by_form.move_to_end(key)
+        while len(_by_form) > _FORMS:
+            _by_form.popitem(last=False)
+
+
+def _check(schedule, fmt, inplace):
+    """lowered's question without keeping the program."""
+    try:
+        form, _ = runtime_form(schedule, switch_ops=fmt == "mscclpp")
+    except BadInput as e:
+        _remember(schedule, fmt, inplace, e)
+        raise
+    key = (fmt, inplace, _form_key(form))
+    answer = _by_form.get(key)
+    if answer is None:
+        try:
+            _build(form, fmt, inplace)
+        except BadInput as e:
+            answer = e
+        else:
+            answer = True
+    _remember(schedule, fmt, inplace, None if answer is True else answer, key)
+    if answer is not True:
+        raise answer
+
+
+def _build(form, fmt, inplace):
+    if fmt == "msccl-xml":
+        from synth.export.msccl import build
+    else:
+        from synth.export.mscclpp import build
+    return build(form, inplace)
+
+
+def _form_key(form):
+    """What an exporter's program depends on: the collective, the link model (its
+    boxes: memory or port channels) and the steps; the model by identity (one run
+    shares one), kept alive by the key."""
+    coll = form.collective
+    return (coll.name, coll.ranks, coll.chunks, coll.root, _Same(form.model), form.steps)
+
+
+class _Same:
+    """A key part equal only to itself (a link model is compared by identity)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+    def __eq__(self, other):
+        return isinstance(other, _Same) and other.obj is self.obj
