@@ -260,7 +260,8 @@ def loads_lines(summary: dict) -> list[str]:
         why = {}
         for p in summary["frontier"]:
             if fmt in p.get("not_loaded", {}):
-                why.setdefault(p["not_loaded"][fmt]["why"], []).append(f"S{p['steps']}")
+                why.setdefault(p["not_loaded"][fmt]["why"], []).append(
+                    f"S{p['steps']} R{p['rounds']} C{p['chunks']}")
         out += [f"{runtime} does not load {', '.join(names)}: {reason}"
                 for reason, names in why.items()]
     if summary.get("runtimes_stopped"):
