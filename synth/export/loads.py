@@ -104,7 +104,7 @@ def where(loads: dict[str, str | None]) -> str:
 PREFIXES = ("cannot export to MSCCL XML: ", "cannot export to MSCCL++: ")
 
 
-def phrase(why: str, width: int = 100) -> str:
+def phrase(why: str, width: int = 120) -> str:
     """A refusal line as one phrase: without the exporter's prefix and its explanation
     in parentheses or after a semicolon, cut to `width` characters."""
     for prefix in PREFIXES:
@@ -147,11 +147,29 @@ def with_runtimes(result: Result, budget_s: float = BUDGET_S) -> Result:
         return replace(result, points=sorted(points + extra, key=_order), searches=searches,
                        runtimes_stopped="interrupted")
     return replace(result, points=sorted(points + extra, key=_order),
+                   searches=_baselines_counted(result.searches, points + extra),
                    runtimes_stopped=stopped)
+
+
+def _baselines_counted(searches: dict, points: list) -> dict:
+    """The baselines' "K of N on the frontier", counted again with the runtimes' points."""
+    base = searches.get("baselines")
+    if base is None or not base.stopped.endswith(" on the frontier"):
+        return searches
+    on = sum("baseline" in p.schedule.info for p in points)
+    return dict(searches, baselines=replace(
+        base, stopped=f"{on} of {len(base.points)} on the frontier"))
 
 
 def _order(p):
     return (p.steps, p.ratio)
+
+
+def forget() -> None:
+    """Drop every remembered answer and program (a test asking render afresh)."""
+    _by_schedule.clear()
+    _by_form.clear()
+    _programs.clear()
 
 
 # --- the memory of answers ---------------------------------------------------------------
@@ -166,14 +184,16 @@ def _answer(schedule, fmt, inplace):
 
 
 def _remember(schedule, fmt, inplace, error, key=None):
-    answer = True if error is None else error
+    answer, key_here = (True if error is None else error), (id(schedule), fmt, inplace)
+
+    def gone(ref, k=key_here, table=_by_schedule):  # only its own entry: ids are reused
+        if table.get(k, (None,))[0] is ref:
+            del table[k]
+
     try:
-        ref = weakref.ref(schedule, lambda _, k=(id(schedule), fmt, inplace):
-                          _by_schedule.pop(k, None))
+        _by_schedule[key_here] = (weakref.ref(schedule, gone), answer)
     except TypeError:  # not weakly referable: not remembered by object
-        ref = None
-    if ref is not None:
-        _by_schedule[(id(schedule), fmt, inplace)] = (ref, answer)
+        pass
     if key is not None:
         _by_form[key] = answer
         _by_form.move_to_end(key)
