@@ -39,21 +39,6 @@ EXPORTS_END = 0.95  # of --time-limit: when the last candidate's export may star
 @click.option("--plots", is_flag=True, help="Also plot the step and each collective's time "
               "against size (DIR/plots/*.png).")
 @MODEL
-def load_line(entry: dict, call: dict, nccl: str, out_dir: str) -> str:
-    """One call's answer: per runtime the file that runs its size and its predicted time
-    (or NCCL's own algorithm where no file does), then what NCCL runs there."""
-    where = "; ".join(
-        f"{RUNTIME_NAMES[fmt]} {out_dir}/{x['file']} ({x['us']:.1f} us)" if x["file"] else
-        f"{RUNTIME_NAMES[fmt]} no file (NCCL's own runs it)"
-        for fmt, x in call["load"]["runtimes"].items())
-    return (f"load for {entry['collective']} on {entry['communicator']} at "
-            f"{call['load']['bytes']:,} B: {where or 'no runtime files (--format none)'}; "
-            f"{nccl} {call['nccl']}: {call['nccl_us']:.1f} us")
-
-
-RUNTIME_NAMES = {"msccl-xml": "MSCCL XML", "mscclpp": "MSCCL++"}
-
-
 def plan_command(workload, spec, boxes, out_dir, time_limit, steps, formats, as_json, plots,
                  cost_model):
     """Plan every collective of WORKLOAD (a YAML file, an NCCL_DEBUG=INFO log or a
@@ -117,3 +102,18 @@ def plan_command(workload, spec, boxes, out_dir, time_limit, steps, formats, as_
     for e in doc["entries"]:  # what to load, per call: the user's question, answered
         for c in e["calls"]:
             click.echo(load_line(e, c, nccl, out_dir))
+
+
+def load_line(entry: dict, call: dict, nccl: str, out_dir: str) -> str:
+    """One call's answer: per runtime the file that runs its size and its predicted time
+    (or NCCL's own algorithm where no file does), then what NCCL runs there."""
+    where = "; ".join(
+        f"{RUNTIME_NAMES[fmt]} {out_dir}/{x['file']} ({x['us']:.1f} us)" if x["file"] else
+        f"{RUNTIME_NAMES[fmt]} no file (NCCL's own runs it)"
+        for fmt, x in call["load"]["runtimes"].items())
+    return (f"load for {entry['collective']} on {entry['communicator']} at "
+            f"{call['load']['bytes']:,} B: {where or 'no runtime files (--format none)'}; "
+            f"{nccl} {call['nccl']}: {call['nccl_us']:.1f} us")
+
+
+RUNTIME_NAMES = {"msccl-xml": "MSCCL XML", "mscclpp": "MSCCL++"}

@@ -57,10 +57,15 @@ def lowered(schedule, fmt: str, inplace: bool = False):
     known = _answer(schedule, fmt, inplace)
     if isinstance(known, BadInput):
         raise known
-    form, note = runtime_form(schedule, switch_ops=fmt == "mscclpp")
+    try:
+        form, note = runtime_form(schedule, switch_ops=fmt == "mscclpp")
+    except BadInput as e:
+        _remember(schedule, fmt, inplace, e)
+        raise
     key = (fmt, inplace, _form_key(form))
     if key in _programs:
         _programs.move_to_end(key)
+        _remember(schedule, fmt, inplace, None)
         return _programs[key]
     answer = _by_form.get(key)
     if isinstance(answer, BadInput):
@@ -84,7 +89,7 @@ def refusal(schedule, fmt: str, inplace: bool = False) -> str | None:
     if known is not None:
         return str(known) if isinstance(known, BadInput) else None
     try:
-        _check(schedule, fmt, inplace)
+        lowered(schedule, fmt, inplace)
     except BadInput as e:
         return str(e)
     return None
@@ -199,27 +204,6 @@ def _remember(schedule, fmt, inplace, error, key=None):
         _by_form.move_to_end(key)
         while len(_by_form) > _FORMS:
             _by_form.popitem(last=False)
-
-
-def _check(schedule, fmt, inplace):
-    """lowered's question without keeping the program."""
-    try:
-        form, _ = runtime_form(schedule, switch_ops=fmt == "mscclpp")
-    except BadInput as e:
-        _remember(schedule, fmt, inplace, e)
-        raise
-    key = (fmt, inplace, _form_key(form))
-    answer = _by_form.get(key)
-    if answer is None:
-        try:
-            _build(form, fmt, inplace)
-        except BadInput as e:
-            answer = e
-        else:
-            answer = True
-    _remember(schedule, fmt, inplace, None if answer is True else answer, key)
-    if answer is not True:
-        raise answer
 
 
 def _build(form, fmt, inplace):

@@ -339,7 +339,8 @@ def _load(e: Entry, entries: list[dict], n: int) -> dict:
     f = next((f for f in _files_of(entries, e) if runnable(f, n)), None)
     if f is None or f["candidate"] is None:
         own = e.nccl(n)
-        return {"file": None, "algorithm": own.label, "us": round(own.time_us(n), 3)}
+        return {"file": None, "algorithm": f["algorithm"] if f else f"NCCL's own ({own.label})",
+                "us": round(own.time_us(n), 3)}
     return {"file": f["file"], "algorithm": f["algorithm"],
             "us": round(f["candidate"].time_us(n), 3)}
 
