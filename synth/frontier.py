@@ -73,13 +73,15 @@ class Result:
 COST_MODELS = ("calibrated", "line-rate")
 
 
-def in_cost_model(result: Result, topo: Topology, cost_model: str) -> Result:
+def in_cost_model(result: Result, topo: Topology, cost_model: str,
+                  protocols: dict | None = None) -> Result:
     """The frontier as `cost_model` chooses it. "line-rate" keeps every point (the
     Pareto frontier of latency and us/MB, whose bounds and proofs are exact);
     "calibrated" keeps the points that are fastest at some size in cost model 2
     (synth.predict.timing, with the topology's figures), and where points say which
     runtimes load them (Point.loads), per runtime those that are the fastest it loads
-    at some size; it lists the others in left_out."""
+    at some size (timed in `protocols`[runtime], where given: the protocols it runs); it
+    lists the others in left_out."""
     if cost_model not in COST_MODELS:
         raise BadInput(f"unknown cost model '{cost_model}' (expected "
                        f"{' or '.join(COST_MODELS)})")
@@ -90,7 +92,9 @@ def in_cost_model(result: Result, topo: Topology, cost_model: str) -> Result:
         kept = {id(pt) for pt in fastest_somewhere(result.points, p)[0]}
         for fmt in sorted({f for pt in result.points for f in pt.loads or ()}):
             loadable = [pt for pt in result.points if pt.loads and pt.loads.get(fmt, 1) is None]
-            kept |= {id(pt) for pt in fastest_somewhere(loadable, p)[0]}
+            runs = (protocols or {}).get(fmt)
+            kept |= {id(pt) for pt in (fastest_somewhere(loadable, p, runs) if runs else
+                                       fastest_somewhere(loadable, p))[0]}
         result.left_out = [pt for pt in result.points if id(pt) not in kept]
         result.points = [pt for pt in result.points if id(pt) in kept]
     return result

@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from synth.errors import BadInput
-from synth.export import runtime_form
+from synth.export import RUNTIME_PROTOCOLS, runtime_form
 from synth.frontier import Result, pareto_key
 from synth.schedule.file import verified
 from synth.search.pareto import Search
@@ -121,28 +121,41 @@ def phrase(why: str, width: int = 120) -> str:
     return why if len(why) <= width else why[:width - 3] + "..."
 
 
-def with_runtimes(result: Result, budget_s: float = BUDGET_S) -> Result:
-    """`result` with every point's `loads` set, and per runtime the candidates on its
-    own Pareto frontier added (verified, with their `loads`). The frontier's points are
-    all judged; the other candidates only while they could join a runtime's frontier,
-    for at most `budget_s` seconds (then `runtimes_stopped` says so)."""
+def chosen(result: Result, topo, cost_model: str) -> Result:
+    """The frontier as the commands show it: with_runtimes, then
+    synth.frontier.in_cost_model, each runtime timed in the protocols it runs."""
+    from synth.frontier import in_cost_model
+
+    return in_cost_model(with_runtimes(result, topo, cost_model), topo, cost_model,
+                         RUNTIME_PROTOCOLS)
+
+
+def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
+                  budget_s: float = BUDGET_S) -> Result:
+    """`result` with every point's `loads` set, and per runtime its own points added
+    (verified, with their `loads`): in the line-rate model the candidates no other
+    candidate it loads beats on both costs (its own Pareto frontier); in cost model 2
+    ("calibrated", on `topo`'s prices) each candidate that is the fastest it loads at
+    one of timing.SIZES, timed in the protocols it runs. The frontier's points are all
+    judged; the other candidates only while they could be a runtime's, for at most
+    `budget_s` CPU seconds (then `runtimes_stopped` says so)."""
     points, extra, stopped = list(result.points), [], ""
     try:
         points = [replace(p, loads=loads_of(p.schedule)) for p in points]
         have = {id(p.schedule) for p in points}
+        pool = result.candidates + points
         until = time.process_time() + budget_s
-        for fmt in RUNTIMES:
-            best = None
-            for c in sorted(result.candidates + points, key=pareto_key):
-                if best is not None and c.ratio >= best:
-                    continue
+        walks = (_fastest_walks(pool, topo) if cost_model == "calibrated" and topo
+                 else _pareto_walks(pool))
+        for fmt, walk in walks:
+            for c in walk:
                 if id(c.schedule) not in have and time.process_time() > until:
-                    stopped = (f"stopped after {budget_s:g} s: the runtimes' own frontiers "
-                               "may miss points")
+                    stopped = (f"stopped after {budget_s:g} s: the runtimes' own points "
+                               "may be missing")
                     break
                 if refusal(c.schedule, fmt) is not None:
                     continue
-                best = c.ratio
+                walk.send(c)  # found: the walk skips what it no longer needs
                 if id(c.schedule) not in have:
                     have.add(id(c.schedule))
                     extra.append(replace(c, schedule=verified(c.schedule),
@@ -154,6 +167,39 @@ def with_runtimes(result: Result, budget_s: float = BUDGET_S) -> Result:
     return replace(result, points=sorted(points + extra, key=_order),
                    searches=_baselines_counted(result.searches, points + extra),
                    runtimes_stopped=stopped)
+
+
+def _pareto_walks(pool):
+    """Per runtime, the candidates in pareto_filter's order, skipping those a loadable
+    one already beats (told by send)."""
+    def walk():
+        best = None
+        for c in sorted(pool, key=pareto_key):
+            if best is None or c.ratio < best:
+                if (yield c) is not None:  # loadable: it sets the bar
+                    best = c.ratio
+                    yield None
+    return [(fmt, walk()) for fmt in RUNTIMES]
+
+
+def _fastest_walks(pool, topo):
+    """Per runtime, for each size of timing.SIZES the candidates fastest first (in the
+    protocols the runtime runs), until one it loads (told by send)."""
+    from synth.predict.timing import SIZES, fastest, prices, schedule_lines
+
+    p = prices(topo)
+    lines = {id(c): schedule_lines(c.schedule, p) for c in pool}
+
+    def walk(protocols):
+        for n in SIZES:
+            def at(c):
+                line = fastest([x for x in lines[id(c)] if x.protocol in protocols], n)
+                return (line.time_us(n), c.steps)
+            for c in sorted(pool, key=at):
+                if (yield c) is not None:
+                    yield None
+                    break
+    return [(fmt, walk(RUNTIME_PROTOCOLS[fmt])) for fmt in RUNTIMES]
 
 
 def _baselines_counted(searches: dict, points: list) -> dict:

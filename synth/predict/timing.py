@@ -157,11 +157,13 @@ def _switch_weight(op) -> Fraction:
 SIZES = tuple(1 << k for k in range(37))  # 1 byte to 64 GB, every power of two
 
 
-def fastest_somewhere(points: list, p: Prices) -> tuple[list, list]:
+def fastest_somewhere(points: list, p: Prices, protocols=PROTOCOLS) -> tuple[list, list]:
     """The points (anything with .schedule and .steps) that are the fastest in cost
-    model 2 at one or more of SIZES, and the others. Of equal times the one with fewer
+    model 2 at one or more of SIZES, and the others; a point's time is its fastest line
+    among `protocols` (a runtime that runs only some). Of equal times the one with fewer
     steps counts. O(points x (schedule + SIZES))."""
-    lines = [schedule_lines(pt.schedule, p) for pt in points]
+    lines = [[x for x in schedule_lines(pt.schedule, p) if x.protocol in protocols]
+             for pt in points]
     winners = set()
     for n in SIZES:
         times = [fastest(ls, n).time_us(n) for ls in lines]
