@@ -157,15 +157,17 @@ def across_program(model: LinkModel, hierarchy: Hierarchy, inside, across,
                 up += [Send(chunk, x, owner, "reduce", part) for x in rest]
                 down += [Send(chunk, owner, x, "copy", part) for x in rest]
 
-    def step(moves):
-        sends = tuple(x for x in moves if isinstance(x, Send))
-        ops = tuple(x for x in moves if isinstance(x, SwitchOp))
-        return Step(switch_rounds(model, list(ops), sends), sends, ops)
-
-    return tuple(step(m) for m in (gather, up, down, spread))
+    return tuple(_step(model, m) for m in (gather, up, down, spread))
 
 
-TURNS = "in-network (NVLS in turn: each box's switch sums a 1/K part)"
+def _step(model: LinkModel, moves) -> Step:
+    """A step of `moves` (sends and switch operations) in the fewest rounds."""
+    sends = tuple(x for x in moves if isinstance(x, Send))
+    ops = tuple(x for x in moves if isinstance(x, SwitchOp))
+    return Step(switch_rounds(model, list(ops), sends), sends, ops)
+
+
+TURNS = "in-network (NVLS in each box in turn)"
 
 
 def turns_allreduce(model: LinkModel, hierarchy: Hierarchy, inside, batches: int,
@@ -184,11 +186,11 @@ def turns_allreduce(model: LinkModel, hierarchy: Hierarchy, inside, batches: int
         step 5   local rank r of box h sends the total back to local rank r of the others
         step 6   which copy it to their box (GPU sends)
 
-    Each box's switch thus reduces a K-th of the data, whose sum it also stores, where
-    the best in-network allreduce (across_boxes_allreduce) reduces everything and stores
-    everything: that one needs a store without a reduction, which the executors synth
-    targets lack. The NICs carry what a reducescatter and allgather among the peers
-    carry. Pipelined over `batches` (`program` and `memo`: turns_program's and
+    Each box's switch thus sums a K-th of the data and stores the sum, where the faster
+    across_boxes_allreduce has every switch sum everything into one GPU and later store
+    everything: a sum left on one GPU and a store of what the switch did not just sum,
+    which the executors synth targets do not have. The NICs carry what a reducescatter
+    and allgather among the peers carry. Pipelined over `batches` (`program` and `memo`: turns_program's and
     _pipelined's, to share between depths)."""
     program = program or turns_program(model, hierarchy, inside, pieces)
     stride = len(hierarchy.boxes) * len(hierarchy.boxes[0]) * pieces
@@ -217,10 +219,7 @@ def turns_program(model: LinkModel, hierarchy: Hierarchy, inside,
             steps[3].append(SwitchOp("multicast", c, (owner,),
                                      tuple(x for x in box if x != owner), inside[h].name,
                                      pieces))
-    return tuple(Step(switch_rounds(model, [x for x in m if isinstance(x, SwitchOp)],
-                                    tuple(x for x in m if isinstance(x, Send))),
-                      tuple(x for x in m if isinstance(x, Send)),
-                      tuple(x for x in m if isinstance(x, SwitchOp))) for m in steps)
+    return tuple(_step(model, m) for m in steps)
 
 
 TURNS_PIECES = (1, 2, 4)  # pieces a shard: the least steady-state rounds per chunk

@@ -173,13 +173,13 @@ class _Flow:
                 src = {loc[(m, k)] for m in group}
                 if len(src) != 1:  # a switch channel reads one offset on every member
                     src = _aligned_slot(lay, k, group, loc, accessed, fresh_all)
-                    aligned += [(m, k, loc[(m, k)], src) for m in group
-                                if loc[(m, k)] != src]
                     for m in group:
-                        since[(m, loc[(m, k)])].append((None, t))
-                        loc[(m, k)] = src
-                        self.written.add((m, src))
-                        since[(m, src)] = []
+                        if loc[(m, k)] != src:  # a local copy, read here, written there
+                            aligned.append((m, k, loc[(m, k)], src))
+                            since[(m, loc[(m, k)])].append((None, t))
+                            loc[(m, k)] = src
+                            self.written.add((m, src))
+                            since[(m, src)] = []
                 else:
                     src = src.pop()
                 out = {lay.out_slot(m, k) for m in group}
