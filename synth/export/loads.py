@@ -54,7 +54,15 @@ def lowered(schedule, fmt: str, inplace: bool = False):
     """(the runtime form, the note for render's summary, the exporter's program).
     Raises the exporter's BadInput when the runtime cannot load the schedule; that
     refusal is remembered, so asking again costs nothing."""
+    return _lowering(schedule, fmt, inplace, keep=True)
+
+
+def _lowering(schedule, fmt: str, inplace: bool, keep: bool):
+    """lowered; keep=False only asks whether there is a program (the MSCCL++ search
+    stops at its first plan, not its best) and keeps none."""
     known = _answer(schedule, fmt, inplace)
+    if known is True and not keep:
+        return None
     if isinstance(known, BadInput):
         raise known
     try:
@@ -71,12 +79,17 @@ def lowered(schedule, fmt: str, inplace: bool = False):
     if isinstance(answer, BadInput):
         _remember(schedule, fmt, inplace, answer)
         raise answer
+    if answer is True and not keep:
+        _remember(schedule, fmt, inplace, None)
+        return None
     try:
-        program = _build(form, fmt, inplace)
+        program = _build(form, fmt, inplace, fewest=keep)
     except BadInput as e:
         _remember(schedule, fmt, inplace, e, key)
         raise
     _remember(schedule, fmt, inplace, None, key)
+    if not keep:
+        return None
     _programs[key] = (form, note, program)
     while len(_programs) > _PROGRAMS:
         _programs.popitem(last=False)
@@ -89,7 +102,7 @@ def refusal(schedule, fmt: str, inplace: bool = False) -> str | None:
     if known is not None:
         return str(known) if isinstance(known, BadInput) else None
     try:
-        lowered(schedule, fmt, inplace)
+        _lowering(schedule, fmt, inplace, keep=False)
     except BadInput as e:
         return str(e)
     return None
@@ -252,13 +265,14 @@ def _remember(schedule, fmt, inplace, error, key=None):
             _by_form.popitem(last=False)
 
 
-def _build(form, fmt, inplace):
-    if fmt == "msccl-xml":
-        from synth.export.msccl import build
-    else:
-        from synth.export.mscclpp import build
+def _build(form, fmt, inplace, fewest=True):
+    """The exporter's program (MSCCL XML's is always its first: the fewest channels)."""
     with _no_cycle_collection():
-        return build(form, inplace)
+        if fmt == "msccl-xml":
+            from synth.export.msccl import build
+            return build(form, inplace)
+        from synth.export.mscclpp import build
+        return build(form, inplace, fewest)
 
 
 @contextmanager

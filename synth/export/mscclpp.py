@@ -654,7 +654,10 @@ def _fused_switch_ops(schedule) -> dict:
     return fused
 
 
-def build(schedule, inplace: bool = False) -> _Plan:
+def build(schedule, inplace: bool = False, fewest: bool = True) -> _Plan:
+    """The plan with the fewest thread blocks the search finds; BadInput when it finds
+    none. fewest=False: the first plan it finds (whether there is one is the same
+    question, answered sooner: synth.export.loads)."""
     coll = schedule.collective
     if inplace and coll.name not in IN_PLACE:
         raise BadInput(f"cannot export {coll.name} in place to MSCCL++ (in place: "
@@ -685,6 +688,8 @@ def build(schedule, inplace: bool = False) -> _Plan:
             lo, hi, longest = hi, min(2 * hi, most), worst
         if plan is None:
             continue
+        if not fewest:
+            return plan
         while hi - lo > 1:
             mid = (lo + hi) // 2
             found, _ = attempt(mid, cap)
