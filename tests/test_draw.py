@@ -331,6 +331,9 @@ def test_report_page(tmp_path):
     assert run.returncode == 0, run.stderr
     page = (out / "index.html").read_text()
     assert '<table class="frontier">' in page and "allgather-s2-r3-c2.json" in page
+    # every point on 4 GPUs in a ring loads in both runtimes: no reason on the cell
+    assert "<th>loads</th>" in page and '<td title="">both</td>' in page
+    assert "does not load" not in page
     assert '<table class="comparison">' in page and "ring" in page
     parser = _Refs()
     parser.feed(page)
