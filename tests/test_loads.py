@@ -325,3 +325,32 @@ def test_the_command_line_table_and_json_carry_the_loads(nvls4x2, tmp_path):
 def bounds_of(topo):
     lowering = lower_with_routes(topo)
     return bounds(lowering, make_collective("allreduce", lowering.model.ranks))
+
+
+def test_msccl_xml_skips_channel_counts_its_lower_bounds_rule_out_and_only_those(
+        monkeypatch):
+    # allgather on 2 GPUs, 100 chunks a share, all sent in one step: on 1 channel rank 0
+    # receives 100 chunks from rank 1 in one threadblock (at least 100 steps, limit 64),
+    # on 2 channels 50 each: the bound cannot tell, the program is built
+    from synth.export.layout import Layout
+    from synth.export.msccl import _Program, _surely_over, build
+    from synth.schedule.ir import Schedule, Send, Step
+    from synth.topology.linkmodel import switch_rounds
+
+    model = lower_with_routes(resolve("ring:2")).model
+    sends = (Send(0, 0, 1, "copy", 100), Send(100, 1, 0, "copy", 100))
+    schedule = Schedule(make_collective("allgather", 2, 100), model,
+                        (Step(switch_rounds(model, [], sends), sends),)).expanded()
+    verify_schedule(schedule_to_dict(schedule))
+    steps = [list(s.sends) for s in schedule.steps]
+    assert _surely_over(steps, 1, 2) == ("a threadblock of rank 0 needs at least 100 steps "
+                                         "(limit 64)")
+    assert _surely_over(steps, 2, 2) is None
+    # the bound holds for the program it spares: built anyway, it breaks the limit
+    spared = _Program(schedule, Layout(schedule.collective, False), 1, fuse=True)
+    assert "steps (limit 64)" in spared.check_limits()
+    assert max(len(v) for v in spared.steps.values()) >= 100
+    # and the channel count found is the one found without the bounds
+    found = build(schedule).k
+    monkeypatch.setattr("synth.export.msccl._surely_over", lambda *args: None)
+    assert build(schedule).k == found > 1

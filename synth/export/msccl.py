@@ -30,7 +30,7 @@ The program, per rank:
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from xml.sax.saxutils import quoteattr
 
@@ -452,6 +452,43 @@ def _threadblocks_needed(steps, k: int) -> tuple[int, int]:
     return max(per_gpu.values(), default=0), per_chan
 
 
+def _surely_over(steps, k: int, n: int) -> str | None:
+    """Why a program on k channels would break a limit, known from the transfers alone
+    (a big schedule's program takes seconds to build), or None. Lower bounds that hold
+    for _Program: every receive is a step of the threadblock of its (channel, sender),
+    every send one of the threadblock of its (channel, receiver) (alone, or fused with
+    the receive that feeds it), so a threadblock has at least as many steps as it
+    receives from or sends to its peer on its channel, and a rank's part of the XML at
+    least 1 + N + its threadblocks + the larger of its receives and its sends."""
+    ins, outs, recv, sent = Counter(), Counter(), Counter(), Counter()
+    for x in (x for sends in steps for x in sends):
+        ins[(x.dst, x.chunk % k, x.src)] += 1
+        outs[(x.src, x.chunk % k, x.dst)] += 1
+        recv[x.dst] += 1
+        sent[x.src] += 1
+    counts = sorted([*ins.items(), *outs.items()], key=lambda e: (-e[1], e[0]))
+    if counts and counts[0][1] > MAX_STEPS:
+        (rank, _, _), most = counts[0]
+        return f"a threadblock of rank {rank} needs at least {most} steps (limit {MAX_STEPS})"
+    tbs = _threadblocks_per_rank(steps, k)
+    nodes = {rank: 1 + n + tbs.get(rank, 0) + max(recv[rank], sent[rank])
+             for rank in set(recv) | set(sent)}
+    worst = max(nodes, key=nodes.get, default=None)
+    if worst is not None and nodes[worst] > MAX_NODES:
+        return (f"a rank's part of the XML has at least {nodes[worst]} elements (the parser "
+                f"takes {MAX_NODES})")
+    return None
+
+
+def _threadblocks_per_rank(steps, k: int) -> dict:
+    """Per rank, the threadblocks _Program makes on k channels (_threadblocks_needed)."""
+    ins, outs = _lane_peers((s for sends in steps for s in sends), k)
+    per_gpu = defaultdict(int)
+    for key in set(ins) | set(outs):
+        per_gpu[key[0]] += max(len(ins[key]), len(outs[key]))
+    return per_gpu
+
+
 def build(schedule, inplace: bool = False):
     """The _Program with the fewest channels that fits the runtimes' limits. Channel
     counts whose threadblocks alone break a limit are ruled out before any is built
@@ -468,6 +505,10 @@ def build(schedule, inplace: bool = False):
             continue
         if per_chan > MAX_TBS_PER_CHANNEL:
             why = f"a channel needs {per_chan} threadblocks (limit {MAX_TBS_PER_CHANNEL})"
+            continue
+        short = _surely_over(steps, k, layout.n)
+        if short:
+            why = short
             continue
         try:
             program = _Program(schedule, layout, k, fuse=True)
