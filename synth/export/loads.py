@@ -65,6 +65,13 @@ def _lowering(schedule, fmt: str, inplace: bool, keep: bool):
         return None
     if isinstance(known, BadInput):
         raise known
+    batch = _batch_key(schedule, fmt, inplace)  # pipelines of one program: one answer
+    answer = _by_form.get(batch) if batch else None
+    if isinstance(answer, BadInput) or (answer is True and not keep):
+        _remember(schedule, fmt, inplace, None if answer is True else answer)
+        if answer is True:
+            return None
+        raise answer
     try:
         form, note = runtime_form(schedule, switch_ops=fmt == "mscclpp")
     except BadInput as e:
@@ -85,9 +92,9 @@ def _lowering(schedule, fmt: str, inplace: bool, keep: bool):
     try:
         program = _build(form, fmt, inplace, fewest=keep)
     except BadInput as e:
-        _remember(schedule, fmt, inplace, e, key)
+        _remember(schedule, fmt, inplace, e, key, batch)
         raise
-    _remember(schedule, fmt, inplace, None, key)
+    _remember(schedule, fmt, inplace, None, key, batch)
     if not keep:
         return None
     _programs[key] = (form, note, program)
@@ -247,7 +254,7 @@ def _answer(schedule, fmt, inplace):
     return entry[1]
 
 
-def _remember(schedule, fmt, inplace, error, key=None):
+def _remember(schedule, fmt, inplace, error, key=None, batch=None):
     answer, key_here = (True if error is None else error), (id(schedule), fmt, inplace)
 
     def gone(ref, k=key_here, table=_by_schedule):  # only its own entry: ids are reused
@@ -258,11 +265,12 @@ def _remember(schedule, fmt, inplace, error, key=None):
         _by_schedule[key_here] = (weakref.ref(schedule, gone), answer)
     except TypeError:  # not weakly referable: not remembered by object
         pass
-    if key is not None:
-        _by_form[key] = answer
-        _by_form.move_to_end(key)
-        while len(_by_form) > _FORMS:
-            _by_form.popitem(last=False)
+    for k in (key, batch):
+        if k is not None:
+            _by_form[k] = answer
+            _by_form.move_to_end(k)
+    while len(_by_form) > _FORMS:
+        _by_form.popitem(last=False)
 
 
 def _build(form, fmt, inplace, fewest=True):
@@ -288,6 +296,18 @@ def _no_cycle_collection():
     finally:
         if was:
             gc.enable()
+
+
+def _batch_key(schedule, fmt, inplace):
+    """A key for a pipeline's answer without its runtime form: its batch program
+    (transform.one_batch, the same for every depth of one construction's pipelines),
+    which the runtime form is made from alone; None where there is none."""
+    if schedule.pipeline is None or (fmt == "msccl-xml" and schedule.in_network):
+        return None
+    from synth.schedule.transform import one_batch
+
+    batch = one_batch(schedule)
+    return None if batch is None else (fmt, inplace, "batch", _form_key(batch))
 
 
 def _form_key(form):
