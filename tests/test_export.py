@@ -281,14 +281,14 @@ def test_xml_wrong_dependencies_are_rejected(frontier):
 
 
 def test_xml_dependency_cycle_deadlocks():
-    # gpu 0's first step waits on a nop of a second threadblock that waits on it
+    # gpu 0's first step waits on a copy of a second threadblock that waits on it
     first = ('<step s="0" type="s" srcbuf="o" srcoff="0" dstbuf="o" dstoff="0" cnt="1" '
              'depid="-1" deps="-1" hasdep="0"/>')
     text = ring_xml().replace(first, first.replace('depid="-1" deps="-1" hasdep="0"',
                                                    'depid="1" deps="0" hasdep="1"'), 1)
     text = text.replace('</tb>\n</gpu>\n<gpu id="1"',
                         '</tb>\n<tb id="1" send="-1" recv="-1" chan="0">\n'
-                        '<step s="0" type="nop" srcbuf="i" srcoff="-1" dstbuf="o" dstoff="-1" '
+                        '<step s="0" type="cpy" srcbuf="o" srcoff="0" dstbuf="o" dstoff="0" '
                         'cnt="1" depid="0" deps="0" hasdep="1"/>\n</tb>\n</gpu>\n<gpu id="1"', 1)
     assert 'depid="1"' in text and '<tb id="1"' in text
     with pytest.raises(MscclInvalid, match="deadlock"):

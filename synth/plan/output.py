@@ -14,9 +14,12 @@ message it cuts into whole chunks (synth.export.units). Each runtime's ranges ti
 limit: the lower envelope of the candidates it can express and of NCCL's own (ring,
 tree or direct, which take any size and need no file); a workload size the range's file
 cannot cut goes to the fastest that can, NCCL's own at worst; past an MSCCL++ plan's
-32-bit offsets, NCCL's own. The envelope in plan.json is over every candidate (what the
-model predicts). Everything is rendered (and simulated) before the first file is
-written; the files are written all or none (synth.files.write_folder).
+32-bit offsets, and past the workload's largest size for an XML file (no file says "no
+limit": microsoft/msccl reads maxBytes literally), NCCL's own; an MSCCL++ plan never
+starts at 2^31 bytes or more (min_message_size is a 32-bit int to the executor). The
+envelope in plan.json is over every candidate (what the model predicts). Everything is
+rendered (and simulated) before the first file is written; the files are written all
+or none (synth.files.write_folder).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pathlib import Path
 
 from synth.errors import BadInput
 from synth.export import render
+from synth.export.mscclpp import MAX_MIN_MESSAGE
 from synth.export.units import unit_of
 from synth.files import write_folder
 from synth.plan.planner import Entry, Plan, envelope, typical
@@ -93,7 +97,11 @@ def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
     file is written (module docstring). Past `deadline` (time.monotonic()) no further
     candidate is exported (an export and its simulation can take tens of seconds on 16
     GPUs): their labels go to `skipped`, and NCCL's own runs what they would have."""
-    units, largest = {}, {}  # largest: an MSCCL++ plan's 32-bit offsets' limit
+    # largest: the most a file may serve: an MSCCL++ plan's 32-bit offsets' limit; an
+    # XML file, the workload's largest size (microsoft/msccl reads maxBytes literally and
+    # allocates scratch for it at start, so no file says "no limit")
+    units, largest = {}, {}
+    biggest = max((call.high for call in entry.calls), default=0)
     for c in entry.candidates:
         if deadline is not None and time.monotonic() > deadline:
             if skipped is not None:
@@ -103,8 +111,8 @@ def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
         if text is None:
             continue
         units[id(c)] = unit_of(fmt, text)
-        if fmt == "mscclpp":
-            largest[id(c)] = json.loads(text)["max_message_size"]
+        largest[id(c)] = json.loads(text)["max_message_size"] if fmt == "mscclpp" \
+            else biggest
     own = [replace(c, label=f"NCCL's own ({c.label})" if entry.modelled_nccl
                    else "NCCL's own (not modelled here)") for c in entry.reference]
     files = [c for c in entry.candidates if id(c) in units]
@@ -138,14 +146,14 @@ def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
                                                (n + 1, high, c))
                                    if x[1] is None or x[1] >= x[0]]
                 break
-    merged = []  # neighbours with one option are one range; a file ending at 0 bytes
-    for low, high, c in pieces:  # is no range (0 means "no limit" to the runtimes)
-        if id(c) in units and high == 0:
-            c = min(own, key=lambda o: o.time_us(1))
-        if merged and merged[-1][2] is c and merged[-1][1] == low - 1:
-            merged[-1] = (merged[-1][0], high, c)
-        else:
-            merged.append((low, high, c))
+    # neighbours with one option are one range; a file ending at 0 bytes is no range (0
+    # means "no limit" to the runtimes), nor an MSCCL++ plan starting where its
+    # min_message_size would wrap: NCCL's own takes those
+    merged = _merged(pieces)
+    merged = _merged([(low, high, c) if id(c) not in units or (
+        high != 0 and (fmt != "mscclpp" or low <= MAX_MIN_MESSAGE))
+        else (low, high, min(own, key=lambda o: o.time_us(max(low, 1))))
+        for low, high, c in merged])
     out = []
     for i, (low, high, c) in enumerate(merged):
         if id(c) not in units:
@@ -157,6 +165,17 @@ def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
                       protocol=c.protocol)[0]
         out.append({"min_bytes": low, "max_bytes": high, "algorithm": c.label,
                     "candidate": c, "unit": units[id(c)], "text": text})
+    return out
+
+
+def _merged(pieces: list) -> list:
+    """(low, high, candidate) pieces in order, neighbours of one candidate joined."""
+    out = []
+    for low, high, c in pieces:
+        if out and out[-1][2] is c and out[-1][1] == low - 1:
+            out[-1] = (out[-1][0], high, c)
+        else:
+            out.append((low, high, c))
     return out
 
 
