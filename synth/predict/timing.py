@@ -3,7 +3,8 @@
 A step takes, per protocol p (NCCL's LL, LL128, Simple, which MSCCL's runtime runs too):
 - the latency of the link that bounds it (the one its data keeps busy longest): NCCL's
   per-hop figure for that link's kind under p (NVLink, PCIe or the network, ring
-  figures of src/graph/tuning.cc), times the figures' latency_scale;
+  figures of src/graph/tuning.cc; the network's own message latency where the figures
+  know it, as for EFA), times the figures' latency_scale;
 - its data over achieved rates: on each link and shared group, its chunks x the chunk's
   bytes / (line rate x the efficiency of the link's kind x p's bandwidth factor); a
   switch operation (NVLS, SHARP) moves (k + 1) / k of what it delivers to or takes from
@@ -25,13 +26,14 @@ from fractions import Fraction
 from functools import lru_cache
 
 from synth.predict.nccl import HOP_US as NCCL_HOP_US
-from synth.predict.nccl import PROTOCOLS
+from synth.predict.nccl import BANDWIDTH_FACTOR as NCCL_BANDWIDTH_FACTOR
+from synth.predict.nccl import PROTOCOLS, hardware_net_hop
 from synth.schedule.ir import Schedule
 from synth.topology.figures import Figures, defaults
 from synth.topology.linkmodel import lower_with_routes, step_loads
 from synth.topology.physical import NIC, Topology
 
-BANDWIDTH_FACTOR = {"LL": 0.5, "LL128": 0.92, "Simple": 1.0}  # of achieved (tuning.cc)
+BANDWIDTH_FACTOR = dict(zip(PROTOCOLS, NCCL_BANDWIDTH_FACTOR))  # of achieved (tuning.cc)
 # NCCL's ring latency per hop, LL / LL128 / Simple, by what the hop crosses
 HOP_US = {kind: hops["ring"] for kind, hops in NCCL_HOP_US.items()}
 EFFICIENCY_OF = {"nvlink": "nvlink", "pcie": "pcie", "net": "nic"}
@@ -116,6 +118,7 @@ def schedule_lines(schedule: Schedule, p: Prices) -> list[Line]:
     ports = {g for w in model.switches for _, g in w.up + w.down}
     per_byte, sends_us = 0.0, 0.0
     hops = {proto: 0.0 for proto in PROTOCOLS}
+    hop_us = dict(HOP_US, net=tuple(hardware_net_hop(f, "ring", i) for i in range(3)))
     for t in range(schedule.num_steps):
         active = [i for _, i in schedule.active(t)]
         links, groups = _summed([program[i][0] for i in active]), \
@@ -130,7 +133,7 @@ def schedule_lines(schedule: Schedule, p: Prices) -> list[Line]:
         per_byte += float(seconds) / (chunks * 1e3)
         sends_us += f.send_us * schedule.step_rounds(t)
         for i, proto in enumerate(PROTOCOLS):
-            hops[proto] += HOP_US[kind][i] * f.latency_scale
+            hops[proto] += hop_us[kind][i] * f.latency_scale
     return [Line(proto, f.call_us + hops[proto] + sends_us,
                  per_byte / BANDWIDTH_FACTOR[proto]) for proto in PROTOCOLS]
 
