@@ -56,21 +56,20 @@ BUS = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n - 1) / 
 
 
 def topology(row: dict):
-    """The machine as the row measured it: the built-in box, joined by the row's network
-    (`net`: its kind, `nic_gbps`: the line rate of one NIC as NCCL sees it) when it has
-    several nodes."""
+    """The machine as the row measured it: the built-in box with the host's CPU (`cpu`,
+    Intel when the source does not say), joined by the row's network (`net`: its kind,
+    `nic_gbps`: the line rate of one NIC as NCCL sees it) when it has several nodes."""
     name = BOXES.get(row["machine"], row["machine"])
-    if int(row["nodes"]) == 1:
-        return resolve(name)
-    box_name, _, k = name.rpartition("x")
-    box = resolve(box_name)
-    net = row["net"] or "ib"
+    net, cpu = row["net"] or "ib", row["cpu"] or "intel"
+    joined = int(row["nodes"]) > 1
+    box = resolve(name.rpartition("x")[0] if joined else name)
+    figures = replace(defaults(box.figures.arch, net), cpu=cpu,
+                      source=f"defaults ({net} network, {cpu} host)")
+    if not joined:
+        return replace(box, figures=figures)
     nic = float(row["nic_gbps"]) if row["nic_gbps"] else box.network.gbps
-    figures = replace(box.figures or defaults("ampere"), net=net,
-                      net_us=defaults(box.figures.arch, net).net_us,
-                      source=f"defaults ({net} network)")
     box = replace(box, network=replace(box.network, gbps=nic), figures=figures)
-    return join_boxes(box, int(k), f"{name} ({net}, {nic:g} GB/s NICs)")
+    return join_boxes(box, int(name.rpartition("x")[2]), f"{name} ({net}, {nic:g} GB/s NICs)")
 
 
 def measured_us(row: dict) -> float:
@@ -110,7 +109,7 @@ def allowed(names: str) -> str:
 def evaluate(rows: list[dict]) -> list[dict]:
     out, topos, refs = [], {}, {}
     for row in rows:
-        key = (row["machine"], row["net"], row["nic_gbps"])
+        key = (row["machine"], row["net"], row["nic_gbps"], row["cpu"])
         if key not in topos:
             topos[key] = topology(row)
         topo = topos[key]

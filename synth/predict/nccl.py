@@ -60,7 +60,9 @@ TREE_CORRECTION = (
      1.0, 1.0, 1.0),
     (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9,
      .9, .9))
-NET_OVERHEAD_US = 1.0  # getNetOverhead on an Intel CPU (2 on AMD)
+NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}  # getNetOverhead, by the CPU's vendor
+LL_MAX_ROW = {"intel": 0, "amd": 1}  # llMaxBws' row across nodes, by the CPU's vendor
+PCI_BW = 12.0  # GB/s (topo.h): rings slower than this in all run Simple on 256 threads
 # the graph search's speed ladders, GB/s per channel (src/graph/search.cc)
 SPEEDS_INTRA = {"sm80": (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
                 "sm90": (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
@@ -277,11 +279,16 @@ def _steps(m: Machine, coll: str) -> int:
     return 2 * (n - 1) if coll == "allreduce" else n - 1 if coll in ("allgather", "reducescatter") else n
 
 
-def _bandwidth(m: Machine, coll: str, algo: str, p: int, graph: Graph, rates: Rates) -> float:
+def _bandwidth(m: Machine, coll: str, algo: str, p: int, graph: Graph, rates: Rates,
+               share: float = 1.0) -> float:
     """ncclTopoTuneModel's bandwidth of `algo` with protocol PROTOCOLS[p]: GB/s of
-    the bytes NCCL counts for the call (its bus bandwidth converted)."""
-    ai, i2, ch, ppn = ARCH_INDEX[m.arch], _index2(m), graph.channels, m.per_node
-    ll_max = LL_MAX_GBPS[ai if m.nodes == 1 else 0][i2]
+    the bytes NCCL counts for the call (its bus bandwidth converted). With `share`, the
+    same formula over that share of the channels (those NCCL launches for a small
+    call): the channels' rates and per-channel caps scale with it, LL's cap on the
+    whole bus bandwidth (llMaxBws) does not."""
+    ai, i2, ppn = ARCH_INDEX[m.arch], _index2(m), m.per_node
+    ch = graph.channels * share
+    ll_max = LL_MAX_GBPS[ai if m.nodes == 1 else LL_MAX_ROW[m.figures.cpu]][i2]
     bw = graph.intra if m.nodes <= 2 or algo.startswith("collnet") else graph.inter
     if algo in ("nvls", "nvls_tree"):
         intra = graph.intra * rates.nvls * (ch - 1) / ch
@@ -307,7 +314,7 @@ def _bandwidth(m: Machine, coll: str, algo: str, p: int, graph: Graph, rates: Ra
         if coll in ("allgather", "reducescatter"):
             bus = ppn * min(graph.intra, graph.inter * 0.9)
         else:
-            factor = ppn / ch  # GPUs per NIC
+            factor = ppn / graph.channels  # GPUs per NIC
             bus /= factor - (factor - 1) / 2
             bus *= 0.85 if ai >= 2 else 1.0
     if algo == "ring" or coll not in ("allgather", "reducescatter"):
@@ -362,7 +369,7 @@ def _latency(m: Machine, coll: str, algo: str, p: int, hop=nccl_net_hop) -> floa
     if algo == "ring":
         if coll in ("broadcast", "reduce"):
             return lat + (HOP_US[m.intra][algo][p] if nodes == 1 else hop(m.figures, algo, p))
-        overhead = NET_OVERHEAD_US * (3 if p == 2 else 1) if nodes > 1 else 0.0
+        overhead = NET_OVERHEAD_US[m.figures.cpu] * (3 if p == 2 else 1) if nodes > 1 else 0.0
         intra = max(intra, overhead)
         across = 0 if nodes == 1 else 2 * (nodes - 1) if coll == "allreduce" else nodes - 1
         return lat + (steps - across) * intra + across * inter
@@ -414,7 +421,11 @@ def channel_share(m: Machine, option: Option, nbytes: int) -> float:
     if option.algorithm in ("nvls", "nvls_tree"):
         return 1.0
     p = PROTOCOLS.index(option.protocol)
-    per = THREADS[p] * THREAD_THRESHOLD[p] * (m.ranks if option.algorithm == "ring" and p == 0 else 1)
+    threads = THREADS[p]
+    if option.algorithm == "ring" and p == 2:
+        graph = ring_graph(m, nccl_rates(m))
+        threads = 256 if graph.intra * graph.channels <= PCI_BW else threads
+    per = threads * THREAD_THRESHOLD[p] * (m.ranks if option.algorithm == "ring" and p == 0 else 1)
     launched = comm_channels(m)
     return max(1, min(launched, nbytes // per)) / launched
 
@@ -465,7 +476,8 @@ def choose(m: Machine, coll: str, nbytes: int, algorithm: str = "", protocol: st
                       "NCCL runs alltoall as grouped send/receive, outside its tuner")
     algos, protos = _allowed(algorithm), _allowed(protocol)
     ranked = sorted((o for o in options(m, coll, nccl_rates(m))
-                     if (not algos or o.algorithm in algos) and (not protos or o.protocol in protos)),
+                     if (not algos or o.algorithm in algos)
+                     and (not protos or o.protocol in protos)),
                     key=lambda o: model_us(m, coll, o, nbytes))
     if not ranked:
         raise BadInput(f"{m.name}: NCCL {NCCL_VERSION} has no {algorithm or 'algorithm'}/"
@@ -503,8 +515,12 @@ def _gpu_us(m: Machine, coll: str, option: Option, nbytes: int) -> float:
     real = next(o for o in options(m, coll, nccl_rates(m), achieved, f.latency_scale)
                 if (o.algorithm, o.protocol) == (option.algorithm, option.protocol))
     share = channel_share(m, option, nbytes)
-    real = Option(real.algorithm, real.protocol, real.latency_us, real.gbps * share,
-                  real.channels)
+    if share < 1:  # NVLS always runs all its channels (share 1)
+        p = PROTOCOLS.index(real.protocol)
+        graph = ring_graph(m, nccl_rates(m), achieved)
+        real = Option(real.algorithm, real.protocol, real.latency_us,
+                      _bandwidth(m, coll, real.algorithm, p, graph, achieved, share),
+                      real.channels)
     return call_us(f, option.algorithm) + model_us(m, coll, real, nbytes) + \
         fill_us(m, coll, real, nbytes)
 

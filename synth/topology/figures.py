@@ -65,6 +65,7 @@ class Figures:
     send_us: float = 0.5  # per round of a synth schedule's step (an assumption: see docs)
     chunk_kb: float = 512.0  # the largest piece a channel's pipeline moves per stage
     net: str = "ib"  # the network between boxes (NETWORKS)
+    cpu: str = "intel"  # the host CPU's vendor (CPUS): NCCL's network overhead and LL cap
     net_us: float = 0.0  # a message across it, in place of NCCL's hop latencies (0: NCCL's)
     source: str = "defaults"  # where the figures came from
 
@@ -77,6 +78,7 @@ class Figures:
         return NETWORKS[self.net]
 
 
+CPUS = ("intel", "amd")
 NUMBERS = ("call_us", "nvls_call_us", "alltoall_call_us", "launch_us", "nvlink", "nvls", "pcie",
            "nic", "latency_scale", "send_us", "chunk_kb", "net_us")
 LIMITS = {"call_us": (0, 1e4), "nvls_call_us": (0, 1e4), "alltoall_call_us": (0, 1e4),
@@ -99,13 +101,18 @@ def figures_from_dict(doc, fallback_arch: str = "ampere") -> Figures:
     """A topology file's `costs:` mapping over the defaults of its `arch`."""
     if not isinstance(doc, dict):
         raise BadInput("costs: expected a mapping (docs/cost-model.md)")
-    allowed = {"arch", "net", "source", *NUMBERS}
+    allowed = {"arch", "net", "cpu", "source", *NUMBERS}
     for key in doc:
         if key not in allowed:
             raise BadInput(f"costs: unknown key {quote(key)} (expected "
                            f"{', '.join(sorted(allowed))})")
     out = defaults(doc.get("arch", fallback_arch), doc.get("net", "ib"))
     changes = {}
+    if "cpu" in doc:
+        if doc["cpu"] not in CPUS:
+            raise BadInput(f"costs.cpu: expected one of {', '.join(CPUS)}, "
+                           f"got {quote(doc['cpu'])}")
+        changes["cpu"] = doc["cpu"]
     for key in NUMBERS:
         if key in doc:
             changes[key] = _number(doc[key], key)
@@ -132,4 +139,4 @@ def _number(x, key: str) -> float:
     return float(x)
 
 
-assert set(NUMBERS) | {"arch", "net", "source"} == {f.name for f in fields(Figures)}
+assert set(NUMBERS) | {"arch", "net", "cpu", "source"} == {f.name for f in fields(Figures)}
