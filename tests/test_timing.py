@@ -34,6 +34,8 @@ def test_one_step_over_one_nvlink_costs_the_call_the_hop_a_round_and_the_bytes()
         assert lines[proto].us_per_byte == pytest.approx(1 / (2 * rate * factor))
     assert fastest(list(lines.values()), 8).protocol == "LL"
     assert fastest(list(lines.values()), 1 << 30).protocol == "Simple"
+    # LL's 2.2 + 0.6 + 0.5 = 3.3 us is under the host's launch of the call, 4.2 us
+    assert lines["LL"].time_us(8) == pytest.approx(4.2)
 
 
 def two_box_step(nvlink_sends: int) -> Schedule:

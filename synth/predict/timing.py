@@ -12,7 +12,9 @@ A step takes, per protocol p (NCCL's LL, LL128, Simple, which MSCCL's runtime ru
 - and f.send_us per round of the step (chunks that pass a link one after another:
   the line-rate model's rounds), so 300,000 chunks of 3 KB cost what their sends cost.
 A call adds the figures' fixed cost once. Per protocol that is a line in n (latency_us +
-us_per_byte x n); a schedule's time at n is the fastest of its lines.
+us_per_byte x n), floored at the host's launch of the call (launch_us: one process per
+GPU launches its part; NCCL's launch figure stands for the runtime's); a schedule's time
+at n is the fastest of its lines.
 
 Cost: O(sends + switch operations of the expanded schedule) per schedule, after one
 pass over the topology's routes (`prices`).
@@ -44,9 +46,10 @@ class Line:
     protocol: str
     latency_us: float
     us_per_byte: float
+    floor_us: float = 0.0  # the host's launch: no call is faster, whatever the GPU does
 
     def time_us(self, nbytes: float) -> float:
-        return self.latency_us + self.us_per_byte * nbytes
+        return max(self.floor_us, self.latency_us + self.us_per_byte * nbytes)
 
 
 @dataclass(frozen=True)
@@ -135,7 +138,7 @@ def schedule_lines(schedule: Schedule, p: Prices) -> list[Line]:
         for i, proto in enumerate(PROTOCOLS):
             hops[proto] += hop_us[kind][i] * f.latency_scale
     return [Line(proto, f.call_us + hops[proto] + sends_us,
-                 per_byte / BANDWIDTH_FACTOR[proto]) for proto in PROTOCOLS]
+                 per_byte / BANDWIDTH_FACTOR[proto], f.launch_us) for proto in PROTOCOLS]
 
 
 def _summed(counters: list):
