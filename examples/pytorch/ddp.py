@@ -44,7 +44,8 @@ def batch(rank, step, device):
 
 
 def train(files=(), via="schedule", steps=2, bucket_cap_mb=0.004):
-    """Train for `steps` steps; the model's parameters after them (on the CPU)."""
+    """Train for `steps` steps: the model's parameters after them (on the CPU), and the
+    SynthComm (None without files)."""
     rank = dist.get_rank()
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) \
         if dist.get_backend() == "nccl" else torch.device("cpu")
@@ -63,7 +64,7 @@ def train(files=(), via="schedule", steps=2, bucket_cap_mb=0.004):
         opt.zero_grad()
         loss.backward()
         opt.step()
-    return [p.detach().cpu().clone() for p in model.parameters()]
+    return [p.detach().cpu().clone() for p in model.parameters()], comm
 
 
 def main():
@@ -77,9 +78,13 @@ def main():
     # the communicator must be created after SynthComm registered the plans
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    params = train(args.files, args.via, args.steps)
+    params, comm = train(args.files, args.via, args.steps)
     if dist.get_rank() == 0:
-        print(f"trained {args.steps} steps; parameter norm {torch.cat([p.flatten() for p in params]).norm():.6f}")
+        norm = torch.cat([p.flatten() for p in params]).norm()
+        print(f"trained {args.steps} steps; parameter norm {norm:.6f}")
+        for (collective, way), n in sorted((comm.moved if comm else {}).items()):
+            print(f"  {collective}: {n:,} bytes through "
+                  + ("synth's files" if way == "file" else "the backend's own collective"))
     dist.destroy_process_group()
 
 

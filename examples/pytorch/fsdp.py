@@ -44,7 +44,8 @@ def batch(rank, step, device):
 
 
 def train(files=(), via="schedule", steps=2):
-    """Train for `steps` steps; the model's full parameters after them (on the CPU)."""
+    """Train for `steps` steps: the model's full parameters after them (on the CPU), and
+    the SynthComm (None without files)."""
     rank = dist.get_rank()
     cuda = dist.get_backend() == "nccl"
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if cuda \
@@ -71,7 +72,7 @@ def train(files=(), via="schedule", steps=2):
         opt.zero_grad()
         loss.backward()
         opt.step()
-    return [p.full_tensor().detach().cpu().clone() for p in model.parameters()]
+    return [p.full_tensor().detach().cpu().clone() for p in model.parameters()], comm
 
 
 def main():
@@ -84,9 +85,13 @@ def main():
     dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    params = train(args.files, args.via, args.steps)
+    params, comm = train(args.files, args.via, args.steps)
     if dist.get_rank() == 0:
-        print(f"trained {args.steps} steps; parameter norm {torch.cat([p.flatten() for p in params]).norm():.6f}")
+        norm = torch.cat([p.flatten() for p in params]).norm()
+        print(f"trained {args.steps} steps; parameter norm {norm:.6f}")
+        for (collective, way), n in sorted((comm.moved if comm else {}).items()):
+            print(f"  {collective}: {n:,} bytes through "
+                  + ("synth's files" if way == "file" else "the backend's own collective"))
     dist.destroy_process_group()
 
 

@@ -29,8 +29,8 @@ from synth.errors import NoAnswer
 @click.option("--backend", type=click.Choice(["gloo", "nccl"]), default="gloo",
               show_default=True, help="torch.distributed backend: gloo on CPUs, nccl on "
                                       "GPUs.")
-@click.option("--iters", type=click.IntRange(1, 10000), default=5, show_default=True,
-              help="Timed runs of each (after one warm-up).")
+@click.option("--iters", type=click.IntRange(0, 10000), default=5, show_default=True,
+              help="Timed runs of each (after one warm-up); 0: check only.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--no-verify", is_flag=True, hidden=True,
               help="Skip the verifier (to test the runner's numeric check).")
@@ -47,15 +47,20 @@ def run_command(path, nproc, size, dtype, runtime, backend, iters, as_json, no_v
         click.echo(json.dumps(report, indent=1))
     else:
         click.echo(f"{report['collective']} on {report['ranks']} ranks ({report['backend']}), "
-                   f"{report['bytes']:,} bytes of {report['dtype']}, {report['iters']} "
-                   f"iterations: {'correct' if report['correct'] else 'WRONG'}")
-        click.echo(f"  {report['bulk_bytes']:,} bytes through the schedule (its chunks in "
+                   f"{_bytes(report['bytes'])} of {report['dtype']}, {report['iters']} "
+                   f"timed iterations: {'correct' if report['correct'] else 'WRONG'}")
+        click.echo(f"  {_bytes(report['bulk_bytes'])} through the schedule (its chunks in "
                    f"{report['cut']}), {report['tail_bytes']:,} through torch's "
                    f"{report['torch_reference']}")
-        click.echo(f"  synth schedule {report['synth_us']:10.1f} us {report['synth_algbw_gbps']:8.3f}"
-                   f" GB/s  ({report['steps']} steps)")
-        click.echo(f"  torch          {report['torch_us']:10.1f} us {report['torch_algbw_gbps']:8.3f}"
-                   f" GB/s  ({report['torch_reference']})")
+        if report["synth_us"] is not None:
+            click.echo(f"  synth schedule {report['synth_us']:10.1f} us "
+                       f"{report['synth_algbw_gbps']:8.3f} GB/s  ({report['steps']} steps)")
+            click.echo(f"  torch          {report['torch_us']:10.1f} us "
+                       f"{report['torch_algbw_gbps']:8.3f} GB/s  ({report['torch_reference']})")
     if not report["correct"]:
         raise NoAnswer(f"the schedule's result differs from torch's: {report['mismatches']}")
     return 0
+
+
+def _bytes(n: int) -> str:
+    return f"{n:,} byte{'' if n == 1 else 's'}"

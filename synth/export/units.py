@@ -6,8 +6,9 @@ ranks' shares for allgather, reducescatter, gather, scatter and alltoall (P = ra
 the whole buffer for allreduce, broadcast and reduce (P = 1).
 
 - MSCCL runs an algorithm for a call whose element count (of the larger buffer) is a
-  multiple of `nchunksperloop`; for any other call it skips the file and NCCL's own
-  algorithm runs the whole call (msccl-executor-nccl's selection).
+  multiple of `nchunksperloop` (msccl-executor-nccl since 2024-09; RCCL and earlier
+  releases ask it of the per-rank count, one share); for any other call it skips the
+  file and NCCL's own algorithm runs the whole call.
 - The MSCCL++ executor runs a plan for n a multiple of 16 x its chunks and throws for
   any other n (`checkMessageSize`).
 
@@ -83,7 +84,11 @@ class Unit:
 
     def granule(self, element_bytes: int) -> int:
         """Bytes of each part that the bulk is a multiple of: parts x granule is a size
-        the file runs, in whole elements."""
+        the file runs, in whole elements. MSCCL: whole loops in every part, which RCCL
+        and msccl-executor-nccl before 2024-09 ask of a call's per-rank count (later
+        releases count the larger buffer: `cuts`)."""
+        if self.fmt == "msccl-xml":
+            return self.chunks * element_bytes
         q = self.quantum(element_bytes)
         return math.lcm(q // math.gcd(q, self.parts), element_bytes)
 
@@ -106,7 +111,8 @@ class Unit:
         if self.fmt == "msccl-xml":
             what = f"calls of k x {self.chunks:,} elements of any type"
             if self.parts > 1:
-                what += f" (k x {self.granule(1):,} a share)"
+                what += (f" (RCCL and msccl-executor-nccl before 2024-09: k x "
+                         f"{self.chunks:,} a share)")
             other = "MSCCL gives any other call to NCCL's own algorithm"
         else:
             what = f"calls of k x {self.quantum():,} bytes"

@@ -48,7 +48,7 @@ CUTS = {"mscclpp": "16-byte units, as the MSCCL++ executor cuts",
 @dataclass(frozen=True)
 class Call:
     """The call each rank makes: n bytes (nccl-tests' n) of `dtype`, cut as `runtime`
-    cuts a file's calls, timed over `iters` runs."""
+    cuts a file's calls, timed over `iters` runs (0: checked, not timed)."""
 
     nbytes: int
     dtype: str
@@ -304,9 +304,15 @@ def _run_and_check(schedule, rank: int, call: Call) -> dict:
     failures = [None] * world
     dist.all_gather_object(failures, bad)
 
-    synth_s = _timed(execute, call.iters, dist)
-    torch_s = _timed(reference, call.iters, dist)
+    synth_s, torch_s = (_timed(execute, call.iters, dist), _timed(reference, call.iters, dist)) \
+        if call.iters else (None, None)  # 0 iterations: the check alone
     message = call.nbytes
+
+    def us(s):
+        return None if s is None else s * 1e6
+
+    def gbps(s):
+        return None if s is None else message / s / 1e9
     return {
         "collective": name, "ranks": coll.ranks, "chunks": coll.chunks,
         "steps": schedule.num_steps, "bytes": message, "dtype": call.dtype,
@@ -314,8 +320,8 @@ def _run_and_check(schedule, rank: int, call: Call) -> dict:
         "iters": call.iters, "backend": dist.get_backend(),
         "correct": not any(failures),
         "mismatches": {str(r): f for r, f in enumerate(failures) if f},  # element indices
-        "synth_us": synth_s * 1e6, "torch_us": torch_s * 1e6,
-        "synth_algbw_gbps": message / synth_s / 1e9, "torch_algbw_gbps": message / torch_s / 1e9,
+        "synth_us": us(synth_s), "torch_us": us(torch_s),
+        "synth_algbw_gbps": gbps(synth_s), "torch_algbw_gbps": gbps(torch_s),
         "torch_reference": TORCH_NAMES.get(name, name),
         "version": 2 if schedule.compact else 1,
         "messages": program.plan.messages if program else 0,  # rank 0's p2p operations per run

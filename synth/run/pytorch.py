@@ -78,7 +78,7 @@ class SynthComm:
             for _, inplace, _ in routes:
                 if name in TORCH_IN_PLACE and inplace != TORCH_IN_PLACE[name]:
                     mode = "in place" if TORCH_IN_PLACE[name] else "out of place"
-                    raise BadInput(f"a {name} file is {'in' if inplace else 'out of'} "
+                    raise BadInput(f"the {name} file is {'in' if inplace else 'out of'} "
                                    f"place, but PyTorch calls {name} {mode}: export it "
                                    f"with --{'inplace' if TORCH_IN_PLACE[name] else 'out-of-place'}")
 
