@@ -129,7 +129,10 @@ class SynthComm:
             bulk = self._schedule_bulk(schedule, split, inp)
         else:
             bulk = own  # the runtime picks the file by the bulk's size
-        stage = self._stage if self.via == "mscclpp" else None
+        stage = None
+        if self.via == "mscclpp":  # buffers per collective: their calls run on other streams
+            def stage(key, numel, like):
+                return self._stage((name, key), numel, like)
         run_split(split, inp, out, bulk, own, self.rank, stage)
 
     def _schedule_bulk(self, schedule, split, like):
@@ -215,7 +218,9 @@ def allreduce_hook(comm: SynthComm, bucket):
     tensor = bucket.buffer()
     comm.all_reduce(tensor)
     tensor.div_(comm.size)
-    future = torch.futures.Future()
+    # on GPUs the future records the current stream, which the collectives were
+    # ordered on, so that DDP's use of the result waits for them
+    future = torch.futures.Future(devices=[tensor.device] if tensor.is_cuda else None)
     future.set_result(tensor)
     return future
 
