@@ -14,7 +14,7 @@ import pytest
 
 from synth.errors import BadInput
 from synth.export import render
-from synth.export.units import Unit, unit_of
+from synth.export.units import unit_of
 from synth.run import mscclpp_shim
 from synth.run.distributed import Call
 from synth.schedule.file import write_schedule

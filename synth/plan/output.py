@@ -439,9 +439,10 @@ def report_text(plan: Plan, runtime: dict | None = None, loaded: dict | None = N
                   "communicator a process uses into one folder; where two communicators "
                   "have the same GPU count and collective, their files overlap and only "
                   "one set can be loaded. For MSCCL++, `mscclpp/register.py` registers "
-                  "every plan with the NCCL shim (v0.9 and later) before the communicator "
-                  "is created; plans of two communicators alike in size, ranks per node "
-                  "and collective overlap there too.", ""]
+                  "a communicator's plans with the NCCL shim (v0.9 and later) before the "
+                  "communicator is created, with the process's rank in it; synth's "
+                  "selector tells communicators apart by size, ranks per node and that "
+                  "rank (docs/runtimes.md, \"Running a plan\").", ""]
     lines += ["## Measuring it", "", "```"]
     for e in plan.entries:
         per_box = _per_node(e)

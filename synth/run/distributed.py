@@ -264,13 +264,7 @@ def _run_and_check(schedule, rank: int, call: Call) -> dict:
     # nccl needs each process's tensors on its own GPU; gloo runs on the CPU
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank))) \
         if dist.get_backend() == "nccl" else torch.device("cpu")
-    gen = torch.Generator().manual_seed(1234 + rank)
-    if dtype.is_floating_point:
-        inp = torch.rand(inp_elems, generator=gen)
-    else:  # small enough that the sum over the ranks fits
-        top = min(torch.iinfo(dtype).max // world, 1000)
-        inp = torch.randint(0, top + 1, (inp_elems,), generator=gen, dtype=dtype)
-    inp = inp.to(device)
+    inp = _random_input(inp_elems, dtype, rank, world).to(device)
 
     program = None
     if split.bulk:  # once, outside the timed runs
@@ -326,6 +320,18 @@ def _run_and_check(schedule, rank: int, call: Call) -> dict:
         "version": 2 if schedule.compact else 1,
         "messages": program.plan.messages if program else 0,  # rank 0's p2p operations per run
     }
+
+
+def _random_input(elems: int, dtype, rank: int, world: int):
+    """The rank's data: floats in [0, 1), or integers small enough that the sum over
+    the ranks fits the type."""
+    import torch
+
+    gen = torch.Generator().manual_seed(1234 + rank)
+    if dtype.is_floating_point:
+        return torch.rand(elems, generator=gen, dtype=dtype)
+    top = min(torch.iinfo(dtype).max // world, 1000)
+    return torch.randint(0, top + 1, (elems,), generator=gen, dtype=dtype)
 
 
 # what own_collective calls, by collective
