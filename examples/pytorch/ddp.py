@@ -74,10 +74,11 @@ def main():
     parser.add_argument("--via", choices=["mscclpp", "msccl", "schedule"], default="schedule")
     parser.add_argument("--steps", type=int, default=10)
     args = parser.parse_args()
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")  # no device_id:
-    # the communicator must be created after SynthComm registered the plans
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    # no device_id: NCCL must create the communicator after SynthComm registered the
+    # plans (at the group's first collective), not here
+    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     params, comm = train(args.files, args.via, args.steps)
     if dist.get_rank() == 0:
         norm = torch.cat([p.flatten() for p in params]).norm()
