@@ -146,6 +146,8 @@ def test_synth_run_prints_a_correct_json_report(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(result.stdout)
     assert report["correct"] and report["collective"] == "allreduce"
+    # exactly 64 KiB of float32, whole 16-byte units of the chunks: no tail
+    assert (report["bytes"], report["dtype"], report["tail_bytes"]) == (65536, "float32", 0)
     assert (report["ranks"], report["chunks"]) == (4, read_schedule(path).collective.chunks)
     assert report["synth_us"] > 0 and report["torch_us"] > 0
 
