@@ -14,9 +14,10 @@ the whole buffer for allreduce, broadcast and reduce (P = 1).
 
 `Unit.split(n)` cuts any call into a bulk that the file runs (every part cut at the
 same offset, a multiple of the granule) and a tail (the rest of every part, smaller
-than a granule) that a second call gives to the runtime's own algorithm: it is smaller
-than the file's smallest size, so no file of that granule is picked for it. Both calls
-together are the call asked for: each part's bytes go, in order, to one of them.
+than a granule) that a second call gives to the runtime's own algorithm: the file
+does not cut it (msccl-executor-nccl since 2024-09 may still take it, and run it).
+Both calls together are the call asked for: each part's bytes go, in order, to one of
+them.
 synth.run splits so (the `synth run` check, the PyTorch wrapper).
 """
 
