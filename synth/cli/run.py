@@ -24,8 +24,8 @@ from synth.errors import NoAnswer
 @click.option("--runtime", type=click.Choice(["mscclpp", "msccl-xml"]), default="mscclpp",
               show_default=True,
               help="Whose cut the call follows: the bulk through the schedule in 16-byte "
-                   "units (mscclpp) or whole elements (msccl-xml), the rest through "
-                   "torch's own collective.")
+                   "units (mscclpp) or in whole loops of elements a share (msccl-xml), "
+                   "the rest through torch's own collective.")
 @click.option("--backend", type=click.Choice(["gloo", "nccl"]), default="gloo",
               show_default=True, help="torch.distributed backend: gloo on CPUs, nccl on "
                                       "GPUs.")

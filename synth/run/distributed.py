@@ -42,7 +42,7 @@ from synth.schedule.machine import read_verified
 
 DTYPES = {"float32": 4, "int32": 4, "uint8": 1}  # what --dtype names: element bytes
 CUTS = {"mscclpp": "16-byte units, as the MSCCL++ executor cuts",
-        "msccl-xml": "whole elements, as MSCCL cuts"}
+        "msccl-xml": "whole loops of elements in every share, as MSCCL cuts"}
 
 
 @dataclass(frozen=True)
