@@ -458,9 +458,10 @@ def report_text(plan: Plan, runtime: dict | None = None, loaded: dict | None = N
                   "communicator a process uses into one folder; where two communicators "
                   "have the same GPU count and collective, their files overlap and only "
                   "one set can be loaded. For MSCCL++, `mscclpp/register.py` registers "
-                  "every plan with the NCCL shim (v0.9 and later) before the communicator "
-                  "is created; plans of two communicators alike in size, ranks per node "
-                  "and collective overlap there too.", ""]
+                  "a communicator's plans with the NCCL shim (v0.9 and later) before the "
+                  "communicator is created, with the process's rank in it; synth's "
+                  "selector tells communicators apart by size, ranks per node and that "
+                  "rank (docs/runtimes.md, \"Running a plan\").", ""]
     lines += ["## Measuring it", "", "```"]
     for e in plan.entries:
         per_box = _per_node(e)
@@ -481,44 +482,49 @@ def _per_node(e: Entry) -> int:
 
 
 def _register(plan: Plan, entries: list[dict]) -> str:
-    rows = []
+    """register.py: the plans per communicator, registered for one communicator at a
+    time with the process's own rank in it (synth.run.mscclpp_shim)."""
+    rows: dict[str, list[str]] = {}
     for r in entries:
         e = next(x for x in plan.entries if (x.communicator, x.collective, x.root)
                  == (r["communicator"], r["collective"], r["root"]))
         per_node = _per_node(e)
         for f in r["files"]:
             if f["file"]:
-                rows.append(f"    ({str(Path(f['file']).relative_to('mscclpp'))!r}, "
-                            f"{e.ranks}, {per_node}),")
+                rows.setdefault(e.communicator, []).append(
+                    f"        ({str(Path(f['file']).relative_to('mscclpp'))!r}, "
+                    f"{e.ranks}, {per_node}),")
+    table = [line for name, lines in rows.items()
+             for line in (f"    {name!r}: [", *lines, "    ],")]
     return "\n".join([
         '"""Register this plan\'s MSCCL++ execution plans with the NCCL shim (MSCCL++',
-        "v0.9 and later), before the communicator is created:",
+        "v0.9 and later; synth.run.mscclpp_shim, docs/runtimes.md \"PyTorch\"): once per",
+        "communicator the process belongs to, with its own rank in that communicator,",
+        "before NCCL creates the communicator (before its first collective):",
         "",
-        "    LD_PRELOAD=.../libmscclpp_nccl.so python train.py   # with, in train.py:",
-        "    import register; register.register(rank)",
+        "    LD_PRELOAD=.../libmscclpp_nccl.so torchrun ... train.py   # with, in train.py:",
+        "    import register",
+        "    register.register(\"dp\", dist.get_rank(dp_group))   # each communicator",
         "",
-        "Each plan carries its own message-size range; the shim picks one whose world",
-        'size, ranks per node and size range match the call."""',
+        "Each plan carries its own message-size range; synth's selector gives a call to a",
+        "plan of its communicator whose rank, size range and chunking fit it, and every",
+        'other call to the shim\'s own algorithms."""',
         "",
         "from pathlib import Path",
         "",
         "HERE = Path(__file__).resolve().parent",
-        "PLANS = [  # (file, world size, ranks per node)",
-        *rows,
-        "]",
+        "PLANS = {  # communicator: [(file, world size, ranks per node)]",
+        *table,
+        "}",
         "",
         "",
-        "def register(rank):",
-        "    import mscclpp",
-        "    import mscclpp.ext",
+        "def register(communicator, rank):",
+        "    from synth.run.mscclpp_shim import register as register_plans",
         "",
-        "    builder = mscclpp.ext.AlgorithmCollectionBuilder()",
-        "    for file, world, per_node in PLANS:",
-        "        plan = mscclpp.ExecutionPlan(str(HERE / file), rank)",
-        "        algo = mscclpp.Algorithm(id=file.replace('/', '-'), execution_plan=plan,",
-        "                                 constraint=mscclpp.Algorithm.Constraint(",
-        "                                     world_size=world, n_ranks_per_node=per_node))",
-        "        builder.add_algorithm_builder(algo)",
+        "    files = PLANS[communicator]",
+        "    world, per_node = files[0][1], files[0][2]",
+        "    return register_plans([HERE / f for f, _, _ in files], rank, world, per_node,",
+        "                          tag=communicator)",
         ""])
 
 
