@@ -2,11 +2,10 @@
 
 Every rank v that still lacks chunks takes, on each link into it, as many chunks as the
 link carries in a step (one round, or the few in which the slowest link carries a whole
-chunk), each one the link's source holds, v
-lacks, and no other link brings v in the same step; of those, the rarest (fewest
-holders), then the one that arrived last (it keeps a chunk moving on from where it just
-came). A rank's links are matched fewest choices first, so that a link with few
-candidates is not left idle by one that had many. Groups (shared ports, NICs) cap the
+chunk), each one the link's source holds, v lacks, and no other link brings v in the
+same step; of those, the rarest (fewest holders), the lowest-numbered on ties. A rank's
+links are matched fewest choices first, so that a link with few candidates is not left
+idle by one that had many. Groups (shared ports, NICs) cap the
 chunks their links carry in the step. Nothing is searched: a collective's schedule
 comes out of one pass, and on a uniform graph it needs about (N - 1) C / (in-degree)
 steps for C chunks per share (torus:16x16, C = 1: 65 steps, 1.02 x the bound).
@@ -16,9 +15,9 @@ reversed links, run backwards (the duality of synth.schedule.transform: exact he
 a rank receives each chunk once and its holders never receive it back); allreduce is
 reducescatter then allgather.
 
-Cost: per step and link, a few operations on bitsets of N x C bits, and a scan of the
-link's candidates for the rarest: O(steps x links x N C) bit operations at worst, in
-words of 64; torus:32x32 (1024 ranks, C = 1) takes seconds.
+Cost: per step and link, a few operations on bitsets of N x C bits (chunks kept by how
+many ranks hold them, so the rarest candidate is a few ANDs away): O(steps x links x
+N C / 64) word operations; torus:32x32 (1024 ranks, C = 1) takes seconds.
 """
 
 from __future__ import annotations
@@ -124,15 +123,12 @@ def _match(model: LinkModel, pre, post, deadline) -> tuple[Step, ...] | None:
     runs) by greedy matching; None when a step moves nothing before every rank is done."""
     n = model.ranks
     have, want = [0] * n, [0] * n
-    holders = defaultdict(int)
     for rank, first, count in pre:
         have[rank] |= ((1 << count) - 1) << first
-        for chunk in range(first, first + count):
-            holders[chunk] += 1
     for rank, first, count in post:
         want[rank] |= ((1 << count) - 1) << first
-    arrived: dict[int, int] = {}  # chunk -> the last step it moved in
-    into, budget, groups_of = _links(model)
+    rarity = _Rarity(have)
+    into, budget, groups_of, span = _links(model)
     steps = []
     while any(want[v] & ~have[v] for v in range(n)):
         if deadline is not None and time.monotonic() > deadline:
@@ -141,20 +137,55 @@ def _match(model: LinkModel, pre, post, deadline) -> tuple[Step, ...] | None:
         sends = []
         for v in range(n):
             if want[v] & ~have[v]:
-                sends += _fill(v, into[v], have, want[v], holders, arrived, budget["link"],
-                               left, groups_of)
+                sends += _fill(v, into[v], have, want[v], rarity, budget["link"], left,
+                               groups_of)
         if not sends:
             return None
-        t = len(steps)
         for x in sends:
             have[x.dst] |= 1 << x.chunk
-            holders[x.chunk] += 1
-            arrived[x.chunk] = t
-        steps.append(Step(switch_rounds(model, (), tuple(sends)), tuple(sends)))
+            rarity.one_more(x.chunk)
+        # in one-round steps every link carries at most its whole chunks a round
+        rounds = 1 if span == 1 else switch_rounds(model, (), tuple(sends))
+        steps.append(Step(rounds, tuple(sends)))
     return tuple(steps)
 
 
-def _fill(v, sources, have, wanted, holders, arrived, link_budget, left, groups_of):
+class _Rarity:
+    """The chunks by how many ranks hold them: one bitset per count, so that the rarest
+    of a set is found by a few ANDs (lowest count first), not a scan of the set."""
+
+    def __init__(self, have: list[int]):
+        self.count: dict[int, int] = {}
+        for h in have:
+            while h:
+                low = h & -h
+                chunk = low.bit_length() - 1
+                self.count[chunk] = self.count.get(chunk, 0) + 1
+                h ^= low
+        self.level = [0] * (len(have) + 2)
+        for chunk, c in self.count.items():
+            self.level[c] |= 1 << chunk
+        self.lowest = min(self.count.values(), default=0)  # no chunk is rarer: counts only grow
+
+    def one_more(self, chunk: int) -> None:
+        c = self.count[chunk] = self.count.get(chunk, 0) + 1
+        self.level[c - 1] &= ~(1 << chunk)
+        self.level[c] |= 1 << chunk
+        while self.lowest < len(self.level) - 1 and not self.level[self.lowest]:
+            self.lowest += 1
+
+    def rarest(self, candidates: int) -> int | None:
+        """The lowest-numbered of the candidates held by the fewest ranks."""
+        if not candidates:
+            return None
+        for c in range(self.lowest, len(self.level)):
+            found = candidates & self.level[c]
+            if found:
+                return (found & -found).bit_length() - 1
+        return None
+
+
+def _fill(v, sources, have, wanted, rarity, link_budget, left, groups_of):
     """The sends into v this step (module docstring: fewest choices first, rarest)."""
     lacking = wanted & ~have[v]
     options = sorted(((have[u] & lacking).bit_count(), u) for u in sources)
@@ -164,7 +195,7 @@ def _fill(v, sources, have, wanted, holders, arrived, link_budget, left, groups_
             groups = groups_of.get((u, v), ())
             if any(left[g] <= 0 for g in groups):
                 break
-            chunk = _rarest(have[u] & lacking & ~taken, holders, arrived)
+            chunk = rarity.rarest(have[u] & lacking & ~taken)
             if chunk is None:
                 break
             taken |= 1 << chunk
@@ -174,21 +205,10 @@ def _fill(v, sources, have, wanted, holders, arrived, link_budget, left, groups_
     return sends
 
 
-def _rarest(candidates: int, holders, arrived) -> int | None:
-    best, best_key = None, None
-    while candidates:
-        low = candidates & -candidates
-        chunk = low.bit_length() - 1
-        candidates ^= low
-        key = (holders[chunk], -arrived.get(chunk, -1))
-        if best_key is None or key < best_key:
-            best, best_key = chunk, key
-    return best
-
-
 def _links(model: LinkModel):
     """Per rank its sources; the whole chunks each link and group carries in a step of
-    `span` rounds, the fewest in which the slowest link carries one; each link's groups."""
+    `span` rounds, the fewest in which the slowest link carries one; each link's
+    groups; span."""
     span = max(1, math.ceil(1 / min((l.capacity for l in model.links), default=1)))
     into, links = defaultdict(list), {}
     for l in model.links:
@@ -199,4 +219,4 @@ def _links(model: LinkModel):
         groups[g.name] = math.floor(g.capacity * span)
         for link in g.links:
             groups_of[link].append(g.name)
-    return into, {"link": links, "group": groups}, groups_of
+    return into, {"link": links, "group": groups}, groups_of, span
