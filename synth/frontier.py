@@ -152,7 +152,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
         greedy_end = min(time.monotonic() + GREEDY_SHARE * limits.time_limit,
                          start + limits.time_limit)
         searches["greedy"] = greedy_search(model, name, coll.root, limits, greedy_end,
-                                             _plain(b).rounds_per_chunk)
+                                             _plain(b).rounds_per_chunk, topo.translations)
     if method == "auto" and name in PACKED and not _interrupted(searches):
         on_event("search", f"{name} by packed trees")
         # a share of the time limit from now, as the decomposition may have used some

@@ -17,6 +17,7 @@ from synth.schedule.verify import verify_schedule
 from synth.search.pareto import Limits
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import LinkModel, RankLink, lower
+from synth.topology.symmetry import Translations, translations_of
 from tests.in_process import synth_main
 
 
@@ -91,16 +92,48 @@ def test_unreachable_ranks_give_no_schedule():
     assert search.points == [] and search.stopped == "some rank cannot be reached"
 
 
-def test_the_search_stops_at_the_bound_and_when_more_chunks_do_not_help():
+def test_the_search_stops_at_the_bound_and_when_more_chunks_do_worse():
     search = greedy_search(model("torus:8x8"), "allgather", None, Limits(),
                            bound=Fraction(63, 4))
     assert [p.chunks for p in search.points] == [1, 2, 4]
     assert search.stopped == "reached the bandwidth bound"
     assert search.points[-1].ratio == Fraction(63, 4)
-    search = greedy_search(model("dgx1"), "allgather", None, Limits())
-    assert "did no better" in search.stopped
-    ratios = [p.ratio for p in search.points]
-    assert ratios == sorted(ratios, reverse=True) and len(set(ratios)) == len(ratios)
+    # dgxh100x2: 2 rounds a chunk with 1, 1 with 2, 2 again with 4 chunks a share
+    search = greedy_search(model("dgxh100x2"), "allgather", None, Limits())
+    assert search.stopped == "4 chunks a share did worse than 2"
+    assert [(p.chunks, p.ratio) for p in search.points] == [(1, 2), (2, 1)]
+
+
+def test_translations_are_checked_against_the_links():
+    assert translations_of(model("torus:4x4"), (4, 4)) == Translations((4, 4))
+    assert translations_of(model("hypercube:3"), (2, 2, 2)) == Translations((2, 2, 2))
+    # a 4 x 4 mesh has no wrap-around links: shifting moves a corner's links off the grid
+    assert translations_of(model("mesh:4x4"), (4, 4)) is None
+    assert translations_of(model("ring:8"), (2, 4)) is None  # 1 -> 5 is no ring link
+    assert translations_of(model("ring:8"), (4,)) is None  # 4 shifts, 8 ranks
+
+
+@pytest.mark.parametrize("spec, steps", [
+    # 15 chunks to receive over 4 links in: at least ceil(15 / 4) = 4 steps of a round
+    ("torus:4x4", 4),
+    # switch:5: a rank's port from the switch carries one chunk a round, 4 to receive
+    ("switch:5", 4),
+    # 255 chunks over 4 links in: ceil(255 / 4) = 64
+    ("torus:16x16", 64),
+])
+def test_matching_under_translations_reaches_the_least_steps(spec, steps):
+    topo = resolve(spec)
+    schedule = build(lower(topo), "allgather", None, 1, dims=topo.translations)
+    check(schedule)
+    assert (schedule.num_steps, schedule.rounds) == (steps, steps)
+
+
+def test_reducescatter_and_allreduce_under_translations_verify():
+    topo = resolve("torus:4x4")
+    for name in ("reducescatter", "allreduce"):
+        schedule = build(lower(topo), name, None, 2, dims=topo.translations)
+        check(schedule)
+        assert schedule.collective.name == name
 
 
 def test_the_search_keeps_what_it_built_when_time_runs_out():

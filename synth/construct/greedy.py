@@ -5,10 +5,16 @@ link carries in a step (one round, or the few in which the slowest link carries 
 chunk), each one the link's source holds, v lacks, and no other link brings v in the
 same step; of those, the rarest (fewest holders), the lowest-numbered on ties. A rank's
 links are matched fewest choices first, so that a link with few candidates is not left
-idle by one that had many. Groups (shared ports, NICs) cap the
-chunks their links carry in the step. Nothing is searched: a collective's schedule
-comes out of one pass, and on a uniform graph it needs about (N - 1) C / (in-degree)
-steps for C chunks per share (torus:16x16, C = 1: 65 steps, 1.02 x the bound).
+idle by one that had many. Groups (shared ports, NICs) cap the chunks their links carry
+in the step. Nothing is searched: a collective's schedule comes out of one pass, and on
+a uniform graph it needs about (N - 1) C / (in-degree) steps for C chunks per share.
+
+Where the topology's translations map the graph onto itself (synth.topology.symmetry:
+rings, tori, hypercubes, one switch), allgather is matched for rank 0 alone and shifted
+onto every rank: what rank e holds is what rank 0 holds shifted by e. That is faster
+(the choices cost O(N C) per step, not O(N^2 C)) and on tori better: torus:16x16 with
+one chunk a share in 64 steps, the least any schedule needs (255 chunks over 4 links
+in), where the plain matching takes 65.
 
 Built directly: allgather and broadcast. Reducescatter and reduce are the same on the
 reversed links, run backwards (the duality of synth.schedule.transform: exact here, as
@@ -17,11 +23,13 @@ reducescatter then allgather.
 
 Cost: per step and link, a few operations on bitsets of N x C bits (chunks kept by how
 many ranks hold them, so the rarest candidate is a few ANDs away): O(steps x links x
-N C / 64) word operations; torus:32x32 (1024 ranks, C = 1) takes seconds.
+N C / 64) word operations; with translations, O(N C x in-links x log) for the choices;
+either way the N^2 C sends written out.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from collections import defaultdict
@@ -34,9 +42,11 @@ from synth.schedule.ir import Schedule, Send, Step
 from synth.schedule.transform import compose_allreduce, reverse_model, reverse_schedule
 from synth.search.pareto import Limits, Point, Search
 from synth.topology.linkmodel import LinkModel, switch_rounds
+from synth.topology.symmetry import Translations, translations_of
 
 COLLECTIVES = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
 CHUNKS = (1, 2, 4, 8)  # chunks per share tried, in order, while time and size allow
+BOTH_UP_TO = 64  # ranks: with translations, the plain matching is tried too up to here
 MAX_SENDS = 2_200_000  # in one schedule: about 0.3 GB as Python objects, verified in ~1 min
 
 
@@ -45,11 +55,13 @@ class OutOfTime(Exception):
 
 
 def greedy_search(model: LinkModel, name: str, root: int | None, limits: Limits,
-                  deadline: float | None = None, bound: Fraction | None = None) -> Search:
+                  deadline: float | None = None, bound: Fraction | None = None,
+                  dims: tuple[int, ...] = ()) -> Search:
     """`name` by greedy matching at each chunk count of CHUNKS in turn, each schedule
-    verified; None is `proven`. More chunks pipeline better, up to a point: it stops
-    when a count does not beat the last in rounds per chunk, at `bound` (rounds per
-    chunk), at MAX_SENDS or the step limit, and at the deadline, keeping what it built."""
+    verified; None is `proven`. More chunks pipeline better, up to a point: a count
+    that only ties the last is not kept, one that does worse ends the search, as do
+    `bound` (rounds per chunk), MAX_SENDS, the step limit and the deadline (keeping
+    what it built). `dims`: the topology's translations (build)."""
     search = Search()
     if name not in COLLECTIVES:
         search.stopped = f"{name} is not built greedily (only {', '.join(COLLECTIVES)})"
@@ -61,7 +73,7 @@ def greedy_search(model: LinkModel, name: str, root: int | None, limits: Limits,
             search.stopped = f"stopped before {chunks} chunks a share: over {MAX_SENDS:,} sends"
             break
         try:
-            schedule = build(model, name, root, chunks, deadline)
+            schedule = build(model, name, root, chunks, deadline, dims)
         except OutOfTime:
             search.stopped, search.complete = "out of time", False
             break
@@ -75,11 +87,11 @@ def greedy_search(model: LinkModel, name: str, root: int | None, limits: Limits,
         if limits.max_steps and point.steps > limits.max_steps:
             search.stopped = f"past the step limit at {chunks} chunks a share"
             break
-        if last is not None and point.ratio >= last:
-            search.stopped = f"{chunks} chunks a share did no better than {chunks // 2}"
+        if last is not None and point.ratio > last:
+            search.stopped = f"{chunks} chunks a share did worse than {chunks // 2}"
             break
-        last = point.ratio
-        if point.steps >= limits.min_steps:  # the range asked for (--steps)
+        better, last = last is None or point.ratio < last, point.ratio
+        if better and point.steps >= limits.min_steps:  # the range asked for (--steps)
             search.points.append(replace(point, schedule=verified(schedule)))
         if bound is not None and point.ratio <= bound:
             search.stopped = "reached the bandwidth bound"
@@ -95,12 +107,14 @@ def _sends(ranks: int, name: str, chunks: int) -> int:
 
 
 def build(model: LinkModel, name: str, root: int | None, chunks: int,
-          deadline: float | None = None) -> Schedule | None:
+          deadline: float | None = None, dims: tuple[int, ...] = ()) -> Schedule | None:
     """The greedy schedule of `name` with `chunks` chunks per share (allreduce: per rank
-    and phase, so N x chunks in all), or None when some rank cannot be reached."""
+    and phase, so N x chunks in all), or None when some rank cannot be reached. `dims`:
+    the topology's translations (synth.topology.symmetry); where they are symmetries of
+    the links, allgather (and reducescatter) is matched for rank 0 alone and shifted."""
     if name == "allreduce":
-        rs = build(model, "reducescatter", None, chunks, deadline)
-        ag = rs and build(model, "allgather", None, chunks, deadline)
+        rs = build(model, "reducescatter", None, chunks, deadline, dims)
+        ag = rs and build(model, "allgather", None, chunks, deadline, dims)
         if ag is None:
             return None
         schedule = compose_allreduce(rs, ag)
@@ -110,7 +124,14 @@ def build(model: LinkModel, name: str, root: int | None, chunks: int,
     spread = {"reducescatter": "allgather", "reduce": "broadcast"}.get(name, name)
     on = reverse_model(model) if dual else model
     coll = make_collective(spread, model.ranks, chunks, root)
-    steps = _match(on, coll.pre_ranges(), coll.post_ranges(), deadline)
+    shifts = translations_of(on, dims) if spread == "allgather" else None
+    steps = None
+    if shifts is not None:
+        steps = _match_translated(on, shifts, chunks, deadline)
+    if steps is None or model.ranks <= BOTH_UP_TO:  # small: keep the better of the two
+        plain = _match(on, coll.pre_ranges(), coll.post_ranges(), deadline)
+        steps = min((s for s in (steps, plain) if s is not None), default=None,
+                    key=lambda s: (sum(step.rounds for step in s), len(s)))
     if steps is None:
         return None
     schedule = Schedule(coll, on, steps, {"method": f"greedy, {chunks} chunk(s) a share",
@@ -203,6 +224,91 @@ def _fill(v, sources, have, wanted, rarity, link_budget, left, groups_of):
                 left[g] -= 1
             sends.append(Send(chunk, u, v))
     return sends
+
+
+def _match_translated(model: LinkModel, shifts: Translations, chunks: int,
+                      deadline) -> tuple[Step, ...] | None:
+    """Allgather steps invariant under `shifts`: rank 0's receives chosen greedily
+    (rank e holds what rank 0 holds shifted by e), then shifted onto every rank. Rarity
+    tells nothing here (every chunk has as many holders), so a link takes the candidate
+    that came last to its source (it keeps chunks flowing on), the lowest on ties. A
+    group caps the sum over its links, each link's load being that of the link into
+    rank 0 from the same offset. Each link's candidates are kept as chunks arrive, in a
+    heap: O(N C x in-links x log) for the choices, plus the N x N x C sends written out."""
+    n = model.ranks
+    into, budget, _, span = _links(model)
+    sources = into[0]
+    caps = _offset_caps(model, shifts, budget["group"])
+    share_shift = {e: [shifts.shift(u, e) for u in range(n)] for e in sources}
+    held: set[int] = set()
+    waiting = {e: [] for e in sources}  # heaps of (-arrival at e, chunk) e could send 0
+
+    def arrive(k: int, t: int) -> None:
+        held.add(k)
+        for e in sources:
+            moved = share_shift[e][k // chunks] * chunks + k % chunks
+            if moved not in held:
+                heapq.heappush(waiting[e], (-t, moved))
+
+    for k in range(chunks):
+        arrive(k, -1)
+    program = []
+    while len(held) < n * chunks:
+        if deadline is not None and time.monotonic() > deadline:
+            raise OutOfTime
+        for heap in waiting.values():  # drop what 0 has received since
+            while heap and heap[0][1] in held:
+                heapq.heappop(heap)
+        load, picks, taken = defaultdict(int), [], set()
+        for e in sources:
+            put_back = []
+            while waiting[e] and load[e] < budget["link"][e, 0]:
+                item = heapq.heappop(waiting[e])
+                if item[1] in held or item[1] in taken:
+                    if item[1] in taken:
+                        put_back.append(item)
+                    continue
+                if any(sum(c * (load[o] + (o == e)) for o, c in cap.items()) > limit
+                       for cap, limit in caps.get(e, ())):
+                    put_back.append(item)
+                    break
+                load[e] += 1
+                taken.add(item[1])
+                picks.append((item[1], e))
+            for item in put_back:
+                heapq.heappush(waiting[e], item)
+        if not picks:
+            return None
+        t = len(program)
+        for k, _ in picks:
+            arrive(k, t)
+        program.append(picks)
+    table = shifts.table().tolist()  # table[u][v]: u shifted by v
+    return tuple(_shifted(model, table, chunks, picks, span) for picks in program)
+
+
+def _offset_caps(model: LinkModel, shifts: Translations, group_budget: dict) -> dict:
+    """Per offset e, the groups' caps it takes part in: (Counter of offsets, budget),
+    one per distinct constraint. Link (a, b) is link (a - b, 0) shifted by b."""
+    seen, caps = set(), defaultdict(list)
+    for g in model.groups:
+        offsets = defaultdict(int)
+        for a, b in g.links:
+            offsets[shifts.back(a, b)] += 1
+        key = (tuple(sorted(offsets.items())), group_budget[g.name])
+        if key in seen:
+            continue
+        seen.add(key)
+        for e in offsets:
+            caps[e].append((dict(offsets), group_budget[g.name]))
+    return caps
+
+
+def _shifted(model, table, chunks, picks, span) -> Step:
+    """The step in which every rank v receives rank 0's picks shifted by v."""
+    sends = tuple(Send(table[k // chunks][v] * chunks + k % chunks, table[e][v], v)
+                  for v in range(model.ranks) for k, e in picks)
+    return Step(1 if span == 1 else switch_rounds(model, (), sends), sends)
 
 
 def _links(model: LinkModel):
