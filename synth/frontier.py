@@ -147,7 +147,10 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     # constructions next, quick and bounded, so that the exact search's time-out cannot
     # starve them: trees, alltoall by forwarding, then on "auto" the baselines, which
     # join the frontier so that it is never slower than one of them
-    if method == "auto" and name in GREEDY and not _interrupted(searches):
+    # greedy matching is for graphs without boxes to decompose (tori, meshes, one
+    # switch): on a cluster the decomposition is far better, so it is not tried there
+    if method == "auto" and name in GREEDY and hierarchy is None and \
+            not _interrupted(searches):
         on_event("search", f"{name} by greedy link-chunk matching")
         greedy_end = min(time.monotonic() + GREEDY_SHARE * limits.time_limit,
                          start + limits.time_limit)
