@@ -128,6 +128,9 @@ def test_ctrl_c_while_building_keeps_what_was_found(monkeypatch, where):
         # 3-1-0-4-5-7-6-2, so one path could be used twice; at most 6, at least 1
         packed = re.fullmatch(r"6 trees per root, ([1-6]) distinct", stopped["trees"])
         assert packed, stopped["trees"]
-        assert result.points and all(p.schedule.info["method"].startswith("trees, 6 packed")
-                                     and p.chunks % 6 == 0 for p in result.points)
+        trees = [p for p in result.points
+                 if p.schedule.info["method"].startswith("trees, 6 packed")]
+        assert trees and all(p.chunks % 6 == 0 for p in trees)
+        assert all(p in trees or p.schedule.info["method"].startswith("greedy")
+                   for p in result.points)
     assert "broadcast" not in stopped  # the exact search does not start after Ctrl-C
