@@ -251,7 +251,7 @@ def ib_relayed(schedule: Schedule) -> tuple[Schedule, str]:
                 steps.append(Step(switch_rounds(model, ops, sends), sends, ops))
                 _run(state, sends, ops)
     added = len(steps) - len(schedule.steps)
-    info = {**schedule.info, "rerouted": {"sends": moved, "steps_added": added}}
+    info = {**schedule.info, "relayed": {"sends": moved, "steps_added": added}}
     relayed = verified(Schedule(coll, model, tuple(steps), info))
     return relayed, (f"; {moved} cross-box send{'s' if moved > 1 else ''} relayed inside "
                      f"their boxes ({added} step{'s' if added > 1 else ''} added): port "
