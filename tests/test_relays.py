@@ -105,6 +105,23 @@ def test_a_reduction_from_a_gpu_without_a_device_to_one_without_crosses_on_rail_
         check_mscclpp_plan(before, root=8, ranks_per_node=9)
 
 
+def test_a_relay_whose_slot_the_schedule_still_needs_is_passed_over(nine):
+    # as above, but 9 keeps its own value for step 2: 17's sum cannot wait in 9's slot
+    # of chunk 0 and goes through 10 and 1 (local rank 1) instead; in step 2, 9 has a
+    # device and 8 none: 9 sends to 0 (its own local rank), 0 adds it into 8
+    s = schedule(nine, "reduce", [
+        [(0, r, 8, "reduce") for r in range(8)] + [(0, r, 17, "reduce") for r in range(10, 17)],
+        [(0, 17, 8, "reduce")],
+        [(0, 9, 8, "reduce")]], root=8)
+    relayed, note = ib_relayed(s)
+    assert sends(relayed)[1:] == [[(0, 17, 10, "copy")], [(0, 10, 1, "copy")],
+                                  [(0, 1, 8, "reduce")],
+                                  [(0, 9, 0, "copy")], [(0, 0, 8, "reduce")]]
+    assert "2 cross-box sends relayed inside their boxes (3 steps added)" in note
+    check_mscclpp_plan(json.loads(render(s, "mscclpp", check=False)[0]), root=8,
+                       ranks_per_node=9)
+
+
 def test_a_copy_to_a_gpu_without_a_device_arrives_at_its_boxs_gpu_of_the_sources_rail(nine):
     # broadcast from 0: 0 -> 17 across (17 is local rank 8), then each box from 0 and 17
     s = schedule(nine, "broadcast", [
