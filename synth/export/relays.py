@@ -6,9 +6,9 @@ nodes needs one at both ends (docs/runtimes.md, "A multi-node plan"). Which NIC 
 k is, the user says (MSCCLPP_HCA_DEVICES); any two devices connect. `ib_relayed`
 rewrites a schedule so that every cross-box send joins two GPUs of local rank below 8,
 the way NCCL's PXN reaches a NIC another GPU owns: a GPU without a transport hands its
-send inside its box to one with (the GPU on the destination's rail first, then the one
-of local rank (its own) mod 8), and a send to such a GPU arrives at a GPU of its box
-first (the source's rail first).
+send inside its box to one with (the one of the destination's local rank mod 8 first,
+so that the send stays on its rail where the network has rails, then of its own), and a
+send to such a GPU arrives at a GPU of its box first (the source's local rank first).
 
 Steps. A step t with sends to reroute becomes up to three: `pre` (hops into relays in
 the sources' boxes), `main` (step t's other sends and switch operations, and the hops
@@ -25,8 +25,10 @@ copy overwrites it, and not part of the result. A slot relays at most one value 
 two steps. A send no candidate can carry is refused (BadInput, one line). The result is
 checked by the independent verifier.
 
-Cost: O(sends) to index the slots' accesses and to follow the values, then a few
-candidates per rerouted send, each O(log accesses of its slots).
+Cost: O(sends) to index the slots' accesses and to follow the values, then at most 8
+candidates per rerouted send, each O(log accesses of its slots), tried again while
+another send's relay may open a way (dgx2x8's allreduce, 896 relayed sends of 32,512:
+about 1 s).
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ class _Slots:
                     for r in op.dsts:
                         self._touch((r, k), t, into)
         self.steps = {slot: sorted(d) for slot, d in self.flags.items()}
-        self.post = schedule.collective.post
+        self.collective = schedule.collective  # its result, listed when first asked
 
     def _touch(self, slot, t, how):
         self.flags[slot][t] = self.flags[slot].get(t, 0) | how
@@ -97,7 +99,7 @@ class _Slots:
         i = bisect_right(steps, t)
         if i < len(steps):
             return self.flags[slot][steps[i]] == WRITE
-        return slot not in self.post
+        return slot not in self.collective.post
 
 
 def _run(state: dict, sends, ops=()) -> None:
