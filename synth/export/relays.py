@@ -27,8 +27,8 @@ checked by the independent verifier.
 
 Cost: O(sends) to index the slots' accesses and to follow the values, then at most 8
 candidates per rerouted send, each O(log accesses of its slots), tried again while
-another send's relay opens a way (the built-ins' schedules take one pass); small next to the
-export and its simulation.
+another send's relay opens a way (the built-ins' schedules take one pass); small next
+to the export and its simulation.
 """
 
 from __future__ import annotations
