@@ -366,9 +366,12 @@ def multi_node():
 
 
 def plan_of(schedule, inplace=False):
-    """The plan render writes (batch program of a pipeline), and its simulator report."""
+    """The plan render writes (batch program of a pipeline), and its simulator report,
+    the ranks started a box per node (the executor's transports, S10)."""
     plan = json.loads(render(schedule, "mscclpp", inplace=inplace, check=False)[0])
-    return plan, check_mscclpp_plan(plan, root=schedule.collective.root)
+    boxes = schedule.model.boxes
+    return plan, check_mscclpp_plan(plan, root=schedule.collective.root,
+                                    ranks_per_node=len(boxes) // len(set(boxes)))
 
 
 @pytest.mark.parametrize("topo,name", MULTI_NODE)

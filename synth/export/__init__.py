@@ -75,12 +75,16 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
                       f"{fused} fused steps; simulated: no deadlock, right result{note}")
     from synth.export.mscclpp import to_mscclpp_plan
     from synth.export.mscclpp_sim import check_mscclpp_plan
+    from synth.export.relays import ib_relayed, ranks_per_node
 
+    schedule, relayed = ib_relayed(schedule)  # port channels the executor sets up
+    note += relayed
     plan = to_mscclpp_plan(schedule, inplace, name, min_bytes, max_bytes or None)  # 0: none
     text = json.dumps(plan, indent=1) + "\n"
     if not check:
         return text, f"{coll.name} {mode}"
-    report = _checked(check_mscclpp_plan, json.loads(text), coll.root, "MSCCL++ plan")
+    report = _checked(check_mscclpp_plan, json.loads(text), coll.root, "MSCCL++ plan",
+                      ranks_per_node=ranks_per_node(schedule.model))
     channels = ", ".join(f"{n} {kind}" for kind, n in report["channels"].items() if n)
     return text, (f"{coll.name} {mode}, Simple protocol, channels: {channels}; "
                   f"{report['ranks']} gpus, at most {report['max_threadblocks_per_rank']} "
@@ -137,8 +141,8 @@ def runtime_form(schedule, switch_ops: bool = False):
     return schedule.expanded(), "; the pipeline unrolled"
 
 
-def _checked(check, doc, root, what):
+def _checked(check, doc, root, what, **layout):
     try:
-        return check(doc, root=root)
+        return check(doc, root=root, **layout)
     except SynthError as e:  # an exporter bug: refuse to write the file, loudly
         raise InternalError(f"the {what} fails its simulator ({e})") from None

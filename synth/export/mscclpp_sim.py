@@ -21,7 +21,9 @@ list (v0.8.0's room), 16 semaphore ids per op, 1024 threads, a min_message_size 
 fits a 32-bit int, a max_message_size whose chunks keep offsets within 32 bits); a
 channel waited on by one thread block only, no channel twice in one wait; every port
 channel used by one thread block only; every semaphore released by one thread block and
-acquired by one; no peer i buffer in an in-place allgather.
+acquired by one; no peer i buffer in an in-place allgather. Given the ranks per node
+(S10): memory channels inside a node, port channels between nodes only between local
+ranks below 8 (the executor's InfiniBand devices IB0..IB7).
 
 Dynamic checks, D1-D9, and the host proxy's port channels: synth.export.mscclpp_launches.
 
@@ -48,6 +50,7 @@ MAX_ENTRIES = 8  # per src_buff / dst_buff: v0.8.0 has room for 8 (v0.9.0 and la
 MAX_MIN_MESSAGE = 2 ** 31 - 1  # every release reads min_message_size as a 32-bit int
 MAX_OFFSET = 2 ** 32 - 1  # buffer offsets and sizes in bytes are 32-bit in every release
 SINCE = {"recpkt": "v0.9.0", "recspkt": "v0.9.0", "gstore": "v0.10.0", "gstorepkt": "v0.10.0"}
+IB_TRANSPORTS = 8  # the executor's InfiniBand transports IB0..IB7, one per local rank
 
 
 def _need(obj, key, kind, where, name):
@@ -74,7 +77,7 @@ class _Tb:
         return f"gpu {self.rank} thread block {self.id}"
 
 
-def _static(plan, root):
+def _static(plan, root, ranks_per_node=None):
     if not isinstance(plan, dict):
         _fail("plan: expected a JSON object")
     for key in ("name", "collective", "protocol"):
@@ -166,6 +169,8 @@ def _static(plan, root):
         for t in peers:
             flat[t].append(peers[t])
     _same_switch_order(flat["switch"])
+    if ranks_per_node is not None:
+        _transports(flat, n, ranks_per_node)
     paired = {}  # (type, rank, id) -> (peer, peer's paired id)
     for t in TYPES:
         pairs = Counter((a, b) for a in range(n) for b in flat[t][a])
@@ -291,6 +296,27 @@ def _message_sizes(plan, coll, counts):
         _fail(f"plan.max_message_size={plan['max_message_size']}: a message that large has "
               f"{largest} chunks of {chunk} bytes in one buffer, past the 32-bit offsets of "
               f"every MSCCL++ release (at most {top})")
+
+
+def _transports(flat, n, g):
+    """S10: the connections the executor sets up on nodes of g ranks (rank r on node
+    r // g, local rank r % g). A memory channel is CUDA IPC: inside a node. A port
+    channel between nodes is InfiniBand, each end on device IB(its local rank) of a
+    table of eight: local ranks 8 and up have none (docs/runtimes.md)."""
+    if not _int(g) or g < 1 or n % g:
+        _fail(f"plan: {n} ranks do not fill nodes of {g!r} ranks")
+    for a in range(n):
+        for b in flat["memory"][a]:
+            if a // g != b // g:
+                _fail(f"gpus[{a}]: a memory channel to gpu {b} on another node (nodes of {g} "
+                      "ranks; CUDA IPC works inside a node)")
+        for b in flat["port"][a]:
+            for r in (a, b):
+                if a // g != b // g and r % g >= IB_TRANSPORTS:
+                    _fail(f"gpus[{a}]: a port channel to gpu {b} on another node, but gpu {r} "
+                          f"is local rank {r % g} of its node, and the executor's InfiniBand "
+                          f"transports IB0..IB{IB_TRANSPORTS - 1} serve local ranks 0-"
+                          f"{IB_TRANSPORTS - 1} only")
 
 
 def _switch_groups(ch, where, rank, n, counts):
@@ -488,9 +514,11 @@ def _op(op, where, rank, chans, rbufs, ctx):
     return (name, None, (src, dst), ())
 
 
-def check_mscclpp_plan(plan, root=None, launches=2):
-    """Check a plan (a dict); return a summary dict or raise PlanInvalid."""
-    p = _static(plan, root)
+def check_mscclpp_plan(plan, root=None, launches=2, ranks_per_node=None):
+    """Check a plan (a dict); return a summary dict or raise PlanInvalid. With
+    `ranks_per_node` G (the ranks started on each node, in rank order), also the
+    transports the executor gives each channel (S10); without, one node."""
+    p = _static(plan, root, ranks_per_node)
     Launches(p).run(max(1, launches))
     ops = {}
     for tb in p["tbs"]:
