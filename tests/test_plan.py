@@ -220,10 +220,11 @@ TUNER_GBPS = {"LL": 10 * 4 / 6, "LL128": 18.4 * 4 / 6, "Simple": 20 * 4 / 6}
 TREE = {"LL": (6.8 + 6 * 0.6, 18.4 / 3.8 * 0.5, 0.9, 0.5),
         "LL128": (14 + 6 * 1.25, 18.4 * 7 / 9 * 0.5, 1.0, 0.6),
         "Simple": (8.4 + 6 * 4.0, 18.4 * 0.5, 0.9, 0.5)}
-# On the hardware the chosen algorithm runs at 25 x 0.77 (Ampere's NVLink efficiency) =
-# 19.25 GB/s a channel, over the channels launched for n: ring LL launches one more
-# per 512 threads x 8 B x 4 ranks = 16 KB (1 KB: 1 of the 2), Simple per 512 x 64 B =
-# 32 KB (1 MB: both); plus the call's 15 us.
+# On the hardware the chosen algorithm's formulas take 25 x 0.77 (Ampere's NVLink
+# efficiency) = 19.25 GB/s for the search's one channel, times the share of the
+# communicator's 2 channels NCCL launches for n: ring LL one per 512 threads x 8 B x 4
+# ranks = 16 KB (1 KB: 1 of 2), Simple one per 512 x 64 B = 32 KB (1 MB: 2 of 2); plus
+# the call's 15 us.
 NCCL_1KB_US = 15 + RING_LL_US + 1024 / (1e3 * 19.25 * 0.5 * 4 / 6 * 1 / 2)
 NCCL_1MB_US = 15 + RING_SIMPLE_US + (1 << 20) / (1e3 * 19.25 * 4 / 6)
 # synth's own schedules there (docs/cost-model.md, "synth's own schedules"): the call's
