@@ -1,5 +1,6 @@
 """A second checker of schedule files, written from docs/schedule-file.md alone, for the
-mutation test (tests/test_mutations.py).
+mutation tests (tests/test_mutations.py, tests/test_mutations_v2_v3.py) and the property
+tests.
 
 It shares no code with synth: not the verifier (synth/schedule/verify.py), not the
 constructions, not synth.schedule.file. It is naive on purpose where the verifier is
