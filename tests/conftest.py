@@ -33,8 +33,13 @@ def pytest_configure(config):
 
 
 def pytest_terminal_summary(terminalreporter):
-    seed = os.environ[VARIABLE]
-    terminalreporter.write_line(f"property tests: seed {seed} (replay with {VARIABLE}={seed})")
+    """The seed, after a run that ran a test that uses it (reports of every worker)."""
+    ran = any("test_properties.py" in getattr(report, "nodeid", "")
+              for reports in terminalreporter.stats.values() for report in reports)
+    if ran:
+        seed = os.environ[VARIABLE]
+        terminalreporter.write_line(f"property tests: seed {seed} (replay with "
+                                    f"{VARIABLE}={seed})")
 
 
 @pytest.fixture(autouse=True)

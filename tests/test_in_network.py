@@ -17,6 +17,7 @@ import yaml
 from synth.bounds import bounds
 from synth.construct.in_network import nvls_search
 from synth.schedule.collectives import make_collective
+from synth.schedule.cost import schedule_cost
 from synth.schedule.file import schedule_from_dict, schedule_to_dict
 from synth.schedule.verify import ScheduleInvalid, verify_schedule
 from synth.search.pareto import Limits
@@ -405,6 +406,12 @@ def test_gpus_sum_inside_each_box_and_sharp_sums_across_them(tmp_path):
         ("switch_reduce", 3, 1, 2)}
     assert {(op.op, len(op.srcs), len(op.dsts), op.count) for op in down.switch_ops} == {
         ("multicast", 1, 2, 2)}
+    # its cost (docs/schedule-file.md): every expanded step but the first and the last
+    # crosses the network (alpha 2.6 us), those two only NVLink (0.35 us); 251 rounds
+    # of a 192nd of the buffer at 25 GB/s
+    cost = schedule_cost(deepest)
+    assert cost.latency_us == pytest.approx(2 * 0.35 + 17 * 2.6)
+    assert cost.us_per_byte * 1e6 == pytest.approx(251 * 1e6 / (192 * 25 * 1e3))
     doc = schedule_to_dict(deepest)
     verify_schedule(doc)
     # the verifier agrees on the rounds: one fewer in the steady state is refused
