@@ -434,9 +434,10 @@ def version(doc, rng):
     return "version"
 
 
-MUTATIONS = [drop, move, duplicate, step_rounds, chunk, reduce_again, flip_op, send_end, count, shift,
-             batches, stride, restride, pipeline_rounds, unpipeline, pre_post, sources, destinations,
-             operation_end, via, as_sends, capability, switch_link, port, capacity, version]
+MUTATIONS = [drop, move, duplicate, step_rounds, chunk, reduce_again, flip_op, send_end,
+             count, shift, batches, stride, restride, pipeline_rounds, unpipeline, pre_post,
+             sources, destinations, operation_end, via, as_sends, capability, switch_link,
+             port, capacity, version]
 
 
 def mutants(doc, rng, wanted):
@@ -493,8 +494,9 @@ def test_every_meaning_changing_mutant_of_a_version_2_or_3_file_is_rejected(sche
         print(f"\nversion 2 and 3 mutants: {total} (seed {SEED}); per version and first "
               "mutation, how many the reference keeps valid / finds invalid / malformed")
         for v, kind in sorted({(v, k) for v, k, _, _ in tally}):
-            counts = [sum(n for (v2, k2, r, _), n in tally.items() if (v2, k2, r) == (v, kind, x))
-                      for x in ("ok", "invalid", "malformed")]
+            counts = [sum(n for (v2, k2, r, _), n in tally.items()
+                          if (v2, k2, r) == (v, kind, verdict))
+                      for verdict in ("ok", "invalid", "malformed")]
             print(f"  v{v} {kind:24s} {counts[0]:4d} {counts[1]:4d} {counts[2]:4d}")
         for w in wrong[:40]:
             print("  DISAGREE", w)

@@ -250,7 +250,8 @@ def test_nccl_as_it_runs_is_derived_by_hand_on_a_small_switch(tmp_path):
         assert min(times, key=times.get) == pick
     workload = tmp_path / "w.yaml"
     workload.write_text("communicators: {world: all}\ncollectives:\n"
-                        "  - {communicator: world, collective: allreduce, size: 1024, count: 3}\n"
+                        "  - {communicator: world, collective: allreduce, size: 1024, "
+                        "count: 3}\n"
                         "  - {communicator: world, collective: allreduce, size: 1048576, "
                         "count: 2}\n")
     out = tmp_path / "plan"
@@ -510,7 +511,8 @@ def cut_whole(fmt, text, n):
     to 4 bytes; MSCCL++ 16-byte units cut into each GPU's input_chunks and
     output_chunks."""
     if fmt == "msccl-xml":
-        return n > 0 and n % (4 * int(re.search(r'nchunksperloop="(\d+)"', text).group(1))) == 0
+        loop = int(re.search(r'nchunksperloop="(\d+)"', text).group(1))
+        return n > 0 and n % (4 * loop) == 0
     gpus = json.loads(text)["gpus"]
     return n % 16 == 0 and all((n // 16) % g[key] == 0 for g in gpus
                                for key in ("input_chunks", "output_chunks"))

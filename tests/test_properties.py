@@ -224,7 +224,8 @@ def computing_switch_docs(draw):
               "count": draw(st.integers(1, 3))} for g in gpus]
     pairs = [(a, b) for a in range(n) for b in range(a + 1, n)]
     for a, b in draw(st.lists(st.sampled_from(pairs), max_size=2, unique=True)):
-        links.append({"between": [gpus[a], gpus[b]], "gbps": draw(st.sampled_from(BANDWIDTHS))})
+        links.append({"between": [gpus[a], gpus[b]],
+                      "gbps": draw(st.sampled_from(BANDWIDTHS))})
     return {"name": "random-switch", "unit_gbps": 25, "gpus": n, "links": links,
             "switches": [{"name": "sw", "kind": "nvswitch", "can": can}]}
 
@@ -246,7 +247,8 @@ def test_pipelines_ranges_and_switch_operations_are_valid_to_both_checkers(doc, 
     made = [p.schedule for p in tree_search(model, name, root, limits).points]
     computes = reducing_switch(model) is not None
     if computes and (name == "allreduce" or name in ONE_STEP):
-        made += [p.schedule for p in nvls_search(model, limits, None, None, name, root).points]
+        found = nvls_search(model, limits, None, None, name, root)
+        made += [p.schedule for p in found.points]
     made += [x.schedule for x in baselines(model, name, root)]
     for schedule in made:
         assert judge(schedule_to_dict(schedule)) == ("ok", ""), schedule.info
