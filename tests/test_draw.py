@@ -326,6 +326,10 @@ def test_draw_commands_and_bad_input(tmp_path):
         assert bad.returncode == 2, args
         assert bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr, bad.stderr
     assert not (tmp_path / "x.svg").exists() and not list(tmp_path.glob(".x.*"))
+    # a topology of 16 boxes cannot be a PNG whose text reads: one line, exit 2
+    big = synth_main("topo", "draw", "dgx2", "--boxes", "16", "-o", tmp_path / "big.png")
+    assert big.returncode == 2 and big.stderr.count("\n") == 1, big.stderr
+    assert "write .svg instead" in big.stderr and not (tmp_path / "big.png").exists()
 
 
 # --- plots and the report -----------------------------------------------------------
@@ -374,13 +378,15 @@ def test_report_page(tmp_path):
     parser = _Refs()
     parser.feed(page)
     images = [r for r in parser.refs if r.startswith("data:image/svg+xml;base64,")]
-    assert len(images) == 4  # frontier plot, time plot, topology, one schedule
+    assert len(images) == 5  # speed-up, frontier and time plots, topology, one schedule
     for ref in parser.refs:
         if not ref.startswith("data:"):
             assert (out / ref).is_file(), ref
     for name in ("topology.svg", "allgather-s2-r3-c2.svg", "allgather-frontier.svg",
-                 "allgather-time.svg"):
+                 "allgather-time.svg", "allgather-speedup.svg"):
         ET.parse(out / name)
+    # the speed-up against size comes first, before the tables
+    assert page.index("allgather-speedup.svg") < page.index('<table class="frontier">')
 
     bad = synth_cli("report", "allgather", "--topo", "nosuch", "-o", str(tmp_path / "r2"))
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1

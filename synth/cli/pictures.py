@@ -79,9 +79,11 @@ def draw_command(file, output, color, columns):
 @MODEL
 def report_command(collective, spec, boxes, out_dir, root, time_limit, max_chunks, sizes,
                    solver, color, cost_model):
-    """Synthesize COLLECTIVE on TOPO and write one HTML page: the frontier table, the
-    comparison with the baselines, the plots, the topology and every frontier schedule
-    drawn (pictures inlined, so DIR/index.html works offline)."""
+    """Synthesize COLLECTIVE on TOPO and write one HTML page: first the fastest frontier
+    point's speed-up over the best alternative (NCCL as it runs there, the baselines)
+    against message size, then the frontier table, the comparison, the plots, the
+    topology and every frontier schedule drawn. The page works offline and keeps to 5
+    MB: a drawing too big for it is drawn smaller there, the full one a file beside it."""
     from synth.construct.baselines import baselines, not_applicable
     from synth.frontier import in_cost_model, synthesize
     from synth.pictures.report import write_report
