@@ -25,7 +25,8 @@ from synth.construct.baselines import ALGORITHMS, baselines
 from synth.frontier import in_cost_model, synthesize
 from synth.pictures import report as report_module
 from synth.pictures.labels import crosses, overlaps, place_labels
-from synth.pictures.page import Picture, fit_pictures, inlined_size, markdown_html
+from synth.html import markdown_html
+from synth.pictures.page import Picture, fit_pictures, inlined_size
 from synth.pictures.plots import _frontier, frontier_figure, line_styles, time_figure
 from synth.pictures.report import _schedule_versions, write_report
 from synth.pictures.speedup import speedup_curve, speedup_figure, speedup_words

@@ -23,9 +23,10 @@ from pathlib import Path
 from synth.compare import comparison, make_rows, nccl_choices
 from synth.files import write_folder
 from synth.frontier import Result
+from synth.html import page
 from synth.output import point_stem, result_summary
 from synth.pictures.graphviz import render_bytes
-from synth.pictures.page import PAGE_LIMIT, Picture, figure, fit_pictures, page
+from synth.pictures.page import PAGE_LIMIT, Picture, figure, fit_pictures
 from synth.pictures.plots import figure_bytes, frontier_figure, plot_files, time_figure
 from synth.pictures.schedule import PANEL_AREA, schedule_graph
 from synth.pictures.speedup import speedup_curve, speedup_figure, speedup_words

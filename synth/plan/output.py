@@ -37,7 +37,7 @@ from synth.export import render
 from synth.export.mscclpp import MAX_MIN_MESSAGE
 from synth.export.units import unit_of
 from synth.files import write_folder
-from synth.pictures.plan_report import plan_page
+from synth.plan.page import plan_page
 from synth.plan.planner import Entry, Plan, envelope, typical
 from synth.predict.nccl import NCCL_VERSION
 from synth.schedule.cost import format_size

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from synth.pictures.page import markdown_page
+from synth.html import markdown_page
 
 
 def plan_page(report_md: str, files: dict) -> str:
