@@ -93,16 +93,17 @@ def markdown_html(text: str) -> str:
     return "\n".join(out)
 
 
-def markdown_page(text: str, pictures: list[tuple[str, str]] = ()) -> str:
+def markdown_page(text: str, pictures: list[tuple[str, str]] = (), note: str = "") -> str:
     """A page of the Markdown `text` (its first heading the title), then `pictures`:
     (file beside the page, caption) pairs, shown by reference (a plan's plots are
-    files of its folder)."""
+    files of its folder); `note` closes the page."""
     title = next((line.lstrip("#").strip() for line in text.splitlines()
                   if line.startswith("#")), "synth")
     shown = [f'<figure><a href="{esc(href)}"><img src="{esc(href)}" alt="{esc(caption)}">'
              f"</a><figcaption>{esc(caption)}</figcaption></figure>"
              for href, caption in pictures]
-    return page(title, [markdown_html(text)] + (["<h2>Plots</h2>"] + shown if shown else []))
+    return page(title, [markdown_html(text)] + (["<h2>Plots</h2>"] + shown if shown else [])
+                + ([f'<p class="note">{esc(note)}</p>'] if note else []))
 
 
 def _same(kind: str, line: str) -> bool:

@@ -23,13 +23,14 @@ from PIL import Image
 
 from synth.construct.baselines import ALGORITHMS, baselines
 from synth.frontier import in_cost_model, synthesize
+from synth.html import markdown_html
 from synth.pictures import report as report_module
 from synth.pictures.labels import crosses, overlaps, place_labels
-from synth.html import markdown_html
 from synth.pictures.page import Picture, fit_pictures, inlined_size
 from synth.pictures.plots import _frontier, frontier_figure, line_styles, time_figure
 from synth.pictures.report import _schedule_versions, write_report
 from synth.pictures.speedup import speedup_curve, speedup_figure, speedup_words
+from synth.plan.page import plan_page
 from synth.search.pareto import Limits
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower
@@ -328,6 +329,15 @@ def test_markdown_as_html():
         '<table><tr><th class="name">h</th><th class="name">n</th></tr>'
         '<tr><td class="name">x</td><td>1</td></tr></table>',
         "<pre>code &lt;1&gt;</pre>"]
+
+
+def test_the_plan_page_shows_its_plots_or_says_how_to_get_them():
+    files = {Path("plots/tp-allreduce.png"): b"", Path("plots/step.png"): b"",
+             Path("schedules/tp/allreduce-0.json"): ""}
+    page = plan_page("# Plan\n\ntext", files)
+    assert page.index('src="plots/step.png"') < page.index('src="plots/tp-allreduce.png"')
+    assert "schedules/" not in page and "--plots adds plots" not in page
+    assert "synth plan --plots adds plots here" in plan_page("# Plan", {})
 
 
 # --- every page in a real browser ---------------------------------------------------

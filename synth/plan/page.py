@@ -15,7 +15,9 @@ def plan_page(report_md: str, files: dict) -> str:
     plots = sorted((Path(p) for p in files if Path(p).parts[0] == "plots"
                     and Path(p).suffix in (".png", ".svg")),
                    key=lambda p: (p.stem != "step", p.as_posix()))
-    return markdown_page(report_md, [(p.as_posix(), _caption(p)) for p in plots])
+    return markdown_page(report_md, [(p.as_posix(), _caption(p)) for p in plots],
+                         "" if plots else "synth plan --plots adds plots here: the step, and "
+                                          "each collective's time against message size.")
 
 
 def _caption(path: Path) -> str:
