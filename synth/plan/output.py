@@ -2,7 +2,8 @@
 schedules, plan.json and report.md.
 
     DIR/plan.json                     the plan (machine-readable; `files` lists the rest)
-    DIR/report.md                     the report: per call the choice against NCCL's
+    DIR/report.md, DIR/report.html    the report: per call the choice against NCCL's
+                                      (the page shows the plots, with them)
     DIR/schedules/COMM/COLL-I.json    each chosen schedule (synth verify reads them)
     DIR/msccl/COMM/COLL-I.xml         MSCCL XML, minBytes..maxBytes per file
     DIR/mscclpp/COMM/COLL-I.mscclpp.json, DIR/mscclpp/register.py
@@ -36,6 +37,7 @@ from synth.export import render
 from synth.export.mscclpp import MAX_MIN_MESSAGE
 from synth.export.units import unit_of
 from synth.files import write_folder
+from synth.plan.page import plan_page
 from synth.plan.planner import Entry, Plan, envelope, typical
 from synth.predict.nccl import NCCL_VERSION
 from synth.schedule.cost import format_size
@@ -216,8 +218,9 @@ def render_plan(plan: Plan, formats=tuple(RUNTIMES), extra: dict | None = None,
     texts.update(extra or {})
     loaded = runtime_steps(plan, runtime)
     doc = plan_document(plan, runtime, loaded)
-    doc["files"] = sorted(str(p) for p in texts) + ["plan.json", "report.md"]
+    doc["files"] = sorted(str(p) for p in texts) + ["plan.json", "report.md", "report.html"]
     texts[Path("report.md")] = report_text(plan, runtime, loaded)
+    texts[Path("report.html")] = plan_page(texts[Path("report.md")], extra or {})
     texts[Path("plan.json")] = json.dumps(doc, indent=1) + "\n"
     return texts, doc
 
