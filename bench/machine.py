@@ -79,14 +79,12 @@ def uncommitted(repo) -> list[str] | None:
                            "--untracked-files=all"], capture_output=True, text=True)
     if done.returncode != 0:
         return None
-    paths, fields = [], done.stdout.split("\0")
-    while fields:
-        entry = fields.pop(0)
-        if not entry:
-            continue
-        paths.append(entry[3:])
-        if entry[0] in "RC":  # a rename or copy: its source path follows
-            paths.append(fields.pop(0))
+    paths, fields = [], iter(done.stdout.split("\0"))
+    for entry in fields:
+        if entry:
+            paths.append(entry[3:])
+            if entry[0] in "RC":  # a rename or copy: its source path follows
+                paths.append(next(fields))
     return [p for p in dict.fromkeys(paths) if not p.startswith(RESULTS)]
 
 
