@@ -9,6 +9,9 @@ counts that are nchunksperloop x k.
 """
 
 import json
+import sys
+import types
+from types import SimpleNamespace
 
 import pytest
 
@@ -36,6 +39,7 @@ def exported():
     of 2 chunks a share (8 in the output)."""
     ar, ag = point("ring:4", "allreduce", 4), point("ring:4", "allgather", 2)
     return {"ar-plan": render(ar, "mscclpp", inplace=True)[0],
+            "ar-plan-outofplace": render(ar, "mscclpp", name="oop")[0],
             "ag-plan": render(ag, "mscclpp")[0], "ag-xml": render(ag, "msccl-xml")[0],
             "ar-plan-2k": render(ar, "mscclpp", inplace=True, name="capped",
                                  max_bytes=2048)[0]}
@@ -97,6 +101,66 @@ def shim_table(monkeypatch, tmp_path):
     monkeypatch.setattr(mscclpp_shim, "_TABLE", {})
     monkeypatch.setattr(mscclpp_shim, "_FOLDER", [tmp_path])
     return mscclpp_shim
+
+
+@pytest.fixture
+def fake_mscclpp(monkeypatch, shim_table):
+    """Stand-ins for the mscclpp package (no GPU here): its plan and algorithm records,
+    one algorithm collection builder that keeps what is registered, and RawGpuBuffer
+    as a CPU tensor of its own."""
+    import torch
+
+    registered = {"algorithms": [], "selector": None}
+
+    class Builder:
+        def add_algorithm_builder(self, algorithm):
+            registered["algorithms"].append(algorithm)
+
+        def set_algorithm_selector(self, selector):
+            registered["selector"] = selector
+
+    class RawGpuBuffer:
+        def __init__(self, nbytes):
+            self.memory = torch.zeros(nbytes, dtype=torch.uint8)
+
+        def to_dlpack(self, data_type):
+            dtype = getattr(torch, data_type.removeprefix("torch."))
+            return self.memory.view(dtype).__dlpack__()
+
+    top, ext = types.ModuleType("mscclpp"), types.ModuleType("mscclpp.ext")
+    core = types.ModuleType("mscclpp._mscclpp")
+    top.ExecutionPlan = lambda path, rank: SimpleNamespace(path=path, rank=rank)
+    top.Algorithm = lambda id, execution_plan: SimpleNamespace(id=id, plan=execution_plan)
+    top.RawGpuBuffer, top.ext, top._mscclpp = RawGpuBuffer, ext, core
+    ext.AlgorithmCollectionBuilder = Builder
+    core.CppCollectiveBufferMode = SimpleNamespace(IN_PLACE="in", OUT_OF_PLACE="out")
+    for name, module in (("mscclpp", top), ("mscclpp.ext", ext), ("mscclpp._mscclpp", core)):
+        monkeypatch.setitem(sys.modules, name, module)
+    return registered
+
+
+@pytest.fixture
+def rank_1_of_4():
+    """This process as rank 1 of 4 in torch's fake process group (whose collectives do
+    nothing), on one node."""
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", store=FakeStore(), rank=1, world_size=4)
+    yield
+    dist.destroy_process_group()
+
+
+def test_a_plan_synth_comm_refuses_is_not_registered(exported, tmp_path, fake_mscclpp,
+                                                    rank_1_of_4):
+    from synth.run.pytorch import SynthComm
+
+    path = tmp_path / "ar.mscclpp.json"
+    path.write_text(exported["ar-plan-outofplace"])
+    with pytest.raises(BadInput, match="PyTorch calls allreduce in place"):
+        SynthComm([path], via="mscclpp", ranks_per_node=4)
+    # nothing in the process's table for the selector, nothing given to the shim
+    assert mscclpp_shim._TABLE == {} and fake_mscclpp["algorithms"] == []
 
 
 def test_the_selector_gives_a_plan_its_communicator_rank_and_sizes(exported, tmp_path,

@@ -69,11 +69,6 @@ class SynthComm:
             for path in paths:
                 unit, inplace, name = _file_unit(path, fmt, self.size)
                 self.routes.setdefault(name, []).append((unit, inplace, None))
-            if via == "mscclpp":
-                from synth.run.mscclpp_shim import register
-
-                register(paths, self.rank, self.size, _ranks_per_node(group, ranks_per_node),
-                         tag=_group_tag(group))
         for name, routes in self.routes.items():
             for _, inplace, _ in routes:
                 if name in TORCH_IN_PLACE and inplace != TORCH_IN_PLACE[name]:
@@ -81,6 +76,11 @@ class SynthComm:
                     raise BadInput(f"the {name} file is {'in' if inplace else 'out of'} "
                                    f"place, but PyTorch calls {name} {mode}: export it "
                                    f"with --{'inplace' if TORCH_IN_PLACE[name] else 'out-of-place'}")
+        if via == "mscclpp":  # only files it will call: the shim's table is the process's
+            from synth.run.mscclpp_shim import register
+
+            register(paths, self.rank, self.size, _ranks_per_node(group, ranks_per_node),
+                     tag=_group_tag(group))
 
     def _add_schedules(self, paths, runtime):
         from synth.schedule.machine import read_verified
