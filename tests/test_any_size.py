@@ -100,6 +100,7 @@ def test_synth_export_says_which_sizes_the_file_runs(tmp_path):
 def shim_table(monkeypatch, tmp_path):
     monkeypatch.setattr(mscclpp_shim, "_TABLE", {})
     monkeypatch.setattr(mscclpp_shim, "_FOLDER", [tmp_path])
+    monkeypatch.setattr(mscclpp_shim, "_STAGED", {})
     return mscclpp_shim
 
 
@@ -163,6 +164,39 @@ def test_a_plan_synth_comm_refuses_is_not_registered(exported, tmp_path, fake_ms
     assert mscclpp_shim._TABLE == {} and fake_mscclpp["algorithms"] == []
 
 
+def test_the_selector_gives_plans_only_calls_on_synth_comms_buffers(
+        exported, tmp_path, fake_mscclpp, rank_1_of_4):
+    import torch
+
+    from synth.run.pytorch import SynthComm
+
+    path = tmp_path / "ar.mscclpp.json"
+    path.write_text(exported["ar-plan"])  # in place, 4 chunks: k x 64 bytes
+    comm = SynthComm([path], via="mscclpp", ranks_per_node=4)
+    select = fake_mscclpp["selector"]
+    (algorithm,) = fake_mscclpp["algorithms"]
+    algorithms = {"allreduce": {algorithm.id: algorithm}}
+
+    def request(tensor, nbytes):  # what the shim asks the selector, for an in-place call
+        return SimpleNamespace(collective="allreduce", world_size=4, n_ranks_per_node=4,
+                               rank=1, message_size=nbytes, input_buffer=tensor.data_ptr(),
+                               output_buffer=tensor.data_ptr(), buffer_mode=lambda: "in")
+
+    # a gradient bucket of 1,000,003 bytes of uint8: SynthComm copies its bulk of
+    # 1,000,000 bytes into a buffer of its own and calls torch's all_reduce on it
+    bucket = torch.zeros(PRIME, dtype=torch.uint8)
+    comm.all_reduce(bucket)
+    assert comm.moved[("allreduce", "file")] == 1_000_000
+    ((raw, staged),) = comm._staging.values()
+    assert staged.nbytes == 1_000_000
+    assert select(algorithms, request(staged, 1_000_000)) is algorithm
+    # the same sizes on other tensors (another caller's all_reduce, op=MAX perhaps, or
+    # the caller's own tensor in the caching allocator) go to the shim's own
+    assert select(algorithms, request(bucket[:1_000_000], 1_000_000)) is None
+    assert select(algorithms, request(torch.zeros(1_000_000, dtype=torch.uint8),
+                                      1_000_000)) is None
+
+
 def test_the_selector_gives_a_plan_its_communicator_rank_and_sizes(exported, tmp_path,
                                                                     shim_table):
     (tmp_path / "ar.mscclpp.json").write_text(exported["ar-plan"])
@@ -176,7 +210,11 @@ def test_the_selector_gives_a_plan_its_communicator_rank_and_sizes(exported, tmp
     assert len(set(names)) == 3  # the collection keys plans by name: one each
     for copy, entry in world + other:  # the executor checks the file's name again
         assert json.loads(copy.read_text())["name"] == entry.name
-    chosen = shim_table.chosen
+    shim_table.stage_buffer(1 << 40, 1 << 20)  # a buffer a plan may run on
+
+    def chosen(*call):  # on that buffer
+        return shim_table.chosen(*call, 1 << 40, 1 << 40)
+
     assert chosen("allreduce", 4, 4, 1, 1_000_000, True).tag == "world"
     assert chosen("allreduce", 4, 4, 3, 1_000_000, True).tag == "other"
     assert chosen("allreduce", 4, 4, 1, PRIME, True) is None  # not cut: the shim's own

@@ -155,15 +155,19 @@ class SynthComm:
     def _stage(self, key, numel, like):
         """A buffer of its own CUDA allocation for the bulk (offset 0 on every rank),
         kept per (use, size, type): the executor sets a new buffer up again, a blocking
-        step every rank takes part in."""
+        step every rank takes part in. The shim's selector gives plans only calls on
+        such buffers (synth.run.mscclpp_shim.stage_buffer)."""
         slot = (key, numel, like.dtype)
         if slot not in self._staging:
             import mscclpp
             import torch.utils.dlpack
 
+            from synth.run.mscclpp_shim import stage_buffer
+
             raw = mscclpp.RawGpuBuffer(numel * like.element_size())
             tensor = torch.utils.dlpack.from_dlpack(raw.to_dlpack(data_type=str(like.dtype)))
             self._staging[slot] = (raw, tensor)  # the tensor must not outlive its buffer
+            stage_buffer(tensor.data_ptr(), tensor.nbytes)  # kept with this SynthComm
         return self._staging[slot][1]
 
 
