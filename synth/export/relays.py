@@ -62,6 +62,19 @@ def ranks_per_node(model) -> int:
     return g
 
 
+def large_node_note(g: int) -> str:
+    """The export summary's note for a plan on nodes of g ranks, "" for g <= 8: the
+    releases v0.8.0 to v0.10.0 index their table of eight transports with every local
+    rank when they register buffers, on any host with InfiniBand devices
+    (docs/runtimes.md, "A multi-node plan")."""
+    if g <= IB_TRANSPORTS:
+        return ""
+    return (f"; nodes of {g} ranks: MSCCL++ v0.8.0 to v0.10.0 read past their "
+            f"{IB_TRANSPORTS} InfiniBand transports for local ranks {IB_TRANSPORTS} and up "
+            "when they register buffers, on any host with InfiniBand devices, single-node "
+            "plans included: there only MSCCL++ main since 2c4cc6f sets this plan up")
+
+
 def ib_device(rank: int, g: int) -> int | None:
     """The InfiniBand device index the executor gives `rank`, None past its table."""
     return rank % g if rank % g < IB_TRANSPORTS else None
