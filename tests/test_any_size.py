@@ -17,7 +17,7 @@ import pytest
 
 from synth.errors import BadInput
 from synth.export import render
-from synth.export.units import unit_of
+from synth.export.units import header_of, unit_of
 from synth.run import mscclpp_shim
 from synth.run.distributed import Call
 from synth.schedule.file import write_schedule
@@ -76,6 +76,19 @@ def test_the_bulk_is_the_largest_part_the_file_runs(exported):
     assert capped.split(2048 + 3, 1).bulk == 2048
     with pytest.raises(BadInput, match="equal part"):
         gather.split(4 * 250_007 + 1, 1)  # not 4 equal shares
+
+
+def test_a_files_header_says_what_the_runtimes_match_calls_by(exported):
+    # what synth.run.pytorch, the shim's table and synth plan read from a file
+    ar = header_of("mscclpp", exported["ar-plan"])
+    assert (ar.collective, ar.ranks, ar.inplace, ar.unit.chunks) == ("allreduce", 4, True, 4)
+    ag = header_of("msccl-xml", exported["ag-xml"])
+    assert (ag.collective, ag.ranks, ag.inplace, ag.unit.chunks) == ("allgather", 4, False, 8)
+    assert ag.name.startswith("synth-allgather-ring:4")
+    with pytest.raises(ValueError, match="no nchunksperloop in an <algo> element"):
+        header_of("msccl-xml", exported["ag-xml"].replace("nchunksperloop", "loops"))
+    with pytest.raises(ValueError, match="KeyError: 'gpus'"):
+        header_of("mscclpp", json.dumps({"collective": "allreduce", "name": "x"}))
 
 
 def test_synth_export_says_which_sizes_the_file_runs(tmp_path):

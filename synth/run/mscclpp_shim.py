@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from synth.errors import BadInput
-from synth.export.units import Unit, unit_of
+from synth.export.units import Unit, header_of
 
 
 @dataclass(frozen=True)
@@ -81,23 +81,24 @@ def record(paths, rank: int, world: int, per_node: int, tag: str
     out = []
     for path in paths:
         text = Path(path).read_text()
-        doc = json.loads(text)
-        if len(doc["gpus"]) != world:
-            raise BadInput(f"{path}: the plan is for {len(doc['gpus'])} ranks, the "
+        head = header_of("mscclpp", text)
+        if head.ranks != world:
+            raise BadInput(f"{path}: the plan is for {head.ranks} ranks, the "
                            f"communicator has {world}")
-        key = (doc["collective"], world, per_node, rank)
+        key = (head.collective, world, per_node, rank)
         others = {r.tag for r in _TABLE.get(key, ())} - {tag}
         if others:
             raise BadInput(f"{path}: another communicator of this process "
                            f"({sorted(others)[0]}) has {world} ranks, {per_node} a node and "
                            f"rank {rank} too: the shim cannot tell their calls apart")
-        name = re.sub(r"[^A-Za-z0-9_.:+-]", "_", f"{doc['name']}@{tag}.rank{rank}")
+        name = re.sub(r"[^A-Za-z0-9_.:+-]", "_", f"{head.name}@{tag}.rank{rank}")
         if any(r.name == name for r in _TABLE.get(key, ())):
             continue  # registered already
+        doc = json.loads(text)
         doc["name"] = name
         copy = _folder() / f"{name}.mscclpp.json"
         copy.write_text(json.dumps(doc))
-        entry = Registered(name, unit_of("mscclpp", text), bool(doc["inplace"]), tag)
+        entry = Registered(name, head.unit, head.inplace, tag)
         _TABLE.setdefault(key, []).append(entry)
         out.append((copy, entry))
     return out

@@ -32,7 +32,7 @@ from collections import Counter
 from pathlib import Path
 
 from synth.errors import BadInput
-from synth.export.units import Unit, parts_of, unit_of
+from synth.export.units import Unit, header_of, parts_of
 
 VIAS = ("mscclpp", "msccl", "schedule")
 # the in-place form of the calls PyTorch makes: DDP's all_reduce, FSDP2's all-gather (its
@@ -173,24 +173,13 @@ class SynthComm:
 
 def _file_unit(path: Path, fmt: str, size: int):
     """(Unit, in place, collective) of an exported file, checked against the group."""
-    import json
-    import re
-
     try:
-        text = path.read_text()
-        if fmt == "msccl-xml":
-            ranks = int(re.search(r'<algo [^>]*\bngpus="(\d+)"', text).group(1))
-            name = re.search(r'<algo [^>]*\bcoll="(\w+)"', text).group(1)
-            inplace = re.search(r'<algo [^>]*\binplace="1"', text) is not None
-        else:
-            doc = json.loads(text)
-            ranks, name, inplace = len(doc["gpus"]), doc["collective"], bool(doc["inplace"])
-        unit = unit_of(fmt, text)
-    except (OSError, ValueError, KeyError, AttributeError) as e:
+        head = header_of(fmt, path.read_text())
+    except (OSError, ValueError) as e:
         raise BadInput(f"{path}: not a synth {fmt} export ({e})") from None
-    if ranks != size:
-        raise BadInput(f"{path}: the file is for {ranks} ranks, the group has {size}")
-    return unit, inplace, name
+    if head.ranks != size:
+        raise BadInput(f"{path}: the file is for {head.ranks} ranks, the group has {size}")
+    return head.unit, head.inplace, head.collective
 
 
 def _ranks_per_node(group, given: int | None) -> int:
