@@ -100,9 +100,9 @@ def sizes_line(fmt: str, text: str) -> str:
     schedule format, which runs any size under `synth run`."""
     if fmt == "json":
         return ""
-    from synth.export.units import unit_of
+    from synth.export.units import header_of
 
-    return unit_of(fmt, text).contract()
+    return header_of(fmt, text).contract()
 
 
 MAX_EXPANDED_SENDS = 200_000  # a pipeline no runtime loop can express, unrolled at most
