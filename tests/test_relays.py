@@ -22,12 +22,12 @@ from synth.errors import BadInput
 from synth.export import render
 from synth.export.mscclpp import to_mscclpp_plan
 from synth.export.mscclpp_sim import PlanInvalid, check_mscclpp_plan
-from synth.export.relays import ib_relayed
+from synth.export.relays import ib_relayed, ranks_per_node
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import verified, write_schedule
 from synth.schedule.ir import Schedule, Send, Step
 from synth.topology.catalog import builtin_names, join_boxes, resolve
-from synth.topology.linkmodel import lower, switch_rounds
+from synth.topology.linkmodel import lower, ranks_per_box, restrict, switch_rounds
 from synth.topology.physical import topology_from_dict
 from tests.in_process import synth_main
 
@@ -233,6 +233,18 @@ def test_the_export_summary_says_which_releases_set_up_nodes_of_more_than_8(
             "with InfiniBand devices, single-node plans included: there only MSCCL++ main "
             "since 2c4cc6f sets this plan up")
     assert (said in summary) == note and ("nodes of" in summary) == note
+
+
+def test_ranks_per_box_are_runs_of_equally_many_consecutive_ranks():
+    # what `synth plan`'s nccl-tests lines (-npernode) and the MSCCL++ export both count
+    two = lower(resolve("dgx2x2"))  # GPUs 0-15 in one box, 16-31 in the other
+    assert (ranks_per_box(two), ranks_per_box(lower(resolve("dgxh100x2")))) == (16, 8)
+    assert ranks_per_box(lower(resolve("dgx1"))) == 8  # one box
+    assert ranks_per_box(restrict(two, [0, 1, 16, 17])) == 2
+    for ranks in ([0, 1, 2, 16], [0, 16, 1, 17]):  # 3 + 1; 2 + 2 but not in runs
+        assert ranks_per_box(restrict(two, ranks)) is None
+        with pytest.raises(BadInput, match="not runs of equally many consecutive ranks"):
+            ranks_per_node(restrict(two, ranks))
 
 
 # built-in clusters: every built-in box with a network section, two of them

@@ -39,7 +39,7 @@ from collections import Counter, defaultdict
 from synth.errors import BadInput
 from synth.schedule.file import verified
 from synth.schedule.ir import Schedule, Send, Step
-from synth.topology.linkmodel import box_places, switch_rounds
+from synth.topology.linkmodel import ranks_per_box, switch_rounds
 
 IB_TRANSPORTS = 8  # the executor's table of InfiniBand transports, IB0..IB7
 READ, WRITE = 1, 2  # how a step touches a slot; a reduction into it does both
@@ -50,12 +50,8 @@ def ranks_per_node(model) -> int:
     """G, the ranks per node the executor must count: the box size, where every box is
     G consecutive ranks (the executor takes rank r to be on node r // G); BadInput
     otherwise. Without boxes, one node."""
-    n = model.ranks
-    if not model.boxes:
-        return n
-    box, _, equal = box_places(model.boxes)
-    g = n // (max(box) + 1)
-    if not equal or any(box[r] != box[r - r % g] for r in range(n)):
+    g = ranks_per_box(model)
+    if g is None:
         raise BadInput("cannot export to MSCCL++: the executor takes rank r to be on node "
                        "r // G (G ranks per node), and this schedule's boxes are not runs of "
                        "equally many consecutive ranks")

@@ -46,6 +46,7 @@ from synth.plan.planner import Entry, Plan, envelope, typical
 from synth.predict.nccl import NCCL_VERSION
 from synth.schedule.cost import format_size
 from synth.schedule.file import schedule_json, schedule_to_dict
+from synth.topology.linkmodel import ranks_per_box
 
 RUNTIMES = {"msccl-xml": ("msccl", ".xml"), "mscclpp": ("mscclpp", ".mscclpp.json")}
 PERF = {"allreduce": "all_reduce_perf", "allgather": "all_gather_perf",
@@ -507,8 +508,9 @@ def report_text(plan: Plan, runtime: dict | None = None, loaded: dict | None = N
     lines += ["## Measuring it", "", "```"]
     for e in plan.entries:
         per_box = _per_node(e)
+        place = f"-npernode {per_box} " if per_box else ""  # none fits scattered boxes
         for c in e.calls:
-            lines.append(f"mpirun -np {e.ranks} -npernode {per_box} ./build/"
+            lines.append(f"mpirun -np {e.ranks} {place}./build/"
                          f"{PERF[e.collective]} -b {c.low} -e {c.high} -f 2 -g 1 -n 50"
                          + (f"   # MSCCL_ALGO_DIR=msccl/{e.communicator}" if runtime
                             and "msccl-xml" in runtime else ""))
@@ -516,11 +518,11 @@ def report_text(plan: Plan, runtime: dict | None = None, loaded: dict | None = N
     return "\n".join(lines) + "\n"
 
 
-def _per_node(e: Entry) -> int:
+def _per_node(e: Entry) -> int | None:
     """GPUs of the communicator's group per box (nccl-tests' -npernode, MSCCL++'s
-    ranks per node)."""
-    boxes = e.spans[0].candidate.schedule.model.boxes
-    return e.ranks // len(set(boxes)) if boxes else e.ranks
+    ranks per node); None where its boxes are not runs of equally many consecutive
+    ranks (no MSCCL++ plan is written for it then: synth.export.relays)."""
+    return ranks_per_box(e.spans[0].candidate.schedule.model)
 
 
 def _register(plan: Plan, entries: list[dict]) -> str:
