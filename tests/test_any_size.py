@@ -1,7 +1,9 @@
 """Any message size (docs/runtimes.md): how a call of any size is cut into a bulk the
 exported file runs and a tail for the runtime's own algorithm, what `synth export` says
-of it, which calls synth's MSCCL++ shim selector gives a plan, and `synth run` at odd
-sizes (1 byte, primes, 64 MiB + 3) against torch's collectives.
+of it, which calls synth's MSCCL++ shim selector gives a plan (SynthComm's, on its
+staging buffers only: with stand-ins for the mscclpp package and torch's fake process
+group, no GPU here), and `synth run` at odd sizes (1 byte, primes, 64 MiB + 3) against
+torch's collectives.
 
 Every expected bulk below is worked out by hand from the runtimes' rules: the MSCCL++
 executor runs sizes that are 16 bytes x the plan's chunks x k; MSCCL runs element

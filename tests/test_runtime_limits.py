@@ -3,7 +3,9 @@ limits"): each limit rejects a file that passes it only by a little (a mutation 
 valid export), naming the version; synth's own files keep within them (a 16-GPU box's
 allreduce sums 16 values, more than MSCCL++ v0.8.0's 8 operands); sizes a runtime would
 read wrapped or refuse at load are refused with one line, or left to NCCL's own in a
-plan's ranges. Small schedules and baselines only: the whole file takes a few seconds.
+plan's ranges, whose files every workload size selects whether the runtime reads the
+upper bound as inclusive or exclusive. Small schedules and baselines only: the whole
+file takes a few seconds.
 """
 
 import copy

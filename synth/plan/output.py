@@ -22,9 +22,8 @@ file's upper bound is written one byte past its range (`_upper`): microsoft/mscc
 MSCCL++ v0.8.0's shim read it exclusively, the others inclusively, so both run every
 size of the range; no workload size sits on that extra byte unless the file is the one
 for it (`_after_overlaps`). The envelope in plan.json is over every candidate (what the
-model predicts). Everything is
-rendered (and simulated) before the first file is written; the files are written all
-or none (synth.files.write_folder).
+model predicts). Everything is rendered (and simulated) before the first file is
+written; the files are written all or none (synth.files.write_folder).
 """
 
 from __future__ import annotations
