@@ -112,10 +112,10 @@ def test_synth_export_says_which_sizes_the_file_runs(tmp_path):
 
 
 @pytest.mark.parametrize("collective", ["gather", "scatter"])
-def test_synth_export_says_no_call_selects_gather_or_scatter_xml(collective, tmp_path):
+def test_synth_export_refuses_gather_and_scatter_xml(collective, tmp_path):
     # msccl-executor-nccl: NCCL's API has no gather or scatter; RCCL: its ncclGather
     # and ncclScatter count one share, a quarter of the 4 shares the file's 4 chunks
-    # (nchunksperloop) cut on switch:4
+    # (nchunksperloop) would cut on switch:4: no runtime runs the file as meant
     from synth.construct.baselines import baselines
     from synth.topology.catalog import resolve
     from synth.topology.linkmodel import lower
@@ -123,13 +123,10 @@ def test_synth_export_says_no_call_selects_gather_or_scatter_xml(collective, tmp
     (direct,) = baselines(lower(resolve("switch:4")), collective, 0)
     path = write_schedule(direct.schedule, tmp_path / f"{collective}.json")
     done = synth_main("export", path, "--to", "msccl-xml", "-o", tmp_path / "x.xml")
-    assert done.returncode == 0, done.stderr
-    sizes = done.stdout.splitlines()[1]
-    assert sizes == ("sizes: not selected by any call (no gather/scatter entry point in "
-                     "NCCL's API), so msccl-executor-nccl never runs it; RCCL's nccl"
-                     f"{collective.capitalize()} reaches MSCCL with one share's count, "
-                     "against which this file's chunks would be 4 times too small: do not "
-                     "load it under RCCL (docs/runtimes.md, \"Any message size\")")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert f"cannot export {collective} to MSCCL XML: no runtime runs such a file" \
+        in done.stderr
+    assert not (tmp_path / "x.xml").exists()
     # its MSCCL++ plan runs through the executor API: the executor's rule
     done = synth_main("export", path, "--to", "mscclpp", "-o", tmp_path / "x.mscclpp.json")
     assert done.returncode == 0 and "sizes: runs calls of k x 64 bytes" in done.stdout

@@ -38,7 +38,6 @@ MAX_ELEMENT_BYTES = 4  # MSCCL counts elements: whole loops for 1-, 2- and 4-byt
 ALIGNMENT = 16  # the MSCCL++ executor's buffer_alignment: chunks of 16-byte units
 WHOLE_BUFFER = frozenset({"allreduce", "broadcast", "reduce"})  # one part: the buffer
 RUNTIME_NAMES = {"msccl-xml": "MSCCL", "mscclpp": "MSCCL++"}
-NO_MSCCL_CALL = frozenset({"gather", "scatter"})  # no NCCL call selects their XML
 
 
 def parts_of(collective: str, ranks: int) -> int:
@@ -147,15 +146,8 @@ class Header:
     unit: Unit
 
     def contract(self) -> str:
-        """The `sizes:` line `synth export` prints (Unit.contract), but for gather and
-        scatter XML, which no call selects (module docstring)."""
-        if self.fmt != "msccl-xml" or self.collective not in NO_MSCCL_CALL:
-            return self.unit.contract()
-        return ("sizes: not selected by any call (no gather/scatter entry point in "
-                "NCCL's API), so msccl-executor-nccl never runs it; RCCL's "
-                f"nccl{self.collective.capitalize()} reaches MSCCL with one share's count, "
-                f"against which this file's chunks would be {self.ranks} times too small: "
-                "do not load it under RCCL (docs/runtimes.md, \"Any message size\")")
+        """The `sizes:` line `synth export` prints (Unit.contract)."""
+        return self.unit.contract()
 
 
 def header_of(fmt: str, text: str) -> Header:
