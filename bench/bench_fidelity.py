@@ -6,11 +6,15 @@
 Every row of bench/fidelity/published.csv (its README names the sources) is predicted
 twice: by the line-rate model (synth.schedule.cost: the fastest of the NCCL-style ring
 and tree baselines, what synth said "NCCL" meant before cost model 2) and by cost model
-2 (synth.predict.nccl.choose: NCCL 2.30.7's choice at that size, timed with the default
-figures). Error = predicted time / measured time - 1. Then leave one machine out:
-`synth calibrate`'s fit (synth.predict.calibrate.fit) on every other machine's rows,
-judged on the held-out machine's rows of 1 MB and up; and the fit on each source's own
-rows of one machine, judged on them (what `synth calibrate` does with a log).
+2 (synth.predict.nccl.choose: NCCL 2.30.7's choice at that size among what the run
+allowed, timed with the default figures of the machine as it was: its network's kind
+and NIC rate from the row, the GPUs one thread launched). Error = predicted time /
+measured time - 1. Then leave one machine out: `synth calibrate`'s fit
+(synth.predict.calibrate.fit) on every other machine's rows, judged on the held-out
+machine's rows of 1 MB and up; and the fit on each source's own rows of one machine,
+judged on them (what `synth calibrate` does with a log). Rows the table marks `flag`
+(an inconsistent run, README) are predicted and shown but left out of every fit, and
+the goals are given with and without them.
 
 A benchmark, not a test: it asserts nothing. With --out it refuses to record from a
 tree with uncommitted changes (the record names the commit).
@@ -38,12 +42,12 @@ from synth.predict.calibrate import Sample, fit, predict  # noqa: E402
 from synth.predict.machine import machine_of  # noqa: E402
 from synth.predict.nccl import choose  # noqa: E402
 from synth.topology.catalog import builtin_names, join_boxes, resolve  # noqa: E402
+from synth.topology.figures import defaults  # noqa: E402
 from synth.topology.linkmodel import lower  # noqa: E402
 
 TABLE = HERE / "fidelity" / "published.csv"
 # the row's machine as a synth topology: a built-in, or a built-in box whose NICs differ
 BOXES = {"gb200_4gpu_host": "gb200tray"}
-NIC_GBPS = {"GCP A3 Mega": 25.0}  # 8 x 200 Gb/s GPUDirect-TCPXO per node (the row's note)
 CLASSES = (("<= 64 KB", 0, 1 << 16), ("64 KB - 1 GB", (1 << 16) + 1, (1 << 30) - 1),
            (">= 1 GB", 1 << 30, 1 << 60))
 BUS = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n - 1) / n,
@@ -52,14 +56,20 @@ BUS = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n - 1) / 
 
 
 def topology(row: dict):
+    """The machine as the row measured it: the built-in box with the host's CPU (`cpu`,
+    Intel when the source does not say), joined by the row's network (`net`: its kind,
+    `nic_gbps`: the line rate of one NIC as NCCL sees it) when it has several nodes."""
     name = BOXES.get(row["machine"], row["machine"])
-    nic = next((g for key, g in NIC_GBPS.items() if key in row["network"]), None)
-    if nic is None:
-        return resolve(name)
-    box_name, _, k = name.rpartition("x")
-    box = resolve(box_name)
-    box = replace(box, network=replace(box.network, gbps=nic))
-    return join_boxes(box, int(k), f"{name} ({nic:g} GB/s NICs)")
+    net, cpu = row["net"] or "ib", row["cpu"] or "intel"
+    joined = int(row["nodes"]) > 1
+    box = resolve(name.rpartition("x")[0] if joined else name)
+    figures = replace(defaults(box.figures.arch, net), cpu=cpu,
+                      source=f"defaults ({net} network, {cpu} host)")
+    if not joined:
+        return replace(box, figures=figures)
+    nic = float(row["nic_gbps"]) if row["nic_gbps"] else box.network.gbps
+    box = replace(box, network=replace(box.network, gbps=nic), figures=figures)
+    return join_boxes(box, int(name.rpartition("x")[2]), f"{name} ({net}, {nic:g} GB/s NICs)")
 
 
 def measured_us(row: dict) -> float:
@@ -87,26 +97,35 @@ def line_rate_us(topo, coll: str, nbytes: int, cache: dict) -> float:
     return min(c.time_us(nbytes) for c in cache[topo.name])
 
 
+ALGORITHMS = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree",
+              "collnetdirect": "collnet_direct", "collnetchain": "collnet_chain", "pat": "pat"}
+
+
+def allowed(names: str) -> str:
+    """NCCL_ALGO's names ("Ring,Tree") in synth's ("ring,tree")."""
+    return ",".join(ALGORITHMS[a.strip().lower()] for a in names.split(",") if a.strip())
+
+
 def evaluate(rows: list[dict]) -> list[dict]:
     out, topos, refs = [], {}, {}
     for row in rows:
-        key = (row["machine"], row["network"])
+        key = (row["machine"], row["net"], row["nic_gbps"], row["cpu"])
         if key not in topos:
             topos[key] = topology(row)
         topo = topos[key]
         coll, n = row["collective"], int(row["size_bytes"])
-        algo = {"Ring": "ring", "Tree": "tree", "NVLS": "nvls", "NVLSTree": "nvls_tree"}.get(
-            row["algorithm"], "")
+        algo, launches = allowed(row["algorithm"]), int(row["launches"] or 1)
         measured = measured_us(row)
         m = machine_of(topo)
-        pick = choose(m, coll, n, algo, row["protocol"])
+        pick = choose(m, coll, n, algo, row["protocol"], launches)
         old = line_rate_us(topo, coll, n, refs)
         out.append({"source": row["source"], "machine": row["machine"], "kind": kind(row),
+                    "net": row["net"] or "-", "flag": row["flag"],
                     "collective": coll, "size": n, "class": size_class(n),
                     "measured_us": measured, "nccl": pick.name, "reason": pick.reason,
                     "new_us": pick.predicted_us, "old_us": old,
                     "new_err": pick.predicted_us / measured - 1, "old_err": old / measured - 1,
-                    "sample": Sample(m, coll, n, measured, algo, row["protocol"])})
+                    "sample": Sample(m, coll, n, measured, algo, row["protocol"], launches)})
     return out
 
 
@@ -122,6 +141,9 @@ def summary(results: list[dict], by: str) -> list[dict]:
 
 
 def leave_one_out(results: list[dict]) -> list[dict]:
+    """Fit on every other machine's unflagged rows, judge the held-out one's unflagged
+    rows of 1 MB and up."""
+    results = [r for r in results if not r["flag"]]
     out = []
     for held in sorted({r["kind"] for r in results}):
         train = [r["sample"] for r in results if r["kind"] != held]
@@ -144,7 +166,8 @@ def own_rows(results: list[dict]) -> list[dict]:
     out = []
     groups: dict[tuple, list[dict]] = {}
     for r in results:
-        groups.setdefault((r["machine"], r["source"]), []).append(r)
+        if not r["flag"]:
+            groups.setdefault((r["machine"], r["source"]), []).append(r)
     for (machine, source), rows in groups.items():
         _, fitted = fit([r["sample"] for r in rows])
         errs = [abs(f.error) for f in fitted]
@@ -154,6 +177,7 @@ def own_rows(results: list[dict]) -> list[dict]:
 
 
 def goals(results: list[dict], loo: list[dict]) -> list[tuple[str, bool, str]]:
+    """The issue's goals over `results` (leave-one-out: over its held-out rows)."""
     big = [abs(r["new_err"]) for r in results if r["size"] >= 1 << 20]
     mid = [abs(r["new_err"]) for r in results if r["size"] < 1 << 20]
     small = [abs(r["new_err"]) for r in results if r["size"] <= 1 << 16]
@@ -178,10 +202,18 @@ def report(results, loo, machine, own) -> str:
              f"{machine['memory_gib']} GiB, Python {machine['python']}; {len(results)} rows of "
              "bench/fidelity/published.csv; error = predicted / measured time - 1.", "",
              "## Goals (cost model 2, default figures)", "",
-             "| goal | met | value |", "| --- | --- | ---: |"]
-    lines += [f"| {g} | {'yes' if ok else 'no'} | {v} |" for g, ok, v in goals(results, loo)]
-    for by in ("class", "kind"):
-        lines += ["", f"## By {'size class' if by == 'class' else 'machine'}", "",
+             "| goal | met (all rows) | value (all rows) | met (unflagged) | value (unflagged) |",
+             "| --- | --- | ---: | --- | ---: |"]
+    clean = [r for r in results if not r["flag"]]
+    lines += [f"| {g} | {'yes' if ok else 'no'} | {v} | {'yes' if ok2 else 'no'} | {v2} |"
+              for (g, ok, v), (_, ok2, v2) in zip(goals(results, loo), goals(clean, loo))]
+    lines += ["", f"{len(results) - len(clean)} rows are flagged as inconsistent runs "
+              "(bench/fidelity/README.md); leave-one-out and the per-source fits never use "
+              "them, so its goal is the same in both columns."]
+    for by in ("class", "kind", "net", "collective"):
+        title = {"class": "size class", "kind": "machine", "net": "network between nodes",
+                 "collective": "collective"}[by]
+        lines += ["", f"## By {title} (all rows)", "",
                   f"| {by} | rows | line-rate median | line-rate worst | model 2 median | model 2 worst |",
                   "| --- | ---: | ---: | ---: | ---: | ---: |"]
         lines += [f"| {s[by]} | {s['rows']} | {s['old_median']:.0%} | {s['old_worst']:.0%} | "
@@ -195,12 +227,13 @@ def report(results, loo, machine, own) -> str:
               "| machine | source | rows | median | worst |", "| --- | --- | ---: | ---: | ---: |"]
     lines += [f"| {x['machine']} | {x['source']} | {x['rows']} | {x['median']:.0%} | "
               f"{x['worst']:.0%} |" for x in own]
-    lines += ["", "## Rows", "", "| machine | collective | size | measured us | NCCL runs | "
-              "model 2 us | error | line-rate us | error |",
-              "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
-    lines += [f"| {r['machine']} | {r['collective']} | {r['size']} | {r['measured_us']:.1f} | "
-              f"{r['nccl']} | {r['new_us']:.1f} | {pct(r['new_err'])} | {r['old_us']:.1f} | "
-              f"{pct(r['old_err'])} |" for r in results]
+    lines += ["", "## Rows", "", "| machine | net | collective | size | measured us | NCCL runs | "
+              "model 2 us | error | line-rate us | error | flag |",
+              "| --- | --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |"]
+    lines += [f"| {r['machine']} | {r['net']} | {r['collective']} | {r['size']} | "
+              f"{r['measured_us']:.1f} | {r['nccl']} | {r['new_us']:.1f} | {pct(r['new_err'])} | "
+              f"{r['old_us']:.1f} | {pct(r['old_err'])} | {'suspect' if r['flag'] else ''} |"
+              for r in results]
     return "\n".join(lines) + "\n"
 
 

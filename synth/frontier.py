@@ -24,6 +24,8 @@ from synth.construct.baselines import baselines
 from synth.construct.decompose import COLLECTIVES as DECOMPOSED
 from synth.construct.decompose import MAX_STEPS as DECOMPOSED_MAX_STEPS
 from synth.construct.decompose import decompose
+from synth.construct.greedy import COLLECTIVES as GREEDY
+from synth.construct.greedy import greedy_search
 from synth.construct.hints import Hints
 from synth.construct.in_network import ONE_STEP, box_switches, nvls_search, reducing_switch
 from synth.construct.relayed_alltoall import forwarded_search
@@ -114,7 +116,7 @@ def default_limits(b: Bounds, max_steps=None, max_chunks=None, time_limit=None,
 
 METHODS = ("auto", "exact", "decomposed")
 # built, not searched: they prove nothing
-CONSTRUCTED = ("decomposed", "trees", "forwarded", "in-network", "baselines")
+CONSTRUCTED = ("decomposed", "greedy", "trees", "forwarded", "in-network", "baselines")
 BOUNDS_SHARE = 0.4  # of the time limit, at most, for the bounds (the rest: the searches)
 
 
@@ -160,6 +162,15 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     # constructions next, quick and bounded, so that the exact search's time-out cannot
     # starve them: trees, alltoall by forwarding, then on "auto" the baselines, which
     # join the frontier so that it is never slower than one of them
+    # greedy matching is for graphs without boxes to decompose (tori, meshes, one
+    # switch): on a cluster the decomposition is far better, so it is not tried there
+    if method == "auto" and name in GREEDY and hierarchy is None and \
+            not _interrupted(searches):
+        on_event("search", f"{name} by greedy link-chunk matching")
+        greedy_end = min(time.monotonic() + GREEDY_SHARE * limits.time_limit,
+                         start + limits.time_limit)
+        searches["greedy"] = greedy_search(model, name, coll.root, limits, greedy_end,
+                                             _plain(b).rounds_per_chunk, topo.translations)
     if method == "auto" and name in PACKED and not _interrupted(searches):
         on_event("search", f"{name} by packed trees")
         # a share of the time limit from now, as the decomposition may have used some
@@ -226,6 +237,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
 
 BASELINE_SECONDS = 2e-4  # x ranks^2: building every baseline (256 GPUs ~11 s, 512 ~55 s)
 TREES_SHARE = 0.25  # of the time limit, at most, for packing trees (from their start)
+GREEDY_SHARE = 0.25  # the same for greedy matching
 
 
 def _interrupted(searches: dict[str, Search]) -> bool:

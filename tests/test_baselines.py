@@ -7,17 +7,19 @@ bounded (ring packing, tree growing), so the whole file runs in a few seconds.
 
 import copy
 import json
+from dataclasses import replace
 from functools import lru_cache
 
 import pytest
 
 from synth.construct.baselines import baselines, find_boxes, not_applicable, pack_rings
+from synth.construct.baselines.rings import ring_baseline
 from synth.construct.baselines.trees import _classic_trees
 from synth.errors import BadInput
 from synth.schedule.cost import schedule_cost
 from synth.schedule.file import schedule_to_dict
 from synth.schedule.verify import ScheduleInvalid, verify_schedule
-from synth.topology.catalog import resolve
+from synth.topology.catalog import join_boxes, resolve
 from synth.topology.linkmodel import lower, min_rounds, switch_rounds
 
 TOPOLOGIES = ["dgx1", "ndv2", "dgx2", "dgxa100", "dgxh100", "ring:8", "fc:8", "switch:8",
@@ -167,6 +169,30 @@ def test_multi_box_topologies_get_rings():
         packing = pack_rings(model(name))
         assert packing is not None and len(packing.channels) >= 2
     assert pack_rings(model("dgx2x2")).rounds == 2  # the 1/2-wide NIC links need 2 rounds
+
+
+def a100x2_with_nics(gbps):
+    box = resolve("dgxa100")
+    box = replace(box, network=replace(box.network, gbps=gbps))
+    return lower(join_boxes(box, 2, f"dgxa100x2 ({gbps:g} GB/s NICs)"))
+
+
+def test_a_fractional_nic_rate_is_kept_whole_in_a_ring():
+    # 24 GB/s NICs at dgxa100's 25 GB/s unit: each rail's NIC link has capacity 24/25.
+    # A ring over two boxes leaves each box once, on one rail: 8 rails carry 8 x 24/25 =
+    # 7.68 channels per round, the whole NIC rate, where 8 full-rate NICs carry 8. With
+    # 25 rounds per step that is 8 x 24 = 192 channels; the old budgets (at most 4
+    # rounds) reached 3 channels per rail in 4 rounds, 6 per round (a 25% loss).
+    fractional, whole = a100x2_with_nics(24.0), a100x2_with_nics(25.0)
+    packing = pack_rings(fractional)
+    assert packing.rounds == 25 and len(packing.channels) == 192
+    ring = ring_baseline(fractional, "allgather", None)
+    verify_schedule(schedule_to_dict(ring.schedule))
+    full = ring_baseline(whole, "allgather", None)
+    assert pack_rings(whole).rounds == 1 and len(pack_rings(whole).channels) == 8
+    # the bandwidth term scales by exactly the NIC's rate: 25 / 24
+    ratio = schedule_cost(ring.schedule).us_per_byte / schedule_cost(full.schedule).us_per_byte
+    assert ratio == pytest.approx(25 / 24, rel=1e-12)
 
 
 def test_ring_search_is_bounded_on_64_ranks():

@@ -15,6 +15,8 @@ import pytest
 import yaml
 
 from synth.errors import BadInput
+from synth.predict.calibrate import TIMES, Sample, fit
+from synth.predict.machine import machine_of
 from synth.predict.nccl_tests import parse_log
 from synth.topology.catalog import resolve
 
@@ -23,6 +25,7 @@ HEADER = ["# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) wa
 COLUMNS = ("#       size         count      type   redop    root     time   algbw   busbw "
            "#wrong     time   algbw   busbw #wrong")
 CALL, SCALE, NVLINK = 14.0, 1.3, 0.7  # the truth the logs are made from
+LAUNCH = 5.0  # us per GPU one thread launches (a -g 8 log)
 
 
 def rank_lines(n: int, gpu: str = "NVIDIA A100-SXM4-80GB") -> list[str]:
@@ -108,6 +111,44 @@ def test_the_parser_reads_rows_ranks_and_forced_algorithm():
     assert log.rows[0].nbytes == 8 and len(log.rows) == 16
     tagged = "\n".join(f"[1,0]<stdout>:{line}" for line in log_text("allreduce").splitlines())
     assert parse_log(tagged, "t.log").ranks == 8
+
+
+def test_the_parser_reads_gpus_per_thread_and_a_list_of_algorithms():
+    text = log_text("allreduce").replace("nGpus 1", "nGpus 8").replace("to Ring", "to Ring,Tree")
+    log = parse_log(text, "g8.log")
+    assert (log.gpus_per_thread, log.algorithm) == (8, "ring,tree")
+    assert parse_log(log_text("allreduce"), "g1.log").gpus_per_thread == 1
+    # an exclusion leaves NCCL its choice
+    assert parse_log(log_text("allreduce").replace("to Ring", "to ^Tree"), "x.log").algorithm == ""
+
+
+@pytest.mark.parametrize("header, gpus, launches", [
+    ("nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 "
+     "agg iters: 1 validation: 1 graph: 0", 1, 1),
+    ("nGpus 8 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 "
+     "agg iters: 1 validation: 1 graph: 0", 8, 8),      # -g 8: 8 launches a call
+    ("nGpus 8 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 "
+     "agg iters: 1 validation: 1 graph: 20", 8, 0),     # -g 8 -G 20: a CUDA graph replays
+    ("nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 "
+     "agg iters: 1 validation: 1 graph: 1 unalign: 0", 1, 0),  # later releases add unalign
+])
+def test_the_parser_reads_the_launches_a_call_waits_for(header, gpus, launches):
+    text = log_text("allreduce").replace(HEADER[0], "# nThread 1 " + header)
+    log = parse_log(text, "x.log")
+    assert (log.gpus_per_thread, log.launches) == (gpus, launches)
+
+
+def test_the_fit_recovers_the_hosts_launch_cost_from_a_one_thread_log():
+    # one thread launching 8 GPUs (-g 8): each call takes the longer of the GPU's part
+    # (ring_time_us) and 8 launches of LAUNCH us, which binds below about 64 KB
+    machine = machine_of(resolve("dgxa100"))
+    samples = [Sample(machine, coll, 1 << k, max(8 * LAUNCH, ring_time_us(coll, proto, 1 << k)),
+                      "ring", proto, launches=8)
+               for coll in ("allreduce", "allgather") for proto in ("LL", "Simple")
+               for k in range(3, 34, 3)]
+    theta, fitted = fit(samples)
+    assert theta[TIMES.index("launch_us")] == pytest.approx(LAUNCH, rel=0.03)
+    assert max(abs(f.error) for f in fitted) < 0.05
 
 
 @pytest.mark.parametrize("change, message", [

@@ -94,10 +94,11 @@ def test_compare_names_a_baseline_on_the_frontier():
 
 
 def test_the_baselines_are_built_even_when_the_exact_search_runs_out_of_time():
-    # hypercube:4 allgather: the exact search uses all 3 s; the packed rings still join
+    # hypercube:4 allgather: the exact search uses all 3 s; the packed rings are still
+    # built and weighed (greedy matching's points beat them here)
     result = frontier_of("hypercube:4", "allgather", time_limit=3.0)
     assert result.searches["allgather"].stopped == "out of time"
-    assert any("baseline" in p.schedule.info for p in result.points)
+    assert result.searches["baselines"].points
     assert result.searches["baselines"].stopped.endswith("on the frontier")
 
 
@@ -128,6 +129,9 @@ def test_ctrl_c_while_building_keeps_what_was_found(monkeypatch, where):
         # 3-1-0-4-5-7-6-2, so one path could be used twice; at most 6, at least 1
         packed = re.fullmatch(r"6 trees per root, ([1-6]) distinct", stopped["trees"])
         assert packed, stopped["trees"]
-        assert result.points and all(p.schedule.info["method"].startswith("trees, 6 packed")
-                                     and p.chunks % 6 == 0 for p in result.points)
+        trees = [p for p in result.points
+                 if p.schedule.info["method"].startswith("trees, 6 packed")]
+        assert trees and all(p.chunks % 6 == 0 for p in trees)
+        assert all(p in trees or p.schedule.info["method"].startswith("greedy")
+                   for p in result.points)
     assert "broadcast" not in stopped  # the exact search does not start after Ctrl-C

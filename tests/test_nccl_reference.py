@@ -15,7 +15,8 @@ import pytest
 from synth.errors import BadInput
 from synth.topology.figures import defaults, figures_from_dict
 from synth.predict.machine import Machine, machine_of
-from synth.predict.nccl import choose, model_us, nccl_rates, options, predicted_us
+from synth.predict.nccl import (achieved_rates, channel_share, choose, model_us, nccl_rates,
+                                options, predicted_us)
 from synth.topology.catalog import resolve
 
 GB = 1 << 30
@@ -120,10 +121,10 @@ def test_a_call_costs_its_fixed_cost_plus_nccls_latency():
     m = machine_of(resolve("dgxa100"))
     m = replace(m, figures=replace(m.figures, call_us=20.0))
     # 8 bytes: ring LL, 15 us of NCCL latency + 20 us of call + 8 B on one of the
-    # communicator's 24 channels (the search's 12, doubled by connect.cc), LL's cap
-    # (87.7 x 8/14) shared by all 24
+    # communicator's 24 channels (the search's 12, doubled by connect.cc): 1/24 of 12 x
+    # 25 x 0.77 = 231 GB/s, at half rate (LL; far under LL's cap of 87.7), x 8/14
     t = predicted_us(m, "allreduce", choose(m, "allreduce", 8).option, 8)
-    assert t == pytest.approx(20 + 15 + 8 / (1e3 * 87.7 * 8 / 14 / 24), rel=1e-6)
+    assert t == pytest.approx(20 + 15 + 8 / (1e3 * 231 / 24 * 0.5 * 8 / 14), rel=1e-6)
 
 
 def test_the_protocol_switches_where_simples_latency_pays_for_itself():
@@ -161,6 +162,108 @@ def test_few_bytes_use_few_channels():
                                  + 96 * 1024 / (1e3 * rates * 3 / 24), rel=1e-6)
 
 
+def test_a_call_waits_for_its_host_when_one_thread_launches_many_gpus():
+    m = machine_of(resolve("dgxa100"))
+    ring_ll = choose(m, "allreduce", 8).option
+    # the GPU's part: 2.2 us of call + ring LL's 6.6 + 14 x 0.6 = 15 us + 8 bytes on one
+    # of 24 channels (as above); the host's: 4.2 us per GPU it launches
+    gpu = 2.2 + 15 + 8 / (1e3 * 231 / 24 * 0.5 * 8 / 14)
+    assert predicted_us(m, "allreduce", ring_ll, 8, launches=1) == pytest.approx(gpu)
+    assert predicted_us(m, "allreduce", ring_ll, 8, launches=8) == pytest.approx(8 * 4.2)
+    assert predicted_us(m, "allreduce", ring_ll, 8, launches=0) == pytest.approx(gpu)  # graphs
+    assert choose(m, "allreduce", 8, launches=8).predicted_us == pytest.approx(8 * 4.2)
+
+
+def efa_pair() -> Machine:
+    """Two DGX-H100-like boxes on EFA (p5: NCCL sees one 400 Gb/s device of 4 rails per
+    GPU), figures of the kind: aws-ofi-nccl reports 75 us, a message takes 20 (+3)."""
+    topo = resolve("dgxh100x2")
+    return machine_of(replace(topo, figures=defaults("hopper", "efa")))
+
+
+def test_efa_steers_nccls_choice_by_its_plugins_latency_and_costs_its_own_on_the_wire():
+    m = efa_pair()
+    # NCCL's view at 8 bytes: tree LL 6.8 + 2 x (7 x 0.6 + 1 x (5.0 + 75)) = 175.2 us;
+    # ring LL 6.6 + 28 x 1.0 + 2 x (2.7 + 75) = 190.0; NVLS-tree 25 + 2 x (20.9 + 2 x 75)
+    pick = choose(m, "allreduce", 8)
+    assert pick.name == "tree/LL"
+    assert pick.option.latency_us == pytest.approx(175.2)
+    assert "next ring/LL 190.0 us" in pick.reason
+    # on the wire a network hop is EFA's 20 us: 6.8 + 2 x (4.2 + 20) = 55.2, plus 2.2
+    hardware = options(m, "allreduce", nccl_rates(m), achieved_rates(m, m.figures))
+    tree_ll = next(o for o in hardware if (o.algorithm, o.protocol) == ("tree", "LL"))
+    assert tree_ll.latency_us == pytest.approx(55.2)
+    assert pick.predicted_us == pytest.approx(2.2 + 55.2, abs=0.05)  # + 8 bytes' time
+    # Simple pays the completion too: ring Simple crosses the network twice at 20 + 3
+    ring = next(o for o in hardware if (o.algorithm, o.protocol) == ("ring", "Simple"))
+    assert ring.latency_us == pytest.approx(8.4 + 28 * 3.4 + 2 * 23)
+
+
+def test_an_amd_host_doubles_nccls_network_overhead_and_takes_its_ll_cap():
+    m = machine_of(resolve("dgxh100x2"))
+    amd = replace(m, figures=replace(m.figures, cpu="amd"))
+    # ring LL across 2 nodes: 6.6 + 28 x max(0.6, overhead) + 2 x 2.7, the overhead 1 us
+    # on Intel and 2 on AMD (getNetOverhead); LL's cap across 2 nodes 39.0 / 22.5
+    assert option(m, "allreduce", "ring", "LL").latency_us == pytest.approx(6.6 + 28 + 5.4)
+    assert option(amd, "allreduce", "ring", "LL").latency_us == pytest.approx(6.6 + 56 + 5.4)
+    assert option(amd, "allreduce", "ring", "LL").gbps == pytest.approx(22.5 * 16 / 30)
+    assert option(m, "allreduce", "ring", "LL").gbps == pytest.approx(39.0 * 16 / 30)
+
+
+def test_nccl_algo_may_allow_several_algorithms():
+    m = machine_of(resolve("dgxh100x2"))
+    # Ring,Tree with Simple only (GPUDirect-TCPXO's profile): tree Simple's 8.4 +
+    # 2 x (7 x 4.0 + 14) = 92.4 us beats ring Simple's 8.4 + 28 x 3.4 + 2 x 14 = 131.6
+    pick = choose(m, "allreduce", 8, "ring,tree", "Simple")
+    assert pick.name == "tree/Simple" and pick.option.latency_us == pytest.approx(92.4)
+    assert "next ring/Simple 131.6 us" in pick.reason and "of 2 " in pick.reason
+
+
+def test_a_tree_over_one_gpu_per_node_is_nccls_plain_tree_at_085():
+    m = one_gpu_per_node(4)
+    # the search: 48 GB/s (a 400 Gb/s NIC as NCCL counts it) fits once, doubled to 2
+    # channels of 24; tree allreduce over 4 nodes: 2 x 24 x 0.92 (under 2 x 36.0), then
+    # x 0.85 (the search's pattern is a plain tree with one GPU a node), x 0.5
+    tree = option(m, "allreduce", "tree", "Simple")
+    assert tree.channels == 2
+    assert tree.gbps == pytest.approx(2 * 24 * 0.92 * 0.85 * 0.5)
+
+
+def test_an_alltoall_is_its_sends_latency_and_its_busiest_link():
+    m = machine_of(resolve("dgxa100"))
+    # 1 KB: 128 bytes a peer, under NCCL_P2P_LL_THRESHOLD, so LL: 2.2 us of call + ring
+    # LL's base 6.6 + one NVLink hop 0.6; 7/8 of the buffer over 12 x 25 x 0.77 GB/s at
+    # half rate
+    small = choose(m, "alltoall", 1024)
+    assert small.name == "p2p/LL"
+    assert small.predicted_us == pytest.approx(2.2 + 6.6 + 0.6 + 1024 * 7 / 8 / (231e3 * 0.5))
+    big = choose(m, "alltoall", GB)  # Simple: base 8.4, hop 3.4
+    assert big.name == "p2p/Simple"
+    assert big.predicted_us == pytest.approx(2.2 + 8.4 + 3.4 + GB * 7 / 8 / 231e3)
+
+
+def test_a_ring_slower_than_pcie_gen3_runs_simple_on_256_threads():
+    # 8 GPUs on PCIe Gen3 x16 (16 GB/s, NCCL counts 12): one ring channel of 12 GB/s,
+    # 12 <= PCI_BW, so Simple runs 256 threads: a channel per 256 x 64 B = 16 KB (not
+    # 512 x 64 = 32 KB); the communicator has the search's 1 channel doubled, 2
+    m = Machine("pcie box", defaults("ampere"), 8, 1, "pcie", 16.0, 16.0, 0, 0.0, False,
+                False, False)
+    ring = option(m, "allreduce", "ring", "Simple")
+    assert channel_share(m, ring, 40 * 1024) == 1.0  # 2 channels of 16 KB fit
+    assert channel_share(m, ring, 20 * 1024) == 0.5
+
+
+def test_lls_cap_is_on_the_whole_bus_not_on_each_channel():
+    m = machine_of(resolve("dgxh100"))
+    # 32 KB: ring LL on one channel (512 threads x 8 B x 8 ranks = 32 KB a channel) of
+    # the communicator's 24: 18 x 25 x 0.82 = 369 GB/s / 24 at half rate, 7.7 GB/s, which
+    # LL's cap of 141 GB/s on the whole bus bandwidth leaves alone (not 141 / 24)
+    pick = choose(m, "allreduce", 32 * 1024)
+    assert pick.name == "ring/LL"
+    bus = 369 / 24 * 0.5
+    assert pick.predicted_us == pytest.approx(2.2 + 6.6 + 14 * 0.6 + 32768 / (1e3 * bus * 8 / 14))
+
+
 def test_costs_section_overrides_the_architectures_defaults_and_refuses_typos():
     f = figures_from_dict({"arch": "hopper", "call_us": 12, "nic": 0.9})
     assert (f.nvlink, f.nvls, f.call_us, f.nic) == (0.82, 0.85, 12.0, 0.9)
@@ -170,6 +273,16 @@ def test_costs_section_overrides_the_architectures_defaults_and_refuses_typos():
         figures_from_dict({"nic": 1.5})
     with pytest.raises(BadInput, match="costs.arch: expected one of"):
         figures_from_dict({"arch": "kepler"})
+    efa = figures_from_dict({"arch": "hopper", "net": "efa"})
+    assert (efa.net, efa.net_us, efa.source) == ("efa", 20.0, "the topology file")
+    assert figures_from_dict({"net": "roce", "net_us": 3}).net_us == 3.0
+    with pytest.raises(BadInput, match="costs.net: expected one of ib, roce, efa, tcpxo"):
+        figures_from_dict({"net": "myrinet"})
+    with pytest.raises(BadInput, match="costs.net: expected one of"):
+        figures_from_dict({"net": ["efa"]})
+    assert figures_from_dict({"cpu": "amd"}).cpu == "amd"
+    with pytest.raises(BadInput, match="costs.cpu: expected one of intel, amd"):
+        figures_from_dict({"cpu": "arm"})
 
 
 def test_machine_reads_rates_and_nodes_from_the_topology():

@@ -13,7 +13,7 @@ import pytest
 from synth.construct.decompose import ranged
 from synth.construct.moves import scaled_rounds
 from synth.export.layout import Layout, Slot
-from synth.run.distributed import plan_rank
+from synth.run.rank_plan import plan_rank
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import read_schedule, write_schedule
 from synth.schedule.machine import read_verified
@@ -75,24 +75,28 @@ def broken(path, out):
     return out
 
 
-def _run_each(rank, world, paths, nbytes, inits, reports):
+def _run_each(rank, world, paths, calls, inits, reports):
     """One worker process: every schedule in turn, each exactly as `synth run` runs it
     (synth.run.distributed._worker: its own process group, run, check, report, close)."""
     from synth.run.distributed import _worker
 
-    for path, init, report in zip(paths, inits, reports):
-        _worker(rank, world, path, nbytes, 1, "gloo", init, report)
+    for path, call, init, report in zip(paths, calls, inits, reports):
+        _worker(rank, world, path, call, "gloo", init, report)
 
 
-def run_in_one_spawn(paths, directory, nbytes=64 << 10):
+def run_in_one_spawn(paths, directory, nbytes=64 << 10, calls=None):
     """Rank 0's report for each schedule, all run by one set of worker processes: the
     runner's own worker, minus starting the processes (and importing torch) per file.
 
     The processes are forked from a forkserver that imports torch and the runner once
     for the whole session (importing torch costs each fresh process over a second of
     CPU: 10-20 s for eight on two cores); `synth run` itself spawns fresh processes,
-    which test_synth_run_prints_a_correct_json_report runs end to end."""
+    which test_synth_run_prints_a_correct_json_report runs end to end. `calls`: a
+    synth.run.distributed.Call per path (default: nbytes of float32, MSCCL++'s cut)."""
     import multiprocessing
+    from dataclasses import asdict
+
+    from synth.run.distributed import Call
 
     import torch.multiprocessing as mp
 
@@ -102,9 +106,10 @@ def run_in_one_spawn(paths, directory, nbytes=64 << 10):
     assert all(read_schedule(p).collective.ranks == world for p in paths)
     # each process group meets through a file of its own: ports picked ahead for later
     # groups could be taken meanwhile (as the local end of an earlier group's connection)
-    inits = [f"file://{directory / f'{p.stem}.rendezvous'}" for p in paths]
-    reports = [directory / f"{p.stem}.report.json" for p in paths]
-    workers = mp.start_processes(_run_each, args=(world, [str(p) for p in paths], nbytes,
+    inits = [f"file://{directory / f'{i}-{p.stem}.rendezvous'}" for i, p in enumerate(paths)]
+    reports = [directory / f"{i}-{p.stem}.report.json" for i, p in enumerate(paths)]
+    calls = [asdict(c) for c in calls or [Call(nbytes, "float32", iters=1) for _ in paths]]
+    workers = mp.start_processes(_run_each, args=(world, [str(p) for p in paths], calls,
                                                   inits, [str(r) for r in reports]),
                                  nprocs=world, join=False, start_method="forkserver")
     deadline = time.monotonic() + 300  # as synth_cli's timeout: a hang fails, not blocks
@@ -141,6 +146,8 @@ def test_synth_run_prints_a_correct_json_report(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(result.stdout)
     assert report["correct"] and report["collective"] == "allreduce"
+    # exactly 64 KiB of float32, whole 16-byte units of the chunks: no tail
+    assert (report["bytes"], report["dtype"], report["tail_bytes"]) == (65536, "float32", 0)
     assert (report["ranks"], report["chunks"]) == (4, read_schedule(path).collective.chunks)
     assert report["synth_us"] > 0 and report["torch_us"] > 0
 

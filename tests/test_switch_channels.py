@@ -53,7 +53,7 @@ def nvls_plan(inplace=False, ready=True, done=True):
                 dict(MEMORY, channel_ids=ids),
                 {"channel_type": "switch", "channel_ids": list(range(len(bufs)))}]}]})
     return {"name": "nvls", "collective": "allreduce", "protocol": "Simple", "inplace": inplace,
-            "gpus": gpus}
+            "max_message_size": 1 << 30, "gpus": gpus}
 
 
 def test_a_hand_written_nvls_plan_simulates_in_and_out_of_place():

@@ -1,12 +1,14 @@
 """Cost model 2 for synth's schedules (synth.predict.timing), on hand-derived cases.
 
 The figures are the defaults (docs/cost-model.md): Ampere's for generators (NVLink 0.77
-of line rate, a call 15 us, 0.5 us a round), Hopper's for dgxh100 (NVLink 0.82, NIC
+of line rate, a call 2.2 us, 0.5 us a round), Hopper's for dgxh100 (NVLink 0.82, NIC
 0.95); NCCL's per-hop latencies are LL / LL128 / Simple = 0.6 / 1.9 / 3.4 us over
 NVLink and 2.7 / 4.0 / 14.0 us over the network.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
@@ -15,6 +17,7 @@ from synth.predict.timing import fastest, fastest_somewhere, prices, schedule_li
 from synth.schedule.collectives import make_collective
 from synth.schedule.ir import Schedule, Send, Step
 from synth.topology.catalog import resolve
+from synth.topology.figures import defaults
 from synth.topology.linkmodel import lower
 
 
@@ -27,10 +30,12 @@ def test_one_step_over_one_nvlink_costs_the_call_the_hop_a_round_and_the_bytes()
     rate = 25 * 0.77 * 1e3  # bytes per us achieved
     # one chunk (n / 2 bytes) each way at once; LL moves half as fast, LL128 0.92
     for proto, hop, factor in (("LL", 0.6, 0.5), ("LL128", 1.9, 0.92), ("Simple", 3.4, 1.0)):
-        assert lines[proto].latency_us == pytest.approx(15 + hop + 0.5)
+        assert lines[proto].latency_us == pytest.approx(2.2 + hop + 0.5)
         assert lines[proto].us_per_byte == pytest.approx(1 / (2 * rate * factor))
     assert fastest(list(lines.values()), 8).protocol == "LL"
     assert fastest(list(lines.values()), 1 << 30).protocol == "Simple"
+    # LL's 2.2 + 0.6 + 0.5 = 3.3 us is under the host's launch of the call, 4.2 us
+    assert lines["LL"].time_us(8) == pytest.approx(4.2)
 
 
 def two_box_step(nvlink_sends: int) -> Schedule:
@@ -50,9 +55,18 @@ def test_a_step_pays_the_latency_of_the_link_that_bounds_it(nvlink_sends, bound_
     nic = 50 * 0.95  # the 400 Gb/s NIC, the slowest hop to the other box
     per_chunk = max(nvlink_sends / nvlink, 1 / nic)  # the busiest link: chunks / (GB/s)
     hop = {"nvlink": 3.4, "net": 14.0}[bound_by]
-    assert lines["Simple"].latency_us == pytest.approx(15 + hop + 0.5)
+    assert lines["Simple"].latency_us == pytest.approx(2.2 + hop + 0.5)
     # C = 16 ranks x 18 chunks: a chunk is n / 288 bytes
     assert lines["Simple"].us_per_byte == pytest.approx(per_chunk / (288 * 1e3))
+
+
+def test_a_step_over_efa_pays_efas_message_latency():
+    # the same step bound by the network, the boxes joined by EFA: its message takes 20
+    # us (aws-ofi-nccl's p5 figure) and Simple's completion 3 more, in place of 14.0
+    topo = replace(resolve("dgxh100x2"), figures=defaults("hopper", "efa"))
+    lines = {l.protocol: l for l in schedule_lines(two_box_step(1), prices(topo))}
+    assert lines["Simple"].latency_us == pytest.approx(2.2 + 23 + 0.5)
+    assert lines["LL"].latency_us == pytest.approx(2.2 + 20 + 0.5)
 
 
 def test_only_points_fastest_at_some_size_are_kept():

@@ -34,15 +34,20 @@ def export_command(file, fmt, path, inplace, name, min_bytes, max_bytes):
     checked by its runtime simulator before it is written. Exit 2 when the schedule
     cannot be expressed.
     """
-    from synth.export import render
+    from synth.export import render, sizes_line
     from synth.files import write_atomic
     from synth.schedule.machine import read_verified
 
     schedule = read_verified(file)
     text, summary = render(schedule, fmt, inplace, name, min_bytes, max_bytes)
+    sizes = sizes_line(fmt, text)
     if path == "-":  # standard output: the file's text there, the summary on stderr
         click.echo(text, nl=False)
         click.echo(f"wrote standard output ({fmt}): {summary}", err=True)
+        if sizes:
+            click.echo(sizes, err=True)
         return
     write_atomic(path, text)
     click.echo(f"wrote {path} ({fmt}): {summary}")
+    if sizes:
+        click.echo(sizes)

@@ -15,33 +15,52 @@ from synth.errors import NoAnswer
 @click.option("--nproc", type=click.IntRange(1, 1024), default=None,
               help="Processes to start here [the schedule's ranks]. Under torchrun, omit.")
 @click.option("--size", "size", default="1MB", show_default=True,
-              help="Message size n (nccl-tests' convention, binary units).")
+              help="Message size n in bytes, exactly (nccl-tests' convention, binary "
+                   "units: 64MB, 67108867).")
+@click.option("--dtype", type=click.Choice(["auto", "float32", "int32", "uint8"]),
+              default="auto", show_default=True,
+              help="Element type; auto: float32 where every share is whole float32 "
+                   "elements, else uint8.")
+@click.option("--runtime", type=click.Choice(["mscclpp", "msccl-xml"]), default="mscclpp",
+              show_default=True,
+              help="Whose cut the call follows: the bulk through the schedule in 16-byte "
+                   "units (mscclpp) or in whole loops of elements a share (msccl-xml), "
+                   "the rest through torch's own collective.")
 @click.option("--backend", type=click.Choice(["gloo", "nccl"]), default="gloo",
               show_default=True, help="torch.distributed backend: gloo on CPUs, nccl on "
                                       "GPUs.")
-@click.option("--iters", type=click.IntRange(1, 10000), default=5, show_default=True,
-              help="Timed runs of each (after one warm-up).")
+@click.option("--iters", type=click.IntRange(0, 10000), default=5, show_default=True,
+              help="Timed runs of each (after one warm-up); 0: check only.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--no-verify", is_flag=True, hidden=True,
               help="Skip the verifier (to test the runner's numeric check).")
-def run_command(path, nproc, size, backend, iters, as_json, no_verify):
+def run_command(path, nproc, size, dtype, runtime, backend, iters, as_json, no_verify):
     """Run FILE on N processes, check it against torch's collective, time both."""
     from synth.run.distributed import run
     from synth.schedule.cost import parse_size
 
-    report = run(path, nproc, parse_size(size), iters, backend, check_first=not no_verify)
+    report = run(path, nproc, parse_size(size), iters, backend, check_first=not no_verify,
+                 dtype=dtype, runtime=runtime)
     if not report:  # a torchrun worker other than rank 0
         return 0
     if as_json:
         click.echo(json.dumps(report, indent=1))
     else:
         click.echo(f"{report['collective']} on {report['ranks']} ranks ({report['backend']}), "
-                   f"{report['bytes']} bytes, {report['iters']} iterations: "
-                   f"{'correct' if report['correct'] else 'WRONG'}")
-        click.echo(f"  synth schedule {report['synth_us']:10.1f} us {report['synth_algbw_gbps']:8.3f}"
-                   f" GB/s  ({report['steps']} steps)")
-        click.echo(f"  torch          {report['torch_us']:10.1f} us {report['torch_algbw_gbps']:8.3f}"
-                   f" GB/s  ({report['torch_reference']})")
+                   f"{_bytes(report['bytes'])} of {report['dtype']}, {report['iters']} "
+                   f"timed iterations: {'correct' if report['correct'] else 'WRONG'}")
+        click.echo(f"  {_bytes(report['bulk_bytes'])} through the schedule (its chunks in "
+                   f"{report['cut']}), {report['tail_bytes']:,} through torch's "
+                   f"{report['torch_reference']}")
+        if report["synth_us"] is not None:
+            click.echo(f"  synth schedule {report['synth_us']:10.1f} us "
+                       f"{report['synth_algbw_gbps']:8.3f} GB/s  ({report['steps']} steps)")
+            click.echo(f"  torch          {report['torch_us']:10.1f} us "
+                       f"{report['torch_algbw_gbps']:8.3f} GB/s  ({report['torch_reference']})")
     if not report["correct"]:
         raise NoAnswer(f"the schedule's result differs from torch's: {report['mismatches']}")
     return 0
+
+
+def _bytes(n: int) -> str:
+    return f"{n:,} byte{'' if n == 1 else 's'}"

@@ -72,30 +72,39 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
             return text, f"{coll.name} {mode}"
         report = _checked(check_msccl_xml, text, coll.root, "MSCCL XML")
         fused = sum(report["step_types"].get(t, 0) for t in ("rcs", "rrs", "rrcs"))
-        loop = int(re.search(r'nchunksperloop="(\d+)"', text).group(1))
         return text, (f"{coll.name} {mode}, {report['ranks']} gpus, {report['channels']} "
                       f"channel(s), {report['threadblocks']} threadblocks, at most "
                       f"{report['max_steps_per_threadblock']} steps per threadblock, "
-                      f"{fused} fused steps; simulated: no deadlock, right result{note}; "
-                      f"MSCCL runs it for calls whose element count is a multiple of "
-                      f"{loop}")
+                      f"{fused} fused steps; simulated: no deadlock, right result{note}")
     from synth.export.mscclpp import to_mscclpp_plan
     from synth.export.mscclpp_sim import check_mscclpp_plan
+    from synth.export.relays import ranks_per_node
 
+    per_node = ranks_per_node(schedule.model)  # lowered relayed what needs it
     plan = to_mscclpp_plan(schedule, inplace, name, min_bytes, max_bytes or None,  # 0: none
                            program)
     text = json.dumps(plan, indent=1) + "\n"
     if not check:
         return text, f"{coll.name} {mode}"
-    report = _checked(check_mscclpp_plan, json.loads(text), coll.root, "MSCCL++ plan")
+    report = _checked(check_mscclpp_plan, json.loads(text), coll.root, "MSCCL++ plan",
+                      ranks_per_node=per_node)
     channels = ", ".join(f"{n} {kind}" for kind, n in report["channels"].items() if n)
-    chunks = max(plan["gpus"][0]["input_chunks"], plan["gpus"][0]["output_chunks"])
     return text, (f"{coll.name} {mode}, Simple protocol, channels: {channels}; "
                   f"{report['ranks']} gpus, at most {report['max_threadblocks_per_rank']} "
                   f"thread block(s) each and {report['max_ops_per_threadblock']} ops per "
                   f"thread block; simulated over two launches: no deadlock, right "
-                  f"result{note}; the executor takes messages (its larger buffer) that are "
-                  f"multiples of {16 * chunks} bytes")
+                  f"result{note}")
+
+
+def sizes_line(fmt: str, text: str) -> str:
+    """The one line that says which sizes a rendered file runs and what runs the
+    others (synth.export.units, docs/runtimes.md "Any message size"); "" for the
+    schedule format, which runs any size under `synth run`."""
+    if fmt == "json":
+        return ""
+    from synth.export.units import header_of
+
+    return header_of(fmt, text).contract()
 
 
 MAX_EXPANDED_SENDS = 200_000  # a pipeline no runtime loop can express, unrolled at most
@@ -135,8 +144,8 @@ def runtime_form(schedule, switch_ops: bool = False):
     return schedule.expanded(), "; the pipeline unrolled"
 
 
-def _checked(check, doc, root, what):
+def _checked(check, doc, root, what, **layout):
     try:
-        return check(doc, root=root)
+        return check(doc, root=root, **layout)
     except SynthError as e:  # an exporter bug: refuse to write the file, loudly
         raise InternalError(f"the {what} fails its simulator ({e})") from None

@@ -90,7 +90,7 @@ def _lowering(schedule, fmt: str, inplace: bool, keep: bool):
         _remember(schedule, fmt, inplace, None)
         return None
     try:
-        program = _build(form, fmt, inplace, fewest=keep)
+        form, note, program = _built(form, note, fmt, inplace, fewest=keep)
     except BadInput as e:
         _remember(schedule, fmt, inplace, e, key, batch)
         raise
@@ -273,14 +273,20 @@ def _remember(schedule, fmt, inplace, error, key=None, batch=None):
         _by_form.popitem(last=False)
 
 
-def _build(form, fmt, inplace, fewest=True):
-    """The exporter's program (MSCCL XML's is always its first: the fewest channels)."""
+def _built(form, note, fmt, inplace, fewest=True):
+    """(the form the exporter lowers, render's note, the exporter's program; MSCCL XML's
+    is always its first: the fewest channels). For MSCCL++ the form is first relayed
+    where the executor gives a GPU no InfiniBand device (synth.export.relays)."""
     with _no_cycle_collection():
         if fmt == "msccl-xml":
             from synth.export.msccl import build
-            return build(form, inplace)
+            return form, note, build(form, inplace)
         from synth.export.mscclpp import build
-        return build(form, inplace, fewest)
+        from synth.export.relays import ib_relayed, large_node_note, ranks_per_node
+
+        form, relayed = ib_relayed(form)  # port channels the executor sets up
+        note += relayed + large_node_note(ranks_per_node(form.model))
+        return form, note, build(form, inplace, fewest)
 
 
 @contextmanager

@@ -11,7 +11,8 @@ The program, per rank:
 - Channels are chunk lanes: chunk k travels on channel k mod K, K the fewest channels
   that keep every threadblock within the strictest runtime's 64 steps (and at most 64
   threadblocks per GPU, 32 per channel, 32 channels, 1024 XML elements per rank for
-  msccl-executor-nccl's parser); otherwise BadInput.
+  msccl-executor-nccl's parser, buffers of at most 2^15 chunks for the runtimes' int16
+  offsets); otherwise BadInput.
 - Per channel, each threadblock has one receive peer and one send peer. Receive peers
   are matched with send peers so that the most receives can be fused with the send they
   feed: a chunk received and later forwarded unchanged becomes one rcs step; a reduction
@@ -45,6 +46,8 @@ MAX_TBS_PER_CHANNEL = 32  # msccl-executor-nccl
 MAX_CHANNELS = 32
 MAX_CNT = 71            # 0 < cnt < 72
 MAX_NODES = 1024        # msccl-executor-nccl's parser: algo + gpus + one rank's tbs and steps
+MAX_BUFFER = 2 ** 15    # chunks per buffer: every runtime keeps a step's offsets in int16
+MAX_BYTES = 2 ** 63 - 1  # minBytes, maxBytes: int64 (strtoll)
 SEND_TYPES = frozenset({"s", "rcs", "rrs", "rrcs"})
 RECV_TYPES = frozenset({"r", "rcs", "rrs", "rrc", "rrcs"})
 
@@ -426,6 +429,10 @@ class _Program:
         if per_chan and max(per_chan.values()) > MAX_TBS_PER_CHANNEL:
             return (f"a channel needs {max(per_chan.values())} threadblocks "
                     f"(limit {MAX_TBS_PER_CHANNEL})")
+        chunks = max(self.layout.i_chunks, self.layout.o_chunks, *self.scratch.values())
+        if chunks > MAX_BUFFER:
+            return (f"a buffer of {chunks} chunks (the runtimes keep a step's offsets in 16 "
+                    f"bits: at most {MAX_BUFFER})")
         return None
 
 
@@ -533,6 +540,18 @@ def to_msccl_xml(schedule, inplace: bool = False, name: str | None = None,
     from synth.export import runtime_form
 
     name = name or default_name(schedule, inplace)  # after the schedule asked for
+    if max(min_bytes, max_bytes) > MAX_BYTES:
+        raise BadInput(f"cannot export to MSCCL XML with a message size above {MAX_BYTES} "
+                       "bytes (the runtimes read minBytes and maxBytes as 64-bit ints)")
+    if min_bytes > max_bytes == 0:
+        raise BadInput(f"cannot export to MSCCL XML with --min-bytes {min_bytes} and no "
+                       "--max-bytes: microsoft/msccl reads maxBytes=\"0\" as 0 and refuses a "
+                       "file whose minBytes is above it; give --max-bytes")
+    if schedule.collective.name in ("gather", "scatter"):
+        raise BadInput(f"cannot export {schedule.collective.name} to MSCCL XML: no runtime "
+                       "runs such a file as synth means it (NCCL has no gather or scatter "
+                       "call; RCCL counts one share: docs/runtimes.md, \"Gather and scatter "
+                       "XML\"); export it to MSCCL++")
     schedule = runtime_form(schedule)[0]
     program = program or build(schedule, inplace)
     lay, coll = program.layout, schedule.collective

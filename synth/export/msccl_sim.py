@@ -14,6 +14,11 @@ Static checks (what the runtimes' loaders enforce, the strictest of them):
   peer and receive types only with a receive peer, depid/deps naming an existing step of
   another threadblock that has hasdep="1", at most 64 steps per threadblock and 64
   threadblocks per GPU; buffer sizes and nchunksperloop as the collective needs.
+  Integer widths: attributes fit an int, minBytes <= maxBytes fit an int64 (maxBytes="0"
+  is no limit to msccl-executor-nccl and RCCL, 0 to microsoft/msccl), used offsets an
+  int16. What the loaders fold: every nop carries a dependency and no hasdep and is
+  followed by a step with its own dependency; a re they fuse into the one before it has
+  its cnt. The summary names the runtimes whose loader knows the collective.
 
 Simulation: every threadblock is a process running its steps in order. A step waits for
 its dependency; a receive waits until its connection (sender, receiver, channel) holds a
@@ -70,6 +75,20 @@ TYPES = {
 }
 
 
+# The runtimes' integers (docs/runtimes.md, "Versions synth targets"): attributes an int
+# (strtol), minBytes and maxBytes an int64 (strtoll), a step's offsets an int16. LOADERS:
+# the `coll` each runtime's loader knows (microsoft/msccl: "reduce_scatter", not ours).
+INT_MAX, BYTES_MAX, OFFSET_MAX = 2 ** 31 - 1, 2 ** 63 - 1, 2 ** 15 - 1
+LOADERS = {"msccl-executor-nccl": frozenset(COLLS), "RCCL": frozenset(COLLS),
+           "microsoft/msccl": frozenset({"allreduce", "allgather", "reduce", "broadcast",
+                                         "alltoall"})}
+
+
+# what no targeted runtime runs as the file means (docs/runtimes.md, "Gather and scatter
+# XML"): parsed as the format says, then refused
+UNRUN = frozenset({"gather", "scatter"})
+
+
 class MscclInvalid(NoAnswer):
     """The XML would not load, would hang, or would compute the wrong thing."""
 
@@ -85,6 +104,10 @@ def _int(elem, attr, where, lo=None, hi=None):
     if not re.fullmatch(r"-?\d+", text):
         _fail(f"{where}: {attr}={text!r} is not an integer")
     value = int(text)
+    width = BYTES_MAX if hi == BYTES_MAX else INT_MAX
+    if not -width - 1 <= value <= width:
+        _fail(f"{where}: {attr}={value} does not fit the {width.bit_length() + 1}-bit int "
+              "the runtimes read it into")
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         _fail(f"{where}: {attr}={value} is out of range {lo}..{hi}")
     return value
@@ -178,6 +201,10 @@ def _parse(text, root, max_steps, max_tbs):
     coll = algo.get("coll")
     if coll not in COLLS:
         _fail(f"algo: coll={coll!r} is not one of {', '.join(COLLS)}")
+    if coll in UNRUN:
+        _fail(f"algo: coll={coll!r}: no runtime synth targets runs it as the file means "
+              "(NCCL has no gather or scatter call; RCCL's counts one share against "
+              "nchunksperloop: docs/runtimes.md, \"Gather and scatter XML\")")
     if algo.get("proto") not in ("Simple", "LL", "LL128"):
         _fail(f"algo: proto={algo.get('proto')!r} (expected Simple, LL or LL128)")
     n = _int(algo, "ngpus", "algo", 1)
@@ -186,8 +213,12 @@ def _parse(text, root, max_steps, max_tbs):
     inplace, outofplace = _int(algo, "inplace", "algo", 0, 1), _int(algo, "outofplace", "algo", 0, 1)
     if inplace == outofplace:
         _fail("algo: exactly one of inplace and outofplace must be 1")
-    _int(algo, "minBytes", "algo", 0)
-    _int(algo, "maxBytes", "algo", 0)
+    low = _int(algo, "minBytes", "algo", 0, BYTES_MAX)
+    high = _int(algo, "maxBytes", "algo", 0, BYTES_MAX)
+    if low > high:
+        _fail(f"algo: minBytes={low} is above maxBytes={high}: microsoft/msccl refuses the "
+              "file at load (\"minBytes cannot be greater than maxBytes\"; it reads "
+              "maxBytes=\"0\" as 0, msccl-executor-nccl and RCCL as no limit)")
     if coll == "alltoall" and inplace:
         _fail("algo: alltoall runs out of place only")
     per_rank = 1 if coll in ("allreduce", "broadcast", "reduce") else n
@@ -239,6 +270,7 @@ def _parse(text, root, max_steps, max_tbs):
                      for i, st in enumerate(t.findall("step"))]
             if len(steps) > max_steps:
                 _fail(f"{where}: {len(steps)} steps (limit {max_steps})")
+            _as_loaded(steps, where)
             tbs[(r, pos)] = _Tb(r, pos, send, recv, chan, steps, gid)
             gid += 1
     for (r, pos), tb in tbs.items():
@@ -256,6 +288,38 @@ def _parse(text, root, max_steps, max_tbs):
                       f"which does not have hasdep=\"1\"")
     return dict(coll=coll, n=n, c=c, root=root, inplace=bool(inplace), start=start, end=end,
                 tbs=tbs, nchannels=nchan)
+
+
+def _as_loaded(steps, where):
+    """The loaders keep no nop: they hand its dependency to the next step that is not a
+    nop, and number the steps as if each nop carried one dependency; they fuse a re into
+    the re before it (same destination, same source buffer, no dependency of its own,
+    none waiting on the first) and run both with the later cnt. A program they would
+    read differently from its text is refused."""
+    pending, prev = 0, None  # nops since the last step; the re a next one would fuse with
+    for i, st in enumerate(steps):
+        w = f"{where} step {i}"
+        if st["type"] == "nop":
+            if st["depid"] < 0:
+                _fail(f"{w}: a nop without a dependency (the loaders drop it, so the numbers "
+                      "of the steps after it shift)")
+            if st["hasdep"]:
+                _fail(f"{w}: hasdep on a nop (the runtimes signal only steps that move data)")
+            pending += 1
+            continue
+        if pending and st["depid"] < 0:
+            _fail(f"{w}: follows a nop but has no dependency of its own (the loaders refuse "
+                  "it, or fold the nop's dependency into a later step)")
+        pending = 0
+        if st["type"] == "re" and prev is not None and st["depid"] < 0 \
+                and (prev["dst"], prev["src"][0]) == (st["dst"], st["src"][0]) \
+                and prev["cnt"] != st["cnt"]:
+            _fail(f"{w}: the loaders fuse this re into the one before it (same destination "
+                  f"and source buffer) and run both with cnt={st['cnt']}, not "
+                  f"{prev['cnt']}")
+        prev = st if st["type"] == "re" and not st["hasdep"] else None
+    if pending:
+        _fail(f"{where}: ends with a nop (the loaders drop its dependency)")
 
 
 def _step(st, i, where, send, recv, size):
@@ -285,6 +349,10 @@ def _step(st, i, where, send, recv, size):
             continue
         if buf not in size:
             _fail(f"{where}: {role}buf={buf!r} (expected i, o or s)")
+        if off > OFFSET_MAX:
+            _fail(f"{where}: {role}off={off}, but the runtimes keep a step's offsets in 16 "
+                  f"bits (int16_t in msccl-executor-nccl, RCCL and microsoft/msccl: at most "
+                  f"{OFFSET_MAX})")
         if off < 0 or off + cnt > size[buf]:
             _fail(f"{where}: {role} {buf}[{off}..{off + cnt - 1}] is outside the {buf} "
                   f"buffer ({size[buf]} chunks)")
@@ -444,4 +512,5 @@ def check_msccl_xml(text, root=None, max_steps=64, max_tbs=64, slots=1):
             "inplace": p["inplace"], "channels": p["nchannels"], "threadblocks": len(order),
             "steps": sum(len(tb.steps) for tb in order),
             "max_steps_per_threadblock": max((len(tb.steps) for tb in order), default=0),
-            "step_types": types}
+            "step_types": types,
+            "loaded_by": [name for name, colls in LOADERS.items() if p["coll"] in colls]}

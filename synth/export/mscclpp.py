@@ -48,11 +48,12 @@ The recipe (docs/runtimes.md, "The plan synth writes"):
   sources is written in a launch (by the rank or a peer: the proxy reads the source
   later, and pwsf waits until it has); releases (after a nop); signal the memory
   destinations; wait for every source, nop (unless an acquire's nop follows); releases;
-  acquires, nop; one re per run of consecutive chunks whose sums arrived (more than 9
+  acquires, nop; one re per run of consecutive chunks whose sums arrived (more than 8
   sources are chained), nop; releases. Then the final copies. Ops with nothing to do are
   left out.
 - max_message_size is the largest size that keeps every buffer offset within the
-  executor's 32-bit fields (unless given).
+  executor's 32-bit fields (unless given; a larger one is refused), min_message_size
+  at most 2^31 - 1 (every release reads it as a 32-bit int).
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ from synth.export.layout import Layout, Slot, coalesce, drop_redundant
 MAX_OPS = 64
 MAX_IDS = 8           # channel_ids per op
 MAX_PUT = 8           # entries per put
-MAX_RE = 9            # sources per re (10 entries at most, one is the destination)
+MAX_RE = 8            # sources per re: v0.8.0 has room for 8 (v0.9.0 and later: 10)
+MAX_MIN_MESSAGE = 2 ** 31 - 1  # min_message_size: a 32-bit int in every release
 MAX_SEM = 16          # semaphore ids per op
 MAX_TB_CHANNELS = 16  # per thread block and channel type
 MAX_TB_REMOTE = 16    # per thread block and access type
@@ -744,10 +746,23 @@ def to_mscclpp_plan(schedule, inplace: bool = False, name: str | None = None,
     from synth.export.msccl import default_name
 
     name = name or default_name(schedule, inplace)  # after the schedule asked for
+    if min_bytes > MAX_MIN_MESSAGE:
+        raise BadInput(f"cannot export to MSCCL++ with --min-bytes {min_bytes}: every "
+                       "release (v0.8.0 to v0.10.0) reads min_message_size as a 32-bit "
+                       f"signed int (at most {MAX_MIN_MESSAGE})")
     schedule = runtime_form(schedule, switch_ops=True)[0]
     plan = plan or build(schedule, inplace)
     lay, coll = plan.layout, schedule.collective
     scratch = max(plan.flow.scratch.values(), default=0)
+    top = max_message_size(lay, scratch)
+    if max_bytes is not None and max_bytes > top:
+        raise BadInput(f"cannot export to MSCCL++ with --max-bytes {max_bytes}: past {top} "
+                       "bytes this plan's buffer offsets overflow the executor's 32-bit "
+                       "fields")
+    if max_bytes is None and min_bytes > top:
+        raise BadInput(f"cannot export to MSCCL++ with --min-bytes {min_bytes}: above the "
+                       f"largest message the plan takes ({top} bytes, where its buffer "
+                       "offsets stop fitting 32 bits)")
     chunks = {"i": lay.input_chunks, "o": lay.output_chunks, "s": scratch}
     gpus = []
     for r in range(lay.n):
@@ -789,8 +804,7 @@ def to_mscclpp_plan(schedule, inplace: bool = False, name: str | None = None,
         "use_double_scratch_buffer": False,
         "buffer_alignment": ALIGNMENT,
         "min_message_size": int(min_bytes),
-        "max_message_size": int(max_bytes if max_bytes is not None
-                                else max_message_size(lay, scratch)),
+        "max_message_size": int(max_bytes if max_bytes is not None else top),
         "gpus": gpus,
         "synth": {"collective": coll.name, "root": coll.root, "ranks": lay.n,
                   "chunks": coll.chunks, "steps": schedule.num_steps,

@@ -14,12 +14,16 @@ ids resolving through each thread block's tables per type, remote buffers listin
 access type, a port put's buffer owned by its channel's peer, op shapes (put pairs, one
 source type per memory put, channel ids for port puts, pws/pwsf/flush on port channels
 only, local operands for copy/re, glres on one switch channel group, channel_type on every op with a buffer_id, semaphore
-ids), chunk ranges inside the owner's buffers, equal operand sizes, and the limits (64
-ops per thread block, 16 channels and 16 remote buffers per thread block and type, 8
-channel ids per op, 10 entries per list, 16 semaphore ids per op, 1024 threads); a
+ids), chunk ranges inside the owner's buffers, equal operand sizes, and the limits of
+every release synth targets (v0.8.0 to v0.10.0: 64 ops per thread block, 16 channels
+and 16 remote buffers per thread block and type, 8 channel ids per op, 8 entries per
+list (v0.8.0's room), 16 semaphore ids per op, 1024 threads, a min_message_size that
+fits a 32-bit int, a max_message_size whose chunks keep offsets within 32 bits); a
 channel waited on by one thread block only, no channel twice in one wait; every port
 channel used by one thread block only; every semaphore released by one thread block and
-acquired by one; no peer i buffer in an in-place allgather.
+acquired by one; no peer i buffer in an in-place allgather. Given the ranks per node
+(S10): memory channels inside a node, port channels between nodes only between local
+ranks below 8 (the executor's InfiniBand devices IB0..IB7).
 
 Dynamic checks, D1-D9, and the host proxy's port channels: synth.export.mscclpp_launches.
 
@@ -39,7 +43,14 @@ ACCEPTED = {"nop", "barrier", "signal", "wait", "rlxsignal", "rlxwait", "put", "
 SIMULATED = {"nop", "signal", "wait", "rlxsignal", "rlxwait", "put", "pws", "pwsf", "flush",
              "copy", "re", "glres", "sem_acquire", "sem_release"}
 TYPES = ("memory", "port")  # channels between two ranks; switch channels join a group
-MAX_OPS, MAX_CHANNELS, MAX_IDS, MAX_ENTRIES, MAX_SEMS = 64, 16, 8, 10, 16
+# The smallest limits of the releases synth targets, v0.8.0, v0.9.0 and v0.10.0
+# (docs/runtimes.md, "Versions synth targets"); SINCE: ops the older ones do not know.
+MAX_OPS, MAX_CHANNELS, MAX_IDS, MAX_SEMS = 64, 16, 8, 16
+MAX_ENTRIES = 8  # per src_buff / dst_buff: v0.8.0 has room for 8 (v0.9.0 and later: 10)
+MAX_MIN_MESSAGE = 2 ** 31 - 1  # every release reads min_message_size as a 32-bit int
+MAX_OFFSET = 2 ** 32 - 1  # buffer offsets and sizes in bytes are 32-bit in every release
+SINCE = {"recpkt": "v0.9.0", "recspkt": "v0.9.0", "gstore": "v0.10.0", "gstorepkt": "v0.10.0"}
+IB_TRANSPORTS = 8  # the executor's InfiniBand transports IB0..IB7, one per local rank
 
 
 def _need(obj, key, kind, where, name):
@@ -66,7 +77,7 @@ class _Tb:
         return f"gpu {self.rank} thread block {self.id}"
 
 
-def _static(plan, root):
+def _static(plan, root, ranks_per_node=None):
     if not isinstance(plan, dict):
         _fail("plan: expected a JSON object")
     for key in ("name", "collective", "protocol"):
@@ -137,6 +148,7 @@ def _static(plan, root):
     c = ic // per[0]
     if c < 1 or (ic, oc) != (per[0] * c, per[1] * c):
         _fail(f"input_chunks={ic}, output_chunks={oc} do not fit {coll} on {n} ranks")
+    _message_sizes(plan, coll, counts)
 
     flat = {t: [] for t in TYPES}  # type -> per gpu: peers, position = GPU-level id
     flat["switch"] = []  # per gpu: (buffer type, ranks, size) of each rank group
@@ -157,6 +169,8 @@ def _static(plan, root):
         for t in peers:
             flat[t].append(peers[t])
     _same_switch_order(flat["switch"])
+    if ranks_per_node is not None:
+        _transports(flat, n, ranks_per_node)
     paired = {}  # (type, rank, id) -> (peer, peer's paired id)
     for t in TYPES:
         pairs = Counter((a, b) for a in range(n) for b in flat[t][a])
@@ -261,6 +275,50 @@ def _static(plan, root):
                 inputs=inputs)
 
 
+def _message_sizes(plan, coll, counts):
+    """The size range as every release reads it: min_message_size as a 32-bit signed
+    int (`obj.value("min_message_size", 0)` takes the type of its 0), and no size the
+    range admits with a buffer offset or size past the executor's 32-bit fields (the
+    largest admitted message, a multiple of 16 bytes x the chunks of the buffer the
+    range measures, cut into chunks, times the largest chunk count)."""
+    low = plan.get("min_message_size", 0)
+    if low > MAX_MIN_MESSAGE:
+        _fail(f"plan.min_message_size={low}: every MSCCL++ release (v0.8.0 to v0.10.0) reads "
+              f"it as a 32-bit signed int, so it wraps (at most {MAX_MIN_MESSAGE})")
+    if "max_message_size" not in plan:
+        _fail("plan: no max_message_size (the executor would take any size, and its "
+              "32-bit buffer offsets wrap for large ones)")
+    per = counts[0]["o" if coll == "allgather" else "i"]
+    largest = max(max(k.values()) for k in counts)
+    chunk = plan["max_message_size"] // (16 * per) * 16  # of the largest size admitted
+    if chunk * largest > MAX_OFFSET:
+        top = MAX_OFFSET // largest // 16 * 16 * per
+        _fail(f"plan.max_message_size={plan['max_message_size']}: a message that large has "
+              f"{largest} chunks of {chunk} bytes in one buffer, past the 32-bit offsets of "
+              f"every MSCCL++ release (at most {top})")
+
+
+def _transports(flat, n, g):
+    """S10: the connections the executor sets up on nodes of g ranks (rank r on node
+    r // g, local rank r % g). A memory channel is CUDA IPC: inside a node. A port
+    channel between nodes is InfiniBand, each end on device IB(its local rank) of a
+    table of eight: local ranks 8 and up have none (docs/runtimes.md)."""
+    if not _int(g) or g < 1 or n % g:
+        _fail(f"plan: {n} ranks do not fill nodes of {g!r} ranks")
+    for a in range(n):
+        for b in flat["memory"][a]:
+            if a // g != b // g:
+                _fail(f"gpus[{a}]: a memory channel to gpu {b} on another node (nodes of {g} "
+                      "ranks; CUDA IPC works inside a node)")
+        for b in flat["port"][a]:
+            for r in (a, b):
+                if a // g != b // g and r % g >= IB_TRANSPORTS:
+                    _fail(f"gpus[{a}]: a port channel to gpu {b} on another node, but gpu {r} "
+                          f"is local rank {r % g} of its node, and the executor's InfiniBand "
+                          f"transports IB0..IB{IB_TRANSPORTS - 1} serve local ranks 0-"
+                          f"{IB_TRANSPORTS - 1} only")
+
+
 def _switch_groups(ch, where, rank, n, counts):
     """The GPU-level switch channels of one `channels` entry: one per rank group, each
     binding the buffer of `buffer_type` on every rank of the group (NVLS multicast)."""
@@ -358,10 +416,20 @@ def _op(op, where, rank, chans, rbufs, ctx):
     if name not in ACCEPTED:
         _fail(f"{where}: Invalid operation type: {name}")
     if name not in SIMULATED:
-        _fail(f"{where}: op {name} is not simulated")
+        since = f" (and MSCCL++ before {SINCE[name]} does not know it)" if name in SINCE else ""
+        _fail(f"{where}: op {name} is not simulated{since}")
     for key in ("src_buff", "dst_buff", "channel_ids"):
-        if key in op and (not isinstance(op[key], list) or len(op[key]) > MAX_ENTRIES):
-            _fail(f"{where}.{key}: expected a list of at most {MAX_ENTRIES} entries")
+        if key in op and not isinstance(op[key], list):
+            _fail(f"{where}.{key}: expected a list")
+    for key in ("src_buff", "dst_buff"):
+        if key in op and len(op[key]) > MAX_ENTRIES:
+            _fail(f"{where}.{key}: {len(op[key])} entries, but MSCCL++ v0.8.0 has room for "
+                  f"{MAX_ENTRIES} per list (MAX_CHANNEL_PER_OPERATION; 10 from v0.9.0) and "
+                  "writes the rest over the op's other fields (a 9th source becomes the "
+                  "destination)")
+    if len(op.get("channel_ids", ())) > MAX_IDS:  # the loader copies every one it is given
+        _fail(f"{where}.channel_ids: {len(op['channel_ids'])} ids, but every MSCCL++ release "
+              f"has room for {MAX_IDS} per op (MAX_CHANNEL_PER_OPERATION)")
     if name == "nop":
         return ("nop",)
     if name in ("sem_acquire", "sem_release"):
@@ -446,9 +514,11 @@ def _op(op, where, rank, chans, rbufs, ctx):
     return (name, None, (src, dst), ())
 
 
-def check_mscclpp_plan(plan, root=None, launches=2):
-    """Check a plan (a dict); return a summary dict or raise PlanInvalid."""
-    p = _static(plan, root)
+def check_mscclpp_plan(plan, root=None, launches=2, ranks_per_node=None):
+    """Check a plan (a dict); return a summary dict or raise PlanInvalid. With
+    `ranks_per_node` G (the ranks started on each node, in rank order), also the
+    transports the executor gives each channel (S10); without, one node."""
+    p = _static(plan, root, ranks_per_node)
     Launches(p).run(max(1, launches))
     ops = {}
     for tb in p["tbs"]:

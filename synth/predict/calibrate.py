@@ -25,15 +25,16 @@ from synth.predict.machine import Machine
 from synth.predict.nccl import Choice, choose
 
 # fitted as themselves (us) or as ratios to the architecture's defaults
-TIMES = ("call_us", "nvls_call_us", "alltoall_call_us", "latency_scale", "chunk_kb")
+TIMES = ("call_us", "nvls_call_us", "alltoall_call_us", "launch_us", "latency_scale", "chunk_kb")
 RATIOS = ("nvlink", "nvls", "nic", "pcie")
 PULL = 0.05  # weight of the pull towards the defaults, against 1 per row
 
 
 @dataclass(frozen=True)
 class Sample:
-    """One measured call: nccl-tests' size (bytes) and time (us), and the algorithm and
-    protocol when the run forced them ("" when NCCL chose)."""
+    """One measured call: nccl-tests' size (bytes) and time (us), the algorithms and
+    protocols the run allowed ("" when NCCL chose among all), and the GPUs one thread
+    launched (nccl-tests' -g)."""
 
     machine: Machine
     collective: str
@@ -41,6 +42,7 @@ class Sample:
     time_us: float
     algorithm: str = ""
     protocol: str = ""
+    launches: int = 1
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,8 @@ def predict(samples: list[Sample], theta) -> list[Fitted]:
     out = []
     for s in samples:
         m = replace(s.machine, figures=figures_for(s.machine, theta))
-        out.append(Fitted(s, choose(m, s.collective, s.nbytes, s.algorithm, s.protocol)))
+        out.append(Fitted(s, choose(m, s.collective, s.nbytes, s.algorithm, s.protocol,
+                                    s.launches)))
     return out
 
 
@@ -77,9 +80,9 @@ def fit(samples: list[Sample], start: Figures | None = None) -> tuple[np.ndarray
     predicted with them. `start` (default: the defaults) is where the pull goes."""
     start = start or defaults("ampere")
     theta0 = np.array([getattr(start, t) for t in TIMES] + [1.0] * len(RATIOS))
-    scale = np.array([10.0, 10.0, 30.0, 1.0, 256.0] + [1.0] * len(RATIOS))
-    lower = np.array([0.0, 0.0, 0.0, 0.05, 1.0] + [0.3] * len(RATIOS))
-    upper = np.array([500.0, 500.0, 1000.0, 20.0, 65536.0] + [1.6] * len(RATIOS))
+    scale = np.array([10.0, 10.0, 30.0, 4.0, 1.0, 256.0] + [1.0] * len(RATIOS))
+    lower = np.array([0.0, 0.0, 0.0, 0.0, 0.05, 1.0] + [0.3] * len(RATIOS))
+    upper = np.array([500.0, 500.0, 1000.0, 100.0, 20.0, 65536.0] + [1.6] * len(RATIOS))
 
     def residuals(theta):
         errs = [math.log(max(f.choice.predicted_us, 1e-9) / f.sample.time_us)

@@ -60,7 +60,9 @@ TREE_CORRECTION = (
      1.0, 1.0, 1.0),
     (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9,
      .9, .9))
-NET_OVERHEAD_US = 1.0  # getNetOverhead on an Intel CPU (2 on AMD)
+NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}  # getNetOverhead, by the CPU's vendor
+LL_MAX_ROW = {"intel": 0, "amd": 1}  # llMaxBws' row across nodes, by the CPU's vendor
+PCI_BW = 12.0  # GB/s (topo.h): rings slower than this in all run Simple on 256 threads
 # the graph search's speed ladders, GB/s per channel (src/graph/search.cc)
 SPEEDS_INTRA = {"sm80": (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
                 "sm90": (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
@@ -81,6 +83,7 @@ NCCL_PCIE_SHARE = 0.75
 NCCL_NIC_SHARE = 0.96
 # threads and bytes per thread before NCCL adds a channel (enqueue.cc, comm.h)
 THREADS = (512, 640, 512)
+BANDWIDTH_FACTOR = (0.5, 0.92, 1.0)  # LL, LL128, Simple: of Simple's bandwidth
 THREAD_THRESHOLD = (8, 8, 64)
 
 
@@ -247,7 +250,9 @@ def options(m: Machine, coll: str, counted: Rates, achieved: Rates | None = None
             latency_scale: float = 1.0) -> list[Option]:
     """Every algorithm and protocol NCCL considers for `coll` on `m`, with the latency
     and bandwidth ncclTopoTuneModel gives it; with `achieved`, the same formulas over
-    achieved rates (latencies x latency_scale)."""
+    achieved rates and the network's hop latency on the hardware (latencies x
+    latency_scale)."""
+    hop = nccl_net_hop if achieved is None else hardware_net_hop
     ring = ring_graph(m, counted, achieved)
     nvls = nvls_graph(m, counted, achieved) if m.nvls else None
     out = []
@@ -264,8 +269,8 @@ def options(m: Machine, coll: str, counted: Rates, achieved: Rates | None = None
                 gbps = _bandwidth(m, coll, algo, p, graph, counted if achieved is None else achieved)
             if gbps <= 0:
                 continue
-            out.append(Option(algo, proto, _latency(m, coll, algo, p) * latency_scale, gbps,
-                              graph.channels))
+            out.append(Option(algo, proto, _latency(m, coll, algo, p, hop) * latency_scale,
+                              gbps, graph.channels))
     return out
 
 
@@ -274,11 +279,16 @@ def _steps(m: Machine, coll: str) -> int:
     return 2 * (n - 1) if coll == "allreduce" else n - 1 if coll in ("allgather", "reducescatter") else n
 
 
-def _bandwidth(m: Machine, coll: str, algo: str, p: int, graph: Graph, rates: Rates) -> float:
+def _bandwidth(m: Machine, coll: str, algo: str, p: int, graph: Graph, rates: Rates,
+               share: float = 1.0) -> float:
     """ncclTopoTuneModel's bandwidth of `algo` with protocol PROTOCOLS[p]: GB/s of
-    the bytes NCCL counts for the call (its bus bandwidth converted)."""
-    ai, i2, ch, ppn = ARCH_INDEX[m.arch], _index2(m), graph.channels, m.per_node
-    ll_max = LL_MAX_GBPS[ai if m.nodes == 1 else 0][i2]
+    the bytes NCCL counts for the call (its bus bandwidth converted). With `share`, the
+    same formula over that share of the channels (those NCCL launches for a small
+    call): the channels' rates and per-channel caps scale with it, LL's cap on the
+    whole bus bandwidth (llMaxBws) does not."""
+    ai, i2, ppn = ARCH_INDEX[m.arch], _index2(m), m.per_node
+    ch = graph.channels * share
+    ll_max = LL_MAX_GBPS[ai if m.nodes == 1 else LL_MAX_ROW[m.figures.cpu]][i2]
     bw = graph.intra if m.nodes <= 2 or algo.startswith("collnet") else graph.inter
     if algo in ("nvls", "nvls_tree"):
         intra = graph.intra * rates.nvls * (ch - 1) / ch
@@ -296,13 +306,15 @@ def _bandwidth(m: Machine, coll: str, algo: str, p: int, graph: Graph, rates: Ra
         bus = min(bus / 3.8, ll_max)
     if algo == "tree" and p == 1:
         bus = min(bus * (7 / 9 if m.nodes == 1 else 120 / 128), ch * TREE_LL128_CHANNEL_GBPS[ai][i2])
+    if algo == "tree" and ppn == 1:
+        bus *= 0.85  # one GPU per node: the search's pattern is a plain tree (search.cc)
     if algo == "pat":
         bus *= 0.75
     if algo == "collnet_direct":
         if coll in ("allgather", "reducescatter"):
             bus = ppn * min(graph.intra, graph.inter * 0.9)
         else:
-            factor = ppn / ch  # GPUs per NIC
+            factor = ppn / graph.channels  # GPUs per NIC
             bus /= factor - (factor - 1) / 2
             bus *= 0.85 if ai >= 2 else 1.0
     if algo == "ring" or coll not in ("allgather", "reducescatter"):
@@ -330,18 +342,34 @@ def _nvls_achieved(m: Machine, coll: str, algo: str, graph: Graph, rates: Rates)
     return gbps
 
 
-def _latency(m: Machine, coll: str, algo: str, p: int) -> float:
-    """ncclTopoTuneModel's latency of `algo` with protocol PROTOCOLS[p], in us."""
+def nccl_net_hop(f: Figures, algo: str, p: int) -> float:
+    """An inter-node hop in NCCL's model: its NET table plus what the network's plugin
+    reports (graph->latencyInter), added once more for Simple ("the flush")."""
+    plugin = f.network.plugin_latency_us
+    return HOP_US["net"][algo][p] + plugin * (2 if p == 2 else 1)
+
+
+def hardware_net_hop(f: Figures, algo: str, p: int) -> float:
+    """An inter-node hop on the hardware: NCCL's NET table (InfiniBand's), or, where the
+    network's message latency is known (f.net_us), that and its Simple completion."""
+    if f.net_us <= 0:
+        return HOP_US["net"][algo][p]
+    return f.net_us + (f.network.completion_us if p == 2 else 0.0)
+
+
+def _latency(m: Machine, coll: str, algo: str, p: int, hop=nccl_net_hop) -> float:
+    """ncclTopoTuneModel's latency of `algo` with protocol PROTOCOLS[p], in us; `hop`
+    prices an inter-node hop (NCCL's view or the hardware's)."""
     ppn, nodes = m.per_node, m.nodes
     lat = BASE_US[algo][p]
     intra = HOP_US[m.intra][algo][p]
-    inter = HOP_US["net"]["tree" if ppn == 1 else algo][p]  # ppn 1: latencies exposed
+    inter = hop(m.figures, "tree" if ppn == 1 else algo, p)  # ppn 1: latencies exposed
     steps = _steps(m, coll)
     levels = int(math.log2(nodes))
     if algo == "ring":
         if coll in ("broadcast", "reduce"):
-            return lat + HOP_US[m.intra if nodes == 1 else "net"][algo][p]
-        overhead = NET_OVERHEAD_US * (3 if p == 2 else 1) if nodes > 1 else 0.0
+            return lat + (HOP_US[m.intra][algo][p] if nodes == 1 else hop(m.figures, algo, p))
+        overhead = NET_OVERHEAD_US[m.figures.cpu] * (3 if p == 2 else 1) if nodes > 1 else 0.0
         intra = max(intra, overhead)
         across = 0 if nodes == 1 else 2 * (nodes - 1) if coll == "allreduce" else nodes - 1
         return lat + (steps - across) * intra + across * inter
@@ -393,9 +421,33 @@ def channel_share(m: Machine, option: Option, nbytes: int) -> float:
     if option.algorithm in ("nvls", "nvls_tree"):
         return 1.0
     p = PROTOCOLS.index(option.protocol)
-    per = THREADS[p] * THREAD_THRESHOLD[p] * (m.ranks if option.algorithm == "ring" and p == 0 else 1)
+    threads = THREADS[p]
+    if option.algorithm == "ring" and p == 2:
+        graph = ring_graph(m, nccl_rates(m))
+        threads = 256 if graph.intra * graph.channels <= PCI_BW else threads
+    per = threads * THREAD_THRESHOLD[p] * (m.ranks if option.algorithm == "ring" and p == 0 else 1)
     launched = comm_channels(m)
     return max(1, min(launched, nbytes // per)) / launched
+
+
+P2P_LL_THRESHOLD = 16384  # bytes per peer below which a send uses LL (enqueue.cc)
+
+
+def p2p_protocol(m: Machine, nbytes: int) -> int:
+    """The protocol (index into PROTOCOLS) of an alltoall's sends: LL while each peer's
+    part is at most NCCL_P2P_LL_THRESHOLD (one channel per peer), else Simple."""
+    return 0 if nbytes / m.ranks <= P2P_LL_THRESHOLD else 2
+
+
+def p2p_latency_us(m: Machine, p: int) -> float:
+    """An alltoall's latency in NCCL's hop figures: the ring's base latency for the
+    protocol and, the sends to all peers running at once, the longer of one hop inside
+    the node and the remote peers' network hops one after another (a GPU's proxy posts
+    them in turn). An approximation: NCCL's tuner has no model of grouped sends."""
+    f = m.figures
+    intra = HOP_US[m.intra]["ring"][p]
+    remote = (m.ranks - m.per_node) * hardware_net_hop(f, "ring", p) if m.nodes > 1 else 0.0
+    return (BASE_US["ring"][p] + max(intra, remote)) * f.latency_scale
 
 
 def alltoall_us(m: Machine, nbytes: int, rates: Rates, call_us: float) -> float:
@@ -408,16 +460,24 @@ def alltoall_us(m: Machine, nbytes: int, rates: Rates, call_us: float) -> float:
     return call_us + max(inside, outside) / 1e3
 
 
-def choose(m: Machine, coll: str, nbytes: int, algorithm: str = "", protocol: str = "") -> Choice:
+def choose(m: Machine, coll: str, nbytes: int, algorithm: str = "", protocol: str = "",
+           launches: int = 1) -> Choice:
     """NCCL's choice for an nbytes `coll` on `m` (the fastest option in its tuner's
-    model, or the one NCCL_ALGO / NCCL_PROTO force) and the time it takes there (cost
-    model 2 with m.figures). BadInput when the forced one does not run there."""
+    model, or among those NCCL_ALGO / NCCL_PROTO allow: comma-separated lists of
+    synth's names, "ring,tree") and the time it takes there (cost model 2 with
+    m.figures) when one thread launches it on `launches` GPUs (nccl-tests' -g).
+    BadInput when nothing allowed runs there."""
     if coll == "alltoall":
-        opt = Option("p2p", "Simple", m.figures.alltoall_call_us, 0.0, 0)
-        return Choice(coll, nbytes, opt, math.nan, predicted_us(m, coll, opt, nbytes),
+        p = p2p_protocol(m, nbytes)
+        opt = Option("p2p", PROTOCOLS[p], m.figures.alltoall_call_us + p2p_latency_us(m, p),
+                     0.0, 0)
+        return Choice(coll, nbytes, opt, math.nan,
+                      predicted_us(m, coll, opt, nbytes, launches),
                       "NCCL runs alltoall as grouped send/receive, outside its tuner")
+    algos, protos = _allowed(algorithm), _allowed(protocol)
     ranked = sorted((o for o in options(m, coll, nccl_rates(m))
-                     if algorithm in ("", o.algorithm) and protocol in ("", o.protocol)),
+                     if (not algos or o.algorithm in algos)
+                     and (not protos or o.protocol in protos)),
                     key=lambda o: model_us(m, coll, o, nbytes))
     if not ranked:
         raise BadInput(f"{m.name}: NCCL {NCCL_VERSION} has no {algorithm or 'algorithm'}/"
@@ -429,21 +489,38 @@ def choose(m: Machine, coll: str, nbytes: int, algorithm: str = "", protocol: st
     reason = (f"fastest of {len(ranked)} in NCCL {NCCL_VERSION}'s tuner{forced}: "
               f"{model_us(m, coll, best, nbytes):.1f} us{runner_up}")
     return Choice(coll, nbytes, best, model_us(m, coll, best, nbytes),
-                  predicted_us(m, coll, best, nbytes), reason)
+                  predicted_us(m, coll, best, nbytes, launches), reason)
 
 
-def predicted_us(m: Machine, coll: str, option: Option, nbytes: int) -> float:
-    """The time `option` takes on the hardware: its formulas over achieved rates, the
-    channels NCCL launches for nbytes, and the call's fixed cost (cost model 2)."""
+def _allowed(names: str) -> set[str]:
+    return {n.strip() for n in names.split(",") if n.strip()}
+
+
+def predicted_us(m: Machine, coll: str, option: Option, nbytes: int, launches: int = 1) -> float:
+    """The time `option` takes on the hardware, call after call as nccl-tests times it:
+    the GPU's part (its formulas over achieved rates, the channels NCCL launches for
+    nbytes, the call's fixed cost) or, when longer, the host's (launch_us per GPU one
+    thread launches: back-to-back calls queue behind whichever is slower)."""
+    f = m.figures
+    return max(launches * f.launch_us, _gpu_us(m, coll, option, nbytes))
+
+
+def _gpu_us(m: Machine, coll: str, option: Option, nbytes: int) -> float:
     f = m.figures
     achieved = achieved_rates(m, f)
     if coll == "alltoall":
-        return alltoall_us(m, nbytes, achieved, f.alltoall_call_us)
+        p = p2p_protocol(m, nbytes)
+        data = alltoall_us(m, nbytes, achieved, 0.0) / BANDWIDTH_FACTOR[p]
+        return f.alltoall_call_us + p2p_latency_us(m, p) + data
     real = next(o for o in options(m, coll, nccl_rates(m), achieved, f.latency_scale)
                 if (o.algorithm, o.protocol) == (option.algorithm, option.protocol))
     share = channel_share(m, option, nbytes)
-    real = Option(real.algorithm, real.protocol, real.latency_us, real.gbps * share,
-                  real.channels)
+    if share < 1:  # NVLS always runs all its channels (share 1)
+        p = PROTOCOLS.index(real.protocol)
+        graph = ring_graph(m, nccl_rates(m), achieved)
+        real = Option(real.algorithm, real.protocol, real.latency_us,
+                      _bandwidth(m, coll, real.algorithm, p, graph, achieved, share),
+                      real.channels)
     return call_us(f, option.algorithm) + model_us(m, coll, real, nbytes) + \
         fill_us(m, coll, real, nbytes)
 

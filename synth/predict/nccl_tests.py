@@ -1,7 +1,8 @@
 """nccl-tests output as printed: which collective, how many GPUs, and its rows.
 
 A log is what all_reduce_perf (all_gather_perf, reduce_scatter_perf, alltoall_perf,
-broadcast_perf, reduce_perf) prints: a `# nThread ... nGpus ...` header, one
+broadcast_perf, reduce_perf) prints: a `# nThread ... nGpus ... graph: G` header (nGpus
+the GPUs one thread launches, -g; G the CUDA graph launches, -G, 0 when off), one
 `#  Rank  r Group ... device` line per GPU, then one row per size:
 
     size  count  type  [redop  [root]]  time algbw busbw #wrong  time algbw busbw #wrong
@@ -32,6 +33,8 @@ TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
 RANK = re.compile(r"^#\s+Rank\s+(\d+)\s+Group\s+\d+\b.*\bdevice\b")
 ENV = re.compile(r"NCCL_(ALGO|PROTO) set by environment to (\S+)")
 VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
+GPUS = re.compile(r"^#\s*nThreads?\s+\d+\s+nGpus\s+(\d+)\b")
+GRAPH = re.compile(r"\bgraph:\s*(\d+)\b")  # on the nGpus line
 TYPES = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double",
          "bfloat16", "fp8_e4m3", "fp8_e5m2"}
 OPS = {"sum", "prod", "max", "min", "avg", "none", "mulsum", "premulsum"}
@@ -55,9 +58,17 @@ class Log:
     collective: str
     ranks: int
     rows: list[Row] = field(default_factory=list)
-    algorithm: str = ""  # forced by NCCL_ALGO ("" when NCCL chose)
-    protocol: str = ""  # forced by NCCL_PROTO
+    algorithm: str = ""  # allowed by NCCL_ALGO ("ring" or "ring,tree"; "" when all)
+    protocol: str = ""  # allowed by NCCL_PROTO
     nccl_version: str = ""
+    gpus_per_thread: int = 1  # the header's nGpus: GPUs one thread launches (-g)
+    graph_launches: int = 0  # the header's graph: -G, iterations replayed as a CUDA graph
+
+    @property
+    def launches(self) -> int:
+        """The host launches a call waits for (docs/cost-model.md, "A call as nccl-tests
+        times it"): a GPU's part per GPU of the thread, none when a CUDA graph replays."""
+        return 0 if self.graph_launches else self.gpus_per_thread
 
 
 def read_log(path: str | Path, collective: str | None = None) -> Log:
@@ -69,11 +80,16 @@ def read_log(path: str | Path, collective: str | None = None) -> Log:
 def parse_log(text: str, where: str, collective: str | None = None) -> Log:
     ranks: set[int] = set()
     found = {"ALGO": "", "PROTO": ""}
-    program, version, rows = None, "", []
+    program, version, rows, per_thread, graph = None, "", [], 1, 0
     for number, raw in enumerate(text.splitlines(), 1):
         line = TAG.sub("", raw).strip()
         program = program or _program(line)
         version = version or _version(line)
+        g = GPUS.match(line)
+        if g:
+            per_thread = max(1, int(g.group(1)))
+            launched = GRAPH.search(line)
+            graph = int(launched.group(1)) if launched else 0
         for key, value in ENV.findall(line):
             found[key] = value
         m = RANK.match(line)
@@ -91,7 +107,7 @@ def parse_log(text: str, where: str, collective: str | None = None) -> Log:
     if not rows:
         raise BadInput(f"{where}: no result rows (size count type ... time algbw busbw)")
     return Log(where, coll, len(ranks), rows, _forced(found["ALGO"], ALGORITHMS, where),
-               _forced(found["PROTO"], PROTOCOLS, where), version)
+               _forced(found["PROTO"], PROTOCOLS, where), version, per_thread, graph)
 
 
 def _program(line: str) -> str | None:
@@ -105,14 +121,20 @@ def _version(line: str) -> str:
 
 
 def _forced(value: str, names: dict, where: str) -> str:
-    """One forced algorithm or protocol; "" when none or a list (NCCL then chose)."""
-    if not value or "," in value or value.startswith("^"):
+    """The algorithms or protocols NCCL_ALGO / NCCL_PROTO allow, in synth's names and
+    comma-separated ("ring,tree"); "" when unset, an exclusion ("^LL128") or per
+    collective ("allreduce:tree"), where NCCL chose among more."""
+    if not value or value.startswith("^") or ":" in value or ";" in value:
         return ""
-    key = value.lower()
-    if key not in names:
-        raise BadInput(f"{where}: NCCL_ALGO/NCCL_PROTO {quote(value)} is none synth knows "
-                       f"({', '.join(sorted(names))})")
-    return names[key]
+    out = []
+    for part in value.split(","):
+        key = part.strip().lower()
+        if key not in names:
+            raise BadInput(f"{where}: NCCL_ALGO/NCCL_PROTO {quote(value)} names "
+                           f"{quote(part.strip())}, none synth knows "
+                           f"({', '.join(sorted(names))})")
+        out.append(names[key])
+    return ",".join(out)
 
 
 def _row(line: str, number: int, where: str) -> Row:

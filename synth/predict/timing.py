@@ -3,7 +3,8 @@
 A step takes, per protocol p (NCCL's LL, LL128, Simple, which MSCCL's runtime runs too):
 - the latency of the link that bounds it (the one its data keeps busy longest): NCCL's
   per-hop figure for that link's kind under p (NVLink, PCIe or the network, ring
-  figures of src/graph/tuning.cc), times the figures' latency_scale;
+  figures of src/graph/tuning.cc; the network's own message latency where the figures
+  know it, as for EFA), times the figures' latency_scale;
 - its data over achieved rates: on each link and shared group, its chunks x the chunk's
   bytes / (line rate x the efficiency of the link's kind x p's bandwidth factor); a
   switch operation (NVLS, SHARP) moves (k + 1) / k of what it delivers to or takes from
@@ -11,7 +12,9 @@ A step takes, per protocol p (NCCL's LL, LL128, Simple, which MSCCL's runtime ru
 - and f.send_us per round of the step (chunks that pass a link one after another:
   the line-rate model's rounds), so 300,000 chunks of 3 KB cost what their sends cost.
 A call adds the figures' fixed cost once. Per protocol that is a line in n (latency_us +
-us_per_byte x n); a schedule's time at n is the fastest of its lines.
+us_per_byte x n), floored at the host's launch of the call (launch_us: one process per
+GPU launches its part; NCCL's launch figure stands for the runtime's); a schedule's time
+at n is the fastest of its lines.
 
 Cost: O(sends + switch operations of the expanded schedule) per schedule, after one
 pass over the topology's routes (`prices`).
@@ -25,13 +28,14 @@ from fractions import Fraction
 from functools import lru_cache
 
 from synth.predict.nccl import HOP_US as NCCL_HOP_US
-from synth.predict.nccl import PROTOCOLS
+from synth.predict.nccl import BANDWIDTH_FACTOR as NCCL_BANDWIDTH_FACTOR
+from synth.predict.nccl import PROTOCOLS, hardware_net_hop
 from synth.schedule.ir import Schedule
 from synth.topology.figures import Figures, defaults
 from synth.topology.linkmodel import lower_with_routes, step_loads
 from synth.topology.physical import NIC, Topology
 
-BANDWIDTH_FACTOR = {"LL": 0.5, "LL128": 0.92, "Simple": 1.0}  # of achieved (tuning.cc)
+BANDWIDTH_FACTOR = dict(zip(PROTOCOLS, NCCL_BANDWIDTH_FACTOR))  # of achieved (tuning.cc)
 # NCCL's ring latency per hop, LL / LL128 / Simple, by what the hop crosses
 HOP_US = {kind: hops["ring"] for kind, hops in NCCL_HOP_US.items()}
 EFFICIENCY_OF = {"nvlink": "nvlink", "pcie": "pcie", "net": "nic"}
@@ -42,9 +46,10 @@ class Line:
     protocol: str
     latency_us: float
     us_per_byte: float
+    floor_us: float = 0.0  # the host's launch: no call is faster, whatever the GPU does
 
     def time_us(self, nbytes: float) -> float:
-        return self.latency_us + self.us_per_byte * nbytes
+        return max(self.floor_us, self.latency_us + self.us_per_byte * nbytes)
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,7 @@ def schedule_lines(schedule: Schedule, p: Prices) -> list[Line]:
     ports = {g for w in model.switches for _, g in w.up + w.down}
     per_byte, sends_us = 0.0, 0.0
     hops = {proto: 0.0 for proto in PROTOCOLS}
+    hop_us = dict(HOP_US, net=tuple(hardware_net_hop(f, "ring", i) for i in range(3)))
     windows = {}  # the program steps active at once -> their bottleneck (a pipeline's
     for t in range(schedule.num_steps):  # steady state repeats one window)
         active = tuple(i for _, i in schedule.active(t))
@@ -129,9 +135,9 @@ def schedule_lines(schedule: Schedule, p: Prices) -> list[Line]:
         per_byte += float(seconds) / (chunks * 1e3)
         sends_us += f.send_us * schedule.step_rounds(t)
         for i, proto in enumerate(PROTOCOLS):
-            hops[proto] += HOP_US[kind][i] * f.latency_scale
+            hops[proto] += hop_us[kind][i] * f.latency_scale
     return [Line(proto, f.call_us + hops[proto] + sends_us,
-                 per_byte / BANDWIDTH_FACTOR[proto]) for proto in PROTOCOLS]
+                 per_byte / BANDWIDTH_FACTOR[proto], f.launch_us) for proto in PROTOCOLS]
 
 
 def _bottleneck(p: Prices, loads: list, nvls: float, ports: set):

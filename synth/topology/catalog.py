@@ -154,7 +154,10 @@ def generate(spec: str) -> Topology:
     for a, b in sorted(pairs):
         links.append(Link(f"gpu{a}", f"gpu{b}", GEN_GBPS, 1, GEN_ALPHA_US))
         links.append(Link(f"gpu{b}", f"gpu{a}", GEN_GBPS, 1, GEN_ALPHA_US))
-    return Topology(spec, GEN_GBPS, gpus, tuple(links), GENERATORS[kind])
+    shifts = {"ring": (n,), "fc": (n,), "torus": tuple(dims),
+              "hypercube": (2,) * min(dims[0], 13)}.get(kind, ())
+    return Topology(spec, GEN_GBPS, gpus, tuple(links), GENERATORS[kind],
+                    translations=shifts)
 
 
 def _generator_pairs(kind: str, dims: list[int], n: int) -> set[tuple[int, int]]:
@@ -198,7 +201,8 @@ def _on_switch(spec: str, n: int) -> Topology:
     for i in range(n):
         links.append(Link(f"gpu{i}", "switch", GEN_GBPS, 1, GEN_ALPHA_US))
         links.append(Link("switch", f"gpu{i}", GEN_GBPS, 1, 0.0))
-    return Topology(spec, GEN_GBPS, vertices, tuple(links), GENERATORS["switch"])
+    return Topology(spec, GEN_GBPS, vertices, tuple(links), GENERATORS["switch"],
+                    translations=(n,))
 
 
 def _flat(coord, dims) -> int:

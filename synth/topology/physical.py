@@ -105,6 +105,9 @@ class Topology:
     assumptions: tuple[str, ...] = ()  # the numbers an import did not read, and why
     figures: "Figures | None" = None  # cost model 2's constants (`costs:`), None: defaults
     repeat: int = 1  # a file's `boxes: K`: K copies of this box (catalog.resolve joins them)
+    # dims over which the generator's shifts map the graph onto itself
+    # (synth.topology.symmetry; checked against the link model before use)
+    translations: tuple[int, ...] = ()
 
     @property
     def gpus(self) -> list[str]:

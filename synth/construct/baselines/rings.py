@@ -5,7 +5,9 @@ A channel is one ring instance carrying one chunk per link per step. A link of c
 k (and a group of capacity k) may carry up to k x R channels when every step is given R
 rounds; on a switch one cycle can therefore carry several channels (one cycle on dgx2
 fills each 6-wide port with 6 channels) and that is preferred over distinct cycles,
-which would cost the same. The packing is greedy and bounded (see `pack_rings`).
+which would cost the same. A fractional capacity p/q is kept whole by a budget of q
+rounds (a 24 GB/s NIC at a 25 GB/s unit: 24 channels in 25 rounds, not 3 in 4). The
+packing is greedy and bounded (see `pack_rings`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from synth.construct.moves import (assemble, capacity_tables, chain_broadcast, c
 from synth.topology.hierarchy import find_boxes
 from synth.topology.linkmodel import LinkModel
 
-MAX_CHANNELS = 24  # at most this many ring instances (dgxh100's 18-wide ports need 18)
+MAX_CHANNELS = 24  # ring instances per round of the budget (dgxh100's 18-wide ports need 18)
+MAX_BUDGET = 32  # rounds per step tried at most: capacities of denominator <= 32 kept exact
 MAX_SEARCHES = 12  # Hamiltonian-cycle searches per packing attempt
 RESTARTS = 2  # extra randomized packings for small topologies (<= 16 ranks)
 COLLECTIVES = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
@@ -86,23 +89,21 @@ def ring_baseline(model: LinkModel, collective: str, root: int | None) -> Baseli
 def pack_rings(model: LinkModel) -> RingPacking | None:
     """The best greedy packing of ring channels, or None if no Hamiltonian cycle is found.
 
-    For each round budget R (1, and 2..4 when a capacity is fractional, e.g. a 1/2 NIC
-    link that needs 2 rounds per chunk), channels are added while every link and group
-    stays within capacity x R: first seed cycles (rank order, and box-by-box orders on
-    multi-box topologies), then cycles found by a bounded depth-first search in what
-    capacity is left; each found cycle is repeated while it fits, then its reverse. The
-    best packing has the fewest rounds per channel, then the fewest channels.
-    Cost: at most |budgets| x (1 + RESTARTS) x MAX_SEARCHES searches of
-    HAMILTON_BUDGET pushes each.
+    For each round budget R (`budgets`), channels are added while every link and group
+    stays within capacity x R (at most MAX_CHANNELS x R of them): first seed cycles
+    (rank order, and box-by-box orders on multi-box topologies), then cycles found by a
+    bounded depth-first search in what capacity is left; each found cycle is repeated
+    while it fits, then its reverse. The best packing has the fewest rounds per
+    channel, then the fewest channels.
+    Cost: at most |budgets| (<= 4 + distinct denominators) x (1 + RESTARTS) x
+    MAX_SEARCHES searches of HAMILTON_BUDGET pushes each; the channels, and so the
+    schedule, grow with R (192 channels for 24 GB/s NICs at a 25 GB/s unit on dgxa100x2).
     """
-    fractional = any(l.capacity.denominator != 1 for l in model.links) or \
-        any(g.capacity.denominator != 1 for g in model.groups)
-    budgets = (1, 2, 3, 4) if fractional else (1,)
     attempts = [None] + ([random.Random(seed) for seed in range(RESTARTS)]
                          if model.ranks <= 16 else [])
     seeds = _seed_cycles(model)
     best = None
-    for budget in budgets:
+    for budget in budgets(model):
         for rng in attempts:
             channels = _pack(model, budget, seeds, rng)
             if not channels:
@@ -115,6 +116,23 @@ def pack_rings(model: LinkModel) -> RingPacking | None:
     return best[1] if best else None
 
 
+def budgets(model: LinkModel) -> tuple[int, ...]:
+    """Rounds per step worth trying: 1; with fractional capacities also 2..4 and, for
+    each capacity p/q, the R <= MAX_BUDGET at which it carries the most channels per
+    round, floor(p/q x R) / R: R = q when q <= MAX_BUDGET (then the fraction is kept
+    whole), else the best approximation from below (documented loss, under 1/MAX_BUDGET
+    of a unit)."""
+    caps = {l.capacity for l in model.links} | {g.capacity for g in model.groups}
+    fractions = {c for c in caps if c.denominator != 1}
+    if not fractions:
+        return (1,)
+    out = {1, 2, 3, 4}
+    for c in fractions:
+        out.add(max(range(1, MAX_BUDGET + 1),
+                    key=lambda r: (Fraction(math.floor(c * r), r), -r)))
+    return tuple(sorted(out))
+
+
 def _edges(cycle):
     return [(cycle[i], cycle[(i + 1) % len(cycle)]) for i in range(len(cycle))]
 
@@ -124,6 +142,7 @@ def _pack(model: LinkModel, budget: int, seeds, rng) -> list[tuple[int, ...]]:
     group_room = {i: g.capacity * budget for i, g in enumerate(model.groups)}
     groups_of = capacity_tables(model)[0]
     channels: list[tuple[int, ...]] = []
+    most = MAX_CHANNELS * budget
 
     def fits(cycle):
         use = Counter()
@@ -137,7 +156,7 @@ def _pack(model: LinkModel, budget: int, seeds, rng) -> list[tuple[int, ...]]:
     def take_while_fits(cycle):
         at = cycle.index(min(cycle))
         cycle = cycle[at:] + cycle[:at]  # one name per cycle: lowest rank first
-        while len(channels) < MAX_CHANNELS and fits(cycle):
+        while len(channels) < most and fits(cycle):
             channels.append(cycle)
             for e in _edges(cycle):
                 room[e] -= 1
@@ -147,7 +166,7 @@ def _pack(model: LinkModel, budget: int, seeds, rng) -> list[tuple[int, ...]]:
     for cycle in seeds:
         take_while_fits(cycle)
     for _ in range(MAX_SEARCHES):
-        if len(channels) >= MAX_CHANNELS:
+        if len(channels) >= most:
             break
         succ = {r: [] for r in range(model.ranks)}
         for (a, b), left in room.items():

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""synth on 2-D tori against TACOS's published bar (issue 28).
+
+    python bench/bench_tori.py                       # every job, one at a time
+    python bench/bench_tori.py --jobs 16x16          # jobs whose name has a substring
+    python bench/bench_tori.py --record              # also write bench/results/tori-DATE.*
+
+Each job is one collective on one torus, with the generator's links (25 GB/s, 0.7 us),
+run by `synthesize` (what `synth COLLECTIVE --topo torus:RxC` runs, without writing
+files) in a fresh process, one at a time. Recorded per job:
+
+- cpu_s: CPU seconds of the whole synthesis (routing, bounds, greedy matching, trees,
+  baselines, verification), counted after the imports, as the TACOS figures are;
+- greedy_cpu_s: CPU seconds from the lowering to the first greedy schedule built (one
+  chunk a share, under the torus's translations as the frontier builds it: what TACOS's
+  figure measures, one schedule);
+- best / bound: the frontier's best rounds per chunk over the cut bound;
+- us at 1 MiB, 64 MiB, 1 GiB: the frontier's fastest point in the line-rate model
+  (latency + size x us/MB), the model TACOS's figures are in;
+- peak memory (VmHWM of the job's process).
+
+TACOS's side (astra-sim/tacos v1.3.0, measured on this kind of machine and quoted in
+issue 28; not installable from the package registries, so not rerun here): torus:16x16
+allgather 1.02 x the bound in 0.45-0.66 CPU s; torus:16x32 1.01 x in 6.1-6.7 CPU s;
+torus:8x8 two points, 17 steps (11.9 us + 10.6 us/MB) and 32 steps (22.4 us + 10.0
+us/MB), in 0.04 s. This is a benchmark, not a test: it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.machine import recorded_machine  # noqa: E402
+
+TORI = ("8x8", "16x16", "16x32", "32x32")
+COLLECTIVES = ("allgather", "reducescatter", "allreduce")
+SIZES = {"1MiB": 1 << 20, "64MiB": 64 << 20, "1GiB": 1 << 30}
+TACOS = {("8x8", "allgather"): [(17, 11.9, 10.6), (32, 22.4, 10.0)]}  # steps, us, us/MB
+
+JOB = r"""
+import json, resource, sys, time
+from synth.construct.greedy import build
+from synth.frontier import synthesize
+from synth.schedule.cost import schedule_cost
+from synth.search.pareto import Limits
+from synth.topology.catalog import resolve
+from synth.topology.linkmodel import lower
+
+spec, name, limit = sys.argv[1], sys.argv[2], float(sys.argv[3])
+topo = resolve(spec)
+start = time.process_time()
+build(lower(topo), name, None, 1, dims=topo.translations)
+greedy = time.process_time() - start
+start = time.process_time()
+result = synthesize(topo, name, limits=Limits(time_limit=limit))
+cpu = time.process_time() - start
+costs = [(p, schedule_cost(p.schedule)) for p in result.points]
+best = min(p.ratio for p in result.points)
+sizes = json.loads(sys.argv[4])
+fastest = {k: min(c.time_us(n) for _, c in costs)
+           for k, n in sizes.items()}
+hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))
+print(json.dumps({"cpu_s": round(cpu, 2), "greedy_cpu_s": round(greedy, 2),
+                  "best_over_bound": float(best / result.bounds.rounds_per_chunk),
+                  "points": [[p.steps, p.rounds, p.chunks, p.schedule.info.get("method")]
+                             for p in result.points],
+                  "us": {k: round(v, 1) for k, v in fastest.items()},
+                  "peak_mib": round(hwm / 1024)}))
+"""
+
+
+def run_job(torus: str, name: str, limit: float) -> dict:
+    out = subprocess.run([sys.executable, "-c", JOB, f"torus:{torus}", name, str(limit),
+                          json.dumps(SIZES)], capture_output=True, text=True, cwd=REPO,
+                         env={"PYTHONPATH": str(REPO), "SYNTH_CACHE": "0",
+                              "PATH": "/usr/bin:/bin"})
+    if out.returncode != 0:
+        return {"error": out.stderr.strip().splitlines()[-1:]}
+    return json.loads(out.stdout)
+
+
+def tacos_us(torus: str, name: str) -> dict | None:
+    points = TACOS.get((torus, name))
+    if not points:
+        return None
+    return {k: round(min(us + n / 1e6 * per_mb for _, us, per_mb in points), 1)
+            for k, n in SIZES.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", default="", help="only jobs whose name has a substring")
+    parser.add_argument("--time-limit", type=float, default=300.0)
+    parser.add_argument("--record", action="store_true")
+    args = parser.parse_args()
+    machine = recorded_machine(REPO, "bench_tori", args.record)
+    if machine is None:
+        return 2
+    with open("/proc/loadavg") as f:
+        machine["load_before"] = f.read().split()[:3]
+    rows = []
+    for torus in TORI:
+        for name in COLLECTIVES:
+            job = f"torus:{torus} {name}"
+            if args.jobs and args.jobs not in job:
+                continue
+            row = {"job": job, **run_job(torus, name, args.time_limit),
+                   "tacos_us": tacos_us(torus, name)}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    if args.record:
+        write_record(machine, rows, args.time_limit)
+    return 0
+
+
+def write_record(machine: dict, rows: list[dict], limit: float) -> None:
+    day = time.strftime("%Y-%m-%d")
+    folder = REPO / "bench" / "results"
+    (folder / f"tori-{day}.json").write_text(json.dumps({"machine": machine, "rows": rows},
+                                                        indent=1) + "\n")
+    lines = [f"# Tori, {machine['date']}", "",
+             f"`python3 bench/bench_tori.py --record`, commit {machine['commit']}, "
+             f"{machine['cpu']}, {machine['memory_gib']} GiB, Python {machine['python']}, "
+             f"load average before {' '.join(machine['load_before'])}; --time-limit {limit:g}; "
+             "jobs one at a time in fresh processes.", "",
+             "| job | cpu s | greedy cpu s | best / bound | 1 MiB us | 64 MiB us | 1 GiB us "
+             "| TACOS 1 MiB / 64 MiB / 1 GiB us | peak MiB |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['job']} | error: {r['error']} |||||||")
+            continue
+        tacos = " / ".join(str(v) for v in r["tacos_us"].values()) if r["tacos_us"] else "-"
+        lines.append(f"| {r['job']} | {r['cpu_s']} | {r['greedy_cpu_s']} | "
+                     f"{r['best_over_bound']:.4f} | {r['us']['1MiB']} | {r['us']['64MiB']} | "
+                     f"{r['us']['1GiB']} | {tacos} | {r['peak_mib']} |")
+    (folder / f"tori-{day}.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
