@@ -224,7 +224,7 @@ def test_the_plan_ends_with_what_to_load_per_call():
     from synth.cli.plan import load_line
 
     entry = {"collective": "allreduce", "communicator": "dp"}
-    call = {"nccl": "nvls_tree/Simple", "nccl_us": 405.51, "load": {
+    call = {"nccl": "NCCL nvls_tree/Simple", "nccl_us": 405.51, "load": {
         "bytes": 67108864, "runtimes": {
             "msccl-xml": {"file": None, "algorithm": "NCCL's own (ring)", "us": 405.51},
             "mscclpp": {"file": "mscclpp/dp/allreduce-0.mscclpp.json", "algorithm": "x",
@@ -233,6 +233,9 @@ def test_the_plan_ends_with_what_to_load_per_call():
         "load for allreduce on dp at 67,108,864 B: MSCCL XML no file (NCCL's own runs it); "
         "MSCCL++ plan/mscclpp/dp/allreduce-0.mscclpp.json (395.0 us); NCCL "
         "nvls_tree/Simple: 405.5 us")
+    # with --model line-rate the reference is NCCL-style, named so
+    call["nccl"] = "ring"
+    assert load_line(entry, call, "NCCL-style", "plan").endswith("; NCCL-style ring: 405.5 us")
 
 
 # NCCL as it runs on switch:4 (4 GPUs, one 25 GB/s NVLink lane each into a switch;

@@ -111,9 +111,10 @@ def load_line(entry: dict, call: dict, nccl: str, out_dir: str) -> str:
         f"{RUNTIME_NAMES[fmt]} {out_dir}/{x['file']} ({x['us']:.1f} us)" if x["file"] else
         f"{RUNTIME_NAMES[fmt]} no file (NCCL's own runs it)"
         for fmt, x in call["load"]["runtimes"].items())
+    named = call["nccl"] if call["nccl"].startswith(nccl) else f"{nccl} {call['nccl']}"
     return (f"load for {entry['collective']} on {entry['communicator']} at "
             f"{call['load']['bytes']:,} B: {where or 'no runtime files (--format none)'}; "
-            f"{nccl} {call['nccl']}: {call['nccl_us']:.1f} us")
+            f"{named}: {call['nccl_us']:.1f} us")
 
 
 RUNTIME_NAMES = {"msccl-xml": "MSCCL XML", "mscclpp": "MSCCL++"}
