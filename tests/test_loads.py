@@ -10,10 +10,10 @@ small two-box machine whose NVSwitches reduce.
 
 import copy
 import json
-from fractions import Fraction
 
 import pytest
 
+from synth.bounds import bounds
 from synth.construct.baselines import baselines
 from synth.construct.in_network import (TURNS, across_boxes_allreduce, box_switches,
                                         nvls_search, turns_allreduce, turns_program)
@@ -21,11 +21,10 @@ from synth.errors import BadInput
 from synth.export import IN_NETWORK, render
 from synth.export.loads import chosen, forget, loads_of, phrase, refusal, where, with_runtimes
 from synth.export.mscclpp_sim import check_mscclpp_plan
-from synth.bounds import bounds
 from synth.frontier import Result, pareto_filter
 from synth.output import format_table, result_summary
-from synth.schedule.collectives import make_collective
 from synth.predict.timing import SIZES, prices, schedule_lines
+from synth.schedule.collectives import make_collective
 from synth.schedule.file import schedule_from_dict, schedule_to_dict
 from synth.schedule.verify import ScheduleInvalid, verify_schedule
 from synth.search.pareto import Limits, Point
