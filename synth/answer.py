@@ -147,7 +147,18 @@ def write_answer(answer: Answer, directory: Path) -> dict:
             "fastest_method": method_of(answer.fastest),
             "fastest_us": round(answer.fastest_us, 3), "fastest_loads_in": loads,
             "runtimes": runtimes, "reference": answer.reference,
-            "reference_us": round(answer.reference_us, 3), "reference_is": answer.reference_is}
+            "reference_us": round(answer.reference_us, 3), "reference_is": answer.reference_is,
+            "choice": _choice(runtimes, answer.reference_us)}
+
+
+def _choice(runtimes: dict, reference_us: float) -> dict:
+    """The file to load at the size: the fastest one a runtime loads, if it beats the
+    reference; else the reference (NCCL's own), runtime and file None."""
+    files = [(r["us"], fmt) for fmt, r in runtimes.items() if r["file"]]
+    if files and (reference_us != reference_us or min(files)[0] < reference_us):
+        fmt = min(files)[1]
+        return {"runtime": fmt, "file": runtimes[fmt]["file"], "us": runtimes[fmt]["us"]}
+    return {"runtime": None, "file": None, "us": round(reference_us, 3)}
 
 
 def format_answer(a: dict) -> str:
@@ -170,7 +181,20 @@ def format_answer(a: dict) -> str:
                          f"fastest: {_cut_words(first)})")
     lines.append(f"  reference {a['reference']}: {a['reference_us']:.1f} us "
                  f"({a['reference_is']})")
-    return "\n".join(lines)
+    return "\n".join(lines + [choice_line(a)])
+
+
+def choice_line(a: dict) -> str:
+    """The answer's last line: what to load at the size, its predicted time, and the
+    reference's (NCCL's own choice in cost model 2) with its algorithm."""
+    c, ref = a["choice"], f"{a['reference']} at {a['reference_us']:.1f} us"
+    if c["file"] is None:
+        return (f"for {a['bytes']:,} bytes load nothing: {ref} is at least as fast as "
+                "every file a runtime loads here")
+    ratio = (f", {math.floor(a['reference_us'] / c['us'] * 100) / 100:.2f} x"
+             if a["reference_us"] == a["reference_us"] else "")
+    return (f"for {a['bytes']:,} bytes load {c['file']} ({RUNTIME_NAMES[c['runtime']]}): "
+            f"{c['us']:.1f} us predicted, against {ref}{ratio}")
 
 
 def _cut_words(text: str, width: int = 110) -> str:

@@ -57,6 +57,10 @@ class Result:
     cost_model: str = "line-rate"  # what chose the points (COST_MODELS)
     left_out: list[Point] = field(default_factory=list)  # line-rate points it did not keep
     topology: Topology | None = None
+    # every verified candidate (the frontier is their Pareto front), for the runtimes'
+    # own frontiers (synth.export.loads.with_runtimes); and why those stopped early
+    candidates: list[Point] = field(default_factory=list, repr=False)
+    runtimes_stopped: str = ""
 
     @property
     def complete(self) -> bool:
@@ -71,19 +75,30 @@ class Result:
 COST_MODELS = ("calibrated", "line-rate")
 
 
-def in_cost_model(result: Result, topo: Topology, cost_model: str) -> Result:
+def in_cost_model(result: Result, topo: Topology, cost_model: str,
+                  protocols: dict | None = None) -> Result:
     """The frontier as `cost_model` chooses it. "line-rate" keeps every point (the
     Pareto frontier of latency and us/MB, whose bounds and proofs are exact);
     "calibrated" keeps the points that are fastest at some size in cost model 2
-    (synth.predict.timing, with the topology's figures) and lists the others in
-    left_out."""
+    (synth.predict.timing, with the topology's figures), and where points say which
+    runtimes load them (Point.loads), per runtime those that are the fastest it loads
+    at some size (timed in `protocols`[runtime], where given: the protocols it runs); it
+    lists the others in left_out."""
     if cost_model not in COST_MODELS:
         raise BadInput(f"unknown cost model '{cost_model}' (expected "
                        f"{' or '.join(COST_MODELS)})")
     result = replace(result, cost_model=cost_model, topology=topo)
     if cost_model == "calibrated" and result.points:
         from synth.predict.timing import fastest_somewhere, prices
-        result.points, result.left_out = fastest_somewhere(result.points, prices(topo))
+        p = prices(topo)
+        kept = {id(pt) for pt in fastest_somewhere(result.points, p)[0]}
+        for fmt in sorted({f for pt in result.points for f in pt.loads or ()}):
+            loadable = [pt for pt in result.points if pt.loads and pt.loads.get(fmt, 1) is None]
+            runs = (protocols or {}).get(fmt)
+            kept |= {id(pt) for pt in (fastest_somewhere(loadable, p, runs) if runs else
+                                       fastest_somewhere(loadable, p))[0]}
+        result.left_out = [pt for pt in result.points if id(pt) not in kept]
+        result.points = [pt for pt in result.points if id(pt) in kept]
     return result
 
 
@@ -201,6 +216,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
         covered = limits.max_steps or DECOMPOSED_MAX_STEPS
     if any(key not in CONSTRUCTED for key in searches):
         covered = max(covered, limits.max_steps or default_max_steps(b))
+    candidates = points
     points = _verify_baselines(pareto_filter(points), searches)
     # a point at the bandwidth bound with latency L beats, in both costs, any schedule
     # of more than L / (least alpha) steps: if those start inside the covered range,
@@ -216,7 +232,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
                              and topo.network_joined()) else ""
     return Result(name, coll.root, model, b, points, searches,
                   time.monotonic() - start, (max(1, limits.min_steps), covered),
-                  not_decomposed)
+                  not_decomposed, candidates=candidates)
 
 
 BASELINE_SECONDS = 2e-4  # x ranks^2: building every baseline (256 GPUs ~11 s, 512 ~55 s)
@@ -316,17 +332,19 @@ def pareto_filter(points: list[Point]) -> list[Point]:
     steps, then a proven one, then fewer chunks is kept. Since time(n) = latency +
     n x us/byte, the frontier is at every message size as fast as any point it drops.
     O(P log P) for P points."""
-    def key(p):
-        # latency is a float sum of alphas: rounded, so that equal sums compare equal
-        return (round(schedule_cost(p.schedule).latency_us, 9), p.ratio, p.steps,
-                not p.proven, p.chunks)
-
     kept, best = [], None
-    for p in sorted(points, key=key):
+    for p in sorted(points, key=pareto_key):
         if best is None or p.ratio < best:
             kept.append(p)
             best = p.ratio
     return sorted(kept, key=lambda p: (p.steps, p.ratio))
+
+
+def pareto_key(p: Point) -> tuple:
+    """pareto_filter's order: latency (a float sum of alphas: rounded, so that equal sums
+    compare equal), rounds per chunk, then the tie-breaks."""
+    return (round(schedule_cost(p.schedule).latency_us, 9), p.ratio, p.steps,
+            not p.proven, p.chunks)
 
 
 def optimality(point: Point, b: Bounds) -> str:

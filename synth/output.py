@@ -142,8 +142,21 @@ def point_summary(point: Point, result: Result, path: Path | None) -> dict:
         "method": method_of(point),
         "solve_seconds": info.get("solve_seconds"),
         "file": str(path) if path else None,
-    } | ({"predicted_us": predicted(point.schedule, result)}
-         if result.cost_model == "calibrated" else {})
+    } | loads_summary(point) | ({"predicted_us": predicted(point.schedule, result)}
+                               if result.cost_model == "calibrated" else {})
+
+
+def loads_summary(point: Point) -> dict:
+    """`loads`: which runtimes load the point's export (both, MSCCL XML, MSCCL++,
+    neither; None where not asked); `not_loaded`: per refusing runtime its reason, as a
+    phrase and as the line `synth export` says (synth.export.loads)."""
+    from synth.export.loads import phrase, where
+
+    if point.loads is None:
+        return {"loads": None, "not_loaded": {}}
+    return {"loads": where(point.loads),
+            "not_loaded": {fmt: {"why": phrase(why), "message": why}
+                           for fmt, why in point.loads.items() if why is not None}}
 
 
 TABLE_SIZES = (1 << 10, 1 << 20, 1 << 30)  # the sizes the table times in cost model 2
@@ -199,20 +212,21 @@ def result_summary(result: Result, topology: str, solver: str, paths: list[Path]
         "solver_calls": sum(len(s.attempts) for s in result.searches.values()),
         "seconds": round(result.seconds, 3),
         "cost_model": model_summary(result),
-    }
+    } | ({"runtimes_stopped": result.runtimes_stopped} if result.runtimes_stopped else {})
 
 
 def format_table(summary: dict) -> str:
     model = summary.get("cost_model", {"name": "line-rate"})
     sizes = [format_size(n) for n in TABLE_SIZES] if model["name"] == "calibrated" else []
     rows = [("S", "R", "C", "R/C", "latency us", "us/MB", "x bound")
-            + tuple(f"{label} us" for label in sizes) + ("optimal", "method", "solve s")]
+            + tuple(f"{label} us" for label in sizes)
+            + ("optimal", "loads", "method", "solve s")]
     for p in summary["frontier"]:
         rows.append((str(p["steps"]), str(p["rounds"]), str(p["chunks"]), p["rounds_per_chunk"],
                      f"{p['latency_us']:.2f}", f"{p['us_per_mb']:.3f}",
                      f"{p['ratio_to_bound']:.3f}")
                     + tuple(f"{p['predicted_us'][label]['us']:.1f}" for label in sizes)
-                    + (p["optimality"], p["method"] or "-",
+                    + (p["optimality"], p.get("loads") or "?", p["method"] or "-",
                        "-" if p["solve_seconds"] is None else f"{p['solve_seconds']:.2f}"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     numeric = 7 + len(sizes)
@@ -233,7 +247,26 @@ def format_table(summary: dict) -> str:
     stops = "; ".join(f"{', '.join(names)}: {why}" for why, names in searches_by_stop.items())
     tail = (f"{len(summary['frontier'])} frontier points, {summary['solver_calls']} solver calls, "
             f"{summary['seconds']:.1f} s ({stops})")
-    return "\n".join([head] + lines + [tail] + model_lines(model))
+    return "\n".join([head] + lines + [tail] + loads_lines(summary) + model_lines(model))
+
+
+def loads_lines(summary: dict) -> list[str]:
+    """Under the table, per runtime, the points it does not load and why, one line per
+    reason."""
+    from synth.export.loads import RUNTIMES
+
+    out = []
+    for fmt, runtime in RUNTIMES.items():
+        why = {}
+        for p in summary["frontier"]:
+            if fmt in p.get("not_loaded", {}):
+                why.setdefault(p["not_loaded"][fmt]["why"], []).append(
+                    f"S{p['steps']} R{p['rounds']} C{p['chunks']}")
+        out += [f"{runtime} does not load {', '.join(names)}: {reason}"
+                for reason, names in why.items()]
+    if summary.get("runtimes_stopped"):
+        out.append(f"loads: {summary['runtimes_stopped']}")
+    return out
 
 
 def model_lines(model: dict) -> list[str]:

@@ -67,9 +67,24 @@ def test_the_table_ends_with_the_answer(tmp_path, model, reference):
                     "--out", str(tmp_path), "--model", model)
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
-    assert lines[-4].startswith("at 1,024 bytes, in the model: the fastest point is")
-    assert lines[-3].lstrip().startswith("MSCCL XML") and "load " in lines[-3]
-    assert lines[-1].lstrip().startswith(reference)
+    assert lines[-5].startswith("at 1,024 bytes, in the model: the fastest point is")
+    assert lines[-4].lstrip().startswith("MSCCL XML") and "load " in lines[-4]
+    assert lines[-2].lstrip().startswith(reference)
+    # the last line: the file to load at that size, or nothing (the reference is as
+    # fast), its time and the reference's, both as the lines above give them
+    ref_us = lines[-2].split(": ")[1].split(" us")[0]
+    files = {x.split("load ")[1].split(":")[0]: x.rsplit(": ", 1)[1].split(" us")[0]
+             for x in lines[-4:-2] if "load " in x}
+    last = lines[-1]
+    assert last.startswith("for 1,024 bytes load ")
+    if "load nothing" in last:
+        assert all(float(us) >= float(ref_us) for us in files.values())
+        assert f"at {ref_us} us is at least as fast" in last
+    else:
+        chosen = last.split("load ")[1].split(" (")[0]
+        assert f": {files[chosen]} us predicted, against " in last
+        assert float(files[chosen]) == min(map(float, files.values())) < float(ref_us)
+        assert last.split(" at ")[-1].startswith(f"{ref_us} us, ")
 
 
 def test_a_size_that_does_not_parse_is_one_line(tmp_path):

@@ -197,12 +197,45 @@ def test_synth_plan_writes_runtime_files_that_load(tmp_path):
                     # range ends at the plan's 32-bit limit
                     assert plan["max_message_size"] - f["max_bytes"] in (0, 1)
                     check_mscclpp_plan(plan)
+    # per call, what to load: each runtime's range holding the call's size names the
+    # file (none where NCCL's own runs it), no slower there than NCCL as it runs
+    for e in doc["entries"]:
+        for c in e["calls"]:
+            n = c["load"]["bytes"]
+            assert c["min_bytes"] <= n <= c["max_bytes"]
+            assert set(c["load"]["runtimes"]) == {"msccl-xml", "mscclpp"}
+            for fmt, load in c["load"]["runtimes"].items():
+                ranges = next(r["files"] for r in doc["runtimes"][fmt]
+                              if (r["communicator"], r["collective"])
+                              == (e["communicator"], e["collective"]))
+                (f,) = [f for f in ranges
+                        if f["min_bytes"] <= n <= (f["max_bytes"] or n)]
+                assert (load["file"], load["algorithm"]) == (f["file"], f["algorithm"])
+                assert load["us"] <= c["nccl_us"] + 1e-3
     py_compile.compile(str(out / "mscclpp" / "register.py"), doraise=True)
     schedules = sorted(str(p) for p in (out / "schedules").rglob("*.json"))
     checked = synth_cli("verify", *schedules)  # one command for all: each line its file
     assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
     assert sum(line.startswith("ok ") for line in checked.stdout.splitlines()) \
         == len(schedules) > 0
+
+
+def test_the_plan_ends_with_what_to_load_per_call():
+    from synth.cli.plan import load_line
+
+    entry = {"collective": "allreduce", "communicator": "dp"}
+    call = {"nccl": "NCCL nvls_tree/Simple", "nccl_us": 405.51, "load": {
+        "bytes": 67108864, "runtimes": {
+            "msccl-xml": {"file": None, "algorithm": "NCCL's own (ring)", "us": 405.51},
+            "mscclpp": {"file": "mscclpp/dp/allreduce-0.mscclpp.json", "algorithm": "x",
+                        "us": 395.04}}}}
+    assert load_line(entry, call, "NCCL", "plan") == (
+        "load for allreduce on dp at 67,108,864 B: MSCCL XML no file (NCCL's own runs it); "
+        "MSCCL++ plan/mscclpp/dp/allreduce-0.mscclpp.json (395.0 us); NCCL "
+        "nvls_tree/Simple: 405.5 us")
+    # with --model line-rate the reference is NCCL-style, named so
+    call["nccl"] = "ring"
+    assert load_line(entry, call, "NCCL-style", "plan").endswith("; NCCL-style ring: 405.5 us")
 
 
 # NCCL as it runs on switch:4 (4 GPUs, one 25 GB/s NVLink lane each into a switch;

@@ -72,7 +72,8 @@ def compare_command(collective, spec, boxes, root, sizes, time_limit, solver, as
     (cost model 2) NCCL as it runs there: its choice per size and why."""
     from synth.compare import comparison, format_comparison, make_rows, nccl_choices
     from synth.construct.baselines import baselines
-    from synth.frontier import in_cost_model, synthesize
+    from synth.export.loads import chosen
+    from synth.frontier import synthesize
     from synth.predict.timing import prices
     from synth.schedule.cost import parse_size
     from synth.search.pareto import Limits
@@ -81,7 +82,7 @@ def compare_command(collective, spec, boxes, root, sizes, time_limit, solver, as
     size_list = [parse_size(x) for x in sizes.split(",")]
     topo = resolve(spec, boxes)
     limits = Limits(time_limit=time_limit, backend=SOLVER_CHOICE[solver][0])
-    result = in_cost_model(synthesize(topo, collective, root, limits), topo, cost_model)
+    result = chosen(synthesize(topo, collective, root, limits), topo, cost_model)
     calibrated = cost_model == "calibrated"
     rows = make_rows([p.schedule for p in result.points],
                      [(base.name, base.schedule) for base in

@@ -85,7 +85,8 @@ def report_command(collective, spec, boxes, out_dir, root, time_limit, max_chunk
     topology and every frontier schedule drawn. The page works offline and keeps to 5
     MB: a drawing too big for it is drawn smaller there, the full one a file beside it."""
     from synth.construct.baselines import baselines, not_applicable
-    from synth.frontier import in_cost_model, synthesize
+    from synth.export.loads import chosen
+    from synth.frontier import synthesize
     from synth.pictures.report import write_report
     from synth.schedule.cost import parse_size
     from synth.search.pareto import Limits
@@ -97,8 +98,7 @@ def report_command(collective, spec, boxes, out_dir, root, time_limit, max_chunk
     topology = resolve(spec, boxes)
     backend = SOLVER_CHOICE[solver][0]
     limits = Limits(max_chunks=max_chunks or 8, time_limit=time_limit, backend=backend)
-    result = in_cost_model(synthesize(topology, collective, root, limits), topology,
-                           cost_model)
+    result = chosen(synthesize(topology, collective, root, limits), topology, cost_model)
     base = [(x.name, x.schedule) for x in baselines(result.model, collective, result.root)]
     skipped = not_applicable(result.model, collective, result.root)
     page = write_report(topology, result, base, size_list, out_dir, backend, color, skipped)

@@ -99,3 +99,22 @@ def plan_command(workload, spec, boxes, out_dir, time_limit, steps, formats, as_
                f"{step['nccl_overlapped']:.1f} us {nccl}: "
                f"{math.floor(step['speedup'] * 100) / 100:.2f} x; "
                f"files and report in {out_dir}/")
+    for e in doc["entries"]:  # what to load, per call: the user's question, answered
+        for c in e["calls"]:
+            click.echo(load_line(e, c, nccl, out_dir))
+
+
+def load_line(entry: dict, call: dict, nccl: str, out_dir: str) -> str:
+    """One call's answer: per runtime the file that runs its size and its predicted time
+    (or NCCL's own algorithm where no file does), then what NCCL runs there."""
+    where = "; ".join(
+        f"{RUNTIME_NAMES[fmt]} {out_dir}/{x['file']} ({x['us']:.1f} us)" if x["file"] else
+        f"{RUNTIME_NAMES[fmt]} no file (NCCL's own runs it)"
+        for fmt, x in call["load"]["runtimes"].items())
+    named = call["nccl"] if call["nccl"].startswith(nccl) else f"{nccl} {call['nccl']}"
+    return (f"load for {entry['collective']} on {entry['communicator']} at "
+            f"{call['load']['bytes']:,} B: {where or 'no runtime files (--format none)'}; "
+            f"{named}: {call['nccl_us']:.1f} us")
+
+
+RUNTIME_NAMES = {"msccl-xml": "MSCCL XML", "mscclpp": "MSCCL++"}

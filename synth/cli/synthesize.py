@@ -144,7 +144,8 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
               nbytes=None, cost_model="calibrated"):
     from dataclasses import replace
 
-    from synth.frontier import in_cost_model, synthesize
+    from synth.export.loads import chosen
+    from synth.frontier import synthesize
     from synth.output import format_table, output_dir, result_summary, write_points
     from synth.search.pareto import Limits
 
@@ -163,7 +164,8 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
         reporter.done()
     if steps is not None:
         result.points = [p for p in result.points if p.steps == steps]
-    result = in_cost_model(result, topo, cost_model)
+        result.candidates = [p for p in result.candidates if p.steps == steps]
+    result = chosen(result, topo, cost_model)
     interrupted = result.interrupted
     # replace the earlier files of the steps this search covered; after Ctrl-C, none
     covered = None if interrupted else result.steps_searched

@@ -157,12 +157,80 @@ def across_program(model: LinkModel, hierarchy: Hierarchy, inside, across,
                 up += [Send(chunk, x, owner, "reduce", part) for x in rest]
                 down += [Send(chunk, owner, x, "copy", part) for x in rest]
 
-    def step(moves):
-        sends = tuple(x for x in moves if isinstance(x, Send))
-        ops = tuple(x for x in moves if isinstance(x, SwitchOp))
-        return Step(switch_rounds(model, list(ops), sends), sends, ops)
+    return tuple(_step(model, m) for m in (gather, up, down, spread))
 
-    return tuple(step(m) for m in (gather, up, down, spread))
+
+def _step(model: LinkModel, moves) -> Step:
+    """A step of `moves` (sends and switch operations) in the fewest rounds."""
+    sends = tuple(x for x in moves if isinstance(x, Send))
+    ops = tuple(x for x in moves if isinstance(x, SwitchOp))
+    return Step(switch_rounds(model, list(ops), sends), sends, ops)
+
+
+TURNS = "in-network (NVLS in each box in turn)"
+
+
+def turns_allreduce(model: LinkModel, hierarchy: Hierarchy, inside, batches: int,
+                    pieces: int, program: tuple[Step, ...] | None = None,
+                    memo: dict | None = None) -> Schedule:
+    """Allreduce across K boxes in which every switch operation is a sum stored back to
+    every member of one box (MSCCL++'s glres): the data is cut into K parts, and part h
+    is summed in box h's switch, once the other boxes' sums have been added into it.
+    Part h, shard r (`pieces` chunks; local rank r of each box owns it):
+
+        step 1   in every other box, the GPUs reduce shard r into local rank r
+        step 2   each of those sends its box's sum to local rank r of box h (a rail), which
+                 adds it to its own copy
+        step 3   box h's switch sums shard r over its ranks into local rank r
+        step 4   ... and rank r multicasts it in the box (steps 3 and 4 are one glres)
+        step 5   local rank r of box h sends the total back to local rank r of the others
+        step 6   which copy it to their box (GPU sends)
+
+    Each box's switch thus sums a K-th of the data and stores the sum, where the faster
+    across_boxes_allreduce has every switch sum everything into one GPU and later store
+    everything: a sum left on one GPU and a store of what the switch did not just sum,
+    which the executors synth targets do not have. The NICs carry what a reducescatter
+    and allgather among the peers carry. Pipelined over `batches` (`program` and `memo`: turns_program's and
+    _pipelined's, to share between depths)."""
+    program = program or turns_program(model, hierarchy, inside, pieces)
+    stride = len(hierarchy.boxes) * len(hierarchy.boxes[0]) * pieces
+    coll = make_collective("allreduce", model.ranks, stride * batches)
+    info = {"method": TURNS + (f", {batches} batches" if batches > 1 else "")}
+    return _pipelined(model, coll, program, batches, stride, info, memo)
+
+
+def turns_program(model: LinkModel, hierarchy: Hierarchy, inside,
+                  pieces: int) -> tuple[Step, ...]:
+    """One batch of turns_allreduce: its six steps, chunk (h g + r) pieces + j being
+    piece j of shard r of part h."""
+    boxes, g = hierarchy.boxes, len(hierarchy.boxes[0])
+    steps = [[] for _ in range(6)]
+    for h, box in enumerate(boxes):
+        for r in range(g):
+            c, owner = (h * g + r) * pieces, box[r]
+            for other in (b for b in boxes if b is not box):
+                rest = [x for x in other if x != other[r]]
+                steps[0] += [Send(c, x, other[r], "reduce", pieces) for x in rest]
+                steps[1].append(Send(c, other[r], owner, "reduce", pieces))
+                steps[4].append(Send(c, owner, other[r], "copy", pieces))
+                steps[5] += [Send(c, other[r], x, "copy", pieces) for x in rest]
+            steps[2].append(SwitchOp("switch_reduce", c, box, (owner,), inside[h].name,
+                                     pieces))
+            steps[3].append(SwitchOp("multicast", c, (owner,),
+                                     tuple(x for x in box if x != owner), inside[h].name,
+                                     pieces))
+    return tuple(_step(model, m) for m in steps)
+
+
+TURNS_PIECES = (1, 2, 4)  # pieces a shard: the least steady-state rounds per chunk
+
+
+def _turns_pieces(model, hierarchy, inside) -> int:
+    """TURNS_PIECES' member whose steady state (all six steps at once) costs the least
+    per chunk; the fewest among equals."""
+    chunks = len(hierarchy.boxes) * len(hierarchy.boxes[0])
+    return min(TURNS_PIECES, key=lambda p: (Fraction(together(model, turns_program(
+        model, hierarchy, inside, p)).rounds, chunks * p), p))
 
 
 def _across_pieces(model, hierarchy, inside, across) -> int:
@@ -262,4 +330,18 @@ def nvls_search(model: LinkModel, limits: Limits, deadline: float | None = None,
     where = " and ".join(w for w, on in (("NVLS in each box", inside),
                                          ("SHARP across boxes", across)) if on)
     search.stopped = f"in-network: {where}, {pieces} pieces a shard"
+    if inside and g > 1:  # the form MSCCL++ loads (turns_allreduce)
+        turns = 2 * k * (k - 1) * g * g
+        if turns > MAX_SENDS:
+            search.stopped += f"; in turn: {turns:,} sends a batch (at most {MAX_SENDS:,})"
+            return search
+        # one piece a shard (the fewest chunks: the least latency) and the pieces that
+        # fill the ports best, where those differ
+        tried = sorted({1, _turns_pieces(model, hierarchy, inside)})
+        for pieces in tried:
+            program, memo = turns_program(model, hierarchy, inside, pieces), {}
+            add_pipelines(search, lambda batches: turns_allreduce(
+                model, hierarchy, inside, batches, pieces, program, memo), limits,
+                deadline, DEPTHS)
+        search.stopped += f"; in turn, {' or '.join(map(str, tried))} pieces a shard"
     return search

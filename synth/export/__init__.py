@@ -58,13 +58,16 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
         from synth.export.msccl import default_name
 
         name = re.sub(r"[^A-Za-z0-9_.:+-]", "_", default_name(schedule, inplace))
-    schedule, note = runtime_form(schedule, switch_ops=fmt == "mscclpp")
+    from synth.export.loads import lowered  # what loads asks too: the same refusals
+
+    schedule, note, program = lowered(schedule, fmt, inplace)
     coll = schedule.collective
     if fmt == "msccl-xml":
         from synth.export.msccl import to_msccl_xml
         from synth.export.msccl_sim import check_msccl_xml
 
-        text = to_msccl_xml(schedule, inplace, name, min_bytes, max_bytes or 0, protocol)
+        text = to_msccl_xml(schedule, inplace, name, min_bytes, max_bytes or 0, protocol,
+                            program)
         if not check:
             return text, f"{coll.name} {mode}"
         report = _checked(check_msccl_xml, text, coll.root, "MSCCL XML")
@@ -75,12 +78,11 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
                       f"{fused} fused steps; simulated: no deadlock, right result{note}")
     from synth.export.mscclpp import to_mscclpp_plan
     from synth.export.mscclpp_sim import check_mscclpp_plan
-    from synth.export.relays import ib_relayed, large_node_note, ranks_per_node
+    from synth.export.relays import ranks_per_node
 
-    schedule, relayed = ib_relayed(schedule)  # port channels the executor sets up
-    per_node = ranks_per_node(schedule.model)
-    note += relayed + large_node_note(per_node)
-    plan = to_mscclpp_plan(schedule, inplace, name, min_bytes, max_bytes or None)  # 0: none
+    per_node = ranks_per_node(schedule.model)  # lowered relayed what needs it
+    plan = to_mscclpp_plan(schedule, inplace, name, min_bytes, max_bytes or None,  # 0: none
+                           program)
     text = json.dumps(plan, indent=1) + "\n"
     if not check:
         return text, f"{coll.name} {mode}"

@@ -31,7 +31,7 @@ The program, per rank:
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from xml.sax.saxutils import quoteattr
 
@@ -459,6 +459,43 @@ def _threadblocks_needed(steps, k: int) -> tuple[int, int]:
     return max(per_gpu.values(), default=0), per_chan
 
 
+def _surely_over(steps, k: int, n: int) -> str | None:
+    """Why a program on k channels would break a limit, known from the transfers alone
+    (a big schedule's program takes seconds to build), or None. Lower bounds that hold
+    for _Program: every receive is a step of the threadblock of its (channel, sender),
+    every send one of the threadblock of its (channel, receiver) (alone, or fused with
+    the receive that feeds it), so a threadblock has at least as many steps as it
+    receives from or sends to its peer on its channel, and a rank's part of the XML at
+    least 1 + N + its threadblocks + the larger of its receives and its sends."""
+    ins, outs, recv, sent = Counter(), Counter(), Counter(), Counter()
+    for x in (x for sends in steps for x in sends):
+        ins[(x.dst, x.chunk % k, x.src)] += 1
+        outs[(x.src, x.chunk % k, x.dst)] += 1
+        recv[x.dst] += 1
+        sent[x.src] += 1
+    counts = sorted([*ins.items(), *outs.items()], key=lambda e: (-e[1], e[0]))
+    if counts and counts[0][1] > MAX_STEPS:
+        (rank, _, _), most = counts[0]
+        return f"a threadblock of rank {rank} needs at least {most} steps (limit {MAX_STEPS})"
+    tbs = _threadblocks_per_rank(steps, k)
+    nodes = {rank: 1 + n + tbs.get(rank, 0) + max(recv[rank], sent[rank])
+             for rank in set(recv) | set(sent)}
+    worst = max(nodes, key=nodes.get, default=None)
+    if worst is not None and nodes[worst] > MAX_NODES:
+        return (f"a rank's part of the XML has at least {nodes[worst]} elements (the parser "
+                f"takes {MAX_NODES})")
+    return None
+
+
+def _threadblocks_per_rank(steps, k: int) -> dict:
+    """Per rank, the threadblocks _Program makes on k channels (_threadblocks_needed)."""
+    ins, outs = _lane_peers((s for sends in steps for s in sends), k)
+    per_gpu = defaultdict(int)
+    for key in set(ins) | set(outs):
+        per_gpu[key[0]] += max(len(ins[key]), len(outs[key]))
+    return per_gpu
+
+
 def build(schedule, inplace: bool = False):
     """The _Program with the fewest channels that fits the runtimes' limits. Channel
     counts whose threadblocks alone break a limit are ruled out before any is built
@@ -476,6 +513,10 @@ def build(schedule, inplace: bool = False):
         if per_chan > MAX_TBS_PER_CHANNEL:
             why = f"a channel needs {per_chan} threadblocks (limit {MAX_TBS_PER_CHANNEL})"
             continue
+        short = _surely_over(steps, k, layout.n)
+        if short:
+            why = short
+            continue
         try:
             program = _Program(schedule, layout, k, fuse=True)
         except _NotOrdered:
@@ -490,10 +531,12 @@ def build(schedule, inplace: bool = False):
 
 
 def to_msccl_xml(schedule, inplace: bool = False, name: str | None = None,
-                 min_bytes: int = 0, max_bytes: int = 0, protocol: str = "Simple") -> str:
+                 min_bytes: int = 0, max_bytes: int = 0, protocol: str = "Simple",
+                 program=None) -> str:
     """The XML text of the schedule's algorithm. BadInput when it cannot be expressed.
     A compact schedule (ranged sends, a pipeline) is lowered in its runtime form
-    (synth.export.runtime_form), as `synth export` does."""
+    (synth.export.runtime_form), as `synth export` does. `program`: build's, when the
+    caller has it (synth.export.loads.lowered)."""
     from synth.export import runtime_form
 
     name = name or default_name(schedule, inplace)  # after the schedule asked for
@@ -510,7 +553,7 @@ def to_msccl_xml(schedule, inplace: bool = False, name: str | None = None,
                        "call; RCCL counts one share: docs/runtimes.md, \"Gather and scatter "
                        "XML\"); export it to MSCCL++")
     schedule = runtime_form(schedule)[0]
-    program = build(schedule, inplace)
+    program = program or build(schedule, inplace)
     lay, coll = program.layout, schedule.collective
     head = (f'<algo name={quoteattr(name)} proto="{protocol}" nchannels="{program.k}" '
             f'nchunksperloop="{lay.loop_chunks}" ngpus="{lay.n}" coll="{coll.name}" '

@@ -120,8 +120,17 @@ class _Flow:
                 return out
             return fresh(rank)
 
+        def fresh_all(group):
+            """One fresh scratch slot, the same index on every member of `group`."""
+            slot = Slot("s", max(self.scratch[m] for m in group))
+            for m in group:
+                self.scratch[m] = slot.idx + 1
+                accessed[m].add(slot)
+            return slot
+
         self.written = set()  # (rank, slot) written in a launch, by the rank or a peer
         self.steps = []  # per step: (moves, reductions, switch reductions)
+        self.aligned = []  # per step: (rank, chunk, from, to) copies before its glres
         fused = _fused_switch_ops(schedule)
         for t, sends in enumerate(drop_redundant(coll, schedule.steps)):
             moves, moved, arrived = [], {}, defaultdict(list)
@@ -161,14 +170,20 @@ class _Flow:
                 for slot in srcs:
                     since[(d, slot)].append((None, t))
                 since[(d, dst)] = []
-            summed = []
+            summed, aligned = [], []
             for k, group, d in fused.get(t, ()):
                 src = {loc[(m, k)] for m in group}
-                if len(src) != 1:
-                    raise BadInput(f"cannot export to MSCCL++: step {t} sums chunk {k} in a "
-                                   "switch, but it sits at different offsets on the ranks (a "
-                                   "switch channel reads one offset on every rank)")
-                src = src.pop()
+                if len(src) != 1:  # a switch channel reads one offset on every member
+                    src = _aligned_slot(lay, k, group, loc, accessed, fresh_all)
+                    for m in group:
+                        if loc[(m, k)] != src:  # a local copy, read here, written there
+                            aligned.append((m, k, loc[(m, k)], src))
+                            since[(m, loc[(m, k)])].append((None, t))
+                            loc[(m, k)] = src
+                            self.written.add((m, src))
+                            since[(m, src)] = []
+                else:
+                    src = src.pop()
                 out = {lay.out_slot(m, k) for m in group}
                 out = out.pop() if len(out) == 1 else None
                 if out is None or (out != src and any(out in accessed[m] for m in group)):
@@ -183,12 +198,26 @@ class _Flow:
                     since[(m, out)] = []
                 summed.append((k, group, d, src, out))
             self.steps.append((moves, reductions, summed))
+            self.aligned.append(aligned)
         self.epilogue = []  # (rank, chunk, from, to)
         for r, k in sorted(coll.post):
             out = lay.out_slot(r, k)
             if loc.get((r, k)) not in (None, out):
                 self.epilogue.append((r, k, loc[(r, k)], out))
                 self.written.add((r, out))
+
+
+def _aligned_slot(lay, k, group, loc, accessed, fresh_all):
+    """Where the members of a switch reduction gather chunk k when it sits at different
+    slots: its output slot, the same on every member, if every member that must copy
+    into it has not touched it; else one fresh scratch slot for all."""
+    out = {lay.out_slot(m, k) for m in group}
+    out = out.pop() if len(out) == 1 else None
+    if out is not None and all(loc[(m, k)] == out or out not in accessed[m] for m in group):
+        for m in group:
+            accessed[m].add(out)
+        return out
+    return fresh_all(group)
 
 
 class _Tb:
@@ -198,7 +227,7 @@ class _Tb:
     def __init__(self, rank, lane, kind, peers):
         self.rank, self.lane, self.kind, self.peers = rank, lane, kind, peers
         self.steps = defaultdict(lambda: {"puts": [], "wait": set(), "re": [],
-                                          "notify": set(), "glres": []})
+                                          "notify": set(), "glres": [], "align": []})
         self.epilogue = []
         self.acquire = defaultdict(list)  # (step, point) -> [thread blocks released by]
         self.release = defaultdict(list)  # (step, point) -> [thread blocks released to]
@@ -311,12 +340,20 @@ class _Plan:
                     access(tb, (d, s), False, (t, ACQ_RE), (t, REDUCED))
                 access(tb, (d, dst), True, (t, ACQ_RE), (t, REDUCED))
                 tb.steps[t]["re"].append((dst, srcs))
+            moved = {(m, k): (a, b) for m, k, a, b in flow.aligned[t]}
             for k, group, d, src, out in summed:
                 # step t: every member tells d that its value (and the slot the sum goes
                 # to) is ready; d's glres sums and stores to all; step t + 1: d tells every
                 # member the sum is there (the multicast of the schedule)
                 # (in program order: the readies, the glres, then the signals after it)
                 lane, others = k % lanes, [m for m in group if m != d]
+                for m in group:  # first, a member whose value sits elsewhere copies it
+                    if (m, k) in moved:
+                        tb = self.tb_of[(m, lane, d if m != d else others[0])]
+                        a, b = moved[(m, k)]
+                        access(tb, (m, a), False, (t, ACQ_SEND), (t, SENT))
+                        access(tb, (m, b), True, (t, ACQ_SEND), (t, SENT))
+                        tb.steps[t]["align"].append((a, b))
                 for m in others:
                     mine, theirs = self.tb_of[(m, lane, d)], self.tb_of[(d, lane, m)]
                     access(mine, (m, src), False, (t, ACQ_SEND), (t + 1, RECV))
@@ -455,6 +492,11 @@ class _Plan:
         for t in range(len(flow.steps)):
             acquire((t, ACQ_SEND))
             step = tb.steps.get(t)
+            if step is not None and step["align"]:  # values a switch reads, gathered
+                for src, dst, cnt in coalesce(step["align"]):
+                    ops.append({"name": "copy", "src_buff": [local(src, cnt)],
+                                "dst_buff": [local(dst, cnt)]})
+                ops.append({"name": "nop"})
             if step is not None and step["puts"]:
                 per_peer = defaultdict(list)
                 for src, p, dst in step["puts"]:
@@ -614,7 +656,10 @@ def _fused_switch_ops(schedule) -> dict:
     return fused
 
 
-def build(schedule, inplace: bool = False) -> _Plan:
+def build(schedule, inplace: bool = False, fewest: bool = True) -> _Plan:
+    """The plan with the fewest thread blocks the search finds; BadInput when it finds
+    none. fewest=False: the first plan it finds (whether there is one is the same
+    question, answered sooner: synth.export.loads)."""
     coll = schedule.collective
     if inplace and coll.name not in IN_PLACE:
         raise BadInput(f"cannot export {coll.name} in place to MSCCL++ (in place: "
@@ -631,7 +676,10 @@ def build(schedule, inplace: bool = False) -> _Plan:
         why = plan.finish()
         return plan if why is None else None, plan.worst
 
+    widest = _most_peers(flow, boxes)
     for cap in CAPS:
+        if widest <= cap < CAPS[0]:
+            continue  # no group reaches cap peers: the same plans as the first cap's
         # the fewest lanes that fit: doubling (while more lanes make the longest thread
         # block shorter), then bisection
         lo, hi, plan, longest = 0, 1, None, None
@@ -642,6 +690,8 @@ def build(schedule, inplace: bool = False) -> _Plan:
             lo, hi, longest = hi, min(2 * hi, most), worst
         if plan is None:
             continue
+        if not fewest:
+            return plan
         while hi - lo > 1:
             mid = (lo + hi) // 2
             found, _ = attempt(mid, cap)
@@ -660,6 +710,23 @@ def build(schedule, inplace: bool = False) -> _Plan:
     return best[1]
 
 
+def _most_peers(flow: _Flow, boxes) -> int:
+    """The most peers of one channel type any rank exchanges with in the whole launch:
+    at least as many as in any one lane, so a cap of that many groups as no cap does."""
+    peers = defaultdict(set)
+    for moves, _, summed in flow.steps:
+        for _, a, b, _, _ in moves:
+            kind = "port" if boxes and boxes[a] != boxes[b] else "memory"
+            peers[(a, kind)].add(b)
+            peers[(b, kind)].add(a)
+        for _, group, d, _, _ in summed:
+            for m in group:
+                if m != d:
+                    peers[(d, "memory")].add(m)
+                    peers[(m, "memory")].add(d)
+    return max((len(p) for p in peers.values()), default=0)
+
+
 def max_message_size(layout: Layout, scratch: int) -> int:
     """Largest message (the size the executor compares: the output for allgather, else
     the input) whose every buffer offset fits the executor's 32-bit fields."""
@@ -670,10 +737,11 @@ def max_message_size(layout: Layout, scratch: int) -> int:
 
 
 def to_mscclpp_plan(schedule, inplace: bool = False, name: str | None = None,
-                    min_bytes: int = 0, max_bytes: int | None = None) -> dict:
+                    min_bytes: int = 0, max_bytes: int | None = None, plan=None) -> dict:
     """The plan as a JSON-ready dict. BadInput when it cannot be expressed. A compact
     schedule (ranged sends, a pipeline) is lowered in its runtime form
-    (synth.export.runtime_form), as `synth export` does."""
+    (synth.export.runtime_form), as `synth export` does. `plan`: build's, when the
+    caller has it (synth.export.loads.lowered)."""
     from synth.export import runtime_form
     from synth.export.msccl import default_name
 
@@ -683,7 +751,7 @@ def to_mscclpp_plan(schedule, inplace: bool = False, name: str | None = None,
                        "release (v0.8.0 to v0.10.0) reads min_message_size as a 32-bit "
                        f"signed int (at most {MAX_MIN_MESSAGE})")
     schedule = runtime_form(schedule, switch_ops=True)[0]
-    plan = build(schedule, inplace)
+    plan = plan or build(schedule, inplace)
     lay, coll = plan.layout, schedule.collective
     scratch = max(plan.flow.scratch.values(), default=0)
     top = max_message_size(lay, scratch)

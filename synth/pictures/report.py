@@ -21,10 +21,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from synth.compare import comparison, make_rows, nccl_choices
+from synth.export.loads import RUNTIMES
 from synth.files import write_folder
 from synth.frontier import Result
 from synth.html import page
-from synth.output import point_stem, result_summary
+from synth.output import loads_lines, point_stem, result_summary
 from synth.pictures.graphviz import render_bytes
 from synth.pictures.page import PAGE_LIMIT, Picture, figure, fit_pictures
 from synth.pictures.plots import figure_bytes, frontier_figure, plot_files, time_figure
@@ -43,18 +44,28 @@ def _e(text) -> str:
 
 
 def _frontier_table(summary: dict) -> str:
-    head = ["S", "R", "C", "R/C", "latency us", "us/MB", "x bound", "optimal", "method",
-            "solve s", "file"]
+    head = ["S", "R", "C", "R/C", "latency us", "us/MB", "x bound", "optimal", "loads",
+            "method", "solve s", "file"]
     rows = ["<tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>"]
     for p in summary["frontier"]:
         name = Path(p["file"]).name if p["file"] else ""
+        why = "; ".join(f"{RUNTIMES[f]}: {w['why']}" for f, w in p["not_loaded"].items())
         cells = [p["steps"], p["rounds"], p["chunks"], p["rounds_per_chunk"],
                  f"{p['latency_us']:.2f}", f"{p['us_per_mb']:.3f}",
-                 f"{p['ratio_to_bound']:.3f}", p["optimality"], p["method"] or "-",
+                 f"{p['ratio_to_bound']:.3f}", p["optimality"]]
+        after = [p["method"] or "-",
                  "-" if p["solve_seconds"] is None else f"{p['solve_seconds']:.2f}"]
         rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells)
+                    + f'<td title="{_e(why)}">{_e(p["loads"] or "?")}</td>'
+                    + "".join(f"<td>{_e(c)}</td>" for c in after)
                     + f'<td class="name"><a href="{_e(name)}">{_e(name)}</a></td></tr>')
     return '<table class="frontier">' + "".join(rows) + "</table>"
+
+
+def _loads_list(summary: dict) -> str:
+    """Why a runtime does not load a point, one item per runtime and reason."""
+    items = "".join(f"<li>{_e(line)}</li>" for line in loads_lines(summary))
+    return f'<ul class="note">{items}</ul>' if items else ""
 
 
 def _model_words(result: Result) -> str:
@@ -257,9 +268,11 @@ def _page_text(topo: Topology, result: Result, summary: dict, data: dict,
         f'<p class="note">{len(result.points)} points, {summary["solver_calls"]} solver calls, '
         f"{summary['seconds']:.1f} s, solver {_e(solver)} ({_e(stops)}). "
         "proven: every cheaper instance was shown infeasible; bw-bound, step-bound: the "
-        "point meets that lower bound.</p>",
+        "point meets that lower bound; loads: which runtimes load the point's export (MSCCL "
+        "XML, MSCCL++, both or neither; the reasons below, and on the cell).</p>",
         _frontier_table(summary) if result.points else "<p>No schedule was found within "
                                                        "the limits.</p>",
+        _loads_list(summary),
         "<h2>Against the baselines and NCCL</h2>",
         f'<p class="note">{_e(_model_words(result))}; n is nccl-tests\' message size. '
         f"Shaded: the fastest at that size. Fastest: {winners}.</p>",

@@ -337,7 +337,7 @@ def plan_document(plan: Plan, runtime: dict | None = None, loaded: dict | None =
                        "latency_us": round(s.candidate.latency_us, 6),
                        "us_per_mb": round(s.candidate.us_per_byte * 1e6, 6)}
                       for s in e.spans],
-            "calls": [_call_doc(e, c) for c in e.calls]})
+            "calls": [_call_doc(e, c, runtime) for c in e.calls]})
     steps = {k: plan.step_time(k) for k in ("plan", "nccl", "overlapped",
                                             "nccl overlapped")}
     runtime_doc = {fmt: [{**r, "files": [{**{k: v for k, v in f.items()
@@ -375,7 +375,7 @@ def plan_document(plan: Plan, runtime: dict | None = None, loaded: dict | None =
                      "measurements"}
 
 
-def _call_doc(e: Entry, call) -> dict:
+def _call_doc(e: Entry, call, runtime: dict | None = None) -> dict:
     n = typical(call)
     best, nccl = e.best(n), e.nccl(n)
     mine, theirs = best.time_us(n), nccl.time_us(n)
@@ -383,7 +383,21 @@ def _call_doc(e: Entry, call) -> dict:
             "overlap": call.overlap or None, "algorithm": best.label,
             "us": round(mine, 3), "nccl": nccl.label, "nccl_us": round(theirs, 3),
             "speedup": round(theirs / mine, 4),
-            "groups_share_links": round(best.shared, 4)}
+            "groups_share_links": round(best.shared, 4),
+            "load": {"bytes": n, "runtimes": {fmt: _load(e, entries, n) for fmt, entries
+                                              in (runtime or {}).items()}}}
+
+
+def _load(e: Entry, entries: list[dict], n: int) -> dict:
+    """What a runtime runs at size n (the call's typical size): its file for that size
+    and the file's predicted time, or NCCL's own algorithm (file None) and its time."""
+    f = next((f for f in _files_of(entries, e) if runnable(f, n)), None)
+    if f is None or f["candidate"] is None:
+        own = e.nccl(n)
+        return {"file": None, "algorithm": f["algorithm"] if f else f"NCCL's own ({own.label})",
+                "us": round(own.time_us(n), 3)}
+    return {"file": f["file"], "algorithm": f["algorithm"],
+            "us": round(f["candidate"].time_us(n), 3)}
 
 
 def runtime_step(plan: Plan, fmt: str, entries: list[dict]) -> tuple[float, list[str]]:

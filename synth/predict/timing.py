@@ -122,23 +122,35 @@ def schedule_lines(schedule: Schedule, p: Prices) -> list[Line]:
     per_byte, sends_us = 0.0, 0.0
     hops = {proto: 0.0 for proto in PROTOCOLS}
     hop_us = dict(HOP_US, net=tuple(hardware_net_hop(f, "ring", i) for i in range(3)))
-    for t in range(schedule.num_steps):
-        active = [i for _, i in schedule.active(t)]
-        links, groups = _summed([program[i][0] for i in active]), \
-            _summed([program[i][1] for i in active])
-        if not links and not groups:
+    windows = {}  # the program steps active at once -> their bottleneck (a pipeline's
+    for t in range(schedule.num_steps):  # steady state repeats one window)
+        active = tuple(i for _, i in schedule.active(t))
+        if active not in windows:
+            windows[active] = _bottleneck(p, [program[i] for i in active],
+                                          nvls if any(switched[i] for i in active) else 1.0,
+                                          ports)
+        if windows[active] is None:
             continue
-        on_switch = any(switched[i] for i in active)
-        busy = [(load / p.link_gbps[pair], p.link_kind[pair]) for pair, load in links.items()]
-        busy += [(load / (p.group_gbps[name] * (nvls if on_switch and name in ports else 1.0)),
-                  p.group_kind[name]) for name, load in groups.items()]
-        seconds, kind = max(busy, key=lambda b: b[0])
+        seconds, kind = windows[active]
         per_byte += float(seconds) / (chunks * 1e3)
         sends_us += f.send_us * schedule.step_rounds(t)
         for i, proto in enumerate(PROTOCOLS):
             hops[proto] += hop_us[kind][i] * f.latency_scale
     return [Line(proto, f.call_us + hops[proto] + sends_us,
                  per_byte / BANDWIDTH_FACTOR[proto], f.launch_us) for proto in PROTOCOLS]
+
+
+def _bottleneck(p: Prices, loads: list, nvls: float, ports: set):
+    """(seconds a chunk-unit of load takes on the busiest link or group, its kind) of
+    program steps' (link, group) loads running at once, or None where nothing moves;
+    `nvls` derates the switch ports where a switch operation runs."""
+    links, groups = _summed([x[0] for x in loads]), _summed([x[1] for x in loads])
+    if not links and not groups:
+        return None
+    busy = [(load / p.link_gbps[pair], p.link_kind[pair]) for pair, load in links.items()]
+    busy += [(load / (p.group_gbps[name] * (nvls if name in ports else 1.0)),
+              p.group_kind[name]) for name, load in groups.items()]
+    return max(busy, key=lambda b: b[0])
 
 
 def _summed(counters: list):
@@ -163,11 +175,13 @@ def _switch_weight(op) -> Fraction:
 SIZES = tuple(1 << k for k in range(37))  # 1 byte to 64 GB, every power of two
 
 
-def fastest_somewhere(points: list, p: Prices) -> tuple[list, list]:
+def fastest_somewhere(points: list, p: Prices, protocols=PROTOCOLS) -> tuple[list, list]:
     """The points (anything with .schedule and .steps) that are the fastest in cost
-    model 2 at one or more of SIZES, and the others. Of equal times the one with fewer
+    model 2 at one or more of SIZES, and the others; a point's time is its fastest line
+    among `protocols` (a runtime that runs only some). Of equal times the one with fewer
     steps counts. O(points x (schedule + SIZES))."""
-    lines = [schedule_lines(pt.schedule, p) for pt in points]
+    lines = [[x for x in schedule_lines(pt.schedule, p) if x.protocol in protocols]
+             for pt in points]
     winners = set()
     for n in SIZES:
         times = [fastest(ls, n).time_us(n) for ls in lines]

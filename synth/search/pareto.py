@@ -53,6 +53,9 @@ class Attempt:
 class Point:
     schedule: Schedule
     proven: bool  # every cheaper instance was shown infeasible
+    # {runtime format: None where it loads the schedule, else why not}: set by
+    # synth.export.loads.with_runtimes; None: not asked
+    loads: dict | None = field(default=None, compare=False)
 
     @property
     def steps(self) -> int:

@@ -1,0 +1,339 @@
+"""Which runtime loads a schedule, and why not, asked without writing its file.
+
+    refusal(schedule, "mscclpp")   # None, or the one line render would refuse it with
+    loads_of(schedule)             # {"msccl-xml": None or why, "mscclpp": None or why}
+    where(loads)                   # "both", "MSCCL XML", "MSCCL++" or "neither"
+    phrase(why)                    # that line as one short phrase, for tables
+
+A runtime loads a schedule when its exporter can express it: `lowered` runs what
+synth.export.render runs before the file's text, the runtime form
+(synth.export.runtime_form) and the exporter's program (synth.export.msccl.build,
+synth.export.mscclpp.build), and render itself starts from `lowered`, so the answer
+here and render's cannot disagree. Loading is judged for the form the frontier's files
+are written in: out of place, MSCCL XML in the Simple protocol (the protocol does not
+change what the XML can express).
+
+Cost: the programs are the expensive part (a failing MSCCL XML export of a 16-GPU
+decomposed schedule tries every channel count, seconds). Answers are kept per schedule
+object and per runtime form: the pipelines of one construction at different depths share
+their batch program, so a family of points costs one program per runtime.
+
+with_runtimes(result) marks every frontier point with what loads it and adds, per
+runtime, the candidates no other point that runtime loads beats (the runtime's own Pareto
+frontier: a point that only loses to points the runtime cannot load is the runtime's
+best there); synth.frontier.in_cost_model then keeps those that are the fastest such at
+some size.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+import weakref
+from collections import OrderedDict
+from contextlib import contextmanager
+from dataclasses import replace
+
+from synth.errors import BadInput
+from synth.export import RUNTIME_PROTOCOLS, runtime_form
+from synth.frontier import Result, pareto_key
+from synth.schedule.file import verified
+from synth.search.pareto import Search
+
+RUNTIMES = {"msccl-xml": "MSCCL XML", "mscclpp": "MSCCL++"}
+BUDGET_S = 30.0  # CPU seconds of checks for the runtimes' own frontiers (frontier points: all)
+_FORMS = 64  # runtime forms whose answer is kept
+_PROGRAMS = 2  # built programs kept for render (they can be large)
+
+_by_schedule: dict = {}  # (id, fmt, inplace) -> (weakref to the schedule, answer)
+_by_form: OrderedDict = OrderedDict()  # (fmt, inplace, form key) -> answer
+_programs: OrderedDict = OrderedDict()  # (fmt, inplace, form key) -> (form, note, program)
+
+
+def lowered(schedule, fmt: str, inplace: bool = False):
+    """(the runtime form, the note for render's summary, the exporter's program).
+    Raises the exporter's BadInput when the runtime cannot load the schedule; that
+    refusal is remembered, so asking again costs nothing."""
+    return _lowering(schedule, fmt, inplace, keep=True)
+
+
+def _lowering(schedule, fmt: str, inplace: bool, keep: bool):
+    """lowered; keep=False only asks whether there is a program (the MSCCL++ search
+    stops at its first plan, not its best) and keeps none."""
+    known = _answer(schedule, fmt, inplace)
+    if known is True and not keep:
+        return None
+    if isinstance(known, BadInput):
+        raise known
+    batch = _batch_key(schedule, fmt, inplace)  # pipelines of one program: one answer
+    answer = _by_form.get(batch) if batch else None
+    if isinstance(answer, BadInput) or (answer is True and not keep):
+        _remember(schedule, fmt, inplace, None if answer is True else answer)
+        if answer is True:
+            return None
+        raise answer
+    try:
+        form, note = runtime_form(schedule, switch_ops=fmt == "mscclpp")
+    except BadInput as e:
+        _remember(schedule, fmt, inplace, e)
+        raise
+    key = (fmt, inplace, _form_key(form))
+    if key in _programs:
+        _programs.move_to_end(key)
+        _remember(schedule, fmt, inplace, None)
+        return _programs[key]
+    answer = _by_form.get(key)
+    if isinstance(answer, BadInput):
+        _remember(schedule, fmt, inplace, answer)
+        raise answer
+    if answer is True and not keep:
+        _remember(schedule, fmt, inplace, None)
+        return None
+    try:
+        form, note, program = _built(form, note, fmt, inplace, fewest=keep)
+    except BadInput as e:
+        _remember(schedule, fmt, inplace, e, key, batch)
+        raise
+    _remember(schedule, fmt, inplace, None, key, batch)
+    if not keep:
+        return None
+    _programs[key] = (form, note, program)
+    while len(_programs) > _PROGRAMS:
+        _programs.popitem(last=False)
+    return form, note, program
+
+
+def refusal(schedule, fmt: str, inplace: bool = False) -> str | None:
+    """None when `fmt`'s runtime loads `schedule`, else the line render refuses it with."""
+    known = _answer(schedule, fmt, inplace)
+    if known is not None:
+        return str(known) if isinstance(known, BadInput) else None
+    try:
+        _lowering(schedule, fmt, inplace, keep=False)
+    except BadInput as e:
+        return str(e)
+    return None
+
+
+def loads_of(schedule) -> dict[str, str | None]:
+    """{runtime format: None if it loads the schedule (out of place), else why not}."""
+    return {fmt: refusal(schedule, fmt) for fmt in RUNTIMES}
+
+
+def where(loads: dict[str, str | None]) -> str:
+    """Which runtimes load, in one word or two."""
+    yes = [RUNTIMES[f] for f in RUNTIMES if f in loads and loads[f] is None]
+    return "both" if len(yes) == len(RUNTIMES) else (yes[0] if yes else "neither")
+
+
+PREFIXES = ("cannot export to MSCCL XML: ", "cannot export to MSCCL++: ")
+
+
+def phrase(why: str, width: int = 120) -> str:
+    """A refusal line as one phrase: without the exporter's prefix and its explanation
+    in parentheses or after a semicolon, cut to `width` characters."""
+    for prefix in PREFIXES:
+        if why.startswith(prefix):
+            why = why[len(prefix):]
+    for stop in (" (", "; "):
+        if stop in why:
+            why = why[:why.index(stop)]
+    return why if len(why) <= width else why[:width - 3] + "..."
+
+
+def chosen(result: Result, topo, cost_model: str) -> Result:
+    """The frontier as the commands show it: with_runtimes, then
+    synth.frontier.in_cost_model, each runtime timed in the protocols it runs."""
+    from synth.frontier import in_cost_model
+
+    return in_cost_model(with_runtimes(result, topo, cost_model), topo, cost_model,
+                         RUNTIME_PROTOCOLS)
+
+
+def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
+                  budget_s: float = BUDGET_S) -> Result:
+    """`result` with every point's `loads` set, and per runtime its own points added
+    (verified, with their `loads`): in the line-rate model the candidates no other
+    candidate it loads beats on both costs (its own Pareto frontier); in cost model 2
+    ("calibrated", on `topo`'s prices) each candidate that is the fastest it loads at
+    one of timing.SIZES, timed in the protocols it runs. The frontier's points are all
+    judged; the other candidates only while they could be a runtime's, for at most
+    `budget_s` CPU seconds (then `runtimes_stopped` says so)."""
+    points, extra, stopped = list(result.points), [], ""
+    try:
+        points = [replace(p, loads=loads_of(p.schedule)) for p in points]
+        have = {id(p.schedule) for p in points}
+        pool = result.candidates + points
+        until = time.process_time() + budget_s
+        walks = (_fastest_walks(pool, topo) if cost_model == "calibrated" and topo
+                 else _pareto_walks(pool))
+        for fmt, walk in walks:
+            for c in walk:
+                if id(c.schedule) not in have and time.process_time() > until:
+                    stopped = (f"stopped after {budget_s:g} s: the runtimes' own points "
+                               "may be missing")
+                    break
+                if refusal(c.schedule, fmt) is not None:
+                    continue
+                walk.send(c)  # found: the walk skips what it no longer needs
+                if id(c.schedule) not in have:
+                    have.add(id(c.schedule))
+                    extra.append(replace(c, schedule=verified(c.schedule),
+                                         loads=loads_of(c.schedule)))
+    except KeyboardInterrupt:  # the points found stay; the command ends as interrupted
+        searches = dict(result.searches, runtimes=Search(stopped="interrupted"))
+        return replace(result, points=sorted(points + extra, key=_order), searches=searches,
+                       runtimes_stopped="interrupted")
+    return replace(result, points=sorted(points + extra, key=_order),
+                   searches=_baselines_counted(result.searches, points + extra),
+                   runtimes_stopped=stopped)
+
+
+def _pareto_walks(pool):
+    """Per runtime, the candidates in pareto_filter's order, skipping those a loadable
+    one already beats (told by send)."""
+    def walk():
+        best = None
+        for c in sorted(pool, key=pareto_key):
+            if best is None or c.ratio < best:
+                if (yield c) is not None:  # loadable: it sets the bar
+                    best = c.ratio
+                    yield None
+    return [(fmt, walk()) for fmt in RUNTIMES]
+
+
+def _fastest_walks(pool, topo):
+    """Per runtime, for each size of timing.SIZES the candidates fastest first (in the
+    protocols the runtime runs), until one it loads (told by send)."""
+    from synth.predict.timing import SIZES, fastest, prices, schedule_lines
+
+    p = prices(topo)
+    lines = {id(c): schedule_lines(c.schedule, p) for c in pool}
+
+    def walk(protocols):
+        for n in SIZES:
+            def at(c):
+                line = fastest([x for x in lines[id(c)] if x.protocol in protocols], n)
+                return (line.time_us(n), c.steps)
+            for c in sorted(pool, key=at):
+                if (yield c) is not None:
+                    yield None
+                    break
+    return [(fmt, walk(RUNTIME_PROTOCOLS[fmt])) for fmt in RUNTIMES]
+
+
+def _baselines_counted(searches: dict, points: list) -> dict:
+    """The baselines' "K of N on the frontier", counted again with the runtimes' points."""
+    base = searches.get("baselines")
+    if base is None or not base.stopped.endswith(" on the frontier"):
+        return searches
+    on = sum("baseline" in p.schedule.info for p in points)
+    return dict(searches, baselines=replace(
+        base, stopped=f"{on} of {len(base.points)} on the frontier"))
+
+
+def _order(p):
+    return (p.steps, p.ratio)
+
+
+def forget() -> None:
+    """Drop every remembered answer and program (a test asking render afresh)."""
+    _by_schedule.clear()
+    _by_form.clear()
+    _programs.clear()
+
+
+# --- the memory of answers ---------------------------------------------------------------
+
+def _answer(schedule, fmt, inplace):
+    """The remembered answer for this schedule object: None (not asked), True (loads) or
+    the BadInput it was refused with."""
+    entry = _by_schedule.get((id(schedule), fmt, inplace))
+    if entry is None or entry[0]() is not schedule:
+        return None
+    return entry[1]
+
+
+def _remember(schedule, fmt, inplace, error, key=None, batch=None):
+    answer, key_here = (True if error is None else error), (id(schedule), fmt, inplace)
+
+    def gone(ref, k=key_here, table=_by_schedule):  # only its own entry: ids are reused
+        if table.get(k, (None,))[0] is ref:
+            del table[k]
+
+    try:
+        _by_schedule[key_here] = (weakref.ref(schedule, gone), answer)
+    except TypeError:  # not weakly referable: not remembered by object
+        pass
+    for k in (key, batch):
+        if k is not None:
+            _by_form[k] = answer
+            _by_form.move_to_end(k)
+    while len(_by_form) > _FORMS:
+        _by_form.popitem(last=False)
+
+
+def _built(form, note, fmt, inplace, fewest=True):
+    """(the form the exporter lowers, render's note, the exporter's program; MSCCL XML's
+    is always its first: the fewest channels). For MSCCL++ the form is first relayed
+    where the executor gives a GPU no InfiniBand device (synth.export.relays)."""
+    with _no_cycle_collection():
+        if fmt == "msccl-xml":
+            from synth.export.msccl import build
+            return form, note, build(form, inplace)
+        from synth.export.mscclpp import build
+        from synth.export.relays import ib_relayed, large_node_note, ranks_per_node
+
+        form, relayed = ib_relayed(form)  # port channels the executor sets up
+        note += relayed + large_node_note(ranks_per_node(form.model))
+        return form, note, build(form, inplace, fewest)
+
+
+@contextmanager
+def _no_cycle_collection():
+    """The programs allocate millions of small objects, few of them in cycles: Python's
+    cycle collector, walking the ones alive again and again, took two thirds of a
+    build's time (an MSCCL++ plan of a 16-GPU ring: 28 s, 9 s without). Reference
+    counting still frees them; collection resumes afterwards."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _batch_key(schedule, fmt, inplace):
+    """A key for a pipeline's answer without its runtime form: its batch program
+    (transform.one_batch, the same for every depth of one construction's pipelines),
+    which the runtime form is made from alone; None where there is none."""
+    if schedule.pipeline is None or (fmt == "msccl-xml" and schedule.in_network):
+        return None
+    from synth.schedule.transform import one_batch
+
+    batch = one_batch(schedule)
+    return None if batch is None else (fmt, inplace, "batch", _form_key(batch))
+
+
+def _form_key(form):
+    """What an exporter's program depends on: the collective, the link model (its
+    boxes: memory or port channels) and the steps; the model by identity (one run
+    shares one), kept alive by the key."""
+    coll = form.collective
+    return (coll.name, coll.ranks, coll.chunks, coll.root, _Same(form.model), form.steps)
+
+
+class _Same:
+    """A key part equal only to itself (a link model is compared by identity)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+    def __eq__(self, other):
+        return isinstance(other, _Same) and other.obj is self.obj

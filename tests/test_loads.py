@@ -1,0 +1,355 @@
+"""Which runtime loads each point (synth.export.loads), and the across-box NVLS allreduce
+MSCCL++ loads (synth.construct.in_network.turns_allreduce).
+
+The answers here are render's own: a point marked loadable renders and passes its
+simulator, a point marked not loadable is refused by render with the same line (asked
+afresh, nothing remembered). The refusals are derived by hand from the exporters'
+rules (docs/runtimes.md); the across-box allreduce's rounds from its six steps on a
+small two-box machine whose NVSwitches reduce.
+"""
+
+import copy
+import json
+
+import pytest
+
+from synth.bounds import bounds
+from synth.construct.baselines import baselines
+from synth.construct.in_network import (TURNS, across_boxes_allreduce, box_switches,
+                                        nvls_search, turns_allreduce, turns_program)
+from synth.errors import BadInput
+from synth.export import IN_NETWORK, render
+from synth.export.loads import chosen, forget, loads_of, phrase, refusal, where, with_runtimes
+from synth.export.mscclpp_sim import check_mscclpp_plan
+from synth.frontier import Result, pareto_filter
+from synth.output import format_table, result_summary
+from synth.predict.timing import SIZES, prices, schedule_lines
+from synth.schedule.collectives import make_collective
+from synth.schedule.file import schedule_from_dict, schedule_to_dict
+from synth.schedule.verify import ScheduleInvalid, verify_schedule
+from synth.search.pareto import Limits, Point
+from synth.topology.catalog import resolve
+from synth.topology.hierarchy import find_hierarchy
+from synth.topology.linkmodel import lower_with_routes
+from tests.in_process import synth_main
+from tests.test_in_network import nvls_doc
+
+# four GPUs on a switch that reduces and multicasts, two lanes (capacity 2) per GPU, one
+# NIC each (capacity 1): --boxes 2 makes the smallest machine with NVLS in each box
+NVLS4 = """\
+name: nvls4
+description: four GPUs on a reducing NVSwitch (2 lanes each), one NIC each
+unit_gbps: 25
+gpus: 4
+switches:
+  - {name: nvswitch, kind: nvswitch, can: [reduce, multicast]}
+nics: [nic0, nic1, nic2, nic3]
+links:
+  - {between: [gpu0, nvswitch], gbps: 25, count: 2, alpha_us: 0.35}
+  - {between: [gpu1, nvswitch], gbps: 25, count: 2, alpha_us: 0.35}
+  - {between: [gpu2, nvswitch], gbps: 25, count: 2, alpha_us: 0.35}
+  - {between: [gpu3, nvswitch], gbps: 25, count: 2, alpha_us: 0.35}
+  - {between: [gpu0, nic0], gbps: 64}
+  - {between: [gpu1, nic1], gbps: 64}
+  - {between: [gpu2, nic2], gbps: 64}
+  - {between: [gpu3, nic3], gbps: 64}
+network: {fabric: rails, gbps: 25, alpha_us: 2.6}
+costs: {arch: hopper}
+"""
+
+
+@pytest.fixture(scope="module")
+def nvls4x2(tmp_path_factory):
+    path = tmp_path_factory.mktemp("topo") / "nvls4.yaml"
+    path.write_text(NVLS4)
+    topo = resolve(str(path), 2)
+    lowering = lower_with_routes(topo)
+    hierarchy, _ = find_hierarchy(lowering)
+    inside, across = box_switches(lowering.model, hierarchy)
+    assert across is None and len(inside) == 2  # NVLS in each box, no SHARP between
+    return path, topo, lowering.model, hierarchy, inside
+
+
+def fresh_render(schedule, fmt, **kw):
+    """render with nothing remembered: its own answer, not the one loads kept."""
+    forget()
+    return render(schedule, fmt, **kw)
+
+
+def agrees_with_render(schedule):
+    """loads' answers are render's: None where it renders (and simulates), its very
+    refusal where it refuses."""
+    found = loads_of(schedule)
+    for fmt, why in found.items():
+        if why is None:
+            fresh_render(schedule, fmt)  # raises (InternalError) if its simulator refused
+        else:
+            with pytest.raises(BadInput) as refused:
+                fresh_render(schedule, fmt)
+            assert str(refused.value) == why
+    return found
+
+
+# --- loads: hand-checked answers ----------------------------------------------------------
+
+def test_msccl_xml_refuses_switch_operations_mscclpp_loads_their_glres_form():
+    # the hand NVLS allreduce: switch_reduce of chunk r into r, then r multicasts it to
+    # the other three: one glres per rank; the XML has no switch operation
+    schedule = schedule_from_dict(nvls_doc())
+    found = agrees_with_render(schedule)
+    assert found == {"msccl-xml": IN_NETWORK, "mscclpp": None}
+    assert where(found) == "MSCCL++"
+    assert phrase(found["msccl-xml"]) == "the schedule has switch operations"
+
+
+def test_a_switch_sum_left_on_its_owner_loads_nowhere():
+    # reducescatter in one switch step (C = 1): chunk r summed into rank r and left
+    # there; a glres stores the sum to every member, so no runtime synth targets has it
+    doc = nvls_doc()
+    doc.update(collective="reducescatter", chunks=1, num_chunks=4,
+               post=[[r, r] for r in range(4)], steps=doc["steps"][:1])
+    found = agrees_with_render(schedule_from_dict(doc))
+    assert found["msccl-xml"] == IN_NETWORK
+    assert found["mscclpp"] == (
+        "cannot export to MSCCL++: step 0 sums chunk 0 into rank 0 in switch sw, and step 1 "
+        "does not multicast it to the other 3 ranks (a switch channel's glres sums a chunk "
+        "of every member and stores the sum to every member)")
+    assert where(found) == "neither"
+    assert phrase(found["mscclpp"]) == ("step 0 sums chunk 0 into rank 0 in switch sw, and "
+                                        "step 1 does not multicast it to the other 3 ranks")
+
+
+def test_msccl_xml_refuses_a_direct_allgather_past_its_threadblocks_mscclpp_loads_it():
+    # 34 GPUs on one switch, each sends its chunk to 33 peers in one step. XML: a
+    # threadblock has one send and one receive peer; chunk c travels on channel c mod K.
+    # On 1 channel a rank needs 33 threadblocks there (limit 32 a channel); on K = 32
+    # (one chunk a channel at most: 34 chunks) rank r needs 33 on its own chunk's channel
+    # plus one per other rank outside its residue class mod 32, 33 of them where the
+    # class holds r alone: 66 (limit 64 a rank)
+    model = lower_with_routes(resolve("switch:34")).model
+    direct, ring = (next(b.schedule for b in baselines(model, "allgather", None)
+                         if b.name == name) for name in ("direct", "ring x1"))
+    found = agrees_with_render(direct)
+    assert found == {"msccl-xml": "cannot export to MSCCL XML: on 1 channel a channel needs "
+                                  "33 threadblocks (limit 32), and on up to 32 channels a "
+                                  "rank needs 66 threadblocks (limit 64)",
+                     "mscclpp": None}
+    assert where(found) == "MSCCL++"
+    assert where(agrees_with_render(ring)) == "both"
+
+
+def test_answers_are_renders_on_every_point_of_several_machines(nvls4x2):
+    _, _, model, hierarchy, _ = nvls4x2
+    points = [p.schedule for p in nvls_search(model, Limits(max_steps=13), None,
+                                              hierarchy).points]
+    points += [b.schedule for b in baselines(model, "allreduce", None)]
+    for spec, name in (("ring:4", "allreduce"), ("dgxh100", "reducescatter"),
+                       ("dgx1", "allgather")):
+        m = lower_with_routes(resolve(spec)).model
+        points += [b.schedule for b in baselines(m, name, None)]
+        points += [p.schedule for p in nvls_search(m, Limits(max_steps=4), None, None,
+                                                   name).points]
+    seen = {where(agrees_with_render(s)) for s in points}
+    assert seen == {"both", "MSCCL++", "neither"}
+
+
+# --- the across-box NVLS allreduce MSCCL++ loads ------------------------------------------
+
+def test_in_turn_rounds_are_the_hand_derived_ones(nvls4x2):
+    # part h (4 shards of one chunk) is summed by box h's switch. Per GPU port (capacity
+    # 2 each way) and NIC (capacity 1): 1. the other box reduces each shard into its
+    # owner: 3 up, 3 down: 2 rounds; 2. owner to owner across: 1 on each NIC: 1;
+    # 3. switch_reduce: a port sends into the 3 others' shards, takes its own once: 2;
+    # 4. multicast: 1 up, 3 down: 2; 5. back across: 1; 6. the owner copies to its box:
+    # 3 up, 3 down: 2
+    _, _, model, hierarchy, inside = nvls4x2
+    program = turns_program(model, hierarchy, inside, 1)
+    assert [s.rounds for s in program] == [2, 1, 2, 2, 1, 2]
+    one = turns_allreduce(model, hierarchy, inside, 1, 1)
+    assert (one.num_steps, one.rounds, one.collective.chunks) == (6, 10, 8)
+    # pipelined: all six at once carry 3+3+1+3 = 10 chunks on each port (5 rounds), 2 on
+    # each NIC; filling: 2, {1,2}: 2, {1..3}: 6 up: 3, {1..4}: 7: 4, {1..5}: 4; draining
+    # {2..6}: 4, {3..6}: 4, {4..6}: 6 down: 3, {5,6}: 2, {6}: 2
+    eight = turns_allreduce(model, hierarchy, inside, 8, 1)
+    assert eight.pipeline.rounds == (2, 2, 3, 4, 4, 5, 5, 5, 4, 4, 3, 2, 2)
+    assert (eight.num_steps, eight.rounds, eight.collective.chunks) == (13, 45, 64)
+    for s in (one, eight):
+        verify_schedule(schedule_to_dict(s))
+
+
+def test_in_turn_exports_to_mscclpp_in_and_out_of_place(nvls4x2):
+    _, _, model, hierarchy, inside = nvls4x2
+    schedule = turns_allreduce(model, hierarchy, inside, 8, 1)
+    assert where(agrees_with_render(schedule)) == "MSCCL++"
+    for inplace in (True, False):
+        plan = json.loads(fresh_render(schedule, "mscclpp", inplace=inplace)[0])
+        report = check_mscclpp_plan(plan, root=None)
+        # one batch: each box's switch sums its part's 4 shards, one glres each
+        assert report["ops"]["glres"] == 8
+        copies = sum(op["src_buff"][0]["size"] for g in plan["gpus"] for tb in g["threadblocks"]
+                     for op in tb["ops"] if op["name"] == "copy"
+                     and (op["src_buff"][0]["type"], op["dst_buff"][0]["type"]) == ("i", "o"))
+        # out of place the owner's sum sits in o, the other members' own chunk in i: a
+        # switch channel reads one offset, so the 3 others copy theirs to o first, for
+        # each of the 4 shards of each box's part: 24 chunks; in place all sit in o
+        assert copies == (0 if inplace else 24)
+
+
+def test_mutations_of_the_in_turn_allreduce_are_refused(nvls4x2):
+    _, _, model, hierarchy, inside = nvls4x2
+    good = schedule_to_dict(turns_allreduce(model, hierarchy, inside, 1, 1))
+    verify_schedule(good)
+
+    def broken(edit):
+        doc = copy.deepcopy(good)
+        edit(doc)
+        return doc
+
+    def no_rail(doc):  # box 1's sum of shard 0 of part 0 never reaches box 0
+        doc["steps"][1]["sends"] = [x for x in doc["steps"][1]["sends"]
+                                    if (x["src"], x["chunk"]) != (4, 0)]
+
+    def fewer_rounds(doc):  # the box's reduce-scatter needs 2 rounds, not 1
+        doc["steps"][0]["rounds"] = 1
+
+    def other_switch(doc):  # box 0's part summed by box 1's switch
+        op = next(x for x in doc["steps"][2]["sends"] if x["dst"] == 0)
+        op["via"] = "n1.nvswitch"
+
+    for edit, message in ((no_rail, "summed over"), (fewer_rounds, "over its capacity"),
+                          (other_switch, "does not pass through")):
+        with pytest.raises(ScheduleInvalid, match=message):
+            verify_schedule(broken(edit))
+
+    # valid, but no glres: rank 0 multicasts shard 0 to two of its box and sends it to
+    # the third; a glres stores to every member
+    def partly(doc):
+        step = doc["steps"][3]["sends"]
+        op = next(x for x in step if x.get("src") == 0)
+        op["dsts"] = [1, 2]
+        step.append({"chunk": op["chunk"], "src": 0, "dst": 3, "op": "copy"})
+
+    doc = broken(partly)
+    doc["steps"][3]["rounds"] = 3
+    verify_schedule(doc)
+    assert "does not multicast it to the other 3 ranks" in refusal(schedule_from_dict(doc),
+                                                                   "mscclpp")
+
+
+# --- the frontier: each runtime's own points ----------------------------------------------
+
+def test_a_point_only_a_runtime_loads_joins_the_frontier_it_is_dominated_on(nvls4x2):
+    # the across-box in-network allreduce (one batch: 4 steps, 8 rounds, 5.9 us of
+    # alphas: 0.35 + 2.6 + 2.6 + 0.35) beats the in-turn one (6 steps, 10 rounds for the
+    # same 8 chunks, 6.6 us) on both costs, and no runtime loads it
+    _, topo, model, hierarchy, inside = nvls4x2
+    best = Point(across_boxes_allreduce(model, hierarchy, inside, None, 1, 2), False)
+    turns = Point(turns_allreduce(model, hierarchy, inside, 1, 1), False)
+    assert pareto_filter([best, turns]) == [best]
+    result = Result("allreduce", None, model, None, [best], candidates=[best, turns])
+    marked = with_runtimes(result)
+    assert [(p.steps, where(p.loads)) for p in marked.points] == [(4, "neither"),
+                                                                   (6, "MSCCL++")]
+    assert marked.points[1].schedule is turns.schedule
+
+
+def test_cost_model_2_keeps_the_fastest_point_each_runtime_loads_at_every_size(nvls4x2):
+    # among every candidate, not only the line-rate frontier's: MSCCL runs any of NCCL's
+    # protocols, synth's MSCCL++ plans Simple (docs/runtimes.md)
+    _, topo, model, hierarchy, _ = nvls4x2
+    points = [p for p in nvls_search(model, Limits(max_steps=21), None, hierarchy).points]
+    points += [Point(b.schedule, False) for b in baselines(model, "allreduce", None)]
+    kept = chosen(Result("allreduce", None, model, None, pareto_filter(points),
+                         candidates=points), topo, "calibrated")
+    shown = {id(x.schedule) for x in kept.points}
+    p = prices(topo)
+    for fmt, protocols in (("msccl-xml", ("LL", "LL128", "Simple")), ("mscclpp", ("Simple",))):
+        able = [x for x in points if refusal(x.schedule, fmt) is None]
+        assert able
+        for n in SIZES:
+            def at(x):
+                return (min(line.time_us(n) for line in schedule_lines(x.schedule, p)
+                            if line.protocol in protocols), x.steps)
+            assert id(min(able, key=at).schedule) in shown, (fmt, n)
+
+
+# --- the command line ---------------------------------------------------------------------
+
+def test_the_summary_and_table_say_which_runtime_loads_each_point_and_why(nvls4x2):
+    _, topo, model, hierarchy, inside = nvls4x2
+    best = Point(across_boxes_allreduce(model, hierarchy, inside, None, 1, 2), False)
+    turns = Point(turns_allreduce(model, hierarchy, inside, 1, 1), False)
+    result = with_runtimes(Result("allreduce", None, model, bounds_of(topo), [best],
+                                  candidates=[best, turns]))
+    summary = result_summary(result, topo.name, "cpsat", [])
+    first, second = summary["frontier"]
+    assert first["loads"] == "neither" and second["loads"] == "MSCCL++"
+    assert first["not_loaded"]["msccl-xml"] == second["not_loaded"]["msccl-xml"] == {
+        "why": "the schedule has switch operations", "message": IN_NETWORK}
+    assert first["not_loaded"]["mscclpp"]["why"] == (
+        "step 0 sums chunk 0 into rank 0 in switch n0.nvswitch, and step 1 does not "
+        "multicast it to the other 3 ranks")
+    assert set(second["not_loaded"]) == {"msccl-xml"}
+    lines = format_table(summary).splitlines()
+    header = lines[1].split()
+    assert header[header.index("loads") + 1] == "method"
+    assert [lines[2].split()[:3], lines[3].split()[:3]] == [["4", "8", "8"], ["6", "10", "8"]]
+    assert " neither " in lines[2] and " MSCCL++ " in lines[3]
+    assert ("MSCCL XML does not load S4 R8 C8, S6 R10 C8: the schedule has switch operations"
+            in lines)
+    assert ("MSCCL++ does not load S4 R8 C8: step 0 sums chunk 0 into rank 0 in switch "
+            "n0.nvswitch, and step 1 does not multicast it to the other 3 ranks") in lines
+
+
+def test_the_command_line_table_and_json_carry_the_loads(nvls4x2, tmp_path):
+    # 13 steps on nvls4x2: the in-turn allreduce in 8 batches, which MSCCL++ loads, has
+    # the least latency there (an exact schedule of one chunk a share has at least 13
+    # rounds for at most 8 chunks: no match for its 45/64)
+    args = ("allreduce", "--topo", nvls4x2[0], "--boxes", "2", "--steps", "13",
+            "--max-chunks", "1", "--time-limit", "3", "--out", tmp_path, "--model",
+            "line-rate")
+    run = synth_main(*args, "--json")
+    assert run.returncode == 0, run.stderr
+    (turns,) = [p for p in json.loads(run.stdout)["frontier"] if TURNS in p["method"]]
+    assert (turns["loads"], turns["not_loaded"]["msccl-xml"]["why"]) == (
+        "MSCCL++", "the schedule has switch operations")
+    run = synth_main(*args)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    row = next(x for x in lines if TURNS in x)
+    assert row.split()[:3] == ["13", "45", "64"] and " MSCCL++ " in row
+    assert "MSCCL XML does not load S13 R45 C64: the schedule has switch operations" in lines
+
+
+def bounds_of(topo):
+    lowering = lower_with_routes(topo)
+    return bounds(lowering, make_collective("allreduce", lowering.model.ranks))
+
+
+def test_msccl_xml_skips_channel_counts_its_lower_bounds_rule_out_and_only_those(
+        monkeypatch):
+    # allgather on 2 GPUs, 100 chunks a share, all sent in one step: on 1 channel rank 0
+    # receives 100 chunks from rank 1 in one threadblock (at least 100 steps, limit 64),
+    # on 2 channels 50 each: the bound cannot tell, the program is built
+    from synth.export.layout import Layout
+    from synth.export.msccl import _Program, _surely_over, build
+    from synth.schedule.ir import Schedule, Send, Step
+    from synth.topology.linkmodel import switch_rounds
+
+    model = lower_with_routes(resolve("ring:2")).model
+    sends = (Send(0, 0, 1, "copy", 100), Send(100, 1, 0, "copy", 100))
+    schedule = Schedule(make_collective("allgather", 2, 100), model,
+                        (Step(switch_rounds(model, [], sends), sends),)).expanded()
+    verify_schedule(schedule_to_dict(schedule))
+    steps = [list(s.sends) for s in schedule.steps]
+    assert _surely_over(steps, 1, 2) == ("a threadblock of rank 0 needs at least 100 steps "
+                                         "(limit 64)")
+    assert _surely_over(steps, 2, 2) is None
+    # the bound holds for the program it spares: built anyway, it breaks the limit
+    spared = _Program(schedule, Layout(schedule.collective, False), 1, fuse=True)
+    assert "steps (limit 64)" in spared.check_limits()
+    assert max(len(v) for v in spared.steps.values()) >= 100
+    # and the channel count found is the one found without the bounds
+    found = build(schedule).k
+    monkeypatch.setattr("synth.export.msccl._surely_over", lambda *args: None)
+    assert build(schedule).k == found > 1
