@@ -157,6 +157,14 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
             f"program, drawn once (batch 0; loads "
             f"and rounds of one batch alone); batch b moves chunk + b x {pipe.stride} and "
             "runs program step i in step b + i, as the timeline below shows") + "</font>")
+    if schedule.symmetry is not None:
+        orbits = schedule.symmetry
+        reps = orbits.representatives
+        lines.append("<font point-size='11'>" + _html(
+            f"written once per orbit (version 4): only the sends into rank"
+            f"{'s' if len(reps) > 1 else ''} {_few(reps)} are drawn; every rank does "
+            f"the same, translated along dims {list(orbits.dims)}, axes "
+            f"{list(orbits.axes)} (loads: those of every link of the orbit)") + "</font>")
     if switched:
         lines.append("<font point-size='11'>" + _html(
             "switch operations (version 3) are drawn as the sends they stand for: link "
@@ -206,6 +214,11 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
         rows = -(-len(steps) // cols)
         draw_timeline(g, schedule, -rows * (height + GAP), zoom, MAX_PANELS)
     return g
+
+
+def _few(ranks) -> str:
+    return ", ".join(map(str, ranks[:8])) + (f" ... ({len(ranks)} in all)" if len(ranks) > 8
+                                             else "")
 
 
 def panel_columns(panels: int, widest: int) -> int:
