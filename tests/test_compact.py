@@ -1,0 +1,394 @@
+"""Version 4 of the schedule file: a schedule written once per orbit of rank translations.
+
+The reference is the version 2 schedule a version 4 file means, unfolded by a few lines
+written in this test from docs/schedule-file.md (not by synth): a compact file must be
+judged exactly as its unfolding is, and cost exactly what it costs. Each way of getting
+one wrong is rejected: a translation that is not a symmetry of the machine, a group the
+format cannot state as free, a send from a rank that lacks the chunk (seen only through
+a translate), a group's load that only the translates of the listed sends reveal.
+"""
+
+import copy
+import json
+import math
+
+import pytest
+
+from synth.construct.greedy import build
+from synth.errors import BadInput
+from synth.predict.timing import prices, schedule_lines
+from synth.schedule.cost import schedule_cost
+from synth.schedule.file import schedule_from_dict, schedule_json, schedule_to_dict
+from synth.schedule.verify import MalformedSchedule, ScheduleInvalid, verify_schedule
+from synth.topology.catalog import resolve
+from synth.topology.linkmodel import lower
+from tests.in_process import synth_main
+
+
+# --- the reference: unfolding by the letter of docs/schedule-file.md ----------------
+
+def _coords(u, dims):
+    out = []
+    for d in reversed(dims):
+        out.append(u % d)
+        u //= d
+    return out[::-1]
+
+
+def _rank(coords, dims):
+    u = 0
+    for x, d in zip(coords, dims):
+        u = u * d + x % d
+    return u
+
+
+def _translations(dims, axes):
+    """Every translation vector along the axes, as coordinate lists."""
+    vectors = [[0] * len(dims)]
+    for a in axes:
+        vectors = [v[:a] + [i] + v[a + 1:] for v in vectors for i in range(dims[a])]
+    return vectors
+
+
+def unfold(doc):
+    """The version 2 document a version 4 one means: every listed send, pre and post
+    entry translated by every element of the group."""
+    sym, n, g = doc["symmetry"], doc["ranks"], doc["num_chunks"]
+    dims, axes = sym["dims"], sym["axes"]
+
+    def move(u, v):
+        return _rank([a + b for a, b in zip(_coords(u, dims), v)], dims)
+
+    def chunk(k, v):
+        if sym["chunks"] == "blocks":
+            size = g // n
+            return move(k // size, v) * size + k % size
+        size = g // (n * n)
+        s, d = divmod(k // size, n)
+        return (move(s, v) * n + move(d, v)) * size + k % size
+
+    group = _translations(dims, axes)
+    out = copy.deepcopy(doc)
+    out["version"] = 2
+    del out["symmetry"]
+    for key in ("pre", "post"):  # chunk by chunk: a range may span blocks
+        out[key] = sorted({(move(e[0], v), chunk(k, v)) for e in doc[key] for v in group
+                           for k in range(e[1], e[1] + (e[2] if len(e) > 2 else 1))})
+        out[key] = [list(p) for p in out[key]]
+    for step in out["steps"]:
+        step["sends"] = [dict(x, chunk=chunk(x["chunk"], v), src=move(x["src"], v),
+                              dst=move(x["dst"], v)) for v in group for x in step["sends"]]
+    return out
+
+
+def verdict(doc):
+    """'ok', or the kind of rejection."""
+    try:
+        verify_schedule(doc)
+        return "ok"
+    except ScheduleInvalid:
+        return "invalid"
+    except MalformedSchedule:
+        return "malformed"
+
+
+# --- schedules -----------------------------------------------------------------------
+
+def ring_allgather(groups=(), rounds=1):
+    """docs/schedule-file.md's example: allgather on a bidirectional ring of 4, C = 1,
+    written for rank 0: in step 0 every rank u gets u - 1's and u + 1's chunks, in step
+    1 chunk u + 2 from u - 1."""
+    links = [[r, (r + 1) % 4, 1, 0.7] for r in range(4)] + \
+        [[(r + 1) % 4, r, 1, 0.7] for r in range(4)]
+    return {
+        "format": "synth.schedule", "version": 4, "collective": "allgather", "root": None,
+        "ranks": 4, "chunks": 1, "num_chunks": 4,
+        "topology": {"name": "hand-ring", "unit_gbps": 25, "links": links,
+                     "groups": [dict(g) for g in groups]},
+        "symmetry": {"dims": [4], "axes": [0], "chunks": "blocks"},
+        "pre": [[0, 0]], "post": [[0, 0, 4]],
+        "steps": [{"rounds": rounds, "sends": [
+                      {"chunk": 3, "src": 3, "dst": 0, "op": "copy"},
+                      {"chunk": 1, "src": 1, "dst": 0, "op": "copy"}]},
+                  {"rounds": 1, "sends": [{"chunk": 2, "src": 3, "dst": 0, "op": "copy"}]}],
+    }
+
+
+@pytest.fixture(scope="module")
+def torus():
+    topo = resolve("torus:4x4")
+    return topo, lower(topo)
+
+
+def greedy(torus, name, chunks=2):
+    topo, model = torus
+    schedule = build(model, name, None, chunks, None, topo.translations)
+    assert schedule.symmetry is not None  # written once per orbit
+    return schedule
+
+
+# --- valid files: judged and costed as their unfolding --------------------------------
+
+def test_the_documented_example_is_valid_and_so_is_its_unfolding():
+    doc = ring_allgather()
+    assert verdict(doc) == "ok"
+    full = unfold(doc)
+    assert verdict(full) == "ok"
+    # by hand: every rank ends with all 4 chunks, each link carried one chunk a step
+    assert sorted(full["post"]) == [[r, k] for r in range(4) for k in range(4)]
+    assert len(full["steps"][0]["sends"]) == 8 and len(full["steps"][1]["sends"]) == 4
+
+
+@pytest.mark.parametrize("name", ["allgather", "reducescatter", "allreduce"])
+def test_a_compact_torus_schedule_is_judged_and_costed_as_its_unfolding(torus, name):
+    schedule = greedy(torus, name)
+    doc = schedule_to_dict(schedule)
+    assert doc["version"] == 4 and doc["symmetry"]["dims"] == [4, 4]
+    assert {x["dst"] for s in doc["steps"] for x in s["sends"]} == {0}  # rank 0's receives
+    full = unfold(doc)
+    assert verdict(doc) == verdict(full) == "ok"
+    # synth's own unfolding is the test's, send for send
+    mine = schedule_to_dict(schedule.unfolded())
+    assert [sorted(map(json.dumps, s["sends"])) for s in mine["steps"]] == \
+        [sorted(map(json.dumps, s["sends"])) for s in full["steps"]]
+    # costs: alpha-beta and cost model 2, from the compact form and from the unfolding
+    unfolded = schedule_from_dict(full)
+    assert schedule_cost(schedule) == schedule_cost(unfolded)
+    p = prices(torus[0])
+    assert schedule_lines(schedule, p) == schedule_lines(unfolded, p)
+    # the receives: 15 shares of 2 chunks (allreduce: both phases)
+    receives = sum(len(s.sends) for s in schedule.steps)
+    assert receives == (60 if name == "allreduce" else 30)
+
+
+def test_groups_are_charged_what_the_whole_step_puts_on_them():
+    """switch:16 (GPUs around one switch: each GPU's port is a group of 15 links):
+    rank 0's receives load its down port, and each sender's up port holds links of many
+    orbits; cost model 2 and the verdict match the unfolding."""
+    topo = resolve("switch:16")
+    model = lower(topo)
+    schedule = build(model, "allgather", None, 1, None, topo.translations)
+    assert schedule.symmetry is not None and model.groups
+    doc = schedule_to_dict(schedule)
+    assert verdict(doc) == verdict(unfold(doc)) == "ok"
+    unfolded = schedule_from_dict(unfold(doc))
+    p = prices(topo)
+    assert schedule_lines(schedule, p) == schedule_lines(unfolded, p)
+    assert schedule_cost(schedule) == schedule_cost(unfolded)
+    # each step: one chunk into every GPU, its port of capacity 1: 15 steps of 1 round
+    assert (schedule.num_steps, schedule.rounds) == (15, 15)
+
+
+def test_round_trip_file_ir_file(torus):
+    schedule = greedy(torus, "reducescatter")
+    doc = schedule_to_dict(schedule)
+    back = schedule_from_dict(json.loads(schedule_json(doc)))
+    assert back == schedule and back.symmetry == schedule.symmetry
+    assert schedule_to_dict(back) == doc
+
+
+def test_a_torus_32x32_allgather_file_stays_small():
+    """A million sends spelled out (1023 x 1024); written for rank 0, 1023 sends and
+    the machine: the 4096 links are most of the file."""
+    topo = resolve("torus:32x32")
+    schedule = build(lower(topo), "allgather", None, 1, None, topo.translations)
+    text = schedule_json(schedule_to_dict(schedule))
+    assert sum(len(s.sends) for s in schedule.steps) == 1023
+    assert len(text) < 200_000
+    verify_schedule(json.loads(text))
+    assert (schedule.num_steps, schedule.rounds) == (256, 256)  # 1023 chunks, 4 links in
+
+
+# --- files the verifier must reject -------------------------------------------------
+
+def _edit(doc, change):
+    doc = copy.deepcopy(doc)
+    change(doc)
+    return doc
+
+
+def test_a_translation_that_is_not_a_symmetry_of_the_machine(torus):
+    doc = schedule_to_dict(greedy(torus, "allgather"))
+    # a link between ranks 5 and 6 twice as wide: no listed send uses it, but the
+    # translates of 0's receives do, and the shift along an axis no longer maps the
+    # torus onto itself
+    link = next(l for l in doc["topology"]["links"] if l[:2] == [5, 6])
+    bad = _edit(doc, lambda d: d["topology"]["links"][doc["topology"]["links"].index(link)]
+                .__setitem__(2, 2))
+    with pytest.raises(ScheduleInvalid, match="not a symmetry of the topology"):
+        verify_schedule(bad)
+    alpha = _edit(doc, lambda d: d["topology"]["links"][doc["topology"]["links"].index(link)]
+                  .__setitem__(3, 9.0))
+    with pytest.raises(ScheduleInvalid, match="another alpha"):
+        verify_schedule(alpha)
+
+
+def test_a_group_that_is_not_mapped_onto_a_group():
+    doc = ring_allgather(groups=[{"name": "nic1", "links": [[1, 0], [1, 2]], "capacity": 2}])
+    with pytest.raises(ScheduleInvalid, match="group 'nic1'.*not a symmetry"):
+        verify_schedule(doc)
+
+
+def test_groups_the_format_cannot_state_as_free_or_as_a_group():
+    """Translations act freely by construction; what is not a translation group of the
+    ranks cannot be written: an axis twice is malformed, dims that are not the ranks'
+    grid invalid, and so is a send into a rank that represents no orbit."""
+    twice = _edit(ring_allgather(), lambda d: d["symmetry"].__setitem__("axes", [0, 0]))
+    assert verdict(twice) == "malformed"
+    wrong = _edit(ring_allgather(), lambda d: d["symmetry"].__setitem__("dims", [2]))
+    with pytest.raises(ScheduleInvalid, match="multiply to 2, not the 4 ranks"):
+        verify_schedule(wrong)
+    into = _edit(ring_allgather(), lambda d: d["steps"][1]["sends"].append(
+        {"chunk": 3, "src": 0, "dst": 1, "op": "copy"}))
+    with pytest.raises(ScheduleInvalid, match="rank 1, which is not a representative"):
+        verify_schedule(into)
+    extra = _edit(ring_allgather(), lambda d: d["pre"].append([1, 1]))
+    with pytest.raises(ScheduleInvalid, match="pre lists rank 1"):
+        verify_schedule(extra)
+
+
+def test_a_send_from_a_rank_that_does_not_hold_the_chunk():
+    """Rank 0 reads chunk 2 from rank 1 in step 1: rank 1 holds what rank 0 holds moved
+    by 1, i.e. chunks 0, 1, 2 (its own and its neighbours'): fine. Chunk 3 from rank 1 is
+    rank 0's chunk 2 moved, which 0 does not hold after step 0."""
+    ok = _edit(ring_allgather(), lambda d: d["steps"][1]["sends"].__setitem__(
+        0, {"chunk": 2, "src": 1, "dst": 0, "op": "copy"}))
+    assert verdict(ok) == verdict(unfold(ok)) == "ok"
+    bad = _edit(ring_allgather(), lambda d: d["steps"][0]["sends"].__setitem__(
+        0, {"chunk": 2, "src": 3, "dst": 0, "op": "copy"}))
+    assert verdict(unfold(bad)) == "invalid"
+    with pytest.raises(ScheduleInvalid, match="rank 3 does not hold it"):
+        verify_schedule(bad)
+
+
+def test_a_group_overrun_seen_only_in_the_translates():
+    """Each rank's two outgoing links share a port of capacity 1. Rank 0's receives
+    use 3->0 and 1->0, links of different ports; but rank 1's port also carries 1->2
+    (the translate of 0's receive from 3), so the step needs 2 rounds."""
+    ports = [{"name": f"out{r}", "links": [[r, (r + 1) % 4], [r, (r - 1) % 4]], "capacity": 1}
+             for r in range(4)]
+    bad = ring_allgather(groups=ports, rounds=1)
+    assert verdict(unfold(bad)) == "invalid"
+    with pytest.raises(ScheduleInvalid, match="group 'out.' carries 2 chunks"):
+        verify_schedule(bad)
+    good = ring_allgather(groups=ports, rounds=2)
+    assert verdict(good) == verdict(unfold(good)) == "ok"
+
+
+def test_a_pipelined_overrun_of_a_link_orbit():
+    """Two batches of the ring allgather (C = 2, stride 1): expanded step 1 runs batch
+    0's step 1 and batch 1's step 0; link 3->0's orbit then carries 2 chunks."""
+    def pipelined(rounds):
+        doc = ring_allgather()
+        doc.update(chunks=2, num_chunks=8, pre=[[0, 0, 2]], post=[[0, 0, 8]],
+                   pipeline={"batches": 2, "stride": 1, "rounds": rounds})
+        for step in doc["steps"]:
+            for x in step["sends"]:
+                x["chunk"] *= 2
+        return doc
+    assert verdict(pipelined([1, 2, 1])) == verdict(unfold(pipelined([1, 2, 1]))) == "ok"
+    assert verdict(unfold(pipelined([1, 1, 1]))) == "invalid"
+    with pytest.raises(ScheduleInvalid, match="link 3->0 carries 2 chunks"):
+        verify_schedule(pipelined([1, 1, 1]))
+
+
+def test_a_contribution_counted_twice_through_a_translate(torus):
+    """The greedy reducescatter, with one of rank 0's reductions done twice (a later
+    step reduces the same chunk from the same source again): the source's value, read
+    through a translate, holds contributions rank 0 already has."""
+    doc = schedule_to_dict(greedy(torus, "reducescatter"))
+    last = doc["steps"][-1]["sends"][0]
+    bad = _edit(doc, lambda d: d["steps"].append({"rounds": 1, "sends": [dict(last)]}))
+    assert verdict(unfold(bad)) == "invalid"
+    with pytest.raises(ScheduleInvalid, match="counts the contribution"):
+        verify_schedule(bad)
+
+
+def test_a_chunk_rule_whose_blocks_do_not_divide_the_chunks():
+    doc = _edit(ring_allgather(), lambda d: d["symmetry"].__setitem__("chunks", "pairs"))
+    with pytest.raises(ScheduleInvalid, match="blocks of num_chunks / 16 chunks, but "
+                                              "num_chunks is 4"):
+        verify_schedule(doc)
+
+
+def test_a_range_that_leaves_its_block(torus):
+    """Allreduce has one share, the buffer; its blocks (G / N = 2 chunks here) are
+    smaller, and a translation moves them apart: a range must stay in one."""
+    doc = schedule_to_dict(greedy(torus, "allreduce"))
+    first = doc["steps"][0]["sends"][0]
+    bad = _edit(doc, lambda d: d["steps"][0]["sends"].__setitem__(
+        0, dict(first, chunk=first["chunk"] // 2 * 2 + 1, count=2)))
+    with pytest.raises(ScheduleInvalid, match="leave their block of 2 chunks"):
+        verify_schedule(bad)
+
+
+def test_a_symmetry_section_means_nothing_before_version_4():
+    doc = _edit(ring_allgather(), lambda d: d.update(version=2))
+    with pytest.raises(ScheduleInvalid, match="pre lists 1 .rank, chunk. pairs"):
+        verify_schedule(doc)
+
+
+def test_a_broadcast_cannot_be_moved_by_its_translations():
+    doc = {"format": "synth.schedule", "version": 4, "collective": "broadcast", "root": 0,
+           "ranks": 4, "chunks": 4, "num_chunks": 4,
+           "topology": ring_allgather()["topology"],
+           "symmetry": {"dims": [4], "axes": [0], "chunks": "blocks"},
+           "pre": [[0, 0, 4]], "post": [[0, 0, 4]], "steps": []}
+    with pytest.raises(ScheduleInvalid, match="do not keep broadcast's"):
+        verify_schedule(doc)
+    # along an axis of size 1 nothing moves: any collective may be written so
+    trivial = _edit(doc, lambda d: d["symmetry"].update(dims=[4, 1], axes=[1]))
+    trivial["post"] = [[r, 0, 4] for r in range(4)]
+    with pytest.raises(ScheduleInvalid, match="rank 1 does not hold chunk 0"):
+        verify_schedule(trivial)  # valid form, but nothing is sent
+
+
+def test_switch_operations_are_refused_in_version_4():
+    doc = ring_allgather()
+    doc["steps"][0]["sends"].append({"chunk": 0, "src": 0, "dsts": [1], "via": "sw",
+                                     "op": "multicast"})
+    with pytest.raises(ScheduleInvalid, match="version 4 file uses switch operations"):
+        verify_schedule(doc)
+
+
+# --- readers: verify, export, draw -------------------------------------------------
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory, torus):
+    path = tmp_path_factory.mktemp("v4") / "ag.json"
+    path.write_text(schedule_json(schedule_to_dict(greedy(torus, "allgather"))))
+    return path
+
+
+def test_synth_verify_checks_a_version_4_file_and_its_machine(written, tmp_path):
+    out = synth_main("verify", written)
+    assert out.returncode == 0, out.stderr
+    assert "version 4: written once per orbit, dims [4, 4] along axes [0, 1]" in out.stdout
+    assert "on torus:4x4 as synth derives it" in out.stdout
+    doc = json.loads(written.read_text())
+    doc["topology"]["name"] = "torus:2x8"
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(doc))
+    out = synth_main("verify", other)
+    assert out.returncode == 1 and "not torus:2x8" in out.stderr
+
+
+def test_export_spells_every_rank_out_and_refuses_past_its_cap(written, monkeypatch,
+                                                             tmp_path):
+    out = synth_main("export", written, "--to", "msccl-xml", "-o", tmp_path / "ag.xml")
+    assert out.returncode == 0, out.stderr
+    xml = (tmp_path / "ag.xml").read_text()
+    assert xml.count("<gpu ") == 16
+    import synth.export
+    monkeypatch.setattr(synth.export, "MAX_UNFOLDED_SENDS", 100)
+    out = synth_main("export", written, "--to", "msccl-xml", "-o", tmp_path / "no.xml")
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+    assert "written once per orbit of 16 ranks" in out.stderr and "480 of them" in out.stderr
+    assert not (tmp_path / "no.xml").exists()
+
+
+def test_draw_shows_the_representatives(written, tmp_path):
+    out = synth_main("draw", written, "-o", tmp_path / "ag.svg")
+    assert out.returncode == 0, out.stderr
+    svg = (tmp_path / "ag.svg").read_text()
+    assert "written once per orbit" in svg and "into rank 0 are drawn" in svg
