@@ -246,6 +246,23 @@ def test_the_decomposition_means_what_it_wrote_before(monkeypatch):
             sum(x.count for s in b.schedule.steps for x in s.sends)
 
 
+def test_a_range_is_simulated_piece_by_piece():
+    """The ring allgather with a million chunks a share, each send a range of them:
+    checked one piece per range (it would take minutes chunk by chunk), and a step
+    one round short is still seen."""
+    big = 10 ** 6
+    doc = ring_allgather(rounds=big)
+    doc.update(chunks=big, num_chunks=4 * big, pre=[[0, 0, big]], post=[[0, 0, 4 * big]])
+    for step in doc["steps"]:
+        step["rounds"] = big
+        for x in step["sends"]:
+            x.update(chunk=x["chunk"] * big, count=big)
+    verify_schedule(doc)
+    short = _edit(doc, lambda d: d["steps"][1].__setitem__("rounds", big - 1))
+    with pytest.raises(ScheduleInvalid, match=f"link 3->0 carries {big} chunks"):
+        verify_schedule(short)
+
+
 # --- files the verifier must reject -------------------------------------------------
 
 def _edit(doc, change):

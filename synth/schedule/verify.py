@@ -826,18 +826,18 @@ def _verify_orbits(s, doc):
     grp = Group(dims, axes, rule, s.n, s.g)
     _check_automorphisms(s, grp, _alphas(doc))
     q = s._replace(groups=_orbit_groups(s, grp))  # capacities: on orbit representatives
-    spans = _canonical_spans(s, grp)
+    spans, cuts = _canonical_spans(s, grp)
     if s.pipeline is not None:
         _check_pipeline(s, spans, grp.block)
     state = _OrbitState(s, grp)
     try:
-        simulate(q, state)
+        _simulate_orbits(q, grp, state, cuts)
     except ScheduleInvalid as e:
         if s.pipeline is None:
             raise
         raise ScheduleInvalid(f"{e.message} (in batch 0, and so in every batch: the "
                               "program repeats)", e.step, e.chunk, e.ranks) from None
-    _check_orbit_post(s, grp, state, spans)
+    _check_orbit_post(s, grp, state, spans, cuts)
     if s.pipeline is not None:
         _check_expanded_loads(q)
 
@@ -927,11 +927,19 @@ def _orbit_groups(s, grp):
     return [(name, list(links), cap) for (links, cap), name in classes.items()]
 
 
+def _canonical(grp, k):
+    """Chunk k moved into the block of its orbit that a representative owns."""
+    b, off = divmod(k, grp.block)
+    return grp.canonical_block(b) * grp.block + off
+
+
 def _canonical_spans(s, grp):
-    """Every send goes into a representative, and its range stays in one block; the
+    """Every send goes into a representative, and its range stays in one block. The
     chunk intervals the whole program touches in representatives' blocks (each send's
-    range moved into the block of its orbit a representative owns), merged."""
-    spans = defaultdict(list)
+    range moved into the block of its orbit a representative owns), merged; and every
+    boundary of those moved ranges, sorted: between two, every block of the orbit is
+    moved by the same translated sends (an elementary piece, as in version 2)."""
+    spans, cuts = defaultdict(list), set()
     for i, (_, sends) in enumerate(s.steps):
         for chunk, count, src, dst, _ in sends:
             if grp.split(dst)[1]:
@@ -945,10 +953,31 @@ def _canonical_spans(s, grp):
                 raise ScheduleInvalid(f"chunks {chunk}..{last} sent from rank {src} to rank "
                                       f"{dst} leave their block of {grp.block} chunks (the "
                                       "chunks rule moves blocks whole)", i, chunk, (src, dst))
-            b = grp.canonical_block(chunk // grp.block)
-            start = b * grp.block + chunk % grp.block
-            spans[b].append((start, start + count))
-    return [span for b in sorted(spans) for span in _union(spans[b])]
+            start = _canonical(grp, chunk)
+            spans[start // grp.block].append((start, start + count))
+            cuts.update((start, start + count))
+    return [span for b in sorted(spans) for span in _union(spans[b])], sorted(cuts)
+
+
+def _simulate_orbits(s, grp, state, cuts):
+    """`simulate` on the representatives' sends, one chunk per piece: a send's range is
+    cut where its orbit's canonical ranges are (`cuts`), each piece simulated by its
+    first chunk in the send's own block; a read at another rank is a representative's
+    value (_OrbitState), found at the same piece of another block of the orbit."""
+    per = _share_size(s)
+    for i, (rounds, sends) in enumerate(s.steps):
+        writes = {}
+        for chunk, count, src, dst, op in sends:
+            _check_range(s, i, chunk, count, src, dst, per)
+            start = _canonical(grp, chunk)
+            for first in cuts[bisect_left(cuts, start):bisect_left(cuts, start + count)]:
+                k = chunk + first - start
+                _check_send(s, i, state, k, src, dst, op)
+                writes.setdefault((dst, k), []).append((op, src, state[(src, k)]))
+        merged = {key: _merge(i, *key, w, state.get(key)) for key, w in writes.items()}
+        if s.pipeline is None:
+            _check_loads(s, i, rounds, _loads(sends))
+        state.update(merged)
 
 
 class _OrbitState:
@@ -991,18 +1020,20 @@ class _OrbitState:
         self.written.update(values)  # _canonical_spans: every dst is a representative
 
 
-def _check_orbit_post(s, grp, state, spans):
-    """Every representative that wants a chunk some send of batch 0 moves (the spans'
-    translates) holds it right; a block's chunks no batch touches are needed by no one."""
+def _check_orbit_post(s, grp, state, spans, cuts):
+    """Every representative that wants a piece some send of batch 0 moves (the spans'
+    pieces' translates) holds it right; a block's chunks no batch touches are needed by
+    no one."""
     _, pre_kind, post_kind = _TABLE[s.collective]
     everyone = (1 << s.n) - 1
     reps = grp.representatives()
     block = grp.block
     for lo, hi in spans:
         b, elements = lo // block, grp.elements()
+        pieces = cuts[bisect_left(cuts, lo):bisect_left(cuts, hi)]
         for v in elements:
-            first = grp.move_block(b, v) * block
-            for k in range(first + lo % block, first + (hi - 1) % block + 1):
+            shift = (grp.move_block(b, v) - b) * block
+            for k in (first + shift for first in pieces):
                 for r in reps:
                     if r in _ranks(post_kind, k, s.n, s.c, s.root):
                         _post_holds(s, state, r, k, everyone)
