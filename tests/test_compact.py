@@ -20,6 +20,7 @@ from synth.errors import BadInput
 from synth.predict.timing import prices, schedule_lines
 from synth.schedule.cost import schedule_cost
 from synth.schedule.file import schedule_from_dict, schedule_json, schedule_to_dict
+from synth.schedule.transform import refine
 from synth.schedule.verify import MalformedSchedule, ScheduleInvalid, verify_schedule
 from synth.topology.catalog import resolve
 from synth.search.pareto import Limits
@@ -180,6 +181,17 @@ def test_groups_are_charged_what_the_whole_step_puts_on_them():
     assert schedule_cost(schedule) == schedule_cost(unfolded)
     # each step: one chunk into every GPU, its port of capacity 1: 15 steps of 1 round
     assert (schedule.num_steps, schedule.rounds) == (15, 15)
+
+
+def test_refining_a_compact_schedule_refines_its_unfolding(torus):
+    """Chunks cut in 2: the blocks grow with them, the rounds are the whole step's."""
+    schedule = greedy(torus, "allreduce", chunks=1)
+    finer = refine(schedule, 2)
+    assert finer.symmetry == schedule.symmetry
+    verify_schedule(schedule_to_dict(finer))
+    plain = refine(schedule.unfolded(), 2)
+    assert [(s.rounds, set(s.sends)) for s in finer.expanded().steps] == \
+        [(s.rounds, set(s.sends)) for s in plain.expanded().steps]
 
 
 def test_round_trip_file_ir_file(torus):

@@ -42,12 +42,16 @@ def reverse_schedule(schedule: Schedule, original: LinkModel) -> Schedule:
     """A non-combining schedule on reverse_model(original), run backwards on original.
     A pipeline stays one, with the same stride: each batch runs the reversed program
     on its own chunks, and expanded step t then runs (reversed) the same program steps
-    as step T-1-t did, so its rounds are the old rounds in reverse order."""
+    as step T-1-t did, so its rounds are the old rounds in reverse order. Written once
+    per orbit, it stays so: a reversed send leaves a representative, and is replaced
+    by its translate into one (the translations map the reversed links onto
+    themselves too)."""
     coll = schedule.collective
     if any(x.op != "multicast" for step in schedule.steps for x in step.switch_ops):
         raise ValueError("reverse_schedule: a non-combining schedule reduces in a switch")
     dual = make_collective(COMBINING_OF[coll.name], coll.ranks, coll.chunks, coll.root)
     orbits = schedule.symmetry  # a reversed send leaves a representative: moved back in
+
     def turned(sends):
         sends = tuple(replace(x, src=x.dst, dst=x.src, op="reduce") for x in sends)
         return orbits.normalised(sends, coll.num_chunks) if orbits else sends
@@ -144,6 +148,8 @@ def compose_allreduce(reducescatter: Schedule, allgather: Schedule) -> Schedule:
 
     Allreduce chunk c is their chunk c: reduced onto rank c // k, then copied out. A
     pipelined part joins as its expansion (the two parts' programs do not overlap).
+    Two parts written once per orbit of the same translations stay so (block c // k
+    moves with rank c // k in all three); otherwise they are unfolded.
     """
     rs, ag = reducescatter.collective, allgather.collective
     if rs.chunks != ag.chunks or rs.ranks != ag.ranks:
