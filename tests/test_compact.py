@@ -10,13 +10,14 @@ a translate), a group's load that only the translates of the listed sends reveal
 
 import copy
 import json
-import math
+from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from synth.construct.decompose import decompose
 from synth.construct.greedy import build
-from synth.errors import BadInput
 from synth.predict.timing import prices, schedule_lines
 from synth.schedule.cost import schedule_cost
 from synth.schedule.file import schedule_from_dict, schedule_json, schedule_to_dict
@@ -273,6 +274,97 @@ def test_a_range_is_simulated_piece_by_piece():
     short = _edit(doc, lambda d: d["steps"][1].__setitem__("rounds", big - 1))
     with pytest.raises(ScheduleInvalid, match=f"link 3->0 carries {big} chunks"):
         verify_schedule(short)
+
+
+# every way the six ranks of fc:6 can be cut into orbits: dims, axes, representatives
+ORBITS = [([6], [0]), ([2, 3], [1]), ([2, 3], [0]), ([2, 3], [0, 1]), ([3, 2], [0])]
+
+
+def _sent(name, reps, block, owners):
+    """The sends into each representative of a direct allgather / reducescatter /
+    allreduce on a complete graph: per other rank o, o's block copied (allgather
+    phase) or o's copy of the representative's block reduced (reducescatter phase)."""
+    phases = {"allgather": ["copy"], "reducescatter": ["reduce"],
+              "allreduce": ["reduce", "copy"]}[name]
+    return [[{"chunk": (o if op == "copy" else r) * block, "count": block, "src": o,
+              "dst": r, "op": op} for r in reps for o in owners if o != r] for op in phases]
+
+
+@st.composite
+def random_compact(draw):
+    """A version 4 file on fc:6 (every ordered pair a link of capacity 1, each rank's
+    outgoing links a port of capacity 1 to 3): a direct schedule into the
+    representatives, its sends spread over steps at random, each step's rounds those
+    its whole step needs (or one fewer), and then, half the time, one send changed."""
+    dims, axes = draw(st.sampled_from(ORBITS))
+    orbit = {r: _rank([0 if a in axes else x for a, x in enumerate(_coords(r, dims))], dims)
+             for r in range(6)}
+    reps = sorted(set(orbit.values()))
+    name = draw(st.sampled_from(["allgather", "reducescatter", "allreduce"]))
+    block = draw(st.sampled_from([1, 2]))
+    c = block * (6 if name == "allreduce" else 1)
+    g = 6 * block
+    port = draw(st.integers(1, 3))
+    steps = []
+    for phase in _sent(name, reps, block, range(6)):
+        parts = draw(st.integers(1, 3))
+        spread = [[] for _ in range(parts)]
+        for x in phase:
+            spread[draw(st.integers(0, parts - 1))].append(x)
+        for sends in spread:
+            links, ports = Counter(), Counter()
+            for x in sends:  # a link orbit and a port orbit carry what its listed sends do
+                links[(x["src"], x["dst"])] += x["count"]
+                ports[orbit[x["src"]]] += x["count"]
+            need = max([1] + list(links.values()) + [-(-p // port) for p in ports.values()])
+            steps.append({"rounds": max(1, need - draw(st.sampled_from([0, 0, 0, 1]))),
+                          "sends": sends})
+    if draw(st.booleans()):
+        _change(draw, steps, reps, g)
+    table = {"own": lambda r: [[r, r * block, block]], "all": lambda r: [[r, 0, g]]}
+    pre, post = {"allgather": ("own", "all"), "reducescatter": ("all", "own"),
+                 "allreduce": ("all", "all")}[name]
+    return {
+        "format": "synth.schedule", "version": 4, "collective": name, "root": None,
+        "ranks": 6, "chunks": c, "num_chunks": g,
+        "topology": {"name": "fc6", "unit_gbps": 25,
+                     "links": [[a, b, 1, 0.7] for a in range(6) for b in range(6) if a != b],
+                     "groups": [{"name": f"out{a}", "capacity": port,
+                                 "links": [[a, b] for b in range(6) if b != a]}
+                                for a in range(6)]},
+        "symmetry": {"dims": dims, "axes": axes, "chunks": "blocks"},
+        "pre": [e for r in reps for e in table[pre](r)],
+        "post": [e for r in reps for e in table[post](r)],
+        "steps": steps,
+    }
+
+
+def _change(draw, steps, reps, g):
+    """One send of the steps dropped, moved to another step, or given another source,
+    chunk or op (its range kept within one block)."""
+    sends = [(i, j) for i, step in enumerate(steps) for j in range(len(step["sends"]))]
+    if not sends:
+        return
+    i, j = draw(st.sampled_from(sends))
+    x = steps[i]["sends"][j]
+    how = draw(st.sampled_from(["drop", "move", "src", "chunk", "op"]))
+    if how in ("drop", "move"):
+        del steps[i]["sends"][j]
+        if how == "move":
+            steps[draw(st.integers(0, len(steps) - 1))]["sends"].append(x)
+    elif how == "src":
+        x["src"] = draw(st.integers(0, 5))
+    elif how == "chunk":
+        block = x["count"]
+        x["chunk"] = draw(st.integers(0, g // block - 1)) * block
+    else:
+        x["op"] = "copy" if x["op"] == "reduce" else "reduce"
+
+
+@settings(max_examples=150, deadline=None)
+@given(doc=random_compact())
+def test_a_compact_file_is_judged_as_its_unfolding(doc):
+    assert verdict(doc) == verdict(unfold(doc))
 
 
 # --- files the verifier must reject -------------------------------------------------
