@@ -53,22 +53,47 @@ class Orbits:
         """|H|: ranks per orbit."""
         return math.prod(self.dims[a] for a in self.axes)
 
+    @cached_property
+    def _parts(self) -> tuple[list[int], list[int]]:
+        """Per rank u: its representative r and its translation v (u = r + v)."""
+        reps, moves = [], []
+        for u in range(self.ranks):
+            rep = sum(x * w for a, (x, w) in enumerate(zip(self._grid.coordinates(u),
+                                                           self._grid._weights))
+                      if a not in self.axes)
+            reps.append(rep)
+            moves.append(u - rep)  # mixed radix: the two parts' coordinates do not overlap
+        return reps, moves
+
     def split(self, u: int) -> tuple[int, int]:
         """(r, v): rank u is representative r translated by v (v a rank: its
         coordinates are the translation's)."""
-        c = self._grid.coordinates(u)
-        weights = self._grid._weights
-        rep = sum(x * w for a, (x, w) in enumerate(zip(c, weights)) if a not in self.axes)
-        return rep, u - rep  # mixed radix: the two parts' coordinates do not overlap
+        reps, moves = self._parts
+        return reps[u], moves[u]
 
     @cached_property
     def representatives(self) -> tuple[int, ...]:
-        return tuple(r for r in range(self.ranks) if self.split(r)[1] == 0)
+        return tuple(r for r in range(self.ranks) if self._parts[1][r] == 0)
 
     @cached_property
     def elements(self) -> tuple[int, ...]:
         """H, each translation as the rank its vector names (0: the identity)."""
-        return tuple(r for r in range(self.ranks) if self.split(r)[0] == 0)
+        return tuple(r for r in range(self.ranks) if self._parts[0][r] == 0)
+
+    def permutation(self, v: int, back: bool = False) -> list[int]:
+        """Every rank translated by v (by -v with `back`): O(N) array operations."""
+        import numpy as np  # a schedule's translates are many: not one rank at a time
+
+        coords = self._coordinates
+        moved = (coords + (-1 if back else 1) * coords[v]) % np.array(self.dims)
+        return (moved @ np.array(self._grid._weights)).tolist()
+
+    @cached_property
+    def _coordinates(self):
+        import numpy as np
+
+        return np.array([self._grid.coordinates(r) for r in range(self.ranks)],
+                        dtype=np.int64).reshape(self.ranks, len(self.dims))
 
     def move(self, u: int, v: int) -> int:
         return self._grid.shift(u, v)
@@ -81,46 +106,54 @@ class Orbits:
         n = self.ranks
         return num_chunks // (n if self.chunks == "blocks" else n * n)
 
-    def move_chunk(self, k: int, v: int, num_chunks: int, back: bool = False) -> int:
-        size = self.block(num_chunks)
+    def _move_chunk(self, k: int, perm: list[int], size: int) -> int:
         b, off = divmod(k, size)
-        step = self.back if back else self.move
         if self.chunks == "blocks":
-            return step(b, v) * size + off
+            return perm[b] * size + off
         s, d = divmod(b, self.ranks)
-        return (step(s, v) * self.ranks + step(d, v)) * size + off
+        return (perm[s] * self.ranks + perm[d]) * size + off
+
+    def move_chunk(self, k: int, v: int, num_chunks: int, back: bool = False) -> int:
+        return self._move_chunk(k, self.permutation(v, back), self.block(num_chunks))
+
+    def _images(self, sends, perm: list[int], size: int) -> list:
+        # type(x): the sends' own class (synth.schedule.ir.Send: chunk, src, dst, op,
+        # count), which imports this module
+        return [type(x)(self._move_chunk(x.chunk, perm, size), perm[x.src], perm[x.dst],
+                        x.op, x.count) for x in sends]
 
     def image(self, x, v: int, num_chunks: int, back: bool = False):
-        """The send (a synth.schedule.ir.Send, its range within one block) translated
-        by v (by -v with `back`)."""
-        step = self.back if back else self.move
-        return replace(x, chunk=self.move_chunk(x.chunk, v, num_chunks, back),
-                       src=step(x.src, v), dst=step(x.dst, v))
+        """The send (its range within one block) translated by v (by -v with `back`)."""
+        return self._images([x], self.permutation(v, back), self.block(num_chunks))[0]
 
     def unfold(self, sends, num_chunks: int) -> tuple:
         """Every translate of every send: what the representatives' sends stand for."""
-        return tuple(self.image(x, v, num_chunks) if v else x
-                     for v in self.elements for x in sends)
+        size, out = self.block(num_chunks), []
+        for v in self.elements:
+            out += self._images(sends, self.permutation(v), size) if v else sends
+        return tuple(out)
 
     def normalised(self, sends, num_chunks: int) -> tuple:
         """The same sends' orbits, each written by its member into a representative."""
-        out = []
+        size, out, perms = self.block(num_chunks), [], {}
         for x in sends:
-            _, v = self.split(x.dst)
-            out.append(self.image(x, v, num_chunks, back=True) if v else x)
+            v = self.split(x.dst)[1]
+            if v and v not in perms:
+                perms[v] = self.permutation(v, back=True)
+            out.append(self._images([x], perms[v], size)[0] if v else x)
         return tuple(out)
 
     def fold(self, sends, num_chunks: int) -> tuple | None:
         """The sends into representatives, if H maps `sends` (a set, ranges within
         blocks) onto itself; else None. Checked on the generators: O(sends x axes)."""
-        have = set(sends)
+        have, size = set(sends), self.block(num_chunks)
         for axis in self.axes:
             if self.dims[axis] == 1:
                 continue
-            unit = self._grid._weights[axis]
-            if any(self.image(x, unit, num_chunks) not in have for x in sends):
+            perm = self.permutation(self._grid._weights[axis])
+            if any(y not in have for y in self._images(sends, perm, size)):
                 return None
-        return tuple(x for x in sends if self.split(x.dst)[1] == 0)
+        return tuple(x for x in sends if self._parts[1][x.dst] == 0)
 
     def link_orbit(self, a: int, b: int) -> tuple[int, int]:
         """The link of (a, b)'s orbit that enters a representative."""
