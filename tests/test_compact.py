@@ -10,6 +10,7 @@ a translate), a group's load that only the translates of the listed sends reveal
 
 import copy
 import json
+import re
 from collections import Counter
 
 import pytest
@@ -555,8 +556,19 @@ def test_export_spells_every_rank_out_and_refuses_past_its_cap(written, monkeypa
     assert not (tmp_path / "no.xml").exists()
 
 
-def test_draw_shows_the_representatives(written, tmp_path):
-    out = synth_main("draw", written, "-o", tmp_path / "ag.svg")
+def test_draw_spells_a_small_schedule_out_and_a_big_one_not(written, tmp_path,
+                                                           monkeypatch):
+    out = synth_main("draw", written, "-o", tmp_path / "all.svg")
     assert out.returncode == 0, out.stderr
-    svg = (tmp_path / "ag.svg").read_text()
-    assert "written once per orbit" in svg and "into rank 0 are drawn" in svg
+    svg = " ".join((tmp_path / "all.svg").read_text().split())
+    assert "written once per orbit" in svg and "drawn spelled out for every rank" in svg
+    import synth.pictures.schedule
+    monkeypatch.setattr(synth.pictures.schedule, "DRAWN_UNFOLDED", 479)  # 480 sends
+    out = synth_main("draw", written, "-o", tmp_path / "reps.svg")
+    assert out.returncode == 0, out.stderr
+    svg = " ".join((tmp_path / "reps.svg").read_text().split())
+    assert "only the sends into rank 0 are drawn" in svg
+    # the arrows' labels: rank 0's receives only, against every rank's spelled out
+    labels = [len(re.findall(r'class="[^"]*\bload\b', (tmp_path / f).read_text()))
+              for f in ("reps.svg", "all.svg")]
+    assert 0 < labels[0] < labels[1]

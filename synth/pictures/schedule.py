@@ -38,6 +38,9 @@ from synth.topology.linkmodel import LinkModel
 
 COLOR_MODES = ("chunk", "origin")
 MAX_PANELS = 64  # steps drawn at most; a longer schedule shows its first ones
+# a schedule written once per orbit (version 4) is drawn spelled out up to this many
+# sends, past it as the sends into its representatives
+DRAWN_UNFOLDED = 100_000
 PANEL_AREA = 75_000_000  # square points the panel grid may fill: 4 x a 60-inch square
 
 
@@ -78,7 +81,10 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
     a cell (node slot{i}_{t}, class "slot") labelled b where batch b runs program step i
     in step t.
     """
-    switched = schedule.in_network
+    switched, orbits = schedule.in_network, schedule.symmetry
+    if orbits is not None and orbits.order * sum(len(s.sends) for s in schedule.steps) \
+            <= DRAWN_UNFOLDED:
+        schedule = schedule.unfolded()
     schedule = schedule.as_sends()  # a switch operation: its sends, link by link
     if color not in COLOR_MODES:
         raise BadInput(f"unknown colouring '{color}' (expected chunk or origin)")
@@ -157,14 +163,14 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
             f"program, drawn once (batch 0; loads "
             f"and rounds of one batch alone); batch b moves chunk + b x {pipe.stride} and "
             "runs program step i in step b + i, as the timeline below shows") + "</font>")
-    if schedule.symmetry is not None:
-        orbits = schedule.symmetry
+    if orbits is not None:
         reps = orbits.representatives
+        drawn = ("drawn spelled out for every rank" if schedule.symmetry is None else
+                 f"only the sends into rank{'s' if len(reps) > 1 else ''} {_few(reps)} are "
+                 "drawn (loads: those of every link of their orbits)")
         lines.append("<font point-size='11'>" + _html(
-            f"written once per orbit (version 4): only the sends into rank"
-            f"{'s' if len(reps) > 1 else ''} {_few(reps)} are drawn; every rank does "
-            f"the same, translated along dims {list(orbits.dims)}, axes "
-            f"{list(orbits.axes)} (loads: those of every link of the orbit)") + "</font>")
+            f"written once per orbit (version 4): every rank does the same, translated "
+            f"along dims {list(orbits.dims)}, axes {list(orbits.axes)}; {drawn}") + "</font>")
     if switched:
         lines.append("<font point-size='11'>" + _html(
             "switch operations (version 3) are drawn as the sends they stand for: link "

@@ -1026,10 +1026,10 @@ def _check_orbit_post(s, grp, state, spans, cuts):
     no one."""
     _, pre_kind, post_kind = _TABLE[s.collective]
     everyone = (1 << s.n) - 1
-    reps = grp.representatives()
+    reps, elements = grp.representatives(), grp.elements()
     block = grp.block
     for lo, hi in spans:
-        b, elements = lo // block, grp.elements()
+        b = lo // block
         pieces = cuts[bisect_left(cuts, lo):bisect_left(cuts, hi)]
         for v in elements:
             shift = (grp.move_block(b, v) - b) * block
