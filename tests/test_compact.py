@@ -22,7 +22,7 @@ from synth.construct.greedy import build
 from synth.predict.timing import prices, schedule_lines
 from synth.schedule.cost import schedule_cost
 from synth.schedule.file import schedule_from_dict, schedule_json, schedule_to_dict
-from synth.schedule.transform import refine
+from synth.schedule.transform import refine, reverse_schedule
 from synth.schedule.verify import MalformedSchedule, ScheduleInvalid, verify_schedule
 from synth.topology.catalog import resolve
 from synth.search.pareto import Limits
@@ -554,6 +554,26 @@ def test_export_spells_every_rank_out_and_refuses_past_its_cap(written, monkeypa
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
     assert "written once per orbit of 16 ranks" in out.stderr and "480 of them" in out.stderr
     assert not (tmp_path / "no.xml").exists()
+
+
+def test_synth_run_spells_a_compact_schedule_out_and_matches_torch(tmp_path):
+    """The documented ring allgather and its reversal (a reducescatter: each reversed
+    send moved back into rank 0) run by torch.distributed workers, every rank's sends
+    spelled out: torch's numbers."""
+    from tests.test_runner import run_in_one_spawn
+
+    allgather = schedule_from_dict(ring_allgather())
+    reducescatter = reverse_schedule(allgather, allgather.model)
+    assert reducescatter.symmetry is not None
+    assert {x.dst for s in reducescatter.steps for x in s.sends} == {0}
+    paths = [tmp_path / "ag.json", tmp_path / "rs.json"]
+    paths[0].write_text(json.dumps(ring_allgather()))
+    paths[1].write_text(schedule_json(schedule_to_dict(reducescatter)))
+    for path in paths:
+        verify_schedule(json.loads(path.read_text()))
+    reports = run_in_one_spawn(paths, tmp_path)
+    assert [(r["collective"], r["correct"], r["mismatches"]) for r in reports] == \
+        [("allgather", True, {}), ("reducescatter", True, {})]
 
 
 def test_draw_spells_a_small_schedule_out_and_a_big_one_not(written, tmp_path,
