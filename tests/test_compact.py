@@ -576,6 +576,16 @@ def test_synth_run_spells_a_compact_schedule_out_and_matches_torch(tmp_path):
         [("allgather", True, {}), ("reducescatter", True, {})]
 
 
+def test_synth_run_refuses_past_its_cap_before_starting_workers(tmp_path, monkeypatch):
+    import synth.run.distributed
+    path = tmp_path / "ag.json"
+    path.write_text(json.dumps(ring_allgather()))
+    monkeypatch.setattr(synth.run.distributed, "MAX_UNFOLDED_SENDS", 11)  # 12 spelled out
+    out = synth_main("run", path, "--size", "4KB", "--iters", "1")
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+    assert "synth run needs every rank's sends spelled out, 12 of them" in out.stderr
+
+
 def test_draw_spells_a_small_schedule_out_and_a_big_one_not(written, tmp_path,
                                                            monkeypatch):
     out = synth_main("draw", written, "-o", tmp_path / "all.svg")
