@@ -32,7 +32,8 @@ import time
 from pathlib import Path
 
 from bench_readme import run
-from bench_scale import machine, snapshot
+from bench_scale import REPO, committed, machine, snapshot
+from machine import recorded_machine  # bench/machine.py
 
 HERE = Path(__file__).resolve().parent
 GOAL_SECONDS, GOAL_MB = 30.0, 1024.0
@@ -111,11 +112,15 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     stamp = time.strftime("%Y-%m-%d", time.gmtime())
     out = Path(args.out or HERE / "results" / f"export-{stamp}")
-    doc = {"topology": args.topo, "limit": args.limit, "machine": machine(),
+    doc = {"topology": args.topo, "limit": args.limit,
            "command": "python3 bench/bench_export.py " + " ".join(argv or sys.argv[1:]),
            "runs": []}
     with tempfile.TemporaryDirectory() as new_dir, tempfile.TemporaryDirectory() as old_dir:
         doc["new"] = snapshot(Path(new_dir))
+        recorded = recorded_machine(REPO, "bench_export", True, committed(doc["new"]))
+        if recorded is None:
+            return 2
+        doc["machine"] = machine(recorded)
         doc["old"] = snapshot(Path(old_dir), args.baseline)
         for label, code in (("old", old_dir), ("new", new_dir)):
             with tempfile.TemporaryDirectory(prefix="synth-export-bench-") as work:

@@ -62,7 +62,8 @@ import time
 from pathlib import Path
 
 from bench_readme import run
-from bench_scale import _cmd, machine, snapshot
+from bench_scale import REPO, _cmd, committed, machine, snapshot
+from machine import recorded_machine  # bench/machine.py
 
 HERE = Path(__file__).resolve().parent
 
@@ -335,9 +336,13 @@ def main(argv=None) -> int:
 
     code_dir = Path(tempfile.mkdtemp(prefix="synth-frontier-code-"))
     try:
+        code = snapshot(code_dir)
+        recorded = recorded_machine(REPO, "bench_frontier", True, committed(code))
+        if recorded is None:
+            return 2
         doc = {"benchmark": "frontier", "argv": argv,
                "command": shlex.join(["python", "bench/bench_frontier.py", *argv]),
-               "machine": machine(), "code": snapshot(code_dir), "sizes": SIZES,
+               "machine": machine(recorded), "code": code, "sizes": SIZES,
                "time_limit": args.time_limit, "grace": GRACE, "rel_tol": REL_TOL,
                "load_start": os.getloadavg()[0], "runs": []}
         print(f"frontier benchmark: {len(jobs)} jobs, one at a time; time limit "

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from machine import cpu_name, memory_gib  # bench/machine.py
+from machine import recorded_machine  # bench/machine.py
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -61,12 +60,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="PREFIX for PREFIX.json and PREFIX.md")
     args = ap.parse_args()
-    date = subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, cwd=HERE.parent).stdout.strip()
+    machine = recorded_machine(HERE.parent, "bench_import", bool(args.out))
+    if machine is None:
+        return 2
+    date = machine["date"] = subprocess.run(["date", "-u"], capture_output=True,
+                                            text=True).stdout.strip()
+    commit = machine["commit"]
     rows = [measure(p) for p in sorted(FIXTURES.iterdir()) if p.suffix in (".xml", ".txt")]
-    machine = {"date": date, "cpu": cpu_name(), "memory_gib": memory_gib(),
-               "python": platform.python_version(), "commit": commit}
     slowest = max(r["first_s"] for r in rows)
     lines = [f"# Topology import, {date}", "",
              f"`python3 bench/bench_import.py`, commit {commit}, {machine['cpu']}, "

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import subprocess
 import sys
 import tempfile
@@ -27,7 +26,7 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
-from machine import cpu_name, memory_gib  # bench/machine.py
+from machine import recorded_machine  # bench/machine.py
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -136,9 +135,11 @@ def main() -> int:
     ap.add_argument("--out", help="PREFIX for PREFIX.json and PREFIX.md")
     ap.add_argument("--time-limit", type=float, default=60.0)
     args = ap.parse_args()
+    machine = recorded_machine(REPO, "bench_in_network", bool(args.out))
+    if machine is None:
+        return 2
     date = subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, cwd=REPO).stdout.strip()
+    commit = machine["commit"]
     with tempfile.TemporaryDirectory() as tmp:
         plain_file = Path(tmp) / "dgxh100-no-nvls.yaml"
         text = (REPO / "topologies" / "dgxh100.yaml").read_text()
@@ -161,8 +162,8 @@ def main() -> int:
     speedup = nv["best_nvls"]["algbw_1gb"] / pl["best_plain"]["algbw_1gb"]
     within = nv["nvls_64_batches"]
     lines = [f"# In-network reduction (NVLS), {date}", "",
-             f"`python3 bench/bench_in_network.py`, commit {commit}, {cpu_name()}, "
-             f"{memory_gib()} GiB, Python {platform.python_version()}; `synth allreduce "
+             f"`python3 bench/bench_in_network.py`, commit {commit}, {machine['cpu']}, "
+             f"{machine['memory_gib']} GiB, Python {machine['python']}; `synth allreduce "
              f"--time-limit {args.time_limit:g}` in a child process, the two runs one after "
              "the other.", "",
              "## Goals (issue 18)", "",

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import resource
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from machine import cpu_name, memory_gib  # bench/machine.py
+from machine import recorded_machine  # bench/machine.py
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -38,13 +37,15 @@ def main() -> int:
     ap.add_argument("--out", help="PREFIX for PREFIX.json and PREFIX.md")
     ap.add_argument("--time-limit", type=float, default=300.0)
     args = ap.parse_args()
+    machine = recorded_machine(REPO, "bench_plan", bool(args.out))
+    if machine is None:
+        return 2
     sys.path.insert(0, str(REPO))
     from synth.export.msccl_sim import check_msccl_xml
     from synth.export.mscclpp_sim import check_mscclpp_plan
 
     date = subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, cwd=REPO).stdout.strip()
+    commit = machine["commit"]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "plan"
         start = time.perf_counter()
@@ -82,9 +83,10 @@ def main() -> int:
     hardware = step["nccl_overlapped"] / (step["plan_overlapped"] + extra)
     faster = all(o["overlapped_us"] < o["sequential_us"] for o in pairs) and pairs
     lines = [f"# synth plan, {date}", "",
-             f"`python3 bench/bench_plan.py`, commit {commit}, {cpu_name()}, {memory_gib()} "
-             f"GiB, Python {platform.python_version()}; `synth plan {WORKLOAD} --topo "
-             f"{TOPOLOGY} --time-limit {args.time_limit:g}` in a child process.", "",
+             f"`python3 bench/bench_plan.py`, commit {commit}, {machine['cpu']}, "
+             f"{machine['memory_gib']} GiB, Python {machine['python']}; `synth plan "
+             f"{WORKLOAD} --topo {TOPOLOGY} --time-limit {args.time_limit:g}` in a child "
+             "process.", "",
              "## Goals (issue 19)", "",
              f"- planned in at most 5 minutes on 2 cores: **{'met' if wall <= 300 else 'missed'}"
              f"** ({wall:.1f} s wall, synth's own {doc['seconds']} s, peak {peak_gb:.2f} GB)",

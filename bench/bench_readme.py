@@ -37,7 +37,8 @@ import threading
 import time
 from pathlib import Path
 
-from bench_scale import REPO, _die_with_parent, child_env, machine, snapshot
+from bench_scale import REPO, _die_with_parent, child_env, committed, machine, snapshot
+from machine import recorded_machine  # bench/machine.py
 
 SCCL_DGX1_ALLGATHER = 23.3  # seconds, SCCL on this kind of machine (the reliability issue)
 
@@ -191,7 +192,11 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="synth-bench-readme-") as tmp:
         code = Path(tmp) / "code"
         code.mkdir()
-        doc = {"machine": machine(), "code": snapshot(code)}
+        snap = snapshot(code)
+        recorded = recorded_machine(REPO, "bench_readme", True, committed(snap))
+        if recorded is None:
+            return 2
+        doc = {"machine": machine(recorded), "code": snap}
         work = Path(tmp) / "work"
         work.mkdir()
         doc["results"] = measure(code, work)

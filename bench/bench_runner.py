@@ -13,36 +13,36 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from machine import cpu_name  # bench/machine.py
+from machine import recorded_machine  # bench/machine.py
 
+REPO = Path(__file__).resolve().parent.parent
 JOBS = [("dgx1", "allgather"), ("dgx1", "allreduce")]
 
 
-def machine() -> dict:
+def machine(recorded: dict) -> dict:
     import os
 
     import torch
 
-    return {"cpu": cpu_name(), "cores": os.cpu_count(), "python": platform.python_version(),
-            "torch": torch.__version__,
-            "date": subprocess.run(["date"], capture_output=True, text=True).stdout.strip(),
-            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"],
-                                     capture_output=True, text=True).stdout.strip()}
+    return {**recorded, "cores": os.cpu_count(), "torch": torch.__version__,
+            "date": subprocess.run(["date"], capture_output=True, text=True).stdout.strip()}
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1MB,64MB")
     parser.add_argument("--iters", type=int, default=5)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    recorded = recorded_machine(REPO, "bench_runner", True)
+    if recorded is None:
+        return 2
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for topo, name in JOBS:
@@ -69,7 +69,7 @@ def main() -> None:
                     print(f"{path.stem:28} {size:>6}  synth {report['synth_us']:10.0f} us  "
                           f"torch {report['torch_us']:10.0f} us  "
                           f"ratio {rows[-1]['synth_over_torch']:.2f}", flush=True)
-    info = machine()
+    info = machine(recorded)
     stem = args.out or f"bench/results/runner-{time.strftime('%Y-%m-%d')}"
     Path(stem + ".json").write_text(json.dumps({"machine": info, "rows": rows}, indent=1))
     lines = [f"# Runner benchmark, {info['date']}", "",
@@ -83,7 +83,8 @@ def main() -> None:
                      f"| {r['torch_reference']} | {r['synth_over_torch']:.2f} | {r['correct']} |")
     Path(stem + ".md").write_text("\n".join(lines) + "\n")
     print(f"wrote {stem}.md and .json")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

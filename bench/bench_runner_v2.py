@@ -30,18 +30,17 @@ PYTHONPATH, so that edits made meanwhile do not leak in):
    32 processes (on 2 cores: slow; a smaller size and one iteration are the default).
 
 It writes NAME.json and NAME.md (default bench/results/runner-v2-DATE) with the machine,
-the date, the commit, the files of synth/ that differ from it, and the load average
-before and after (the machine is shared: other people's jobs slow every number alike).
+the date, the commit, the files that differ from it (refused outside the snapshots'
+paths), each snapshot's content hash, and the load average before and after (the
+machine is shared: other people's jobs slow every number alike).
 It asserts no time; it exits 1 if a run failed or a result differed from torch's.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -51,7 +50,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from machine import cpu_name  # bench/machine.py
+from machine import Snapshot, content_sha256, recorded_machine  # bench/machine.py
 
 REPO = Path(__file__).resolve().parent.parent
 CODE_PATHS = ["synth", "topologies", "pyproject.toml"]
@@ -76,15 +75,13 @@ def snapshot(kind: str, into: Path) -> dict:
                                 ignore=shutil.ignore_patterns("__pycache__"))
             else:
                 shutil.copy2(source, into / path)
-    digest = hashlib.sha256()
-    for f in sorted((into / "synth").rglob("*.py")):
-        digest.update(f.relative_to(into).as_posix().encode() + b"\0" + f.read_bytes())
+    sha256 = content_sha256(into)
     found = subprocess.run([sys.executable, "-c", "import synth; print(synth.__file__)"],
                            env=child_env(into), cwd=into, capture_output=True, text=True,
                            check=True).stdout.strip()
     if not Path(found).resolve().is_relative_to(into.resolve()):
         raise SystemExit(f"children would import synth from {found}, not {into}")
-    return {"code": kind, "synth_sha256": digest.hexdigest()[:12]}
+    return {"code": kind, "sha256": sha256}
 
 
 def child_env(code: Path, omp1: bool = False) -> dict:
@@ -172,18 +169,22 @@ def main() -> int:
     args = parser.parse_args()
     import torch
 
-    info = {"cpu": cpu_name(), "cores": os.cpu_count(), "python": platform.python_version(),
-            "torch": torch.__version__, "date": _cmd("date"),
-            "commit": _cmd("git", "rev-parse", "--short", "HEAD"),
-            "uncommitted": _cmd("git", "status", "--porcelain", "synth").splitlines(),
-            "load_start": round(os.getloadavg()[0], 2)}
+    load_start = round(os.getloadavg()[0], 2)
     rows, failed = [], 0
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         variants = args.code.split(",")
         kinds = {v.removesuffix("-omp1") for v in variants}
         codes = {kind: tmp / f"code-{kind}" for kind in sorted(kinds)}
-        info["codes"] = [snapshot(kind, path) for kind, path in codes.items()]
+        snaps = [snapshot(kind, path) for kind, path in codes.items()]
+        # the copy that may differ from HEAD is the one the record must name by its hash
+        named = next((c for c in snaps if c["code"] != "head"), snaps[0])
+        recorded = recorded_machine(REPO, "bench_runner_v2", True, Snapshot(
+            tuple(CODE_PATHS), named["sha256"], committed=named["code"] == "head"))
+        if recorded is None:
+            return 2
+        info = {**recorded, "cores": os.cpu_count(), "torch": torch.__version__,
+                "date": _cmd("date"), "load_start": load_start, "codes": snaps}
         builder = codes.get("worktree", next(iter(codes.values())))
         sys.path.insert(0, str(builder))  # build the pipelined files with that code too
         files = [(best_point(builder, "dgx1", tmp / "frontier"), args.size, args.iters)]
@@ -232,9 +233,9 @@ def render(info: dict, args, rows: list) -> str:
              f"{info['torch']}; commit {info['commit']}; 1-minute load average "
              f"{info['load_start']} at the start, {info['load_end']} at the end (8 of it is "
              "ours while a run goes on).", "",
-             "Code: " + "; ".join(f"{c['code']} (synth/ sha256 {c['synth_sha256']})"
-                                  for c in info["codes"])
-             + (f"; uncommitted in synth/ at the start: {', '.join(info['uncommitted'])}"
+             "Code: " + "; ".join(f"{c['code']} (sha256 of {', '.join(CODE_PATHS)}: "
+                                  f"{c['sha256']})" for c in info["codes"])
+             + (f"; uncommitted at the start: {', '.join(info['uncommitted'])}"
                 if info["uncommitted"] else "") + ".", "",
              "Seconds per run: the mean of the timed iterations after a warm-up; synth's "
              "schedule and torch's all_reduce timed in the same 8 processes, one after the "

@@ -88,7 +88,7 @@ import threading
 import time
 from pathlib import Path
 
-from machine import cpu_name, memory_gib, version  # bench/machine.py
+from machine import Snapshot, content_sha256, recorded_machine, version  # bench/machine.py
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -196,6 +196,7 @@ def snapshot(into: Path, rev: str = "HEAD") -> dict:
     archive = subprocess.run(["git", "archive", full, *CODE_PATHS], cwd=REPO,
                              capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    sha256 = content_sha256(into)
     # compile once here, so that the first run does not pay for it
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(into / "synth")],
                    check=True)
@@ -208,7 +209,13 @@ def snapshot(into: Path, rev: str = "HEAD") -> dict:
     label = "committed HEAD" if rev == "HEAD" else "commit"
     return {"commit": commit, "rev": rev, "subject": subject,
             "what": f"{label} {commit} (git archive {rev} {' '.join(CODE_PATHS)})",
-            "imported_from": found}
+            "imported_from": found, "sha256": sha256}
+
+
+def committed(code: dict) -> Snapshot:
+    """What recorded_machine needs to know of a snapshot() of HEAD: the code measured is
+    the commit's, whatever the working tree holds under CODE_PATHS."""
+    return Snapshot(tuple(CODE_PATHS), code["sha256"], committed=True)
 
 
 def child_env(code_dir: Path, cache_dir: Path | None = None) -> dict:
@@ -225,7 +232,9 @@ def child_env(code_dir: Path, cache_dir: Path | None = None) -> dict:
 
 # --- the machine -----------------------------------------------------------------
 
-def machine() -> dict:
+def machine(recorded: dict) -> dict:
+    """recorded_machine's fields (bench/machine.py) with the cores, OS and solver
+    versions; the date as `date -u` prints it."""
     os_name = platform.platform()
     try:
         for line in Path("/etc/os-release").read_text().splitlines():
@@ -233,20 +242,18 @@ def machine() -> dict:
                 os_name = f"{line.split('=', 1)[1].strip(chr(34))} ({platform.platform()})"
     except OSError:
         pass
-    dirty = _cmd("git", "status", "--porcelain", "synth", "topologies").splitlines()
     return {
-        "cpu": cpu_name(),
+        **recorded,
         "cores": os.cpu_count(),
         "cores_usable": len(os.sched_getaffinity(0)),
-        "memory_gib": memory_gib(),
         "os": os_name,
-        "python": platform.python_version(),
         "ortools": version("ortools"),
         "z3": version("z3"),
         "networkx": version("networkx"),
         "date": _cmd("date", "-u"),
-        "git_commit": _cmd("git", "rev-parse", "--short", "HEAD") or "unknown",
-        "git_uncommitted_code": dirty,  # not measured: the snapshot is HEAD
+        "git_commit": recorded["commit"],
+        # not measured where the code is a snapshot of HEAD
+        "git_uncommitted_code": recorded["uncommitted"],
     }
 
 
@@ -612,7 +619,7 @@ def markdown(doc: dict) -> str:
              if x is not None]
     lines += ["- Solver cache: every child started with an empty SYNTH_CACHE_DIR of its "
               "own (cold runs; nothing answered from ~/.cache/synth)",
-              "- Uncommitted changes under synth/ and topologies/ at the start (not "
+              "- Uncommitted changes in the snapshot's paths at the start (not "
               "measured): " + (", ".join(m["git_uncommitted_code"]) or "none"),
               f"- Load average (1 min) at the start {doc['load_start']:.2f}, at the end "
               f"{doc.get('load_end', 0):.2f}"
@@ -934,8 +941,12 @@ def main(argv=None) -> int:
     code_dir = Path(tempfile.mkdtemp(prefix="synth-scale-code-"))
     base_dir = Path(tempfile.mkdtemp(prefix="synth-scale-base-")) if args.baseline else None
     try:
-        doc = {"benchmark": "scale", "argv": argv, "machine": machine(),
-               "code": snapshot(code_dir), "time_limit": time_limit,
+        code = snapshot(code_dir)
+        recorded = recorded_machine(REPO, "bench_scale", True, committed(code))
+        if recorded is None:
+            return 2
+        doc = {"benchmark": "scale", "argv": argv, "machine": machine(recorded),
+               "code": code, "time_limit": time_limit,
                "exact_time_limit": min(EXACT_TIME_LIMIT, time_limit), "grace": GRACE,
                "max_rss_mb": args.max_rss_mb,
                "baseline": snapshot(base_dir, args.baseline) if base_dir else None,

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import multiprocessing as mp
 import os
@@ -38,7 +37,7 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
-from machine import cpu_name, memory_gib, version  # bench/machine.py
+from machine import Snapshot, content_sha256, recorded_machine, version  # bench/machine.py
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -217,11 +216,7 @@ def snapshot(kind: str, into: Path) -> dict:
                             ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         what = (f"working tree at the start, on top of {commit}, including uncommitted "
                 f"changes")
-    digest = hashlib.sha256()
-    for f in sorted(p for p in into.rglob("*") if p.is_file()):
-        digest.update(str(f.relative_to(into)).encode() + b"\0" + f.read_bytes())
-    return {"kind": kind, "what": what, "commit": commit,
-            "sha256": digest.hexdigest()[:16]}
+    return {"kind": kind, "what": what, "commit": commit, "sha256": content_sha256(into)}
 
 
 # --- the machine -----------------------------------------------------------------
@@ -234,23 +229,21 @@ def _cmd(*args) -> str:
         return ""
 
 
-def machine() -> dict:
-    dirty = [line[3:] for line in _cmd("git", "status", "--porcelain").splitlines()
-             if line[3:].startswith(("synth/", "topologies/"))]
+def machine(recorded: dict) -> dict:
+    """recorded_machine's fields (bench/machine.py) with the cores, OS and solver
+    versions; the date as `date` prints it."""
     return {
-        "cpu": cpu_name(),
+        **recorded,
         "cores": os.cpu_count(),
         "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
         else os.cpu_count(),
-        "memory_gib": memory_gib(),
         "os": platform.platform(),
-        "python": platform.python_version(),
         "ortools": version("ortools"),
         "z3": version("z3"),
         "date": _cmd("date"),
-        "git_commit": _cmd("git", "rev-parse", "--short", "HEAD") or "unknown",
+        "git_commit": recorded["commit"],
         # others edit synth/ while benchmarks run: the commit alone may not be the code
-        "git_uncommitted_code": dirty,
+        "git_uncommitted_code": recorded["uncommitted"],
     }
 
 
@@ -538,8 +531,13 @@ def main(argv=None) -> int:
 
 
 def _run(args, argv, jobs, configs, out, md, js, code_dir: Path) -> int:
-    doc = {"benchmark": "synthesis", "argv": argv, "machine": machine(),
-           "code": snapshot(args.code, code_dir),
+    code = snapshot(args.code, code_dir)
+    recorded = recorded_machine(REPO, "bench_synthesis", True, Snapshot(
+        CODE_PATHS, code["sha256"], committed=code["kind"] == "head"))
+    if recorded is None:
+        return 2
+    doc = {"benchmark": "synthesis", "argv": argv, "machine": machine(recorded),
+           "code": code,
            "time_limit": args.time_limit, "z3_cap": Z3_CAP, "configs": configs,
            "config_meaning": {c: {"backend": CONFIGS[c][0], "workers": CONFIGS[c][1]}
                               for c in configs},

@@ -23,7 +23,7 @@ a deadline of T seconds (default 300). Recorded per job:
   many distinct).
 
 Jobs run one at a time, in this process, on the working tree's code (the commit is
-recorded; a dirty tree says so). This is a benchmark, not a test: it asserts nothing.
+recorded; a tree with uncommitted changes is refused). This is a benchmark, not a test: it asserts nothing.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.bench_scale import machine  # noqa: E402
+from bench.machine import recorded_machine  # noqa: E402
 from synth.bounds import bounds  # noqa: E402
 from synth.construct.tree_schedules import (steady_rounds_per_chunk,  # noqa: E402
                                             tree_search)
@@ -126,11 +127,12 @@ def main(argv=None) -> int:
     parser.add_argument("--scale", action="store_true",
                         help="the 128-512 GPU jobs instead")
     args = parser.parse_args(argv)
+    recorded = recorded_machine(REPO, "bench_trees", True)
+    if recorded is None:
+        return 2
     date = subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip()
     head = subprocess.run(["git", "-C", str(REPO), "log", "-1", "--format=%h %s"],
                           capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "synth"],
-                           capture_output=True, text=True).stdout.strip()
     wanted = [w for w in args.jobs.split(",") if w]
     rows = []
     for topo in AT_SCALE if args.scale else TOPOLOGIES:
@@ -145,7 +147,7 @@ def main(argv=None) -> int:
                   f"{r.get('best_over_bound', float('nan')):.4f}, {r['stopped']}",
                   flush=True)
     exact = sum(1 for r in rows if r.get("at_bound"))
-    doc = {"date": date, "machine": machine(), "code": head + (" (dirty)" if dirty else ""),
+    doc = {"date": date, "machine": machine(recorded), "code": head,
            "command": "python bench/bench_trees.py " + shlex.join(argv or sys.argv[1:]),
            "seconds": args.seconds, "rows": rows,
            "summary": f"{len(rows)} jobs; steady state exactly at the bound in {exact}; "

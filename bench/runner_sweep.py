@@ -23,15 +23,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from machine import cpu_name  # bench/machine.py
+from machine import recorded_machine  # bench/machine.py
 
+REPO = Path(__file__).resolve().parent.parent
 TOPOLOGIES = {
     "ring:4": ["allgather", "reducescatter", "allreduce", "broadcast", "reduce", "gather",
                "scatter", "alltoall"],
@@ -72,6 +72,9 @@ def main() -> int:
                         help="seconds for each frontier's synthesis")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    recorded = recorded_machine(REPO, "runner_sweep", True)
+    if recorded is None:
+        return 2
     rows, failed = [], 0
     with tempfile.TemporaryDirectory() as tmp:
         for topo in args.topos.split(","):
@@ -92,10 +95,8 @@ def main() -> int:
                                      "error": "" if ok else out.stderr.strip()[-500:]})
                         print(f"{topo:7} {Path(path).stem:28} {size:>6}  "
                               f"{'ok' if ok else 'FAILED'}  {wall:5.1f} s", flush=True)
-    info = {"cpu": cpu_name(), "cores": os.cpu_count(), "python": platform.python_version(),
-            "date": subprocess.run(["date"], capture_output=True, text=True).stdout.strip(),
-            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"],
-                                     capture_output=True, text=True).stdout.strip()}
+    info = {**recorded, "cores": os.cpu_count(),
+            "date": subprocess.run(["date"], capture_output=True, text=True).stdout.strip()}
     stem = args.out or f"bench/results/runner-sweep-{time.strftime('%Y-%m-%d')}"
     Path(stem + ".json").write_text(json.dumps({"machine": info, "rows": rows}, indent=1))
     lines = [f"# Runner sweep, {info['date']}", "",

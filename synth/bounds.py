@@ -41,6 +41,7 @@ import networkx as nx
 from synth.schedule.collectives import Collective, make_collective
 from synth.topology.linkmodel import LinkModel, Lowering, rank_graph
 from synth.topology.physical import Topology
+from synth.topology.symmetry import translations_of
 
 NOTES = {
     "allreduce": "2(N-1) transfers per chunk over the links, a buffer across the "
@@ -182,10 +183,13 @@ def bandwidth_bound_shares(lowering: Lowering, name: str, root: int | None = Non
     graph, gpus = _unit_graph(lowering)
     reverse = graph.reverse(copy=True)
     root_name = gpus[root] if root is not None else None
+    # the generators' shifts, when they are symmetries of the links, map every GPU onto
+    # every other (and the reversed graph's too)
+    one_orbit = translations_of(lowering.model, topo.translations) is not None
     if name == "allgather":
-        return _all_sinks(graph, gpus, clock)
+        return _all_sinks(graph, gpus, clock, one_orbit)
     if name == "reducescatter":
-        return _all_sinks(reverse, gpus, clock)
+        return _all_sinks(reverse, gpus, clock, one_orbit)
     if name == "allreduce":  # in shares: the buffer is N of them
         return _allreduce_rounds_per_chunk(topo, lowering, graph, gpus, clock) * len(gpus)
     if name in ("broadcast", "reduce"):
@@ -336,44 +340,19 @@ def _unit_graph(lowering: Lowering) -> tuple[nx.DiGraph, list[str]]:
     return g, topo.gpus
 
 
-def _all_sinks(graph: nx.DiGraph, gpus: list[str], clock: Clock) -> Fraction:
-    """max over S (some GPU outside) of |S n GPUs| / B+(S), trying one GPU outside per
-    class of GPUs that colour refinement cannot tell apart (_alike). Where the GPUs of
-    a class are images of each other under the graph's automorphisms (tori, rings,
-    hypercubes, alike boxes) they have the same cuts and this is the bound; elsewhere it
-    is the max over fewer sinks, a valid bound, never above the one over all."""
+def _all_sinks(graph: nx.DiGraph, gpus: list[str], clock: Clock,
+               one_orbit: bool = False) -> Fraction:
+    """max over S (some GPU outside) of |S n GPUs| / B+(S), trying each GPU outside;
+    one_orbit: the graph's automorphisms map every GPU onto every other (proven by the
+    topology's translations, synth.topology.symmetry), so all have the same cuts and
+    the first GPU alone gives the maximum."""
     worst = Fraction(0)
-    for t in [members[0] for members in _alike(graph, gpus)]:
+    for t in gpus[:1] if one_orbit else gpus:
         if worst and clock.expired():
             break
         worst = max(worst, _max_ratio_cut(graph, [g for g in gpus if g != t], t, worst,
                                           clock))
     return worst
-
-
-def _alike(graph: nx.DiGraph, gpus: list[str]) -> list[list[str]]:
-    """The GPUs in classes that colour refinement (1-dimensional Weisfeiler-Leman, with
-    the links' capacities as colours, both directions) cannot tell apart. O(rounds x E),
-    rounds at most the number of classes."""
-    gpu_set = set(gpus)
-    colour = {v: int(v in gpu_set) for v in graph}
-    classes = len(set(colour.values()))
-    while True:
-        signature = {v: (colour[v],
-                         tuple(sorted((c, colour[w]) for w, c in
-                                      ((w, d["capacity"]) for w, d in graph[v].items()))),
-                         tuple(sorted((c, colour[u]) for u, c in
-                                      ((u, d["capacity"]) for u, d in graph.pred[v].items()))))
-                     for v in graph}
-        names = {sig: i for i, sig in enumerate(sorted(set(signature.values()), key=repr))}
-        colour = {v: names[signature[v]] for v in graph}
-        if len(names) == classes:
-            break
-        classes = len(names)
-    by_colour: dict[int, list[str]] = defaultdict(list)
-    for g in gpus:
-        by_colour[colour[g]].append(g)
-    return list(by_colour.values())
 
 
 def _max_ratio_cut(graph: nx.DiGraph, sources: list[str], sink: str,

@@ -1,12 +1,45 @@
 """Every test gets its own empty solver cache: answers from other runs must not leak in.
 A small valid schedule file (schedule_file) is shared by the tests of one module; the
-frontiers of tests.shared_frontiers by the workers of one session."""
+frontiers of tests.shared_frontiers by the workers of one session.
+
+Hypothesis: no example database (a run's examples depend on its seed alone, not on
+what an earlier run on this machine found: HYPOTHESIS_PROFILE=dev keeps one locally);
+the property tests' seed is drawn once per session, or read from SYNTH_PROPERTY_SEED
+to replay a run, and printed at its end (tests/property_seed.py)."""
 
 import json
 import os
+import random
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+from tests.property_seed import VARIABLE
+
+settings.register_profile("ci", database=None)
+settings.register_profile("dev")
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_configure(config):
+    """The session's property seed, in the environment before any test module is
+    imported and before pytest-xdist starts its workers (which inherit it)."""
+    given = os.environ.get(VARIABLE)
+    if given is None:
+        os.environ[VARIABLE] = str(random.SystemRandom().randrange(1 << 32))
+    elif not given.isdigit():
+        raise pytest.UsageError(f"{VARIABLE}: expected a non-negative integer, got {given!r}")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The seed, after a run that ran a test that uses it (reports of every worker)."""
+    ran = any("test_properties.py" in getattr(report, "nodeid", "")
+              for reports in terminalreporter.stats.values() for report in reports)
+    if ran:
+        seed = os.environ[VARIABLE]
+        terminalreporter.write_line(f"property tests: seed {seed} (replay with "
+                                    f"{VARIABLE}={seed})")
 
 
 @pytest.fixture(autouse=True)

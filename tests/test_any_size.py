@@ -1,7 +1,9 @@
 """Any message size (docs/runtimes.md): how a call of any size is cut into a bulk the
 exported file runs and a tail for the runtime's own algorithm, what `synth export` says
-of it, which calls synth's MSCCL++ shim selector gives a plan, and `synth run` at odd
-sizes (1 byte, primes, 64 MiB + 3) against torch's collectives.
+of it, which calls synth's MSCCL++ shim selector gives a plan (SynthComm's, on its
+staging buffers only: with stand-ins for the mscclpp package and torch's fake process
+group, no GPU here), and `synth run` at odd sizes (1 byte, primes, 64 MiB + 3) against
+torch's collectives.
 
 Every expected bulk below is worked out by hand from the runtimes' rules: the MSCCL++
 executor runs sizes that are 16 bytes x the plan's chunks x k; MSCCL runs element
@@ -9,12 +11,15 @@ counts that are nchunksperloop x k.
 """
 
 import json
+import sys
+import types
+from types import SimpleNamespace
 
 import pytest
 
 from synth.errors import BadInput
 from synth.export import render
-from synth.export.units import unit_of
+from synth.export.units import header_of, unit_of
 from synth.run import mscclpp_shim
 from synth.run.distributed import Call
 from synth.schedule.file import write_schedule
@@ -36,6 +41,7 @@ def exported():
     of 2 chunks a share (8 in the output)."""
     ar, ag = point("ring:4", "allreduce", 4), point("ring:4", "allgather", 2)
     return {"ar-plan": render(ar, "mscclpp", inplace=True)[0],
+            "ar-plan-outofplace": render(ar, "mscclpp", name="oop")[0],
             "ag-plan": render(ag, "mscclpp")[0], "ag-xml": render(ag, "msccl-xml")[0],
             "ar-plan-2k": render(ar, "mscclpp", inplace=True, name="capped",
                                  max_bytes=2048)[0]}
@@ -74,6 +80,19 @@ def test_the_bulk_is_the_largest_part_the_file_runs(exported):
         gather.split(4 * 250_007 + 1, 1)  # not 4 equal shares
 
 
+def test_a_files_header_says_what_the_runtimes_match_calls_by(exported):
+    # what synth.run.pytorch, the shim's table and synth plan read from a file
+    ar = header_of("mscclpp", exported["ar-plan"])
+    assert (ar.collective, ar.ranks, ar.inplace, ar.unit.chunks) == ("allreduce", 4, True, 4)
+    ag = header_of("msccl-xml", exported["ag-xml"])
+    assert (ag.collective, ag.ranks, ag.inplace, ag.unit.chunks) == ("allgather", 4, False, 8)
+    assert ag.name.startswith("synth-allgather-ring:4")
+    with pytest.raises(ValueError, match="no nchunksperloop in an <algo> element"):
+        header_of("msccl-xml", exported["ag-xml"].replace("nchunksperloop", "loops"))
+    with pytest.raises(ValueError, match="KeyError: 'gpus'"):
+        header_of("mscclpp", json.dumps({"collective": "allreduce", "name": "x"}))
+
+
 def test_synth_export_says_which_sizes_the_file_runs(tmp_path):
     path = write_schedule(point("ring:4", "allreduce", 4), tmp_path / "ar.json")
     done = synth_main("export", path, "--to", "mscclpp", "--inplace", "-o",
@@ -92,11 +111,126 @@ def test_synth_export_says_which_sizes_the_file_runs(tmp_path):
                             "gives any other call to NCCL's own algorithm")
 
 
+@pytest.mark.parametrize("collective", ["gather", "scatter"])
+def test_synth_export_refuses_gather_and_scatter_xml(collective, tmp_path):
+    # msccl-executor-nccl: NCCL's API has no gather or scatter; RCCL: its ncclGather
+    # and ncclScatter count one share, a quarter of the 4 shares the file's 4 chunks
+    # (nchunksperloop) would cut on switch:4: no runtime runs the file as meant
+    from synth.construct.baselines import baselines
+    from synth.topology.catalog import resolve
+    from synth.topology.linkmodel import lower
+
+    (direct,) = baselines(lower(resolve("switch:4")), collective, 0)
+    path = write_schedule(direct.schedule, tmp_path / f"{collective}.json")
+    done = synth_main("export", path, "--to", "msccl-xml", "-o", tmp_path / "x.xml")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert f"cannot export {collective} to MSCCL XML: no runtime runs such a file" \
+        in done.stderr
+    assert not (tmp_path / "x.xml").exists()
+    # its MSCCL++ plan runs through the executor API: the executor's rule
+    done = synth_main("export", path, "--to", "mscclpp", "-o", tmp_path / "x.mscclpp.json")
+    assert done.returncode == 0 and "sizes: runs calls of k x 64 bytes" in done.stdout
+
+
 @pytest.fixture
 def shim_table(monkeypatch, tmp_path):
     monkeypatch.setattr(mscclpp_shim, "_TABLE", {})
     monkeypatch.setattr(mscclpp_shim, "_FOLDER", [tmp_path])
+    monkeypatch.setattr(mscclpp_shim, "_STAGED", {})
     return mscclpp_shim
+
+
+@pytest.fixture
+def fake_mscclpp(monkeypatch, shim_table):
+    """Stand-ins for the mscclpp package (no GPU here): its plan and algorithm records,
+    one algorithm collection builder that keeps what is registered, and RawGpuBuffer
+    as a CPU tensor of its own."""
+    import torch
+
+    registered = {"algorithms": [], "selector": None}
+
+    class Builder:
+        def add_algorithm_builder(self, algorithm):
+            registered["algorithms"].append(algorithm)
+
+        def set_algorithm_selector(self, selector):
+            registered["selector"] = selector
+
+    class RawGpuBuffer:
+        def __init__(self, nbytes):
+            self.memory = torch.zeros(nbytes, dtype=torch.uint8)
+
+        def to_dlpack(self, data_type):
+            dtype = getattr(torch, data_type.removeprefix("torch."))
+            return self.memory.view(dtype).__dlpack__()
+
+    top, ext = types.ModuleType("mscclpp"), types.ModuleType("mscclpp.ext")
+    core = types.ModuleType("mscclpp._mscclpp")
+    top.ExecutionPlan = lambda path, rank: SimpleNamespace(path=path, rank=rank)
+    top.Algorithm = lambda id, execution_plan: SimpleNamespace(id=id, plan=execution_plan)
+    top.RawGpuBuffer, top.ext, top._mscclpp = RawGpuBuffer, ext, core
+    ext.AlgorithmCollectionBuilder = Builder
+    core.CppCollectiveBufferMode = SimpleNamespace(IN_PLACE="in", OUT_OF_PLACE="out")
+    for name, module in (("mscclpp", top), ("mscclpp.ext", ext), ("mscclpp._mscclpp", core)):
+        monkeypatch.setitem(sys.modules, name, module)
+    return registered
+
+
+@pytest.fixture
+def rank_1_of_4():
+    """This process as rank 1 of 4 in torch's fake process group (whose collectives do
+    nothing), on one node."""
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", store=FakeStore(), rank=1, world_size=4)
+    yield
+    dist.destroy_process_group()
+
+
+def test_a_plan_synth_comm_refuses_is_not_registered(exported, tmp_path, fake_mscclpp,
+                                                    rank_1_of_4):
+    from synth.run.pytorch import SynthComm
+
+    path = tmp_path / "ar.mscclpp.json"
+    path.write_text(exported["ar-plan-outofplace"])
+    with pytest.raises(BadInput, match="PyTorch calls allreduce in place"):
+        SynthComm([path], via="mscclpp", ranks_per_node=4)
+    # nothing in the process's table for the selector, nothing given to the shim
+    assert mscclpp_shim._TABLE == {} and fake_mscclpp["algorithms"] == []
+
+
+def test_the_selector_gives_plans_only_calls_on_synth_comms_buffers(
+        exported, tmp_path, fake_mscclpp, rank_1_of_4):
+    import torch
+
+    from synth.run.pytorch import SynthComm
+
+    path = tmp_path / "ar.mscclpp.json"
+    path.write_text(exported["ar-plan"])  # in place, 4 chunks: k x 64 bytes
+    comm = SynthComm([path], via="mscclpp", ranks_per_node=4)
+    select = fake_mscclpp["selector"]
+    (algorithm,) = fake_mscclpp["algorithms"]
+    algorithms = {"allreduce": {algorithm.id: algorithm}}
+
+    def request(tensor, nbytes):  # what the shim asks the selector, for an in-place call
+        return SimpleNamespace(collective="allreduce", world_size=4, n_ranks_per_node=4,
+                               rank=1, message_size=nbytes, input_buffer=tensor.data_ptr(),
+                               output_buffer=tensor.data_ptr(), buffer_mode=lambda: "in")
+
+    # a gradient bucket of 1,000,003 bytes of uint8: SynthComm copies its bulk of
+    # 1,000,000 bytes into a buffer of its own and calls torch's all_reduce on it
+    bucket = torch.zeros(PRIME, dtype=torch.uint8)
+    comm.all_reduce(bucket)
+    assert comm.moved[("allreduce", "file")] == 1_000_000
+    ((raw, staged),) = comm._staging.values()
+    assert staged.nbytes == 1_000_000
+    assert select(algorithms, request(staged, 1_000_000)) is algorithm
+    # the same sizes on other tensors (another caller's all_reduce, op=MAX perhaps, or
+    # the caller's own tensor in the caching allocator) go to the shim's own
+    assert select(algorithms, request(bucket[:1_000_000], 1_000_000)) is None
+    assert select(algorithms, request(torch.zeros(1_000_000, dtype=torch.uint8),
+                                      1_000_000)) is None
 
 
 def test_the_selector_gives_a_plan_its_communicator_rank_and_sizes(exported, tmp_path,
@@ -112,7 +246,11 @@ def test_the_selector_gives_a_plan_its_communicator_rank_and_sizes(exported, tmp
     assert len(set(names)) == 3  # the collection keys plans by name: one each
     for copy, entry in world + other:  # the executor checks the file's name again
         assert json.loads(copy.read_text())["name"] == entry.name
-    chosen = shim_table.chosen
+    shim_table.stage_buffer(1 << 40, 1 << 20)  # a buffer a plan may run on
+
+    def chosen(*call):  # on that buffer
+        return shim_table.chosen(*call, 1 << 40, 1 << 40)
+
     assert chosen("allreduce", 4, 4, 1, 1_000_000, True).tag == "world"
     assert chosen("allreduce", 4, 4, 3, 1_000_000, True).tag == "other"
     assert chosen("allreduce", 4, 4, 1, PRIME, True) is None  # not cut: the shim's own

@@ -125,3 +125,29 @@ def test_alltoall_bound_sees_dgx1s_bisection():
     # single-GPU cut (7/6)
     assert bounds_of("dgx1", "alltoall").rounds_per_chunk == Fraction(8, 3)
     assert bounds_of("fc:8", "alltoall").rounds_per_chunk == 1
+
+
+def test_one_sink_stands_for_all_only_where_translations_prove_it(monkeypatch):
+    import dataclasses
+
+    import synth.bounds
+    from synth.bounds import bandwidth_bound_shares
+
+    tried = []
+    real = synth.bounds._max_ratio_cut
+
+    def counted(graph, sources, sink, *args, **kwargs):
+        tried.append(sink)
+        return real(graph, sources, sink, *args, **kwargs)
+
+    monkeypatch.setattr(synth.bounds, "_max_ratio_cut", counted)
+    # torus:4x4: the shifts are symmetries, one sink; 15 shards over 4 links in
+    assert bandwidth_bound_shares(lower_with_routes(resolve("torus:4x4")),
+                                  "allgather") == Fraction(15, 4)
+    assert tried == ["gpu0"]
+    # a 3 x 5 mesh claiming the shifts of a torus: the links refuse the claim, so every
+    # GPU is tried and the bound is the mesh's own (a corner: 14 shards over 2 links)
+    tried.clear()
+    mesh = dataclasses.replace(resolve("mesh:3x5"), translations=(3, 5))
+    assert bandwidth_bound_shares(lower_with_routes(mesh), "allgather") == 7
+    assert len(tried) == 15

@@ -122,6 +122,22 @@ def test_the_parser_reads_gpus_per_thread_and_a_list_of_algorithms():
     assert parse_log(log_text("allreduce").replace("to Ring", "to ^Tree"), "x.log").algorithm == ""
 
 
+@pytest.mark.parametrize("header, gpus, launches", [
+    ("nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 "
+     "agg iters: 1 validation: 1 graph: 0", 1, 1),
+    ("nGpus 8 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 "
+     "agg iters: 1 validation: 1 graph: 0", 8, 8),      # -g 8: 8 launches a call
+    ("nGpus 8 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 "
+     "agg iters: 1 validation: 1 graph: 20", 8, 0),     # -g 8 -G 20: a CUDA graph replays
+    ("nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 "
+     "agg iters: 1 validation: 1 graph: 1 unalign: 0", 1, 0),  # later releases add unalign
+])
+def test_the_parser_reads_the_launches_a_call_waits_for(header, gpus, launches):
+    text = log_text("allreduce").replace(HEADER[0], "# nThread 1 " + header)
+    log = parse_log(text, "x.log")
+    assert (log.gpus_per_thread, log.launches) == (gpus, launches)
+
+
 def test_the_fit_recovers_the_hosts_launch_cost_from_a_one_thread_log():
     # one thread launching 8 GPUs (-g 8): each call takes the longer of the GPU's part
     # (ring_time_us) and 8 launches of LAUNCH us, which binds below about 64 KB

@@ -16,7 +16,8 @@ import pytest
 from synth.bounds import bounds
 from synth.construct.baselines import ALGORITHMS, baselines
 from synth.frontier import default_limits, synthesize
-from synth.pictures.graphviz import hamiltonian_cycle, rank_positions, render
+from synth.pictures.graphviz import (Unreadable, drawing_inches, hamiltonian_cycle,
+                                     png_dpi, rank_positions, render)
 from synth.pictures.plots import write_plots
 from synth.pictures.schedule import panel_columns, rank_blocks, schedule_graph
 from synth.pictures.topology import topology_graph
@@ -26,6 +27,7 @@ from synth.schedule.ir import Pipeline, Schedule, Send, Step
 from synth.search.pareto import Limits
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower, lower_with_routes
+from tests.in_process import synth_main
 
 SVG = "{http://www.w3.org/2000/svg}"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -91,9 +93,16 @@ def test_one_way_links_are_arrows():
 
 
 def test_topology_png(tmp_path):
-    path = render(topology_graph(resolve("dgx2")), tmp_path / "dgx2.png")
+    """A drawing small enough is drawn at 144 dpi, at its natural size (no scaling)."""
+    graph = topology_graph(resolve("dgx2"))
+    path = render(graph, tmp_path / "dgx2.png")
     data = path.read_bytes()
     assert data.startswith(PNG_SIGNATURE) and len(data) > 20_000
+    inches = drawing_inches(graph)
+    assert max(inches) < 8192 / 144 - 1  # small enough for 144 dpi
+    width, height = png_size(data)
+    for pixels, size in zip((width, height), inches):  # + its padding, under 1 inch
+        assert 144 * size <= pixels <= 144 * (size + 1)
 
 
 def test_positions():
@@ -234,9 +243,11 @@ def test_ranges_in_matrices(tmp_path):
     assert not any(re.fullmatch(r"\d+( \d+){4,}", w) for w in words)  # no lists of chunks
 
 
-def test_big_schedules_stay_small(tmp_path):
-    """Whatever is drawn, a PNG keeps to 60 x 60 inches at 72 dpi and an SVG declares at
-    most 45 x 45 inches: about 19 megapixels either way. Past 64 ranks a panel is a
+def test_big_schedules_stay_small_and_readable(tmp_path):
+    """A big drawing's PNG is drawn at its natural size, a point a pixel at least (72
+    dpi: its 8-point text 8 pixels tall) within 8192 pixels a side and 40 megapixels
+    (png_dpi; rasterizing it takes seconds, so this checks the arithmetic on its
+    natural size); an SVG declares at most 45 x 45 inches. Past 64 ranks a panel is a
     matrix of blocks of ranks, none spanning two boxes."""
     model = lower(resolve("dgx2x8"))  # 128 ranks in 8 boxes of 16
     blocks = rank_blocks(model)
@@ -246,9 +257,12 @@ def test_big_schedules_stay_small(tmp_path):
     graph = schedule_graph(schedule)
     natural = tmp_path / "natural.svg"
     natural.write_bytes(graph.pipe(format="svg", neato_no_op=2))  # uncapped
-    assert max(svg_size(natural)) > 45 * 72  # too big: the cap has work to do
-    width, height = png_size(render(graph, tmp_path / "big.png").read_bytes())
-    assert max(width, height) <= 4320 and width * height <= 20_000_000
+    points = svg_size(natural)
+    assert max(points) > 60 * 72  # past the 4320 pixels that once made its text tiny
+    inches = drawing_inches(graph)  # without its padding, under 1 inch
+    assert all(0 <= p / 72 - x < 1 for p, x in zip(points, inches))
+    dpi = png_dpi(inches[0] + 1, inches[1] + 1)
+    assert 72 <= dpi < 144 and max(inches) * dpi <= 8192
     svg = render(graph, tmp_path / "big.svg")
     assert max(svg_size(svg)) <= 45 * 72 + 1
     assert len(svg_groups(svg, "rank")) == 0
@@ -257,14 +271,39 @@ def test_big_schedules_stay_small(tmp_path):
     assert heads[:3] == ["0-1", "2-3", "4-5"] and "126-127" in heads
 
 
-def test_long_schedules_draw_their_first_steps(tmp_path):
+def test_png_dpi_follows_the_drawing():
+    """144 dpi for a small drawing; less for a bigger one, down to 72; none past that."""
+    assert png_dpi(10, 5) == 144
+    assert png_dpi(100, 10) == pytest.approx(81.92)  # 8192 pixels a side
+    assert png_dpi(80, 80) == pytest.approx(79.06, abs=0.01)  # 40 megapixels: 6325 a side
+    assert png_dpi(113, 10) == pytest.approx(72.50, abs=0.01)  # 8192 / 113
+    assert png_dpi(114, 10) is None  # 8192 / 114 = 71.9: under a point a pixel
+    assert png_dpi(90, 90) is None  # 40 megapixels: 70.3 dpi
+
+
+def test_long_schedules_draw_their_first_steps(tmp_path, monkeypatch):
     schedule = ALGORITHMS["ring"](lower(resolve("ring:128")), "allgather", None).schedule
-    path = render(schedule_graph(schedule), tmp_path / "ring128.svg")
+    graph = schedule_graph(schedule)
+    path = render(graph, tmp_path / "ring128.svg")
     panels = len(svg_groups(path, "panel"))
     assert 1 <= panels < schedule.num_steps == 127  # as many as PANEL_AREA holds
-    caption = " ".join(t for g in svg_groups(path, "graph") for t in texts(g)[:8])
+    caption = " ".join(t for g in svg_groups(path, "graph") for t in texts(g)[:12])
     assert f"the first {panels} steps of 127 are drawn" in caption
     assert "128 ranks in 64 blocks (2 consecutive ranks each)" in caption
+    with pytest.raises(Unreadable, match="write .svg instead"):  # 125 inches a side
+        render(graph, tmp_path / "ring128.png")
+    assert not (tmp_path / "ring128.png").exists()
+    # as a PNG, `synth draw` draws fewer panels, few enough to be read (drawn here as
+    # the graph it hands to graphviz: rasterizing it takes seconds)
+    drawn = []
+    monkeypatch.setattr("synth.pictures.graphviz.render",
+                        lambda graph, out: drawn.append(graph) or out)
+    file = write_schedule(schedule, tmp_path / "ring128.json")
+    run = synth_main("draw", file, "-o", tmp_path / "ring128.png")
+    assert run.returncode == 0, run.stderr
+    fewer = drawn[0].source.count('class=panel')
+    assert 1 <= fewer < panels
+    assert png_dpi(*(x + 1 for x in drawing_inches(drawn[0]))) is not None
 
 
 # --- the command line ---------------------------------------------------------------
@@ -288,6 +327,10 @@ def test_draw_commands_and_bad_input(tmp_path):
         assert bad.returncode == 2, args
         assert bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr, bad.stderr
     assert not (tmp_path / "x.svg").exists() and not list(tmp_path.glob(".x.*"))
+    # a topology of 16 boxes cannot be a PNG whose text reads: one line, exit 2
+    big = synth_main("topo", "draw", "dgx2", "--boxes", "16", "-o", tmp_path / "big.png")
+    assert big.returncode == 2 and big.stderr.count("\n") == 1, big.stderr
+    assert "write .svg instead" in big.stderr and not (tmp_path / "big.png").exists()
 
 
 # --- plots and the report -----------------------------------------------------------
@@ -336,13 +379,15 @@ def test_report_page(tmp_path):
     parser = _Refs()
     parser.feed(page)
     images = [r for r in parser.refs if r.startswith("data:image/svg+xml;base64,")]
-    assert len(images) == 4  # frontier plot, time plot, topology, one schedule
+    assert len(images) == 5  # speed-up, frontier and time plots, topology, one schedule
     for ref in parser.refs:
         if not ref.startswith("data:"):
             assert (out / ref).is_file(), ref
     for name in ("topology.svg", "allgather-s2-r3-c2.svg", "allgather-frontier.svg",
-                 "allgather-time.svg"):
+                 "allgather-time.svg", "allgather-speedup.svg"):
         ET.parse(out / name)
+    # the speed-up against size comes first, before the tables
+    assert page.index("allgather-speedup.svg") < page.index('<table class="frontier">')
 
     bad = synth_cli("report", "allgather", "--topo", "nosuch", "-o", str(tmp_path / "r2"))
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1

@@ -59,6 +59,10 @@ def modes(name):
 
 @pytest.mark.parametrize("topo,name", CASES)
 def test_msccl_xml_of_every_frontier_schedule_runs(frontier, topo, name):
+    if name in ("gather", "scatter"):  # no runtime runs these as the file would mean
+        with pytest.raises(BadInput, match="no runtime runs such a file"):
+            to_msccl_xml(frontier(topo, name)[0])
+        return
     for schedule in frontier(topo, name):
         coll = schedule.collective
         for inplace in modes(name):

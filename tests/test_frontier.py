@@ -94,10 +94,11 @@ def test_compare_names_a_baseline_on_the_frontier():
 
 
 def test_the_baselines_are_built_even_when_the_exact_search_runs_out_of_time():
-    # hypercube:4 allgather: the exact search uses all 3 s; the packed rings still join
+    # hypercube:4 allgather: the exact search uses all 3 s; the packed rings are still
+    # built and weighed (greedy matching's points beat them here)
     result = frontier_of("hypercube:4", "allgather", time_limit=3.0)
     assert result.searches["allgather"].stopped == "out of time"
-    assert any("baseline" in p.schedule.info for p in result.points)
+    assert result.searches["baselines"].points
     assert result.searches["baselines"].stopped.endswith("on the frontier")
 
 

@@ -7,10 +7,12 @@ with one round a step, that is also a floor on the steps.
 """
 
 import json
+import time
 from fractions import Fraction
 
 import pytest
 
+from synth.construct import greedy
 from synth.construct.greedy import build, greedy_search
 from synth.schedule.file import schedule_to_dict
 from synth.schedule.verify import verify_schedule
@@ -92,16 +94,56 @@ def test_unreachable_ranks_give_no_schedule():
     assert search.points == [] and search.stopped == "some rank cannot be reached"
 
 
-def test_the_search_stops_at_the_bound_and_when_more_chunks_do_worse():
+def test_the_search_stops_at_the_bound_and_keeps_only_improvements():
     search = greedy_search(model("torus:8x8"), "allgather", None, Limits(),
                            bound=Fraction(63, 4))
     assert [p.chunks for p in search.points] == [1, 2, 4]
     assert search.stopped == "reached the bandwidth bound"
     assert search.points[-1].ratio == Fraction(63, 4)
-    # dgxh100x2: 2 rounds a chunk with 1, 1 with 2, 2 again with 4 chunks a share
-    search = greedy_search(model("dgxh100x2"), "allgather", None, Limits())
-    assert search.stopped == "4 chunks a share did worse than 2"
-    assert [(p.chunks, p.ratio) for p in search.points] == [(1, 2), (2, 1)]
+    # ring:8: 7 C chunks over 2 links in need 7 C / 2 rounds: 4 for C = 1 (whole
+    # rounds), 7 / 2 a chunk from C = 2 on; C = 4 and 8 only tie, so are not kept
+    search = greedy_search(model("ring:8"), "allgather", None, Limits())
+    assert [(p.chunks, p.ratio) for p in search.points] == [(1, 4), (2, Fraction(7, 2))]
+    assert search.stopped == "built at 1, 2, 4, 8 chunks a share"
+    # --max-chunks caps the counts tried
+    search = greedy_search(model("ring:8"), "allgather", None, Limits(max_chunks=1))
+    assert [p.chunks for p in search.points] == [1]
+
+
+def test_a_count_that_does_worse_ends_the_search(monkeypatch):
+    real = greedy.build
+
+    def build(m, name, root, chunks, deadline=None, dims=()):
+        # ring:4 with 1 chunk: 2 rounds a chunk (3 over 2 links); "2 chunks": ring:8's
+        # 1-chunk schedule, 4 rounds a chunk
+        return real(model("ring:4" if chunks == 1 else "ring:8"), name, root, 1)
+
+    monkeypatch.setattr(greedy, "build", build)
+    search = greedy_search(model("ring:4"), "allgather", None, Limits())
+    assert [p.ratio for p in search.points] == [2]
+    assert search.stopped == "2 chunks a share did worse than 1"
+
+
+def test_the_search_keeps_what_it_built_when_time_runs_out(monkeypatch):
+    real = greedy.build
+
+    def build(m, name, root, chunks, deadline=None, dims=()):
+        if chunks > 1:
+            raise greedy.OutOfTime
+        return real(m, name, root, chunks, deadline, dims)
+
+    monkeypatch.setattr(greedy, "build", build)
+    search = greedy_search(model("torus:8x8"), "allgather", None, Limits())
+    assert [p.chunks for p in search.points] == [1]
+    assert search.stopped == "out of time" and not search.complete
+
+
+def test_a_count_that_would_overrun_the_deadline_is_not_begun():
+    # torus:8x8, 1 chunk a share: 64 x 63 sends, about 0.05 s to build and verify
+    search = greedy_search(model("torus:8x8"), "allgather", None, Limits(),
+                           deadline=time.monotonic() + 0.01)
+    assert search.points == [] and not search.complete
+    assert search.stopped.startswith("out of time before 1 chunks a share: about 0.0")
 
 
 def test_translations_are_checked_against_the_links():
@@ -136,15 +178,10 @@ def test_reducescatter_and_allreduce_under_translations_verify():
         assert schedule.collective.name == name
 
 
-def test_the_search_keeps_what_it_built_when_time_runs_out():
-    search = greedy_search(model("torus:8x8"), "allgather", None, Limits(), deadline=0.0)
-    assert search.points == [] and search.stopped == "out of time" and not search.complete
-
-
 def test_the_frontier_of_a_torus_reaches_the_bound_by_greedy_matching(tmp_path):
     # the line-rate model keeps every Pareto point (cost model 2 only those fastest at
     # some size): the bandwidth-bound point must be among them
-    result = synth_main("allgather", "--topo", "torus:8x8", "--time-limit", "20",
+    result = synth_main("allgather", "--topo", "torus:8x8", "--time-limit", "30",
                         "--model", "line-rate", "--out", tmp_path, "--json")
     assert result.returncode == 0, result.stderr
     points = json.loads(result.stdout)["frontier"]

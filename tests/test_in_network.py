@@ -17,11 +17,12 @@ import yaml
 from synth.bounds import bounds
 from synth.construct.in_network import nvls_search
 from synth.schedule.collectives import make_collective
+from synth.schedule.cost import schedule_cost
 from synth.schedule.file import schedule_from_dict, schedule_to_dict
 from synth.schedule.verify import ScheduleInvalid, verify_schedule
 from synth.search.pareto import Limits
 from synth.topology.catalog import resolve
-from synth.topology.linkmodel import lower_with_routes, switch_rounds
+from synth.topology.linkmodel import lower_with_routes
 from tests.test_reliability import one_line, synth_cli
 
 REPO = Path(__file__).resolve().parent.parent
@@ -134,7 +135,20 @@ def test_nvls_allreduce_on_dgxh100_reaches_the_in_network_bound():
     search = nvls_search(lowering.model, Limits(max_steps=65))
     deepest = search.points[0].schedule  # add_pipelines builds the deepest first
     assert deepest.batches == 64 and deepest.in_network
+    # by hand: 8 GPUs, each port 18 lanes each way. A port holds N x pieces chunks per
+    # steady step (module docstring), so pieces = 9 fill it (8 x 9 = 72 = 4 x 18).
+    # Program: step 1, each up port carries the 7 reductions it feeds, 7 x 9 = 63
+    # chunks: ceil(63 / 18) = 4 rounds; step 2, each down port 7 multicasts: 4 rounds.
+    # P batches: P + 1 expanded steps; the first and last run one program step (4),
+    # the P - 1 between carry 8 x 9 = 72 chunks each way (4 rounds): 4 (P + 1) rounds
+    # for 72 P chunks.
+    assert [s.rounds for s in deepest.steps] == [4, 4]
+    for point in search.points:
+        p = point.schedule.batches
+        assert (point.schedule.rounds, point.schedule.collective.chunks) == (4 * (p + 1),
+                                                                            72 * p)
     ratio = Fraction(deepest.rounds, deepest.collective.chunks)
+    assert ratio == Fraction(260, 4608)
     assert ratio / b.rounds_per_chunk < Fraction(102, 100)  # within 1.02 x
     assert b.without_in_network / ratio > Fraction(17, 10)  # 1.7 x any plain schedule
     doc = schedule_to_dict(deepest)
@@ -216,13 +230,15 @@ def test_a_malformed_version_3_file_is_malformed_whatever_else_is_wrong():
             verify_schedule(doc)
 
 
-@pytest.mark.parametrize("box, k, sums_inside", [("dgxh100", 2, True)])  # dgx2x4: bench
+@pytest.mark.parametrize("box, k, sums_inside", [("dgxh100", 2, True), ("dgx2", 4, False)])
 def test_sharp_reduces_across_boxes_and_beats_every_schedule_without_it(tmp_path, box, k,
                                                                         sums_inside):
     # the box file with `sharp: true` on its network, repeated: the network switches
     # reduce and multicast each peer group's pieces; dgxh100's NVSwitch sums the boxes,
     # dgx2's GPUs do (its V100-generation NVSwitch cannot: on two boxes that GPU work
-    # is the bottleneck, on four the network without SHARP is)
+    # is the bottleneck, on four the network without SHARP is; dgx2x4 is README's
+    # claim, the branch test_gpus_sum_inside_each_box_and_sharp_sums_across_them
+    # derives by hand)
     from synth.topology.hierarchy import find_hierarchy
 
     text = (REPO / "topologies" / f"{box}.yaml").read_text()
@@ -253,12 +269,21 @@ def test_one_switch_operation_per_share_reaches_the_bound_in_one_step(name, root
     assert schedule.num_steps == 1 and schedule.in_network
     assert Fraction(schedule.rounds, schedule.collective.chunks) == b.rounds_per_chunk
     verify_schedule(schedule_to_dict(schedule))
-    # as plain sends the same step costs N - 1 times more at the root of a broadcast or
-    # a reduce (its port carries every copy); allgather's and reducescatter's direct
-    # sends are as fast (every port carries N - 1 shares either way)
-    sends = schedule.as_sends().steps
-    as_sends = switch_rounds(lowering.model, [], sends[0].sends)
-    assert as_sends == schedule.rounds * (7 if root is not None else 1)
+    # by hand: 18 lanes a port; 18 chunks a share fill it. Broadcast: the root's up port
+    # carries its share once (18 chunks, 1 round), every other down port receives it
+    # once; reduce: the root's down port takes the sum once. Allgather: each down port
+    # receives 7 shares (7 x 18 chunks: 7 rounds); reducescatter: each up port feeds 7.
+    assert schedule.collective.chunks == 18
+    assert schedule.rounds == (1 if root is not None else 7)
+    # as plain sends (checked by the verifier, not priced by synth): N - 1 = 7 times
+    # more at the root of a broadcast or a reduce (its port carries every copy: 7 x 18
+    # chunks, 7 rounds); allgather's and reducescatter's direct sends are as fast
+    sends = schedule_to_dict(schedule.as_sends())
+    sends["steps"][0]["rounds"] = 7
+    verify_schedule(sends)
+    sends["steps"][0]["rounds"] = 6
+    with pytest.raises(ScheduleInvalid, match="over its capacity 18 x 6 rounds"):
+        verify_schedule(sends)
     # a switch without the capability the operation needs is refused
     plain = copy.deepcopy(schedule_to_dict(schedule))
     plain["topology"]["switches"][0]["can"] = ["reduce"] if name in (
@@ -321,3 +346,75 @@ def test_a_port_two_ranks_share_pays_each_ranks_operation():
     found = solve_instance(model, coll, 2, 3, time_limit=60)
     assert found.status == "sat" and found.schedule.rounds == 3
     verify_schedule(schedule_to_dict(found.schedule))
+
+
+# A box of 2 GPUs on an NVSwitch that cannot compute (2 lanes each way: capacity 2),
+# each GPU with its own NIC of 10 GB/s (capacity 10/25 = 2/5) on a rail switch that
+# does (InfiniBand SHARP). Three boxes: GPUs sum inside a box, SHARP across boxes.
+SHARP_BOX = {
+    "name": "sharp-box", "unit_gbps": 25, "gpus": 2,
+    "switches": [{"name": "nvswitch", "kind": "nvswitch"}], "nics": ["nic0", "nic1"],
+    "links": [{"between": ["gpu0", "nvswitch"], "gbps": 25, "count": 2, "alpha_us": 0.35},
+              {"between": ["gpu1", "nvswitch"], "gbps": 25, "count": 2, "alpha_us": 0.35},
+              {"between": ["gpu0", "nic0"], "gbps": 64},
+              {"between": ["gpu1", "nic1"], "gbps": 64}],
+    "network": {"fabric": "rails", "gbps": 10, "alpha_us": 2.6, "sharp": True}}
+
+
+def test_gpus_sum_inside_each_box_and_sharp_sums_across_them(tmp_path):
+    """The path of across_boxes_allreduce where no box's switch reduces (dgx2 with
+    SHARP): every figure below derived by hand for K = 3 boxes of g = 2 GPUs.
+
+    p pieces a shard, K | p; part = p / K pieces per peer-group owner. Per batch:
+      step 0, GPUs reduce in the box: link 0->1 carries p chunks on capacity 2;
+      step 1, SHARP reduce: each rank feeds the K - 1 = 2 reductions into its peers,
+              2 x part on its NIC's up port of capacity 2/5; its own reduction pays its
+              down port once (part);
+      step 2, SHARP multicast: its own part leaves once (up port: part), the 2 peers'
+              parts arrive (down port: 2 x part);
+      step 3, GPUs copy out: p chunks on link 0->1.
+    Steady state (all four at once): each NIC port carries 3 part = p chunks, p / (2/5)
+    = 5p/2 rounds (NVLink: 2p chunks on capacity 2, p rounds) for g p = 2p chunks. With
+    p = K = 3 that is ceil(7.5) = 8 rounds for 6 chunks (4/3 a chunk); p = 6 fills the
+    port, 15 rounds for 12 chunks (5/4). The least p at the least cost: 6.
+    With p = 6, part = 2: step rounds 6/2 = 3, 4/(2/5) = 10, 10, 3.
+    P batches: P + 3 expanded steps; t = 0: 3; t = 1 (steps 0, 1): 10; t = P + 1
+    (steps 2, 3): 10; t = P + 2: 3; the P - 1 steps between run steps 1 and 2 of
+    some batches (and 0 or 3) together: 15 rounds each. 26 + 15 (P - 1) rounds for
+    12 P chunks."""
+    from synth.topology.hierarchy import find_hierarchy
+
+    path = tmp_path / "sharp-box.yaml"
+    path.write_text(yaml.safe_dump(SHARP_BOX))
+    lowering = lower_with_routes(resolve(str(path), 3))
+    h, _ = find_hierarchy(lowering)
+    search = nvls_search(lowering.model, Limits(max_steps=20), None, h)
+    assert "SHARP across boxes" in search.stopped and "NVLS" not in search.stopped
+    assert search.points
+    for point in search.points:
+        schedule, p = point.schedule, point.schedule.batches
+        assert [s.rounds for s in schedule.steps] == [3, 10, 10, 3]
+        assert (schedule.rounds, schedule.collective.chunks) == (26 + 15 * (p - 1), 12 * p)
+        assert schedule.num_steps == p + 3
+    deepest = max((p.schedule for p in search.points), key=lambda s: s.batches)
+    assert deepest.batches == 16
+    # the GPUs' steps are plain sends, the network's are switch operations of 3 ranks
+    gather, up, down, spread = deepest.steps
+    assert not gather.switch_ops and {x.op for x in gather.sends} == {"reduce"}
+    assert not spread.switch_ops and {x.op for x in spread.sends} == {"copy"}
+    assert {(op.op, len(op.srcs), len(op.dsts), op.count) for op in up.switch_ops} == {
+        ("switch_reduce", 3, 1, 2)}
+    assert {(op.op, len(op.srcs), len(op.dsts), op.count) for op in down.switch_ops} == {
+        ("multicast", 1, 2, 2)}
+    # its cost (docs/schedule-file.md): every expanded step but the first and the last
+    # crosses the network (alpha 2.6 us), those two only NVLink (0.35 us); 251 rounds
+    # of a 192nd of the buffer at 25 GB/s
+    cost = schedule_cost(deepest)
+    assert cost.latency_us == pytest.approx(2 * 0.35 + 17 * 2.6)
+    assert cost.us_per_byte * 1e6 == pytest.approx(251 * 1e6 / (192 * 25 * 1e3))
+    doc = schedule_to_dict(deepest)
+    verify_schedule(doc)
+    # the verifier agrees on the rounds: one fewer in the steady state is refused
+    doc["pipeline"]["rounds"][5] = 14
+    with pytest.raises(ScheduleInvalid, match="over its capacity 0.4 x 14 rounds"):
+        verify_schedule(doc)

@@ -1,11 +1,12 @@
-"""Mutation testing of the verifier.
+"""Mutation testing of the verifier on version 1 files (versions 2 and 3:
+tests/test_mutations_v2_v3.py).
 
 Valid schedules (synthesized, and synth.construct.baselines') are mutated at random with
-a fixed seed. A brute-force simulator written here from docs/schedule-file.md's semantics
-(independent of synth.schedule.verify) decides each mutant: meaning-preserving if every
-rule holds and the postcondition is met, else meaning-changing. Every meaning-changing
-mutant must be rejected by synth.schedule.verify; every meaning-preserving one must be
-accepted.
+a fixed seed. tests/reference_checker.py, a naive checker written from
+docs/schedule-file.md that shares no code with synth, decides each mutant:
+meaning-preserving if every rule holds and the postcondition is met, else
+meaning-changing (invalid, or malformed). Every meaning-changing mutant must be rejected
+by synth.schedule.verify, in the same stage; every meaning-preserving one accepted.
 """
 
 import copy
@@ -21,98 +22,21 @@ from synth.schedule.verify import MalformedSchedule, ScheduleInvalid, verify_sch
 from synth.search.instance import solve_instance
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower
+from tests.reference_checker import judge
 
 SEED = 20261129
 MUTANTS_PER_SCHEDULE = 80
 STACKED = 0.25  # share of mutants that get a second mutation on top
-COMBINING = {"reducescatter", "allreduce", "reduce"}
 
 
-# --- the reference simulator ----------------------------------------------------------
-
-def expected(doc):
-    """(G, pre, post) straight from docs/schedule-file.md's chunk numbering table."""
-    coll, n, c, root = doc["collective"], doc["ranks"], doc["chunks"], doc["root"]
-    every = lambda g: {(r, k) for r in range(n) for k in range(g)}  # noqa: E731
-    own = lambda g: {(k // c, k) for k in range(g)}  # noqa: E731
-    at_root = lambda g: {(root, k) for k in range(g)}  # noqa: E731
-    table = {
-        "allgather": (n * c, own, every), "reducescatter": (n * c, every, own),
-        "allreduce": (c, every, every), "broadcast": (c, at_root, every),
-        "reduce": (c, every, at_root), "gather": (n * c, own, at_root),
-        "scatter": (n * c, at_root, own),
-    }
-    if coll == "alltoall":
-        g = n * n * c
-        return g, {(k // c // n, k) for k in range(g)}, {(k // c % n, k) for k in range(g)}
-    g, pre, post = table[coll]
-    return g, pre(g), post(g)
-
-
-def reference_ok(doc):
-    """True iff the schedule follows every rule and ends in the postcondition.
-
-    Values are multisets (Counter) of contributing ranks, so a double count is visible
-    as a multiplicity, not just as a rule."""
-    coll, n = doc["collective"], doc["ranks"]
-    g, pre, post = expected(doc)
-    if doc["num_chunks"] != g or {tuple(p) for p in doc["pre"]} != pre \
-            or {tuple(p) for p in doc["post"]} != post:
-        return False
-    cap = {(l[0], l[1]): l[2] for l in doc["topology"]["links"]}
-    groups = [({tuple(x) for x in grp["links"]}, grp["capacity"])
-              for grp in doc["topology"].get("groups", [])]
-    state = {(r, k): Counter({r: 1}) for r, k in pre}
-    for step in doc["steps"]:
-        rounds = step["rounds"]
-        if not isinstance(rounds, int) or rounds < 1:
-            return False
-        incoming = {}
-        load = Counter()
-        for x in step["sends"]:
-            k, s, d, op = x["chunk"], x["src"], x["dst"], x["op"]
-            if not 0 <= k < g or (s, d) not in cap or (s, k) not in state:
-                return False
-            if op == "reduce" and (coll not in COMBINING or (d, k) not in state):
-                return False
-            if op not in ("copy", "reduce"):
-                return False
-            load[(s, d)] += 1
-            incoming.setdefault((d, k), []).append((op, Counter(state[(s, k)])))
-        for link, used in load.items():
-            if used > cap[link] * rounds + 1e-9:
-                return False
-        for members, c in groups:
-            if sum(load[l] for l in members) > c * rounds + 1e-9:
-                return False
-        for key, writes in incoming.items():
-            ops = [op for op, _ in writes]
-            if "copy" in ops:
-                if len(writes) > 1:  # two writers of one slot in one step: a race
-                    return False
-                state[key] = writes[0][1]
-            else:
-                total = Counter(state[key])
-                for _, v in writes:
-                    total += v
-                if any(m > 1 for m in total.values()):  # counted twice
-                    return False
-                state[key] = total
-    full = Counter(range(n))
-    for key in post:
-        if key not in state:
-            return False
-        if coll in COMBINING and state[key] != full:
-            return False
-    return True
-
-
-def verifier_accepts(doc):
+def verifier_judges(doc):
     try:
         verify_schedule(doc)
-        return True
-    except (ScheduleInvalid, MalformedSchedule):
-        return False
+        return "ok"
+    except ScheduleInvalid:
+        return "invalid"
+    except MalformedSchedule:
+        return "malformed"
 
 
 # --- mutations ------------------------------------------------------------------------
@@ -252,28 +176,31 @@ def schedules():
 def test_reference_simulator_accepts_the_originals(schedules):
     assert len(schedules) >= 15
     for label, doc in schedules:
-        assert verifier_accepts(doc), label
-        assert reference_ok(doc), label
+        assert verifier_judges(doc) == "ok", label
+        assert judge(doc) == ("ok", ""), label
 
 
 def test_every_meaning_changing_mutant_is_rejected(schedules, capsys):
     rng = random.Random(SEED)
     total = rejected = preserving = 0
     by_kind = Counter()
-    missed, over_strict = [], []
+    missed, over_strict, stage = [], [], []
     for label, doc in schedules:
         for kind, m in mutants(doc, rng, MUTANTS_PER_SCHEDULE):
             total += 1
-            ok = reference_ok(m)
-            accepted = verifier_accepts(m)
+            reference = judge(m)[0]
+            verifier = verifier_judges(m)
+            accepted = verifier == "ok"
             rejected += not accepted
-            preserving += ok
+            preserving += reference == "ok"
             by_kind[kind.split("+")[0] + (" (+1 more)" if "+" in kind else ""),
                     "rejected" if not accepted else "accepted"] += 1
-            if not ok and accepted:
+            if reference != "ok" and accepted:
                 missed.append((label, kind, m))
-            if ok and not accepted:
+            if reference == "ok" and not accepted:
                 over_strict.append((label, kind, m))
+            if "ok" not in (reference, verifier) and reference != verifier:
+                stage.append((label, kind, reference, verifier))
     with capsys.disabled():
         print(f"\nmutants: {total}, rejected by the verifier: {rejected} "
               f"({rejected / total:.1%}), meaning-preserving: {preserving}")
@@ -282,6 +209,7 @@ def test_every_meaning_changing_mutant_is_rejected(schedules, capsys):
                   f"accepted {by_kind[kind, 'accepted']:4d}")
     assert not missed, f"verifier accepted a meaning-changing mutant: {missed[0][:2]}"
     assert not over_strict, f"verifier rejected a valid mutant: {over_strict[0][:2]}"
+    assert not stage, f"malformed to one checker, invalid to the other: {stage[0]}"
     assert total >= 500
     assert rejected / total > 0.5
     assert preserving == total - rejected and preserving > 0

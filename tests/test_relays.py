@@ -8,24 +8,26 @@ verifier and the plan simulator accept the result, and the plan of the schedule 
 was is rejected by the simulator's rule S10 alone. Two boxes of 2 GPUs: GPUs of
 different local ranks connect directly (the executor pairs any two devices). A send no
 relay can carry is refused with one line. Every multi-node built-in's hierarchical (or
-tree) allreduce exports and passes the simulator with its ranks per node.
+tree) allreduce exports and passes the simulator with its ranks per node; on nodes of
+more than 8 GPUs the export summary says that only MSCCL++ main since 2c4cc6f sets the
+plan up (the releases read past their table of eight at buffer registration).
 """
 
 import json
 
 import pytest
 
-from synth.construct.baselines import hierarchical_baseline, tree_baseline
+from synth.construct.baselines import baselines, hierarchical_baseline, tree_baseline
 from synth.errors import BadInput
 from synth.export import render
 from synth.export.mscclpp import to_mscclpp_plan
 from synth.export.mscclpp_sim import PlanInvalid, check_mscclpp_plan
-from synth.export.relays import ib_relayed
+from synth.export.relays import ib_relayed, ranks_per_node
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import verified, write_schedule
 from synth.schedule.ir import Schedule, Send, Step
 from synth.topology.catalog import builtin_names, join_boxes, resolve
-from synth.topology.linkmodel import lower, switch_rounds
+from synth.topology.linkmodel import lower, ranks_per_box, restrict, switch_rounds
 from synth.topology.physical import topology_from_dict
 from tests.in_process import synth_main
 
@@ -215,6 +217,36 @@ def test_a_send_no_relay_can_carry_is_refused_in_one_line(nine, tmp_path):
     assert synth_main("export", path, "--to", "msccl-xml", "-o", "-").returncode == 0
 
 
+@pytest.mark.parametrize("topo, note", [("dgx2", True), ("dgxh100", False)])
+def test_the_export_summary_says_which_releases_set_up_nodes_of_more_than_8(
+        topo, note, tmp_path):
+    # a single-node plan too: v0.8.0 to v0.10.0 index their 8 InfiniBand transports
+    # with every local rank at buffer registration, on any host with IB devices
+    (direct,) = [b.schedule for b in baselines(lower(resolve(topo)), "allgather")
+                 if b.algorithm == "direct"]
+    path = write_schedule(direct, tmp_path / "ag.json")
+    done = synth_main("export", path, "--to", "mscclpp", "-o", tmp_path / "ag.mscclpp.json")
+    assert done.returncode == 0, done.stderr
+    summary = done.stdout.splitlines()[0]
+    said = ("; nodes of 16 ranks: MSCCL++ v0.8.0 to v0.10.0 read past their 8 InfiniBand "
+            "transports for local ranks 8 and up when they register buffers, on any host "
+            "with InfiniBand devices, single-node plans included: there only MSCCL++ main "
+            "since 2c4cc6f sets this plan up")
+    assert (said in summary) == note and ("nodes of" in summary) == note
+
+
+def test_ranks_per_box_are_runs_of_equally_many_consecutive_ranks():
+    # what `synth plan`'s nccl-tests lines (-npernode) and the MSCCL++ export both count
+    two = lower(resolve("dgx2x2"))  # GPUs 0-15 in one box, 16-31 in the other
+    assert (ranks_per_box(two), ranks_per_box(lower(resolve("dgxh100x2")))) == (16, 8)
+    assert ranks_per_box(lower(resolve("dgx1"))) == 8  # one box
+    assert ranks_per_box(restrict(two, [0, 1, 16, 17])) == 2
+    for ranks in ([0, 1, 2, 16], [0, 16, 1, 17]):  # 3 + 1; 2 + 2 but not in runs
+        assert ranks_per_box(restrict(two, ranks)) is None
+        with pytest.raises(BadInput, match="not runs of equally many consecutive ranks"):
+            ranks_per_node(restrict(two, ranks))
+
+
 # built-in clusters: every built-in box with a network section, two of them
 CLUSTERS = {"dgx2x2": 16, "dgxa100x2": 8, "dgxb200x2": 8, "dgxh100x2": 8, "dgxh200x2": 8,
             "gb200trayx2": 4, "ndv2x2": 8}  # ranks per node: the box's GPUs
@@ -232,7 +264,11 @@ def test_the_clusters_listed_are_every_built_in_that_joins():
 
 
 @pytest.mark.parametrize("topo", sorted(CLUSTERS))
-def test_every_built_in_cluster_exports_a_plan_the_executor_sets_up(topo):
+def test_every_built_in_cluster_exports_a_plan_with_port_channels_on_ib_devices_only(topo):
+    # what synth controls: port channels only between local ranks the executor gives an
+    # InfiniBand device. Whether it sets the plan up is the release's business: on
+    # dgx2's 16-GPU nodes only MSCCL++ main since 2c4cc6f does (the summary says so:
+    # test_the_export_summary_says_which_releases_set_up_nodes_of_more_than_8)
     model = lower(resolve(topo))
     built = hierarchical_baseline(model, "allreduce", None)
     if isinstance(built, str):  # ndv2: GPUs 2-7 reach no NIC, no hierarchy of equals

@@ -3,11 +3,14 @@ limits"): each limit rejects a file that passes it only by a little (a mutation 
 valid export), naming the version; synth's own files keep within them (a 16-GPU box's
 allreduce sums 16 values, more than MSCCL++ v0.8.0's 8 operands); sizes a runtime would
 read wrapped or refuse at load are refused with one line, or left to NCCL's own in a
-plan's ranges. Small schedules and baselines only: the whole file takes a few seconds.
+plan's ranges, whose files every workload size selects whether the runtime reads the
+upper bound as inclusive or exclusive. Small schedules and baselines only: the whole
+file takes a few seconds.
 """
 
 import copy
 import json
+import re
 from functools import lru_cache
 
 import pytest
@@ -19,7 +22,7 @@ from synth.export import render
 from synth.export.msccl_sim import MscclInvalid, check_msccl_xml
 from synth.export.mscclpp_sim import PlanInvalid, check_mscclpp_plan
 from synth.plan.planner import Candidate, Entry
-from synth.plan.output import runtime_files
+from synth.plan.output import protected_sizes, runtime_files
 from synth.plan.workload import Call
 from synth.schedule.file import write_schedule
 from synth.topology.catalog import resolve
@@ -277,11 +280,12 @@ def tiles(ranges):
 def test_plan_files_start_where_every_release_reads_the_start():
     big = 3 * GIB
     # the file is the fastest from 2.4e9 bytes, past 2^31: MSCCL++ cannot start a plan
-    # there, so NCCL's own keeps it; the XML file runs from there to the call's size
+    # there, so NCCL's own keeps it; the XML file runs from there to the call's size,
+    # its maxBytes one past it (microsoft/msccl reads it as exclusive)
     assert tiles(runtime_files(entry_with_crossing(2.4e9, big), "mscclpp")) == []
     (xml,) = tiles(runtime_files(entry_with_crossing(2.4e9, big), "msccl-xml"))
     assert abs(xml["min_bytes"] - 2.4e9) <= 2 and xml["max_bytes"] == big
-    assert f'minBytes="{xml["min_bytes"]}" maxBytes="{big}"' in xml["text"]
+    assert f'minBytes="{xml["min_bytes"]}" maxBytes="{big + 1}"' in xml["text"]
     assert check_msccl_xml(xml["text"])["loaded_by"][-1] == "microsoft/msccl"
     # from 1e9 bytes, below 2^31, the plan starts there too
     (plan,) = tiles(runtime_files(entry_with_crossing(1e9, big), "mscclpp"))
@@ -289,3 +293,73 @@ def test_plan_files_start_where_every_release_reads_the_start():
     assert abs(doc["min_message_size"] - 1e9) <= 2 < 2 ** 31
     assert doc["max_message_size"] == plan["max_bytes"] > big  # its 32-bit limit
     check_mscclpp_plan(doc, launches=1)
+
+
+def entry_with_own_above(at_bytes, call_bytes):
+    """As entry_with_crossing, but the ring file is the faster up to `at_bytes` (no
+    latency, 2^-19 us per byte) and NCCL's own above (at_bytes x 2^-20 us more, 2^-20 us
+    per byte: equal at at_bytes, exactly in floats, where the envelope keeps the file)."""
+    from dataclasses import replace
+
+    entry = entry_with_crossing(0, call_bytes)
+    (mine,), (theirs,) = entry.candidates, entry.reference
+    return replace(entry, candidates=[replace(mine, latency_us=0.0, us_per_byte=2 ** -19)],
+                   reference=[replace(theirs, latency_us=at_bytes * 2 ** -20,
+                                      us_per_byte=2 ** -20)])
+
+
+def selected(ranges, fmt, n, exclusive):
+    """The files a runtime runs for an allreduce of n bytes of float32, read from their
+    text: within [minBytes, maxBytes] (maxBytes="0": no limit) or within
+    [min_message_size, max_message_size], the upper bound inclusive or `exclusive`;
+    MSCCL: n / 4 a multiple of nchunksperloop; MSCCL++: n a multiple of 16 bytes x its
+    chunks."""
+    out = []
+    for f in ranges:
+        if f["text"] is None:
+            continue
+        if fmt == "msccl-xml":
+            low, top, loop = (int(re.search(rf'{key}="(\d+)"', f["text"]).group(1))
+                              for key in ("minBytes", "maxBytes", "nchunksperloop"))
+            top, cut = top or None, (n // 4) % loop == 0 and n % 4 == 0
+        else:
+            plan = json.loads(f["text"])
+            low, top = plan["min_message_size"], plan["max_message_size"]
+            cut = n % (16 * plan["gpus"][0]["input_chunks"]) == 0
+        if cut and low <= n and (top is None or n < top or (n == top and not exclusive)):
+            out.append(f)
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["msccl-xml", "mscclpp"])
+@pytest.mark.parametrize("make, at, call", [
+    (entry_with_crossing, 2.4e9, 3 * GIB),        # the file's range ends at the call
+    (entry_with_own_above, 1 << 20, 1 << 20),     # ... below NCCL's own
+    (entry_with_own_above, (1 << 20) - 1, 1 << 20),  # the call on the byte after it
+])
+def test_every_workload_size_runs_its_file_whether_the_bound_is_inclusive_or_not(
+        fmt, make, at, call):
+    # msccl-executor-nccl, RCCL and MSCCL++ v0.9 and later read the upper bound as
+    # inclusive; microsoft/msccl and MSCCL++ v0.8.0's shim as exclusive
+    from dataclasses import replace
+
+    entry = make(at, call)
+    entry = replace(entry, calls=entry.calls + [Call("all", "allreduce", 1024, 1024)])
+    ranges = runtime_files(entry, fmt)
+    assert any(f["text"] is not None for f in ranges) or \
+        (fmt, at) == ("mscclpp", 2.4e9)  # MSCCL++ starts no plan past 2^31 (above)
+    for n in protected_sizes(entry):  # the workload's sizes: 1 KiB and the call's
+        (meant,) = [f for f in ranges if f["min_bytes"] <= n <= (f["max_bytes"] or n)]
+        for exclusive in (False, True):
+            runs = selected(ranges, fmt, n, exclusive)
+            assert runs == ([meant] if meant["text"] is not None else []), \
+                (n, exclusive, [(f["min_bytes"], f["max_bytes"]) for f in ranges])
+    if make is entry_with_own_above:
+        # the call of 1 MiB is the file's: below NCCL's own from 1 MiB + 1 byte, or
+        # where NCCL's own would start at 1 MiB, on the byte an inclusive reader runs
+        # the file for anyway, given to the file
+        (f,) = tiles(ranges)
+        assert (f["min_bytes"], f["max_bytes"]) == (0, 1 << 20)
+        assert f["unit"].cuts(1 << 20) and not f["unit"].cuts((1 << 20) + 1)
+        assert ('minBytes="0" maxBytes="1048577"' in f["text"] if fmt == "msccl-xml"
+                else json.loads(f["text"])["max_message_size"] == (1 << 20) + 1)

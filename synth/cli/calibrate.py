@@ -47,7 +47,7 @@ def calibrate(logs, spec, boxes, output, collective):
             raise BadInput(f"{path}: measured on {log.ranks} GPUs, {topo.name} has "
                            f"{topo.ranks}")
         samples += [Sample(machine, log.collective, r.nbytes, r.time_us, log.algorithm,
-                           log.protocol, log.gpus_per_thread) for r in log.rows]
+                           log.protocol, log.launches) for r in log.rows]
     theta, fitted = fit(samples, topo.figures or defaults(machine.arch))
     figures = replace(figures_for(machine, theta),
                       source=f"synth calibrate on {', '.join(logs)} ({len(samples)} rows)")

@@ -46,14 +46,16 @@ def topo_draw(spec, boxes, output):
 def draw_command(file, output, color, columns):
     """Draw a schedule FILE step by step: one panel per step, showing which chunks
     cross which rank link and each link's load against capacity x rounds. A pipelined
-    schedule: one batch's program and a timeline of the batches."""
+    schedule: one batch's program and a timeline of the batches. A PNG draws the panels
+    its text can be read in (docs/cli.md); an SVG reads at any zoom."""
     from synth.pictures.graphviz import picture_format, render
-    from synth.pictures.schedule import schedule_graph
+    from synth.pictures.schedule import PANEL_ROOM, PNG_ROOM, schedule_graph
     from synth.schedule.machine import read_verified
 
-    picture_format(output)
+    fmt = picture_format(output)
     schedule = read_verified(file)
-    path = render(schedule_graph(schedule, color, columns), output)
+    room = PNG_ROOM if fmt == "png" else PANEL_ROOM  # a PNG draws fewer panels, readably
+    path = render(schedule_graph(schedule, color, columns, room=room), output)
     click.echo(f"wrote {path}")
 
 
@@ -77,9 +79,11 @@ def draw_command(file, output, color, columns):
 @MODEL
 def report_command(collective, spec, boxes, out_dir, root, time_limit, max_chunks, sizes,
                    solver, color, cost_model):
-    """Synthesize COLLECTIVE on TOPO and write one HTML page: the frontier table, the
-    comparison with the baselines, the plots, the topology and every frontier schedule
-    drawn (pictures inlined, so DIR/index.html works offline)."""
+    """Synthesize COLLECTIVE on TOPO and write one HTML page: first the fastest frontier
+    point's speed-up over the best alternative (NCCL as it runs there, the baselines)
+    against message size, then the frontier table, the comparison, the plots, the
+    topology and every frontier schedule drawn. The page works offline and keeps to 5
+    MB: a drawing too big for it is drawn smaller there, the full one a file beside it."""
     from synth.construct.baselines import baselines, not_applicable
     from synth.frontier import in_cost_model, synthesize
     from synth.pictures.report import write_report

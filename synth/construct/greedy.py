@@ -50,7 +50,10 @@ from synth.topology.symmetry import Translations, translations_of
 COLLECTIVES = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
 CHUNKS = (1, 2, 4, 8)  # chunks per share tried, in order, while time and size allow
 BOTH_UP_TO = 64  # ranks: with translations, the plain matching is tried too up to here
-MAX_SENDS = 2_200_000  # in one schedule: about 0.3 GB as Python objects, verified in ~1 min
+MAX_SENDS = 2_200_000  # in one schedule: about 0.3 GB as Python objects
+# CPU seconds per send to build and verify a schedule (torus:32x32 allgather, 1M sends:
+# 1.9 s built, 9.2 s verified): a count whose estimate passes the deadline is not begun
+SEND_SECONDS = 1.2e-5
 
 
 class OutOfTime(Exception):
@@ -63,20 +66,31 @@ def greedy_search(model: LinkModel, name: str, root: int | None, limits: Limits,
     """`name` by greedy matching at each chunk count of CHUNKS in turn, each schedule
     verified; None is `proven`. More chunks pipeline better, up to a point: a count
     that only ties the last is not kept, one that does worse ends the search, as do
-    `bound` (rounds per chunk), MAX_SENDS, the step limit and the deadline (keeping
-    what it built). `dims`: the topology's translations (build)."""
+    `bound` (rounds per chunk), MAX_SENDS, `limits.max_chunks`, the step limit and the
+    deadline (keeping what it built; a count whose building and verifying would
+    overrun it by SEND_SECONDS is not begun). `dims`: the topology's translations
+    (build)."""
     search = Search()
     if name not in COLLECTIVES:
         search.stopped = f"{name} is not built greedily (only {', '.join(COLLECTIVES)})"
         return search
-    search.stopped = f"built at {', '.join(map(str, CHUNKS))} chunks a share"
+    counts = [c for c in CHUNKS if c <= limits.max_chunks]
+    search.stopped = f"built at {', '.join(map(str, counts))} chunks a share"
     last = None  # rounds per chunk of the last schedule built
     translated = name in ("allgather", "reducescatter", "allreduce") and \
         translations_of(model, dims) is not None
     written = model.ranks if translated else 1  # translated: rank 0's sends are written
-    for chunks in CHUNKS:
-        if _sends(model.ranks, name, chunks) // written > MAX_SENDS:
+    for chunks in counts:
+        sends = _sends(model.ranks, name, chunks) // written
+        if sends > MAX_SENDS:
             search.stopped = f"stopped before {chunks} chunks a share: over {MAX_SENDS:,} sends"
+            break
+        need = SEND_SECONDS * sends
+        if deadline is not None and time.monotonic() + need > deadline:
+            search.stopped = (f"out of time before {chunks} chunks a share: about "
+                              f"{need:.1f} s needed, {max(deadline - time.monotonic(), 0):.1f}"
+                              " s left")
+            search.complete = False
             break
         try:
             schedule = build(model, name, root, chunks, deadline, dims)

@@ -75,16 +75,17 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
                       f"{fused} fused steps; simulated: no deadlock, right result{note}")
     from synth.export.mscclpp import to_mscclpp_plan
     from synth.export.mscclpp_sim import check_mscclpp_plan
-    from synth.export.relays import ib_relayed, ranks_per_node
+    from synth.export.relays import ib_relayed, large_node_note, ranks_per_node
 
     schedule, relayed = ib_relayed(schedule)  # port channels the executor sets up
-    note += relayed
+    per_node = ranks_per_node(schedule.model)
+    note += relayed + large_node_note(per_node)
     plan = to_mscclpp_plan(schedule, inplace, name, min_bytes, max_bytes or None)  # 0: none
     text = json.dumps(plan, indent=1) + "\n"
     if not check:
         return text, f"{coll.name} {mode}"
     report = _checked(check_mscclpp_plan, json.loads(text), coll.root, "MSCCL++ plan",
-                      ranks_per_node=ranks_per_node(schedule.model))
+                      ranks_per_node=per_node)
     channels = ", ".join(f"{n} {kind}" for kind, n in report["channels"].items() if n)
     return text, (f"{coll.name} {mode}, Simple protocol, channels: {channels}; "
                   f"{report['ranks']} gpus, at most {report['max_threadblocks_per_rank']} "
@@ -99,9 +100,9 @@ def sizes_line(fmt: str, text: str) -> str:
     schedule format, which runs any size under `synth run`."""
     if fmt == "json":
         return ""
-    from synth.export.units import unit_of
+    from synth.export.units import header_of
 
-    return unit_of(fmt, text).contract()
+    return header_of(fmt, text).contract()
 
 
 MAX_EXPANDED_SENDS = 200_000  # a pipeline no runtime loop can express, unrolled at most

@@ -504,6 +504,11 @@ def to_msccl_xml(schedule, inplace: bool = False, name: str | None = None,
         raise BadInput(f"cannot export to MSCCL XML with --min-bytes {min_bytes} and no "
                        "--max-bytes: microsoft/msccl reads maxBytes=\"0\" as 0 and refuses a "
                        "file whose minBytes is above it; give --max-bytes")
+    if schedule.collective.name in ("gather", "scatter"):
+        raise BadInput(f"cannot export {schedule.collective.name} to MSCCL XML: no runtime "
+                       "runs such a file as synth means it (NCCL has no gather or scatter "
+                       "call; RCCL counts one share: docs/runtimes.md, \"Gather and scatter "
+                       "XML\"); export it to MSCCL++")
     schedule = runtime_form(schedule)[0]
     program = build(schedule, inplace)
     lay, coll = program.layout, schedule.collective

@@ -84,6 +84,11 @@ LOADERS = {"msccl-executor-nccl": frozenset(COLLS), "RCCL": frozenset(COLLS),
                                          "alltoall"})}
 
 
+# what no targeted runtime runs as the file means (docs/runtimes.md, "Gather and scatter
+# XML"): parsed as the format says, then refused
+UNRUN = frozenset({"gather", "scatter"})
+
+
 class MscclInvalid(NoAnswer):
     """The XML would not load, would hang, or would compute the wrong thing."""
 
@@ -196,6 +201,10 @@ def _parse(text, root, max_steps, max_tbs):
     coll = algo.get("coll")
     if coll not in COLLS:
         _fail(f"algo: coll={coll!r} is not one of {', '.join(COLLS)}")
+    if coll in UNRUN:
+        _fail(f"algo: coll={coll!r}: no runtime synth targets runs it as the file means "
+              "(NCCL has no gather or scatter call; RCCL's counts one share against "
+              "nchunksperloop: docs/runtimes.md, \"Gather and scatter XML\")")
     if algo.get("proto") not in ("Simple", "LL", "LL128"):
         _fail(f"algo: proto={algo.get('proto')!r} (expected Simple, LL or LL128)")
     n = _int(algo, "ngpus", "algo", 1)

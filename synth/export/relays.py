@@ -39,7 +39,7 @@ from collections import Counter, defaultdict
 from synth.errors import BadInput
 from synth.schedule.file import verified
 from synth.schedule.ir import Schedule, Send, Step
-from synth.topology.linkmodel import box_places, switch_rounds
+from synth.topology.linkmodel import ranks_per_box, switch_rounds
 
 IB_TRANSPORTS = 8  # the executor's table of InfiniBand transports, IB0..IB7
 READ, WRITE = 1, 2  # how a step touches a slot; a reduction into it does both
@@ -50,16 +50,25 @@ def ranks_per_node(model) -> int:
     """G, the ranks per node the executor must count: the box size, where every box is
     G consecutive ranks (the executor takes rank r to be on node r // G); BadInput
     otherwise. Without boxes, one node."""
-    n = model.ranks
-    if not model.boxes:
-        return n
-    box, _, equal = box_places(model.boxes)
-    g = n // (max(box) + 1)
-    if not equal or any(box[r] != box[r - r % g] for r in range(n)):
+    g = ranks_per_box(model)
+    if g is None:
         raise BadInput("cannot export to MSCCL++: the executor takes rank r to be on node "
                        "r // G (G ranks per node), and this schedule's boxes are not runs of "
                        "equally many consecutive ranks")
     return g
+
+
+def large_node_note(g: int) -> str:
+    """The export summary's note for a plan on nodes of g ranks, "" for g <= 8: the
+    releases v0.8.0 to v0.10.0 index their table of eight transports with every local
+    rank when they register buffers, on any host with InfiniBand devices
+    (docs/runtimes.md, "A multi-node plan")."""
+    if g <= IB_TRANSPORTS:
+        return ""
+    return (f"; nodes of {g} ranks: MSCCL++ v0.8.0 to v0.10.0 read past their "
+            f"{IB_TRANSPORTS} InfiniBand transports for local ranks {IB_TRANSPORTS} and up "
+            "when they register buffers, on any host with InfiniBand devices, single-node "
+            "plans included: there only MSCCL++ main since 2c4cc6f sets this plan up")
 
 
 def ib_device(rank: int, g: int) -> int | None:

@@ -8,7 +8,11 @@ the whole buffer for allreduce, broadcast and reduce (P = 1).
 - MSCCL runs an algorithm for a call whose element count (of the larger buffer) is a
   multiple of `nchunksperloop` (msccl-executor-nccl since 2024-09; RCCL and earlier
   releases ask it of the per-rank count, one share); for any other call it skips the
-  file and NCCL's own algorithm runs the whole call.
+  file and NCCL's own algorithm runs the whole call. Gather and scatter files are the
+  exception: NCCL's API has no gather or scatter, so no call selects them under
+  msccl-executor-nccl; RCCL's ncclGather and ncclScatter reach MSCCL with one share's
+  count (sizeMultiplier 1), against which synth's nchunksperloop (the larger buffer's
+  chunks) would make chunks `ranks` times too small (`Header.contract`).
 - The MSCCL++ executor runs a plan for n a multiple of 16 x its chunks and throws for
   any other n (`checkMessageSize`).
 
@@ -129,18 +133,50 @@ class Unit:
                 "the runtime's own (docs/runtimes.md, \"Any message size\")")
 
 
+@dataclass(frozen=True)
+class Header:
+    """What a runtime reads from an exported file before it runs it: its name, the
+    collective, the ranks, the in-place form, and the sizes it runs (`unit`)."""
+
+    fmt: str
+    name: str
+    collective: str
+    ranks: int
+    inplace: bool
+    unit: Unit
+
+    def contract(self) -> str:
+        """The `sizes:` line `synth export` prints (Unit.contract)."""
+        return self.unit.contract()
+
+
+def header_of(fmt: str, text: str) -> Header:
+    """The Header of a rendered file (`synth.export.render`'s text) of format `fmt`;
+    ValueError when the text is not such a file."""
+    def attr(name):
+        found = re.search(rf'<algo [^>]*\b{name}="([^"]*)"', text)
+        if found is None:
+            raise ValueError(f"no {name} in an <algo> element")
+        return found.group(1)
+
+    try:
+        if fmt == "msccl-xml":
+            chunks, ranks, coll = int(attr("nchunksperloop")), int(attr("ngpus")), attr("coll")
+            low, top = int(attr("minBytes")), int(attr("maxBytes"))
+            return Header(fmt, attr("name"), coll, ranks, attr("inplace") == "1",
+                          Unit(fmt, chunks, parts_of(coll, ranks), low, top or None))
+        doc = json.loads(text)
+        gpu, ranks, coll = doc["gpus"][0], len(doc["gpus"]), doc["collective"]
+        low, top = doc.get("min_message_size", 0), doc.get("max_message_size")
+        if coll == "gather":  # the executor compares the input, n / ranks
+            low, top = low * ranks, None if top is None else top * ranks
+        return Header(fmt, doc["name"], coll, ranks, bool(doc["inplace"]),
+                      Unit(fmt, max(gpu["input_chunks"], gpu["output_chunks"]),
+                           parts_of(coll, ranks), low, top))
+    except (KeyError, IndexError, TypeError, AttributeError) as e:
+        raise ValueError(f"{type(e).__name__}: {e}") from None
+
+
 def unit_of(fmt: str, text: str) -> Unit:
     """The Unit of a rendered file (`synth.export.render`'s text) of format `fmt`."""
-    if fmt == "msccl-xml":
-        def attr(name):
-            return re.search(rf'<algo [^>]*\b{name}="([^"]*)"', text).group(1)
-        chunks, ranks, coll = int(attr("nchunksperloop")), int(attr("ngpus")), attr("coll")
-        low, top = int(attr("minBytes")), int(attr("maxBytes"))
-        return Unit(fmt, chunks, parts_of(coll, ranks), low, top or None)
-    doc = json.loads(text)
-    gpu, ranks = doc["gpus"][0], len(doc["gpus"])
-    low, top = doc.get("min_message_size", 0), doc.get("max_message_size")
-    if doc["collective"] == "gather":  # the executor compares the input, n / ranks
-        low, top = low * ranks, None if top is None else top * ranks
-    return Unit(fmt, max(gpu["input_chunks"], gpu["output_chunks"]),
-                parts_of(doc["collective"], ranks), low, top)
+    return header_of(fmt, text).unit

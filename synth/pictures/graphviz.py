@@ -10,9 +10,12 @@ and tori, otherwise a circle in the order of a Hamiltonian cycle, so that a ring
 are the circle's sides; `render` draws them with `neato -n2`, where they are put. Also
 here: DrawError, picture_format, render_bytes, palette and small text helpers.
 
-No picture is drawn larger than about 19 megapixels: `render_bytes` scales a bigger
-drawing down to fit MAX_INCHES x MAX_INCHES at 72 dpi (PNG) or SVG_MAX_INCHES x
-SVG_MAX_INCHES (SVG: a rasterizer's usual 96 dpi then makes the same 4320 pixels).
+A PNG is drawn at its natural size (never scaled down: a scaled-down drawing's text is
+what made big PNGs unreadable) at a resolution chosen from that size (`png_dpi`): up to
+MAX_DPI for a small drawing, down to MIN_DPI (a point a pixel: the smallest text, 8
+points, still 8 pixels tall) for a big one, within PNG_MAX_SIDE pixels a side and
+PNG_MAX_PIXELS in all; a drawing too big for that is refused as a PNG (Unreadable: its
+SVG reads at any zoom). An SVG is scaled down to declare at most SVG_MAX_INCHES a side.
 """
 
 from __future__ import annotations
@@ -31,13 +34,19 @@ from synth.errors import BadInput, SynthError
 from synth.files import write_atomic
 
 PICTURE_FORMATS = ("svg", "png")
-MAX_INCHES = 60  # the larger side of a PNG: 4320 pixels (image libraries open it)
+MIN_DPI, MAX_DPI = 72, 144  # a PNG's resolution: a point a pixel at least, two at most
+PNG_MAX_SIDE = 8192  # pixels: what browsers and image libraries open without fuss
+PNG_MAX_PIXELS = 40_000_000  # 160 MB of memory as RGBA
 SVG_MAX_INCHES = 45  # of an SVG: 3240 points, 4320 pixels when rasterized at 96 dpi
 FONT = "Helvetica"
 
 
 class DrawError(SynthError):
     """graphviz is missing or failed: exit code 2, one line."""
+
+
+class Unreadable(DrawError):
+    """A drawing too big for a PNG whose text can be read: exit code 2, one line."""
 
 
 def picture_format(path: str | Path) -> str:
@@ -48,14 +57,41 @@ def picture_format(path: str | Path) -> str:
     return suffix
 
 
+def png_dpi(width: float, height: float) -> float | None:
+    """The resolution of a PNG of a drawing `width` x `height` inches: MAX_DPI for a
+    small one, less for a bigger one so that it keeps within PNG_MAX_SIDE and
+    PNG_MAX_PIXELS; None where that would take it under MIN_DPI (unreadable)."""
+    dpi = min(MAX_DPI, PNG_MAX_SIDE / max(width, height, 1e-3),
+              math.sqrt(PNG_MAX_PIXELS / max(width * height, 1e-6)))
+    return dpi if dpi >= MIN_DPI else None
+
+
+def drawing_inches(graph: graphviz.Digraph) -> tuple[float, float]:
+    """The laid-out drawing's natural width and height, in inches."""
+    first = _pipe(graph, "plain").split(b"\n", 1)[0].split()  # graph SCALE WIDTH HEIGHT
+    return float(first[2]), float(first[3])
+
+
 def render_bytes(graph: graphviz.Digraph, fmt: str) -> bytes:
-    """The picture as bytes in `fmt` (svg or png), laid out by the graph's engine."""
-    no_op = 2 if graph.engine == "neato" else False
-    graph = graph.copy()  # scaled down (never up) to fit: about 19 megapixels at most
-    if fmt == "png":  # at most MAX_INCHES x MAX_INCHES at 72 dpi
-        graph.attr(size=f"{MAX_INCHES},{MAX_INCHES}", dpi="72")
+    """The picture as bytes in `fmt` (svg or png), laid out by the graph's engine; a PNG
+    at its natural size, at png_dpi (Unreadable when none is readable)."""
+    graph = graph.copy()
+    if fmt == "png":
+        width, height = drawing_inches(graph)
+        dpi = png_dpi(width + 1, height + 1)  # + the margin graphviz adds
+        if dpi is None:
+            raise Unreadable(f"the drawing is {width:.0f} x {height:.0f} inches: a PNG whose "
+                             f"text can be read ({MIN_DPI} dpi at least) would be over "
+                             f"{PNG_MAX_SIDE} pixels a side or {PNG_MAX_PIXELS // 10 ** 6} "
+                             "megapixels; write .svg instead")
+        graph.attr(dpi=f"{dpi:.2f}")
     else:  # a vector picture still zooms; its declared size is what a rasterizer fills
         graph.attr(size=f"{SVG_MAX_INCHES},{SVG_MAX_INCHES}")
+    return _pipe(graph, fmt)
+
+
+def _pipe(graph: graphviz.Digraph, fmt: str) -> bytes:
+    no_op = 2 if graph.engine == "neato" else False
     try:
         return graph.pipe(format=fmt, neato_no_op=no_op, quiet=True)
     except graphviz.ExecutableNotFound:

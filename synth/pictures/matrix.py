@@ -22,7 +22,7 @@ def matrix_cell_width(schedule: Schedule, step) -> float:
         _, plain = load_text(sends, cap, lambda c: "", most=2)
         ids, _, used = plain.rpartition(" ")
         widest = max(widest, text_width(ids, 9), text_width(used, 9))
-    return 1.15 * widest + 8  # graphviz's font may be wider than Helvetica's metrics
+    return 1.3 * widest + 8  # graphviz's font may be wider than Helvetica's metrics
 
 
 def matrix_label(schedule: Schedule, step, colour, cell: float) -> str:

@@ -6,7 +6,9 @@
                                NCCL-style's, the workload's sizes marked
     write_plan_plots(plan, d)  step.png and COMM-COLL.png into d; their paths
 
-Every number is the alpha-beta model's, as in the report.
+Every number is the plan's cost model's (cost model 2 by default, where NCCL is its
+tuner's choice at each size; or the line-rate model, where it is NCCL-style ring or
+tree), as in the report.
 """
 
 from __future__ import annotations
@@ -33,20 +35,26 @@ def step_figure(plan: Plan) -> Figure:
         rows.append((f"{e.collective} on {e.communicator}", n_plan / 1e3, n_nccl / 1e3))
     rows.append(("one step, calls together", plan.step_time("overlapped") / 1e3,
                  plan.step_time("nccl overlapped") / 1e3))
-    fig = Figure(figsize=(9, 1.2 + 0.55 * len(rows)), dpi=110, layout="constrained")
+    fig = Figure(figsize=(9, 1.5 + 0.55 * len(rows)), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     ys = list(range(len(rows)))[::-1]
     ax.barh([y + 0.2 for y in ys], [r[2] for r in rows], height=0.38, color=NCCL,
-            label="NCCL-style (ring or tree)")
+            label=_nccl_words(plan.cost_model == "calibrated"))
     ax.barh([y - 0.2 for y in ys], [r[1] for r in rows], height=0.38, color=PLAN,
             label="plan")
     ax.set_yticks(ys, [r[0] for r in rows], fontsize=9)
     ax.set_xlabel("predicted time per training step (ms)")
     ax.grid(True, axis="x", alpha=0.25)
-    ax.legend(fontsize=8, loc="lower right")
-    ax.set_title(f"{plan.workload.name} on {plan.topology}: alpha-beta model", fontsize=10)
+    fig.legend(fontsize=8, loc="outside lower center", ncols=2)  # off the bars
+    model = "cost model 2" if plan.cost_model == "calibrated" else "line-rate model"
+    ax.set_title(f"{plan.workload.name} on {plan.topology}: {model}", fontsize=10)
     return fig
+
+
+def _nccl_words(calibrated: bool) -> str:
+    return ("NCCL as it runs (its tuner's choice at each size)" if calibrated
+            else "NCCL-style (ring or tree)")
 
 
 def sizes_figure(entry: Entry, smallest: int = KB, largest: int = GB) -> Figure:
@@ -59,7 +67,7 @@ def sizes_figure(entry: Entry, smallest: int = KB, largest: int = GB) -> Figure:
     ax.plot(sizes, [entry.best(round(n)).time_us(n) for n in sizes], "-", color=PLAN,
             linewidth=2, label="plan (the fastest candidate at each size)")
     ax.plot(sizes, [entry.nccl(round(n)).time_us(n) for n in sizes], "--", color=NCCL,
-            linewidth=1.6, label="NCCL-style (ring or tree)")
+            linewidth=1.6, label=_nccl_words(entry.machine is not None))
     for call in entry.calls:
         n = typical(call)
         ax.axvline(n, color="#d62728", alpha=0.35, linewidth=1)

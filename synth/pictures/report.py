@@ -1,57 +1,45 @@
-"""One HTML page about a collective on a topology: the frontier, the comparison with the
-baselines, and the pictures.
+"""One HTML page about a collective on a topology: first the speed-up over the best
+alternative against message size, then the frontier, the comparison with the baselines
+and NCCL, the plots, the topology and the schedules.
 
     write_report(topo, result, baselines, sizes, directory) -> DIR/index.html
 
-The page needs nothing but itself: every picture is inlined as a data: URI (an SVG).
-Beside it go the same pictures as files, each frontier schedule's JSON file, and the
-plots, which the page links to. The files are written all or none, the page last, only
-inside DIR (synth.files.write_folder).
+The page needs nothing but itself to show what it shows: its pictures are inlined as
+data: URIs (SVG), and it keeps to synth.pictures.page.PAGE_LIMIT bytes whatever the run,
+so a browser opens it in seconds: a picture too big for its share is drawn smaller (a
+schedule's matrices in coarser blocks of ranks, fewer panels) or only linked. Beside it
+go every picture in full, each frontier schedule's JSON file, and the plots, which the
+page links to. The files are written all or none, the page last, only inside DIR
+(synth.files.write_folder).
 """
 
 from __future__ import annotations
 
-import base64
 import html
+import math
+from functools import lru_cache
 from pathlib import Path
 
 from synth.compare import comparison, make_rows, nccl_choices
 from synth.files import write_folder
 from synth.frontier import Result
+from synth.html import page
 from synth.output import point_stem, result_summary
 from synth.pictures.graphviz import render_bytes
+from synth.pictures.page import PAGE_LIMIT, Picture, figure, fit_pictures
 from synth.pictures.plots import figure_bytes, frontier_figure, plot_files, time_figure
-from synth.pictures.schedule import schedule_graph
+from synth.pictures.schedule import PANEL_AREA, schedule_graph
+from synth.pictures.speedup import speedup_curve, speedup_figure, speedup_words
 from synth.pictures.topology import topology_graph
-from synth.predict.nccl import NCCL_VERSION
+from synth.predict.machine import machine_of
+from synth.predict.nccl import COLLECTIVES, NCCL_VERSION, choose
 from synth.predict.timing import prices
 from synth.schedule.cost import format_size
 from synth.schedule.file import schedule_json, schedule_to_dict
 from synth.topology.physical import Topology
 
-STYLE = """
-body { font-family: Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1400px;
-       color: #222; padding: 0 1em; }
-h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
-table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
-th { background: #f2f2f2; } td.name, th.name { text-align: left; }
-tr.synth td.name { color: #1f4f8f; } td.best { background: #e5f5e0; font-weight: bold; }
-figure { margin: 1em 0; } figcaption { font-size: 0.9em; color: #555; }
-img { max-width: 100%; height: auto; border: 1px solid #eee; }
-.note { color: #555; font-size: 0.9em; }
-"""
-
-
 def _e(text) -> str:
     return html.escape(str(text))
-
-
-def _picture(data: bytes, href: str, alt: str, caption: str) -> str:
-    uri = "data:image/svg+xml;base64," + base64.b64encode(data).decode("ascii")
-    return (f'<figure><a href="{_e(href)}"><img src="{uri}" alt="{_e(alt)}"></a>'
-            f'<figcaption>{_e(caption)} (<a href="{_e(href)}">{_e(href)}</a>)</figcaption>'
-            "</figure>")
 
 
 def _frontier_table(summary: dict) -> str:
@@ -105,40 +93,52 @@ def _comparison_table(data: dict, sizes: list[int]) -> str:
     return '<table class="comparison">' + "".join(rows) + "</table>"
 
 
-def write_report(topo: Topology, result: Result, baselines: list, sizes: list[int],
-                 directory: str | Path, solver: str = "cpsat", color: str = "chunk",
-                 skipped: dict | None = None) -> Path:
-    """Write DIR/index.html and the files it links to; returns the page's path.
-
-    `baselines` is a list of (name, Schedule); `skipped` optionally {algorithm: why}
-    for the baselines that do not apply.
-    """
-    directory = Path(directory)
-    b = result.bounds
-    files = {Path(f"{point_stem(p)}.json"): schedule_json(schedule_to_dict(p.schedule))
-             for p in result.points}
-    paths = [directory / name for name in files]
-    summary = result_summary(result, topo.name, solver, paths)
+def _speedup_section(topo: Topology, result: Result, rows: list) -> tuple[str, object]:
+    """(the words, the speed-up figure or None): the fastest frontier point against the
+    best alternative at each size from 1 KB to 4 GB, in the result's cost model."""
+    candidates = {r.name: r.time_us for r in rows if r.kind == "synth"}
+    alternatives = {r.name: r.time_us for r in rows if r.kind == "baseline"}
+    lines: tuple[str, ...] = ()
     calibrated = result.cost_model == "calibrated"
-    rows = make_rows([p.schedule for p in result.points], baselines,
-                     prices(topo) if calibrated else None)
-    nccl = nccl_choices(topo, result.collective, sizes) if calibrated else None
-    data = comparison(rows, b, sizes, nccl) if rows else {"rows": [], "winners": {}, "nccl": {}}
+    if calibrated and result.collective in COLLECTIVES:
+        machine, name = machine_of(topo), f"NCCL {NCCL_VERSION}"
+        alternatives[name] = lru_cache(maxsize=None)(
+            lambda n: choose(machine, result.collective, n).predicted_us)
+        lines = (name,)
+    if not candidates or not alternatives:
+        return ("<p>No speed-up to show: " + ("no frontier point." if not candidates else
+                                               "nothing to compare with.") + "</p>", None)
+    curve = speedup_curve(candidates, alternatives, lines=lines)
+    model = "cost model 2" if calibrated else "line-rate model"
+    what = (f"NCCL {NCCL_VERSION} as it runs there (synth.predict.nccl) and the baselines"
+            if lines else "the baselines")
+    words = (f'<p class="headline">{_e(speedup_words(curve))}</p>'
+             f'<p class="note">The best alternative at each size is the fastest of {what}, '
+             f"in {model} (docs/cost-model.md); speed-up = its time / the fastest frontier "
+             "point's time. Shaded: the frontier is faster.</p>")
+    root = f" (root {result.root})" if result.root is not None else ""
+    return words, speedup_figure(curve, f"{result.collective}{root} on {topo.name}", model)
 
-    topo_svg = render_bytes(topology_graph(topo), "svg")
-    files[Path("topology.svg")] = topo_svg
-    plots = []
-    stems = plot_files(result)
-    for key, fig, caption in (
-            ("frontier", frontier_figure(result, baselines),
-             "Latency against bandwidth cost; dashed and dotted lines: the bounds."),
-            ("time", time_figure(result, baselines),
-             "Predicted time and algbw against message size, frontier and baselines.")):
-        svg = figure_bytes(fig, "svg")
-        name = f"{stems[key]}.svg"
-        files[Path(name)] = svg
-        plots.append(_picture(svg, name, key, caption))
-    schedules = []
+
+def _schedule_versions(schedule, color: str, full: int, room: int):
+    """Coarser drawings of a schedule for a page, most detailed first: its matrices in
+    fewer, bigger blocks of ranks, then fewer panels. A drawing's size goes about with
+    its matrices' cells: a version reckoned over `room` bytes from the full drawing's
+    `full` bytes is skipped unmade."""
+    n = schedule.collective.ranks
+    for most in (32, 16, 8):
+        if n > most and full * ((most + 1) / (n + 1)) ** 2 <= room:
+            yield (render_bytes(schedule_graph(schedule, color, max_ranks=most), "svg"),
+                   f"drawn smaller: ranks in at most {most} blocks")
+    yield (render_bytes(schedule_graph(schedule, color, max_ranks=min(n, 8),
+                                       room=(PANEL_AREA / 16, math.inf)), "svg"),
+           "drawn smaller: fewer panels" + (", ranks in at most 8 blocks" if n > 8 else ""))
+
+
+def _schedule_parts(result: Result, color: str) -> tuple[dict, list]:
+    """({file: its full drawing}, [(heading, Picture, file, alt, caption)]) for every
+    frontier point: a pipeline drawn as one batch (its program) and its timeline."""
+    files, parts = {}, []
     for p in result.points:
         svg = render_bytes(schedule_graph(p.schedule, color), "svg")
         name = f"{point_stem(p)}.svg"
@@ -147,11 +147,94 @@ def write_report(topo: Topology, result: Result, baselines: list, sizes: list[in
         how = ("step by step" if pipe is None else
                f"a pipeline of {pipe.batches} batch{'' if pipe.batches == 1 else 'es'}: "
                f"one batch's {len(p.schedule.steps)}-step program and the timeline")
-        schedules.append(f"<h3>S{p.steps} R{p.rounds} C{p.chunks}</h3>"
-                         + _picture(svg, name, point_stem(p),
-                                    f"{p.steps} steps, {p.rounds} rounds, {p.chunks} chunks "
-                                    f"per share, {how}"))
+        picture = Picture(svg, lambda room, s=p.schedule, full=len(svg):
+                          _schedule_versions(s, color, full, room))
+        parts.append((f"S{p.steps} R{p.rounds} C{p.chunks}", picture, name, point_stem(p),
+                      f"{p.steps} steps, {p.rounds} rounds, {p.chunks} chunks per share, "
+                      f"{how}"))
+    return files, parts
 
+
+def _placed(fitted, name: str, data: bytes, alt: str, caption: str, lazy: bool = False) -> str:
+    """A picture as fit_pictures left it: inlined whole, a smaller drawing, or linked."""
+    if fitted is None:
+        return figure(None, "svg", name, alt, f"{caption}; too big to show here "
+                      f"({len(data) / 1e6:.1f} MB): open the file")
+    shown, words = fitted
+    if words:
+        caption += f"; {words} (the full drawing, {len(data) / 1e6:.1f} MB, is the file)"
+    return figure(shown, "svg", name, alt, caption, lazy)
+
+
+def write_report(topo: Topology, result: Result, baselines: list, sizes: list[int],
+                 directory: str | Path, solver: str = "cpsat", color: str = "chunk",
+                 skipped: dict | None = None) -> Path:
+    """Write DIR/index.html and the files it links to; returns the page's path.
+
+    `baselines` is a list of (name, Schedule); `skipped` optionally {algorithm: why}
+    for the baselines that do not apply. The page keeps to PAGE_LIMIT bytes
+    (synth.pictures.page.fit_pictures): a picture that does not fit is drawn smaller
+    or only linked; every full drawing is a file beside the page.
+    """
+    directory = Path(directory)
+    files = {Path(f"{point_stem(p)}.json"): schedule_json(schedule_to_dict(p.schedule))
+             for p in result.points}
+    paths = [directory / name for name in files]
+    summary = result_summary(result, topo.name, solver, paths)
+    calibrated = result.cost_model == "calibrated"
+    rows = make_rows([p.schedule for p in result.points], baselines,
+                     prices(topo) if calibrated else None)
+    nccl = nccl_choices(topo, result.collective, sizes) if calibrated else None
+    data = comparison(rows, result.bounds, sizes, nccl) if rows else \
+        {"rows": [], "winners": {}, "nccl": {}}
+
+    model = "cost model 2" if calibrated else "alpha-beta model"
+    speed_words, speed_fig = _speedup_section(topo, result, rows)
+    stems = plot_files(result)
+    plots = [("speedup", speed_fig, "The fastest frontier point's speed-up over the best "
+              "alternative against message size; dots: where it crosses 1 x.")] \
+        if speed_fig is not None else []
+    plots += [("frontier", frontier_figure(result, baselines),
+               "Latency against bandwidth cost (line-rate); dashed and dotted lines: the "
+               "bounds."),
+              ("time", time_figure(result, baselines, rows=rows or None, model=model),
+               f"Predicted time and algbw against message size, frontier and baselines "
+               f"({model}).")]
+    figures = []  # (name, Picture, alt, caption)
+    for key, fig, caption in plots:
+        name = f"{stems.get(key, f'{result.collective}-{key}')}.svg"
+        svg = figure_bytes(fig, "svg")
+        files[Path(name)] = svg
+        figures.append((name, Picture(svg), key, caption))
+    topo_svg = render_bytes(topology_graph(topo), "svg")
+    files[Path("topology.svg")] = topo_svg
+    figures.append(("topology.svg", Picture(topo_svg), topo.name,
+                    "GPUs, switches, NICs and links (lanes x GB/s per direction)."))
+    drawings, schedules = _schedule_parts(result, color)
+    files.update(drawings)
+
+    text = _page_text(topo, result, summary, data, sizes, solver, skipped, speed_words)
+    pictures = [f[1] for f in figures] + [s[1] for s in schedules]
+    fitted = fit_pictures(pictures, PAGE_LIMIT - len(text.encode()) - 4096)
+    shown = [_placed(fit, name, pic.full, alt, caption)
+             for fit, (name, pic, alt, caption) in zip(fitted, figures)]
+    drawn = [f"<h3>{_e(head)}</h3>" + _placed(fit, name, pic.full, alt, caption, lazy=True)
+             for fit, (head, pic, name, alt, caption)
+             in zip(fitted[len(figures):], schedules)]
+    speed = shown[:1] if speed_fig is not None else []
+    rest = shown[len(speed):]
+    for slot, html_ in (("speedup", speed), ("plots", rest[:-1]), ("topology", rest[-1:]),
+                        ("schedules", drawn)):
+        text = text.replace(_slot(slot), "".join(html_))
+    files[Path("index.html")] = text
+    return write_folder(directory, files)[-1]
+
+
+def _page_text(topo: Topology, result: Result, summary: dict, data: dict,
+               sizes: list[int], solver: str, skipped: dict | None, speed_words: str) -> str:
+    """The page without its pictures: _slot(name) where the speedup, plots, topology
+    and schedules pictures go."""
+    b = result.bounds
     root = f" (root {result.root})" if result.root is not None else ""
     title = f"{result.collective}{root} on {topo.name}"
     stops = "; ".join(f"{k}: {v}" for k, v in summary["stopped"].items())
@@ -161,9 +244,7 @@ def write_report(topo: Topology, result: Result, baselines: list, sizes: list[in
         skipped_note = ('<p class="note">Baselines that do not apply: '
                         + "; ".join(f"{_e(k)} ({_e(v)})" for k, v in skipped.items())
                         + "</p>")
-    parts = [
-        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>synth: {_e(title)}</title><style>{STYLE}</style></head><body>",
+    body = [
         f"<h1>synth: {_e(title)}</h1>",
         f"<p>{_e(topo.description or topo.name)}; {result.model.ranks} ranks, capacity unit "
         f"{result.model.unit_gbps:g} GB/s.</p>",
@@ -171,6 +252,7 @@ def write_report(topo: Topology, result: Result, baselines: list, sizes: list[in
         f"(latency {b.latency_us:.2f} us), "
         f"{_e(b.rounds_per_chunk)} rounds per chunk ({b.us_per_mb:.3f} us/MB)"
         + (f"; {_e(b.note)}" if b.note else "") + ".</p>",
+        "<h2>Speed-up over the best alternative</h2>", speed_words, _slot("speedup"),
         "<h2>Pareto frontier</h2>",
         f'<p class="note">{len(result.points)} points, {summary["solver_calls"]} solver calls, '
         f"{summary['seconds']:.1f} s, solver {_e(solver)} ({_e(stops)}). "
@@ -181,20 +263,23 @@ def write_report(topo: Topology, result: Result, baselines: list, sizes: list[in
         "<h2>Against the baselines and NCCL</h2>",
         f'<p class="note">{_e(_model_words(result))}; n is nccl-tests\' message size. '
         f"Shaded: the fastest at that size. Fastest: {winners}.</p>",
-        _comparison_table(data, sizes) if rows else "<p>Nothing to compare.</p>",
+        _comparison_table(data, sizes) if data["rows"] else "<p>Nothing to compare.</p>",
         _nccl_list(data),
         skipped_note,
-        "<h2>Plots</h2>", *plots,
-        "<h2>Topology</h2>",
-        _picture(topo_svg, "topology.svg", topo.name,
-                 "GPUs, switches, NICs and links (lanes x GB/s per direction)."),
+        "<h2>Plots</h2>", _slot("plots"),
+        "<h2>Topology</h2>", _slot("topology"),
         "<h2>Schedules</h2>",
         '<p class="note">One panel per step; each arrow (or matrix cell) lists the chunks '
         "that cross the link and its load against capacity x rounds. A pipelined schedule "
         "shows one batch (its program) and a timeline of which batch runs which program "
-        "step in each step.</p>",
-        *schedules,
-        "</body></html>", "",
+        "step in each step. A drawing too big for this page is drawn smaller here (or "
+        "only linked); the link opens the full drawing.</p>",
+        _slot("schedules"),
     ]
-    files[Path("index.html")] = "\n".join(parts)
-    return write_folder(directory, files)[-1]
+    return page(f"synth: {title}", body)
+
+
+def _slot(name: str) -> str:
+    """A place in the page's text for pictures: a comment, which no escaped text of the
+    page can contain."""
+    return f"<!--{name}-->"

@@ -11,14 +11,17 @@ spans two boxes). A pipelined schedule (docs/schedule-file.md, version 2) is dra
 one batch, its program, plus a timeline of which batch runs which program step in which
 step; nothing is ever expanded. Everything is placed here and drawn by `neato -n2`.
 
-Bounded: at most MAX_PANELS panels and a grid of at most PANEL_AREA square points
-(fewer panels when they are big; the caption says how many are drawn), at most
+Bounded: at most MAX_PANELS panels and a grid of at most PANEL_AREA square points, or
+PNG_ROOM for a PNG (fewer panels when they are big; the caption says how many are
+drawn), at most
 MAX_RANKS rows and columns in a matrix, MAX_TIMELINE columns in a timeline.
 """
 
 from __future__ import annotations
 
 import math
+import re
+import textwrap
 from collections import Counter
 from fractions import Fraction
 
@@ -42,6 +45,8 @@ MAX_PANELS = 64  # steps drawn at most; a longer schedule shows its first ones
 # sends, past it as the sends into its representatives
 DRAWN_UNFOLDED = 100_000
 PANEL_AREA = 75_000_000  # square points the panel grid may fill: 4 x a 60-inch square
+PANEL_ROOM = (PANEL_AREA, math.inf)  # (area, longest side) for an SVG
+PNG_ROOM = (30_000_000, 7_600.0)  # for a PNG: readable (graphviz.png_dpi) with the caption
 
 
 def chunk_origin(schedule: Schedule, chunk: int) -> int | None:
@@ -58,7 +63,8 @@ DENSE_LINKS = 64  # a step using more rank links than this (and 4 per rank) is a
 GAP = 24.0  # between panels
 
 
-def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None = None
+def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None = None,
+                   max_ranks: int = MAX_RANKS, room: tuple[float, float] = PANEL_ROOM
                    ) -> graphviz.Digraph:
     """One panel per step, tiled in a grid. A panel shows which chunks cross which rank
     link in that step, coloured by chunk (or by the rank the chunk starts at), and each
@@ -80,6 +86,10 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
     class "tick", with the step's rounds), a row per program step (class "tlrow"), and
     a cell (node slot{i}_{t}, class "slot") labelled b where batch b runs program step i
     in step t.
+
+    `max_ranks` caps a matrix's rows and columns (fewer: coarser blocks, a smaller
+    picture); `room` is (area, longest side) in points the panel grid may fill: the
+    first steps that fit are drawn, one at least.
     """
     switched, orbits = schedule.in_network, schedule.symmetry
     if orbits is not None and orbits.order * sum(len(s.sends) for s in schedule.steps) \
@@ -91,7 +101,7 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
     coll, model, pipe = schedule.collective, schedule.model, schedule.pipeline
     n = coll.ranks
     program = schedule.steps[:MAX_PANELS]  # a picture of 300,000 panels is no picture
-    blocks = rank_blocks(model) if n > MAX_RANKS else None
+    blocks = rank_blocks(model, max_ranks) if n > max_ranks else None
     busiest = max((len({(x.src, x.dst) for x in st.sends}) for st in program), default=0)
     dense = blocks is not None or busiest > max(DENSE_LINKS, 4 * n)
     rank_colours, colour, how = _colouring(schedule, color)
@@ -127,13 +137,13 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
             widest = min(widest, max(1, math.ceil(math.sqrt(k * height / width))))
         return panel_columns(k, widest)
 
-    def area(k: int) -> float:
+    def too_big(k: int) -> bool:
         cols = min(grid(k), k)
-        rows = -(-k // cols)
-        return (cols * (width + GAP)) * (rows * (height + GAP))
+        across, down = cols * (width + GAP), -(-k // cols) * (height + GAP)
+        return across * down > room[0] or max(across, down) > room[1]
 
     shown = len(program)
-    while shown > 1 and area(shown) > PANEL_AREA:
+    while shown > 1 and too_big(shown):
         shown -= 1
     steps = program[:shown]
     cols = grid(shown)
@@ -186,7 +196,8 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
     # a big grid gets a bigger caption and timeline, readable when the picture is scaled
     span = min(len(steps), cols) * (width + GAP) - GAP
     zoom = min(2.5, max(1.0, span / 2000))
-    caption = "<br/>".join(lines).replace("point-size='11'", f"point-size='{11 * zoom:.0f}'")
+    chars = max(70, int(span / (0.56 * 11 * zoom)))  # as wide as the panels, no wider
+    caption = "<br/>".join(_wrapped(line, chars) for line in lines).replace("point-size='11'", f"point-size='{11 * zoom:.0f}'")
 
     g = graphviz.Digraph(f"{coll.name}-{model.name}", engine="neato")
     g.attr(label=f"<{caption}>", labelloc="t", fontname=FONT, fontsize=f"{16 * zoom:.0f}",
@@ -225,6 +236,13 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
 def _few(ranks) -> str:
     return ", ".join(map(str, ranks[:8])) + (f" ... ({len(ranks)} in all)" if len(ranks) > 8
                                              else "")
+
+
+def _wrapped(line: str, chars: int) -> str:
+    """A caption line (escaped text, maybe in one <font>) broken into lines of about
+    `chars` characters: a long line would make the picture wider than its panels."""
+    head, text, tail = re.fullmatch(r"(<font[^>]*>)?(.*?)(</font>)?", line).groups()
+    return (head or "") + "<br/>".join(textwrap.wrap(text, chars) or [""]) + (tail or "")
 
 
 def panel_columns(panels: int, widest: int) -> int:

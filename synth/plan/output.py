@@ -2,7 +2,8 @@
 schedules, plan.json and report.md.
 
     DIR/plan.json                     the plan (machine-readable; `files` lists the rest)
-    DIR/report.md                     the report: per call the choice against NCCL's
+    DIR/report.md, DIR/report.html    the report: per call the choice against NCCL's
+                                      (the page shows the plots, with them)
     DIR/schedules/COMM/COLL-I.json    each chosen schedule (synth verify reads them)
     DIR/msccl/COMM/COLL-I.xml         MSCCL XML, minBytes..maxBytes per file
     DIR/mscclpp/COMM/COLL-I.mscclpp.json, DIR/mscclpp/register.py
@@ -16,10 +17,13 @@ tree or direct, which take any size and need no file); a workload size the range
 cannot cut goes to the fastest that can, NCCL's own at worst; past an MSCCL++ plan's
 32-bit offsets, and past the workload's largest size for an XML file (no file says "no
 limit": microsoft/msccl reads maxBytes literally), NCCL's own; an MSCCL++ plan never
-starts at 2^31 bytes or more (min_message_size is a 32-bit int to the executor). The
-envelope in plan.json is over every candidate (what the model predicts). Everything is
-rendered (and simulated) before the first file is written; the files are written all
-or none (synth.files.write_folder).
+starts at 2^31 bytes or more (min_message_size is a 32-bit int to the executor). A
+file's upper bound is written one byte past its range (`_upper`): microsoft/msccl and
+MSCCL++ v0.8.0's shim read it exclusively, the others inclusively, so both run every
+size of the range; no workload size sits on that extra byte unless the file is the one
+for it (`_after_overlaps`). The envelope in plan.json is over every candidate (what the
+model predicts). Everything is rendered (and simulated) before the first file is
+written; the files are written all or none (synth.files.write_folder).
 """
 
 from __future__ import annotations
@@ -36,10 +40,12 @@ from synth.export import render
 from synth.export.mscclpp import MAX_MIN_MESSAGE
 from synth.export.units import unit_of
 from synth.files import write_folder
+from synth.plan.page import plan_page
 from synth.plan.planner import Entry, Plan, envelope, typical
 from synth.predict.nccl import NCCL_VERSION
 from synth.schedule.cost import format_size
 from synth.schedule.file import schedule_json, schedule_to_dict
+from synth.topology.linkmodel import ranks_per_box
 
 RUNTIMES = {"msccl-xml": ("msccl", ".xml"), "mscclpp": ("mscclpp", ".mscclpp.json")}
 PERF = {"allreduce": "all_reduce_perf", "allgather": "all_gather_perf",
@@ -92,7 +98,8 @@ def _rendered(schedule, fmt: str, protocol: str = "Simple") -> str | None:
 def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
                   skipped: list | None = None) -> list[dict]:
     """The runtime's ranges for one entry, in size order, tiling 0 bytes .. no limit:
-    dicts of min_bytes, max_bytes (None: no limit), algorithm, candidate, unit and text;
+    dicts of min_bytes, max_bytes (inclusive, None: no limit; the file's own upper
+    bound is one past it: _upper), algorithm, candidate, unit and text;
     where NCCL's own algorithm runs instead, candidate, unit and text are None and no
     file is written (module docstring). Past `deadline` (time.monotonic()) no further
     candidate is exported (an export and its simulation can take tens of seconds on 16
@@ -149,11 +156,14 @@ def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
     # neighbours with one option are one range; a file ending at 0 bytes is no range (0
     # means "no limit" to the runtimes), nor an MSCCL++ plan starting where its
     # min_message_size would wrap: NCCL's own takes those
-    merged = _merged(pieces)
-    merged = _merged([(low, high, c) if id(c) not in units or (
-        high != 0 and (fmt != "mscclpp" or low <= MAX_MIN_MESSAGE))
-        else (low, high, min(own, key=lambda o: o.time_us(max(low, 1))))
-        for low, high, c in merged])
+    def loadable(ranges):
+        return _merged([(low, high, c) if id(c) not in units or (
+            high != 0 and (fmt != "mscclpp" or low <= MAX_MIN_MESSAGE))
+            else (low, high, min(own, key=lambda o: o.time_us(max(low, 1))))
+            for low, high, c in ranges])
+
+    merged = loadable(_after_overlaps(loadable(_merged(pieces)), protected_sizes(entry),
+                                      lambda c: id(c) in units, cuts))
     out = []
     for i, (low, high, c) in enumerate(merged):
         if id(c) not in units:
@@ -161,8 +171,8 @@ def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
                         "candidate": None, "unit": None, "text": None})
             continue
         text = render(c.schedule, fmt, name=f"synth-plan-{entry.communicator}-"
-                      f"{entry_stem(entry)}-{i}", min_bytes=low, max_bytes=_max(high, fmt),
-                      protocol=c.protocol)[0]
+                      f"{entry_stem(entry)}-{i}", min_bytes=low,
+                      max_bytes=_upper(high, fmt, largest[id(c)]), protocol=c.protocol)[0]
         out.append({"min_bytes": low, "max_bytes": high, "algorithm": c.label,
                     "candidate": c, "unit": units[id(c)], "text": text})
     return out
@@ -179,10 +189,35 @@ def _merged(pieces: list) -> list:
     return out
 
 
-def _max(high: int | None, fmt: str):
+def _after_overlaps(pieces: list, sizes, is_file, cuts) -> list:
+    """(low, high, candidate) pieces with no workload size on the byte after a file's
+    range that the file cuts. A file's upper bound is written one past its range
+    (_upper), and the runtimes that read it inclusively run the file for that byte too,
+    as they run the next range's file there: whichever they loaded first. So a workload
+    size there is given to this file (its range grows by that byte, the next one's
+    shrinks); neither order of loading then gives it to another file that cuts it."""
+    sizes, out = set(sizes), [list(p) for p in pieces]
+    i = 0
+    while i < len(out) - 1:
+        low, high, c = out[i]
+        n = high + 1
+        if is_file(c) and n in sizes and cuts(c, n):
+            out[i][1], out[i + 1][0] = n, n + 1
+            if out[i + 1][1] is not None and out[i + 1][1] < out[i + 1][0]:
+                del out[i + 1]  # it was that one size
+            continue
+        i += 1
+    return _merged([tuple(p) for p in out])
+
+
+def _upper(high: int | None, fmt: str, limit: int) -> int | None:
+    """The upper bound written in the file of a range ending at `high` (inclusive; None:
+    no limit): one past it, so that microsoft/msccl and MSCCL++ v0.8.0's shim, which read
+    it exclusively (size < bound), run `high` too, and the inclusive readers one byte more
+    (_after_overlaps); an MSCCL++ plan's at most its `limit` (its 32-bit offsets')."""
     if high is None:
         return 0 if fmt == "msccl-xml" else None  # XML: 0 is no limit
-    return high
+    return high + 1 if fmt == "msccl-xml" else min(high + 1, limit)
 
 
 def render_plan(plan: Plan, formats=tuple(RUNTIMES), extra: dict | None = None,
@@ -216,8 +251,9 @@ def render_plan(plan: Plan, formats=tuple(RUNTIMES), extra: dict | None = None,
     texts.update(extra or {})
     loaded = runtime_steps(plan, runtime)
     doc = plan_document(plan, runtime, loaded)
-    doc["files"] = sorted(str(p) for p in texts) + ["plan.json", "report.md"]
+    doc["files"] = sorted(str(p) for p in texts) + ["plan.json", "report.md", "report.html"]
     texts[Path("report.md")] = report_text(plan, runtime, loaded)
+    texts[Path("report.html")] = plan_page(texts[Path("report.md")], extra or {})
     texts[Path("plan.json")] = json.dumps(doc, indent=1) + "\n"
     return texts, doc
 
@@ -461,12 +497,19 @@ def report_text(plan: Plan, runtime: dict | None = None, loaded: dict | None = N
                   "a communicator's plans with the NCCL shim (v0.9 and later) before the "
                   "communicator is created, with the process's rank in it; synth's "
                   "selector tells communicators apart by size, ranks per node and that "
-                  "rank (docs/runtimes.md, \"Running a plan\").", ""]
+                  "rank (docs/runtimes.md, \"Running a plan\"). Each file's upper bound "
+                  "(`maxBytes`, `max_message_size`) is one byte past its range above: "
+                  "microsoft/msccl and MSCCL++ v0.8.0's shim read it as exclusive, the "
+                  "others as inclusive, and run the file for that byte too, as they run "
+                  "the next range's file there, whichever they loaded first; no "
+                  "workload size is on such a byte unless the file is the one for it.",
+                  ""]
     lines += ["## Measuring it", "", "```"]
     for e in plan.entries:
         per_box = _per_node(e)
+        place = f"-npernode {per_box} " if per_box else ""  # none fits scattered boxes
         for c in e.calls:
-            lines.append(f"mpirun -np {e.ranks} -npernode {per_box} ./build/"
+            lines.append(f"mpirun -np {e.ranks} {place}./build/"
                          f"{PERF[e.collective]} -b {c.low} -e {c.high} -f 2 -g 1 -n 50"
                          + (f"   # MSCCL_ALGO_DIR=msccl/{e.communicator}" if runtime
                             and "msccl-xml" in runtime else ""))
@@ -474,11 +517,11 @@ def report_text(plan: Plan, runtime: dict | None = None, loaded: dict | None = N
     return "\n".join(lines) + "\n"
 
 
-def _per_node(e: Entry) -> int:
+def _per_node(e: Entry) -> int | None:
     """GPUs of the communicator's group per box (nccl-tests' -npernode, MSCCL++'s
-    ranks per node)."""
-    boxes = e.spans[0].candidate.schedule.model.boxes
-    return e.ranks // len(set(boxes)) if boxes else e.ranks
+    ranks per node); None where its boxes are not runs of equally many consecutive
+    ranks (no MSCCL++ plan is written for it then: synth.export.relays)."""
+    return ranks_per_box(e.spans[0].candidate.schedule.model)
 
 
 def _register(plan: Plan, entries: list[dict]) -> str:
@@ -507,8 +550,10 @@ def _register(plan: Plan, entries: list[dict]) -> str:
         "    register.register(\"dp\", dist.get_rank(dp_group))   # each communicator",
         "",
         "Each plan carries its own message-size range; synth's selector gives a call to a",
-        "plan of its communicator whose rank, size range and chunking fit it, and every",
-        'other call to the shim\'s own algorithms."""',
+        "plan of its communicator whose rank, size range and chunking fit it, when the",
+        "call's buffers are ones recorded for plans (synth.run.mscclpp_shim.stage_buffer:",
+        "synth.run.pytorch.SynthComm's), and every other call to the shim's own",
+        'algorithms."""',
         "",
         "from pathlib import Path",
         "",

@@ -1,7 +1,8 @@
 """nccl-tests output as printed: which collective, how many GPUs, and its rows.
 
 A log is what all_reduce_perf (all_gather_perf, reduce_scatter_perf, alltoall_perf,
-broadcast_perf, reduce_perf) prints: a `# nThread ... nGpus ...` header, one
+broadcast_perf, reduce_perf) prints: a `# nThread ... nGpus ... graph: G` header (nGpus
+the GPUs one thread launches, -g; G the CUDA graph launches, -G, 0 when off), one
 `#  Rank  r Group ... device` line per GPU, then one row per size:
 
     size  count  type  [redop  [root]]  time algbw busbw #wrong  time algbw busbw #wrong
@@ -33,6 +34,7 @@ RANK = re.compile(r"^#\s+Rank\s+(\d+)\s+Group\s+\d+\b.*\bdevice\b")
 ENV = re.compile(r"NCCL_(ALGO|PROTO) set by environment to (\S+)")
 VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 GPUS = re.compile(r"^#\s*nThreads?\s+\d+\s+nGpus\s+(\d+)\b")
+GRAPH = re.compile(r"\bgraph:\s*(\d+)\b")  # on the nGpus line
 TYPES = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double",
          "bfloat16", "fp8_e4m3", "fp8_e5m2"}
 OPS = {"sum", "prod", "max", "min", "avg", "none", "mulsum", "premulsum"}
@@ -60,6 +62,13 @@ class Log:
     protocol: str = ""  # allowed by NCCL_PROTO
     nccl_version: str = ""
     gpus_per_thread: int = 1  # the header's nGpus: GPUs one thread launches (-g)
+    graph_launches: int = 0  # the header's graph: -G, iterations replayed as a CUDA graph
+
+    @property
+    def launches(self) -> int:
+        """The host launches a call waits for (docs/cost-model.md, "A call as nccl-tests
+        times it"): a GPU's part per GPU of the thread, none when a CUDA graph replays."""
+        return 0 if self.graph_launches else self.gpus_per_thread
 
 
 def read_log(path: str | Path, collective: str | None = None) -> Log:
@@ -71,7 +80,7 @@ def read_log(path: str | Path, collective: str | None = None) -> Log:
 def parse_log(text: str, where: str, collective: str | None = None) -> Log:
     ranks: set[int] = set()
     found = {"ALGO": "", "PROTO": ""}
-    program, version, rows, per_thread = None, "", [], 1
+    program, version, rows, per_thread, graph = None, "", [], 1, 0
     for number, raw in enumerate(text.splitlines(), 1):
         line = TAG.sub("", raw).strip()
         program = program or _program(line)
@@ -79,6 +88,8 @@ def parse_log(text: str, where: str, collective: str | None = None) -> Log:
         g = GPUS.match(line)
         if g:
             per_thread = max(1, int(g.group(1)))
+            launched = GRAPH.search(line)
+            graph = int(launched.group(1)) if launched else 0
         for key, value in ENV.findall(line):
             found[key] = value
         m = RANK.match(line)
@@ -96,7 +107,7 @@ def parse_log(text: str, where: str, collective: str | None = None) -> Log:
     if not rows:
         raise BadInput(f"{where}: no result rows (size count type ... time algbw busbw)")
     return Log(where, coll, len(ranks), rows, _forced(found["ALGO"], ALGORITHMS, where),
-               _forced(found["PROTO"], PROTOCOLS, where), version, per_thread)
+               _forced(found["PROTO"], PROTOCOLS, where), version, per_thread, graph)
 
 
 def _program(line: str) -> str | None:

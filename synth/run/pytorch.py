@@ -33,7 +33,7 @@ from pathlib import Path
 
 from synth.errors import BadInput
 from synth.export import MAX_UNFOLDED_SENDS
-from synth.export.units import Unit, parts_of, unit_of
+from synth.export.units import Unit, header_of, parts_of
 
 VIAS = ("mscclpp", "msccl", "schedule")
 # the in-place form of the calls PyTorch makes: DDP's all_reduce, FSDP2's all-gather (its
@@ -70,11 +70,6 @@ class SynthComm:
             for path in paths:
                 unit, inplace, name = _file_unit(path, fmt, self.size)
                 self.routes.setdefault(name, []).append((unit, inplace, None))
-            if via == "mscclpp":
-                from synth.run.mscclpp_shim import register
-
-                register(paths, self.rank, self.size, _ranks_per_node(group, ranks_per_node),
-                         tag=_group_tag(group))
         for name, routes in self.routes.items():
             for _, inplace, _ in routes:
                 if name in TORCH_IN_PLACE and inplace != TORCH_IN_PLACE[name]:
@@ -82,6 +77,11 @@ class SynthComm:
                     raise BadInput(f"the {name} file is {'in' if inplace else 'out of'} "
                                    f"place, but PyTorch calls {name} {mode}: export it "
                                    f"with --{'inplace' if TORCH_IN_PLACE[name] else 'out-of-place'}")
+        if via == "mscclpp":  # only files it will call: the shim's table is the process's
+            from synth.run.mscclpp_shim import register
+
+            register(paths, self.rank, self.size, _ranks_per_node(group, ranks_per_node),
+                     tag=_group_tag(group))
 
     def _add_schedules(self, paths, runtime):
         from synth.schedule.machine import read_verified
@@ -157,38 +157,31 @@ class SynthComm:
     def _stage(self, key, numel, like):
         """A buffer of its own CUDA allocation for the bulk (offset 0 on every rank),
         kept per (use, size, type): the executor sets a new buffer up again, a blocking
-        step every rank takes part in."""
+        step every rank takes part in. The shim's selector gives plans only calls on
+        such buffers (synth.run.mscclpp_shim.stage_buffer)."""
         slot = (key, numel, like.dtype)
         if slot not in self._staging:
             import mscclpp
             import torch.utils.dlpack
 
+            from synth.run.mscclpp_shim import stage_buffer
+
             raw = mscclpp.RawGpuBuffer(numel * like.element_size())
             tensor = torch.utils.dlpack.from_dlpack(raw.to_dlpack(data_type=str(like.dtype)))
             self._staging[slot] = (raw, tensor)  # the tensor must not outlive its buffer
+            stage_buffer(tensor.data_ptr(), tensor.nbytes)  # kept with this SynthComm
         return self._staging[slot][1]
 
 
 def _file_unit(path: Path, fmt: str, size: int):
     """(Unit, in place, collective) of an exported file, checked against the group."""
-    import json
-    import re
-
     try:
-        text = path.read_text()
-        if fmt == "msccl-xml":
-            ranks = int(re.search(r'<algo [^>]*\bngpus="(\d+)"', text).group(1))
-            name = re.search(r'<algo [^>]*\bcoll="(\w+)"', text).group(1)
-            inplace = re.search(r'<algo [^>]*\binplace="1"', text) is not None
-        else:
-            doc = json.loads(text)
-            ranks, name, inplace = len(doc["gpus"]), doc["collective"], bool(doc["inplace"])
-        unit = unit_of(fmt, text)
-    except (OSError, ValueError, KeyError, AttributeError) as e:
+        head = header_of(fmt, path.read_text())
+    except (OSError, ValueError) as e:
         raise BadInput(f"{path}: not a synth {fmt} export ({e})") from None
-    if ranks != size:
-        raise BadInput(f"{path}: the file is for {ranks} ranks, the group has {size}")
-    return unit, inplace, name
+    if head.ranks != size:
+        raise BadInput(f"{path}: the file is for {head.ranks} ranks, the group has {size}")
+    return head.unit, head.inplace, head.collective
 
 
 def _ranks_per_node(group, given: int | None) -> int:

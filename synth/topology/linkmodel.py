@@ -386,6 +386,20 @@ def box_places(boxes) -> tuple[list[int], list[int], bool]:
     return box, place, len(set(seen.values())) <= 1
 
 
+def ranks_per_box(model: LinkModel) -> int | None:
+    """G where every box is G consecutive ranks (rank r in box r // G, as `mpirun
+    -npernode G` and the MSCCL++ executor place ranks on nodes); all the ranks where
+    there are no boxes (one box); None when the boxes are not such runs."""
+    n = model.ranks
+    if not model.boxes:
+        return n
+    box, _, equal = box_places(model.boxes)
+    g = n // (max(box) + 1)
+    if not equal or any(box[r] != box[r - r % g] for r in range(n)):
+        return None
+    return g
+
+
 def restrict(model: LinkModel, ranks, name: str = "") -> LinkModel:
     """The links and groups among `ranks`, renumbered: ranks[i] becomes rank i.
 
