@@ -289,7 +289,7 @@ def _setter(*path_and_value):
     (_setter("ranks", "4"), "ranks: expected an integer"),
     (_setter("steps", {}), "steps: expected a list"),
     (_setter("format", "msccl"), "format: expected 'synth.schedule'"),
-    (_setter("version", 4), "version: expected 1, 2 or 3"),
+    (_setter("version", 5), "version: expected 1, 2, 3 or 4"),
     (_setter("collective", "allscatter"), "collective: unknown collective 'allscatter'"),
     (_setter("root", 0), "root: allgather takes no root"),
     (_setter("steps", 1, "rounds", 0), "steps[1].rounds: 0 is out of range 1.."),

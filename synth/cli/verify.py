@@ -50,7 +50,10 @@ def verify(files, show_cost, sizes, spec, boxes):
         line = (f"ok {' '.join(str(path).split())}: {doc['collective']} on {name}, "
                 f"{steps} steps, {rounds} rounds, {doc['chunks']} chunks"
                 + (f" (version {doc['version']}: a batch program of {len(doc['steps'])} "
-                   f"steps in {pipe['batches']} batches)" if pipe else "") + f"; {machine}")
+                   f"steps in {pipe['batches']} batches)" if pipe else "")
+                + (f" (version 4: written once per orbit, dims {sym['dims']} along axes "
+                   f"{sym['axes']})" if (sym := doc.get("symmetry")) and doc["version"] == 4
+                   else "") + f"; {machine}")
         if show_cost:
             times = "  ".join(f"{format_size(n)} {cost.time_us(n):.1f} us "
                               f"({cost.algbw_gbps(n):.1f} GB/s)" for n in size_list)

@@ -28,6 +28,12 @@ Reducescatter: the same construction on the reversed links, run backwards (SCCL'
 duality). Allreduce: each batch's reducescatter, then its allgather, all in one
 pipeline, so one batch's reducescatter overlaps an earlier batch's allgather.
 
+Written once per box: where the boxes are numbered box by box and shifting the box index
+is a symmetry of the links (alike boxes on rails or a switch), a batch program that the
+shift maps onto itself (each level's schedule runs alike in every peer group and box)
+is written as box 0's receives and that shift (synth.schedule.orbits, version 4 of the
+schedule file): a K-th of the sends.
+
 Choosing the depth: every batch carries the same (src, dst) pairs, so the rounds of any
 depth P and pieces per batch are sums over the loads of the ~2s windows of one batch's s
 steps (synth.construct.moves.scaled_rounds): all designs are priced without building
@@ -49,6 +55,7 @@ from synth.construct.moves import (Moves, in_parallel, in_sequence, scaled_round
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import verified
 from synth.schedule.ir import Pipeline, Schedule, Send, Step
+from synth.schedule.orbits import Orbits, orbits_of
 from synth.schedule.transform import reverse_model
 from synth.search.pareto import Limits, Point, Search, frontier
 from synth.topology.hierarchy import Hierarchy
@@ -106,6 +113,7 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
     on_event = on_event or (lambda kind, data: None)
     deadline = time.monotonic() + limits.time_limit
     search = Search(complete=False)  # nothing here is proven optimal
+    orbits = box_orbits(model, hierarchy)
     try:
         designs = _designs(model, hierarchy, name, limits, on_event, depths or DEPTHS,
                            deadline)
@@ -119,7 +127,7 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
                 continue
             on_event("build", (design.steps, design.rounds, design.chunks))
             started = time.monotonic()
-            built = _build(model, hierarchy, name, design)
+            built = _build(model, hierarchy, name, design, orbits)
             built.info["solve_seconds"] = round(time.monotonic() - started, 3)  # build+verify
             search.points.append(Point(built, proven=False))
             on_event("point", search.points[-1])
@@ -407,11 +415,22 @@ def _build_order(designs: list[Design]) -> list[Design]:
 
 # --- building ------------------------------------------------------------------------
 
-def _build(model: LinkModel, hierarchy: Hierarchy, name: str, design: Design) -> Schedule:
+def box_orbits(model: LinkModel, hierarchy: Hierarchy) -> Orbits | None:
+    """The shifts of the box index, where ranks are numbered box by box and they are
+    symmetries of the links and groups; else None."""
+    k, g = len(hierarchy.boxes), len(hierarchy.boxes[0])
+    if hierarchy.boxes != tuple(tuple(range(b * g, (b + 1) * g)) for b in range(k)):
+        return None
+    return orbits_of(model, (k, g), (0,))
+
+
+def _build(model: LinkModel, hierarchy: Hierarchy, name: str, design: Design,
+           orbits: Orbits | None = None) -> Schedule:
     """The design's schedule, verified: one batch's program, its moves of consecutive
     chunks joined into ranged sends, and a pipeline of design.batches copies (version 2
     of the schedule file), whose rounds per expanded step come from the loads of the
-    batch steps running in it."""
+    batch steps running in it. Where the box `orbits` map the program onto itself,
+    only box 0's receives are kept (version 4)."""
     batches = f"{design.batches} batch{'es' if design.batches > 1 else ''}"
     info = {"method": f"decomposed, {batches}",
             "decomposition": {"hierarchy": hierarchy.describe(), "batches": design.batches,
@@ -422,13 +441,32 @@ def _build(model: LinkModel, hierarchy: Hierarchy, name: str, design: Design) ->
     moves = [step for step in moves if step]
     coll = make_collective(name, model.ranks, design.chunks)
     priced = _Priced(moves)
-    steps = tuple(Step(priced.window(model, i, i, 1), ranged(step, coll.share_chunks))
-                  for i, step in enumerate(moves))
+    steps = _folded(moves, priced, model, coll, orbits)
+    if steps is None:
+        orbits = None
+        steps = tuple(Step(priced.window(model, i, i, 1), ranged(step, coll.share_chunks))
+                      for i, step in enumerate(moves))
     pipeline = None
     if design.batches > 1:
         pipeline = Pipeline(design.batches, design.pieces,
                             tuple(priced.rounds_per_step(model, design.batches, 1)))
-    return verified(Schedule(coll, model, steps, info, pipeline))
+    return verified(Schedule(coll, model, steps, info, pipeline, orbits))
+
+
+def _folded(moves, priced, model, coll, orbits) -> tuple[Step, ...] | None:
+    """The program's steps as the sends into box 0, each step's rounds the whole
+    step's, if `orbits` map every step onto itself (ranges cut at blocks, which the
+    shift moves whole); else None."""
+    if orbits is None:
+        return None
+    block = orbits.block(coll.num_chunks)
+    steps = []
+    for i, step in enumerate(moves):
+        sends = orbits.fold(ranged(step, block), coll.num_chunks)
+        if sends is None:
+            return None
+        steps.append(Step(priced.window(model, i, i, 1), sends))
+    return tuple(steps)
 
 
 def ranged(moves, share: int) -> tuple[Send, ...]:

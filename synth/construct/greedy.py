@@ -14,7 +14,9 @@ rings, tori, hypercubes, one switch), allgather is matched for rank 0 alone and 
 onto every rank: what rank e holds is what rank 0 holds shifted by e. That is faster
 (the choices cost O(N C) per step, not O(N^2 C)) and on tori better: torus:16x16 with
 one chunk a share in 64 steps, the least any schedule needs (255 chunks over 4 links
-in), where the plain matching takes 65.
+in), where the plain matching takes 65. Such a schedule is kept as rank 0's receives
+and the translations (synth.schedule.orbits, version 4 of the file): its size grows
+with N C, not N^2 C.
 
 Built directly: allgather and broadcast. Reducescatter and reduce are the same on the
 reversed links, run backwards (the duality of synth.schedule.transform: exact here, as
@@ -24,7 +26,7 @@ reducescatter then allgather.
 Cost: per step and link, a few operations on bitsets of N x C bits (chunks kept by how
 many ranks hold them, so the rarest candidate is a few ANDs away): O(steps x links x
 N C / 64) word operations; with translations, O(N C x in-links x log) for the choices;
-either way the N^2 C sends written out.
+the N^2 C sends written out by the plain matching, N C with translations.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from fractions import Fraction
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import verified
 from synth.schedule.ir import Schedule, Send, Step
+from synth.schedule.orbits import Orbits
 from synth.schedule.transform import compose_allreduce, reverse_model, reverse_schedule
 from synth.search.pareto import Limits, Point, Search
 from synth.topology.linkmodel import LinkModel, switch_rounds
@@ -74,8 +77,11 @@ def greedy_search(model: LinkModel, name: str, root: int | None, limits: Limits,
     counts = [c for c in CHUNKS if c <= limits.max_chunks]
     search.stopped = f"built at {', '.join(map(str, counts))} chunks a share"
     last = None  # rounds per chunk of the last schedule built
+    translated = name in ("allgather", "reducescatter", "allreduce") and \
+        translations_of(model, dims) is not None
+    written = model.ranks if translated else 1  # translated: rank 0's sends are written
     for chunks in counts:
-        sends = _sends(model.ranks, name, chunks)
+        sends = _sends(model.ranks, name, chunks) // written
         if sends > MAX_SENDS:
             search.stopped = f"stopped before {chunks} chunks a share: over {MAX_SENDS:,} sends"
             break
@@ -139,17 +145,19 @@ def build(model: LinkModel, name: str, root: int | None, chunks: int,
     on = reverse_model(model) if dual else model
     coll = make_collective(spread, model.ranks, chunks, root)
     shifts = translations_of(on, dims) if spread == "allgather" else None
-    steps = None
+    steps, orbits = None, None
     if shifts is not None:
         steps = _match_translated(on, shifts, chunks, deadline)
+        orbits = Orbits(shifts.dims, tuple(range(len(shifts.dims))))
     if steps is None or model.ranks <= BOTH_UP_TO:  # small: keep the better of the two
         plain = _match(on, coll.pre_ranges(), coll.post_ranges(), deadline)
-        steps = min((s for s in (steps, plain) if s is not None), default=None,
-                    key=lambda s: (sum(step.rounds for step in s), len(s)))
+        if plain is not None and (steps is None or (sum(s.rounds for s in plain), len(plain))
+                                  < (sum(s.rounds for s in steps), len(steps))):
+            steps, orbits = plain, None
     if steps is None:
         return None
     schedule = Schedule(coll, on, steps, {"method": f"greedy, {chunks} chunk(s) a share",
-                                          "greedy": chunks})
+                                          "greedy": chunks}, symmetry=orbits)
     return reverse_schedule(schedule, model) if dual else schedule
 
 
@@ -248,7 +256,8 @@ def _match_translated(model: LinkModel, shifts: Translations, chunks: int,
     that came last to its source (it keeps chunks flowing on), the lowest on ties. A
     group caps the sum over its links, each link's load being that of the link into
     rank 0 from the same offset. Each link's candidates are kept as chunks arrive, in a
-    heap: O(N C x in-links x log) for the choices, plus the N x N x C sends written out."""
+    heap: O(N C x in-links x log) for the choices. The steps hold rank 0's receives
+    only (synth.schedule.orbits: the translations give every other rank's)."""
     n = model.ranks
     into, budget, _, span = _links(model)
     sources = into[0]
@@ -297,8 +306,8 @@ def _match_translated(model: LinkModel, shifts: Translations, chunks: int,
         for k, _ in picks:
             arrive(k, t)
         program.append(picks)
-    table = shifts.table().tolist()  # table[u][v]: u shifted by v
-    return tuple(_shifted(model, table, chunks, picks, span) for picks in program)
+    quotient = Orbits(shifts.dims, tuple(range(len(shifts.dims)))).quotient(model)
+    return tuple(_received(quotient, picks, span) for picks in program)
 
 
 def _offset_caps(model: LinkModel, shifts: Translations, group_budget: dict) -> dict:
@@ -318,11 +327,12 @@ def _offset_caps(model: LinkModel, shifts: Translations, group_budget: dict) -> 
     return caps
 
 
-def _shifted(model, table, chunks, picks, span) -> Step:
-    """The step in which every rank v receives rank 0's picks shifted by v."""
-    sends = tuple(Send(table[k // chunks][v] * chunks + k % chunks, table[e][v], v)
-                  for v in range(model.ranks) for k, e in picks)
-    return Step(1 if span == 1 else switch_rounds(model, (), sends), sends)
+def _received(quotient: LinkModel, picks, span) -> Step:
+    """Rank 0's receives as a step of the whole schedule: its rounds are the fewest in
+    which every rank receives its shifted picks (priced on the quotient model, where
+    rank 0's sends load each link and group as the whole step does)."""
+    sends = tuple(Send(k, e, 0) for k, e in picks)
+    return Step(1 if span == 1 else switch_rounds(quotient, (), sends), sends)
 
 
 def _links(model: LinkModel):

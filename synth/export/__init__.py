@@ -108,6 +108,10 @@ def sizes_line(fmt: str, text: str) -> str:
 
 
 MAX_EXPANDED_SENDS = 200_000  # a pipeline no runtime loop can express, unrolled at most
+# a schedule written once per orbit (version 4) is spelled out for the runtimes, whose
+# files name every rank's sends: at most this many (the greedy matching's cap before
+# it wrote version 4: what was exported then still is)
+MAX_UNFOLDED_SENDS = 2_200_000
 
 
 # what a format without switch channels says of a version 3 schedule
@@ -123,12 +127,14 @@ def runtime_form(schedule, switch_ops: bool = False):
     buffer, which is the pipeline. Chunk ranges stay (the exporters move cnt chunks in
     one step). A pipeline whose batches do not split every share evenly is unrolled, up
     to MAX_EXPANDED_SENDS sends. Switch operations are refused unless the format has them
-    (`switch_ops`)."""
+    (`switch_ops`). A schedule written once per orbit is first spelled out for every
+    rank, up to MAX_UNFOLDED_SENDS sends (the runtimes' files have no orbits)."""
     from synth.schedule.file import verified
     from synth.schedule.transform import one_batch
 
     if schedule.in_network and not switch_ops:
         raise BadInput(IN_NETWORK)
+    schedule = schedule.unfolded(MAX_UNFOLDED_SENDS, "a runtime's file")
     if schedule.pipeline is None:
         return schedule.expanded(), ""
     batch = one_batch(schedule)

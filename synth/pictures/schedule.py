@@ -41,6 +41,9 @@ from synth.topology.linkmodel import LinkModel
 
 COLOR_MODES = ("chunk", "origin")
 MAX_PANELS = 64  # steps drawn at most; a longer schedule shows its first ones
+# a schedule written once per orbit (version 4) is drawn spelled out up to this many
+# sends, past it as the sends into its representatives
+DRAWN_UNFOLDED = 100_000
 PANEL_AREA = 75_000_000  # square points the panel grid may fill: 4 x a 60-inch square
 PANEL_ROOM = (PANEL_AREA, math.inf)  # (area, longest side) for an SVG
 PNG_ROOM = (30_000_000, 7_600.0)  # for a PNG: readable (graphviz.png_dpi) with the caption
@@ -88,7 +91,10 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
     picture); `room` is (area, longest side) in points the panel grid may fill: the
     first steps that fit are drawn, one at least.
     """
-    switched = schedule.in_network
+    switched, orbits = schedule.in_network, schedule.symmetry
+    if orbits is not None and orbits.order * sum(len(s.sends) for s in schedule.steps) \
+            <= DRAWN_UNFOLDED:
+        schedule = schedule.unfolded()
     schedule = schedule.as_sends()  # a switch operation: its sends, link by link
     if color not in COLOR_MODES:
         raise BadInput(f"unknown colouring '{color}' (expected chunk or origin)")
@@ -167,6 +173,14 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
             f"program, drawn once (batch 0; loads "
             f"and rounds of one batch alone); batch b moves chunk + b x {pipe.stride} and "
             "runs program step i in step b + i, as the timeline below shows") + "</font>")
+    if orbits is not None:
+        reps = orbits.representatives
+        drawn = ("drawn spelled out for every rank" if schedule.symmetry is None else
+                 f"only the sends into rank{'s' if len(reps) > 1 else ''} {_few(reps)} are "
+                 "drawn (loads: those of every link of their orbits)")
+        lines.append("<font point-size='11'>" + _html(
+            f"written once per orbit (version 4): every rank does the same, translated "
+            f"along dims {list(orbits.dims)}, axes {list(orbits.axes)}; {drawn}") + "</font>")
     if switched:
         lines.append("<font point-size='11'>" + _html(
             "switch operations (version 3) are drawn as the sends they stand for: link "
@@ -217,6 +231,11 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
         rows = -(-len(steps) // cols)
         draw_timeline(g, schedule, -rows * (height + GAP), zoom, MAX_PANELS)
     return g
+
+
+def _few(ranks) -> str:
+    return ", ".join(map(str, ranks[:8])) + (f" ... ({len(ranks)} in all)" if len(ranks) > 8
+                                             else "")
 
 
 def _wrapped(line: str, chars: int) -> str:

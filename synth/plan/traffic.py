@@ -33,6 +33,7 @@ def physical_use(topo: Topology, groups, schedule, n: int) -> dict[tuple[str, st
     chunk = n / schedule.collective.buffer_chunks
     batches = schedule.pipeline.batches if schedule.pipeline else 1
     load: dict = {}
+    steps = schedule.unfolded().steps  # every rank's sends (a version 4 file lists some)
 
     def add(hops, count):
         for hop in hops:
@@ -40,7 +41,7 @@ def physical_use(topo: Topology, groups, schedule, n: int) -> dict[tuple[str, st
 
     for group in groups:
         routes, computing = _routes(topo, tuple(group))  # computing: this group's switches
-        for step in schedule.steps:
+        for step in steps:
             for x in step.sends:
                 path = routes[(x.src, x.dst)]
                 add(zip(path, path[1:]), x.count)

@@ -16,14 +16,20 @@ us_per_byte x n), floored at the host's launch of the call (launch_us: one proce
 GPU launches its part; NCCL's launch figure stands for the runtime's); a schedule's time
 at n is the fastest of its lines.
 
-Cost: O(sends + switch operations of the expanded schedule) per schedule, after one
-pass over the topology's routes (`prices`).
+A schedule written once per orbit (version 4, synth.schedule.orbits) is priced on its
+representatives' sends: on the quotient model they load each link and group as the whole
+step loads every link and group of its orbit, so each is priced at the slowest of its
+orbit (`orbit_prices`): the same busiest time as the unfolded step's.
+
+Cost: O(sends + switch operations of the expanded schedule) per schedule (of the
+representatives' program, once per orbit), after one pass over the topology's routes
+(`prices`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
 
@@ -113,6 +119,8 @@ def schedule_lines(schedule: Schedule, p: Prices) -> list[Line]:
     batch's chunks differ, its loads do not), so each program step is counted once:
     O(program + expanded steps x steps in flight)."""
     f, model = p.figures, schedule.model
+    if schedule.symmetry is not None:
+        model, p = schedule.symmetry.quotient(model), orbit_prices(p, schedule.symmetry, model)
     chunks = schedule.collective.buffer_chunks
     program = [step_loads(model, step.switch_ops, step.sends, weight=_switch_weight)
                for step in schedule.steps]
@@ -151,6 +159,24 @@ def _bottleneck(p: Prices, loads: list, nvls: float, ports: set):
     busy += [(load / (p.group_gbps[name] * (nvls if name in ports else 1.0)),
               p.group_kind[name]) for name, load in groups.items()]
     return max(busy, key=lambda b: b[0])
+
+
+def orbit_prices(p: Prices, orbits, model) -> Prices:
+    """`p` on the quotient model (synth.schedule.orbits): each link that enters a
+    representative and each class of groups priced as the slowest of its orbit or
+    class (and the kind of that one), so that the busiest link or group of a step is
+    found among them."""
+    link_gbps, link_kind = {}, {}
+    for pair, gbps in p.link_gbps.items():
+        rep = orbits.link_orbit(*pair)
+        if rep not in link_gbps or gbps < link_gbps[rep]:
+            link_gbps[rep], link_kind[rep] = gbps, p.link_kind[pair]
+    group_gbps, group_kind = {}, {}
+    for _, _, names in orbits.classes(model):
+        slowest = min(names, key=lambda name: p.group_gbps[name])
+        group_gbps[names[0]], group_kind[names[0]] = p.group_gbps[slowest], p.group_kind[slowest]
+    return replace(p, link_gbps=link_gbps, link_kind=link_kind, group_gbps=group_gbps,
+                   group_kind=group_kind)
 
 
 def _summed(counters: list):

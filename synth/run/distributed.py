@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from synth.errors import BadInput, NoAnswer
+from synth.export import MAX_UNFOLDED_SENDS
 from synth.export.units import Unit, parts_of
 from synth.schedule.file import read_schedule
 from synth.schedule.machine import read_verified
@@ -82,6 +83,7 @@ def run(path: str | Path, nproc: int | None, nbytes: int, iters: int, backend: s
     check_first=False skips that, to test the runner's own numeric check."""
     # bad files fail here, before any process starts (an invalid one: exit 1)
     schedule = read_verified(path) if check_first else read_schedule(path)
+    schedule.check_unfold(MAX_UNFOLDED_SENDS, "synth run")  # every rank's sends, in each worker
     coll = schedule.collective
     if runtime not in CUTS:
         raise BadInput(f"unknown runtime {runtime!r} (expected {', '.join(CUTS)})")
@@ -232,7 +234,7 @@ def _worker(rank, world, path, call: dict, backend, init, report_path):
         # same data flow, so the numbers are checked alike; only its timing is not a
         # switch's
         schedule = read_schedule(path)
-        report = _run_and_check(schedule.as_sends(), rank, Call(**call))
+        report = _run_and_check(schedule.unfolded().as_sends(), rank, Call(**call))
         if schedule.in_network:
             report.update(version=3, switch="emulated on the host: each switch operation "
                                             "run as the sends it stands for")

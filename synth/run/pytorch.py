@@ -32,6 +32,7 @@ from collections import Counter
 from pathlib import Path
 
 from synth.errors import BadInput
+from synth.export import MAX_UNFOLDED_SENDS
 from synth.export.units import Unit, header_of, parts_of
 
 VIAS = ("mscclpp", "msccl", "schedule")
@@ -95,7 +96,8 @@ class SynthComm:
                 raise BadInput(f"{path}: a second {coll.name} schedule for one group")
             unit = Unit(runtime, coll.buffer_chunks, parts_of(coll.name, coll.ranks))
             self.routes[coll.name] = [(unit, TORCH_IN_PLACE.get(coll.name, False),
-                                       schedule.as_sends())]
+                                       schedule.unfolded(MAX_UNFOLDED_SENDS,
+                                                         "synth's backend").as_sends())]
 
     # --- the collectives, in NCCL's layout (synth.run.calls), sums --------------------
 

@@ -1,5 +1,5 @@
-"""The schedule file ("synth.schedule", version 1 of docs/schedule-file.md): the IR to and
-from JSON, exactly (capacities are written as numbers and read back as the nearest small
+"""The schedule file ("synth.schedule", versions 1 to 4 of docs/schedule-file.md): the IR to
+and from JSON, exactly (capacities are written as numbers and read back as the nearest small
 fraction), and `verified`, which runs what would be written through the independent
 verifier.
 """
@@ -16,27 +16,35 @@ from synth.files import SCHEDULE_LIMIT, load_json, quote, write_atomic
 from synth.schedule.collectives import make_collective
 from synth.schedule.cost import cost_summary
 from synth.schedule.ir import Pipeline, Schedule, Send, Step, SwitchOp
+from synth.schedule.orbits import RULES, Orbits
 from synth.schedule.verify import ScheduleInvalid, verify_schedule
 from synth.topology.linkmodel import Group, LinkModel, RankLink, Switch
 
 FORMAT = "synth.schedule"
-VERSIONS = (1, 2, 3)
+VERSIONS = (1, 2, 3, 4)
 SWITCH_OPS = ("multicast", "switch_reduce")
 MAX_ROUNDS = 10 ** 9  # a step's rounds, as the verifier allows
 
 
 def schedule_to_dict(schedule: Schedule) -> dict:
     """The file's document: version 1, or version 2 when the schedule uses a compact form
-    (chunk ranges or a pipeline; pre and post are then written as ranges too)."""
+    (chunk ranges or a pipeline; pre and post are then written as ranges too), 3 with
+    switch operations, 4 when it is written once per orbit (`symmetry`: pre, post and
+    steps then hold the representatives' entries only)."""
     coll, model = schedule.collective, schedule.model
-    compact = schedule.compact
+    compact, orbits = schedule.compact, schedule.symmetry
+    if orbits is not None and schedule.in_network:
+        raise ValueError("a schedule written once per orbit has no switch operations")
+    version = 4 if orbits else 3 if schedule.in_network else 2 if compact else 1
+    mine = (lambda r: True) if orbits is None else set(orbits.representatives).__contains__
     doc = {
-        "format": FORMAT, "version": 3 if schedule.in_network else 2 if compact else 1,
+        "format": FORMAT, "version": version,
         "collective": coll.name, "root": coll.root,
         "ranks": coll.ranks, "chunks": coll.chunks, "num_chunks": coll.num_chunks,
         "topology": model_to_dict(model),
-        "pre": _condition(coll.pre_ranges(), compact),
-        "post": _condition(coll.post_ranges(), compact),
+        **({"symmetry": orbits.to_dict()} if orbits else {}),
+        "pre": _condition([x for x in coll.pre_ranges() if mine(x[0])], compact),
+        "post": _condition([x for x in coll.post_ranges() if mine(x[0])], compact),
         "steps": [{"rounds": s.rounds, "sends": [_send(x) for x in s.sends]
                    + [_switch_op(x) for x in s.switch_ops]} for s in schedule.steps],
     }
@@ -88,12 +96,12 @@ def model_to_dict(model: LinkModel) -> dict:
 
 
 def schedule_from_dict(doc: dict) -> Schedule:
-    """Read a schedule document (version 1 or 2); BadInput names what is missing or of
+    """Read a schedule document (versions 1 to 4); BadInput names what is missing or of
     the wrong type. pre and post are not read: the collective's table defines them
     (the verifier checks that the file's lists agree)."""
     try:
         if doc.get("format") != FORMAT or doc.get("version") not in VERSIONS:
-            raise BadInput(f"not a {FORMAT} file of version 1, 2 or 3")
+            raise BadInput(f"not a {FORMAT} file of version 1 to 4")
         coll = make_collective(doc["collective"], _int(doc["ranks"]), _int(doc["chunks"]),
                                doc.get("root"))
         model = model_from_dict(doc["topology"], coll.ranks)
@@ -111,12 +119,22 @@ def schedule_from_dict(doc: dict) -> Schedule:
             if len(pipeline.rounds) != len(steps) + pipeline.batches - 1:
                 raise ValueError("pipeline.rounds has the wrong length")
         info = doc.get("synthesis")  # an extra key: anything but an object is ignored
+        symmetry = _read_symmetry(doc["symmetry"], coll) if doc["version"] == 4 else None
         return Schedule(coll, model, steps, dict(info) if isinstance(info, dict) else {},
-                        pipeline)
+                        pipeline, symmetry)
     except KeyError as e:
         raise BadInput(f"schedule file: missing key {quote(e.args[0])}") from None
     except (TypeError, ValueError, AttributeError, IndexError, OverflowError) as e:
         raise BadInput(f"schedule file: malformed ({str(e)[:80]})") from None
+
+
+def _read_symmetry(x: dict, coll) -> Orbits:
+    dims = tuple(_int(d, 1) for d in x["dims"])
+    axes = tuple(_int(a, 0, len(dims) - 1) for a in x["axes"])
+    if math.prod(dims) != coll.ranks or len(set(axes)) != len(axes) or x["chunks"] not in RULES:
+        raise ValueError("symmetry: dims must multiply to the ranks, axes be distinct, "
+                         f"chunks one of {', '.join(RULES)}")
+    return Orbits(dims, axes, x["chunks"])
 
 
 def _read_send(x: dict, coll) -> Send:

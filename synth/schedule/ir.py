@@ -13,6 +13,13 @@ Two compact forms (docs/schedule-file.md, "Version 2") keep multi-node schedules
   running alone.
 The meaning is always the plain schedule `expanded()` returns; `num_steps` and `rounds`
 describe that expansion, so a pipelined schedule is costed and compared like any other.
+
+A third (docs/schedule-file.md, "Version 4") keeps symmetric ones small: with
+`symmetry` (synth.schedule.orbits.Orbits) set, `steps` hold only the sends into the
+representatives of the ranks' orbits, each step with the rounds of the whole step; every
+other rank's sends are their translates (`unfolded()` spells them out). Steps, rounds
+and alphas are those of the whole schedule (translations keep links' alphas), so costs
+need no unfolding; loads on links and groups come from `Orbits.quotient`.
 """
 
 from __future__ import annotations
@@ -20,7 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Iterator
 
+from synth.errors import BadInput
 from synth.schedule.collectives import Collective
+from synth.schedule.orbits import Orbits
 from synth.topology.linkmodel import LinkModel
 
 
@@ -84,6 +93,7 @@ class Schedule:
     steps: tuple[Step, ...]  # every step; with a pipeline, the program of batch 0
     info: dict = field(default_factory=dict, compare=False)  # how it was made
     pipeline: Pipeline | None = None
+    symmetry: Orbits | None = None  # steps: the sends into the representatives only
 
     @property
     def num_steps(self) -> int:
@@ -101,8 +111,8 @@ class Schedule:
 
     @property
     def compact(self) -> bool:
-        """Whether it uses a version 2 form (ranged sends or a pipeline)."""
-        return self.pipeline is not None or any(
+        """Whether it uses a version 2 or 4 form (ranged sends, a pipeline, orbits)."""
+        return self.pipeline is not None or self.symmetry is not None or any(
             x.count != 1 for s in self.steps for x in s.sends + s.switch_ops)
 
     @property
@@ -153,10 +163,34 @@ class Schedule:
             for x in self.steps[i].switch_ops:
                 yield replace(x, chunk=x.chunk + b * shift) if b else x
 
+    def unfolded(self, limit: int | None = None, what: str = "") -> Schedule:
+        """The same schedule with every rank's sends spelled out (no `symmetry`;
+        ranges and pipeline kept): its size grows with the ranks. BadInput, in one
+        line, when that would be more than `limit` sends (for `what`)."""
+        if self.symmetry is None:
+            return self
+        self.check_unfold(limit, what)
+        g = self.collective.num_chunks
+        steps = tuple(Step(s.rounds, self.symmetry.unfold(s.sends, g)) for s in self.steps)
+        return replace(self, steps=steps, symmetry=None)
+
+    def check_unfold(self, limit: int | None, what: str) -> None:
+        """BadInput, in one line, when `unfolded()` would hold more than `limit` sends."""
+        if self.symmetry is None or limit is None:
+            return
+        sends = self.symmetry.order * sum(len(s.sends) for s in self.steps)
+        if sends > limit:
+            raise BadInput(f"the schedule is written once per orbit of "
+                           f"{self.symmetry.order} ranks (version 4); {what} needs every "
+                           f"rank's sends spelled out, {sends:,} of them, over its limit "
+                           f"of {limit:,}")
+
     def expanded(self) -> Schedule:
-        """The same schedule with one send per chunk and no pipeline (version 1, or 3
-        with switch operations): what the compact forms mean. Its size grows with
-        chunks x batches."""
+        """The same schedule with one send per chunk, every rank's sends and no pipeline
+        (version 1, or 3 with switch operations): what the compact forms mean. Its size
+        grows with chunks x batches x ranks."""
+        if self.symmetry is not None:
+            return self.unfolded().expanded()
         if not self.compact:
             return self
         steps = tuple(Step(self.step_rounds(t),

@@ -42,19 +42,27 @@ def reverse_schedule(schedule: Schedule, original: LinkModel) -> Schedule:
     """A non-combining schedule on reverse_model(original), run backwards on original.
     A pipeline stays one, with the same stride: each batch runs the reversed program
     on its own chunks, and expanded step t then runs (reversed) the same program steps
-    as step T-1-t did, so its rounds are the old rounds in reverse order."""
+    as step T-1-t did, so its rounds are the old rounds in reverse order. Written once
+    per orbit, it stays so: a reversed send leaves a representative, and is replaced
+    by its translate into one (the translations map the reversed links onto
+    themselves too)."""
     coll = schedule.collective
     if any(x.op != "multicast" for step in schedule.steps for x in step.switch_ops):
         raise ValueError("reverse_schedule: a non-combining schedule reduces in a switch")
     dual = make_collective(COMBINING_OF[coll.name], coll.ranks, coll.chunks, coll.root)
-    steps = tuple(Step(step.rounds, tuple(replace(x, src=x.dst, dst=x.src, op="reduce")
-                                          for x in step.sends),
+    orbits = schedule.symmetry  # a reversed send leaves a representative: moved back in
+
+    def turned(sends):
+        sends = tuple(replace(x, src=x.dst, dst=x.src, op="reduce") for x in sends)
+        return orbits.normalised(sends, coll.num_chunks) if orbits else sends
+
+    steps = tuple(Step(step.rounds, turned(step.sends),
                        tuple(SwitchOp("switch_reduce", x.chunk, x.dsts, x.srcs, x.via, x.count)
                              for x in step.switch_ops))  # a multicast, run backwards
                   for step in reversed(schedule.steps))
     pipeline = schedule.pipeline and replace(schedule.pipeline,
                                              rounds=schedule.pipeline.rounds[::-1])
-    return Schedule(dual, original, steps, dict(schedule.info), pipeline)
+    return Schedule(dual, original, steps, dict(schedule.info), pipeline, orbits)
 
 
 MIRROR = {"gather": "scatter", "scatter": "gather"}
@@ -99,12 +107,16 @@ def refine(schedule: Schedule, factor: int) -> Schedule:
         return tuple(replace(x, chunk=x.chunk * factor + j) for x in moves
                      for j in range(factor))
 
-    program = tuple(together(model, [Step(0, pieces(s.sends), pieces(s.switch_ops))])
+    # written once per orbit: the representatives' sends load the quotient model as
+    # the whole step loads the model
+    priced = schedule.symmetry.quotient(model) if schedule.symmetry else model
+    program = tuple(together(priced, [Step(0, pieces(s.sends), pieces(s.switch_ops))])
                     for s in schedule.steps)
     pipeline = schedule.pipeline and Pipeline(
         schedule.pipeline.batches, schedule.pipeline.stride * factor,
-        window_rounds(model, program, schedule.pipeline.batches))
-    return Schedule(finer, model, program, dict(schedule.info), pipeline)
+        window_rounds(priced, program, schedule.pipeline.batches))
+    return Schedule(finer, model, program, dict(schedule.info), pipeline,
+                    schedule.symmetry)
 
 
 def window_rounds(model: LinkModel, program: tuple[Step, ...], batches: int,
@@ -136,6 +148,8 @@ def compose_allreduce(reducescatter: Schedule, allgather: Schedule) -> Schedule:
 
     Allreduce chunk c is their chunk c: reduced onto rank c // k, then copied out. A
     pipelined part joins as its expansion (the two parts' programs do not overlap).
+    Two parts written once per orbit of the same translations stay so (block c // k
+    moves with rank c // k in all three); otherwise they are unfolded.
     """
     rs, ag = reducescatter.collective, allgather.collective
     if rs.chunks != ag.chunks or rs.ranks != ag.ranks:
@@ -143,8 +157,14 @@ def compose_allreduce(reducescatter: Schedule, allgather: Schedule) -> Schedule:
     coll = make_collective("allreduce", rs.ranks, rs.ranks * rs.chunks)
     info = {"composed": {"reducescatter": dict(reducescatter.info),
                          "allgather": dict(allgather.info)}}
+    orbits = reducescatter.symmetry
+    if orbits is None or orbits != allgather.symmetry or orbits.chunks != "blocks" or \
+            reducescatter.pipeline or allgather.pipeline:
+        orbits = None  # written once per orbit only when both parts are, alike
+        reducescatter, allgather = reducescatter.unfolded(), allgather.unfolded()
     parts = [s if s.pipeline is None else s.expanded() for s in (reducescatter, allgather)]
-    return Schedule(coll, reducescatter.model, parts[0].steps + parts[1].steps, info)
+    return Schedule(coll, reducescatter.model, parts[0].steps + parts[1].steps, info,
+                    symmetry=orbits)
 
 
 def one_batch(schedule: Schedule) -> Schedule | None:
@@ -157,6 +177,7 @@ def one_batch(schedule: Schedule) -> Schedule | None:
     batches do not split every share evenly (then only the expansion is the schedule).
     The result is not verified here; callers verify it.
     """
+    schedule = schedule.unfolded()  # its callers unfold within their limits first
     pipe, coll = schedule.pipeline, schedule.collective
     if pipe is None:
         return schedule

@@ -17,6 +17,10 @@ Version 2 files are checked without unrolling them:
   batches active in it, kept as a sliding sum over the program's steps.
 So time and memory grow with the program and the number of steps, not with chunks x
 batches.
+
+Version 4 files (written once per orbit of a group of rank translations) are checked
+without unfolding them either: see "version 4" below, and synth/schedule/verify_orbits.py
+for the group arithmetic.
 """
 
 import json
@@ -27,8 +31,9 @@ from bisect import bisect_left
 from collections import Counter, defaultdict, namedtuple
 
 from synth.errors import BadInput, NoAnswer
+from synth.schedule.verify_orbits import Group
 
-FORMAT, VERSIONS = "synth.schedule", (1, 2, 3)
+FORMAT, VERSIONS = "synth.schedule", (1, 2, 3, 4)
 SWITCH_OPS = {"multicast": "multicast", "switch_reduce": "reduce"}  # op: capability
 MAX_RANKS = 4096  # synth's one cap on GPUs (synth.topology.physical.MAX_GPUS)
 MAX_NUMBER = 1e300  # capacities and alphas: finite, and far from a float's end
@@ -70,9 +75,11 @@ class MalformedSchedule(BadInput):
 # credits: per step, {("credit", group index): chunks} a switch operation's one payment
 # takes off a group it would otherwise pay several times (see _steps); switched: the
 # file uses switch operations (a version 3 form); problem: the first ScheduleInvalid
-# one of them raised while parsing, raised after it
+# one of them raised while parsing, raised after it; symmetry: None or (dims, axes,
+# chunks rule) of a version 4 file
 Schedule = namedtuple("Schedule", "collective n c g root links groups pre post steps "
-                                  "version pipeline compact credits switched problem")
+                                  "version pipeline compact credits switched problem "
+                                  "symmetry", defaults=(None,))
 
 
 def conditions(collective, n, c, root):
@@ -362,7 +369,7 @@ def parse(doc):
         _bad("format", f"expected {FORMAT!r}, got {_cut(repr(doc['format']))}")
     version = _int(_get(doc, "version", ""), "version")
     if version not in VERSIONS:
-        _bad("version", f"expected 1, 2 or 3, got {_cut(repr(doc['version']))}")
+        _bad("version", f"expected 1, 2, 3 or 4, got {_cut(repr(doc['version']))}")
     coll = _get(doc, "collective", "")
     if not isinstance(coll, str) or coll not in _TABLE:
         _bad("collective", f"unknown collective {_cut(repr(coll))} (expected one of "
@@ -379,12 +386,13 @@ def parse(doc):
     links = _links(topo, n)
     groups = _groups(topo, links)
     (pre, ranged_pre), (post, ranged_post) = _pairs(doc, "pre", n), _pairs(doc, "post", n)
-    switches = _switches(topo, links, groups) if version >= 3 else {}  # a version 3 key
+    switches = _switches(topo, links, groups) if version == 3 else {}  # a version 3 key
     steps, counted, credits, switched, problem = _steps(doc, n, switches, groups)
     pipeline = _pipeline(doc)
     compact = pipeline is not None or ranged_pre or ranged_post or counted
+    symmetry = _symmetry(doc) if version == 4 else None  # a version 4 key
     return Schedule(coll, n, c, g, root, links, groups, pre, post, steps, version,
-                    pipeline, compact, credits, switched, problem)
+                    pipeline, compact, credits, switched, problem, symmetry)
 
 
 # --- semantics: everything here raises ScheduleInvalid ------------------------------
@@ -740,6 +748,8 @@ def _post_holds(s, state, rank, chunk, everyone):
 def verify_schedule(doc):
     """Return None if doc is a valid schedule; raise MalformedSchedule or ScheduleInvalid."""
     s = parse(doc)
+    if s.symmetry is not None:
+        return _verify_orbits(s, doc)
     _check_version(s)
     _check_table(s)
     per = _share_size(s)
@@ -764,6 +774,286 @@ def verify_schedule(doc):
     _check_post(s, state, spans, covered, per)
     if s.pipeline is not None:
         _check_expanded_loads(s)
+
+
+# --- version 4: a schedule written once per orbit (docs/schedule-file.md) ----------
+#
+# The group H (translations along some axes of a grid of the ranks) acts freely, so
+# every rank is r + v for one representative r and one v in H, and the sends into
+# r + v are those into r moved by v. Once every generator maps the topology onto
+# itself and H keeps the pre- and postcondition, the state of r + v is the state of r
+# moved by v (by induction over the steps): only the representatives are simulated, a
+# read at another rank being a representative's value moved (_OrbitState). A link's
+# load is the load of the link of its orbit that enters a representative, and a
+# group's is the sum of those of its links' orbits (_orbit_groups), so capacities are
+# checked on the representatives' sends alone. Time and memory grow with the
+# representatives' program, the links and the groups, not with the ranks' sends.
+
+RULES = ("blocks", "pairs")
+MAX_DIMS = 32
+# the (collective, chunks rule) pairs whose pre- and postcondition every translation
+# keeps; with any other, only the trivial group does
+KEPT = frozenset({("allgather", "blocks"), ("reducescatter", "blocks"),
+                  ("allreduce", "blocks"), ("alltoall", "pairs")})
+
+
+def _symmetry(doc):
+    """(dims, axes, chunks rule) of a version 4 file's "symmetry" object."""
+    sym = _get(doc, "symmetry", "", dict, "an object")
+    dims = _get(sym, "dims", "symmetry", list, "a list")
+    if not 1 <= len(dims) <= MAX_DIMS:
+        _bad("symmetry.dims", f"expected 1 to {MAX_DIMS} dimensions")
+    dims = [_int(d, f"symmetry.dims[{i}]", 1, MAX_RANKS) for i, d in enumerate(dims)]
+    axes = [_int(a, f"symmetry.axes[{i}]", 0, len(dims) - 1)
+            for i, a in enumerate(_get(sym, "axes", "symmetry", list, "a list"))]
+    if len(set(axes)) != len(axes):
+        _bad("symmetry.axes", "an axis is listed twice")
+    rule = _get(sym, "chunks", "symmetry")
+    if not isinstance(rule, str) or rule not in RULES:
+        _bad("symmetry.chunks", f"expected one of {', '.join(map(repr, RULES))}")
+    return dims, axes, rule
+
+
+def _verify_orbits(s, doc):
+    dims, axes, rule = s.symmetry
+    if math.prod(dims) != s.n:
+        raise ScheduleInvalid(f"symmetry.dims multiply to {math.prod(dims)}, not the "
+                              f"{s.n} ranks")
+    if s.switched:
+        raise ScheduleInvalid("a version 4 file uses switch operations, which a schedule "
+                              "written once per orbit cannot")
+    _check_orbit_table(s, rule, len([d for a, d in enumerate(dims) if a in axes and d > 1]))
+    grp = Group(dims, axes, rule, s.n, s.g)
+    _check_automorphisms(s, grp, _alphas(doc))
+    q = s._replace(groups=_orbit_groups(s, grp))  # capacities: on orbit representatives
+    spans, cuts = _canonical_spans(s, grp)
+    if s.pipeline is not None:
+        _check_pipeline(s, spans, grp.block)
+    state = _OrbitState(s, grp)
+    try:
+        _simulate_orbits(q, grp, state, cuts)
+    except ScheduleInvalid as e:
+        if s.pipeline is None:
+            raise
+        raise ScheduleInvalid(f"{e.message} (in batch 0, and so in every batch: the "
+                              "program repeats)", e.step, e.chunk, e.ranks) from None
+    _check_orbit_post(s, grp, state, spans, cuts)
+    if s.pipeline is not None:
+        _check_expanded_loads(q)
+
+
+def _check_orbit_table(s, rule, moving_axes):
+    """num_chunks, the chunks rule's blocks, the group keeping the collective's
+    conditions, and pre and post as the representatives' part of the table."""
+    g_kind, pre_kind, post_kind = _TABLE[s.collective]
+    g = {"C": s.c, "N*C": s.n * s.c, "N*N*C": s.n * s.n * s.c}[g_kind]
+    if s.g != g:
+        raise ScheduleInvalid(f"num_chunks is {s.g}, but {s.collective} on {s.n} ranks "
+                              f"with {s.c} chunks has {g}")
+    per = s.n if rule == "blocks" else s.n * s.n
+    if g % per:
+        raise ScheduleInvalid(f"the chunks rule {rule!r} moves blocks of num_chunks / {per} "
+                              f"chunks, but num_chunks is {g}")
+    if moving_axes and (s.collective, rule) not in KEPT:
+        raise ScheduleInvalid(f"translations that move chunks by the rule {rule!r} do not "
+                              f"keep {s.collective}'s pre- and postcondition")
+    reps = set(_representatives(s))
+    for name, kind, got in (("pre", pre_kind, s.pre), ("post", post_kind, s.post)):
+        stray = next((r for r, _, _ in got if r not in reps), None)
+        if stray is not None:
+            raise ScheduleInvalid(f"{name} lists rank {stray}, which is not a representative "
+                                  "(a version 4 file lists the representatives' only)")
+        if kind == "dst":  # not all of the table: N x N intervals
+            want = {d: [((x * s.n + d) * s.c, (x * s.n + d + 1) * s.c) for x in range(s.n)]
+                    for d in reps}
+        else:
+            want = {r: v for r, v in _intervals(kind, s.n, s.c, g, s.root).items() if r in reps}
+        have = _merged(got)
+        for a, b, what in ((want, have, "missing"), (have, want, "extra")):
+            for rank in sorted(a):
+                k = _first_outside(a[rank], b.get(rank, []))
+                if k is not None:
+                    raise ScheduleInvalid(f"{name} does not match {s.collective}'s "
+                                          f"{name}condition on the representatives "
+                                          f"({what} [{rank}, {k}])")
+
+
+def _representatives(s):
+    dims, axes, rule = s.symmetry
+    return Group(dims, axes, rule, s.n, s.g).representatives()
+
+
+def _alphas(doc):
+    """{(src, dst): alpha_us} of topology.links (0 where none is given), already
+    checked by parse."""
+    return {(item[0], item[1]): item[3] if len(item) == 4 else 0
+            for item in doc["topology"]["links"]}
+
+
+def _check_automorphisms(s, grp, alphas):
+    """Each generator maps every link onto a link of the same capacity and alpha, and
+    every group onto a group of the same capacity (so H, which they generate, does)."""
+    groups = {(frozenset(members), cap) for _, members, cap in s.groups}
+    for v in grp.generators():
+        move = [grp.shift(u, v) for u in range(s.n)]
+        what = f"the translation by {list(grp.coordinates(v))}"
+        for (a, b), cap in s.links.items():
+            image = (move[a], move[b])
+            if s.links.get(image) != cap or alphas[image] != alphas[(a, b)]:
+                why = ("is not a link" if image not in s.links else
+                       "has another capacity" if s.links[image] != cap else
+                       "has another alpha")
+                raise ScheduleInvalid(f"{what} maps link {a}->{b} onto {image[0]}->{image[1]}, "
+                                      f"which {why}: it is not a symmetry of the topology",
+                                      None, None, (a, b))
+        for name, members, cap in s.groups:
+            if (frozenset((move[a], move[b]) for a, b in members), cap) not in groups:
+                raise ScheduleInvalid(f"{what} maps group {_cut(repr(name))} onto links that "
+                                      "are no group of the same capacity: it is not a "
+                                      "symmetry of the topology")
+
+
+def _orbit_groups(s, grp):
+    """The groups as capacity constraints on the representatives' links: a member link
+    replaced by the link of its orbit that enters a representative (repeated as often
+    as the group holds that orbit); groups that become the same constraint, once."""
+    classes = {}
+    for name, members, cap in s.groups:
+        links = []
+        for a, b in members:
+            rep, v = grp.split(b)
+            links.append((grp.shift(a, v, -1), rep))
+        classes.setdefault((tuple(sorted(links)), cap), name)
+    return [(name, list(links), cap) for (links, cap), name in classes.items()]
+
+
+def _canonical(grp, k):
+    """Chunk k moved into the block of its orbit that a representative owns."""
+    b, off = divmod(k, grp.block)
+    return grp.canonical_block(b) * grp.block + off
+
+
+def _canonical_spans(s, grp):
+    """Every send goes into a representative, and its range stays in one block. The
+    chunk intervals the whole program touches in representatives' blocks (each send's
+    range moved into the block of its orbit a representative owns), merged; and every
+    boundary of those moved ranges, sorted: between two, every block of the orbit is
+    moved by the same translated sends (an elementary piece, as in version 2)."""
+    spans, cuts = defaultdict(list), set()
+    for i, (_, sends) in enumerate(s.steps):
+        for chunk, count, src, dst, _ in sends:
+            if grp.split(dst)[1]:
+                raise ScheduleInvalid(f"a send of chunk {chunk} from rank {src} to rank {dst}, "
+                                      f"which is not a representative (a version 4 file "
+                                      "lists the sends into them only)", i, chunk, (src, dst))
+            last = chunk + count - 1
+            if not (0 <= chunk and last < s.g):
+                continue  # simulate says so, in its words
+            if chunk // grp.block != last // grp.block:
+                raise ScheduleInvalid(f"chunks {chunk}..{last} sent from rank {src} to rank "
+                                      f"{dst} leave their block of {grp.block} chunks (the "
+                                      "chunks rule moves blocks whole)", i, chunk, (src, dst))
+            start = _canonical(grp, chunk)
+            spans[start // grp.block].append((start, start + count))
+            cuts.update((start, start + count))
+    return [span for b in sorted(spans) for span in _union(spans[b])], sorted(cuts)
+
+
+def _simulate_orbits(s, grp, state, cuts):
+    """`simulate` on the representatives' sends, one chunk per piece: a send's range is
+    cut where its orbit's canonical ranges are (`cuts`), each piece simulated by its
+    first chunk in the send's own block; a read at another rank is a representative's
+    value (_OrbitState), found at the same piece of another block of the orbit."""
+    per = _share_size(s)
+    for i, (rounds, sends) in enumerate(s.steps):
+        writes = {}
+        for chunk, count, src, dst, op in sends:
+            _check_range(s, i, chunk, count, src, dst, per)
+            start = _canonical(grp, chunk)
+            for first in cuts[bisect_left(cuts, start):bisect_left(cuts, start + count)]:
+                k = chunk + first - start
+                _check_send(s, i, state, k, src, dst, op)
+                writes.setdefault((dst, k), []).append((op, src, state[(src, k)]))
+        merged = {key: _merge(i, *key, w, state.get(key)) for key, w in writes.items()}
+        if s.pipeline is None:
+            _check_loads(s, i, rounds, _loads(sends))
+        state.update(merged)
+
+
+class _OrbitState:
+    """The state of every rank, kept for the representatives: rank r + v holds at chunk
+    k what r holds at k moved by -v, its contributors moved by v. Unwritten pairs hold
+    what the precondition gives them."""
+
+    def __init__(self, s, grp):
+        self.s, self.grp, self.written = s, grp, {}
+        self.pre_kind = _TABLE[s.collective][1]
+        self.combining = s.collective in COMBINING
+
+    def _own(self, r, k):
+        if (r, k) in self.written:
+            return self.written[(r, k)]
+        s = self.s
+        return 1 << r if r in _ranks(self.pre_kind, k, s.n, s.c, s.root) else None
+
+    def get(self, key, default=None):
+        u, k = key
+        r, v = self.grp.split(u)
+        if not v:
+            value = self._own(u, k)
+        else:
+            value = self._own(r, self.grp.move_chunk(k, v, -1))
+            if value is not None and self.combining:
+                value = self.grp.move_mask(value, v)
+        return default if value is None else value
+
+    def __contains__(self, key):
+        return self.get(key) is not None
+
+    def __getitem__(self, key):
+        value = self.get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def update(self, values):
+        self.written.update(values)  # _canonical_spans: every dst is a representative
+
+
+def _check_orbit_post(s, grp, state, spans, cuts):
+    """Every representative that wants a piece some send of batch 0 moves (the spans'
+    pieces' translates) holds it right; a block's chunks no batch touches are needed by
+    no one."""
+    _, pre_kind, post_kind = _TABLE[s.collective]
+    everyone = (1 << s.n) - 1
+    reps, elements = grp.representatives(), grp.elements()
+    block = grp.block
+    for lo, hi in spans:
+        b = lo // block
+        pieces = cuts[bisect_left(cuts, lo):bisect_left(cuts, hi)]
+        for v in elements:
+            shift = (grp.move_block(b, v) - b) * block
+            for k in (first + shift for first in pieces):
+                for r in reps:
+                    if r in _ranks(post_kind, k, s.n, s.c, s.root):
+                        _post_holds(s, state, r, k, everyone)
+    batches, stride = (s.pipeline[0], s.pipeline[1]) if s.pipeline else (1, 0)
+    by_block = defaultdict(list)
+    for lo, hi in spans:
+        by_block[lo // block].extend((lo + b * stride, hi + b * stride) for b in range(batches))
+    owners = reps if grp.rule == "blocks" else [r * s.n + d for r in reps for d in range(s.n)]
+    for b in owners:
+        start = b * block
+        wanters = set(_ranks(post_kind, start, s.n, s.c, s.root))
+        holders = set(_ranks(pre_kind, start, s.n, s.c, s.root))
+        if not ((wanters and s.collective in COMBINING and s.n > 1) or (wanters - holders)):
+            continue
+        k = _first_outside([(start, start + block)], _union(by_block.get(b, [])))
+        if k is not None:
+            rank = min(wanters - holders) if wanters - holders else min(wanters)
+            raise ScheduleInvalid(f"after the last step rank {rank} does not hold chunk {k}"
+                                  + (" (no batch moves it)" if s.pipeline else ""),
+                                  None, k, (rank,))
 
 
 MAX_FILE_BYTES = 128 << 20  # a schedule file larger than this is refused unread

@@ -1,0 +1,214 @@
+"""Orbits: a schedule written once per orbit of a group of rank translations.
+
+docs/schedule-file.md, "Version 4". Ranks are mixed-radix coordinates over `dims` (the
+last varies fastest, synth.topology.symmetry.Translations); the group H is the
+translations along `axes` (the whole grid of a torus: every axis; K alike boxes of G
+GPUs: dims (K, G), axis 0). H acts freely (u + v = u only for v = 0), so every rank is
+h(r) for exactly one representative r (its coordinates along `axes` set to 0) and one
+h in H. A translation moves chunks by the `chunks` rule:
+
+    blocks   the G / N chunks of block b (chunks b G/N .. (b+1) G/N - 1) move with rank b
+             (allgather, reducescatter: a block is a share; allreduce built as
+             reducescatter then allgather: chunk c is reduced onto rank c // (G/N))
+    pairs    alltoall's chunk (s N + d) P + j, P = G / N^2, moves with both s and d
+
+A schedule that H maps onto itself is fixed by the sends into the representatives:
+the sends into h(r) are h applied to the sends into r. So `Schedule.steps` hold only
+those (with `Schedule.symmetry` set), and `unfold` spells the rest out where a runtime
+needs every rank. Step rounds are those of the whole step; `quotient` gives the link
+model on which the representatives' loads price a whole step (every link orbit has one
+link into a representative, and a group's load is the sum of its links' orbit
+representatives' loads).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from functools import cached_property
+
+from synth.topology.linkmodel import Group, LinkModel
+from synth.topology.symmetry import Translations
+
+RULES = ("blocks", "pairs")
+
+
+@dataclass(frozen=True)
+class Orbits:
+    dims: tuple[int, ...]
+    axes: tuple[int, ...]
+    chunks: str = "blocks"  # how a translation moves chunks: RULES
+
+    @cached_property
+    def _grid(self) -> Translations:
+        return Translations(self.dims)
+
+    @property
+    def ranks(self) -> int:
+        return math.prod(self.dims)
+
+    @property
+    def order(self) -> int:
+        """|H|: ranks per orbit."""
+        return math.prod(self.dims[a] for a in self.axes)
+
+    @cached_property
+    def _parts(self) -> tuple[list[int], list[int]]:
+        """Per rank u: its representative r and its translation v (u = r + v)."""
+        reps, moves = [], []
+        for u in range(self.ranks):
+            rep = sum(x * w for a, (x, w) in enumerate(zip(self._grid.coordinates(u),
+                                                           self._grid._weights))
+                      if a not in self.axes)
+            reps.append(rep)
+            moves.append(u - rep)  # mixed radix: the two parts' coordinates do not overlap
+        return reps, moves
+
+    def split(self, u: int) -> tuple[int, int]:
+        """(r, v): rank u is representative r translated by v (v a rank: its
+        coordinates are the translation's)."""
+        reps, moves = self._parts
+        return reps[u], moves[u]
+
+    @cached_property
+    def representatives(self) -> tuple[int, ...]:
+        return tuple(r for r in range(self.ranks) if self._parts[1][r] == 0)
+
+    @cached_property
+    def elements(self) -> tuple[int, ...]:
+        """H, each translation as the rank its vector names (0: the identity)."""
+        return tuple(r for r in range(self.ranks) if self._parts[0][r] == 0)
+
+    def permutation(self, v: int, back: bool = False) -> list[int]:
+        """Every rank translated by v (by -v with `back`): O(N) array operations."""
+        import numpy as np  # a schedule's translates are many: not one rank at a time
+
+        coords = self._coordinates
+        moved = (coords + (-1 if back else 1) * coords[v]) % np.array(self.dims)
+        return (moved @ np.array(self._grid._weights)).tolist()
+
+    @cached_property
+    def _coordinates(self):
+        import numpy as np
+
+        return np.array([self._grid.coordinates(r) for r in range(self.ranks)],
+                        dtype=np.int64).reshape(self.ranks, len(self.dims))
+
+    def move(self, u: int, v: int) -> int:
+        return self._grid.shift(u, v)
+
+    def back(self, u: int, v: int) -> int:
+        return self._grid.back(u, v)
+
+    def block(self, num_chunks: int) -> int:
+        """Chunks per block: G / N (blocks) or G / N^2 (pairs)."""
+        n = self.ranks
+        return num_chunks // (n if self.chunks == "blocks" else n * n)
+
+    def _move_chunk(self, k: int, perm: list[int], size: int) -> int:
+        b, off = divmod(k, size)
+        if self.chunks == "blocks":
+            return perm[b] * size + off
+        s, d = divmod(b, self.ranks)
+        return (perm[s] * self.ranks + perm[d]) * size + off
+
+    def move_chunk(self, k: int, v: int, num_chunks: int, back: bool = False) -> int:
+        return self._move_chunk(k, self.permutation(v, back), self.block(num_chunks))
+
+    def _images(self, sends, perm: list[int], size: int) -> list:
+        # type(x): the sends' own class (synth.schedule.ir.Send: chunk, src, dst, op,
+        # count), which imports this module
+        return [type(x)(self._move_chunk(x.chunk, perm, size), perm[x.src], perm[x.dst],
+                        x.op, x.count) for x in sends]
+
+    def image(self, x, v: int, num_chunks: int, back: bool = False):
+        """The send (its range within one block) translated by v (by -v with `back`)."""
+        return self._images([x], self.permutation(v, back), self.block(num_chunks))[0]
+
+    def unfold(self, sends, num_chunks: int) -> tuple:
+        """Every translate of every send: what the representatives' sends stand for."""
+        size, out = self.block(num_chunks), []
+        for v in self.elements:
+            out += self._images(sends, self.permutation(v), size) if v else sends
+        return tuple(out)
+
+    def normalised(self, sends, num_chunks: int) -> tuple:
+        """The same sends' orbits, each written by its member into a representative."""
+        size, out, perms = self.block(num_chunks), [], {}
+        for x in sends:
+            v = self.split(x.dst)[1]
+            if v and v not in perms:
+                perms[v] = self.permutation(v, back=True)
+            out.append(self._images([x], perms[v], size)[0] if v else x)
+        return tuple(out)
+
+    def fold(self, sends, num_chunks: int) -> tuple | None:
+        """The sends into representatives, if H maps `sends` (a set, ranges within
+        blocks) onto itself; else None. Checked on the generators: O(sends x axes)."""
+        have, size = set(sends), self.block(num_chunks)
+        for axis in self.axes:
+            if self.dims[axis] == 1:
+                continue
+            perm = self.permutation(self._grid._weights[axis])
+            if any(y not in have for y in self._images(sends, perm, size)):
+                return None
+        return tuple(x for x in sends if self._parts[1][x.dst] == 0)
+
+    def link_orbit(self, a: int, b: int) -> tuple[int, int]:
+        """The link of (a, b)'s orbit that enters a representative."""
+        rep, v = self.split(b)
+        return (self.back(a, v), rep)
+
+    def classes(self, model: LinkModel) -> list[tuple[tuple, object, list[str]]]:
+        """The groups by the load they carry under H: (their links' orbit
+        representatives, with repetition; capacity; the names of the groups alike)."""
+        found = defaultdict(list)
+        for g in model.groups:
+            key = (tuple(sorted(self.link_orbit(a, b) for a, b in g.links)), g.capacity)
+            found[key].append(g.name)
+        return [(links, cap, names) for (links, cap), names in found.items()]
+
+    def quotient(self, model: LinkModel) -> LinkModel:
+        """`model` with each class of groups as one group on orbit representatives:
+        the representatives' sends put on its links and groups exactly the loads the
+        whole step puts on any link or group of their orbits."""
+        key = (id(model), self)
+        hit = _QUOTIENTS.get(key)
+        if hit is not None and hit[0] is model:
+            return hit[1]
+        groups = tuple(Group(names[0], links, cap) for links, cap, names in self.classes(model))
+        quotient = replace(model, groups=groups)
+        _QUOTIENTS.clear()  # one model at a time: schedules of one job share it
+        _QUOTIENTS[key] = (model, quotient)
+        return quotient
+
+    def to_dict(self) -> dict:
+        return {"dims": list(self.dims), "axes": list(self.axes), "chunks": self.chunks}
+
+
+_QUOTIENTS: dict = {}
+
+
+def orbits_of(model: LinkModel, dims: tuple[int, ...], axes: tuple[int, ...],
+              chunks: str = "blocks") -> Orbits | None:
+    """Orbits over `dims` along `axes` if every unit translation along them maps each
+    link onto a link of the same capacity and alpha and each group onto a group of the
+    same capacity; else None. O(axes x (links + group links))."""
+    if not dims or math.prod(dims) != model.ranks or len(set(axes)) != len(axes) or \
+            any(not 0 <= a < len(dims) for a in axes):
+        return None
+    orbits = Orbits(tuple(dims), tuple(axes), chunks)
+    links = {(l.src, l.dst): (l.capacity, l.alpha_us) for l in model.links}
+    groups = {(frozenset(g.links), g.capacity) for g in model.groups}
+    for axis in axes:
+        if dims[axis] == 1:
+            continue
+        unit = orbits._grid._weights[axis]
+        move = [orbits.move(r, unit) for r in range(model.ranks)]
+        if any(links.get((move[a], move[b])) != value for (a, b), value in links.items()):
+            return None
+        if any((frozenset((move[a], move[b]) for a, b in members), cap) not in groups
+               for members, cap in groups):
+            return None
+    return orbits
