@@ -82,3 +82,21 @@ def test_only_points_fastest_at_some_size_are_kept():
     # the three baselines are one and the same single step: the first is kept (equal
     # times, equal steps: the first listed), the other two never win
     assert kept == points[:1] and dropped == points[1:]
+
+
+def test_a_switch_operation_runs_in_simple_only():
+    # dgxh100's NVLS: a one-step broadcast as one multicast from rank 0 through the
+    # switch. NVLS's multimem loads and stores run in Simple (NCCL gives its NVLS
+    # algorithms no LL or LL128), so the schedule has a Simple line alone; the same
+    # broadcast by plain sends has all three
+    from synth.construct.in_network import one_step, reducing_switch
+
+    topo = resolve("dgxh100")
+    model = lower(topo)
+    switched = one_step(model, reducing_switch(model), "broadcast", 0, 1)
+    assert switched.in_network
+    assert [line.protocol for line in schedule_lines(switched, prices(topo))] == ["Simple"]
+    plain = next(b.schedule for b in baselines(model, "broadcast", 0))
+    assert not plain.in_network
+    assert {line.protocol for line in schedule_lines(plain, prices(topo))} == \
+        {"LL", "LL128", "Simple"}

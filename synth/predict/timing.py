@@ -144,8 +144,11 @@ def schedule_lines(schedule: Schedule, p: Prices) -> list[Line]:
         sends_us += f.send_us * schedule.step_rounds(t)
         for i, proto in enumerate(PROTOCOLS):
             hops[proto] += hop_us[kind][i] * f.latency_scale
+    # a switch's reductions and multicasts (NVLS's multimem loads and stores) run in
+    # Simple only, as NCCL's NVLS algorithms do (tuning.cc gives them no LL or LL128)
+    protocols = ("Simple",) if any(switched) else PROTOCOLS
     return [Line(proto, f.call_us + hops[proto] + sends_us,
-                 per_byte / BANDWIDTH_FACTOR[proto], f.launch_us) for proto in PROTOCOLS]
+                 per_byte / BANDWIDTH_FACTOR[proto], f.launch_us) for proto in protocols]
 
 
 def _bottleneck(p: Prices, loads: list, nvls: float, ports: set):
