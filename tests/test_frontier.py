@@ -109,7 +109,7 @@ def test_constructions_do_not_widen_the_step_range_whose_old_files_are_replaced(
     assert result.steps_searched == (1, 5)
 
 
-@pytest.mark.parametrize("where", ["synth.frontier.baselines",
+@pytest.mark.parametrize("where", ["synth.construct.baselines.build_baseline",
                                    "synth.construct.tree_schedules.pack_trees"])
 def test_ctrl_c_while_building_keeps_what_was_found(monkeypatch, where):
     def interrupted(*args, **kwargs):
@@ -119,7 +119,7 @@ def test_ctrl_c_while_building_keeps_what_was_found(monkeypatch, where):
     result = synthesize(resolve("dgx1"), "broadcast", 3, Limits(time_limit=20.0))
     stopped = {name: s.stopped for name, s in result.searches.items()}
     assert "interrupted" in stopped.values()
-    if where.endswith("baselines"):  # after the trees: their points are kept
+    if where.endswith("baseline"):  # after the trees: their points are kept
         # by hand (topologies/dgx1.yaml, lanes of 25 GB/s): gpu3 has 6 lanes (2 to gpu1,
         # 2 to gpu2, 1 to gpu0, 1 to gpu7) and every tree leaves it on one at least, so
         # at most 6 trees; every GPU has 6 lanes and no set of GPUs with gpu3 has fewer

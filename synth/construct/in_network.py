@@ -25,6 +25,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from synth.construct.tree_schedules import DEPTHS, add_pipelines
+from synth.deadline import Deadline, OutOfTime
 from synth.schedule.collectives import make_collective
 from synth.schedule.ir import Pipeline, Schedule, Send, Step, SwitchOp
 from synth.schedule.transform import together, window_rounds
@@ -78,10 +79,20 @@ def nvls_allreduce(model: LinkModel, switch: Switch, batches: int, pieces: int,
 
 
 def _capable(model: LinkModel, ranks) -> Switch | None:
-    """A switch that reduces and multicasts between every pair of `ranks`."""
-    pairs = {(a, b) for a in ranks for b in ranks if a != b}
-    return next((w for w in model.switches if {"reduce", "multicast"} <= set(w.can)
-                 and pairs <= set(w.links)), None)
+    """A switch that reduces and multicasts between every pair of `ranks`. O(links of
+    the capable switches): the N^2 pairs are never listed (16 million at 4096 ranks)."""
+    ranks = set(ranks)
+    for w in model.switches:
+        if not {"reduce", "multicast"} <= set(w.can) or \
+                len(w.links) < len(ranks) * (len(ranks) - 1):
+            continue
+        reach = {a: 0 for a in ranks}  # distinct other ranks of `ranks` each reaches
+        for a, b in set(w.links):
+            if a in ranks and b in ranks and a != b:
+                reach[a] += 1
+        if all(k == len(ranks) - 1 for k in reach.values()):
+            return w
+    return None
 
 
 def box_switches(model: LinkModel, hierarchy: Hierarchy | None
@@ -165,12 +176,16 @@ def across_program(model: LinkModel, hierarchy: Hierarchy, inside, across,
     return tuple(step(m) for m in (gather, up, down, spread))
 
 
-def _across_pieces(model, hierarchy, inside, across) -> int:
+def _across_pieces(model, hierarchy, inside, across, deadline: Deadline) -> int:
     """The pieces per shard (a multiple of K, at most MAX_PIECES or K) whose steady
-    state, all four steps at once, costs the least per chunk; the fewest among equals."""
+    state, all four steps at once, costs the least per chunk; the fewest among equals
+    (of those tried before the deadline; OutOfTime if none was)."""
     k, g = len(hierarchy.boxes), len(hierarchy.boxes[0])
     best = None
     for pieces in range(k, max(k, MAX_PIECES) + 1, k):
+        if best is not None and deadline.passed():
+            break
+        deadline.check("choosing pieces a shard")
         steps = across_program(model, hierarchy, inside, across, pieces)
         cost = Fraction(together(model, steps).rounds, g * pieces)  # the steady state
         if best is None or cost < best[0]:
@@ -213,7 +228,7 @@ def one_step(model: LinkModel, switch: Switch, name: str, root: int | None,
                     {"method": f"in-network (NVLS): one {ops[0].op} per share"})
 
 
-def nvls_search(model: LinkModel, limits: Limits, deadline: float | None = None,
+def nvls_search(model: LinkModel, limits: Limits, deadline: Deadline | float | None = None,
                 hierarchy: Hierarchy | None = None, name: str = "allreduce",
                 root: int | None = None) -> Search:
     """Allreduce computed in the network at every pipeline depth within the step
@@ -222,44 +237,49 @@ def nvls_search(model: LinkModel, limits: Limits, deadline: float | None = None,
     across the boxes of `hierarchy`, in the network wherever a switch reduces (in each
     box, between them, or both: across_boxes_allreduce). The collectives of ONE_STEP on
     one switch: one_step, with the fewest chunks a share (up to MAX_PIECES) at the
-    lowest cost per chunk. `stopped` says which, or why none applies."""
+    lowest cost per chunk. `stopped` says which, why none applies, or "out of time"."""
     search = Search(complete=False)
+    try:
+        search.stopped = _nvls_points(model, limits, Deadline.of(deadline), hierarchy, name,
+                                      root, search)
+    except OutOfTime:
+        search.stopped = "out of time"
+    return search
+
+
+def _nvls_points(model: LinkModel, limits: Limits, deadline: Deadline, hierarchy, name: str,
+                 root, search: Search) -> str:
+    """nvls_search's points, added to `search`; why it stopped."""
     switch = reducing_switch(model)
     if name != "allreduce":
         if switch is None or name not in ONE_STEP:
-            search.stopped = f"no switch reduces and multicasts {name} between every pair"
-            return search
+            return f"no switch reduces and multicasts {name} between every pair"
         chunks = min(range(1, MAX_PIECES + 1), key=lambda c: (Fraction(
             one_step(model, switch, name, root, c).rounds, c), c))
         add_pipelines(search, lambda _: one_step(model, switch, name, root, chunks), limits,
                       deadline, (1,))
-        search.stopped = f"in-network (NVLS) via {switch.name}, {chunks} chunks a share"
-        return search
+        return search.stopped or f"in-network (NVLS) via {switch.name}, {chunks} chunks a share"
     if switch is not None:
         pieces = port_pieces(model)
         program, memo = nvls_program(model, switch, pieces), {}
         add_pipelines(search, lambda batches: nvls_allreduce(model, switch, batches, pieces,
                                                              program, memo),
                       limits, deadline, DEPTHS)
-        search.stopped = f"{METHOD} via {switch.name}, {pieces} pieces a shard"
-        return search
+        return search.stopped or f"{METHOD} via {switch.name}, {pieces} pieces a shard"
     found = box_switches(model, hierarchy)
     if found is None:
-        search.stopped = ("no switch reduces and multicasts between every pair of ranks, "
-                          "nor in every box, nor between the boxes")
-        return search
+        return ("no switch reduces and multicasts between every pair of ranks, nor in every "
+                "box, nor between the boxes")
     inside, across = found
     k, g = len(hierarchy.boxes), len(hierarchy.boxes[0])
     sends = (0 if inside else 2 * k * g * (g - 1)) + (0 if across else 2 * g * k * (k - 1))
     if sends > MAX_SENDS:
-        search.stopped = f"{sends:,} sends a batch (at most {MAX_SENDS:,})"
-        return search
-    pieces = _across_pieces(model, hierarchy, inside, across)
+        return f"{sends:,} sends a batch (at most {MAX_SENDS:,})"
+    pieces = _across_pieces(model, hierarchy, inside, across, deadline)
     program, memo = across_program(model, hierarchy, inside, across, pieces), {}
     add_pipelines(search, lambda batches: across_boxes_allreduce(
         model, hierarchy, inside, across, batches, pieces, program, memo), limits, deadline,
         DEPTHS)
     where = " and ".join(w for w, on in (("NVLS in each box", inside),
                                          ("SHARP across boxes", across)) if on)
-    search.stopped = f"in-network: {where}, {pieces} pieces a shard"
-    return search
+    return search.stopped or f"in-network: {where}, {pieces} pieces a shard"

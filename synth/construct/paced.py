@@ -1,0 +1,61 @@
+"""Work on a built schedule, sized before it is done, so that a deadline holds.
+
+Verifying a schedule, timing it in the cost model and writing its file each take time
+in proportion to its size: the sends and switch operations of its program (each
+operation's ranks counted) and its expanded steps (a pipeline's rounds per step). A
+Pace per kind of work, measured on this machine as the job runs, turns a size into
+seconds; a stage asks its Deadline whether the time left affords them before it
+starts, and skips the work (OutOfTime) when it does not, rather than overrun.
+"""
+
+from __future__ import annotations
+
+from synth.deadline import Deadline, OutOfTime, Pace
+from synth.schedule.file import verified
+from synth.schedule.ir import Schedule
+
+# seconds per unit of size: verifying (size), timing in cost model 2 (timing_size), and
+# writing a file (json: size; the runtimes' formats spell out every batch: timing_size).
+# The priors are about twice an idle core's pace on dgxh100x16's decomposed schedules,
+# each replaced by the first measurement on a large enough schedule, then by any slower
+VERIFY = Pace(2e-5, least=1000)
+TIMING = Pace(4e-6, least=10_000)
+WRITE = {"json": Pace(3e-5, least=1000), "msccl-xml": Pace(3e-5, least=1000),
+         "mscclpp": Pace(3e-5, least=1000)}
+
+
+def size(schedule: Schedule) -> int:
+    """Units of work in the schedule as written: each send and each rank of a switch
+    operation of its program, and each expanded step."""
+    return _program(schedule) + schedule.num_steps
+
+
+def timing_size(schedule: Schedule) -> int:
+    """Units of work in timing the schedule in cost model 2, which sums the loads of
+    the program steps active in each expanded step: the program once per batch."""
+    return _program(schedule) * schedule.batches + schedule.num_steps
+
+
+def _program(schedule: Schedule) -> int:
+    return sum(len(step.sends) + sum(len(op.srcs) + len(op.dsts) for op in step.switch_ops)
+               for step in schedule.steps)
+
+
+def writing(schedule: Schedule) -> float:
+    """Seconds to write the schedule's file (json) at the pace measured so far: what a
+    job holds for each point it finds (Deadline.hold), so that it can keep it. (Timing
+    it in cost model 2 gets what is left: a point left untimed is still kept.)"""
+    return WRITE["json"].seconds(size(schedule))
+
+
+def verified_within(schedule: Schedule, deadline: Deadline) -> Schedule:
+    """The schedule, once the verifier accepts it (synth.schedule.file.verified), if
+    that fits before the deadline at the pace measured so far (else OutOfTime); the
+    deadline then holds the time to write it (writing)."""
+    units = size(schedule)
+    if not deadline.affords(VERIFY.seconds(units)):
+        raise OutOfTime("verifying a schedule")
+    with VERIFY.timing(units):
+        verified(schedule)
+    deadline.hold(writing(schedule))
+    return schedule
