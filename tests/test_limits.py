@@ -259,3 +259,50 @@ def test_batches_that_meet_or_leave_gaps_are_found_without_unrolling(runs, strid
                           "batch moves it)", verdict
     else:
         assert verdict is None
+
+
+# --- sizes counted before anything is built -----------------------------------------
+
+def test_baselines_past_2048_ranks_are_refused_by_counting():
+    from types import SimpleNamespace
+
+    from synth.construct.baselines import baselines_within
+
+    built, why = baselines_within(SimpleNamespace(ranks=4096), "allgather", None,
+                                  Deadline.after(3600))
+    assert built == [] and why == ("not built: 4096 ranks make 16,777,216 rank pairs, "
+                                   "over the 4,194,304 whose schedules fit in memory")
+
+
+@pytest.mark.parametrize("spec", ["dgxh100x2", "ndv2x2"])
+def test_a_batch_is_counted_before_it_is_listed(spec):
+    # the count must be what listing the batch gives (no fewer, where GPUs cross through
+    # gateways: counted generously), for both phases of an allreduce
+    from synth.construct.baselines import baselines
+    from synth.construct.batches import Levels, batch_moves, batch_size
+    from synth.topology.hierarchy import find_hierarchy
+    from synth.topology.linkmodel import restrict
+
+    lowering = lower_with_routes(resolve(spec))
+    hierarchy, _ = find_hierarchy(lowering)
+    model = lowering.model
+    across = baselines(restrict(model, hierarchy.peers[hierarchy.gateways[0]]), "allgather")
+    inside = baselines(restrict(model, hierarchy.boxes[0]), "allgather")
+    levels = (Levels(across[0].schedule, inside[0].schedule),) * 2
+    for pieces in (1, 2):
+        listed = sum(len(step) for step in batch_moves("allreduce", hierarchy, levels,
+                                                       pieces, 0, pieces))
+        counted = batch_size(hierarchy, levels, pieces)
+        assert counted == listed if not hierarchy.proxy else counted >= listed
+
+
+def test_a_decomposition_too_large_to_list_says_so(monkeypatch, tmp_path):
+    import synth.construct.decompose
+
+    monkeypatch.setattr(synth.construct.decompose, "MAX_BATCH_MOVES", 1)
+    result = synth_main("allgather", "--topo", "dgx2x2", "--method", "decomposed",
+                        "--out", tmp_path, "--json")
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    stopped = json.loads(result.stdout)["stopped"]["decomposed"]
+    assert stopped.startswith("not built: a batch of about ")
+    assert stopped.endswith(" moves, over the 1 a build can hold in memory")

@@ -94,14 +94,20 @@ def survey(model: LinkModel, collective: str, root: int | None = None
 # building one algorithm's baseline, per rank pair: the prior is the whole set's (about
 # 11 s at 256 GPUs and 55 s at 512) until one is measured, then the slowest measured
 PACE = Pace(2e-4, least=4096)
+# rank pairs, at most, for which baselines are built within a deadline: a ring moves a
+# chunk per pair (16 million sends at 4096 GPUs, gigabytes once verified)
+MAX_PAIRS = 2048 ** 2
 
 
 def baselines_within(model: LinkModel, collective: str, root: int | None,
                      deadline: Deadline) -> tuple[list[Baseline], str]:
     """The baselines built before `deadline`, each algorithm only if the time left
     affords it at the pace measured so far (PACE), and why the rest were not ("": all
-    were tried)."""
+    were tried); none past MAX_PAIRS rank pairs (counted, not built)."""
     found, pairs = [], model.ranks ** 2
+    if pairs > MAX_PAIRS:
+        return found, (f"not built: {model.ranks} ranks make {pairs:,} rank pairs, over the "
+                       f"{MAX_PAIRS:,} whose schedules fit in memory")
     for name in ALGORITHMS:
         need = PACE.seconds(pairs)
         if not deadline.affords(need):
