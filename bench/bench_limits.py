@@ -48,11 +48,18 @@ JOBS = ["allgather ring:1024 5", "allgather ring:4096 5", "allreduce dgxh100x16 
 
 
 def snapshot(rev: str, into: Path) -> Path:
-    """The code of `rev` (synth, topologies), to import through PYTHONPATH."""
+    """The code of `rev` (synth, topologies), to import through PYTHONPATH; checked to
+    be what a child started in a folder of its own imports (not the worktree's, nor an
+    editable install)."""
     into.mkdir(parents=True)
     archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "synth", "topologies",
                               "pyproject.toml"], capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    found = subprocess.run([sys.executable, "-c", "import synth; print(synth.__file__)"],
+                           env={**os.environ, "PYTHONPATH": str(into)}, cwd=into.parent,
+                           capture_output=True, text=True, check=True).stdout.strip()
+    if not found.startswith(str(into)):
+        raise SystemExit(f"bench_limits: the child imports {found}, not the snapshot {into}")
     return into
 
 
@@ -77,7 +84,7 @@ def run(job: str, code: Path, work: Path, kill_after: float, max_rss_mb: int) ->
     env = {**os.environ, "PYTHONPATH": str(code), "SYNTH_CACHE_DIR": str(work / "cache")}
     load = os.getloadavg()[0]
     start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "synth", *args], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "synth", *args], env=env, cwd=work,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     verdict = None
     while True:
