@@ -203,6 +203,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     # a cluster whose boxes differ falls back to the methods that need no alike boxes:
     # say why, as its users expect the decomposition
     not_decomposed = why if (hierarchy is None and name in DECOMPOSED and method == "auto"
+                             and any(v.kind == "net_switch" for v in topo.vertices)
                              and topo.network_joined()) else ""
     return Result(name, coll.root, model, b, points, searches,
                   time.monotonic() - start, (max(1, limits.min_steps), covered),
