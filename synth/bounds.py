@@ -409,7 +409,9 @@ def _alltoall_bound(topo: Topology, graph: nx.DiGraph, gpus: list[str], clock: C
     edges = list(graph.edges(data="capacity"))
     if len(gpus) * len(edges) > LP_LIMIT or clock.expired():
         return _alltoall_cuts(topo, graph, gpus)
-    value = _max_concurrent_flow(graph, gpus, edges)
+    value = _max_concurrent_flow(graph, gpus, edges, clock)
+    if value is None:  # out of time: an unfinished program bounds nothing
+        return _alltoall_cuts(topo, graph, gpus)
     # a Fraction no larger than the LP's float answer, simple when it is simple
     guess = Fraction(value).limit_denominator(1000)
     if guess > value * (1 + 1e-9):
@@ -420,7 +422,10 @@ def _alltoall_bound(topo: Topology, graph: nx.DiGraph, gpus: list[str], clock: C
 LP_LIMIT = 60_000  # about 2 s with HiGHS on this kind of machine
 
 
-def _max_concurrent_flow(graph: nx.DiGraph, gpus: list[str], edges) -> float:
+def _max_concurrent_flow(graph: nx.DiGraph, gpus: list[str], edges, clock: Clock
+                         ) -> float | None:
+    """The linear program's optimum, or None when HiGHS runs out of the clock's time
+    (the clock then says partial)."""
     import numpy as np
     from scipy.optimize import linprog
     from scipy.sparse import coo_matrix
@@ -453,7 +458,11 @@ def _max_concurrent_flow(graph: nx.DiGraph, gpus: list[str], edges) -> float:
     cost = np.zeros(t_var + 1)
     cost[t_var] = 1.0
     result = linprog(cost, A_ub=a_ub, b_ub=np.zeros(n_edges), A_eq=a_eq, b_eq=demand,
-                     bounds=(0, None), method="highs")
+                     bounds=(0, None), method="highs",
+                     options={"time_limit": clock.deadline.solver_seconds()})
+    if result.status == 1:  # HiGHS's time (or iteration) limit
+        clock.partial = True
+        return None
     if result.status != 0:
         raise RuntimeError(f"alltoall bound: the linear program failed: {result.message}")
     return float(result.x[t_var])

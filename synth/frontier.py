@@ -103,9 +103,10 @@ def in_cost_model(result: Result, topo: Topology, cost_model: str,
             with TIMING.timing(units):
                 result.lines[id(point.schedule)] = schedule_lines(point.schedule, p)
         timed = [pt for pt in result.points if id(pt.schedule) in result.lines]
-        kept = _fastest_somewhere(timed, result.lines)
-        result.left_out = [pt for pt in timed if pt not in kept]
-        result.points = [pt for pt in result.points if pt not in result.left_out]
+        kept = {id(pt) for pt in _fastest_somewhere(timed, result.lines)}
+        result.left_out = [pt for pt in timed if id(pt) not in kept]
+        out = {id(pt) for pt in result.left_out}  # by identity: comparing is O(schedule)
+        result.points = [pt for pt in result.points if id(pt) not in out]
     return result
 
 
@@ -175,7 +176,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     hints = hints or Hints()
     hierarchy, why = None, f"{name} is not decomposed (only {', '.join(DECOMPOSED)} are)"
     if method != "exact" and name in DECOMPOSED:
-        hierarchy, why = find_hierarchy(lowering, hints.boxes)
+        hierarchy, why = find_hierarchy(lowering, hints.boxes, deadline)
         if hierarchy is None and hints.boxes is not None:
             raise BadInput(f"hints: {why}")
     if method == "decomposed" and hierarchy is None:
