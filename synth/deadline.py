@@ -112,9 +112,9 @@ def start_job(with_process: bool) -> None:
     """Mark the command's start (synth.cli.main): now, or with_process (run as the
     program) when the process began, so that a time limit counts the interpreter's
     start and the imports too, as a user's clock does."""
-    global _job_start, _timed
+    global _job_start, _timed, _slowdown
     _job_start = time.monotonic() - (process_age() if with_process else 0.0)
-    _timed = False
+    _timed, _slowdown = False, 1.0
 
 
 _timed = False  # whether the command took a job_deadline
@@ -147,22 +147,33 @@ def process_age() -> float:
 
 class Pace:
     """Seconds per unit of one kind of work (sends built and verified, bytes written),
-    as this machine runs it: `prior` until the first measurement, then the slowest pace
-    measured on work of at least `least` units (smaller work is mostly overhead, and
-    would make large work look dearer than it is)."""
+    as this machine runs it: the slowest pace measured on work of at least `least` units
+    (smaller work is mostly overhead, and would make large work look dearer than it
+    is); until the first measurement, `prior` (an idle core's pace, about) times how
+    much slower than their priors the paces measured in this command so far ran (a busy
+    machine is slower at every kind of work)."""
 
     def __init__(self, prior: float, least: int = 1):
-        self.per_unit, self.least, self.measured = prior, least, False
+        self.prior, self.per_unit, self.least, self.measured = prior, prior, least, False
 
     def seconds(self, units: float) -> float:
-        return units * self.per_unit
+        return units * (self.per_unit if self.measured else self.prior * _slowdown)
 
     @contextmanager
     def timing(self, units: float):
         """Measure the work done inside the block as `units` units."""
         start = time.monotonic()
         yield
+        self.record(units, time.monotonic() - start)
+
+    def record(self, units: float, seconds: float) -> None:
+        """`units` units of this work took `seconds`."""
+        global _slowdown
         if units >= self.least:
-            pace = (time.monotonic() - start) / units
+            pace = seconds / units
             self.per_unit = max(self.per_unit, pace) if self.measured else pace
             self.measured = True
+            _slowdown = max(_slowdown, pace / self.prior)
+
+
+_slowdown = 1.0  # the most any pace measured in this command ran slower than its prior

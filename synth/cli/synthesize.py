@@ -144,7 +144,7 @@ def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, 
 # cost model 2, the table, and writing beyond what the searches hold for each point's
 # file as they find it (Deadline.hold); each file is written only if the time left
 # affords it
-FINISH_SHARE = 0.05
+FINISH_SHARE = 0.1
 
 
 def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time_limit,

@@ -47,7 +47,7 @@ from typing import Callable
 from synth.bounds import step_bound
 from synth.construct.batches import MAX_BATCH_MOVES, Levels, batch_moves, batch_size
 from synth.construct.moves import Moves, scaled_rounds
-from synth.construct.paced import writing
+from synth.construct.paced import WRITE, writing
 from synth.deadline import Deadline, OutOfTime, Pace
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import verified
@@ -64,10 +64,10 @@ DEPTHS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 MAX_LANES = 4  # pieces per batch: up to this many times the levels' common chunk count
 MAX_STEPS = 128  # default cap on a composed schedule's steps
 WORTH = Fraction(1, 100)  # a design with more sends must gain this much bandwidth
-# seconds to build and verify a schedule, per send of its batch program, as measured
-# (the prior: 50,000 sends a second); a design that would not fit in the time left is
-# not started
-BUILD = Pace(1 / 50_000, least=1000)
+# seconds to build and verify a schedule, per move of its batch at the levels' chunks
+# (Design.sends), as measured (the prior: an idle core's, 3 us; dgxh100x16's 585,216
+# moves took 1.8 s); a design that would not fit in the time left is not started
+BUILD = Pace(3e-6, least=1000)
 LEVEL_SHARE = 0.2  # of the time limit, at most, for all the levels' exact frontiers
 LEVEL_SECONDS = 60.0  # and never more than this
 LEVEL_CANDIDATES = 4  # schedules kept per level, fewest steps first
@@ -119,7 +119,8 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
             if moves > MAX_BATCH_MOVES:
                 search.stopped = search.stopped or _too_many(moves)
                 continue
-            if not deadline.affords(BUILD.seconds(design.sends)):
+            # building and verifying it, then writing it (its ranged sends are fewer)
+            if not deadline.affords(BUILD.seconds(design.sends) + WRITE["json"].seconds(moves)):
                 search.stopped = "out of time"
                 continue
             on_event("build", (design.steps, design.rounds, design.chunks))

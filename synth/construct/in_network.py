@@ -22,6 +22,7 @@ file's (version 3); the verifier checks it on its own.
 
 from __future__ import annotations
 
+import time
 from fractions import Fraction
 
 from synth.construct.tree_schedules import DEPTHS, add_pipelines
@@ -176,21 +177,25 @@ def across_program(model: LinkModel, hierarchy: Hierarchy, inside, across,
     return tuple(step(m) for m in (gather, up, down, spread))
 
 
-def _across_pieces(model, hierarchy, inside, across, deadline: Deadline) -> int:
+def _across_pieces(model, hierarchy, inside, across, deadline: Deadline
+                   ) -> tuple[int, tuple[Step, ...]]:
     """The pieces per shard (a multiple of K, at most MAX_PIECES or K) whose steady
-    state, all four steps at once, costs the least per chunk; the fewest among equals
-    (of those tried before the deadline; OutOfTime if none was)."""
+    state, all four steps at once, costs the least per chunk, the fewest among equals,
+    and its program: of those tried while the time left afforded one more (each costs
+    about what the last did); OutOfTime if none was."""
     k, g = len(hierarchy.boxes), len(hierarchy.boxes[0])
-    best = None
+    best, last = None, 0.0
     for pieces in range(k, max(k, MAX_PIECES) + 1, k):
-        if best is not None and deadline.passed():
+        if best is not None and not deadline.affords(last):
             break
         deadline.check("choosing pieces a shard")
+        started = time.monotonic()
         steps = across_program(model, hierarchy, inside, across, pieces)
         cost = Fraction(together(model, steps).rounds, g * pieces)  # the steady state
         if best is None or cost < best[0]:
-            best = (cost, pieces)
-    return best[1]
+            best = (cost, pieces, steps)
+        last = time.monotonic() - started
+    return best[1], best[2]
 
 
 def port_pieces(model: LinkModel) -> int:
@@ -275,8 +280,8 @@ def _nvls_points(model: LinkModel, limits: Limits, deadline: Deadline, hierarchy
     sends = (0 if inside else 2 * k * g * (g - 1)) + (0 if across else 2 * g * k * (k - 1))
     if sends > MAX_SENDS:
         return f"{sends:,} sends a batch (at most {MAX_SENDS:,})"
-    pieces = _across_pieces(model, hierarchy, inside, across, deadline)
-    program, memo = across_program(model, hierarchy, inside, across, pieces), {}
+    pieces, program = _across_pieces(model, hierarchy, inside, across, deadline)
+    memo = {}
     add_pipelines(search, lambda batches: across_boxes_allreduce(
         model, hierarchy, inside, across, batches, pieces, program, memo), limits, deadline,
         DEPTHS)

@@ -16,12 +16,14 @@ from synth.schedule.ir import Schedule
 
 # seconds per unit of size: verifying (size), timing in cost model 2 (timing_size), and
 # writing a file (json: size; the runtimes' formats spell out every batch: timing_size).
-# The priors are about twice an idle core's pace on dgxh100x16's decomposed schedules,
-# each replaced by the first measurement on a large enough schedule, then by any slower
-VERIFY = Pace(2e-5, least=1000)
+# The priors are an idle core's pace (verifying and writing tree and decomposed
+# schedules: 6-9 us a unit; timing: 0.15 us a unit on those, but 3 us on in-network
+# pipelines, so the dearer), scaled until measured by how much slower than their priors
+# this command's other work ran (synth.deadline.Pace)
+VERIFY = Pace(1e-5, least=1000)
 TIMING = Pace(4e-6, least=10_000)
-WRITE = {"json": Pace(3e-5, least=1000), "msccl-xml": Pace(3e-5, least=1000),
-         "mscclpp": Pace(3e-5, least=1000)}
+WRITE = {"json": Pace(1e-5, least=1000), "msccl-xml": Pace(2e-5, least=1000),
+         "mscclpp": Pace(2e-5, least=1000)}
 
 
 def size(schedule: Schedule) -> int:
@@ -50,10 +52,11 @@ def writing(schedule: Schedule) -> float:
 
 def verified_within(schedule: Schedule, deadline: Deadline) -> Schedule:
     """The schedule, once the verifier accepts it (synth.schedule.file.verified), if
-    that fits before the deadline at the pace measured so far (else OutOfTime); the
-    deadline then holds the time to write it (writing)."""
+    that and writing it fit before the deadline at the paces measured so far (else
+    OutOfTime: a point that could not be written is not worth verifying); the deadline
+    then holds the time to write it (writing)."""
     units = size(schedule)
-    if not deadline.affords(VERIFY.seconds(units)):
+    if not deadline.affords(VERIFY.seconds(units) + writing(schedule)):
         raise OutOfTime("verifying a schedule")
     with VERIFY.timing(units):
         verified(schedule)

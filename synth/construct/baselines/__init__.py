@@ -91,9 +91,10 @@ def survey(model: LinkModel, collective: str, root: int | None = None
     return tuple(found), tuple(skipped)
 
 
-# building one algorithm's baseline, per rank pair: the prior is the whole set's (about
-# 11 s at 256 GPUs and 55 s at 512) until one is measured, then the slowest measured
-PACE = Pace(2e-4, least=4096)
+# building one algorithm's baseline, per rank pair: the prior is an idle core's for the
+# dearest, the ring (dgxh100x16 allreduce: 1.7 s; the whole set 3.5 s), until one is
+# measured (from 64 ranks), then the slowest measured
+PACE = Pace(1e-4, least=4096)
 # rank pairs, at most, for which baselines are built within a deadline: a ring moves a
 # chunk per pair (16 million sends at 4096 GPUs, gigabytes once verified)
 MAX_PAIRS = 2048 ** 2
