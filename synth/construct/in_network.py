@@ -255,6 +255,7 @@ def nvls_search(model: LinkModel, limits: Limits, deadline: Deadline | float | N
 def _nvls_points(model: LinkModel, limits: Limits, deadline: Deadline, hierarchy, name: str,
                  root, search: Search) -> str:
     """nvls_search's points, added to `search`; why it stopped."""
+    deadline.check("looking for switches that reduce")
     switch = reducing_switch(model)
     if name != "allreduce":
         if switch is None or name not in ONE_STEP:

@@ -206,6 +206,10 @@ def tree_search(model: LinkModel, name: str, root: int | None, limits: Limits,
     if name not in COLLECTIVES:
         search.stopped = f"{name} is not built from trees (only {', '.join(COLLECTIVES)})"
         return search
+    deadline = Deadline.of(deadline)
+    if deadline.passed():  # not even the symmetry is looked for (a second at 1024 GPUs)
+        search.stopped, search.complete = "out of time", False
+        return search
     roots = [root] if name in ("broadcast", "reduce") else list(range(model.ranks))
     if model.ranks > MAX_RANKS and name not in ("gather", "scatter") and \
             box_symmetry(model, roots) is None:
@@ -213,7 +217,7 @@ def tree_search(model: LinkModel, name: str, root: int | None, limits: Limits,
                           "the boxes are alike)")
         return search
     try:
-        return _tree_points(model, name, root, limits, Deadline.of(deadline), search, bound)
+        return _tree_points(model, name, root, limits, deadline, search, bound)
     except OutOfTime:
         search.stopped, search.complete = "out of time", False
         return search
