@@ -25,12 +25,30 @@ class OutOfTime(Exception):
 
 class Held:
     """Seconds set aside, from the end of a job's searches, for the work that follows
-    them on what they found (timing and writing each point kept): shared by a Deadline
-    and every share of it, so that a stage after the one that found a point spends only
-    what is left."""
+    them on what they found (writing each point kept): shared by a Deadline and every
+    share of it, so that a stage after the one that found a point spends only what is
+    left. Each item may carry costs (a point's latency and rounds per chunk): an item
+    another beats on every cost is not kept (the job will not write it), and what it
+    held is free again."""
 
     def __init__(self, end: float):
-        self.end, self.seconds = end, 0.0
+        self.end = end
+        self.items: list[tuple[tuple | None, float]] = []  # (costs, seconds)
+        self.seconds = 0.0
+
+    def add(self, seconds: float, costs: tuple | None = None) -> None:
+        if costs is not None:
+            if any(k is not None and _beats(k, costs) for k, _ in self.items):
+                return
+            self.items = [(k, s) for k, s in self.items
+                          if k is None or not _beats(costs, k)]
+        self.items.append((costs, seconds))
+        self.seconds = sum(s for _, s in self.items)
+
+
+def _beats(a: tuple, b: tuple) -> bool:
+    """Whether costs a are no worse than costs b in every respect."""
+    return all(x <= y for x, y in zip(a, b))
 
 
 @dataclass(frozen=True)
@@ -58,11 +76,12 @@ class Deadline:
         whose points are then timed and written by the deadline itself)."""
         return Deadline(self.end, Held(self.end))
 
-    def hold(self, seconds: float) -> None:
-        """Set `seconds` aside for later work: every share of this deadline ends that
-        much sooner (nothing, where the deadline holds nothing: see holding())."""
+    def hold(self, seconds: float, costs: tuple | None = None) -> None:
+        """Set `seconds` aside for later work on an item of these `costs`: every share
+        of this deadline ends that much sooner, until an item that beats it on every
+        cost is held (Held); nothing, where the deadline holds nothing (holding())."""
         if self.held is not None:
-            self.held.seconds += seconds
+            self.held.add(seconds, costs)
 
     @property
     def moment(self) -> float:

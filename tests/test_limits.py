@@ -10,6 +10,7 @@ derived from the input's size.
 """
 
 import json
+import math
 import threading
 import time
 import tracemalloc
@@ -41,6 +42,16 @@ def test_a_deadline_shares_its_time_and_what_it_holds_ends_every_share_sooner():
     assert 29 < job.left() <= 30 and 29 < part.left() <= 30  # the share ends sooner too
     assert part.affords(20) and not part.affords(40)
     assert Deadline.after(100).reserving(100).passed()
+    # a point that another beats on both costs (latency, rounds per chunk) will not be
+    # written: what it held is free again
+    job = Deadline.after(100).holding()
+    job.hold(10, (5.0, 2))
+    job.hold(20, (9.0, 1))  # slower to start, faster per byte: both held
+    assert 69 < job.left() <= 70
+    job.hold(5, (4.0, 1))  # beats both: only it is held
+    assert 94 < job.left() <= 95
+    job.hold(30, (6.0, 3))  # beaten: nothing more is held
+    assert 94 < job.left() <= 95
     plain = Deadline.after(100)
     plain.hold(70)  # a deadline that holds nothing (not .holding()) ignores it
     assert plain.left() > 99
@@ -279,7 +290,7 @@ def test_a_batch_is_counted_before_it_is_listed(spec):
     # the count must be what listing the batch gives (no fewer, where GPUs cross through
     # gateways: counted generously), for both phases of an allreduce
     from synth.construct.baselines import baselines
-    from synth.construct.batches import Levels, batch_moves, batch_size
+    from synth.construct.batches import Levels, batch_moves, batch_size, batch_steps
     from synth.topology.hierarchy import find_hierarchy
     from synth.topology.linkmodel import restrict
 
@@ -289,11 +300,15 @@ def test_a_batch_is_counted_before_it_is_listed(spec):
     across = baselines(restrict(model, hierarchy.peers[hierarchy.gateways[0]]), "allgather")
     inside = baselines(restrict(model, hierarchy.boxes[0]), "allgather")
     levels = (Levels(across[0].schedule, inside[0].schedule),) * 2
-    for pieces in (1, 2):
-        listed = sum(len(step) for step in batch_moves("allreduce", hierarchy, levels,
-                                                       pieces, 0, pieces))
+    base = math.lcm(across[0].schedule.collective.chunks, inside[0].schedule.collective.chunks)
+    for pieces in (base, 2 * base):  # as the decomposition lists them: whole level chunks
+        moves = batch_moves("allreduce", hierarchy, levels, pieces, 0, pieces)
+        listed = sum(len(step) for step in moves)
         counted = batch_size(hierarchy, levels, pieces)
         assert counted == listed if not hierarchy.proxy else counted >= listed
+        # and its steps, where no gateway adds any (else: not counted)
+        steps = batch_steps(hierarchy, levels)
+        assert steps == len(moves) if not hierarchy.proxy else steps is None
 
 
 def test_a_decomposition_too_large_to_list_says_so(monkeypatch, tmp_path):

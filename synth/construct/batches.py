@@ -138,3 +138,14 @@ def batch_size(hierarchy: Hierarchy, levels: tuple[Levels, ...], pieces: int) ->
         if hierarchy.proxy:
             total += 2 * k * k * g * pieces * (g + 1)
     return total
+
+
+def batch_steps(hierarchy: Hierarchy, levels: tuple[Levels, ...]) -> int | None:
+    """The steps of one batch (of pieces a multiple of every level's chunks, as the
+    decomposition lists them), by arithmetic: per phase, the across level's non-empty
+    steps, then the inside level's (None where GPUs cross through gateways: there the
+    paths to them add steps, and receipts already made drop some)."""
+    if hierarchy.proxy:
+        return None
+    return sum(sum(1 for step in s.expanded().steps if step.sends)
+               for lv in levels for s in (lv.across, lv.inside))

@@ -45,9 +45,10 @@ from fractions import Fraction
 from typing import Callable
 
 from synth.bounds import step_bound
-from synth.construct.batches import MAX_BATCH_MOVES, Levels, batch_moves, batch_size
+from synth.construct.batches import (MAX_BATCH_MOVES, Levels, batch_moves, batch_size,
+                                     batch_steps)
 from synth.construct.moves import Moves, scaled_rounds
-from synth.construct.paced import WRITE, writing
+from synth.construct.paced import WRITE, costs, writing
 from synth.deadline import Deadline, OutOfTime, Pace
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import verified
@@ -128,7 +129,7 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
             with BUILD.timing(design.sends):
                 built = _build(model, hierarchy, name, design, deadline)
             built.info["solve_seconds"] = round(time.monotonic() - started, 3)  # build+verify
-            deadline.hold(writing(built))
+            deadline.hold(writing(built), costs(built))
             search.points.append(Point(built, proven=False))
             on_event("point", search.points[-1])
     except OutOfTime:
@@ -290,6 +291,9 @@ def _designs(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
         base = _base(levels)
         if deadline.passed():
             break
+        steps = batch_steps(hierarchy, levels)
+        if steps is not None and steps + min(depths) - 1 > max_steps:
+            continue  # no depth fits: not worth listing (1024 GPUs: millions of moves)
         size = batch_size(hierarchy, levels, base)
         if size > MAX_BATCH_MOVES:
             if refused is not None:

@@ -26,7 +26,7 @@ import time
 from fractions import Fraction
 
 from synth.construct.tree_schedules import DEPTHS, add_pipelines
-from synth.deadline import Deadline, OutOfTime
+from synth.deadline import Deadline, OutOfTime, Pace
 from synth.schedule.collectives import make_collective
 from synth.schedule.ir import Pipeline, Schedule, Send, Step, SwitchOp
 from synth.schedule.transform import together, window_rounds
@@ -36,6 +36,9 @@ from synth.topology.linkmodel import LinkModel, Switch, switch_rounds
 
 MAX_PIECES = 64  # chunks of a shard per batch, to fill a port of fractional capacity
 MAX_SENDS = 400_000  # of a batch program across boxes (512 GPUs in 64 boxes: 64,512)
+# building and pricing one batch program across boxes, per rank its operations and sends
+# name (the prior: an idle core's, 13 us at 512 GPUs; measured, the slowest)
+ACROSS = Pace(1.3e-5, least=10_000)
 METHOD = "in-network (NVLS): switch reduce, then multicast"
 
 
@@ -184,14 +187,21 @@ def _across_pieces(model, hierarchy, inside, across, deadline: Deadline
     and its program: of those tried while the time left afforded one more (each costs
     about what the last did); OutOfTime if none was."""
     k, g = len(hierarchy.boxes), len(hierarchy.boxes[0])
-    best, last = None, 0.0
+    # the ranks the program's operations and sends name (whatever the pieces): in each
+    # box g reductions of g + 1 ranks and g multicasts of g, or their sends; across, per
+    # peer group the same over k ranks
+    units = (k * g * (2 * g + 1) if inside else 2 * k * g * (g - 1)) + \
+        (g * k * (2 * k + 1) if across else 2 * g * k * (k - 1))
+    best, last = None, ACROSS.seconds(units)
     for pieces in range(k, max(k, MAX_PIECES) + 1, k):
-        if best is not None and not deadline.affords(last):
+        if not deadline.affords(last):
+            if best is None:
+                raise OutOfTime("choosing pieces a shard")
             break
-        deadline.check("choosing pieces a shard")
         started = time.monotonic()
-        steps = across_program(model, hierarchy, inside, across, pieces)
-        cost = Fraction(together(model, steps).rounds, g * pieces)  # the steady state
+        with ACROSS.timing(units):
+            steps = across_program(model, hierarchy, inside, across, pieces)
+            cost = Fraction(together(model, steps).rounds, g * pieces)  # the steady state
         if best is None or cost < best[0]:
             best = (cost, pieces, steps)
         last = time.monotonic() - started

@@ -10,7 +10,10 @@ starts, and skips the work (OutOfTime) when it does not, rather than overrun.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from synth.deadline import Deadline, OutOfTime, Pace
+from synth.schedule.cost import schedule_cost
 from synth.schedule.file import verified
 from synth.schedule.ir import Schedule
 
@@ -60,5 +63,12 @@ def verified_within(schedule: Schedule, deadline: Deadline) -> Schedule:
         raise OutOfTime("verifying a schedule")
     with VERIFY.timing(units):
         verified(schedule)
-    deadline.hold(writing(schedule))
+    deadline.hold(writing(schedule), costs(schedule))
     return schedule
+
+
+def costs(schedule: Schedule) -> tuple:
+    """What makes a point worth keeping (synth.frontier.pareto_filter's order): its
+    latency and its rounds per chunk; one that another beats on both is not written."""
+    return (round(schedule_cost(schedule).latency_us, 9),
+            Fraction(schedule.rounds, schedule.collective.chunks))
