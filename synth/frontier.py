@@ -20,7 +20,8 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from synth.bounds import Bounds, bounds
-from synth.construct.baselines import baselines_within
+from synth.construct.baselines import ALGORITHMS, baselines_within
+from synth.construct.baselines import PACE as BASELINE_PACE
 from synth.construct.decompose import COLLECTIVES as DECOMPOSED
 from synth.construct.decompose import MAX_STEPS as DECOMPOSED_MAX_STEPS
 from synth.construct.decompose import decompose
@@ -184,7 +185,14 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     # the bounds may take at most a share of the time (a partial bound is still one)
     on_event("stage", "computing the lower bounds")
     b = bounds(lowering, coll, deadline.share(BOUNDS_SHARE))
-    searches = {}
+    searches, checked = {}, set()  # checked: the baselines verified so far (by id)
+    if method == "auto" and baselines_cheap(model.ranks, deadline):
+        # the quickest answer first (anytime): on small clusters the baselines take a
+        # fraction of a second, and whatever follows may take all the time there is
+        on_event("stage", "building the baselines")
+        searches["baselines"] = _baselines(model, name, coll.root, limits, deadline)
+        _verify_baselines(pareto_filter(searches["baselines"].points), searches, deadline,
+                          checked)
     if hierarchy is not None:
         on_event("search", f"{name} by decomposition: {hierarchy.describe()}")
         searches["decomposed"] = decompose(model, hierarchy, name, limits, on_event,
@@ -195,7 +203,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     built = [p for key in CONSTRUCTED for p in searches.get(key, Search()).points]
     # the baselines on the frontier so far are verified now, while there is time (what
     # the exact search adds can only push more off it)
-    points = _verify_baselines(pareto_filter(built), searches, deadline)
+    points = _verify_baselines(pareto_filter(built), searches, deadline, checked)
     if method != "decomposed" and not _interrupted(searches):
         points = pareto_filter(points + _exact_searches(
             lowering, name, coll.root, b, limits, deadline, built, searches, on_event))
@@ -206,9 +214,15 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     not_decomposed = why if (hierarchy is None and name in DECOMPOSED and method == "auto"
                              and any(v.kind == "net_switch" for v in topo.vertices)
                              and topo.network_joined()) else ""
+    out_of_time = deadline.passed() or any(s.stopped.startswith(TIMED_OUT)
+                                           for s in searches.values())
     return Result(name, coll.root, model, b, points, searches,
                   time.monotonic() - start, (max(1, limits.min_steps), covered),
-                  not_decomposed, out_of_time=deadline.passed())
+                  not_decomposed, out_of_time=out_of_time)
+
+
+# how a search says the time limit stopped it (or kept it from starting)
+TIMED_OUT = ("out of time", "not built: about")
 
 
 def _constructions(model: LinkModel, name: str, root, limits: Limits, deadline: Deadline,
@@ -231,7 +245,7 @@ def _constructions(model: LinkModel, name: str, root, limits: Limits, deadline: 
             or (name in ONE_STEP and reducing_switch(model))):
         on_event("search", f"{name} in the network: switch reductions and multicasts")
         searches["in-network"] = nvls_search(model, limits, deadline, hierarchy, name, root)
-    if not _interrupted(searches):
+    if "baselines" not in searches and not _interrupted(searches):
         on_event("stage", "building the baselines")
         searches["baselines"] = _baselines(model, name, root, limits, deadline)
 
@@ -285,6 +299,14 @@ def _covered(model: LinkModel, b: Bounds, limits: Limits, searches: dict,
 
 
 TREES_SHARE = 0.25  # of the time limit, at most, for packing trees (from their start)
+BASELINES_FIRST = 0.1  # of the time left: baselines this cheap are built first
+
+
+def baselines_cheap(ranks: int, deadline: Deadline) -> bool:
+    """Whether every baseline algorithm together, at the pace measured so far, would
+    take at most BASELINES_FIRST of the time left (16 GPUs: about 0.2 s)."""
+    return len(ALGORITHMS) * BASELINE_PACE.seconds(ranks ** 2) <= \
+        BASELINES_FIRST * deadline.left()
 
 
 def _interrupted(searches: dict[str, Search]) -> bool:
@@ -292,26 +314,29 @@ def _interrupted(searches: dict[str, Search]) -> bool:
 
 
 def _verify_baselines(points: list[Point], searches: dict[str, Search],
-                      deadline: Deadline) -> list[Point]:
-    """The frontier's baselines verified (the others were when built); the frontier
-    without those that Ctrl-C or the deadline left unverified."""
+                      deadline: Deadline, checked: set) -> list[Point]:
+    """The frontier's baselines verified (the others were when built; `checked`: those
+    verified before, by id); the frontier without those that Ctrl-C or the deadline
+    left unverified."""
     found = searches.get("baselines", Search()).points
     if not found:
         return points
     kept, cut = [], ""
     for p in points:
-        if "baseline" not in p.schedule.info:
+        if "baseline" not in p.schedule.info or id(p) in checked:
             kept.append(p)
             continue
         if cut:
             continue
         try:
-            kept.append(replace(p, schedule=verified_within(p.schedule, deadline)))
+            verified_within(p.schedule, deadline)
+            kept.append(p)
+            checked.add(id(p))
         except KeyboardInterrupt:
             cut = "interrupted"
         except OutOfTime:
             cut = "out of time"
-    searches["baselines"].stopped = cut
+    searches["baselines"].stopped = searches["baselines"].stopped or cut
     return kept
 
 
