@@ -24,26 +24,29 @@ class OutOfTime(Exception):
 
 
 class Held:
-    """Seconds set aside, from the end of a job's searches, for the work that follows
-    them on what they found (writing each point kept): shared by a Deadline and every
-    share of it, so that a stage after the one that found a point spends only what is
-    left. Each item may carry costs (a point's latency and rounds per chunk): an item
-    another beats on every cost is not kept (the job will not write it), and what it
-    held is free again."""
+    """Work set aside, from the end of a job's searches, for what follows them on what
+    they found (writing each point kept): shared by a Deadline and every share of it,
+    so that a stage after the one that found a point spends only what is left. Held as
+    work (a Pace and units), its seconds follow the pace as measurements change it.
+    Each item may carry costs (a point's latency and rounds per chunk): an item another
+    beats on every cost is not kept (the job will not write it), and what it held is
+    free again."""
 
     def __init__(self, end: float):
         self.end = end
-        self.items: list[tuple[tuple | None, float]] = []  # (costs, seconds)
-        self.seconds = 0.0
+        self.items: list[tuple[tuple | None, Pace, float]] = []  # (costs, pace, units)
 
-    def add(self, seconds: float, costs: tuple | None = None) -> None:
+    @property
+    def seconds(self) -> float:
+        return sum(pace.seconds(units) for _, pace, units in self.items)
+
+    def add(self, pace: Pace, units: float, costs: tuple | None = None) -> None:
         if costs is not None:
-            if any(k is not None and _beats(k, costs) for k, _ in self.items):
+            if any(k is not None and _beats(k, costs) for k, _, _ in self.items):
                 return
-            self.items = [(k, s) for k, s in self.items
-                          if k is None or not _beats(costs, k)]
-        self.items.append((costs, seconds))
-        self.seconds = sum(s for _, s in self.items)
+            self.items = [item for item in self.items
+                          if item[0] is None or not _beats(costs, item[0])]
+        self.items.append((costs, pace, units))
 
 
 def _beats(a: tuple, b: tuple) -> bool:
@@ -76,12 +79,13 @@ class Deadline:
         whose points are then timed and written by the deadline itself)."""
         return Deadline(self.end, Held(self.end))
 
-    def hold(self, seconds: float, costs: tuple | None = None) -> None:
-        """Set `seconds` aside for later work on an item of these `costs`: every share
-        of this deadline ends that much sooner, until an item that beats it on every
-        cost is held (Held); nothing, where the deadline holds nothing (holding())."""
+    def hold(self, pace: Pace, units: float, costs: tuple | None = None) -> None:
+        """Set `units` of work at `pace` aside for later, for an item of these `costs`:
+        every share of this deadline ends that much sooner, until an item that beats it
+        on every cost is held (Held); nothing, where the deadline holds nothing
+        (holding())."""
         if self.held is not None:
-            self.held.add(seconds, costs)
+            self.held.add(pace, units, costs)
 
     @property
     def moment(self) -> float:

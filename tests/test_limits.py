@@ -23,7 +23,7 @@ import synth.construct.tree_schedules
 import synth.frontier
 import synth.output
 from synth.construct.in_network import reducing_switch
-from synth.deadline import Deadline, OutOfTime
+from synth.deadline import Deadline, OutOfTime, Pace
 from synth.schedule.verify import ScheduleInvalid, verify_schedule
 from synth.search import constraints
 from synth.topology.catalog import resolve
@@ -35,25 +35,29 @@ from tests.test_reliability import _peak_memory_mib, _sleep_past
 # --- the deadline ------------------------------------------------------------------
 
 def test_a_deadline_shares_its_time_and_what_it_holds_ends_every_share_sooner():
+    second = Pace(1.0)
+    second.record(1, 1.0)  # a unit of this work takes a second, as measured
     job = Deadline.after(100).holding()
     part = job.within(50)  # a stage's share: at most 50 s of the 100
     assert 49 < part.left() <= 50 and 99 < job.left() <= 100
-    job.hold(70)  # a point found: 70 s set aside to write it
+    job.hold(second, 70)  # a point found: 70 s of work set aside to write it
     assert 29 < job.left() <= 30 and 29 < part.left() <= 30  # the share ends sooner too
     assert part.affords(20) and not part.affords(40)
     assert Deadline.after(100).reserving(100).passed()
     # a point that another beats on both costs (latency, rounds per chunk) will not be
     # written: what it held is free again
     job = Deadline.after(100).holding()
-    job.hold(10, (5.0, 2))
-    job.hold(20, (9.0, 1))  # slower to start, faster per byte: both held
+    job.hold(second, 10, (5.0, 2))
+    job.hold(second, 20, (9.0, 1))  # slower to start, faster per byte: both held
     assert 69 < job.left() <= 70
-    job.hold(5, (4.0, 1))  # beats both: only it is held
+    job.hold(second, 5, (4.0, 1))  # beats both: only it is held
     assert 94 < job.left() <= 95
-    job.hold(30, (6.0, 3))  # beaten: nothing more is held
+    job.hold(second, 30, (6.0, 3))  # beaten: nothing more is held
     assert 94 < job.left() <= 95
+    second.record(1, 2.0)  # the work turns out slower: what is held follows the pace
+    assert 89 < job.left() <= 90
     plain = Deadline.after(100)
-    plain.hold(70)  # a deadline that holds nothing (not .holding()) ignores it
+    plain.hold(second, 70)  # a deadline that holds nothing (not .holding()) ignores it
     assert plain.left() > 99
     with pytest.raises(OutOfTime):
         Deadline(time.monotonic()).check("a loop")

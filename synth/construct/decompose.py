@@ -48,7 +48,7 @@ from synth.bounds import step_bound
 from synth.construct.batches import (MAX_BATCH_MOVES, Levels, batch_moves, batch_size,
                                      batch_steps)
 from synth.construct.moves import Moves, scaled_rounds
-from synth.construct.paced import WRITE, costs, writing
+from synth.construct.paced import WRITE, costs, size
 from synth.deadline import Deadline, OutOfTime, Pace
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import verified
@@ -129,7 +129,7 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
             with BUILD.timing(design.sends):
                 built = _build(model, hierarchy, name, design, deadline)
             built.info["solve_seconds"] = round(time.monotonic() - started, 3)  # build+verify
-            deadline.hold(writing(built), costs(built))
+            deadline.hold(WRITE["json"], size(built), costs(built))
             search.points.append(Point(built, proven=False))
             on_event("point", search.points[-1])
     except OutOfTime:

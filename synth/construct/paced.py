@@ -47,9 +47,9 @@ def _program(schedule: Schedule) -> int:
 
 
 def writing(schedule: Schedule) -> float:
-    """Seconds to write the schedule's file (json) at the pace measured so far: what a
-    job holds for each point it finds (Deadline.hold), so that it can keep it. (Timing
-    it in cost model 2 gets what is left: a point left untimed is still kept.)"""
+    """Seconds to write the schedule's file (json) at the pace measured so far: the
+    work a job holds for each point it finds (Deadline.hold), so that it can keep it.
+    (Timing it in cost model 2 gets what is left: a point left untimed is still kept.)"""
     return WRITE["json"].seconds(size(schedule))
 
 
@@ -57,13 +57,13 @@ def verified_within(schedule: Schedule, deadline: Deadline) -> Schedule:
     """The schedule, once the verifier accepts it (synth.schedule.file.verified), if
     that and writing it fit before the deadline at the paces measured so far (else
     OutOfTime: a point that could not be written is not worth verifying); the deadline
-    then holds the time to write it (writing)."""
+    then holds the work of writing it."""
     units = size(schedule)
     if not deadline.affords(VERIFY.seconds(units) + writing(schedule)):
         raise OutOfTime("verifying a schedule")
     with VERIFY.timing(units):
         verified(schedule)
-    deadline.hold(writing(schedule), costs(schedule))
+    deadline.hold(WRITE["json"], size(schedule), costs(schedule))
     return schedule
 
 
