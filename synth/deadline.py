@@ -174,13 +174,15 @@ class Pace:
     (smaller work is mostly overhead, and would make large work look dearer than it
     is); until the first measurement, `prior` (an idle core's pace, about) times how
     much slower than their priors the paces measured in this command so far ran (a busy
-    machine is slower at every kind of work)."""
+    machine is slower at every kind of work), times UNMEASURED."""
 
     def __init__(self, prior: float, least: int = 1):
         self.prior, self.per_unit, self.least, self.measured = prior, prior, least, False
 
     def seconds(self, units: float) -> float:
-        return units * (self.per_unit if self.measured else self.prior * _slowdown)
+        if self.measured:
+            return units * self.per_unit
+        return units * self.prior * _slowdown * UNMEASURED  # a guess: leave room
 
     @contextmanager
     def timing(self, units: float):
@@ -200,3 +202,7 @@ class Pace:
 
 
 _slowdown = 1.0  # the most any pace measured in this command ran slower than its prior
+# a pace not measured yet is guessed this much dearer than its scaled prior: one kind of
+# work runs up to about three times slower than another on a loaded machine (in-network
+# programs against tree pipelines), and a guess too low costs the limit, too high a point
+UNMEASURED = 1.5

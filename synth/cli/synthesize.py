@@ -208,14 +208,21 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
             click.echo(format_answer(summary["answer"]))
     if failed is not None:
         raise failed
-    if interrupted or caught:
+    return _ending(result, paths, interrupted or bool(caught), name, topo.name, time_limit)
+
+
+def _ending(result, paths, interrupted: bool, name: str, topology: str,
+            time_limit: float) -> int:
+    """The last line on stderr and the exit code: interrupted (130), nothing found or
+    nothing written in time (NoAnswer), stopped at the time limit with points kept."""
+    if interrupted:
         kept = len(result.points)
         click.echo(f"synth: interrupted ({kept} point{'s' * (kept != 1)} kept)", err=True)
         return 130
     if not result.points:
         why = "; ".join(dict.fromkeys(s.stopped.split(":")[0]
                                       for s in result.searches.values()))
-        raise NoAnswer(f"no schedule found for {name} on {topo.name} ({why})")
+        raise NoAnswer(f"no schedule found for {name} on {topology} ({why})")
     unwritten = sum(path is None for path in paths)
     if unwritten == len(result.points):
         raise NoAnswer(f"the time limit ({time_limit:g} s) left no time to write any of the "

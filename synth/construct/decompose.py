@@ -65,9 +65,9 @@ DEPTHS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 MAX_LANES = 4  # pieces per batch: up to this many times the levels' common chunk count
 MAX_STEPS = 128  # default cap on a composed schedule's steps
 WORTH = Fraction(1, 100)  # a design with more sends must gain this much bandwidth
-# seconds to build and verify a schedule, per move of its batch at the levels' chunks
-# (Design.sends), as measured (the prior: an idle core's, 3 us; dgxh100x16's 585,216
-# moves took 1.8 s); a design that would not fit in the time left is not started
+# seconds to build and verify a schedule, per move its batch lists (Design.sends at the
+# levels' chunks, times the lanes), as measured (the prior: an idle core's, 3 us;
+# dgxh100x16's 585,216 moves took 1.8 s); a design that would not fit is not started
 BUILD = Pace(3e-6, least=1000)
 LEVEL_SHARE = 0.2  # of the time limit, at most, for all the levels' exact frontiers
 LEVEL_SECONDS = 60.0  # and never more than this
@@ -121,12 +121,12 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
                 search.stopped = search.stopped or _too_many(moves)
                 continue
             # building and verifying it, then writing it (its ranged sends are fewer)
-            if not deadline.affords(BUILD.seconds(design.sends) + WRITE["json"].seconds(moves)):
+            if not deadline.affords(BUILD.seconds(moves) + WRITE["json"].seconds(moves)):
                 search.stopped = "out of time"
                 continue
             on_event("build", (design.steps, design.rounds, design.chunks))
             started = time.monotonic()
-            with BUILD.timing(design.sends):
+            with BUILD.timing(moves):
                 built = _build(model, hierarchy, name, design, deadline)
             built.info["solve_seconds"] = round(time.monotonic() - started, 3)  # build+verify
             deadline.hold(WRITE["json"], size(built), costs(built))
