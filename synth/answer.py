@@ -20,10 +20,10 @@ for at most 2 x BUDGET_S seconds.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from synth.deadline import Deadline
 from synth.errors import BadInput
 from synth.export import EXTENSIONS, RUNTIME_PROTOCOLS, render
 from synth.export.units import unit_of
@@ -59,14 +59,15 @@ class Answer:
     reference_is: str = LINE_RATE_NOTE
 
 
-def answer_at(result: Result, nbytes: int) -> Answer:
-    """The answer at `nbytes` (module docstring); BadInput when there is no point."""
+def answer_at(result: Result, nbytes: int, deadline: Deadline = Deadline()) -> Answer:
+    """The answer at `nbytes` (module docstring); BadInput when there is no point. The
+    exports stop at `deadline` too (a runtime then has no file if none was tried)."""
     if not result.points:
         raise BadInput("no frontier point to answer with")
     time_of = timer(result, nbytes)
     timed = sorted(result.points, key=lambda p: (time_of(p.schedule)[0], p.steps))
     runtimes = {fmt: _loadable(sorted(timed, key=lambda p: time_of(
-        p.schedule, RUNTIME_PROTOCOLS[fmt])[0]), fmt, nbytes, time_of)
+        p.schedule, RUNTIME_PROTOCOLS[fmt])[0]), fmt, nbytes, time_of, deadline)
         for fmt in RUNTIME_NAMES}
     name, us, note = reference_at(result, nbytes)
     return Answer(nbytes, timed[0], time_of(timed[0].schedule)[0], runtimes, name, us, note)
@@ -79,7 +80,7 @@ def timer(result: Result, nbytes: int):
         from synth.predict.timing import fastest, prices, schedule_lines
 
         p = prices(result.topology)
-        known: dict[int, list] = {}  # a schedule's lines, timed once for all its uses
+        known: dict[int, list] = dict(result.lines or {})  # timed once for all uses
 
         def calibrated(s, protocols=RUNTIME_PROTOCOLS["msccl-xml"]):
             if id(s) not in known:
@@ -108,10 +109,11 @@ def reference_at(result: Result, nbytes: int) -> tuple[str, float, str]:
     return best.label, best.time_us(nbytes), LINE_RATE_NOTE
 
 
-def _loadable(timed: list[Point], fmt: str, nbytes: int, time_of) -> Loadable:
-    found, until = Loadable(None), time.monotonic() + BUDGET_S
+def _loadable(timed: list[Point], fmt: str, nbytes: int, time_of,
+              deadline: Deadline = Deadline()) -> Loadable:
+    found, until = Loadable(None), deadline.within(BUDGET_S)
     for p in timed:
-        if found.why_not and time.monotonic() > until:
+        if (found.why_not and until.passed()) or deadline.passed():
             break
         us, protocol = time_of(p.schedule, RUNTIME_PROTOCOLS[fmt])
         try:

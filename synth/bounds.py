@@ -30,14 +30,15 @@ capacities are in units of unit_gbps.
 from __future__ import annotations
 
 import math
-import time
 from collections import defaultdict
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import chain
 from math import lcm
 
 import networkx as nx
 
+from synth.deadline import Deadline
 from synth.schedule.collectives import Collective, make_collective
 from synth.topology.linkmodel import LinkModel, Lowering, rank_graph
 from synth.topology.physical import Topology
@@ -70,22 +71,21 @@ class Bounds:
 
 
 class Clock:
-    """A deadline for the bounds (time.monotonic() seconds; None: no limit). Every
-    search below is a max (or min) over candidates that are each valid on their own, so
-    when time runs out the best found so far is still a bound, only maybe looser:
-    `partial` records that it happened."""
+    """The bounds' deadline (synth.deadline). Every search below is a max (or min) over
+    candidates that are each valid on their own, so when time runs out the best found
+    so far is still a bound, only maybe looser: `partial` records that it happened."""
 
-    def __init__(self, deadline: float | None = None):
-        self.deadline, self.partial = deadline, False
+    def __init__(self, deadline: Deadline | float | None = None):
+        self.deadline, self.partial = Deadline.of(deadline), False
 
     def expired(self) -> bool:
-        if self.deadline is not None and time.monotonic() > self.deadline:
+        if self.deadline.passed():
             self.partial = True
         return self.partial
 
 
-def bounds(lowering: Lowering, collective: Collective, deadline: float | None = None
-           ) -> Bounds:
+def bounds(lowering: Lowering, collective: Collective,
+           deadline: Deadline | float | None = None) -> Bounds:
     """Both bounds for one collective on the lowered topology (its link model for the
     steps, its physical graph for the cuts). Cost: O(N) max-flows on the physical graph,
     cut short at `deadline` (Clock)."""
@@ -158,17 +158,23 @@ def _wanting(collective: Collective) -> list[int]:
 def _holders_and_wanters(collective: Collective):
     """(the ranks that hold some chunk at the start, rank -> the ranks that want a chunk
     it holds) for a collective whose every share has one holder, from the table's runs
-    (no (rank, chunk) pair is built)."""
+    (no (rank, chunk) pair is built). A rank that wants every chunk is listed once, not
+    once per holder (allgather: N, not N^2)."""
     per = collective.share_chunks
     held_by = {}  # share -> holder
     for rank, first, count in collective.pre_ranges():
         for share in range(first // per, (first + count - 1) // per + 1):
             held_by[share] = rank
     wanted: dict[int, set[int]] = defaultdict(set)
+    everything = set()  # the ranks that want every chunk
     for rank, first, count in collective.post_ranges():
+        if first == 0 and count == collective.num_chunks:
+            everything.add(rank)
+            continue
         for share in range(first // per, (first + count - 1) // per + 1):
             wanted[held_by[share]].add(rank)
-    return sorted(wanted), lambda s: wanted[s]
+    holders = sorted(set(held_by.values()) if everything else wanted)
+    return holders, lambda s: chain(wanted.get(s, ()), everything)
 
 
 def bandwidth_bound_shares(lowering: Lowering, name: str, root: int | None = None,
@@ -411,7 +417,9 @@ def _alltoall_bound(topo: Topology, graph: nx.DiGraph, gpus: list[str], clock: C
     edges = list(graph.edges(data="capacity"))
     if len(gpus) * len(edges) > LP_LIMIT or clock.expired():
         return _alltoall_cuts(topo, graph, gpus)
-    value = _max_concurrent_flow(graph, gpus, edges)
+    value = _max_concurrent_flow(graph, gpus, edges, clock)
+    if value is None:  # out of time: an unfinished program bounds nothing
+        return _alltoall_cuts(topo, graph, gpus)
     # a Fraction no larger than the LP's float answer, simple when it is simple
     guess = Fraction(value).limit_denominator(1000)
     if guess > value * (1 + 1e-9):
@@ -422,7 +430,10 @@ def _alltoall_bound(topo: Topology, graph: nx.DiGraph, gpus: list[str], clock: C
 LP_LIMIT = 60_000  # about 2 s with HiGHS on this kind of machine
 
 
-def _max_concurrent_flow(graph: nx.DiGraph, gpus: list[str], edges) -> float:
+def _max_concurrent_flow(graph: nx.DiGraph, gpus: list[str], edges, clock: Clock
+                         ) -> float | None:
+    """The linear program's optimum, or None when HiGHS runs out of the clock's time
+    (the clock then says partial)."""
     import numpy as np
     from scipy.optimize import linprog
     from scipy.sparse import coo_matrix
@@ -455,7 +466,11 @@ def _max_concurrent_flow(graph: nx.DiGraph, gpus: list[str], edges) -> float:
     cost = np.zeros(t_var + 1)
     cost[t_var] = 1.0
     result = linprog(cost, A_ub=a_ub, b_ub=np.zeros(n_edges), A_eq=a_eq, b_eq=demand,
-                     bounds=(0, None), method="highs")
+                     bounds=(0, None), method="highs",
+                     options={"time_limit": clock.deadline.solver_seconds()})
+    if result.status == 1:  # HiGHS's time (or iteration) limit
+        clock.partial = True
+        return None
     if result.status != 0:
         raise RuntimeError(f"alltoall bound: the linear program failed: {result.message}")
     return float(result.x[t_var])
@@ -481,6 +496,6 @@ def _alltoall_cuts(topo: Topology, graph: nx.DiGraph, gpus: list[str]) -> Fracti
 
 
 def collective_bounds(lowering: Lowering, name: str, root: int | None = None,
-                      deadline: float | None = None) -> Bounds:
+                      deadline: Deadline | float | None = None) -> Bounds:
     return bounds(lowering, make_collective(name, lowering.model.ranks, 1, root), deadline)
 

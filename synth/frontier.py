@@ -20,7 +20,8 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from synth.bounds import Bounds, bounds
-from synth.construct.baselines import baselines
+from synth.construct.baselines import ALGORITHMS, baselines_within
+from synth.construct.baselines import PACE as BASELINE_PACE
 from synth.construct.decompose import COLLECTIVES as DECOMPOSED
 from synth.construct.decompose import MAX_STEPS as DECOMPOSED_MAX_STEPS
 from synth.construct.decompose import decompose
@@ -28,13 +29,14 @@ from synth.construct.greedy import COLLECTIVES as GREEDY
 from synth.construct.greedy import greedy_search
 from synth.construct.hints import Hints
 from synth.construct.in_network import ONE_STEP, box_switches, nvls_search, reducing_switch
+from synth.construct.paced import TIMING, timing_size, verified_within
 from synth.construct.relayed_alltoall import forwarded_search
 from synth.construct.tree_schedules import COLLECTIVES as PACKED
 from synth.construct.tree_schedules import tree_search
+from synth.deadline import Deadline, OutOfTime, Pace
 from synth.errors import BadInput, NoAnswer
 from synth.schedule.collectives import make_collective
 from synth.schedule.cost import schedule_cost
-from synth.schedule.file import verified
 from synth.schedule.transform import compose_allreduce, refine
 from synth.search.instance import too_large
 from synth.search.pareto import Limits, Point, Search, frontier
@@ -61,6 +63,10 @@ class Result:
     # own frontiers (synth.export.loads.with_runtimes); and why those stopped early
     candidates: list[Point] = field(default_factory=list, repr=False)
     runtimes_stopped: str = ""
+    out_of_time: bool = False  # the deadline passed: the points are those found by then
+    # cost model 2's lines of the points timed (id of the schedule -> lines), once
+    # in_cost_model has run; a point the deadline left untimed has none
+    lines: dict | None = None
 
     @property
     def complete(self) -> bool:
@@ -76,30 +82,70 @@ COST_MODELS = ("calibrated", "line-rate")
 
 
 def in_cost_model(result: Result, topo: Topology, cost_model: str,
-                  protocols: dict | None = None) -> Result:
+                  protocols: dict | None = None, deadline: Deadline = Deadline()) -> Result:
     """The frontier as `cost_model` chooses it. "line-rate" keeps every point (the
     Pareto frontier of latency and us/MB, whose bounds and proofs are exact);
-    "calibrated" keeps the points that are fastest at some size in cost model 2
-    (synth.predict.timing, with the topology's figures), and where points say which
-    runtimes load them (Point.loads), per runtime those that are the fastest it loads
-    at some size (timed in `protocols`[runtime], where given: the protocols it runs); it
-    lists the others in left_out."""
+    "calibrated" times the points in cost model 2 (synth.predict.timing, with the
+    topology's figures), the smallest first, each only if the time left affords it
+    (TIMING), keeps those that are the fastest at some size, and where points say which
+    runtimes load them (Point.loads), per runtime those that are the fastest it loads at
+    some size (timed in `protocols`[runtime], where given: the protocols it runs), and
+    those left untimed, which it cannot judge (out_of_time says so); it lists the
+    others in left_out."""
     if cost_model not in COST_MODELS:
         raise BadInput(f"unknown cost model '{cost_model}' (expected "
                        f"{' or '.join(COST_MODELS)})")
     result = replace(result, cost_model=cost_model, topology=topo)
     if cost_model == "calibrated" and result.points:
-        from synth.predict.timing import fastest_somewhere, prices
+        from synth.predict.timing import prices, schedule_lines
+        result.lines = {}
+        links = len(result.model.links) + len(result.model.groups)
+        if not deadline.affords(ROUTING.seconds(links)):  # prices(topo) routes it again
+            result.out_of_time = True
+            return result
         p = prices(topo)
-        kept = {id(pt) for pt in fastest_somewhere(result.points, p)[0]}
-        for fmt in sorted({f for pt in result.points for f in pt.loads or ()}):
-            loadable = [pt for pt in result.points if pt.loads and pt.loads.get(fmt, 1) is None]
-            runs = (protocols or {}).get(fmt)
-            kept |= {id(pt) for pt in (fastest_somewhere(loadable, p, runs) if runs else
-                                       fastest_somewhere(loadable, p))[0]}
-        result.left_out = [pt for pt in result.points if id(pt) not in kept]
-        result.points = [pt for pt in result.points if id(pt) in kept]
+        for point in sorted(result.points, key=lambda pt: timing_size(pt.schedule)):
+            units = timing_size(point.schedule)
+            if not deadline.affords(TIMING.seconds(units)):
+                result.out_of_time = True
+                continue
+            with TIMING.timing(units):
+                result.lines[id(point.schedule)] = schedule_lines(point.schedule, p)
+        timed = [pt for pt in result.points if id(pt.schedule) in result.lines]
+        kept = {id(pt) for pt in _fastest_somewhere(timed, result.lines)}
+        for fmt in sorted({f for pt in timed for f in pt.loads or ()}):
+            loadable = [pt for pt in timed if pt.loads and pt.loads.get(fmt, 1) is None]
+            kept |= {id(pt) for pt in _fastest_somewhere(loadable, result.lines,
+                                                         (protocols or {}).get(fmt))}
+        result.left_out = [pt for pt in timed if id(pt) not in kept]
+        out = {id(pt) for pt in result.left_out}  # by identity: comparing is O(schedule)
+        result.points = [pt for pt in result.points if id(pt) not in out]
     return result
+
+
+# routing a topology, per rank link and group, as this command's own routing took (cost
+# model 2's prices route the topology again); the prior an idle core's pace (25 us)
+ROUTING = Pace(2.5e-5, least=10_000)
+
+
+def _fastest_somewhere(points: list[Point], lines: dict,
+                       protocols: tuple[str, ...] | None = None) -> list[Point]:
+    """The points that are the fastest in cost model 2 at one or more of its SIZES (of
+    equal times the one with fewer steps), each timed in `protocols` (a runtime's; None:
+    every one): synth.predict.timing.fastest_somewhere's rule, over lines computed once,
+    within the deadline."""
+    from synth.predict.timing import SIZES, fastest
+    if not points:
+        return []
+    lines = {id(pt.schedule): [x for x in lines[id(pt.schedule)]
+                               if protocols is None or x.protocol in protocols]
+             for pt in points}
+    points = [pt for pt in points if lines[id(pt.schedule)]]
+    winners = set()
+    for n in SIZES:
+        times = [fastest(lines[id(pt.schedule)], n).time_us(n) for pt in points]
+        winners.add(min(range(len(points)), key=lambda i: (times[i], points[i].steps)))
+    return [pt for i, pt in enumerate(points) if i in winners]
 
 
 def default_max_steps(b: Bounds) -> int:
@@ -118,11 +164,14 @@ METHODS = ("auto", "exact", "decomposed")
 # built, not searched: they prove nothing
 CONSTRUCTED = ("decomposed", "greedy", "trees", "forwarded", "in-network", "baselines")
 BOUNDS_SHARE = 0.4  # of the time limit, at most, for the bounds (the rest: the searches)
+DECOMPOSED_SHARE = 0.5  # of the time left, at most, for the decomposition (then the rest)
 
 
 def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limits | None = None,
-               on_event=None, method: str = "auto", hints: Hints | None = None) -> Result:
-    """The Pareto frontier of `name` on `topo` within `limits`.
+               on_event=None, method: str = "auto", hints: Hints | None = None,
+               deadline: Deadline | None = None) -> Result:
+    """The Pareto frontier of `name` on `topo` within `limits`, by `deadline` (default:
+    limits.time_limit from now; every stage gets it, or a share of what is left).
 
     method: "auto" decomposes multi-node topologies and then searches exactly in the
     time left; "exact" or "decomposed" do only that. hints: synth.construct.hints, for the
@@ -132,92 +181,141 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
         raise BadInput(f"unknown method '{method}' (expected {', '.join(METHODS)})")
     start = time.monotonic()
     limits = limits or Limits()
+    deadline = deadline or Deadline.after(limits.time_limit)
+    total = deadline.left()
     on_event = on_event or (lambda kind, data: None)
     on_event("stage", "routing every GPU pair")
     try:
-        lowering = lower_with_routes(topo, start + limits.time_limit)
+        lowering = lower_with_routes(topo, deadline)
     except TimeLimit as e:
         raise NoAnswer(f"no schedule: the time limit ({limits.time_limit:g} s) ran out "
                        f"while {e}") from None
     model = lowering.model
+    ROUTING.record(len(model.links) + len(model.groups), time.monotonic() - start)
     coll = make_collective(name, model.ranks, 1, root)
     hints = hints or Hints()
     hierarchy, why = None, f"{name} is not decomposed (only {', '.join(DECOMPOSED)} are)"
     if method != "exact" and name in DECOMPOSED:
-        hierarchy, why = find_hierarchy(lowering, hints.boxes)
+        hierarchy, why = find_hierarchy(lowering, hints.boxes, deadline)
         if hierarchy is None and hints.boxes is not None:
             raise BadInput(f"hints: {why}")
     if method == "decomposed" and hierarchy is None:
         raise NoAnswer(f"cannot decompose {name} on {topo.name}: {why}")
     # the bounds may take at most a share of the time (a partial bound is still one)
     on_event("stage", "computing the lower bounds")
-    b = bounds(lowering, coll, start + BOUNDS_SHARE * limits.time_limit)
-    searches = {}
+    b = bounds(lowering, coll, deadline.share(BOUNDS_SHARE))
+    searches, checked = {}, set()  # checked: the baselines verified so far (by id)
+    if method == "auto" and baselines_cheap(model.ranks, deadline):
+        # the quickest answer first (anytime): on small clusters the baselines take a
+        # fraction of a second, and whatever follows may take all the time there is
+        on_event("stage", "building the baselines")
+        searches["baselines"] = _baselines(model, name, coll.root, limits, deadline)
+        _verify_baselines(pareto_filter(searches["baselines"].points), searches, deadline,
+                          checked)
     if hierarchy is not None:
         on_event("search", f"{name} by decomposition: {hierarchy.describe()}")
-        left = replace(limits, time_limit=max(limits.time_limit - (time.monotonic() - start),
-                                              0.0))
-        searches["decomposed"] = decompose(model, hierarchy, name, left, on_event,
-                                           hints.batches)
-    # constructions next, quick and bounded, so that the exact search's time-out cannot
-    # starve them: trees, alltoall by forwarding, then on "auto" the baselines, which
-    # join the frontier so that it is never slower than one of them
-    # greedy matching is for graphs without boxes to decompose (tori, meshes, one
-    # switch): on a cluster the decomposition is far better, so it is not tried there
-    if method == "auto" and name in GREEDY and hierarchy is None and \
-            not _interrupted(searches):
+        searches["decomposed"] = decompose(model, hierarchy, name, limits, on_event,
+                                           hints.batches, deadline.share(DECOMPOSED_SHARE))
+    if method == "auto":
+        _constructions(model, name, coll.root, limits, deadline, total, b, hierarchy,
+                       searches, on_event, topo.translations)
+    built = [p for key in CONSTRUCTED for p in searches.get(key, Search()).points]
+    # the baselines on the frontier so far are verified now, while there is time (what
+    # the exact search adds can only push more off it)
+    points = _verify_baselines(pareto_filter(built), searches, deadline, checked)
+    candidates = list(built)  # every candidate, for the runtimes' own frontiers
+    if method != "decomposed" and not _interrupted(searches):
+        exact = _exact_searches(lowering, name, coll.root, b, limits, deadline, built,
+                                searches, on_event)
+        candidates += exact
+        points = pareto_filter(points + exact)
+    _baselines_kept(points, searches)
+    covered = _covered(model, b, limits, searches, points)
+    # a cluster whose boxes differ falls back to the methods that need no alike boxes:
+    # say why, as its users expect the decomposition
+    not_decomposed = why if (hierarchy is None and name in DECOMPOSED and method == "auto"
+                             and any(v.kind == "net_switch" for v in topo.vertices)
+                             and topo.network_joined()) else ""
+    out_of_time = deadline.passed() or any(s.stopped.startswith(TIMED_OUT)
+                                           for s in searches.values())
+    return Result(name, coll.root, model, b, points, searches,
+                  time.monotonic() - start, (max(1, limits.min_steps), covered),
+                  not_decomposed, out_of_time=out_of_time, candidates=candidates)
+
+
+# how a search says the time limit stopped it (or kept it from starting)
+TIMED_OUT = ("out of time", "not built: about")
+
+
+def _constructions(model: LinkModel, name: str, root, limits: Limits, deadline: Deadline,
+                   total: float, b: Bounds, hierarchy, searches: dict, on_event,
+                   translations: tuple[int, ...] = ()) -> None:
+    """The constructions of method "auto", into `searches`: quick and bounded, so that
+    the exact search's time-out cannot starve them: trees, alltoall by forwarding,
+    computed in the network, then the baselines, which join the frontier so that it is
+    never slower than one of them. Greedy matching first, where no boxes are decomposed
+    (tori, meshes, one switch: on a cluster the decomposition is far better)."""
+    if name in GREEDY and hierarchy is None and not _interrupted(searches):
         on_event("search", f"{name} by greedy link-chunk matching")
-        greedy_end = min(time.monotonic() + GREEDY_SHARE * limits.time_limit,
-                         start + limits.time_limit)
-        searches["greedy"] = greedy_search(model, name, coll.root, limits, greedy_end,
-                                             _plain(b).rounds_per_chunk, topo.translations)
-    if method == "auto" and name in PACKED and not _interrupted(searches):
+        searches["greedy"] = greedy_search(model, name, root, limits,
+                                           deadline.within(GREEDY_SHARE * total),
+                                           _plain(b).rounds_per_chunk, translations)
+    if name in PACKED and not _interrupted(searches):
         on_event("search", f"{name} by packed trees")
         # a share of the time limit from now, as the decomposition may have used some
-        trees_end = min(time.monotonic() + TREES_SHARE * limits.time_limit,
-                        start + limits.time_limit)
-        searches["trees"] = tree_search(model, name, coll.root, limits, trees_end,
+        searches["trees"] = tree_search(model, name, root, limits,
+                                        deadline.within(TREES_SHARE * total),
                                         _plain(b).rounds_per_chunk)
-    if method == "auto" and name == "alltoall" and not _interrupted(searches):
+    if name == "alltoall" and not _interrupted(searches):
         on_event("search", "alltoall forwarded: relayed at rail peers, or routed")
-        searches["forwarded"] = forwarded_search(model, limits, start + limits.time_limit)
-    if method == "auto" and not _interrupted(searches) and (
+        searches["forwarded"] = forwarded_search(model, limits, deadline)
+    if not _interrupted(searches) and (
             (name == "allreduce" and (reducing_switch(model) or box_switches(model, hierarchy)))
             or (name in ONE_STEP and reducing_switch(model))):
         on_event("search", f"{name} in the network: switch reductions and multicasts")
-        searches["in-network"] = nvls_search(model, limits, start + limits.time_limit,
-                                             hierarchy, name, coll.root)
-    if method == "auto" and not _interrupted(searches):
+        searches["in-network"] = nvls_search(model, limits, deadline, hierarchy, name, root)
+    if "baselines" not in searches and not _interrupted(searches):
         on_event("stage", "building the baselines")
-        searches["baselines"] = _baselines(model, name, coll.root, limits,
-                                           start + limits.time_limit)
-    points = [p for key in CONSTRUCTED for p in searches.get(key, Search()).points]
-    if method != "decomposed" and not _interrupted(searches):
-        exact = replace(limits, max_steps=limits.max_steps or default_max_steps(b),
-                        time_limit=max(limits.time_limit - (time.monotonic() - start), 0.0))
-        # ask only for what beats the constructions (the baselines' steps and rounds
-        # are no target: they are only there to be beaten on cost)
-        known = tuple((p.steps, p.ratio) for p in points if "baseline" not in p.schedule.info)
-        if name == "allreduce":
-            searches.update(_allreduce_searches(lowering, b, exact, on_event, known))
-            points += searches["allreduce"].points
-            points += [Point(_compose(rs.schedule, ag.schedule), proven=False)
-                       for rs in searches.get("reducescatter", Search()).points
-                       for ag in searches.get("allgather", Search()).points]
-        else:
-            searches[name] = frontier(model, name, coll.root, b.steps, b.rounds_per_chunk,
-                                      exact, on_event, known)
-            points += searches[name].points
-    # stale files are replaced only over the step counts a search covered: the
-    # decomposition's depths and the exact search's range (trees and baselines sit at a
-    # few step counts of their own, and say nothing of the others)
+        searches["baselines"] = _baselines(model, name, root, limits, deadline)
+
+
+def _exact_searches(lowering: Lowering, name: str, root, b: Bounds, limits: Limits,
+                    deadline: Deadline, points: list[Point], searches: dict,
+                    on_event) -> list[Point]:
+    """The exact search in the time left, into `searches`, asking only for what beats
+    the constructions' `points` (the baselines' steps and rounds are no target: they
+    are only there to be beaten on cost); its points (allreduce: and the compositions
+    of its reducescatter and allgather frontiers, while time lasts)."""
+    model = lowering.model
+    exact = replace(limits, max_steps=limits.max_steps or default_max_steps(b),
+                    time_limit=deadline.left())
+    known = tuple((p.steps, p.ratio) for p in points if "baseline" not in p.schedule.info)
+    if name != "allreduce":
+        searches[name] = frontier(model, name, root, b.steps, b.rounds_per_chunk, exact,
+                                  on_event, known, deadline)
+        return searches[name].points
+    searches.update(_allreduce_searches(lowering, b, exact, on_event, known, deadline))
+    found = list(searches["allreduce"].points)
+    for rs in searches.get("reducescatter", Search()).points:
+        for ag in searches.get("allgather", Search()).points:
+            try:
+                found.append(Point(_compose(rs.schedule, ag.schedule, deadline), proven=False))
+            except OutOfTime:
+                searches["allreduce"].stopped = "out of time (composing)"
+                return found
+    return found
+
+
+def _covered(model: LinkModel, b: Bounds, limits: Limits, searches: dict,
+             points: list[Point]) -> int:
+    """The most steps over which stale files are replaced: the step counts a search
+    covered, the decomposition's depths and the exact search's range (trees and
+    baselines sit at a few step counts of their own, and say nothing of the others)."""
     covered = 0
     if "decomposed" in searches:
         covered = limits.max_steps or DECOMPOSED_MAX_STEPS
     if any(key not in CONSTRUCTED for key in searches):
         covered = max(covered, limits.max_steps or default_max_steps(b))
-    candidates = points
-    points = _verify_baselines(pareto_filter(points), searches)
     # a point at the bandwidth bound with latency L beats, in both costs, any schedule
     # of more than L / (least alpha) steps: if those start inside the covered range,
     # every step count past it is covered too
@@ -226,60 +324,76 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
                          schedule_cost(p.schedule).latency_us / alpha <= covered + 1e-9
                          for p in points):
         covered = 1 << 30
-    # a cluster whose boxes differ falls back to the methods that need no alike boxes:
-    # say why, as its users expect the decomposition
-    not_decomposed = why if (hierarchy is None and name in DECOMPOSED and method == "auto"
-                             and topo.network_joined()) else ""
-    return Result(name, coll.root, model, b, points, searches,
-                  time.monotonic() - start, (max(1, limits.min_steps), covered),
-                  not_decomposed, candidates=candidates)
+    return covered
 
 
-BASELINE_SECONDS = 2e-4  # x ranks^2: building every baseline (256 GPUs ~11 s, 512 ~55 s)
 TREES_SHARE = 0.25  # of the time limit, at most, for packing trees (from their start)
 GREEDY_SHARE = 0.25  # the same for greedy matching
+BASELINES_FIRST = 0.1  # of the time left: baselines this cheap are built first
+
+
+def baselines_cheap(ranks: int, deadline: Deadline) -> bool:
+    """Whether every baseline algorithm together, at the pace measured so far, would
+    take at most BASELINES_FIRST of the time left (16 GPUs: about 0.2 s)."""
+    return len(ALGORITHMS) * BASELINE_PACE.seconds(ranks ** 2) <= \
+        BASELINES_FIRST * deadline.left()
 
 
 def _interrupted(searches: dict[str, Search]) -> bool:
     return any(s.stopped == "interrupted" for s in searches.values())
 
 
-def _verify_baselines(points: list[Point], searches: dict[str, Search]) -> list[Point]:
-    """The frontier's baselines verified (the others were when built); after Ctrl-C
-    here, the frontier without them."""
+def _verify_baselines(points: list[Point], searches: dict[str, Search],
+                      deadline: Deadline, checked: set) -> list[Point]:
+    """The frontier's baselines verified (the others were when built; `checked`: those
+    verified before, by id); the frontier without those that Ctrl-C or the deadline
+    left unverified."""
     found = searches.get("baselines", Search()).points
     if not found:
         return points
-    try:
-        points = [replace(p, schedule=verified(p.schedule))
-                  if "baseline" in p.schedule.info else p for p in points]
-    except KeyboardInterrupt:
-        searches["baselines"].stopped = "interrupted"
-        return [p for p in points if "baseline" not in p.schedule.info]
-    on = sum("baseline" in p.schedule.info for p in points)
-    searches["baselines"].stopped = f"{on} of {len(found)} on the frontier"
-    return points
+    kept, cut = [], ""
+    for p in points:
+        if "baseline" not in p.schedule.info or id(p) in checked:
+            kept.append(p)
+            continue
+        if cut:
+            continue
+        try:
+            verified_within(p.schedule, deadline)
+            kept.append(p)
+            checked.add(id(p))
+        except KeyboardInterrupt:
+            cut = "interrupted"
+        except OutOfTime:
+            cut = "out of time"
+    searches["baselines"].stopped = searches["baselines"].stopped or cut
+    return kept
+
+
+def _baselines_kept(points: list[Point], searches: dict[str, Search]) -> None:
+    """The baselines' summary: how many of them are on the final frontier."""
+    found = searches.get("baselines", Search())
+    if found.points and not found.stopped:
+        on = sum("baseline" in p.schedule.info for p in points)
+        found.stopped = f"{on} of {len(found.points)} on the frontier"
 
 
 def _baselines(model: LinkModel, name: str, root: int | None, limits: Limits,
-               deadline: float) -> Search:
+               deadline: Deadline) -> Search:
     """The baselines `synth compare` prints, within the step range asked for, as
-    candidates (verified only if they reach the frontier), unless building them would
-    overrun the deadline."""
-    need, left = BASELINE_SECONDS * model.ranks ** 2, deadline - time.monotonic()
-    if need > left:
-        return Search(stopped=f"not built: about {need:.1f} s needed, {max(left, 0):.1f} s "
-                              "left")
+    candidates (verified only if they reach the frontier): each algorithm only if the
+    time left affords it (baselines_within)."""
     lo, hi = max(1, limits.min_steps), limits.max_steps or (1 << 30)
     try:
-        built = baselines(model, name, root)
+        built, why = baselines_within(model, name, root, deadline)
     except KeyboardInterrupt:
         return Search(stopped="interrupted")
-    return Search(points=[Point(replace(b.schedule, info={**b.schedule.info,
-                                                          "method": f"baseline: {b.name}",
-                                                          "baseline": b.name}), proven=False)
-                          for b in built if lo <= b.schedule.num_steps <= hi],
-                  stopped="none applies within the steps asked for")
+    search = Search(points=[Point(replace(b.schedule, info={
+        **b.schedule.info, "method": f"baseline: {b.name}", "baseline": b.name}),
+        proven=False) for b in built if lo <= b.schedule.num_steps <= hi], stopped=why)
+    if not search.points and not search.stopped:
+        search.stopped = "none applies within the steps asked for"
+    return search
 
 
 def _plain(b: Bounds) -> Bounds:
@@ -291,12 +405,11 @@ def _plain(b: Bounds) -> Bounds:
 
 
 def _allreduce_searches(lowering: Lowering, b: Bounds, limits: Limits, on_event,
-                        known=()) -> dict[str, Search]:
+                        known=(), deadline: Deadline = Deadline()) -> dict[str, Search]:
     """Allreduce directly (asking only for what beats `known`, as frontier does), then
     allgather and reducescatter for the composition, sharing the time 3 : 2 : 1 of what
     is left at each start."""
     model = lowering.model
-    start = time.monotonic()
     searches = {}
     for part, share in (("allreduce", 3), ("allgather", 2), ("reducescatter", 1)):
         refused = too_large(model, part, 1, limits.max_chunks // 2 + 1)
@@ -304,26 +417,26 @@ def _allreduce_searches(lowering: Lowering, b: Bounds, limits: Limits, on_event,
             searches[part] = Search(stopped=f"instances too large for exact synthesis: "
                                             f"{refused}", complete=False, too_large=refused)
             continue
-        remaining = limits.time_limit - (time.monotonic() - start)
-        part_limits = replace(limits, time_limit=max(remaining / share, 0.0))
+        part_deadline = deadline.share(1 / share)
+        part_limits = replace(limits, time_limit=part_deadline.left())
         pb = b if part == "allreduce" else bounds(
-            lowering, make_collective(part, model.ranks),
-            time.monotonic() + BOUNDS_SHARE * part_limits.time_limit)
+            lowering, make_collective(part, model.ranks), part_deadline.share(BOUNDS_SHARE))
         if part != "allreduce":  # room for the other phase, at least its hop bound
             part_limits = replace(part_limits, min_steps=1,
                                   max_steps=max(pb.steps, limits.max_steps - pb.steps))
         on_event("search", part)
         searches[part] = frontier(model, part, None, pb.steps, pb.rounds_per_chunk,
-                                  part_limits, on_event, known if part == "allreduce" else ())
+                                  part_limits, on_event, known if part == "allreduce" else (),
+                                  part_deadline)
         if searches[part].stopped == "interrupted":
             break  # Ctrl-C ends the whole job, keeping what was found
     return searches
 
 
-def _compose(rs, ag):
+def _compose(rs, ag, deadline: Deadline = Deadline()):
     k = math.lcm(rs.collective.chunks, ag.collective.chunks)
-    return verified(compose_allreduce(refine(rs, k // rs.collective.chunks),
-                                      refine(ag, k // ag.collective.chunks)))
+    return verified_within(compose_allreduce(refine(rs, k // rs.collective.chunks),
+                                             refine(ag, k // ag.collective.chunks)), deadline)
 
 
 def pareto_filter(points: list[Point]) -> list[Point]:

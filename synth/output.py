@@ -7,6 +7,8 @@ import re
 import stat
 from pathlib import Path
 
+from synth.construct.paced import WRITE, size, timing_size
+from synth.deadline import Deadline
 from synth.errors import BadInput
 from synth.files import inside, quote, read_text, safe_component, write_atomic
 from synth.frontier import Result, optimality, ratio_to_bound
@@ -57,44 +59,55 @@ def point_stem(point: Point) -> str:
 
 
 def write_points(points: list[Point], directory: Path, formats: list[str],
-                 replaces: tuple[int, int] | None = None, started_ns: int | None = None
-                 ) -> list[Path]:
+                 replaces: tuple[int, int] | None = None, started_ns: int | None = None,
+                 deadline: Deadline = Deadline()) -> list[Path | None]:
     """Write every point in each format (json: STEM.json, msccl-xml: STEM.xml, mscclpp:
-    STEM.mscclpp.json). Returns one path per point: its JSON file, else its first
-    format's. A point an exporter cannot express raises BadInput after everything else
-    is written; a file that cannot be written raises OutputError.
+    STEM.mscclpp.json). Returns one path per point, in order: its JSON file, else its
+    first format's; None where none was written. A point an exporter cannot express
+    raises BadInput after everything else is written; a file that cannot be written
+    raises OutputError. The smallest points go first, each file only if the time left
+    affords it at the pace measured so far (WRITE): a file is written whole or not at
+    all, and none after the deadline.
 
     replaces: the (least, most) steps the search covered. Files of earlier runs in that
     range that are not on this frontier are removed (their names follow point_stem), so
-    the folder holds the frontier; files outside it, and every file after a run of one
-    instance (replaces=None), stay. started_ns: when this run started (time.time_ns());
+    the folder holds the frontier; files outside it, every file after a run of one
+    instance (replaces=None), and every file when the deadline left a point unwritten,
+    stay. started_ns: when this run started (time.time_ns());
     a file written since then is another run's, running at the same time, and stays.
     Files are written in the folder synth chose: a symbolic link there is replaced, not
     followed (nothing is written outside --out)."""
     from synth.export import EXTENSIONS, render
 
+    if points and deadline.passed():
+        return [None] * len(points)
     if points:
         write_atomic(directory.parent / MARKER, points[0].schedule.model.name + "\n",
                      follow_links=False)
     formats = list(dict.fromkeys(formats))
-    written, primary, failed = [], [], None
-    for p in points:
-        paths = {}
+    written, primary, failed, late = [], [None] * len(points), None, False
+    for i in sorted(range(len(points)), key=lambda i: size(points[i].schedule)):
+        p, paths = points[i], {}
         for fmt in formats:
             path = directory / f"{point_stem(p)}{EXTENSIONS[fmt]}"
-            if fmt == "json":
-                paths[fmt] = write_schedule(p.schedule, path, follow_links=False)
+            units = (size if fmt == "json" else timing_size)(p.schedule)
+            if not deadline.affords(WRITE[fmt].seconds(units)):
+                late = True
                 continue
-            try:
-                text, _ = render(p.schedule, fmt)
-            except BadInput as e:
-                failed = failed or f"{point_stem(p)}: {e}"
-                continue
-            paths[fmt] = write_atomic(path, text, follow_links=False)
+            with WRITE[fmt].timing(units):
+                if fmt == "json":
+                    paths[fmt] = write_schedule(p.schedule, path, follow_links=False)
+                    continue
+                try:
+                    text, _ = render(p.schedule, fmt)
+                except BadInput as e:
+                    failed = failed or f"{point_stem(p)}: {e}"
+                    continue
+                paths[fmt] = write_atomic(path, text, follow_links=False)
         written += paths.values()
         if paths:
-            primary.append(paths.get("json", next(iter(paths.values()))))
-    if replaces is not None and points:
+            primary[i] = paths.get("json", next(iter(paths.values())))
+    if replaces is not None and points and not late:
         _remove_stale(directory, points[0].schedule.collective.name, replaces,
                       {path.name for path in written}, started_ns)
     if failed:
@@ -143,7 +156,14 @@ def point_summary(point: Point, result: Result, path: Path | None) -> dict:
         "solve_seconds": info.get("solve_seconds"),
         "file": str(path) if path else None,
     } | loads_summary(point) | ({"predicted_us": predicted(point.schedule, result)}
-                               if result.cost_model == "calibrated" else {})
+                               if result.cost_model == "calibrated" and _timed(point, result)
+                               else {})
+
+
+def _timed(point: Point, result: Result) -> bool:
+    """Whether cost model 2 timed the point (frontier.in_cost_model: not every point,
+    when the deadline came first)."""
+    return result.lines is None or id(point.schedule) in result.lines
 
 
 def loads_summary(point: Point) -> dict:
@@ -166,7 +186,8 @@ def predicted(schedule, result: Result) -> dict:
     """{size: {us, protocol}} at TABLE_SIZES in cost model 2."""
     from synth.predict.timing import fastest, prices, schedule_lines
 
-    lines = schedule_lines(schedule, prices(result.topology))
+    lines = (result.lines or {}).get(id(schedule)) or schedule_lines(
+        schedule, prices(result.topology))
     out = {}
     for n in TABLE_SIZES:
         line = fastest(lines, n)
@@ -206,6 +227,7 @@ def result_summary(result: Result, topology: str, solver: str, paths: list[Path]
         "frontier": [point_summary(p, result, path)
                      for p, path in zip(result.points, paths + [None] * len(result.points))],
         "complete": result.complete,
+        "out_of_time": result.out_of_time,
         "stopped": ({"not decomposed": result.not_decomposed}
                     if result.not_decomposed else {})
         | {name: s.stopped for name, s in result.searches.items()},
@@ -225,7 +247,8 @@ def format_table(summary: dict) -> str:
         rows.append((str(p["steps"]), str(p["rounds"]), str(p["chunks"]), p["rounds_per_chunk"],
                      f"{p['latency_us']:.2f}", f"{p['us_per_mb']:.3f}",
                      f"{p['ratio_to_bound']:.3f}")
-                    + tuple(f"{p['predicted_us'][label]['us']:.1f}" for label in sizes)
+                    + tuple(f"{p['predicted_us'][label]['us']:.1f}" if "predicted_us" in p
+                            else "-" for label in sizes)
                     + (p["optimality"], p.get("loads") or "?", p["method"] or "-",
                        "-" if p["solve_seconds"] is None else f"{p['solve_seconds']:.2f}"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

@@ -24,6 +24,7 @@ import pytest
 import synth.files
 from synth.bounds import bounds
 from synth.cli import main
+from synth.deadline import Deadline
 from synth.schedule.collectives import make_collective
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower_with_routes
@@ -250,8 +251,8 @@ def test_the_bounds_stop_at_their_deadline_and_stay_valid():
 # how fast and how busy the machine is. Where a stage must be cut whatever the machine,
 # a sleep makes it late: a sleep lasts at least what it was asked for on any machine.
 
-def _sleep_past(deadline: float) -> None:
-    time.sleep(max(deadline - time.monotonic(), 0.0) + 0.05)
+def _sleep_past(deadline) -> None:
+    time.sleep(Deadline.of(deadline).left() + 0.05)
 
 
 def test_the_time_limit_covers_routing(tmp_path):

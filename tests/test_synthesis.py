@@ -236,10 +236,20 @@ def test_steps_alone_proves_nothing_about_fewer_steps(tmp_path):
     ["allgather", "--topo", "torus:4x4", "--max-chunks", "16"],
     ["allreduce", "--topo", "hypercube:4"],
 ])
-def test_time_limit_is_honoured_within_seconds(args, tmp_path):
-    limit = 2  # far below what either search needs: it runs out of time
-    start = time.monotonic()
-    result = synth_cli(*args, "--time-limit", str(limit), "--out", str(tmp_path))
-    elapsed = time.monotonic() - start
-    assert result.returncode in (0, 1), result.stderr
-    assert elapsed < limit + 8, elapsed  # interpreter start, bounds and the last encoding
+def test_a_time_limit_far_too_short_stops_the_job_and_says_so(args, tmp_path):
+    # 2 s is far below what either search needs: the job stops at the limit (checked by
+    # what it says and leaves, not by a stopwatch: tests/test_limits.py)
+    result = synth_cli(*args, "--time-limit", "2", "--out", str(tmp_path), "--json")
+    if result.returncode == 1:  # nothing was found, or written, in time: one line says so
+        assert result.stderr.count("\n") == 1, result.stderr
+        assert ("no schedule found" in result.stderr and "out of time" in result.stderr
+                or "left no time to write any of the" in result.stderr), result.stderr
+        return
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    if summary["out_of_time"]:  # a fast machine may finish every search in time
+        assert result.stderr.startswith("synth: stopped at the time limit (2 s): ")
+    else:
+        assert result.stderr == ""
+    files = [p["file"] for p in summary["frontier"] if p["file"]]
+    assert files and synth_cli("verify", *files).returncode == 0

@@ -9,6 +9,7 @@ themselves on this group when synth.cli imports them.
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
 import signal
@@ -17,6 +18,7 @@ from contextlib import contextmanager
 
 import click
 
+from synth.deadline import start_job, timed_job
 from synth.errors import REPORT, SynthError
 
 
@@ -94,6 +96,7 @@ def interrupts_deferred():
 
 
 def main(argv=None) -> None:
+    start_job(with_process=argv is None)  # --time-limit counts from here (the program's start)
     signal.signal(signal.SIGTERM, _terminated)
     args = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -130,15 +133,31 @@ def main(argv=None) -> None:
                    f"({REPORT}; SYNTH_TRACEBACK=1 shows where)", err=True)
         code = 3
     _stdout_open()
-    if code == 130 and argv is None and "ortools" in sys.modules:
-        # run as the program, after Ctrl-C: a stopped CP-SAT solve can leave native
-        # threads that abort the process in C++ teardown at exit (134, "terminate
-        # called without an active exception"). Every file is already written whole
-        # (or not at all) and the streams are flushed, so skip the teardown. Only
-        # where CP-SAT was loaded: `synth run` must still wait for its workers.
+    if argv is None and timed_job():
+        # run as the program under a time limit: the limit counts the exit too, and
+        # tearing down the interpreter (freeing every route and schedule) takes seconds on
+        # a busy machine at scale. Every file is written whole and closed: run the exit
+        # handlers, flush, and skip the rest (as after Ctrl-C below).
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(130)
+        os._exit(code if isinstance(code, int) else 0)
+    if argv is None and "ortools" in sys.modules and (code == 130 or _left_behind()):
+        # run as the program, after Ctrl-C or a solver that did not stop at its time
+        # limit: a stopped CP-SAT solve can leave native threads that abort the process
+        # in C++ teardown at exit (134, "terminate called without an active
+        # exception"). Every file is already written whole (or not at all) and the
+        # streams are flushed, so skip the teardown. Only where CP-SAT was loaded:
+        # `synth run` must still wait for its workers.
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _left_behind() -> bool:
+    """Whether a solver thread was left running past its time limit (still running)."""
+    from synth.search.constraints import left_behind
+    return left_behind()
 
 
 def _one_line(text: str, width: int = 400) -> str:

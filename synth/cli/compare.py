@@ -21,15 +21,20 @@ from synth.cli.app import BOXES, MODEL, SOLVER_CHOICE, Seconds, cli
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bounds_command(collective, spec, boxes, root, time_limit, as_json):
     """Lower bounds on steps and bandwidth for COLLECTIVE on TOPO."""
-    import time
-
     from synth.bounds import collective_bounds
+    from synth.deadline import job_deadline
+    from synth.errors import NoAnswer
     from synth.topology.catalog import resolve
-    from synth.topology.linkmodel import lower_with_routes
+    from synth.topology.linkmodel import TimeLimit, lower_with_routes
 
-    deadline = time.monotonic() + time_limit
+    deadline = job_deadline(time_limit)
     topo = resolve(spec, boxes)
-    b = collective_bounds(lower_with_routes(topo), collective, root, deadline)
+    try:
+        lowering = lower_with_routes(topo, deadline)
+    except TimeLimit as e:
+        raise NoAnswer(f"no bound: the time limit ({time_limit:g} s) ran out while {e}"
+                       ) from None
+    b = collective_bounds(lowering, collective, root, deadline)
     summary = {"collective": b.collective, "topology": topo.name, "ranks": b.ranks,
                "steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
                "latency_us": b.latency_us, "us_per_mb": b.us_per_mb,

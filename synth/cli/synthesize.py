@@ -98,6 +98,7 @@ def _synthesis_command(name: str):
 
 def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, out_dir,
                   formats, as_json):
+    from synth.deadline import job_deadline
     from synth.output import output_dir, write_points
     from synth.schedule.collectives import DUAL, make_collective
     from synth.search.encoding import variables_for
@@ -105,7 +106,7 @@ def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, 
     from synth.search.pareto import Point
     from synth.topology.linkmodel import TimeLimit, lower_with_routes, rank_links_at_most
 
-    start = time.monotonic()
+    deadline = job_deadline(time_limit)
     what = f"{name} on {topo.name} with {steps} steps, {rounds} rounds, {chunks} chunks"
     # too large by arithmetic, before the topology is even lowered (seconds at scale)
     size = variables_for(DUAL.get(name, name), topo.ranks, chunks, rank_links_at_most(topo),
@@ -114,13 +115,13 @@ def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, 
         raise NoAnswer(f"no answer: {what} is too large for exact synthesis (about "
                        f"{size:,} variables at most; limit {MAX_VARIABLES:,})")
     try:
-        model = lower_with_routes(topo, start + time_limit).model
+        model = lower_with_routes(topo, deadline).model
     except TimeLimit as e:
         raise NoAnswer(f"no answer: the time limit ran out while {e}") from None
     coll = make_collective(name, model.ranks, chunks, root)
     try:
         out = solve_instance(model, coll, steps, rounds, backend,
-                             max(start + time_limit - time.monotonic(), 0.01))
+                             deadline.reserving(FINISH_SHARE * time_limit).solver_seconds())
     except TooLarge as e:
         raise NoAnswer(f"no answer: {what} is too large for exact synthesis ({e})") from None
     if out.status == "unsat":
@@ -139,17 +140,27 @@ def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, 
     return 0
 
 
+# of the time limit, kept from the searches for what follows them: timing the points in
+# cost model 2, the table, and writing beyond what the searches hold for each point's
+# file as they find it (Deadline.hold); each file is written only if the time left
+# affords it
+FINISH_SHARE = 0.1
+
+
 def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time_limit,
               out_dir, formats, as_json, progress, plots=False, method="auto", hints=None,
               nbytes=None, cost_model="calibrated"):
     from dataclasses import replace
 
+    from synth.construct.paced import writing
+    from synth.deadline import job_deadline
     from synth.export.loads import chosen
     from synth.frontier import synthesize
     from synth.output import format_table, output_dir, result_summary, write_points
     from synth.search.pareto import Limits
 
     started_ns = time.time_ns()
+    deadline = job_deadline(time_limit)
     limits = Limits(max_steps, max_chunks or 8, time_limit, backend)
     if steps is not None:
         limits = replace(limits, max_steps=steps, min_steps=steps)
@@ -159,21 +170,26 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
                          heartbeat=progress is None and not terminal)
     reporter.say(f"solver: {backend} ({why})")
     try:
-        result = synthesize(topo, name, root, limits, reporter.event, method, hints)
+        result = synthesize(topo, name, root, limits, reporter.event, method, hints,
+                            deadline.reserving(FINISH_SHARE * time_limit).holding())
     finally:
         reporter.done()
     if steps is not None:
         result.points = [p for p in result.points if p.steps == steps]
         result.candidates = [p for p in result.candidates if p.steps == steps]
-    result = chosen(result, topo, cost_model)
+    # the points are timed, and the runtimes' own found, in what their files leave (a
+    # point left untimed is kept)
+    result = chosen(result, topo, cost_model, deadline.reserving(
+        sum(writing(p.schedule) for p in result.points)))
     interrupted = result.interrupted
     # replace the earlier files of the steps this search covered; after Ctrl-C, none
     covered = None if interrupted else result.steps_searched
     failed, paths = None, []
     with interrupts_deferred() as caught:  # a second Ctrl-C must not lose the points
         try:
-            paths = write_points(result.points, directory, formats, covered, started_ns)
-            if plots and result.points:
+            paths = write_points(result.points, directory, formats, covered, started_ns,
+                                 deadline)
+            if plots and result.points and not deadline.passed():
                 from synth.construct.baselines import baselines
                 from synth.pictures.plots import write_plots
 
@@ -183,24 +199,42 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
             failed = e
         summary = result_summary(result, topo.name, backend, paths, why)
         answer = None
-        if nbytes is not None and result.points and failed is None:
+        timed = [p for p in result.points if result.lines is None or id(p.schedule)
+                 in result.lines]
+        if nbytes is not None and timed and failed is None and not deadline.passed():
             from synth.answer import answer_at, format_answer, write_answer
 
-            answer = answer_at(result, nbytes)
+            answer = answer_at(replace(result, points=timed), nbytes, deadline)
             summary["answer"] = write_answer(answer, directory)
         click.echo(json.dumps(summary, indent=1) if as_json else format_table(summary))
         if answer is not None and not as_json:
             click.echo(format_answer(summary["answer"]))
     if failed is not None:
         raise failed
-    if interrupted or caught:
+    return _ending(result, paths, interrupted or bool(caught), name, topo.name, time_limit)
+
+
+def _ending(result, paths, interrupted: bool, name: str, topology: str,
+            time_limit: float) -> int:
+    """The last line on stderr and the exit code: interrupted (130), nothing found or
+    nothing written in time (NoAnswer), stopped at the time limit with points kept."""
+    if interrupted:
         kept = len(result.points)
         click.echo(f"synth: interrupted ({kept} point{'s' * (kept != 1)} kept)", err=True)
         return 130
     if not result.points:
         why = "; ".join(dict.fromkeys(s.stopped.split(":")[0]
                                       for s in result.searches.values()))
-        raise NoAnswer(f"no schedule found for {name} on {topo.name} ({why})")
+        raise NoAnswer(f"no schedule found for {name} on {topology} ({why})")
+    unwritten = sum(path is None for path in paths)
+    if unwritten == len(result.points):
+        raise NoAnswer(f"the time limit ({time_limit:g} s) left no time to write any of the "
+                       f"{unwritten} point{'s' * (unwritten != 1)} found")
+    if result.out_of_time or unwritten:
+        kept = len(result.points) - unwritten
+        click.echo(f"synth: stopped at the time limit ({time_limit:g} s): {kept} "
+                   f"point{'s' * (kept != 1)} kept"
+                   + (f", {unwritten} not written" if unwritten else ""), err=True)
     return 0
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from synth.cli.app import BOXES, topo
+from synth.cli.app import BOXES, Seconds, topo
 
 
 @topo.command("list")
@@ -34,13 +34,22 @@ def topo_list():
 @topo.command("show")
 @click.argument("spec", metavar="TOPO")
 @BOXES
+@click.option("--time-limit", type=Seconds(), default=60.0, show_default=True,
+              help="Seconds for reading, routing and measuring the topology.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def topo_show(spec, boxes, as_json):
+def topo_show(spec, boxes, time_limit, as_json):
     """GPUs, switches, NICs, links, groups, per-GPU bandwidth, hop diameter."""
+    from synth.deadline import job_deadline
+    from synth.errors import NoAnswer
     from synth.topology.catalog import resolve
+    from synth.topology.linkmodel import TimeLimit
     from synth.topology.report import format_summary, topology_summary
 
-    summary = topology_summary(resolve(spec, boxes))
+    deadline = job_deadline(time_limit)
+    try:
+        summary = topology_summary(resolve(spec, boxes), deadline)
+    except TimeLimit as e:
+        raise NoAnswer(f"the time limit ({time_limit:g} s) ran out while {e}") from None
     click.echo(json.dumps(summary, indent=1) if as_json else format_summary(summary))
 
 

@@ -51,7 +51,11 @@ from fractions import Fraction
 from typing import Callable
 
 from synth.bounds import step_bound
-from synth.construct.moves import (Moves, in_parallel, in_sequence, scaled_rounds)
+from synth.construct.batches import (MAX_BATCH_MOVES, Levels, batch_moves, batch_size,
+                                     batch_steps)
+from synth.construct.moves import Moves, scaled_rounds
+from synth.construct.paced import WRITE, costs, size
+from synth.deadline import Deadline, OutOfTime, Pace
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import verified
 from synth.schedule.ir import Pipeline, Schedule, Send, Step
@@ -68,19 +72,13 @@ DEPTHS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 MAX_LANES = 4  # pieces per batch: up to this many times the levels' common chunk count
 MAX_STEPS = 128  # default cap on a composed schedule's steps
 WORTH = Fraction(1, 100)  # a design with more sends must gain this much bandwidth
-SENDS_PER_SECOND = 50_000  # build + verify rate of a batch program, to keep within the limit
+# seconds to build and verify a schedule, per move its batch lists (Design.sends at the
+# levels' chunks, times the lanes), as measured (the prior: an idle core's, 3 us;
+# dgxh100x16's 585,216 moves took 1.8 s); a design that would not fit is not started
+BUILD = Pace(3e-6, least=1000)
 LEVEL_SHARE = 0.2  # of the time limit, at most, for all the levels' exact frontiers
 LEVEL_SECONDS = 60.0  # and never more than this
 LEVEL_CANDIDATES = 4  # schedules kept per level, fewest steps first
-
-
-@dataclass(frozen=True)
-class Levels:
-    """An allgather per level, each on the level's own ranks: across 0..K-1 (box order),
-    inside 0..g-1 (local order)."""
-
-    across: Schedule
-    inside: Schedule
 
 
 @dataclass(frozen=True)
@@ -102,35 +100,48 @@ class Design:
 
 def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
               on_event: Callable[[str, object], None] | None = None,
-              depths: tuple[int, ...] | None = None) -> Search:
+              depths: tuple[int, ...] | None = None, deadline: Deadline | None = None
+              ) -> Search:
     """Composed schedules for `name` on `model`, the Pareto-optimal ones over the
     pipeline depths (default DEPTHS) and pieces per batch, each verified. Anytime: the
     designs are built smallest program first, then the least bandwidth, then the rest;
-    one that would not be built and verified before limits.time_limit runs out is
-    skipped (so a time limit too short for any leaves none); Ctrl-C keeps what was
-    built. Cost: the level frontiers (LEVEL_SHARE of the time), pricing (O(steps of a
-    batch) window loads per lane count), then O(sends of one batch) per schedule."""
+    one that would not be built and verified before the deadline (default:
+    limits.time_limit from now) at the pace measured so far (BUILD) is skipped, so a
+    time limit too short for any leaves none; Ctrl-C keeps what was built. Cost: the
+    level frontiers (LEVEL_SHARE of the time), pricing (O(steps of a batch) window loads
+    per lane count), then O(sends of one batch) per schedule."""
     on_event = on_event or (lambda kind, data: None)
-    deadline = time.monotonic() + limits.time_limit
+    deadline = deadline or Deadline.after(limits.time_limit)
     search = Search(complete=False)  # nothing here is proven optimal
     orbits = box_orbits(model, hierarchy)
+    refused = []
     try:
         designs = _designs(model, hierarchy, name, limits, on_event, depths or DEPTHS,
-                           deadline)
+                           deadline, refused)
         if not designs:
-            search.stopped = ("out of time" if time.monotonic() > deadline else
+            search.stopped = ("out of time" if deadline.passed() else
+                              _too_many(min(refused)) if refused else
                               f"no pipeline fits in --max-steps "
                               f"{limits.max_steps or MAX_STEPS}")
         for design in _build_order(designs):
-            if time.monotonic() + design.sends / SENDS_PER_SECOND > deadline:
+            moves = design.sends * design.pieces // _base(design.levels)
+            if moves > MAX_BATCH_MOVES:
+                search.stopped = search.stopped or _too_many(moves)
+                continue
+            # building and verifying it, then writing it (its ranged sends are fewer)
+            if not deadline.affords(BUILD.seconds(moves) + WRITE["json"].seconds(moves)):
                 search.stopped = "out of time"
                 continue
             on_event("build", (design.steps, design.rounds, design.chunks))
             started = time.monotonic()
-            built = _build(model, hierarchy, name, design, orbits)
+            with BUILD.timing(moves):
+                built = _build(model, hierarchy, name, design, deadline, orbits)
             built.info["solve_seconds"] = round(time.monotonic() - started, 3)  # build+verify
+            deadline.hold(WRITE["json"], size(built), costs(built))
             search.points.append(Point(built, proven=False))
             on_event("point", search.points[-1])
+    except OutOfTime:
+        search.stopped = "out of time"
     except KeyboardInterrupt:
         search.stopped = "interrupted"
     search.points.sort(key=lambda p: p.steps)
@@ -141,24 +152,26 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
 
 # --- levels --------------------------------------------------------------------------
 
-def level_allgathers(sub: LinkModel, limits: Limits, budget: float,
+def level_allgathers(sub: LinkModel, limits: Limits, deadline: Deadline,
                      on_event=lambda kind, data: None) -> list[Schedule]:
     """Allgather schedules for one level's link model: its exact frontier, once with up
     to limits.max_chunks chunks and once with one (a level runs side by side many times
     in the composition, so its fewest-chunk form often packs best), the two sharing
-    `budget` seconds; and the baselines (the fallback when the level is too large).
+    the time to `deadline`; and the baselines (the fallback when the level is too
+    large).
     Those no other beats on steps, rounds per chunk and chunks, at most
     LEVEL_CANDIDATES. Ctrl-C in a search is raised again (KeyboardInterrupt)."""
     from synth.construct.baselines import \
-        baselines  # the baselines import synth.moves; keep it lazy
+        baselines_within  # the baselines import synth.moves; keep it lazy
 
     coll = make_collective("allgather", sub.ranks, 1)
     hops = step_bound(sub, coll)
-    schedules = [b.schedule for b in baselines(sub, "allgather")]
-    for max_chunks in dict.fromkeys((limits.max_chunks, 1)):
+    schedules = [b.schedule for b in baselines_within(sub, "allgather", None, deadline)[0]]
+    for i, max_chunks in enumerate(dict.fromkeys((limits.max_chunks, 1))):
         found = frontier(sub, "allgather", None, hops, _allgather_floor(sub),
-                         Limits(hops + 2, max_chunks, budget / 2, limits.backend,
-                                workers=limits.workers), on_event)
+                         Limits(hops + 2, max_chunks, 0.0, limits.backend,
+                                workers=limits.workers), on_event,
+                         deadline=deadline.share(0.5) if i == 0 else deadline)
         if found.stopped == "interrupted":
             raise KeyboardInterrupt
         schedules += [p.schedule for p in found.points]
@@ -187,17 +200,18 @@ def _allgather_floor(sub: LinkModel) -> Fraction:
     return floor
 
 
-def _level_options(model: LinkModel, hierarchy: Hierarchy, limits: Limits, budget: float,
-                   on_event) -> list[Levels]:
-    """Every pairing of the two levels' candidates; each level gets half of `budget`."""
+def _level_options(model: LinkModel, hierarchy: Hierarchy, limits: Limits,
+                   deadline: Deadline, on_event) -> list[Levels]:
+    """Every pairing of the two levels' candidates; the first level gets half the time
+    to `deadline`, the second the rest."""
     k, g = len(hierarchy.boxes), len(hierarchy.boxes[0])
     on_event("search", f"allgather across boxes ({k} ranks)")
     group = hierarchy.peers[hierarchy.gateways[0]]
     across = level_allgathers(restrict(model, group, f"{model.name} across"),
-                              limits, budget / 2, on_event)
+                              limits, deadline.share(0.5), on_event)
     on_event("search", f"allgather inside a box ({g} ranks)")
     inside = level_allgathers(restrict(model, hierarchy.boxes[0], f"{model.name} box"),
-                              limits, budget / 2, on_event)
+                              limits, deadline, on_event)
     return [Levels(a, i) for a in across for i in inside]
 
 
@@ -208,98 +222,6 @@ def _symmetric(model: LinkModel) -> bool:
     groups = {(frozenset(g.links), g.capacity) for g in model.groups}
     return (links == {(b, a, c) for a, b, c in links}
             and groups == {(frozenset((b, a) for a, b in ls), c) for ls, c in groups})
-
-
-# --- one batch ----------------------------------------------------------------------
-
-def _embed(level: Schedule, ranks, chunk_of) -> Moves:
-    """The level's steps on global ranks (level rank j is ranks[j]) and chunks; empty
-    steps are left out (they would be priced a round, and assemble drops them)."""
-    return [[(chunk_of[x.chunk], ranks[x.src], ranks[x.dst], x.op) for x in step.sends]
-            for step in level.expanded().steps if step.sends]
-
-
-def allgather_batch(hierarchy: Hierarchy, levels: Levels, share_chunks: int, batch: int,
-                    pieces: int) -> Moves:
-    """One batch of the decomposed allgather: chunks batch * pieces .. + pieces - 1 of
-    every rank's share (share_chunks chunks a share, the chunk numbering) cross the
-    network within each peer group, then spread inside every box."""
-    boxes, peers = hierarchy.boxes, hierarchy.peers
-    ca, ci = levels.across.collective.chunks, levels.inside.collective.chunks
-    first = batch * pieces
-    proxy = hierarchy.proxy or range(len(boxes[0]))
-
-    def chunk(rank, piece):
-        return rank * share_chunks + first + piece
-
-    def along(paths, pairs) -> Moves:
-        """For each (box, origin box): every piece of origin[i] along paths[i] (local
-        ranks) in box, for every i."""
-        return in_parallel(*([[(chunk(origin[i], x), box[u], box[v], "copy")
-                               for x in range(pieces)]
-                              for u, v in zip(path, path[1:])]
-                             for box, origin in pairs for i, path in enumerate(paths)))
-
-    # level chunk x is piece (x % c) * lanes + lane of member x // c: the lanes of one
-    # level chunk are consecutive pieces, so they travel as one ranged send; local rank
-    # i's pieces cross in its proxy's peer group
-    across, la = [], pieces // ca
-    for group, via in zip(peers, (peers[p] for p in proxy)):
-        for lane in range(la):
-            chunk_of = [chunk(group[x // ca], (x % ca) * la + lane)
-                        for x in range(len(group) * ca)]
-            across.append(_embed(levels.across, via, chunk_of))
-    to_gateways = along(hierarchy.to_proxy, [(box, box) for box in boxes])
-    from_gateways = along(hierarchy.from_proxy, [(box, origin) for box in boxes
-                                                 for origin in boxes if origin != box])
-    inside, li = [], pieces // ci
-    for box in boxes:
-        for origin in boxes:  # after `across`, local rank i holds origin[i]'s pieces
-            for lane in range(li):
-                chunk_of = [chunk(origin[x // ci], (x % ci) * li + lane)
-                            for x in range(len(box) * ci)]
-                inside.append(_embed(levels.inside, box, chunk_of))
-    moves = in_sequence(to_gateways, in_parallel(*across), from_gateways,
-                        in_parallel(*inside))
-    return first_receipts(moves, share_chunks) if hierarchy.proxy else moves
-
-
-def first_receipts(moves: Moves, share_chunks: int) -> Moves:
-    """The allgather moves without a copy to a rank that already holds the chunk (its
-    own, or received at this step or before: it still forwards it), empty steps left
-    out. Each rank then receives each chunk once, so the moves run backwards as
-    reductions count every contribution once."""
-    held, kept = set(), []
-    for step in moves:
-        left = []
-        for move in step:
-            c, _, d, _ = move
-            if d != c // share_chunks and (c, d) not in held:
-                held.add((c, d))
-                left.append(move)
-        if left:
-            kept.append(left)
-    return kept
-
-
-def reversed_moves(moves: Moves) -> Moves:
-    """SCCL's duality on a moves: an allgather built on the reversed links, run backwards
-    with every copy a reduction, is a reducescatter on the links themselves."""
-    return [[(c, d, s, "reduce") for c, s, d, _ in step] for step in reversed(moves)]
-
-
-def batch_moves(name: str, hierarchy: Hierarchy, levels: tuple[Levels, ...],
-                share_chunks: int, batch: int, pieces: int) -> Moves:
-    """One batch of `name`. levels: (allgather's) or (reducescatter's, allgather's), the
-    reducescatter's synthesized on the reversed links. Allreduce runs a batch's
-    reducescatter then its allgather, so in the pipeline the two overlap across batches."""
-    if name == "allgather":
-        return allgather_batch(hierarchy, levels[0], share_chunks, batch, pieces)
-    rs = reversed_moves(allgather_batch(hierarchy.reversed(), levels[0], share_chunks, batch,
-                                        pieces))
-    if name == "reducescatter":
-        return rs
-    return in_sequence(rs, allgather_batch(hierarchy, levels[1], share_chunks, batch, pieces))
 
 
 # --- pricing -------------------------------------------------------------------------
@@ -352,29 +274,45 @@ def _price(moves: Moves) -> _Priced:
 
 
 def _designs(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
-             on_event, depths: tuple[int, ...] = DEPTHS, deadline: float | None = None
-             ) -> list[Design]:
+             on_event, depths: tuple[int, ...] = DEPTHS,
+             deadline: Deadline = Deadline(), refused: list | None = None) -> list[Design]:
     """Every design within the step limit, priced until `deadline`; the Pareto-optimal
-    ones."""
+    ones. A level pairing whose batch would list more than MAX_BATCH_MOVES moves is not
+    priced (its size goes to `refused`)."""
     max_steps = limits.max_steps or MAX_STEPS
-    budget = min(LEVEL_SECONDS, LEVEL_SHARE * limits.time_limit)  # for all level searches
+    # all level searches: LEVEL_SHARE of the time left, at most LEVEL_SECONDS
+    level_end = deadline.within(min(LEVEL_SECONDS, LEVEL_SHARE * deadline.left()))
+    alike = _symmetric(model)  # then reducescatter's levels are allgather's
     ag = rs = []
     if name != "reducescatter":
-        ag = _level_options(model, hierarchy, limits, budget, on_event)
+        ag = _level_options(model, hierarchy, limits, level_end if alike or name == "allgather"
+                            else level_end.share(0.5), on_event)
     if name != "allgather":
-        rs = (ag if ag and _symmetric(model) else
-              _level_options(reverse_model(model), hierarchy, limits, budget, on_event))
+        rs = (ag if ag and alike else
+              _level_options(reverse_model(model), hierarchy, limits, level_end, on_event))
     # allreduce pairs the i-th options of both parts (alike when the links are symmetric)
     options = {"allgather": [(a,) for a in ag], "reducescatter": [(r,) for r in rs],
                "allreduce": [(r, a) for r, a in zip(rs, ag)]}[name]
     designs = []
     share = model.ranks if name == "allreduce" else 1  # allreduce: C = N x share chunks
     for levels in options:
-        base = math.lcm(*(c for lv in levels for c in (lv.across.collective.chunks,
-                                                       lv.inside.collective.chunks)))
-        priced = _price(batch_moves(name, hierarchy, levels, base, 0, base))
+        base = _base(levels)
+        if deadline.passed():
+            break
+        steps = batch_steps(hierarchy, levels)
+        if steps is not None and steps + min(depths) - 1 > max_steps:
+            continue  # no depth fits: not worth listing (1024 GPUs: millions of moves)
+        size = batch_size(hierarchy, levels, base)
+        if size > MAX_BATCH_MOVES:
+            if refused is not None:
+                refused.append(size)
+            continue
+        try:
+            priced = _price(batch_moves(name, hierarchy, levels, base, 0, base, deadline))
+        except OutOfTime:
+            break
         for depth in depths:
-            if deadline is not None and time.monotonic() > deadline:
+            if deadline.passed():
                 return _pareto(designs)  # the designs priced so far
             for lanes in range(1, MAX_LANES + 1):
                 steps = depth + priced.steps - 1
@@ -384,6 +322,17 @@ def _designs(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
                                       priced.rounds(model, depth, lanes),
                                       share * depth * base * lanes, priced.sends))
     return _pareto(designs)
+
+
+def _base(levels: tuple[Levels, ...]) -> int:
+    """The pieces of a share in one batch of the narrowest design: every level's chunks."""
+    return math.lcm(*(c for lv in levels for c in (lv.across.collective.chunks,
+                                                   lv.inside.collective.chunks)))
+
+
+def _too_many(moves: int) -> str:
+    return (f"not built: a batch of about {moves:,} moves, over the {MAX_BATCH_MOVES:,} a "
+            "build can hold in memory")
 
 
 def _pareto(designs: list[Design]) -> list[Design]:
@@ -425,7 +374,7 @@ def box_orbits(model: LinkModel, hierarchy: Hierarchy) -> Orbits | None:
 
 
 def _build(model: LinkModel, hierarchy: Hierarchy, name: str, design: Design,
-           orbits: Orbits | None = None) -> Schedule:
+           deadline: Deadline = Deadline(), orbits: Orbits | None = None) -> Schedule:
     """The design's schedule, verified: one batch's program, its moves of consecutive
     chunks joined into ranged sends, and a pipeline of design.batches copies (version 2
     of the schedule file), whose rounds per expanded step come from the loads of the
@@ -437,7 +386,8 @@ def _build(model: LinkModel, hierarchy: Hierarchy, name: str, design: Design,
                               "pieces": design.pieces,
                               "levels": [_level_info(lv) for lv in design.levels]}}
     share_chunks = design.batches * design.pieces
-    moves = batch_moves(name, hierarchy, design.levels, share_chunks, 0, design.pieces)
+    moves = batch_moves(name, hierarchy, design.levels, share_chunks, 0, design.pieces,
+                        deadline)
     moves = [step for step in moves if step]
     coll = make_collective(name, model.ranks, design.chunks)
     priced = _Priced(moves)

@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import heapq
 import math
-import time
 from collections import defaultdict
 from dataclasses import replace
 from fractions import Fraction
 
 from synth.schedule.collectives import make_collective
-from synth.schedule.file import verified
+from synth.construct.paced import verified_within
+from synth.deadline import Deadline, OutOfTime
 from synth.schedule.ir import Schedule, Send, Step
 from synth.schedule.orbits import Orbits
 from synth.schedule.transform import compose_allreduce, reverse_model, reverse_schedule
@@ -56,12 +56,8 @@ MAX_SENDS = 2_200_000  # in one schedule: about 0.3 GB as Python objects
 SEND_SECONDS = 1.2e-5
 
 
-class OutOfTime(Exception):
-    """The deadline passed while a schedule was being built."""
-
-
 def greedy_search(model: LinkModel, name: str, root: int | None, limits: Limits,
-                  deadline: float | None = None, bound: Fraction | None = None,
+                  deadline: Deadline | float | None = None, bound: Fraction | None = None,
                   dims: tuple[int, ...] = ()) -> Search:
     """`name` by greedy matching at each chunk count of CHUNKS in turn, each schedule
     verified; None is `proven`. More chunks pipeline better, up to a point: a count
@@ -70,7 +66,7 @@ def greedy_search(model: LinkModel, name: str, root: int | None, limits: Limits,
     deadline (keeping what it built; a count whose building and verifying would
     overrun it by SEND_SECONDS is not begun). `dims`: the topology's translations
     (build)."""
-    search = Search()
+    search, deadline = Search(), Deadline.of(deadline)
     if name not in COLLECTIVES:
         search.stopped = f"{name} is not built greedily (only {', '.join(COLLECTIVES)})"
         return search
@@ -86,10 +82,9 @@ def greedy_search(model: LinkModel, name: str, root: int | None, limits: Limits,
             search.stopped = f"stopped before {chunks} chunks a share: over {MAX_SENDS:,} sends"
             break
         need = SEND_SECONDS * sends
-        if deadline is not None and time.monotonic() + need > deadline:
+        if not deadline.affords(need):
             search.stopped = (f"out of time before {chunks} chunks a share: about "
-                              f"{need:.1f} s needed, {max(deadline - time.monotonic(), 0):.1f}"
-                              " s left")
+                              f"{need:.1f} s needed, {deadline.left():.1f} s left")
             search.complete = False
             break
         try:
@@ -112,7 +107,12 @@ def greedy_search(model: LinkModel, name: str, root: int | None, limits: Limits,
             break
         better, last = last is None or point.ratio < last, point.ratio
         if better and point.steps >= limits.min_steps:  # the range asked for (--steps)
-            search.points.append(replace(point, schedule=verified(schedule)))
+            try:  # verified if that and writing its file fit (synth.construct.paced)
+                search.points.append(replace(point, schedule=verified_within(schedule,
+                                                                             deadline)))
+            except OutOfTime:
+                search.stopped, search.complete = "out of time", False
+                break
         if bound is not None and point.ratio <= bound:
             search.stopped = "reached the bandwidth bound"
             break
@@ -127,11 +127,13 @@ def _sends(ranks: int, name: str, chunks: int) -> int:
 
 
 def build(model: LinkModel, name: str, root: int | None, chunks: int,
-          deadline: float | None = None, dims: tuple[int, ...] = ()) -> Schedule | None:
+          deadline: Deadline | float | None = None,
+          dims: tuple[int, ...] = ()) -> Schedule | None:
     """The greedy schedule of `name` with `chunks` chunks per share (allreduce: per rank
     and phase, so N x chunks in all), or None when some rank cannot be reached. `dims`:
     the topology's translations (synth.topology.symmetry); where they are symmetries of
     the links, allgather (and reducescatter) is matched for rank 0 alone and shifted."""
+    deadline = Deadline.of(deadline)
     if name == "allreduce":
         rs = build(model, "reducescatter", None, chunks, deadline, dims)
         ag = rs and build(model, "allgather", None, chunks, deadline, dims)
@@ -174,8 +176,7 @@ def _match(model: LinkModel, pre, post, deadline) -> tuple[Step, ...] | None:
     into, budget, groups_of, span = _links(model)
     steps = []
     while any(want[v] & ~have[v] for v in range(n)):
-        if deadline is not None and time.monotonic() > deadline:
-            raise OutOfTime
+        deadline.check("greedy matching")
         left = dict(budget["group"])
         sends = []
         for v in range(n):
@@ -277,8 +278,7 @@ def _match_translated(model: LinkModel, shifts: Translations, chunks: int,
         arrive(k, -1)
     program = []
     while len(held) < n * chunks:
-        if deadline is not None and time.monotonic() > deadline:
-            raise OutOfTime
+        deadline.check("greedy matching")
         for heap in waiting.values():  # drop what 0 has received since
             while heap and heap[0][1] in held:
                 heapq.heappop(heap)

@@ -22,9 +22,11 @@ file's (version 3); the verifier checks it on its own.
 
 from __future__ import annotations
 
+import time
 from fractions import Fraction
 
 from synth.construct.tree_schedules import DEPTHS, add_pipelines
+from synth.deadline import Deadline, OutOfTime, Pace
 from synth.schedule.collectives import make_collective
 from synth.schedule.ir import Pipeline, Schedule, Send, Step, SwitchOp
 from synth.schedule.transform import together, window_rounds
@@ -34,6 +36,9 @@ from synth.topology.linkmodel import LinkModel, Switch, switch_rounds
 
 MAX_PIECES = 64  # chunks of a shard per batch, to fill a port of fractional capacity
 MAX_SENDS = 400_000  # of a batch program across boxes (512 GPUs in 64 boxes: 64,512)
+# building and pricing one batch program across boxes, per rank its operations and sends
+# name (the prior: an idle core's, 13 us at 512 GPUs; measured, the slowest)
+ACROSS = Pace(1.3e-5, least=10_000)
 METHOD = "in-network (NVLS): switch reduce, then multicast"
 
 
@@ -78,10 +83,20 @@ def nvls_allreduce(model: LinkModel, switch: Switch, batches: int, pieces: int,
 
 
 def _capable(model: LinkModel, ranks) -> Switch | None:
-    """A switch that reduces and multicasts between every pair of `ranks`."""
-    pairs = {(a, b) for a in ranks for b in ranks if a != b}
-    return next((w for w in model.switches if {"reduce", "multicast"} <= set(w.can)
-                 and pairs <= set(w.links)), None)
+    """A switch that reduces and multicasts between every pair of `ranks`. O(links of
+    the capable switches): the N^2 pairs are never listed (16 million at 4096 ranks)."""
+    ranks = set(ranks)
+    for w in model.switches:
+        if not {"reduce", "multicast"} <= set(w.can) or \
+                len(w.links) < len(ranks) * (len(ranks) - 1):
+            continue
+        reach = {a: 0 for a in ranks}  # distinct other ranks of `ranks` each reaches
+        for a, b in set(w.links):
+            if a in ranks and b in ranks and a != b:
+                reach[a] += 1
+        if all(k == len(ranks) - 1 for k in reach.values()):
+            return w
+    return None
 
 
 def box_switches(model: LinkModel, hierarchy: Hierarchy | None
@@ -233,17 +248,32 @@ def _turns_pieces(model, hierarchy, inside) -> int:
         model, hierarchy, inside, p)).rounds, chunks * p), p))
 
 
-def _across_pieces(model, hierarchy, inside, across) -> int:
+def _across_pieces(model, hierarchy, inside, across, deadline: Deadline
+                   ) -> tuple[int, tuple[Step, ...]]:
     """The pieces per shard (a multiple of K, at most MAX_PIECES or K) whose steady
-    state, all four steps at once, costs the least per chunk; the fewest among equals."""
+    state, all four steps at once, costs the least per chunk, the fewest among equals,
+    and its program: of those tried while the time left afforded one more (each costs
+    about what the last did); OutOfTime if none was."""
     k, g = len(hierarchy.boxes), len(hierarchy.boxes[0])
-    best = None
+    # the ranks the program's operations and sends name (whatever the pieces): in each
+    # box g reductions of g + 1 ranks and g multicasts of g, or their sends; across, per
+    # peer group the same over k ranks
+    units = (k * g * (2 * g + 1) if inside else 2 * k * g * (g - 1)) + \
+        (g * k * (2 * k + 1) if across else 2 * g * k * (k - 1))
+    best, last = None, ACROSS.seconds(units)
     for pieces in range(k, max(k, MAX_PIECES) + 1, k):
-        steps = across_program(model, hierarchy, inside, across, pieces)
-        cost = Fraction(together(model, steps).rounds, g * pieces)  # the steady state
+        if not deadline.affords(last):
+            if best is None:
+                raise OutOfTime("choosing pieces a shard")
+            break
+        started = time.monotonic()
+        with ACROSS.timing(units):
+            steps = across_program(model, hierarchy, inside, across, pieces)
+            cost = Fraction(together(model, steps).rounds, g * pieces)  # the steady state
         if best is None or cost < best[0]:
-            best = (cost, pieces)
-    return best[1]
+            best = (cost, pieces, steps)
+        last = time.monotonic() - started
+    return best[1], best[2]
 
 
 def port_pieces(model: LinkModel) -> int:
@@ -281,7 +311,7 @@ def one_step(model: LinkModel, switch: Switch, name: str, root: int | None,
                     {"method": f"in-network (NVLS): one {ops[0].op} per share"})
 
 
-def nvls_search(model: LinkModel, limits: Limits, deadline: float | None = None,
+def nvls_search(model: LinkModel, limits: Limits, deadline: Deadline | float | None = None,
                 hierarchy: Hierarchy | None = None, name: str = "allreduce",
                 root: int | None = None) -> Search:
     """Allreduce computed in the network at every pipeline depth within the step
@@ -290,58 +320,65 @@ def nvls_search(model: LinkModel, limits: Limits, deadline: float | None = None,
     across the boxes of `hierarchy`, in the network wherever a switch reduces (in each
     box, between them, or both: across_boxes_allreduce). The collectives of ONE_STEP on
     one switch: one_step, with the fewest chunks a share (up to MAX_PIECES) at the
-    lowest cost per chunk. `stopped` says which, or why none applies."""
+    lowest cost per chunk. `stopped` says which, why none applies, or "out of time"."""
     search = Search(complete=False)
+    try:
+        search.stopped = _nvls_points(model, limits, Deadline.of(deadline), hierarchy, name,
+                                      root, search)
+    except OutOfTime:
+        search.stopped = "out of time"
+    return search
+
+
+def _nvls_points(model: LinkModel, limits: Limits, deadline: Deadline, hierarchy, name: str,
+                 root, search: Search) -> str:
+    """nvls_search's points, added to `search`; why it stopped."""
+    deadline.check("looking for switches that reduce")
     switch = reducing_switch(model)
     if name != "allreduce":
         if switch is None or name not in ONE_STEP:
-            search.stopped = f"no switch reduces and multicasts {name} between every pair"
-            return search
+            return f"no switch reduces and multicasts {name} between every pair"
         chunks = min(range(1, MAX_PIECES + 1), key=lambda c: (Fraction(
             one_step(model, switch, name, root, c).rounds, c), c))
         add_pipelines(search, lambda _: one_step(model, switch, name, root, chunks), limits,
                       deadline, (1,))
-        search.stopped = f"in-network (NVLS) via {switch.name}, {chunks} chunks a share"
-        return search
+        return search.stopped or f"in-network (NVLS) via {switch.name}, {chunks} chunks a share"
     if switch is not None:
         pieces = port_pieces(model)
         program, memo = nvls_program(model, switch, pieces), {}
         add_pipelines(search, lambda batches: nvls_allreduce(model, switch, batches, pieces,
                                                              program, memo),
                       limits, deadline, DEPTHS)
-        search.stopped = f"{METHOD} via {switch.name}, {pieces} pieces a shard"
-        return search
+        return search.stopped or f"{METHOD} via {switch.name}, {pieces} pieces a shard"
     found = box_switches(model, hierarchy)
     if found is None:
-        search.stopped = ("no switch reduces and multicasts between every pair of ranks, "
-                          "nor in every box, nor between the boxes")
-        return search
+        return ("no switch reduces and multicasts between every pair of ranks, nor in every "
+                "box, nor between the boxes")
     inside, across = found
     k, g = len(hierarchy.boxes), len(hierarchy.boxes[0])
     sends = (0 if inside else 2 * k * g * (g - 1)) + (0 if across else 2 * g * k * (k - 1))
     if sends > MAX_SENDS:
-        search.stopped = f"{sends:,} sends a batch (at most {MAX_SENDS:,})"
-        return search
-    pieces = _across_pieces(model, hierarchy, inside, across)
-    program, memo = across_program(model, hierarchy, inside, across, pieces), {}
+        return f"{sends:,} sends a batch (at most {MAX_SENDS:,})"
+    pieces, program = _across_pieces(model, hierarchy, inside, across, deadline)
+    memo = {}
     add_pipelines(search, lambda batches: across_boxes_allreduce(
         model, hierarchy, inside, across, batches, pieces, program, memo), limits, deadline,
         DEPTHS)
     where = " and ".join(w for w, on in (("NVLS in each box", inside),
                                          ("SHARP across boxes", across)) if on)
-    search.stopped = f"in-network: {where}, {pieces} pieces a shard"
-    if inside and g > 1:  # the form MSCCL++ loads (turns_allreduce)
+    stopped = search.stopped or f"in-network: {where}, {pieces} pieces a shard"
+    if inside and g > 1 and not search.stopped:  # the form MSCCL++ loads (turns_allreduce)
         turns = 2 * k * (k - 1) * g * g
         if turns > MAX_SENDS:
-            search.stopped += f"; in turn: {turns:,} sends a batch (at most {MAX_SENDS:,})"
-            return search
+            return stopped + f"; in turn: {turns:,} sends a batch (at most {MAX_SENDS:,})"
         # one piece a shard (the fewest chunks: the least latency) and the pieces that
         # fill the ports best, where those differ
         tried = sorted({1, _turns_pieces(model, hierarchy, inside)})
-        for pieces in tried:
-            program, memo = turns_program(model, hierarchy, inside, pieces), {}
-            add_pipelines(search, lambda batches: turns_allreduce(
-                model, hierarchy, inside, batches, pieces, program, memo), limits,
-                deadline, DEPTHS)
-        search.stopped += f"; in turn, {' or '.join(map(str, tried))} pieces a shard"
-    return search
+        for tried_pieces in tried:
+            program, memo = turns_program(model, hierarchy, inside, tried_pieces), {}
+            add_pipelines(search, lambda batches, p=tried_pieces, pr=program, m=memo:
+                          turns_allreduce(model, hierarchy, inside, batches, p, pr, m),
+                          limits, deadline, DEPTHS)
+        stopped = search.stopped or \
+            stopped + f"; in turn, {' or '.join(map(str, tried))} pieces a shard"
+    return stopped

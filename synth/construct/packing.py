@@ -43,22 +43,18 @@ limit tree_schedules sets.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
 from synth.construct.splitting import candidate_splits
+from synth.deadline import Deadline, OutOfTime
 from synth.topology.linkmodel import LinkModel
 
 MAX_TREES = 1024  # trees per root at most (chunks per batch per root): past it, fewer
 MAX_UNITS = 8192  # chunks per batch per source along paths (they cost nothing to find)
 MAX_LANES = 1 << 24  # lanes per link fit the int32 that scipy's max-flow counts in
-
-
-class OutOfTime(Exception):
-    """The deadline passed while packing."""
 
 
 @dataclass(frozen=True)
@@ -166,13 +162,14 @@ class _Lanes:
         return int(result.flow_value), used, residual
 
 
-def pack_trees(model: LinkModel, roots: list[int], deadline: float | None = None,
+def pack_trees(model: LinkModel, roots: list[int], deadline: Deadline | float | None = None,
                target: Fraction | None = None) -> Packing | None:
     """As many trees from each of `roots` (each rank at most once) as the cuts allow, up
     to MAX_TREES per root, with weights (module docstring), over the split of the
     switches that lets the most through (the first to reach `target` trees per root per
     round, if given: the bound, when the caller knows it). Raises OutOfTime past the
     deadline; None when some rank cannot be reached from some root."""
+    deadline = Deadline.of(deadline)
     found = _best_lanes(model, roots, None, deadline, target)
     if found is None:
         return None
@@ -182,8 +179,7 @@ def pack_trees(model: LinkModel, roots: list[int], deadline: float | None = None
     trees: list[Tree] = []
     for root in roots:
         while left[root] > 0:
-            if past(deadline):
-                raise OutOfTime
+            deadline.check("packing trees")
             left[root] -= 1  # the tree under construction
             parent = _grow(lanes, left, root, deadline)
             weight = 1 + _extra_copies(lanes, left, parent, root)
@@ -193,7 +189,8 @@ def pack_trees(model: LinkModel, roots: list[int], deadline: float | None = None
     return Packing(scale, k, tuple(trees), tuple(roots))
 
 
-def _best_lanes(model: LinkModel, roots: list[int], sinks: list[int] | None, deadline,
+def _best_lanes(model: LinkModel, roots: list[int], sinks: list[int] | None,
+                deadline: Deadline,
                 target: Fraction | None, most: int = MAX_TREES
                 ) -> tuple[_Lanes, int, int] | None:
     """(lanes, L, k): the split of the switches that lets the most through from `roots`
@@ -207,7 +204,7 @@ def _best_lanes(model: LinkModel, roots: list[int], sinks: list[int] | None, dea
     was measured."""
     best = None
     for split in candidate_splits(model, roots, sinks):
-        if past(deadline):
+        if deadline.passed():
             if best is None:
                 raise OutOfTime
             break
@@ -252,14 +249,14 @@ class Paths:
 
 
 def pack_paths(model: LinkModel, sources: list[int], sink: int,
-               deadline: float | None = None, target: Fraction | None = None
+               deadline: Deadline | float | None = None, target: Fraction | None = None
                ) -> Paths | None:
     """The most units per source that reach `sink` at once (gather: max-flow from s*,
     k from each source, is k x sources exactly when the rate allows k), over the best
     split of the switches, decomposed into paths. None when some source cannot reach
     the sink. A flow's paths use each link at most its flow's units, so chunks that
     follow them one hop a step fit L rounds a step, as trees do."""
-    found = _best_lanes(model, sources, [sink], deadline, target, MAX_UNITS)
+    found = _best_lanes(model, sources, [sink], Deadline.of(deadline), target, MAX_UNITS)
     if found is None:
         return None
     lanes, scale, k = found
@@ -354,7 +351,7 @@ def _exact_rate(lanes: _Lanes, roots: list[int], sinks: list[int] | None = None
         lanes.lanes[:m] = base
 
 
-def _grow(lanes: _Lanes, left: np.ndarray, root: int, deadline) -> dict[int, int]:
+def _grow(lanes: _Lanes, left: np.ndarray, root: int, deadline: Deadline) -> dict[int, int]:
     """One tree from `root`, edge by edge (Lovasz): each edge keeps the trees in `left`
     packable in what the tree leaves, i.e. lies in no minimum cut of a rank whose
     max-flow is exactly the demand (tight). Its edges are taken out of `lanes`."""
@@ -366,8 +363,7 @@ def _grow(lanes: _Lanes, left: np.ndarray, root: int, deadline) -> dict[int, int
     parent: dict[int, int] = {}
     depth = {root: 0}
     while len(depth) < n:
-        if past(deadline):
-            raise OutOfTime
+        deadline.check("packing trees")
         blocked = np.zeros(len(lanes.src), dtype=bool)
         for w in range(n):
             if w not in known:
@@ -421,7 +417,3 @@ def _extra_copies(lanes: _Lanes, left: np.ndarray, parent: dict[int, int], root:
         else:
             hi = mid - 1
     return lo
-
-
-def past(deadline: float | None) -> bool:
-    return deadline is not None and time.monotonic() > deadline

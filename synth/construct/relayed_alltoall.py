@@ -42,8 +42,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from synth.construct.baselines.graphs import all_linked
-from synth.construct.packing import past
 from synth.construct.tree_schedules import DEPTHS, add_pipelines, levels, pipelined
+from synth.deadline import Deadline
 from synth.schedule.collectives import make_collective
 from synth.schedule.ir import Schedule, Send
 from synth.search.pareto import Limits, Search
@@ -165,8 +165,8 @@ def routed_alltoall(model: LinkModel, batches: int) -> Schedule | str:
     return hops if isinstance(hops, str) else forwarded(model, hops, batches, ROUTED)
 
 
-def forwarded_search(model: LinkModel, limits: Limits, deadline: float | None = None
-                     ) -> Search:
+def forwarded_search(model: LinkModel, limits: Limits,
+                     deadline: Deadline | float | None = None) -> Search:
     """Alltoall by forwarding, at every pipeline depth (tree_schedules.DEPTHS) within the
     step limits and MAX_CHUNKS chunks (at 512 GPUs, 32 batches), each verified: relayed
     at rail peers where the boxes allow, else routed along shortest paths where not
@@ -186,7 +186,8 @@ def forwarded_search(model: LinkModel, limits: Limits, deadline: float | None = 
         if isinstance(hops, str):
             search.stopped = f"not relayed: {why}; not routed: {hops}"
             return search
-    if past(deadline):
+    deadline = Deadline.of(deadline)
+    if deadline.passed():
         search.stopped, search.complete = "out of time", False
         return search
     depths = [d for d in DEPTHS if model.ranks ** 2 * d <= MAX_CHUNKS] or [1]

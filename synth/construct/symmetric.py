@@ -51,15 +51,16 @@ from __future__ import annotations
 
 import heapq
 import math
-import time
 from collections import defaultdict
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
-from synth.construct.packing import MAX_TREES, OutOfTime, Packing, Tree, past
+from synth.construct.packing import MAX_TREES, Packing, Tree
 from synth.construct.splitting import rails_only
+from synth.deadline import Deadline, OutOfTime
 from synth.topology.linkmodel import LinkModel, box_places
 
 MAX_ROUNDS = 400  # column generation rounds at most
@@ -86,7 +87,13 @@ def box_symmetry(model: LinkModel, roots: list[int]) -> Symmetry | None:
     counted round, for the least s that maps the network onto itself), no rank fixed.
     One root: the rotation of the other boxes among themselves, the root's box fixed.
     None when there are fewer than two boxes (three for one root), the boxes differ in
-    size, or no such map keeps every link, capacity and group."""
+    size, or no such map keeps every link, capacity and group. Remembered: tree_search
+    asks first, packing again (each a second at 512 GPUs)."""
+    return _box_symmetry(model, tuple(roots))
+
+
+@lru_cache(maxsize=4)
+def _box_symmetry(model: LinkModel, roots: tuple[int, ...]) -> Symmetry | None:
     labels = sorted(set(model.boxes))
     k, one = len(labels), len(roots) == 1
     if k < 2 + one or not (one or len(roots) == model.ranks):
@@ -168,7 +175,8 @@ class _Program:
         return self.matrix @ counts
 
 
-def pack_symmetric(model: LinkModel, roots: list[int], deadline: float | None = None,
+def pack_symmetric(model: LinkModel, roots: list[int],
+                   deadline: Deadline | float | None = None,
                    target: Fraction | None = None) -> Packing | None:
     """A packing from `roots` (every rank, or one) invariant under box_symmetry (module
     docstring); None where the model has no such symmetry or some rank cannot be
@@ -176,12 +184,15 @@ def pack_symmetric(model: LinkModel, roots: list[int], deadline: float | None = 
     reached. Trees over rail peers alone between boxes come first (few links: dgx2x16
     has 7,680 of them against 65,280), every link only where those fall short. Raises
     OutOfTime past the deadline before any packing."""
+    deadline = Deadline.of(deadline)
+    deadline.check("packing trees")
     found = box_symmetry(model, roots)
     if found is None:
         return None
     best = None
     for links in [m for m in (rails_only(model),) if m is not None] + [model]:
         try:
+            deadline.check("packing trees")
             packing = _pack_on(links, found, deadline, target)
         except OutOfTime:
             if best is None:
@@ -190,16 +201,18 @@ def pack_symmetric(model: LinkModel, roots: list[int], deadline: float | None = 
         if packing is not None and (best is None or packing.rate > best.rate):
             best = packing
         if best is not None and (target is not None and best.rate >= target
-                                 or past(deadline)):
+                                 or deadline.passed()):
             break
     return best
 
 
-def _pack_on(model: LinkModel, symmetry: Symmetry, deadline, target) -> Packing | None:
+def _pack_on(model: LinkModel, symmetry: Symmetry, deadline: Deadline, target
+             ) -> Packing | None:
     """pack_symmetric over `model`'s links."""
     firsts = list(symmetry.chosen)
     if not model.links:
         return None
+    deadline.check("packing trees")
     program = _Program(model, symmetry)
     out: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for i, l in enumerate(model.links):
@@ -207,6 +220,7 @@ def _pack_on(model: LinkModel, symmetry: Symmetry, deadline, target) -> Packing 
     columns: list[tuple[int, dict[int, int], np.ndarray]] = []
     widest = np.array([1.0 / float(c) for c in program.capacity[:program.orbits]])
     for r in firsts:
+        deadline.check("packing trees")
         parent = _greedy_tree(model.ranks, out, widest[program.orbit_of], r)
         if parent is None:
             return None
@@ -214,11 +228,13 @@ def _pack_on(model: LinkModel, symmetry: Symmetry, deadline, target) -> Packing 
     goal = float(target) if target is not None else math.inf
     y = None
     for _ in range(MAX_ROUNDS):
-        if past(deadline):
+        try:
+            deadline.check("packing trees")
+            y, lam, prices, root_price = _solve(program, columns, firsts, deadline)
+        except OutOfTime:
             if y is None:
-                raise OutOfTime
+                raise
             break
-        y, lam, prices, root_price = _solve(program, columns, firsts)
         if lam >= goal * (1 - EPS):
             break
         edge_cost = (program.matrix.T @ prices)[program.orbit_of]
@@ -233,9 +249,9 @@ def _pack_on(model: LinkModel, symmetry: Symmetry, deadline, target) -> Packing 
     return _packing(model, program, columns, y, symmetry, target, deadline)
 
 
-def _solve(program: _Program, columns, firsts):
+def _solve(program: _Program, columns, firsts, deadline: Deadline):
     """The program over `columns`: their amounts, lam, the price of each row and of
-    each root's row."""
+    each root's row; OutOfTime when HiGHS runs out of the time left."""
     from scipy.optimize import linprog
     from scipy.sparse import csc_matrix, hstack
 
@@ -253,7 +269,10 @@ def _solve(program: _Program, columns, firsts):
                         np.zeros(len(firsts))])
     cost = np.zeros(m + 1)
     cost[m] = -1.0
-    result = linprog(cost, A_ub=a, b_ub=b, bounds=[(0, None)] * (m + 1), method="highs")
+    result = linprog(cost, A_ub=a, b_ub=b, bounds=[(0, None)] * (m + 1), method="highs",
+                     options={"time_limit": deadline.solver_seconds()})
+    if result.status == 1:  # HiGHS's iteration or time limit
+        raise OutOfTime("packing trees")
     if result.status != 0:  # cannot happen: y = 0 is feasible and lam is bounded
         raise RuntimeError(f"tree program: {result.message}")
     prices = -result.ineqlin.marginals
@@ -266,7 +285,7 @@ def _price(columns, firsts, root_price, program, prices, deadline, tree_of):
     deadline."""
     added = []
     for a, r in enumerate(firsts):
-        if past(deadline):
+        if deadline.passed():
             break
         parent = tree_of(r)
         load = program.uses(parent)
@@ -337,6 +356,7 @@ def _packing(model: LinkModel, program: _Program, columns, y, symmetry: Symmetry
     _, lanes, per_root, trimmed = best
     weight: dict[tuple, int] = defaultdict(int)
     for perm in symmetry.perms:
+        deadline.check("packing trees")
         for (r, parent, _), w in trimmed:
             key = (int(perm[r]), tuple(sorted((int(perm[v]), int(perm[u]))
                                               for v, u in parent.items())))
@@ -361,7 +381,7 @@ def _whole_at(program: _Program, columns, firsts, target, deadline):
         found = _most_at(program, columns, firsts, lanes, per_root, deadline, exactly=True)
         if found is not None:
             return found
-        if past(deadline):
+        if deadline.passed():
             return None
     return None
 
@@ -375,10 +395,9 @@ def _most_at(program: _Program, columns, firsts, lanes, most, deadline,
     time."""
     from scipy.optimize import Bounds, LinearConstraint, milp
 
-    left = MILP_SECONDS if deadline is None else min(MILP_SECONDS,
-                                                     deadline - time.monotonic())
-    if left <= 0:
+    if deadline.passed():
         return None
+    left = deadline.solver_seconds(MILP_SECONDS)
     n = len(columns)
     loads = np.array([c for _, _, c in columns], dtype=float).T  # rows x columns
     caps = np.array([float(c * lanes) for c in program.capacity])

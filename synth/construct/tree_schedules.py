@@ -28,15 +28,17 @@ reversed links, run backwards (transform.mirror_schedule).
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import replace
 from fractions import Fraction
 
-from synth.construct.packing import (MAX_UNITS, OutOfTime, Packing, Paths, Tree, pack_paths,
-                                     pack_trees, past)
+from synth.construct.packing import (MAX_UNITS, Packing, Paths, Tree, pack_paths,
+                                     pack_trees)
+from synth.construct.paced import verified_within
 from synth.construct.splitting import allreduce_split
 from synth.construct.symmetric import box_symmetry, pack_symmetric
+from synth.deadline import Deadline, OutOfTime, Pace
 from synth.schedule.collectives import make_collective
-from synth.schedule.file import verified
 from synth.schedule.ir import Pipeline, Schedule, Send, Step
 from synth.schedule.transform import mirror_schedule, reverse_model, reverse_schedule
 from synth.search.pareto import Limits, Point, Search
@@ -194,7 +196,8 @@ def _tree_at(ranges: list[tuple[int, Tree]], chunk: int) -> Tree:
 
 
 def tree_search(model: LinkModel, name: str, root: int | None, limits: Limits,
-                deadline: float | None = None, bound: Fraction | None = None) -> Search:
+                deadline: Deadline | float | None = None, bound: Fraction | None = None
+                ) -> Search:
     """`name` by packed trees, at every pipeline depth in DEPTHS within the step limits,
     each verified. None is `proven` (a construction proves nothing); the search is
     complete unless the deadline cut it short. `bound` (rounds per chunk), when given,
@@ -202,6 +205,10 @@ def tree_search(model: LinkModel, name: str, root: int | None, limits: Limits,
     search = Search()
     if name not in COLLECTIVES:
         search.stopped = f"{name} is not built from trees (only {', '.join(COLLECTIVES)})"
+        return search
+    deadline = Deadline.of(deadline)
+    if deadline.passed():  # not even the symmetry is looked for (a second at 1024 GPUs)
+        search.stopped, search.complete = "out of time", False
         return search
     roots = [root] if name in ("broadcast", "reduce") else list(range(model.ranks))
     if model.ranks > MAX_RANKS and name not in ("gather", "scatter") and \
@@ -237,7 +244,7 @@ def _tree_points(model, name, root, limits, deadline, search, bound) -> Search:
         schedule = build_one(packed_on, packing, batches)
         return reverse_schedule(schedule, model) if reversed_ else schedule
 
-    add_pipelines(search, build, limits, deadline)
+    add_pipelines(search, build, limits, deadline, edges=_edges(packing))
     search.stopped = search.stopped or _packed(packing)
     return search
 
@@ -287,16 +294,17 @@ def _allreduce_points(model, limits, deadline, search, bound) -> Search:
     down = _pack(model, everyone, deadline, target)
     # a network the same both ways (every link and group mirrored) packs the same trees
     # reversed: no second packing
+    deadline.check("packing trees")
     mirrored = _mirrored(model, reverse)
     up = down if mirrored else _pack(reverse, everyone, deadline, target)
     if up is None or down is None:
         search.stopped = "some rank cannot be reached"
         return search
     add_pipelines(search, lambda batches: allreduce_schedule(model, up, down, batches),
-                  limits, deadline)
+                  limits, deadline, edges=_edges(up) + _edges(down))
     described = f"{_packed(down)} each way"
     steady = _steady(search.points)
-    if steady != bound and model.ranks <= MAX_RANKS and not past(deadline):
+    if steady != bound and model.ranks <= MAX_RANKS and not deadline.passed():
         # one packing used both ways can overload a link with the two phases (mesh:4x4
         # 1.3 x the bound): split the links between them first, where that promises more
         split_down, split_up, rate = allreduce_split(model)
@@ -307,7 +315,7 @@ def _allreduce_points(model, limits, deadline, search, bound) -> Search:
         if down2 and up2:
             add_pipelines(search, lambda batches: allreduce_schedule(model, up2, down2,
                                                                      batches),
-                          limits, deadline)
+                          limits, deadline, edges=_edges(up2) + _edges(down2))
             described += f"; on links split between the phases, {_packed(down2)} and " \
                 f"{_packed(up2)}"
     roots = range(model.ranks if model.ranks <= ALLREDUCE_ROOTS else 1)
@@ -315,7 +323,7 @@ def _allreduce_points(model, limits, deadline, search, bound) -> Search:
         roots = range(0)
     best, tried = None, 0
     for root in roots:
-        if past(deadline):
+        if deadline.passed():
             break
         try:
             one = (pack_trees(model, [root], deadline),)
@@ -333,7 +341,7 @@ def _allreduce_points(model, limits, deadline, search, bound) -> Search:
         down1, up1 = best[1]
         add_pipelines(search, lambda batches: allreduce_schedule(model, up1, down1,
                                                                  batches),
-                      limits, deadline)
+                      limits, deadline, edges=_edges(up1) + _edges(down1))
         described += f"; through root {up1.roots[0]}, {_packed(down1)}"
     if tried < len(roots):
         search.stopped = f"out of time: {tried} of {len(roots)} roots tried"
@@ -368,6 +376,16 @@ def _steady(points: list[Point]) -> Fraction | None:
     return min(steady, default=None)
 
 
+# building a pipeline of packed trees, per tree edge (copies counted): the prior an idle
+# core's (dgxh100x64's allreduce, a million edges: 2 s), then the slowest measured
+PIPELINE = Pace(2e-6, least=10_000)
+
+
+def _edges(packing: Packing) -> int:
+    """The trees' edges, each tree counted as often as it is taken."""
+    return sum(t.weight * len(t.parent) for t in packing.trees)
+
+
 def steady_rounds_per_chunk(schedule: Schedule) -> Fraction | None:
     """Rounds per chunk of a pipeline step with every level busy (the rate the trees
     reach, without the fill); a schedule of one step with no pipeline has R / C; None
@@ -380,18 +398,37 @@ def steady_rounds_per_chunk(schedule: Schedule) -> Fraction | None:
     return Fraction(pipe.rounds[depth - 1], pipe.stride)
 
 
-def add_pipelines(search: Search, build, limits: Limits, deadline, depths=DEPTHS) -> None:
+def add_pipelines(search: Search, build, limits: Limits, deadline: Deadline,
+                  depths=DEPTHS, edges: int = 0) -> None:
     """build(P) for each depth P in `depths`, verified, as points of `search` where its
-    steps are within the limits; past the deadline, no more once there is one. The
-    deepest first: it is the one nearest the bound, what trees are for (at 512 GPUs
-    building and verifying all eleven takes over a minute)."""
+    steps are within the limits, deepest first. Anytime: the shallowest is built first
+    (the fewest steps, and quick: there is an answer), then the deepest (nearest the
+    bound, what trees are for), then the rest; none is started past the deadline or
+    once the time left is less than the longest build so far (the builds of a program
+    share their work, so the first is the dearest), the first not unless the time left
+    affords `edges` (the trees' edges, their copies counted) at the pace measured so
+    far (PIPELINE), and none is kept whose verification the time left does not afford
+    (synth.construct.paced)."""
     lo, hi = max(1, limits.min_steps), min(limits.max_steps or MAX_STEPS, MAX_STEPS)
-    for batches in reversed(depths):
-        if search.points and past(deadline):
+    ordered = sorted(set(depths))
+    ordered = list(dict.fromkeys(ordered[:1] + ordered[-1:] + ordered[::-1]))
+    longest, found = PIPELINE.seconds(edges), []
+    for batches in ordered:
+        if deadline.passed() or not deadline.affords(longest):
             search.stopped, search.complete = "out of time", False
-            return
+            break
+        started = time.monotonic()
         schedule = build(batches)
-        if lo <= schedule.num_steps <= hi:
-            search.points.append(Point(verified(schedule), proven=False))
+        elapsed = time.monotonic() - started
+        if batches == ordered[0]:
+            PIPELINE.record(edges, elapsed)
+        longest = max(longest, elapsed)
+        if not lo <= schedule.num_steps <= hi:
+            continue
+        try:
+            found.append(Point(verified_within(schedule, deadline), proven=False))
+        except OutOfTime:
+            search.stopped, search.complete = "out of time", False
+    search.points += sorted(found, key=lambda p: -p.schedule.batches)
 
 

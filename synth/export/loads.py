@@ -37,7 +37,8 @@ from dataclasses import replace
 from synth.errors import BadInput
 from synth.export import RUNTIME_PROTOCOLS, runtime_form
 from synth.frontier import Result, pareto_key
-from synth.schedule.file import verified
+from synth.construct.paced import verified_within
+from synth.deadline import Deadline, OutOfTime
 from synth.search.pareto import Search
 
 RUNTIMES = {"msccl-xml": "MSCCL XML", "mscclpp": "MSCCL++"}
@@ -141,45 +142,57 @@ def phrase(why: str, width: int = 120) -> str:
     return why if len(why) <= width else why[:width - 3] + "..."
 
 
-def chosen(result: Result, topo, cost_model: str) -> Result:
+def chosen(result: Result, topo, cost_model: str, deadline: Deadline | None = None
+           ) -> Result:
     """The frontier as the commands show it: with_runtimes, then
-    synth.frontier.in_cost_model, each runtime timed in the protocols it runs."""
+    synth.frontier.in_cost_model, each runtime timed in the protocols it runs, both by
+    `deadline` (the job's: what is not done by then is left undone and said so)."""
     from synth.frontier import in_cost_model
 
-    return in_cost_model(with_runtimes(result, topo, cost_model), topo, cost_model,
-                         RUNTIME_PROTOCOLS)
+    deadline = Deadline.of(deadline)
+    return in_cost_model(with_runtimes(result, topo, cost_model, deadline=deadline), topo,
+                         cost_model, RUNTIME_PROTOCOLS, deadline)
 
 
 def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
-                  budget_s: float = BUDGET_S) -> Result:
+                  budget_s: float = BUDGET_S, deadline: Deadline | None = None) -> Result:
     """`result` with every point's `loads` set, and per runtime its own points added
     (verified, with their `loads`): in the line-rate model the candidates no other
     candidate it loads beats on both costs (its own Pareto frontier); in cost model 2
     ("calibrated", on `topo`'s prices) each candidate that is the fastest it loads at
     one of timing.SIZES, timed in the protocols it runs. The frontier's points are all
-    judged; the other candidates only while they could be a runtime's, for at most
-    `budget_s` CPU seconds (then `runtimes_stopped` says so)."""
+    judged while the deadline lasts (past it, `loads` None: not asked); the other
+    candidates only while they could be a runtime's, for at most `budget_s` CPU seconds
+    and within the deadline (then `runtimes_stopped` says so)."""
+    deadline = Deadline.of(deadline)
     points, extra, stopped = list(result.points), [], ""
     try:
-        points = [replace(p, loads=loads_of(p.schedule)) for p in points]
+        points = [replace(p, loads=None if deadline.passed() else loads_of(p.schedule))
+                  for p in points]
         have = {id(p.schedule) for p in points}
         pool = result.candidates + points
         until = time.process_time() + budget_s
-        walks = (_fastest_walks(pool, topo) if cost_model == "calibrated" and topo
+        walks = (_fastest_walks(pool, topo, deadline) if cost_model == "calibrated" and topo
                  else _pareto_walks(pool))
         for fmt, walk in walks:
             for c in walk:
-                if id(c.schedule) not in have and time.process_time() > until:
-                    stopped = (f"stopped after {budget_s:g} s: the runtimes' own points "
-                               "may be missing")
+                if id(c.schedule) not in have and (time.process_time() > until or
+                                                   deadline.passed()):
+                    stopped = (f"stopped after {budget_s:g} s or at the time limit: the "
+                               "runtimes' own points may be missing")
                     break
                 if refusal(c.schedule, fmt) is not None:
                     continue
                 walk.send(c)  # found: the walk skips what it no longer needs
                 if id(c.schedule) not in have:
+                    try:  # verified if that and writing it fit (synth.construct.paced)
+                        schedule = verified_within(c.schedule, deadline)
+                    except OutOfTime:
+                        stopped = ("stopped at the time limit: the runtimes' own points "
+                                   "may be missing")
+                        break
                     have.add(id(c.schedule))
-                    extra.append(replace(c, schedule=verified(c.schedule),
-                                         loads=loads_of(c.schedule)))
+                    extra.append(replace(c, schedule=schedule, loads=loads_of(c.schedule)))
     except KeyboardInterrupt:  # the points found stay; the command ends as interrupted
         searches = dict(result.searches, runtimes=Search(stopped="interrupted"))
         return replace(result, points=sorted(points + extra, key=_order), searches=searches,
@@ -202,13 +215,22 @@ def _pareto_walks(pool):
     return [(fmt, walk()) for fmt in RUNTIMES]
 
 
-def _fastest_walks(pool, topo):
+def _fastest_walks(pool, topo, deadline: Deadline):
     """Per runtime, for each size of timing.SIZES the candidates fastest first (in the
-    protocols the runtime runs), until one it loads (told by send)."""
+    protocols the runtime runs), until one it loads (told by send); of the candidates,
+    those timed while the deadline affords it, the smallest first."""
+    from synth.construct.paced import TIMING, timing_size
     from synth.predict.timing import SIZES, fastest, prices, schedule_lines
 
     p = prices(topo)
-    lines = {id(c): schedule_lines(c.schedule, p) for c in pool}
+    lines = {}
+    for c in sorted(pool, key=lambda c: timing_size(c.schedule)):
+        units = timing_size(c.schedule)
+        if not deadline.affords(TIMING.seconds(units)):
+            break
+        with TIMING.timing(units):
+            lines[id(c)] = schedule_lines(c.schedule, p)
+    pool = [c for c in pool if id(c) in lines]
 
     def walk(protocols):
         for n in SIZES:

@@ -23,12 +23,13 @@ without unfolding them either: see "version 4" below, and synth/schedule/verify_
 for the group arithmetic.
 """
 
+import heapq
 import json
 import math
 import os
 import stat
 from bisect import bisect_left
-from collections import Counter, defaultdict, namedtuple
+from collections import Counter, defaultdict, deque, namedtuple
 
 from synth.errors import BadInput, NoAnswer
 from synth.schedule.verify_orbits import Group
@@ -621,13 +622,13 @@ def simulate(s, state, cuts=None):
 
 
 def _check_pipeline(s, spans, per):
-    """Rounds for every expanded step; every batch's chunks in their shares and apart."""
+    """Rounds for every expanded step; every batch's chunks in their shares and apart.
+    O(spans log spans): the batches' chunks are never listed (chunks x batches)."""
     batches, stride, rounds = s.pipeline
     expected = len(s.steps) + batches - 1
     if len(rounds) != expected:
         raise ScheduleInvalid(f"pipeline.rounds lists {len(rounds)} steps, but {len(s.steps)} "
                               f"steps in {batches} batches expand to {expected}")
-    shifted = []
     for lo, hi in spans:
         top = (hi - 1) + (batches - 1) * stride  # the last chunk the last batch touches
         if top // per != lo // per or top >= s.g:
@@ -636,14 +637,56 @@ def _check_pipeline(s, spans, per):
             k = hi - 1
             raise ScheduleInvalid(f"batch {b} moves chunk {k} to {k + b * stride}, out of "
                                   f"its share (stride {stride})", None, k)
-        shifted += [(lo + b * stride, hi + b * stride, b) for b in range(batches)]
-    shifted.sort()
-    for (lo, hi, b), (lo2, _, b2) in zip(shifted, shifted[1:]):
-        if lo2 < hi:  # two batches touch chunk lo2
-            first, second = sorted((b, b2))
-            raise ScheduleInvalid(f"batches {first} and {second} both touch chunk {lo2} "
-                                  f"(stride {stride} is too small for the program's chunks)",
-                                  None, lo2)
+    clash = _first_clash(spans, stride, batches)
+    if clash is not None:
+        chunk, later = clash
+        raise ScheduleInvalid(f"batches 0 and {later} both touch chunk {chunk} (stride "
+                              f"{stride} is too small for the program's chunks)", None, chunk)
+
+
+def _first_clash(spans, stride, batches):
+    """(chunk, b) for the least chunk that batch 0 and a batch b > 0 both touch (batch b
+    touches `spans`, sorted disjoint intervals, shifted by b x stride), or None.
+
+    Chunk x is (x // stride) x stride + x % stride: batch b moves x to the same residue,
+    b quotients on, so two batches meet exactly where two chunks of batch 0 share a
+    residue and their quotients differ by less than `batches`. A span of stride chunks or
+    more meets itself one batch on; shorter ones are cut into at most two pieces of one
+    quotient each. The pieces, in chunk order, are matched against those of the last
+    batches - 1 quotients (their residues are disjoint until the first clash, so a
+    sorted list finds the overlap), which finds the least clashing chunk first."""
+    if batches < 2 or not spans:
+        return None
+    if stride == 0:  # every batch on batch 0's chunks
+        return spans[0][0], 1
+    forced = min((lo + stride for lo, hi in spans if hi - lo > stride), default=None)
+    pieces = []  # (quotient, residue start, residue end), in chunk order
+    for lo, hi in spans:
+        hi = min(hi, lo + stride)
+        q, r = divmod(lo, stride)
+        pieces.append((q, r, min(r + hi - lo, stride)))
+        if r + hi - lo > stride:
+            pieces.append((q + 1, 0, r + hi - lo - stride))
+    active, starts, window = [], [], deque()  # residue intervals of the recent quotients
+    for q, r_lo, r_hi in pieces:
+        if forced is not None and q * stride + r_lo >= forced:
+            break
+        while window and window[0][0] < q - (batches - 1):
+            _, old = window.popleft()
+            i = bisect_left(starts, old)
+            del starts[i], active[i]
+        i = bisect_left(starts, r_lo)
+        for j in (i - 1, i):  # the one that may hold r_lo, then the first after it
+            if 0 <= j < len(active) and active[j][1] > r_lo and active[j][0] < r_hi:
+                first, _, quotient = active[j]
+                chunk = q * stride + max(first, r_lo)
+                if forced is None or chunk < forced:
+                    return chunk, q - quotient
+                return forced, 1
+        starts.insert(i, r_lo)
+        active.insert(i, (r_lo, r_hi, q))
+        window.append((q, r_lo))
+    return None if forced is None else (forced, 1)
 
 
 def _check_expanded_loads(s):
@@ -718,7 +761,7 @@ def _check_post(s, state, spans, covered, per):
     batches, stride = (s.pipeline[0], s.pipeline[1]) if s.pipeline else (1, 0)
     by_share = defaultdict(list)
     for lo, hi in spans:
-        by_share[lo // per].extend((lo + b * stride, hi + b * stride) for b in range(batches))
+        by_share[lo // per].append((lo, hi))
     for share in range(s.g // per if per else 0):
         start = share * per
         wanters = set(_ranks(post_kind, start, s.n, s.c, s.root))
@@ -726,12 +769,34 @@ def _check_post(s, state, spans, covered, per):
         needed = (wanters and s.collective in COMBINING and s.n > 1) or (wanters - holders)
         if not needed:
             continue
-        k = _first_outside([(start, start + per)], _union(by_share.get(share, [])))
+        # the batches' chunks are apart and in the share (_check_pipeline): they cover it
+        # exactly when they are as many as its chunks
+        mine = by_share.get(share, [])
+        if batches * sum(hi - lo for lo, hi in mine) == per:
+            continue
+        k = _first_gap(start, start + per, mine, batches, stride)
         if k is not None:
             rank = min(wanters - holders) if wanters - holders else min(wanters)
             raise ScheduleInvalid(f"after the last step rank {rank} does not hold chunk {k}"
                                   + (" (no batch moves it)" if s.pipeline else ""),
                                   None, k, (rank,))
+
+
+def _first_gap(start, end, spans, batches, stride):
+    """The first chunk of start..end - 1 that no batch touches (batch b: `spans` shifted
+    by b x stride), or None: the shifted spans merged lazily, in chunk order."""
+    def batches_of(lo, hi):
+        return ((lo + b * stride, hi + b * stride) for b in range(batches))
+
+    shifted = heapq.merge(*(batches_of(lo, hi) for lo, hi in spans))
+    at = start
+    for lo, hi in shifted:
+        if lo > at:
+            break
+        at = max(at, hi)
+        if at >= end:
+            return None
+    return at if at < end else None
 
 
 def _post_holds(s, state, rank, chunk, everyone):

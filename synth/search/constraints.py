@@ -11,12 +11,19 @@ negation -v. Integer variables are numbered separately from 0.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, field
 
 SAT, UNSAT, UNKNOWN = "sat", "unsat", "unknown"
 BACKENDS = ("cpsat", "z3")
+# A solver is told its time limit, and CP-SAT a memory bound too, but neither is checked
+# everywhere (CP-SAT's presolve of a large model ran ten minutes past its limit): past
+# the limit the solver is told to stop, and STOP_GRACE seconds later it is left behind
+# (its thread ends when it does; the answer is "unknown").
+STOP_GRACE = 1.0
+SOLVER_MB = 2048  # memory CP-SAT may add to what the process holds when it starts
 
 
 @dataclass
@@ -111,12 +118,15 @@ def _solve_cpsat(model: ConstraintModel, time_limit: float, workers: int, seed: 
         proto.objective.coeffs.extend(1 for _ in model.minimize)
     parameters = cmh.SatParameters()
     parameters.max_time_in_seconds = time_limit
+    parameters.max_memory_in_mb = resident_mb() + SOLVER_MB
     parameters.num_workers = workers
     parameters.random_seed = seed
     parameters.catch_sigint_signal = False  # Ctrl-C is ours: see _interruptible
     solver = cmh.SolveWrapper()
     solver.set_parameters(parameters)
-    response = _interruptible(lambda: solver.solve(proto), solver.stop_search)
+    response = _interruptible(lambda: solver.solve(proto), solver.stop_search, time_limit)
+    if response is None:  # left behind: it did not stop when told
+        return UNKNOWN, frozenset(), (), False
     status = response.status
     if status in (cmh.CpSolverStatus.OPTIMAL, cmh.CpSolverStatus.FEASIBLE):
         values = list(response.solution)
@@ -160,7 +170,7 @@ def _solve_z3(model: ConstraintModel, time_limit: float, workers: int, seed: int
                          + [c * n[i] for c, i in int_terms]) <= rhs)
     if model.minimize:
         s.minimize(z3.Sum([n[i] for i in model.minimize]))
-    result = _interruptible(s.check, s.ctx.interrupt)
+    result = _interruptible(s.check, s.ctx.interrupt, time_limit)
     if result == z3.sat:  # for Optimize, sat means the optimum was reached
         m = s.model()
         true = frozenset(v for v in range(1, model.bools + 1)
@@ -172,9 +182,11 @@ def _solve_z3(model: ConstraintModel, time_limit: float, workers: int, seed: int
     return UNKNOWN, frozenset(), (), False
 
 
-def _interruptible(run, stop):
+def _interruptible(run, stop, seconds: float):
     """run() in a worker thread, so that Ctrl-C reaches Python at once: it stops the
-    solver and raises KeyboardInterrupt here, and the caller keeps what it had."""
+    solver and raises KeyboardInterrupt here, and the caller keeps what it had. Past
+    `seconds` the solver is told to stop (stop()), and None is returned if it has not
+    within STOP_GRACE more."""
     box = {}
 
     def target():
@@ -185,9 +197,18 @@ def _interruptible(run, stop):
 
     worker = threading.Thread(target=target, daemon=True)
     worker.start()
+    limit = time.monotonic() + seconds
+    told = None
     try:
         while worker.is_alive():
             worker.join(0.1)
+            now = time.monotonic()
+            if told is None and now > limit:
+                stop()
+                told = now
+            elif told is not None and worker.is_alive() and now > told + STOP_GRACE:
+                _LEFT_BEHIND.append(worker)
+                return None
     except KeyboardInterrupt:
         stop()
         worker.join(5)
@@ -195,3 +216,21 @@ def _interruptible(run, stop):
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+_LEFT_BEHIND: list[threading.Thread] = []  # solver threads that did not stop when told
+
+
+def left_behind() -> bool:
+    """Whether a solver left behind (_interruptible) is still running."""
+    return any(t.is_alive() for t in _LEFT_BEHIND)
+
+
+def resident_mb() -> int:
+    """The process's resident memory in MiB (Linux /proc; elsewhere 0)."""
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return pages * os.sysconf("SC_PAGE_SIZE") >> 20

@@ -31,10 +31,10 @@ needs it. Cost: O(G x links x S) send variables, times N tokens for combining on
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from fractions import Fraction
 
+from synth.deadline import Deadline
 from synth.schedule.collectives import COMBINING, Collective
 from synth.schedule.ir import Schedule, Send, Step, SwitchOp
 from synth.search.constraints import ConstraintModel
@@ -80,12 +80,13 @@ def variables_for(name: str, ranks: int, chunks: int, links: int, steps: int) ->
     return g * links * steps * tokens
 
 
-def encode(instance: Instance, deadline: float | None = None) -> Encoding:
-    """The constraints of `instance`; TimeoutError past `deadline` (time.monotonic()):
-    a big instance takes seconds to encode, and the time limit covers that too."""
+def encode(instance: Instance, deadline: Deadline | float | None = None) -> Encoding:
+    """The constraints of `instance`; TimeoutError past `deadline`: a big instance takes
+    seconds to encode, and the time limit covers that too."""
+    deadline = Deadline.of(deadline)
 
     def in_time():
-        if deadline is not None and time.monotonic() > deadline:
+        if deadline.passed():
             raise TimeoutError("out of time while encoding")
 
     inst = instance

@@ -23,11 +23,11 @@ The search stops at the bandwidth bound, at max_steps, or when the time runs out
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Callable
 
+from synth.deadline import Deadline
 from synth.schedule.collectives import make_collective
 from synth.schedule.ir import Schedule
 from synth.search.constraints import SAT, UNKNOWN, UNSAT
@@ -98,30 +98,32 @@ class Limits:
 def frontier(model: LinkModel, name: str, root: int | None, min_steps: int,
              ratio_bound: Fraction, limits: Limits,
              on_event: Callable[[str, object], None] | None = None,
-             known: tuple[tuple[int, Fraction], ...] = ()) -> Search:
+             known: tuple[tuple[int, Fraction], ...] = (),
+             deadline: Deadline | None = None) -> Search:
     """Search the frontier of collective `name`; see the module doc.
 
     known: (steps, R / C) of schedules found another way (the decomposition); at S
     steps only ratios below every known one with at most S steps are asked for, since
-    the rest are dominated. Cost: at most max_chunks / 2 + a few solver calls per step
-    count; the calls dominate.
+    the rest are dominated. deadline: when the search ends (default: limits.time_limit
+    from now); each solver call is given the time left as its own limit. Cost: at most
+    max_chunks / 2 + a few solver calls per step count; the calls dominate.
     """
     on_event = on_event or (lambda kind, data: None)
-    deadline = time.monotonic() + limits.time_limit
+    deadline = deadline or Deadline.after(limits.time_limit)
+    per_call = max(INSTANCE_FLOOR, deadline.left() * INSTANCE_SHARE)
     search = Search()
     # starting above the hop bound leaves fewer steps unexplored: nothing is proven
     search.complete = limits.min_steps <= min_steps
     best = None  # smallest ratio found so far
 
     def ask(steps, rounds, chunks, floor=0, minimize=False):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        if deadline.passed():
             raise TimeoutError
         coll = make_collective(name, model.ranks, chunks, root)
         on_event("ask", (steps, rounds, chunks))
         # one hard instance may not eat the whole budget: the search moves on, and the
         # points after it are no longer proven
-        budget = min(remaining, max(INSTANCE_FLOOR, limits.time_limit * INSTANCE_SHARE))
+        budget = deadline.solver_seconds(per_call)
         try:
             out = solve_instance(model, coll, steps, rounds, limits.backend, budget,
                                  limits.workers, minimize, floor)

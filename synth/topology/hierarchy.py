@@ -33,6 +33,7 @@ from fractions import Fraction
 import networkx as nx
 from networkx.algorithms.isomorphism import DiGraphMatcher
 
+from synth.deadline import Deadline
 from synth.topology.linkmodel import LinkModel, Lowering
 from synth.topology.physical import NIC
 
@@ -82,13 +83,13 @@ class Hierarchy:
         return text
 
 
-def find_hierarchy(lowering: Lowering, boxes: list | tuple | None = None
-                   ) -> tuple[Hierarchy | None, str]:
+def find_hierarchy(lowering: Lowering, boxes: list | tuple | None = None,
+                   deadline: Deadline = Deadline()) -> tuple[Hierarchy | None, str]:
     """The boxes, their aligned local order, rails and NIC sharing; or (None, why).
 
     boxes: the boxes in local order (a hint: synth.construct.hints) instead of finding
     them; checked: position i of every box must be linked alike inside the box and
-    reach position i of the others.
+    reach position i of the others. Past the deadline, (None, "out of time ...").
     """
     model = lowering.model
     if boxes is not None:
@@ -101,6 +102,8 @@ def find_hierarchy(lowering: Lowering, boxes: list | tuple | None = None
     aligned = [tuple(boxes[0])]
     first = _box_graph(model, boxes[0], outward)
     for b, box in enumerate(boxes[1:], start=1):
+        if deadline.passed():
+            return None, f"out of time matching box {b} of {len(boxes)} with box 0"
         mapping = _isomorphism(model, first, _box_graph(model, box, outward))
         if mapping is None:
             return None, (f"box {b} (ranks {box[0]}..{box[-1]}) is not a copy of box 0 that "

@@ -23,7 +23,6 @@ the routes, O(N^2 * hops).
 from __future__ import annotations
 
 import math
-import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from fractions import Fraction
@@ -31,6 +30,7 @@ from functools import cached_property, lru_cache
 
 import networkx as nx
 
+from synth.deadline import Deadline, OutOfTime
 from synth.errors import BadInput
 from synth.topology.physical import GPU, Topology
 
@@ -104,7 +104,7 @@ MAX_ROUTE_VERTICES = 40_000_000  # the routes' vertices in all: about 0.3 GB
 MAX_ROUTE = 66  # vertices on one route (estimated from above): real clusters need < 12
 
 
-class TimeLimit(Exception):
+class TimeLimit(OutOfTime):
     """The deadline passed before the lowering was done."""
 
 
@@ -112,9 +112,12 @@ def lower(topo: Topology) -> LinkModel:
     return lower_with_routes(topo).model
 
 
-def lower_with_routes(topo: Topology, deadline: float | None = None) -> Lowering:
+def lower_with_routes(topo: Topology, deadline: Deadline | float | None = None
+                      ) -> Lowering:
     """The lowering (module docstring); BadInput, by arithmetic first, when it would
-    hold more than MAX_RANK_LINKS rank links; TimeLimit past `deadline` (monotonic)."""
+    hold more than MAX_RANK_LINKS rank links; TimeLimit past `deadline`."""
+    deadline = Deadline.of(deadline)
+    doing = f"lowering {topo.name} ({topo.ranks} GPUs)"
     estimate, along, longest = lowering_size(topo)
     if estimate > MAX_RANK_LINKS:
         raise BadInput(f"{topo.name}: up to {estimate:,} GPU pairs with a route of their "
@@ -135,10 +138,11 @@ def lower_with_routes(topo: Topology, deadline: float | None = None) -> Lowering
     alphas = {(l.src, l.dst): l.alpha_us for l in topo.links}
 
     routes: dict[tuple[int, int], tuple[str, ...]] = {}
+    order = {v: i for i, v in enumerate(graph.nodes)}
     for a, name in enumerate(gpus):
-        if deadline is not None and time.monotonic() > deadline:
-            raise TimeLimit(f"lowering {topo.name} ({len(gpus)} GPUs)")
-        for dst, path in _widest_shortest_routes(graph, name).items():
+        if deadline.passed():
+            raise TimeLimit(doing)
+        for dst, path in _widest_shortest_routes(graph, name, order).items():
             routes[(a, rank_of[dst])] = path
 
     def capacity(u, v):
@@ -146,7 +150,9 @@ def lower_with_routes(topo: Topology, deadline: float | None = None) -> Lowering
 
     links = []
     users: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
-    for pair, path in sorted(routes.items()):
+    for i, (pair, path) in enumerate(sorted(routes.items())):
+        if i % 4096 == 0 and deadline.passed():
+            raise TimeLimit(doing)
         hops = list(zip(path, path[1:]))
         links.append(RankLink(pair[0], pair[1], min(capacities[h] for h in hops),
                               max(alphas[h] for h in hops)))
@@ -167,6 +173,8 @@ def lower_with_routes(topo: Topology, deadline: float | None = None) -> Lowering
             merged[key] = (min(best, cap), hops + [hop])
         else:
             merged[key] = (cap, [hop])
+    if deadline.passed():
+        raise TimeLimit(doing)
     groups, sources = [], {}
     for members, (cap, hops) in merged.items():
         tightest = min(hops, key=lambda h: (capacity(*h), h))
@@ -245,13 +253,16 @@ def lowering_size(topo: Topology) -> tuple[int, int, int]:
     return min(n * (n - 1), pairs), vertices, longest
 
 
-def _widest_shortest_routes(graph, source: str) -> dict[str, tuple[str, ...]]:
+def _widest_shortest_routes(graph, source: str, order: dict[str, int] | None = None
+                            ) -> dict[str, tuple[str, ...]]:
     """Routes from GPU `source` to every GPU reachable through non-GPU vertices.
 
     Breadth-first by layers: every fewest-hop path to v ends with a fewest-hop path to a
     vertex of the layer before, so keeping the widest such path per vertex is exact.
+    order: each vertex's place in the graph (ties go to the first), made once by the
+    caller for all sources (made per source, it was N^2 work: seconds at 4096 GPUs).
     """
-    order = {v: i for i, v in enumerate(graph.nodes)}
+    order = order or {v: i for i, v in enumerate(graph.nodes)}
     # each vertex keeps its width and the vertex before it (a path per vertex would be
     # quadratic on long chains of switches); a GPU's route is read back at the end
     best: dict[str, tuple[float, str | None]] = {source: (float("inf"), None)}
@@ -293,12 +304,17 @@ def hop_distances(model: LinkModel) -> dict[int, dict[int, int]]:
             for r in range(model.ranks)}
 
 
-def diameter(model: LinkModel) -> int:
+def diameter(model: LinkModel, deadline: Deadline = Deadline()) -> int:
     """The most rank hops between two ranks: one BFS per rank, O(N x links) time and
-    O(N) memory (hop_distances would keep all N^2 distances)."""
+    O(N) memory (hop_distances would keep all N^2 distances); TimeLimit past the
+    deadline."""
     graph = rank_graph(model)
-    return max(max(nx.single_source_shortest_path_length(graph, r).values())
-               for r in range(model.ranks))
+    most = 0
+    for r in range(model.ranks):
+        if deadline.passed():
+            raise TimeLimit(f"measuring the diameter of {model.name} ({model.ranks} GPUs)")
+        most = max(most, max(nx.single_source_shortest_path_length(graph, r).values()))
+    return most
 
 
 def rank_graph(model: LinkModel) -> nx.DiGraph:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections import Counter
 
+from synth.deadline import Deadline
 from synth.topology.hierarchy import find_hierarchy
 from synth.topology.linkmodel import diameter, lower_with_routes
 from synth.topology.physical import GPU, NIC, Topology
 
 
-def topology_summary(topo: Topology) -> dict:
-    lowering = lower_with_routes(topo)
+def topology_summary(topo: Topology, deadline: Deadline = Deadline()) -> dict:
+    """What `synth topo show` prints; TimeLimit past the deadline (routing, the
+    diameter; finding the boxes says it ran out of time instead)."""
+    lowering = lower_with_routes(topo, deadline)
     model = lowering.model
     gpus = topo.gpus
     out_gbps, in_gbps = Counter(), Counter()
@@ -23,7 +26,7 @@ def topology_summary(topo: Topology) -> dict:
         first = next((v for v in path if v in nic_users), None)
         if first is not None:
             nic_users[first].add(src)
-    hierarchy, why = find_hierarchy(lowering)
+    hierarchy, why = find_hierarchy(lowering, deadline=deadline)
     return {
         "name": topo.name,
         "description": topo.description,
@@ -43,7 +46,7 @@ def topology_summary(topo: Topology) -> dict:
                     "physical": list(lowering.group_sources[g.name])} for g in model.groups],
         "per_gpu": [{"rank": r, "name": name, "out_gbps": out_gbps[name],
                      "in_gbps": in_gbps[name]} for r, name in enumerate(gpus)],
-        "diameter": diameter(model),
+        "diameter": diameter(model, deadline),
         "source": topo.source,
         "assumptions": list(topo.assumptions),
         "inferred": ([{"vertex": v.name, "why": v.inferred} for v in topo.vertices

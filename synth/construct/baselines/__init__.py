@@ -30,14 +30,15 @@ from synth.construct.baselines.recursive import BOTH, DOUBLING, HALVING, recursi
 from synth.construct.baselines.rings import pack_rings, ring_baseline
 from synth.construct.baselines.trees import tree_baseline
 from synth.construct.moves import missing_link
+from synth.deadline import Deadline, Pace
 from synth.errors import BadInput
 from synth.files import quote
 from synth.schedule.collectives import COLLECTIVES, ROOTED
 from synth.topology.hierarchy import find_boxes
 from synth.topology.linkmodel import LinkModel
 
-__all__ = ["ALGORITHMS", "Baseline", "baselines", "find_boxes", "not_applicable",
-           "pack_rings", "survey"]
+__all__ = ["ALGORITHMS", "Baseline", "baselines", "baselines_within", "build_baseline",
+           "find_boxes", "not_applicable", "pack_rings", "survey"]
 
 ALGORITHMS = {
     "ring": ring_baseline,
@@ -81,16 +82,54 @@ def survey(model: LinkModel, collective: str, root: int | None = None
     else:
         root = None
     found, skipped = [], []
-    for name, build in ALGORITHMS.items():
-        if model.ranks < 2:
-            skipped.append((name, "needs at least 2 ranks"))
-            continue
-        result = build(model, collective, root)
+    for name in ALGORITHMS:
+        result = build_baseline(model, collective, root, name)
         if isinstance(result, str):
             skipped.append((name, result))
-            continue
-        pair = missing_link(model, [[(s.chunk, s.src, s.dst, s.op) for s in step.sends]
-                                    for step in result.schedule.as_sends().steps])
-        assert pair is None, f"{name} sends over {pair}, which is not a link"  # a bug here
-        found.append(result)
+        else:
+            found.append(result)
     return tuple(found), tuple(skipped)
+
+
+# building one algorithm's baseline, per rank pair: the prior is an idle core's for the
+# dearest, the ring (dgxh100x16 allreduce: 1.7 s; the whole set 3.5 s), until one is
+# measured (from 64 ranks), then the slowest measured
+PACE = Pace(1e-4, least=4096)
+# rank pairs, at most, for which baselines are built within a deadline: a ring moves a
+# chunk per pair (16 million sends at 4096 GPUs, gigabytes once verified)
+MAX_PAIRS = 2048 ** 2
+
+
+def baselines_within(model: LinkModel, collective: str, root: int | None,
+                     deadline: Deadline) -> tuple[list[Baseline], str]:
+    """The baselines built before `deadline`, each algorithm only if the time left
+    affords it at the pace measured so far (PACE), and why the rest were not ("": all
+    were tried); none past MAX_PAIRS rank pairs (counted, not built)."""
+    found, pairs = [], model.ranks ** 2
+    if pairs > MAX_PAIRS:
+        return found, (f"not built: {model.ranks} ranks make {pairs:,} rank pairs, over the "
+                       f"{MAX_PAIRS:,} whose schedules fit in memory")
+    for name in ALGORITHMS:
+        need = PACE.seconds(pairs)
+        if not deadline.affords(need):
+            return found, f"not built: about {need:.1f} s needed, {deadline.left():.1f} s left"
+        with PACE.timing(pairs):
+            built = build_baseline(model, collective, root, name)
+        if not isinstance(built, str):
+            found.append(built)
+    return found, ""
+
+
+def build_baseline(model: LinkModel, collective: str, root: int | None, name: str
+                   ) -> Baseline | str:
+    """One algorithm of ALGORITHMS (a valid collective and root, as survey checks), or
+    why it does not apply: for a caller that checks a deadline between algorithms."""
+    if model.ranks < 2:
+        return "needs at least 2 ranks"
+    result = ALGORITHMS[name](model, collective, root)
+    if isinstance(result, str):
+        return result
+    pair = missing_link(model, [[(s.chunk, s.src, s.dst, s.op) for s in step.sends]
+                                for step in result.schedule.as_sends().steps])
+    assert pair is None, f"{name} sends over {pair}, which is not a link"  # a bug here
+    return result

@@ -1,0 +1,151 @@
+"""One batch of a decomposed collective, as moves (synth.construct.moves): its levels'
+schedules embedded on the global ranks and chunks, across the boxes then inside them
+(synth.construct.decompose's module docstring), and its size by arithmetic, before any
+move is listed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from synth.construct.moves import Moves, in_parallel, in_sequence
+from synth.deadline import Deadline
+from synth.schedule.ir import Schedule
+from synth.topology.hierarchy import Hierarchy
+
+# moves of one batch, at most, that a design may list to be priced or built, counted
+# before any is listed: each takes about 125 bytes at the peak of building and verifying
+# it (dgxh100x16 allreduce: 585,216 moves, 73 MB), so about 1 GB
+MAX_BATCH_MOVES = 8_000_000
+
+
+@dataclass(frozen=True)
+class Levels:
+    """An allgather per level, each on the level's own ranks: across 0..K-1 (box order),
+    inside 0..g-1 (local order)."""
+
+    across: Schedule
+    inside: Schedule
+
+
+def _embed(level: Schedule, ranks, chunk_of) -> Moves:
+    """The level's steps on global ranks (level rank j is ranks[j]) and chunks; empty
+    steps are left out (they would be priced a round, and assemble drops them)."""
+    return [[(chunk_of[x.chunk], ranks[x.src], ranks[x.dst], x.op) for x in step.sends]
+            for step in level.expanded().steps if step.sends]
+
+
+def allgather_batch(hierarchy: Hierarchy, levels: Levels, share_chunks: int, batch: int,
+                    pieces: int, deadline: Deadline = Deadline()) -> Moves:
+    """One batch of the decomposed allgather: chunks batch * pieces .. + pieces - 1 of
+    every rank's share (share_chunks chunks a share, the chunk numbering) cross the
+    network within each peer group, then spread inside every box. OutOfTime past the
+    deadline (at 512 GPUs a batch takes half a minute)."""
+    boxes, peers = hierarchy.boxes, hierarchy.peers
+    ca, ci = levels.across.collective.chunks, levels.inside.collective.chunks
+    first = batch * pieces
+    proxy = hierarchy.proxy or range(len(boxes[0]))
+
+    def chunk(rank, piece):
+        return rank * share_chunks + first + piece
+
+    def along(paths, pairs) -> Moves:
+        """For each (box, origin box): every piece of origin[i] along paths[i] (local
+        ranks) in box, for every i."""
+        return in_parallel(*([[(chunk(origin[i], x), box[u], box[v], "copy")
+                               for x in range(pieces)]
+                              for u, v in zip(path, path[1:])]
+                             for box, origin in pairs for i, path in enumerate(paths)))
+
+    # level chunk x is piece (x % c) * lanes + lane of member x // c: the lanes of one
+    # level chunk are consecutive pieces, so they travel as one ranged send; local rank
+    # i's pieces cross in its proxy's peer group
+    across, la = [], pieces // ca
+    for group, via in zip(peers, (peers[p] for p in proxy)):
+        deadline.check("building a batch")
+        for lane in range(la):
+            chunk_of = [chunk(group[x // ca], (x % ca) * la + lane)
+                        for x in range(len(group) * ca)]
+            across.append(_embed(levels.across, via, chunk_of))
+    to_gateways = along(hierarchy.to_proxy, [(box, box) for box in boxes])
+    from_gateways = along(hierarchy.from_proxy, [(box, origin) for box in boxes
+                                                 for origin in boxes if origin != box])
+    inside, li = [], pieces // ci
+    for box in boxes:
+        deadline.check("building a batch")
+        for origin in boxes:  # after `across`, local rank i holds origin[i]'s pieces
+            for lane in range(li):
+                chunk_of = [chunk(origin[x // ci], (x % ci) * li + lane)
+                            for x in range(len(box) * ci)]
+                inside.append(_embed(levels.inside, box, chunk_of))
+    moves = in_sequence(to_gateways, in_parallel(*across), from_gateways,
+                        in_parallel(*inside))
+    return first_receipts(moves, share_chunks) if hierarchy.proxy else moves
+
+
+def first_receipts(moves: Moves, share_chunks: int) -> Moves:
+    """The allgather moves without a copy to a rank that already holds the chunk (its
+    own, or received at this step or before: it still forwards it), empty steps left
+    out. Each rank then receives each chunk once, so the moves run backwards as
+    reductions count every contribution once."""
+    held, kept = set(), []
+    for step in moves:
+        left = []
+        for move in step:
+            c, _, d, _ = move
+            if d != c // share_chunks and (c, d) not in held:
+                held.add((c, d))
+                left.append(move)
+        if left:
+            kept.append(left)
+    return kept
+
+
+def reversed_moves(moves: Moves) -> Moves:
+    """SCCL's duality on a moves: an allgather built on the reversed links, run backwards
+    with every copy a reduction, is a reducescatter on the links themselves."""
+    return [[(c, d, s, "reduce") for c, s, d, _ in step] for step in reversed(moves)]
+
+
+def batch_moves(name: str, hierarchy: Hierarchy, levels: tuple[Levels, ...],
+                share_chunks: int, batch: int, pieces: int,
+                deadline: Deadline = Deadline()) -> Moves:
+    """One batch of `name`. levels: (allgather's) or (reducescatter's, allgather's), the
+    reducescatter's synthesized on the reversed links. Allreduce runs a batch's
+    reducescatter then its allgather, so in the pipeline the two overlap across batches."""
+    if name == "allgather":
+        return allgather_batch(hierarchy, levels[0], share_chunks, batch, pieces, deadline)
+    rs = reversed_moves(allgather_batch(hierarchy.reversed(), levels[0], share_chunks, batch,
+                                        pieces, deadline))
+    if name == "reducescatter":
+        return rs
+    return in_sequence(rs, allgather_batch(hierarchy, levels[1], share_chunks, batch, pieces,
+                                           deadline))
+
+
+def batch_size(hierarchy: Hierarchy, levels: tuple[Levels, ...], pieces: int) -> int:
+    """The moves batch_moves would list, by arithmetic (nothing is built): per level
+    pairing, each peer group runs the across level pieces / its chunks times, and each
+    box the inside level once per box of origin, pieces / its chunks times (allreduce:
+    both phases, a level pairing each); gateway paths, where there are any, are counted
+    generously."""
+    k, g = len(hierarchy.boxes), len(hierarchy.boxes[0])
+    total = 0
+    for lv in levels:
+        across = sum(len(step.sends) for step in lv.across.expanded().steps)
+        inside = sum(len(step.sends) for step in lv.inside.expanded().steps)
+        total += g * (pieces // lv.across.collective.chunks) * across \
+            + k * k * (pieces // lv.inside.collective.chunks) * inside
+        if hierarchy.proxy:
+            total += 2 * k * k * g * pieces * (g + 1)
+    return total
+
+
+def batch_steps(hierarchy: Hierarchy, levels: tuple[Levels, ...]) -> int | None:
+    """The steps of one batch (of pieces a multiple of every level's chunks, as the
+    decomposition lists them), by arithmetic: per phase, the across level's non-empty
+    steps, then the inside level's (None where GPUs cross through gateways: there the
+    paths to them add steps, and receipts already made drop some)."""
+    if hierarchy.proxy:
+        return None
+    return sum(sum(1 for step in s.expanded().steps if step.sends)
+               for lv in levels for s in (lv.across, lv.inside))

@@ -1,0 +1,80 @@
+"""Work on a built schedule, sized before it is done, so that a deadline holds.
+
+Verifying a schedule, timing it in the cost model and writing its file each take time
+in proportion to its size: the sends and switch operations of its program (each
+operation's ranks counted) and its expanded steps (a pipeline's rounds per step). A
+Pace per kind of work, measured on this machine as the job runs, turns a size into
+seconds; a stage asks its Deadline whether the time left affords them before it
+starts, and skips the work (OutOfTime) when it does not, rather than overrun.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from synth.deadline import Deadline, OutOfTime, Pace
+from synth.schedule.cost import schedule_cost
+from synth.schedule.file import schedule_json, schedule_to_dict, verified
+from synth.schedule.ir import Schedule
+
+# seconds per unit of size: verifying (size), timing in cost model 2 (timing_size), and
+# writing a file (json: size; the runtimes' formats spell out every batch: timing_size).
+# The priors are an idle core's pace (verifying and writing tree and decomposed
+# schedules: 6-9 us a unit; timing: 0.15 us a unit on those, but 3 us on in-network
+# pipelines, so the dearer), scaled until measured by how much slower than their priors
+# this command's other work ran (synth.deadline.Pace)
+VERIFY = Pace(1e-5, least=1000)
+TIMING = Pace(4e-6, least=10_000)
+WRITE = {"json": Pace(1e-5, least=1000), "msccl-xml": Pace(2e-5, least=1000),
+         "mscclpp": Pace(2e-5, least=1000)}
+
+
+def size(schedule: Schedule) -> int:
+    """Units of work in the schedule as written: each send and each rank of a switch
+    operation of its program, and each expanded step."""
+    return _program(schedule) + schedule.num_steps
+
+
+def timing_size(schedule: Schedule) -> int:
+    """Units of work in timing the schedule in cost model 2, which sums the loads of
+    the program steps active in each expanded step: the program once per batch."""
+    return _program(schedule) * schedule.batches + schedule.num_steps
+
+
+def _program(schedule: Schedule) -> int:
+    return sum(len(step.sends) + sum(len(op.srcs) + len(op.dsts) for op in step.switch_ops)
+               for step in schedule.steps)
+
+
+def writing(schedule: Schedule) -> float:
+    """Seconds to write the schedule's file (json) at the pace measured so far: the
+    work a job holds for each point it finds (Deadline.hold), so that it can keep it.
+    (Timing it in cost model 2 gets what is left: a point left untimed is still kept.)"""
+    return WRITE["json"].seconds(size(schedule))
+
+
+def verified_within(schedule: Schedule, deadline: Deadline) -> Schedule:
+    """The schedule, once the verifier accepts it (synth.schedule.file.verified), if
+    that and writing it fit before the deadline at the paces measured so far (else
+    OutOfTime: a point that could not be written is not worth verifying); the deadline
+    then holds the work of writing it."""
+    units = size(schedule)
+    if not deadline.affords(VERIFY.seconds(units) + writing(schedule)):
+        raise OutOfTime("verifying a schedule")
+    with VERIFY.timing(units):
+        verified(schedule)
+    if not WRITE["json"].measured and units >= WRITE["json"].least:
+        # the first point large enough measures what writing takes on this machine (its
+        # text, made and dropped): other work's pace says little of it, and what a job
+        # holds for its points follows this one
+        with WRITE["json"].timing(units):
+            schedule_json(schedule_to_dict(schedule))
+    deadline.hold(WRITE["json"], units, costs(schedule))
+    return schedule
+
+
+def costs(schedule: Schedule) -> tuple:
+    """What makes a point worth keeping (synth.frontier.pareto_filter's order): its
+    latency and its rounds per chunk; one that another beats on both is not written."""
+    return (round(schedule_cost(schedule).latency_us, 9),
+            Fraction(schedule.rounds, schedule.collective.chunks))
