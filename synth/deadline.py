@@ -135,9 +135,19 @@ def start_job(with_process: bool) -> None:
     """Mark the command's start (synth.cli.main): now, or with_process (run as the
     program) when the process began, so that a time limit counts the interpreter's
     start and the imports too, as a user's clock does."""
-    global _job_start, _timed, _slowdown
+    global _job_start, _timed
     _job_start = time.monotonic() - (process_age() if with_process else 0.0)
-    _timed, _slowdown = False, 1.0
+    _timed = False
+    forget_paces()
+
+
+def forget_paces() -> None:
+    """Every Pace back to its prior: what one command measured says nothing of the next
+    one in the same process (a test run's commands, called in turn)."""
+    global _slowdown
+    _slowdown = 1.0
+    for pace in _PACES:
+        pace.per_unit, pace.measured = pace.prior, False
 
 
 _timed = False  # whether the command took a job_deadline
@@ -178,6 +188,7 @@ class Pace:
 
     def __init__(self, prior: float, least: int = 1):
         self.prior, self.per_unit, self.least, self.measured = prior, prior, least, False
+        _PACES.append(self)
 
     def seconds(self, units: float) -> float:
         if self.measured:
@@ -201,6 +212,7 @@ class Pace:
             _slowdown = max(_slowdown, pace / self.prior)
 
 
+_PACES: list[Pace] = []  # every Pace made (module-level, a few dozen): forget_paces
 _slowdown = 1.0  # the most any pace measured in this command ran slower than its prior
 # a pace not measured yet is guessed this much dearer than its scaled prior: one kind of
 # work runs up to about three times slower than another on a loaded machine (in-network

@@ -60,14 +60,16 @@ def point_stem(point: Point) -> str:
 
 def write_points(points: list[Point], directory: Path, formats: list[str],
                  replaces: tuple[int, int] | None = None, started_ns: int | None = None,
-                 deadline: Deadline = Deadline()) -> list[Path | None]:
+                 deadline: Deadline = Deadline(), grace: float = 0.0) -> list[Path | None]:
     """Write every point in each format (json: STEM.json, msccl-xml: STEM.xml, mscclpp:
     STEM.mscclpp.json). Returns one path per point, in order: its JSON file, else its
     first format's; None where none was written. A point an exporter cannot express
     raises BadInput after everything else is written; a file that cannot be written
     raises OutputError. The smallest points go first, each file only if the time left
     affords it at the pace measured so far (WRITE): a file is written whole or not at
-    all, and none after the deadline.
+    all, and none after the deadline, except the smallest point's first file, which
+    may end up to `grace` seconds past it (a job that found points keeps one where
+    that is cheap: the searches may overrun a little, as a solver stops).
 
     replaces: the (least, most) steps the search covered. Files of earlier runs in that
     range that are not on this frontier are removed (their names follow point_stem), so
@@ -79,7 +81,7 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
     followed (nothing is written outside --out)."""
     from synth.export import EXTENSIONS, render
 
-    if points and deadline.passed():
+    if points and not deadline.affords(-grace):  # past the deadline and its grace
         return [None] * len(points)
     if points:
         write_atomic(directory.parent / MARKER, points[0].schedule.model.name + "\n",
@@ -91,7 +93,8 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
         for fmt in formats:
             path = directory / f"{point_stem(p)}{EXTENSIONS[fmt]}"
             units = (size if fmt == "json" else timing_size)(p.schedule)
-            if not deadline.affords(WRITE[fmt].seconds(units)):
+            first = not written and not paths
+            if not deadline.affords(WRITE[fmt].seconds(units) - (grace if first else 0)):
                 late = True
                 continue
             with WRITE[fmt].timing(units):

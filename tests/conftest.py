@@ -47,6 +47,19 @@ def private_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("SYNTH_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
 
 
+@pytest.fixture(autouse=True)
+def fresh_process_state():
+    """Every test starts as a command does: the paces at their priors (a pace measured
+    by an earlier test in this worker, slow under load, must not decide what this one
+    builds: synth.deadline.Pace), and no exporter answers remembered (an earlier test
+    may have refused a program under a limit it patched: synth.export.loads)."""
+    from synth.deadline import forget_paces
+    from synth.export.loads import forget
+
+    forget_paces()
+    forget()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def shared_frontiers_folder(tmp_path_factory):
     """The folder where tests.shared_frontiers leaves the frontiers it synthesizes for

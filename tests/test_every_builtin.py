@@ -22,8 +22,11 @@ def test_allreduce_runs_and_every_file_verifies(topo, tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     assert "Traceback" not in run.stderr
     summary = json.loads(run.stdout)
-    files = [p["file"] for p in summary["frontier"]]
+    files = [p["file"] for p in summary["frontier"] if p["file"] is not None]
     assert files, summary["stopped"]
+    unwritten = len(summary["frontier"]) - len(files)
+    if unwritten:  # a busy machine: the limit left some files unwritten, and it says so
+        assert run.stderr.endswith(f", {unwritten} not written\n"), run.stderr[-500:]
     assert all(p["ratio_to_bound"] >= 1 for p in summary["frontier"])
     checked = synth_main("verify", *files)  # in process: the run above is the program
     assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]

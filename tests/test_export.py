@@ -362,7 +362,7 @@ def multi_node():
 
     def get(topo, name):
         if (topo, name) not in cache:
-            result = synthesize(resolve(topo), name, limits=Limits(max_steps=8, time_limit=20),
+            result = synthesize(resolve(topo), name, limits=Limits(max_steps=8, time_limit=120),
                                 method="decomposed")
             cache[(topo, name)] = result.points[-1].schedule
         return cache[(topo, name)]

@@ -145,6 +145,9 @@ def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, 
 # file as they find it (Deadline.hold); each file is written only if the time left
 # affords it
 FINISH_SHARE = 0.1
+# how far past the limit the smallest point's file may be written, where nothing else
+# was (the limit holds within 5%, writing included)
+GRACE_SHARE = 0.04
 
 
 def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time_limit,
@@ -188,7 +191,7 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     with interrupts_deferred() as caught:  # a second Ctrl-C must not lose the points
         try:
             paths = write_points(result.points, directory, formats, covered, started_ns,
-                                 deadline)
+                                 deadline, GRACE_SHARE * time_limit)
             if plots and result.points and not deadline.passed():
                 from synth.construct.baselines import baselines
                 from synth.pictures.plots import write_plots

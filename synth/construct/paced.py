@@ -27,6 +27,11 @@ VERIFY = Pace(1e-5, least=1000)
 TIMING = Pace(4e-6, least=10_000)
 WRITE = {"json": Pace(1e-5, least=1000), "msccl-xml": Pace(2e-5, least=1000),
          "mscclpp": Pace(2e-5, least=1000)}
+# asking an exporter whether its runtime loads a schedule (synth.export.loads), per unit
+# of export_size: an idle core ran 3e-5 to 2e-4 (MSCCL XML 1e-4 to 1.4e-3 where it
+# tries every channel count before it refuses, which pacing cannot foresee: each try
+# checks the deadline)
+EXPORT = {"msccl-xml": Pace(2e-4, least=1000), "mscclpp": Pace(1e-4, least=1000)}
 
 
 def size(schedule: Schedule) -> int:
@@ -39,6 +44,15 @@ def timing_size(schedule: Schedule) -> int:
     """Units of work in timing the schedule in cost model 2, which sums the loads of
     the program steps active in each expanded step: the program once per batch."""
     return _program(schedule) * schedule.batches + schedule.num_steps
+
+
+def export_size(schedule: Schedule) -> int:
+    """Units of work in asking an exporter for the schedule's program: the runtimes'
+    programs spell out every chunk of a range and every batch of a pipeline."""
+    chunks = sum(x.count for step in schedule.steps for x in step.sends) + sum(
+        op.count * (len(op.srcs) + len(op.dsts))
+        for step in schedule.steps for op in step.switch_ops)
+    return chunks * schedule.batches + schedule.num_steps
 
 
 def _program(schedule: Schedule) -> int:

@@ -58,9 +58,11 @@ def lowered(schedule, fmt: str, inplace: bool = False):
     return _lowering(schedule, fmt, inplace, keep=True)
 
 
-def _lowering(schedule, fmt: str, inplace: bool, keep: bool):
+def _lowering(schedule, fmt: str, inplace: bool, keep: bool,
+              deadline: Deadline = Deadline()):
     """lowered; keep=False only asks whether there is a program (the MSCCL++ search
-    stops at its first plan, not its best) and keeps none."""
+    stops at its first plan, not its best) and keeps none. OutOfTime (nothing
+    remembered) when the deadline passes while the exporter tries."""
     known = _answer(schedule, fmt, inplace)
     if known is True and not keep:
         return None
@@ -91,7 +93,7 @@ def _lowering(schedule, fmt: str, inplace: bool, keep: bool):
         _remember(schedule, fmt, inplace, None)
         return None
     try:
-        form, note, program = _built(form, note, fmt, inplace, fewest=keep)
+        form, note, program = _built(form, note, fmt, inplace, keep, deadline)
     except BadInput as e:
         _remember(schedule, fmt, inplace, e, key, batch)
         raise
@@ -104,13 +106,15 @@ def _lowering(schedule, fmt: str, inplace: bool, keep: bool):
     return form, note, program
 
 
-def refusal(schedule, fmt: str, inplace: bool = False) -> str | None:
-    """None when `fmt`'s runtime loads `schedule`, else the line render refuses it with."""
+def refusal(schedule, fmt: str, inplace: bool = False,
+            deadline: Deadline = Deadline()) -> str | None:
+    """None when `fmt`'s runtime loads `schedule`, else the line render refuses it with.
+    OutOfTime when the deadline passes first."""
     known = _answer(schedule, fmt, inplace)
     if known is not None:
         return str(known) if isinstance(known, BadInput) else None
     try:
-        _lowering(schedule, fmt, inplace, keep=False)
+        _lowering(schedule, fmt, inplace, False, deadline)
     except BadInput as e:
         return str(e)
     return None
@@ -119,6 +123,38 @@ def refusal(schedule, fmt: str, inplace: bool = False) -> str | None:
 def loads_of(schedule) -> dict[str, str | None]:
     """{runtime format: None if it loads the schedule (out of place), else why not}."""
     return {fmt: refusal(schedule, fmt) for fmt in RUNTIMES}
+
+
+def loads_within(schedule, deadline: Deadline) -> dict[str, str | None] | None:
+    """loads_of, if the time left affords asking: an answer not yet known costs about
+    what building the exporter's program costs, paced per unit of its size
+    (synth.construct.paced.EXPORT); None (not asked) where the time left does not
+    afford it, or the deadline passes while the exporter tries."""
+    from synth.construct.paced import EXPORT, export_size
+
+    out = {}
+    for fmt in RUNTIMES:
+        if _known(schedule, fmt):
+            out[fmt] = refusal(schedule, fmt)
+            continue
+        units = export_size(schedule)
+        if not deadline.affords(EXPORT[fmt].seconds(units)):
+            return None
+        try:
+            with EXPORT[fmt].timing(units):
+                out[fmt] = refusal(schedule, fmt, deadline=deadline)
+        except OutOfTime:
+            return None
+    return out
+
+
+def _known(schedule, fmt: str, inplace: bool = False) -> bool:
+    """Whether the answer for `fmt` is remembered (for the object or its batch program):
+    asking costs nothing then."""
+    if _answer(schedule, fmt, inplace) is not None:
+        return True
+    batch = _batch_key(schedule, fmt, inplace)
+    return batch is not None and batch in _by_form
 
 
 def where(loads: dict[str, str | None]) -> str:
@@ -167,8 +203,7 @@ def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
     deadline = Deadline.of(deadline)
     points, extra, stopped = list(result.points), [], ""
     try:
-        points = [replace(p, loads=None if deadline.passed() else loads_of(p.schedule))
-                  for p in points]
+        points = [replace(p, loads=loads_within(p.schedule, deadline)) for p in points]
         have = {id(p.schedule) for p in points}
         pool = result.candidates + points
         until = time.process_time() + budget_s
@@ -181,7 +216,12 @@ def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
                     stopped = (f"stopped after {budget_s:g} s or at the time limit: the "
                                "runtimes' own points may be missing")
                     break
-                if refusal(c.schedule, fmt) is not None:
+                asked = loads_within(c.schedule, deadline)
+                if asked is None:
+                    stopped = ("stopped at the time limit: the runtimes' own points "
+                               "may be missing")
+                    break
+                if asked[fmt] is not None:
                     continue
                 walk.send(c)  # found: the walk skips what it no longer needs
                 if id(c.schedule) not in have:
@@ -192,7 +232,7 @@ def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
                                    "may be missing")
                         break
                     have.add(id(c.schedule))
-                    extra.append(replace(c, schedule=schedule, loads=loads_of(c.schedule)))
+                    extra.append(replace(c, schedule=schedule, loads=asked))
     except KeyboardInterrupt:  # the points found stay; the command ends as interrupted
         searches = dict(result.searches, runtimes=Search(stopped="interrupted"))
         return replace(result, points=sorted(points + extra, key=_order), searches=searches,
@@ -295,20 +335,20 @@ def _remember(schedule, fmt, inplace, error, key=None, batch=None):
         _by_form.popitem(last=False)
 
 
-def _built(form, note, fmt, inplace, fewest=True):
+def _built(form, note, fmt, inplace, fewest=True, deadline: Deadline = Deadline()):
     """(the form the exporter lowers, render's note, the exporter's program; MSCCL XML's
     is always its first: the fewest channels). For MSCCL++ the form is first relayed
     where the executor gives a GPU no InfiniBand device (synth.export.relays)."""
     with _no_cycle_collection():
         if fmt == "msccl-xml":
             from synth.export.msccl import build
-            return form, note, build(form, inplace)
+            return form, note, build(form, inplace, deadline)
         from synth.export.mscclpp import build
         from synth.export.relays import ib_relayed, large_node_note, ranks_per_node
 
         form, relayed = ib_relayed(form)  # port channels the executor sets up
         note += relayed + large_node_note(ranks_per_node(form.model))
-        return form, note, build(form, inplace, fewest)
+        return form, note, build(form, inplace, fewest, deadline)
 
 
 @contextmanager

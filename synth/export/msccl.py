@@ -37,6 +37,7 @@ from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
+from synth.deadline import Deadline
 from synth.errors import BadInput
 from synth.export.layout import Layout, Slot, coalesce, drop_redundant
 
@@ -496,10 +497,11 @@ def _threadblocks_per_rank(steps, k: int) -> dict:
     return per_gpu
 
 
-def build(schedule, inplace: bool = False):
+def build(schedule, inplace: bool = False, deadline: Deadline = Deadline()):
     """The _Program with the fewest channels that fits the runtimes' limits. Channel
     counts whose threadblocks alone break a limit are ruled out before any is built
-    (a big schedule's program takes seconds and gigabytes per try)."""
+    (a big schedule's program takes seconds and gigabytes per try); OutOfTime when the
+    deadline passes before a try."""
     layout = Layout(schedule.collective, inplace)
     most = max(1, min(schedule.collective.num_chunks, MAX_CHANNELS))
     why = first = None
@@ -517,6 +519,7 @@ def build(schedule, inplace: bool = False):
         if short:
             why = short
             continue
+        deadline.check("exporting to MSCCL XML")
         try:
             program = _Program(schedule, layout, k, fuse=True)
         except _NotOrdered:

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from synth.deadline import Deadline
 from synth.errors import BadInput
 from synth.export.layout import Layout, Slot, coalesce, drop_redundant
 
@@ -656,10 +657,12 @@ def _fused_switch_ops(schedule) -> dict:
     return fused
 
 
-def build(schedule, inplace: bool = False, fewest: bool = True) -> _Plan:
+def build(schedule, inplace: bool = False, fewest: bool = True,
+          deadline: Deadline = Deadline()) -> _Plan:
     """The plan with the fewest thread blocks the search finds; BadInput when it finds
     none. fewest=False: the first plan it finds (whether there is one is the same
-    question, answered sooner: synth.export.loads)."""
+    question, answered sooner: synth.export.loads). OutOfTime when the deadline passes
+    before a try."""
     coll = schedule.collective
     if inplace and coll.name not in IN_PLACE:
         raise BadInput(f"cannot export {coll.name} in place to MSCCL++ (in place: "
@@ -672,6 +675,7 @@ def build(schedule, inplace: bool = False, fewest: bool = True) -> _Plan:
 
     def attempt(lanes, cap):
         nonlocal why
+        deadline.check("exporting to MSCCL++")
         plan = _Plan(flow, layout, boxes, lanes, cap)
         why = plan.finish()
         return plan if why is None else None, plan.worst
