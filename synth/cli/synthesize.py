@@ -180,10 +180,11 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     if steps is not None:
         result.points = [p for p in result.points if p.steps == steps]
         result.candidates = [p for p in result.candidates if p.steps == steps]
-    # the points are timed, and the runtimes' own found, in what their files leave (a
-    # point left untimed is kept)
+    # the points are timed, and the runtimes' own found, in half of what their files
+    # leave (a point left untimed is kept): an exporter's try, or a timing, started
+    # just in time may still run past its estimate on a busy machine
     result = chosen(result, topo, cost_model, deadline.reserving(
-        sum(writing(p.schedule) for p in result.points)))
+        sum(writing(p.schedule) for p in result.points)).share(0.5))
     interrupted = result.interrupted
     # replace the earlier files of the steps this search covered; after Ctrl-C, none
     covered = None if interrupted else result.steps_searched

@@ -23,6 +23,7 @@ BACKENDS = ("cpsat", "z3")
 # the limit the solver is told to stop, and STOP_GRACE seconds later it is left behind
 # (its thread ends when it does; the answer is "unknown").
 STOP_GRACE = 1.0
+BUILD_CHECK = 20_000  # constraints added to CP-SAT's model between looks at the clock
 SOLVER_MB = 2048  # memory CP-SAT may add to what the process holds when it starts
 
 
@@ -82,6 +83,7 @@ def _solve_cpsat(model: ConstraintModel, time_limit: float, workers: int, seed: 
     (literal v - 1, its negation -v); integer variable i follows the booleans."""
     from ortools.sat.python import cp_model_helper as cmh
 
+    end = time.monotonic() + time_limit  # building a large model takes seconds too
     proto = cmh.CpModelProto()
     for _ in range(model.bools):
         proto.variables.add().domain.extend((0, 1))
@@ -92,9 +94,13 @@ def _solve_cpsat(model: ConstraintModel, time_limit: float, workers: int, seed: 
     def lit(x):
         return x - 1 if x > 0 else x  # -v is CP-SAT's negation of variable v - 1
 
-    for clause in model.clauses:
+    for i, clause in enumerate(model.clauses):
+        if i % BUILD_CHECK == 0 and time.monotonic() > end:
+            return UNKNOWN, frozenset(), (), False
         proto.constraints.add().bool_or.literals.extend([lit(x) for x in clause])
-    for bool_terms, int_terms, rhs in model.linear:
+    for i, (bool_terms, int_terms, rhs) in enumerate(model.linear):
+        if i % BUILD_CHECK == 0 and time.monotonic() > end:
+            return UNKNOWN, frozenset(), (), False
         linear = proto.constraints.add().linear
         variables, coefficients = [], []
         for c, v in bool_terms:  # c * (1 - b) = c - c * b for a negated literal
@@ -117,14 +123,15 @@ def _solve_cpsat(model: ConstraintModel, time_limit: float, workers: int, seed: 
         proto.objective.vars.extend(first_int + i for i in model.minimize)
         proto.objective.coeffs.extend(1 for _ in model.minimize)
     parameters = cmh.SatParameters()
-    parameters.max_time_in_seconds = time_limit
+    left = max(end - time.monotonic(), 0.01)
+    parameters.max_time_in_seconds = left
     parameters.max_memory_in_mb = resident_mb() + SOLVER_MB
     parameters.num_workers = workers
     parameters.random_seed = seed
     parameters.catch_sigint_signal = False  # Ctrl-C is ours: see _interruptible
     solver = cmh.SolveWrapper()
     solver.set_parameters(parameters)
-    response = _interruptible(lambda: solver.solve(proto), solver.stop_search, time_limit)
+    response = _interruptible(lambda: solver.solve(proto), solver.stop_search, left)
     if response is None:  # left behind: it did not stop when told
         return UNKNOWN, frozenset(), (), False
     status = response.status

@@ -132,7 +132,9 @@ def _solve(instance: Instance, backend: str, time_limit: float, workers: int) ->
         enc = encode(instance, started + time_limit)
     except TimeoutError:  # encoding alone took the time: undecided, like a solver time-out
         return Outcome(UNKNOWN, None, time.monotonic() - started, "")
-    left = max(time_limit - (time.monotonic() - started), 0.01)
+    left = time_limit - (time.monotonic() - started)
+    if left <= 0:  # encoding took the time: undecided, the solver is not started
+        return Outcome(UNKNOWN, None, time.monotonic() - started, "")
     answer = solve(enc.constraints, backend, left, workers)
     schedule = decode(enc, answer.bools) if answer.status == SAT else None
     return Outcome(answer.status, schedule, answer.seconds, "", enc.constraints.bools,
