@@ -181,11 +181,12 @@ def test_reducescatter_and_allreduce_under_translations_verify():
 def test_the_frontier_of_a_torus_reaches_the_bound_by_greedy_matching(tmp_path):
     # the line-rate model keeps every Pareto point (cost model 2 only those fastest at
     # some size): the bandwidth-bound point must be among them
-    result = synth_main("allgather", "--topo", "torus:8x8", "--time-limit", "30",
+    # torus:6x6: 35 chunks to receive over 4 links a GPU, at best 35/4 rounds a chunk
+    result = synth_main("allgather", "--topo", "torus:6x6", "--time-limit", "10",
                         "--model", "line-rate", "--out", tmp_path, "--json")
     assert result.returncode == 0, result.stderr
     points = json.loads(result.stdout)["frontier"]
-    greedy = [p for p in points if p["method"].startswith("greedy")]
-    assert any(Fraction(p["rounds"], p["chunks"]) == Fraction(63, 4) for p in greedy)
+    greedy = [p for p in points if p["method"].startswith("greedy") and p["file"]]
+    assert any(Fraction(p["rounds"], p["chunks"]) == Fraction(35, 4) for p in greedy)
     verified = synth_main("verify", *[p["file"] for p in greedy])
     assert verified.returncode == 0, verified.stderr

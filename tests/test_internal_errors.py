@@ -61,7 +61,7 @@ def test_a_composition_the_verifier_refuses_is_an_internal_error(monkeypatch, ca
         return Schedule(made.collective, made.model, rs.steps, made.info)
 
     monkeypatch.setattr(synth.frontier, "compose_allreduce", losing_the_allgather)
-    code, err = run(["allreduce", "--topo", "dgx1", "--out", str(tmp_path),
+    code, err = run(["allreduce", "--topo", "ring:4", "--out", str(tmp_path),
                      "--time-limit", "20"], capsys)
     assert code == 3 and "fails verification" in err
 

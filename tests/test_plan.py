@@ -153,8 +153,8 @@ def test_collectives_that_run_together_share_the_links_on_the_residual(together)
 
 def test_synth_plan_writes_runtime_files_that_load(tmp_path):
     out = tmp_path / "plan"
-    done = synth_cli("plan", str(EXAMPLES / "nccl-debug-dgxh100x2.log"), "--topo",
-                     "dgxh100x2", "-o", str(out), "--time-limit", "60", "--json")
+    done = synth_main("plan", EXAMPLES / "nccl-debug-dgxh100x2.log", "--topo",
+                      "dgxh100x2", "-o", out, "--time-limit", "20", "--json")
     assert done.returncode == 0, done.stderr[-2000:]
     doc = json.loads(done.stdout)
     # (NCCL's side is derived by hand in test_nccl_as_it_runs_is_derived_by_hand_...)
