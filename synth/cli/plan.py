@@ -15,8 +15,10 @@ import click
 from synth.cli.app import BOXES, MODEL, Seconds, cli, interrupts_deferred
 
 
-SYNTHESIS_SHARE = 0.6  # of --time-limit: the candidates' synthesis
-EXPORTS_END = 0.95  # of --time-limit: when the last candidate's export may start
+SYNTHESIS_END = 0.6  # of --time-limit: when the candidates' synthesis ends
+# of --time-limit: when the last candidate's export may start (one may take a second or
+# more past it, and the report and its page another second or two on 16 GPUs)
+EXPORTS_END = 0.8
 
 
 @cli.command("plan")
@@ -47,6 +49,7 @@ def plan_command(workload, spec, boxes, out_dir, time_limit, steps, formats, as_
     against what NCCL runs there (model predictions: cost model 2 by default)."""
     from pathlib import Path
 
+    from synth.deadline import job_deadline
     from synth.errors import BadInput
     from synth.plan.output import RUNTIMES, render_plan, write_files
     from synth.plan.planner import make_plan
@@ -58,20 +61,21 @@ def plan_command(workload, spec, boxes, out_dir, time_limit, steps, formats, as_
     unknown = [f for f in wanted if f not in RUNTIMES]
     if unknown:
         raise BadInput(f"unknown format {unknown[0]!r} (expected msccl-xml, mscclpp or none)")
+    deadline = job_deadline(time_limit)  # from the command's start, as a user counts
     topo = resolve(spec, boxes)
     work = load_workload(workload, topo, steps)
-    started = time.monotonic()
-    # synthesis takes SYNTHESIS_SHARE of the limit, exports (rendered and simulated)
-    # run until EXPORTS_END of it: writing the files is left the rest
-    plan = make_plan(work, topo, Limits(time_limit=time_limit * SYNTHESIS_SHARE),
-                     cost_model=cost_model)
+    # synthesis until SYNTHESIS_END of the limit, exports (rendered and simulated) until
+    # EXPORTS_END of it: the report and writing the files are left the rest
+    began = deadline.end - time_limit
+    synthesis = max(began + time_limit * SYNTHESIS_END - time.monotonic(), 0.01)
+    plan = make_plan(work, topo, Limits(time_limit=synthesis), cost_model=cost_model)
     extra = {}
     if plots:
         from synth.pictures.plan_plots import plan_figures
 
         extra = {Path("plots") / name: data for name, data in plan_figures(plan)}
     texts, doc = render_plan(plan, tuple(wanted), extra,  # Ctrl-C still stops this
-                             started + time_limit * EXPORTS_END)
+                             began + time_limit * EXPORTS_END)
     skipped = sum(len(r["not_exported"]) for rs in doc["runtimes"].values() for r in rs)
     if skipped:
         click.echo(f"synth: note: {skipped} candidate export{'s' * (skipped != 1)} did not "
