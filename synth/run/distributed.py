@@ -29,9 +29,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import socket
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -121,10 +123,14 @@ def run(path: str | Path, nproc: int | None, nbytes: int, iters: int, backend: s
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "report.json"
         init = f"tcp://127.0.0.1:{_free_port()}"
-        context = mp.start_processes(_worker, args=(nproc, str(path), call, backend, init,
-                                                    str(out)),
-                                     nprocs=nproc, join=False, start_method=_start_method())
+        with _signals_held() as caught:  # a signal while they start would orphan some
+            context = mp.start_processes(_worker, args=(nproc, str(path), call, backend,
+                                                        init, str(out)),
+                                         nprocs=nproc, join=False,
+                                         start_method=_start_method())
         try:
+            if caught:
+                raise KeyboardInterrupt
             while not context.join():
                 pass
         except mp.ProcessRaisedException as e:
@@ -154,6 +160,21 @@ def _check_memory(nproc: int, nbytes: int) -> None:
         raise BadInput(f"--size {nbytes:,} bytes: {nproc} gloo processes would hold about "
                        f"{need / 2**30:,.0f} GiB, more than this machine's "
                        f"{have / 2**30:,.0f} GiB")
+
+
+@contextmanager
+def _signals_held():
+    """Ctrl-C and SIGTERM wait until the block is done: yields the list of those that
+    came meanwhile. (Raised inside multiprocessing's start, they left the workers
+    started so far running, and Python's exit then waited for them.)"""
+    caught = []
+    old = {s: signal.signal(s, lambda signum, frame: caught.append(signum))
+           for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield caught
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
 
 
 STOP_GRACE_S = 5.0  # a worker's time to end on SIGTERM before SIGKILL
