@@ -23,6 +23,7 @@ from synth.search import cache
 from synth.search.instance import solve_instance
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower
+from tests.in_process import synth_main
 from tests.test_reliability import SMALL, both_ways, one_line, synth_cli, write_topology
 
 
@@ -31,31 +32,31 @@ from tests.test_reliability import SMALL, both_ways, one_line, synth_cli, write_
 
 def test_two_topologies_whose_names_look_alike_never_share_a_folder(tmp_path):
     lookalike = write_topology(tmp_path / "t.yaml", 'name: "ring_4"\n' + SMALL)
-    first = synth_cli("allgather", "--topo", "ring:4", "--out", str(tmp_path / "o"),
-                      "--json")
-    second = synth_cli("allgather", "--topo", lookalike, "--out", str(tmp_path / "o"),
+    first = synth_main("allgather", "--topo", "ring:4", "--out", str(tmp_path / "o"),
                        "--json")
+    second = synth_main("allgather", "--topo", lookalike, "--out", str(tmp_path / "o"),
+                        "--json")
     assert first.returncode == 0 and second.returncode == 0, second.stderr
     ring = {Path(p["file"]) for p in json.loads(first.stdout)["frontier"]}
     other = {Path(p["file"]) for p in json.loads(second.stdout)["frontier"]}
     assert all(p.exists() for p in ring | other)  # the second run removed nothing
     assert {p.parent.parent for p in ring}.isdisjoint({p.parent.parent for p in other})
     assert (tmp_path / "o" / "ring_4" / MARKER).read_text() == "ring:4\n"
-    assert synth_cli("verify", *map(str, ring | other)).returncode == 0
+    assert synth_main("verify", *map(str, ring | other)).returncode == 0
 
 
 def test_a_link_in_the_output_folder_is_replaced_not_followed(tmp_path):
-    first = synth_cli("allgather", "--topo", "ring:4", "--out", str(tmp_path), "--json")
+    first = synth_main("allgather", "--topo", "ring:4", "--out", str(tmp_path), "--json")
     assert first.returncode == 0, first.stderr
     target = Path(json.loads(first.stdout)["frontier"][0]["file"])
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")
     target.unlink()
     target.symlink_to(victim)
-    again = synth_cli("allgather", "--topo", "ring:4", "--out", str(tmp_path))
+    again = synth_main("allgather", "--topo", "ring:4", "--out", str(tmp_path))
     assert again.returncode == 0, again.stderr
     assert victim.read_text() == "keep me"
-    assert not target.is_symlink() and synth_cli("verify", str(target)).returncode == 0
+    assert not target.is_symlink() and synth_main("verify", str(target)).returncode == 0
 
 
 def test_files_written_after_a_run_started_are_another_runs_and_stay(tmp_path):
@@ -73,7 +74,7 @@ def test_files_written_after_a_run_started_are_another_runs_and_stay(tmp_path):
 
 
 def test_an_empty_out_is_refused():
-    one_line(synth_cli("allgather", "--topo", "ring:4", "--out", ""), 2)
+    one_line(synth_main("allgather", "--topo", "ring:4", "--out", ""), 2)
     with pytest.raises(Exception, match="empty"):
         output_dir("", "ring:4", "allgather")
 
@@ -84,12 +85,12 @@ WORKLOAD = ("communicators:\n  tp: {per: box}\ncollectives:\n"
             "  - {communicator: tp, collective: allgather, size: 1MB}\n")
 
 
-def plan_into(tmp_path, out, *extra):
+def plan_into(tmp_path, out, *extra, run=synth_main):
     workload = tmp_path / "w.yaml"
     if not workload.exists():
         workload.write_text(WORKLOAD)
-    return synth_cli("plan", str(workload), "--topo", "ring:4", "-o", str(out),
-                     "--time-limit", "10", *extra)
+    return run("plan", str(workload), "--topo", "ring:4", "-o", str(out),
+               "--time-limit", "10", *extra)
 
 
 def test_a_plan_json_synth_did_not_write_removes_nothing(tmp_path):
@@ -170,8 +171,8 @@ def test_a_linked_page_in_a_report_folder_is_replaced_not_followed(tmp_path):
     out.mkdir()
     victim.write_text("keep me")
     (out / "index.html").symlink_to(victim)
-    run = synth_cli("report", "allgather", "--topo", "ring:4", "-o", str(out),
-                    "--time-limit", "10")
+    run = synth_main("report", "allgather", "--topo", "ring:4", "-o", str(out),
+                     "--time-limit", "10")
     assert run.returncode == 0, run.stderr
     assert victim.read_text() == "keep me" and not (out / "index.html").is_symlink()
     assert "<html" in (out / "index.html").read_text()
@@ -182,11 +183,11 @@ def test_a_communicator_whose_gpus_share_no_path_is_one_line(tmp_path):
     workload = tmp_path / "pair.yaml"
     workload.write_text("communicators:\n  pair: {ranks: [[0, 5]]}\ncollectives:\n"
                         "  - {communicator: pair, collective: allgather, size: 1MB}\n")
-    refused = synth_cli("plan", str(workload), "--topo", "dgx1", "-o", str(tmp_path / "p"))
+    refused = synth_main("plan", str(workload), "--topo", "dgx1", "-o", str(tmp_path / "p"))
     assert "GPU 0 cannot reach GPU 5" in one_line(refused, 2)
     # a profiler trace's process group [0, 9] on dgxh100x2: two rails, no GPU between
     trace = Path(__file__).parent / "fixtures" / "trace-group-0-9.json"
-    refused = synth_cli("plan", str(trace), "--topo", "dgxh100x2", "-o", str(tmp_path / "q"))
+    refused = synth_main("plan", str(trace), "--topo", "dgxh100x2", "-o", str(tmp_path / "q"))
     assert "GPU 0 cannot reach GPU 9" in one_line(refused, 2)
     assert not (tmp_path / "p").exists() and not (tmp_path / "q").exists()
 
@@ -214,7 +215,9 @@ def test_a_long_line_of_colons_is_sniffed_in_linear_time(kind, tmp_path):
     path = tmp_path / "w.yaml"
     if kind == "yaml-comment":
         path.write_text("# " + "1:" * 50_000 + "\n" + WORKLOAD)
-        assert plan_into(tmp_path, tmp_path / "p", "--format", "none").returncode == 0
+        # as the program: a regression would hang, and the subprocess's timeout ends it
+        assert plan_into(tmp_path, tmp_path / "p", "--format", "none",
+                         run=synth_cli).returncode == 0
         return
     path.write_text('{"x": "' + "1:" * 500_000 + ' NCCL INFO "}')
     refused = synth_cli("plan", str(path), "--topo", "ring:4", "-o", str(tmp_path / "p"))
@@ -222,9 +225,9 @@ def test_a_long_line_of_colons_is_sniffed_in_linear_time(kind, tmp_path):
 
 
 def test_a_run_too_large_for_memory_is_refused_before_any_process_starts(tmp_path):
-    made = synth_cli("allgather", "--topo", "ring:4", "--out", str(tmp_path), "--json")
+    made = synth_main("allgather", "--topo", "ring:4", "--out", str(tmp_path), "--json")
     path = json.loads(made.stdout)["frontier"][0]["file"]
-    refused = synth_cli("run", path, "--size", "1024GB")
+    refused = synth_main("run", path, "--size", "1024GB")
     assert "gloo processes would hold" in one_line(refused, 2)
 
 
@@ -360,14 +363,14 @@ def test_the_reader_and_the_verifier_agree_on_every_file(tmp_path, schedule_file
 # --- the command line --------------------------------------------------------------
 
 def test_export_to_standard_output(schedule_file):
-    result = synth_cli("export", str(schedule_file), "--to", "msccl-xml", "-o", "-")
+    result = synth_main("export", str(schedule_file), "--to", "msccl-xml", "-o", "-")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("<!-- synth: allgather")  # the file alone
     assert result.stdout.endswith("</algo>\n") and "wrote standard output" in result.stderr
 
 
 def test_verify_of_a_folder_is_one_line_per_file(tmp_path, schedule_file):
-    result = synth_cli("verify", str(tmp_path), str(schedule_file))
+    result = synth_main("verify", str(tmp_path), str(schedule_file))
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.count("\n") == 1 and "folder" in result.stderr
     assert "OK" in result.stdout or "ok" in result.stdout.lower()
@@ -382,14 +385,14 @@ def test_a_long_chain_of_switches_is_refused_before_routing(tmp_path):
                     for i in range(chain - 1))
     text = (f"gpus: 2\nswitches:\n{switches}links:\n  - {{between: [gpu0, s0], gbps: 25}}\n"
             f"  - {{between: [gpu1, s{chain - 1}], gbps: 25}}\n{links}")
-    start = time.monotonic()
+    start = time.monotonic()  # as the program: its timeout ends a routing that never does
     err = one_line(synth_cli("allgather", "--topo", write_topology(tmp_path / "t.yaml", text),
                              "--out", str(tmp_path)), 2)
     assert "deep" in err and time.monotonic() - start < 30
 
 
 def test_one_instance_too_large_to_encode_is_refused_by_arithmetic(tmp_path):
-    start = time.monotonic()
+    start = time.monotonic()  # as the program: its timeout ends an encoding that never does
     err = one_line(synth_cli("allgather", "--topo", "fc:64", "--steps", "64", "--rounds",
                              "64", "--chunks", "64", "--out", str(tmp_path)), 1)
     assert "too large" in err and time.monotonic() - start < 30
@@ -397,6 +400,8 @@ def test_one_instance_too_large_to_encode_is_refused_by_arithmetic(tmp_path):
 
 def test_a_name_in_a_script_the_font_lacks_is_drawn_without_warnings(tmp_path):
     path = write_topology(tmp_path / "t.yaml", 'name: "集群"\n' + SMALL)
+    # as the program: in process, pytest captures Python warnings and each is printed
+    # once a process, so stderr would be empty whatever the drawing warned
     result = synth_cli("allgather", "--topo", path, "--out", str(tmp_path), "--plots")
     assert result.returncode == 0 and result.stderr == "", result.stderr
     assert len(list(tmp_path.rglob("allgather-*.png"))) == 2
@@ -427,10 +432,10 @@ def test_ctrl_c_while_the_files_are_written_waits_for_them(tmp_path, monkeypatch
     files = [Path(p["file"]) for p in json.loads(captured.out)["frontier"]]
     kept = f"{len(files)} point{'s' * (len(files) != 1)} kept"
     assert stop.value.code == 130 and f"interrupted ({kept})" in captured.err
-    assert files and synth_cli("verify", *map(str, files)).returncode == 0
+    assert files and synth_main("verify", *map(str, files)).returncode == 0
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_a_root_of_200_digits_is_described_not_printed():
-    err = one_line(synth_cli("broadcast", "--topo", "dgx1", "--root", "9" * 200), 2)
+    err = one_line(synth_main("broadcast", "--topo", "dgx1", "--root", "9" * 200), 2)
     assert "9" * 30 not in err and "is not a rank" in err

@@ -24,7 +24,8 @@ from synth.topology.catalog import imported, join_boxes, resolve
 from synth.topology.hierarchy import find_hierarchy
 from synth.topology.linkmodel import lower_with_routes
 from synth.topology.physical import topology_from_dict
-from tests.test_reliability import one_line, synth_cli
+from tests.in_process import synth_main
+from tests.test_reliability import one_line
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "topologies"
 
@@ -184,8 +185,8 @@ def test_an_imported_two_box_cluster_synthesizes_like_the_builtin():
 def test_cli_import_writes_a_commented_file_that_reads_back_and_shows_what_it_inferred(
         tmp_path):
     out = tmp_path / "h100.yaml"
-    made = synth_cli("topo", "import", fixture("topo-m-sglang30401-h100-8nic.txt"), "-o",
-                     str(out))
+    made = synth_main("topo", "import", fixture("topo-m-sglang30401-h100-8nic.txt"), "-o",
+                      str(out))
     assert made.returncode == 0, made.stderr
     assert "imported 8 GPUs" in made.stderr and made.stdout == ""
     text = out.read_text()
@@ -193,21 +194,21 @@ def test_cli_import_writes_a_commented_file_that_reads_back_and_shows_what_it_in
     assert "PCIe x16, 64 GB/s (assumed)" in text  # Gen5 x16: 16 x 4 GB/s
     topo = topology_from_dict(yaml.safe_load(text))
     assert topo.ranks == 8 and topo.source.startswith("nvidia-smi topo -m output")
-    shown = synth_cli("topo", "show", str(out))
+    shown = synth_main("topo", "show", str(out))
     assert shown.returncode == 0
     assert "inferred: nvswitch: NV18 between every pair of GPUs" in shown.stdout
     assert "assumed: NVLink: 25 GB/s" in shown.stdout
-    drawn = synth_cli("topo", "draw", str(out), "-o", str(tmp_path / "t.svg"))
+    drawn = synth_main("topo", "draw", str(out), "-o", str(tmp_path / "t.svg"))
     assert drawn.returncode == 0 and "dashed" in (tmp_path / "t.svg").read_text()
 
 
 def test_topo_accepts_a_source_directly_and_repeats_it_with_boxes(tmp_path):
-    made = synth_cli("allgather", "--topo", fixture("ibm-gx3d-h100-topo.xml"), "--boxes", "2",
-                     "--method", "decomposed", "--time-limit", "20", "--out",
-                     str(tmp_path / "out"), "--json")
+    made = synth_main("allgather", "--topo", fixture("ibm-gx3d-h100-topo.xml"), "--boxes", "2",
+                      "--method", "decomposed", "--time-limit", "20", "--out",
+                      str(tmp_path / "out"), "--json")
     assert made.returncode == 0, made.stderr[-2000:]
     assert '"topology": "ibm-gx3d-h100-topox2"' in made.stdout
-    verified = synth_cli("verify", *map(str, (tmp_path / "out").rglob("*.json")))
+    verified = synth_main("verify", *map(str, (tmp_path / "out").rglob("*.json")))
     assert verified.returncode == 0, verified.stderr
 
 
@@ -263,16 +264,16 @@ def test_bad_sources_are_refused_naming_the_place(tmp_path, text, name, message)
 def test_real_files_that_cannot_be_a_topology_are_refused(tmp_path):
     # Azure's current NC A100 v4 file: every nvlink targets its own GPU
     assert "line 5: an nvlink from GPU 0001:00:00.0 to itself" in one_line(
-        synth_cli("topo", "import", fixture("azure-ncv4-topo.xml")), 2)
+        synth_main("topo", "import", fixture("azure-ncv4-topo.xml")), 2)
     # AWS's g5.48xlarge file lists bare bus ids: no GPU in it
     assert "no GPU in the file" in one_line(
-        synth_cli("bounds", "allgather", "--topo", fixture("aws-g5.48xl-topo.xml")), 2)
+        synth_main("bounds", "allgather", "--topo", fixture("aws-g5.48xl-topo.xml")), 2)
     binary = tmp_path / "dump.xml"
     binary.write_bytes(b"\x7fELF\x02\x01\x00\x00" * 8)
-    assert "a binary file" in one_line(synth_cli("topo", "import", str(binary)), 2)
-    assert "unknown --gpu 'x100'" in one_line(synth_cli("topo", "import",
-                                                        fixture("azure-ndv4-topo.xml"),
-                                                        "--gpu", "x100"), 2)
+    assert "a binary file" in one_line(synth_main("topo", "import", str(binary)), 2)
+    assert "unknown --gpu 'x100'" in one_line(synth_main("topo", "import",
+                                                         fixture("azure-ndv4-topo.xml"),
+                                                         "--gpu", "x100"), 2)
 
 
 def test_a_topology_file_marks_inferred_parts_with_text_only(tmp_path):
@@ -284,7 +285,7 @@ def test_a_topology_file_marks_inferred_parts_with_text_only(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(doc))
     assert "links[0].inferred: expected a string" in one_line(
-        synth_cli("topo", "show", str(bad)), 2)
+        synth_main("topo", "show", str(bad)), 2)
 
 
 TWO_GPUS = ('<system version="1"><cpu numaid="0" vendor="{vendor}"><pci busid="{bus}" '
@@ -353,7 +354,7 @@ def hgx_dump(sm=90, lanes=(5, 5, 4, 4)):
 
 
 def bounds_json(*args):
-    made = synth_cli("bounds", *args, "--json")
+    made = synth_main("bounds", *args, "--json")
     assert made.returncode == 0, made.stderr
     return json.loads(made.stdout)
 
@@ -362,7 +363,7 @@ def test_an_imported_h100_dump_reduces_in_its_nvswitches_as_the_builtin(tmp_path
     dump = tmp_path / "hgx-h100.xml"
     dump.write_text(hgx_dump())
     out = tmp_path / "imported.yaml"
-    assert synth_cli("topo", "import", str(dump), "-o", str(out)).returncode == 0
+    assert synth_main("topo", "import", str(dump), "-o", str(out)).returncode == 0
     switch = next(s for s in yaml.safe_load(out.read_text())["switches"]
                   if s["kind"] == "nvswitch")
     assert switch["can"] == ["multicast", "reduce"]  # NVLS, as dgxh100.yaml has it
@@ -462,7 +463,7 @@ def test_a_nic_beside_two_gpus_without_an_nvlink_between_them_serves_one(tmp_pat
 
 def test_a_file_without_nvlinks_says_so_on_stderr_once(tmp_path):
     out = tmp_path / "ndv4.yaml"
-    made = synth_cli("topo", "import", fixture("azure-ndv4-topo.xml"), "-o", str(out))
+    made = synth_main("topo", "import", fixture("azure-ndv4-topo.xml"), "-o", str(out))
     assert made.returncode == 0, made.stderr
     warned = [line for line in made.stderr.splitlines() if line.startswith("synth: warning:")]
     assert warned == ["synth: warning: azure-ndv4-topo.xml lists no NVLink (a partial "
@@ -470,9 +471,9 @@ def test_a_file_without_nvlinks_says_so_on_stderr_once(tmp_path):
                       "NVLink, give --gpu (v100-sxm, a100-sxm, h100-sxm, h200-sxm, b200-sxm)"]
     assert "WARNING: azure-ndv4-topo.xml lists no NVLink" in yaml.safe_load(
         out.read_text())["description"]
-    shown = synth_cli("topo", "show", fixture("azure-ndv4-topo.xml"))
+    shown = synth_main("topo", "show", fixture("azure-ndv4-topo.xml"))
     assert shown.returncode == 0 and shown.stderr.count("synth: warning:") == 1
-    given = synth_cli("topo", "import", fixture("azure-ndv4-topo.xml"), "--gpu", "a100-sxm")
+    given = synth_main("topo", "import", fixture("azure-ndv4-topo.xml"), "--gpu", "a100-sxm")
     assert given.returncode == 0 and "warning" not in given.stderr
 
 

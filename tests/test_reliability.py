@@ -1,11 +1,14 @@
 """What outside testing broke, case by case (the reliability issue): files a user did
 not ask to lose, limits that did not hold, tracebacks and wrong exit codes, first use.
 
-Each test drives the real command line (a subprocess, or `main` in-process where a
-fault has to be injected) and checks the exit code, the one line on stderr, and the
-files on disk. The batteries of bad numbers and shapes run `main` in process
-(tests.in_process.synth_main: the same line and exit code, without a fresh Python and
-its imports per case); the first case of each also runs as the program.
+Each test drives the command line and checks the exit code, the one line on stderr, and
+the files on disk: in process (tests.in_process.synth_main: the same output, exit code
+and files, without a fresh Python and its imports per command; `main` itself where a
+fault has to be injected), or as the program (synth_cli, a subprocess) where the test is
+about the process: a signal, another process's files, or input that a regression would
+read for ever or expand to fill the memory (the subprocess's timeout ends a hang). The
+batteries of bad numbers and shapes run in process; the first case of each also runs as
+the program.
 """
 
 import errno
@@ -81,11 +84,11 @@ def test_an_output_path_that_is_a_fifo_or_a_folder_is_refused_not_replaced(
     folder = tmp_path / "folder"
     folder.mkdir()
     for target in (fifo, folder):
-        one_line(synth_cli("export", str(schedule_file), "--to", "json", "-o", str(target)),
+        one_line(synth_main("export", str(schedule_file), "--to", "json", "-o", str(target)),
                  2)
     assert stat.S_ISFIFO(os.stat(fifo).st_mode) and folder.is_dir()
     if os.geteuid() == 0:  # only root could have replaced the device
-        one_line(synth_cli("export", str(schedule_file), "--to", "json", "-o", "/dev/null"),
+        one_line(synth_main("export", str(schedule_file), "--to", "json", "-o", "/dev/null"),
                  2)
         assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
     assert not list(tmp_path.glob(".synth-*"))
@@ -97,7 +100,7 @@ def test_a_symlink_is_written_through_and_a_file_keeps_its_mode(tmp_path, schedu
     os.chmod(target, 0o600)
     link = tmp_path / "link.json"
     link.symlink_to(target)
-    result = synth_cli("export", str(schedule_file), "--to", "json", "-o", str(link))
+    result = synth_main("export", str(schedule_file), "--to", "json", "-o", str(link))
     assert result.returncode == 0, result.stderr
     assert link.is_symlink() and os.readlink(link) == str(target)
     assert target.read_text() == schedule_file.read_text()
@@ -106,11 +109,11 @@ def test_a_symlink_is_written_through_and_a_file_keeps_its_mode(tmp_path, schedu
 
 def test_a_path_ending_in_a_slash_names_a_folder_and_long_names_fit(tmp_path,
                                                                     schedule_file):
-    one_line(synth_cli("export", str(schedule_file), "--to", "json",
-                       "-o", str(tmp_path / "newdir") + "/"), 2)
+    one_line(synth_main("export", str(schedule_file), "--to", "json",
+                        "-o", str(tmp_path / "newdir") + "/"), 2)
     assert not (tmp_path / "newdir").exists()
     long_name = tmp_path / ("x" * 245 + ".json")  # the temporary name must still fit
-    result = synth_cli("export", str(schedule_file), "--to", "json", "-o", str(long_name))
+    result = synth_main("export", str(schedule_file), "--to", "json", "-o", str(long_name))
     assert result.returncode == 0, result.stderr
     assert long_name.read_text() == schedule_file.read_text()
 
@@ -121,8 +124,8 @@ def test_a_topology_name_never_leads_out_of_the_output_folder(tmp_path, name):
     (victim / "sub").mkdir(parents=True)
     (victim / "keep.json").write_text("{}")
     path = write_topology(tmp_path / "t.yaml", f"name: {json.dumps(name)}\n" + SMALL)
-    result = synth_cli("allgather", "--topo", path, "--out", str(victim / "sub"),
-                       "--time-limit", "20")
+    result = synth_main("allgather", "--topo", path, "--out", str(victim / "sub"),
+                        "--time-limit", "20")
     assert result.returncode == 0, result.stderr
     assert (victim / "keep.json").read_text() == "{}"
     written = [p for p in tmp_path.rglob("*.json") if p.name.startswith("allgather-")]
@@ -132,7 +135,7 @@ def test_a_topology_name_never_leads_out_of_the_output_folder(tmp_path, name):
 
 
 def test_generator_names_become_portable_folder_names(tmp_path):
-    result = synth_cli("allgather", "--topo", "ring:4", "--out", str(tmp_path), "--json")
+    result = synth_main("allgather", "--topo", "ring:4", "--out", str(tmp_path), "--json")
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "ring_4" / "allgather").is_dir()
     assert all(":" not in p.name for p in tmp_path.rglob("*"))
@@ -140,24 +143,24 @@ def test_generator_names_become_portable_folder_names(tmp_path):
 
 def test_one_instance_and_steps_runs_replace_only_their_own_files(tmp_path):
     folder = tmp_path / "dgx1" / "allgather"
-    frontier = synth_cli("allgather", "--topo", "dgx1", "--out", str(tmp_path))
+    frontier = synth_main("allgather", "--topo", "dgx1", "--out", str(tmp_path))
     assert frontier.returncode == 0, frontier.stderr
     before = sorted(p.name for p in folder.glob("*.json"))
     assert len(before) >= 2
-    one = synth_cli("allgather", "--topo", "dgx1", "--steps", "3", "--rounds", "9",
-                    "--chunks", "1", "--out", str(tmp_path))
+    one = synth_main("allgather", "--topo", "dgx1", "--steps", "3", "--rounds", "9",
+                     "--chunks", "1", "--out", str(tmp_path))
     assert one.returncode == 0, one.stderr
     after = sorted(p.name for p in folder.glob("*.json"))
     assert set(before) <= set(after)  # nothing of the frontier was lost
     # --steps S alone replaces only files with S steps
     (folder / "allgather-s2-r9-c9.json").write_text("{}")  # an old 2-step file
     (folder / "allgather-s5-r9-c9.json").write_text("{}")  # and a 5-step one
-    again = synth_cli("allgather", "--topo", "dgx1", "--steps", "2", "--out",
-                      str(tmp_path))
+    again = synth_main("allgather", "--topo", "dgx1", "--steps", "2", "--out",
+                       str(tmp_path))
     assert again.returncode == 0, again.stderr
     assert not (folder / "allgather-s2-r9-c9.json").exists()
     assert (folder / "allgather-s5-r9-c9.json").exists()
-    draw = synth_cli("draw", str(folder / before[0]), "-o", str(tmp_path / "x.svg"))
+    draw = synth_main("draw", str(folder / before[0]), "-o", str(tmp_path / "x.svg"))
     assert draw.returncode == 0, draw.stderr  # the README's tour goes on working
 
 
@@ -195,7 +198,7 @@ def test_sigterm_keeps_found_points_and_leaves_no_temporary_files(tmp_path):
     assert proc.returncode == 130 and "Traceback" not in err, err
     assert "interrupted" in out
     written = list((tmp_path / "dgx1" / "allreduce").glob("allreduce-s2-*.json"))
-    assert written and synth_cli("verify", *map(str, written)).returncode == 0
+    assert written and synth_main("verify", *map(str, written)).returncode == 0
     assert not list(tmp_path.rglob(".synth-*"))
 
 
@@ -207,6 +210,8 @@ def test_a_killed_runs_temporary_files_are_removed_by_the_next_run(tmp_path,
     stale.write_text("half a file")  # what SIGKILL leaves
     alive = tmp_path / f".synth-{synth.files._HOST}-{os.getpid()}-999.tmp"
     alive.write_text("still being written")
+    # as the program: the live process is this one, not synth (in process, synth's own
+    # pid, and the sweep runs once a folder per process)
     result = synth_cli("export", str(schedule_file), "--to", "json",
                        "-o", str(tmp_path / "x.json"))
     assert result.returncode == 0, result.stderr
@@ -230,7 +235,7 @@ def test_a_full_disk_is_one_line_after_the_table(tmp_path, monkeypatch, capsys):
 def test_an_out_folder_that_is_a_file_is_refused_before_the_search(tmp_path):
     file = tmp_path / "file"
     file.write_text("mine")
-    err = one_line(synth_cli("allgather", "--topo", "dgx1", "--out", str(file)), 2)
+    err = one_line(synth_main("allgather", "--topo", "dgx1", "--out", str(file)), 2)
     assert "not a folder" in err and file.read_text() == "mine"
 
 
@@ -259,8 +264,8 @@ def test_the_time_limit_covers_routing(tmp_path):
     # routing dgx2x64's 1024 GPUs takes about 5 s on an idle core (and the rest of its
     # lowering longer): 0.1 s stops it on any machine, and a busy one sooner
     out = tmp_path / "out"
-    result = synth_cli("allgather", "--topo", "dgx2x64", "--time-limit", "0.1",
-                       "--out", str(out), "--json")
+    result = synth_main("allgather", "--topo", "dgx2x64", "--time-limit", "0.1",
+                        "--out", str(out), "--json")
     err = one_line(result, 1)
     assert "the time limit (0.1 s) ran out while lowering dgx2x64 (1024 GPUs)" in err
     assert result.stdout == "" and not out.exists()
@@ -368,15 +373,19 @@ def test_yaml_aliases_deep_nesting_and_endless_files_are_refused(tmp_path):
     deep_json = '{"gpus": ' + "[" * 100000 + "]" * 100000 + "}"
     fifo = tmp_path / "fifo.yaml"
     os.mkfifo(fifo)
-    for path in (write_topology(tmp_path / "bomb.yaml", bomb),
-                 write_topology(tmp_path / "deep.yaml", deep_yaml),
-                 write_topology(tmp_path / "deep.json", deep_json),
-                 "/dev/zero", str(fifo)):
-        one_line(synth_cli("topo", "show", path), 2)  # refused, not read to the end
+    # the alias bomb, /dev/zero and the FIFO as the program: read, they would fill the
+    # memory or never end (the subprocess's timeout guards the hang); too deep a nesting
+    # is one line either way, in process
+    for path, run in ((write_topology(tmp_path / "bomb.yaml", bomb), synth_cli),
+                      (write_topology(tmp_path / "deep.yaml", deep_yaml), synth_main),
+                      (write_topology(tmp_path / "deep.json", deep_json), synth_main),
+                      ("/dev/zero", synth_cli), (str(fifo), synth_cli)):
+        one_line(run("topo", "show", path), 2)  # refused, not read to the end
     schedule = tmp_path / "deep-schedule.json"
     schedule.write_text('{"steps": ' + "[" * 100000 + "]" * 100000 + "}")
-    for args in (["verify", str(schedule)], ["verify", "/dev/zero"], ["verify", str(fifo)]):
-        one_line(synth_cli(*args), 2)
+    for args, run in ((["verify", str(schedule)], synth_main),
+                      (["verify", "/dev/zero"], synth_cli), (["verify", str(fifo)], synth_cli)):
+        one_line(run(*args), 2)
     hints = write_topology(tmp_path / "hints.yaml", bomb)
     one_line(synth_cli("allgather", "--topo", "dgx2x2", "--hints", hints), 2)
 
@@ -386,6 +395,7 @@ def test_a_schedule_of_300000_steps_is_drawn_in_part(tmp_path, schedule_file):
     doc["steps"] += [{"rounds": 1, "sends": []}] * 300_000
     big = tmp_path / "big.json"
     big.write_text(json.dumps(doc))
+    # as the program: the timeout ends a draw of every step, should one start
     result = synth_cli("draw", str(big), "-o", str(tmp_path / "big.svg"), timeout=120)
     assert result.returncode == 0, result.stderr
     assert "the first 64 steps of 300002 are drawn" in (tmp_path / "big.svg").read_text()
@@ -410,9 +420,9 @@ def test_numbers_in_topology_files(tmp_path, field, value):
 
 def test_yaml_1_2_numbers_are_numbers(tmp_path):
     text = SMALL.replace("gbps: 25", "gbps: 2.5e1")
-    result = synth_cli("topo", "show", write_topology(tmp_path / "t.yaml", text))
+    result = synth_main("topo", "show", write_topology(tmp_path / "t.yaml", text))
     assert result.returncode == 0 and "25" in result.stdout
-    err = one_line(synth_cli("topo", "show", write_topology(
+    err = one_line(synth_main("topo", "show", write_topology(
         tmp_path / "u.yaml", SMALL.replace("gbps: 25", "gbps: 1e308"))), 2)
     assert "1e+308" in err and "'1e308'" not in err  # a number, not a string
 
@@ -469,28 +479,28 @@ def test_bad_shapes_in_topology_files(tmp_path, text):
 def test_non_utf8_files_are_bad_input(tmp_path):
     path = tmp_path / "latin.yaml"
     path.write_bytes(b"name: caf\xe9\n" + SMALL.encode())
-    one_line(synth_cli("topo", "show", str(path)), 2)
-    one_line(synth_cli("allgather", "--topo", "dgx2x2", "--hints", str(path)), 2)
+    one_line(synth_main("topo", "show", str(path)), 2)
+    one_line(synth_main("allgather", "--topo", "dgx2x2", "--hints", str(path)), 2)
 
 
 def test_an_instance_too_large_for_the_encoder_is_a_no(tmp_path):
-    err = one_line(synth_cli("allgather", "--topo", "dgx1", "--steps", "64", "--rounds",
-                             "1", "--chunks", "256", "--out", str(tmp_path)), 1)
+    err = one_line(synth_main("allgather", "--topo", "dgx1", "--steps", "64", "--rounds",
+                              "1", "--chunks", "256", "--out", str(tmp_path)), 1)
     assert "too large" in err
 
 
 def test_run_under_half_a_torchrun_environment_is_bad_input(schedule_file):
-    err = one_line(synth_cli("run", str(schedule_file), env={"RANK": "0",
-                                                             "WORLD_SIZE": "4"}), 2)
+    err = one_line(synth_main("run", str(schedule_file), env={"RANK": "0",
+                                                              "WORLD_SIZE": "4"}), 2)
     assert "MASTER_ADDR" in err
-    err = one_line(synth_cli("run", str(schedule_file), env={
+    err = one_line(synth_main("run", str(schedule_file), env={
         "RANK": "0", "WORLD_SIZE": "4", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "x9"}), 2)
     assert "MASTER_PORT 'x9'" in err
 
 
 def test_bare_commands_print_help_and_a_closed_pipe_is_no_error():
     for args in ([], ["topo"]):
-        result = synth_cli(*args)
+        result = synth_main(*args)
         assert result.returncode == 0 and result.stderr == ""
         assert result.stdout.startswith("Usage: synth")
     listing = subprocess.run(f"{sys.executable} -m synth topo list | head -1; "

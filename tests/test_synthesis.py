@@ -1,8 +1,6 @@
 """Synthesis: known frontiers, every collective on small graphs, solver agreement."""
 
 import json
-import subprocess
-import sys
 import time
 from dataclasses import replace
 from fractions import Fraction
@@ -19,6 +17,7 @@ from synth.search.encoding import Instance, encode
 from synth.search.instance import solve_instance
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower, lower_with_routes
+from tests.in_process import synth_main
 from tests.shared_frontiers import synthesized
 
 
@@ -152,13 +151,8 @@ def test_symmetry_breaking_keeps_every_answer(spec, name, steps, rounds, chunks)
     assert status[True] == status[False] != "unknown"
 
 
-def synth_cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "synth", *args], capture_output=True,
-                          text=True, cwd=cwd)
-
-
 def test_cli_writes_verified_frontier_files_and_a_json_summary(tmp_path):
-    result = synth_cli("allgather", "--topo", "dgx1", "--out", str(tmp_path), "--json")
+    result = synth_main("allgather", "--topo", "dgx1", "--out", str(tmp_path), "--json")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     # S2 R2 C1 too: off the line-rate frontier (S2 R3 C2's latency, more us/MB), but in
@@ -171,12 +165,12 @@ def test_cli_writes_verified_frontier_files_and_a_json_summary(tmp_path):
     files = sorted((tmp_path / "dgx1" / "allgather").glob("*.json"))
     assert [f.name for f in files] == ["allgather-s2-r2-c1.json", "allgather-s2-r3-c2.json",
                                        "allgather-s3-r7-c6.json"]
-    check = synth_cli("verify", *map(str, files))
+    check = synth_main("verify", *map(str, files))
     assert check.returncode == 0 and check.stdout.count("ok ") == 3
 
 
 def test_cli_table(tmp_path):
-    result = synth_cli("broadcast", "--topo", "ring:4", "--root", "2", "--out", str(tmp_path))
+    result = synth_main("broadcast", "--topo", "ring:4", "--root", "2", "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
     header = result.stdout.splitlines()[1].split()
     assert header[:4] == ["S", "R", "C", "R/C"]
@@ -184,11 +178,11 @@ def test_cli_table(tmp_path):
 
 
 def test_cli_one_instance(tmp_path):
-    ok = synth_cli("allgather", "--topo", "dgx1", "--steps", "2", "--rounds", "3",
-                   "--chunks", "2", "--out", str(tmp_path))
+    ok = synth_main("allgather", "--topo", "dgx1", "--steps", "2", "--rounds", "3",
+                    "--chunks", "2", "--out", str(tmp_path))
     assert ok.returncode == 0 and "2 steps, 3 rounds" in ok.stdout
-    no = synth_cli("allgather", "--topo", "dgx1", "--steps", "2", "--rounds", "2",
-                   "--chunks", "2", "--out", str(tmp_path))
+    no = synth_main("allgather", "--topo", "dgx1", "--steps", "2", "--rounds", "2",
+                    "--chunks", "2", "--out", str(tmp_path))
     assert no.returncode == 1 and "infeasible" in no.stderr and no.stderr.count("\n") == 1
 
 
@@ -201,7 +195,7 @@ def test_cli_one_instance(tmp_path):
     (["allgather", "--topo", "dgx1", "--max-chunks", "0"], "max-chunks"),
 ])
 def test_cli_bad_input(args, message, tmp_path):
-    result = synth_cli(*args, "--out", str(tmp_path))
+    result = synth_main(*args, "--out", str(tmp_path))
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and result.stderr.count("\n") == 1
     assert not any(tmp_path.iterdir())
@@ -209,8 +203,8 @@ def test_cli_bad_input(args, message, tmp_path):
 
 def test_instances_too_large_are_refused_quickly_with_one_line(tmp_path):
     start = time.monotonic()
-    result = synth_cli("allreduce", "--topo", "dgx2x4", "--method", "exact",
-                       "--time-limit", "60", "--out", str(tmp_path))
+    result = synth_main("allreduce", "--topo", "dgx2x4", "--method", "exact",
+                        "--time-limit", "60", "--out", str(tmp_path))
     assert result.returncode == 1
     assert "too large for exact synthesis" in result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
@@ -225,8 +219,8 @@ def test_line3_allreduce_pipelines_below_the_old_composition_bound():
 
 
 def test_steps_alone_proves_nothing_about_fewer_steps(tmp_path):
-    result = synth_cli("allgather", "--topo", "line:3", "--steps", "4", "--json",
-                       "--out", str(tmp_path))
+    result = synth_main("allgather", "--topo", "line:3", "--steps", "4", "--json",
+                        "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
     points = json.loads(result.stdout)["frontier"]
     assert points and all(not p["proven"] for p in points)
@@ -239,7 +233,7 @@ def test_steps_alone_proves_nothing_about_fewer_steps(tmp_path):
 def test_a_time_limit_far_too_short_stops_the_job_and_says_so(args, tmp_path):
     # 2 s is far below what either search needs: the job stops at the limit (checked by
     # what it says and leaves, not by a stopwatch: tests/test_limits.py)
-    result = synth_cli(*args, "--time-limit", "2", "--out", str(tmp_path), "--json")
+    result = synth_main(*args, "--time-limit", "2", "--out", str(tmp_path), "--json")
     if result.returncode == 1:  # nothing was found, or written, in time: one line says so
         assert result.stderr.count("\n") == 1, result.stderr
         assert ("no schedule found" in result.stderr and "out of time" in result.stderr
@@ -252,4 +246,4 @@ def test_a_time_limit_far_too_short_stops_the_job_and_says_so(args, tmp_path):
     else:
         assert result.stderr == ""
     files = [p["file"] for p in summary["frontier"] if p["file"]]
-    assert files and synth_cli("verify", *files).returncode == 0
+    assert files and synth_main("verify", *files).returncode == 0
