@@ -385,17 +385,17 @@ def test_a_long_chain_of_switches_is_refused_before_routing(tmp_path):
                     for i in range(chain - 1))
     text = (f"gpus: 2\nswitches:\n{switches}links:\n  - {{between: [gpu0, s0], gbps: 25}}\n"
             f"  - {{between: [gpu1, s{chain - 1}], gbps: 25}}\n{links}")
-    start = time.monotonic()  # as the program: its timeout ends a routing that never does
+    # as the program: synth_cli's timeout ends a routing that never does
     err = one_line(synth_cli("allgather", "--topo", write_topology(tmp_path / "t.yaml", text),
                              "--out", str(tmp_path)), 2)
-    assert "deep" in err and time.monotonic() - start < 30
+    assert "deep" in err
 
 
 def test_one_instance_too_large_to_encode_is_refused_by_arithmetic(tmp_path):
-    start = time.monotonic()  # as the program: its timeout ends an encoding that never does
+    # as the program: synth_cli's timeout ends an encoding that never does
     err = one_line(synth_cli("allgather", "--topo", "fc:64", "--steps", "64", "--rounds",
                              "64", "--chunks", "64", "--out", str(tmp_path)), 1)
-    assert "too large" in err and time.monotonic() - start < 30
+    assert "too large" in err
 
 
 def test_a_name_in_a_script_the_font_lacks_is_drawn_without_warnings(tmp_path):

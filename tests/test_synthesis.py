@@ -1,7 +1,6 @@
 """Synthesis: known frontiers, every collective on small graphs, solver agreement."""
 
 import json
-import time
 from dataclasses import replace
 from fractions import Fraction
 
@@ -201,14 +200,16 @@ def test_cli_bad_input(args, message, tmp_path):
     assert not any(tmp_path.iterdir())
 
 
-def test_instances_too_large_are_refused_quickly_with_one_line(tmp_path):
-    start = time.monotonic()
+def test_instances_too_large_are_refused_quickly_with_one_line(tmp_path, monkeypatch):
+    def encoded(*args, **kwargs):  # refused by arithmetic: nothing may be built
+        raise AssertionError("an instance was encoded")
+
+    monkeypatch.setattr("synth.search.instance.encode", encoded)
     result = synth_main("allreduce", "--topo", "dgx2x4", "--method", "exact",
                         "--time-limit", "60", "--out", str(tmp_path))
     assert result.returncode == 1
     assert "too large for exact synthesis" in result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
-    assert time.monotonic() - start < 30  # refused before building anything
 
 
 def test_line3_allreduce_pipelines_below_the_old_composition_bound():

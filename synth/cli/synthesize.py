@@ -140,11 +140,15 @@ def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, 
     return 0
 
 
-# of the time limit, kept from the searches for what follows them: timing the points in
-# cost model 2, the table, and writing beyond what the searches hold for each point's
-# file as they find it (Deadline.hold); each file is written only if the time left
-# affords it
+# of the time limit, kept for the end: the table, the answer at --size and writing
+# beyond what the searches hold for each point's file as they find it (Deadline.hold);
+# each file is written only if the time left affords it
 FINISH_SHARE = 0.1
+# of the time limit, what the searches leave for what follows them on a frontier: asking
+# which runtime loads each point (an exporter's program per point and runtime: seconds
+# each on 16 GPUs), timing them, the table and the files (the user's question is what
+# to load: a frontier none of whose points was asked answers nothing)
+CHOOSING_SHARE = 0.25
 # how far past the limit the smallest point's file may be written, where nothing else
 # was (the limit holds within 5%, writing included)
 GRACE_SHARE = 0.04
@@ -174,17 +178,18 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     reporter.say(f"solver: {backend} ({why})")
     try:
         result = synthesize(topo, name, root, limits, reporter.event, method, hints,
-                            deadline.reserving(FINISH_SHARE * time_limit).holding())
+                            deadline.reserving(CHOOSING_SHARE * time_limit).holding())
     finally:
         reporter.done()
     if steps is not None:
         result.points = [p for p in result.points if p.steps == steps]
         result.candidates = [p for p in result.candidates if p.steps == steps]
-    # the points are timed, and the runtimes' own found, in half of what their files
-    # leave (a point left untimed is kept): an exporter's try, or a timing, started
-    # just in time may still run past its estimate on a busy machine
+    # the points are timed, and the runtimes' own found, in what their files leave,
+    # less a margin (a point left untimed is kept): an exporter's try, or a timing,
+    # started just in time may still run past its estimate on a busy machine
     result = chosen(result, topo, cost_model, deadline.reserving(
-        sum(writing(p.schedule) for p in result.points)).share(0.5))
+        sum(writing(p.schedule) for p in result.points)
+        + FINISH_SHARE * time_limit).share(0.8))
     interrupted = result.interrupted
     # replace the earlier files of the steps this search covered; after Ctrl-C, none
     covered = None if interrupted else result.steps_searched
