@@ -8,7 +8,8 @@ import yaml
 
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower
-from tests.test_reliability import one_line, synth_cli
+from tests.in_process import synth_main
+from tests.test_reliability import one_line
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -43,8 +44,8 @@ def test_a_two_gpus_per_nic_box_twice_synthesizes_exports_and_draws(tmp_path):
     box = tmp_path / "pairbox.yaml"
     box.write_text(yaml.safe_dump(SMALL_BOX))
     out = tmp_path / "out"
-    made = synth_cli("allgather", "--topo", str(box), "--boxes", "2", "--method", "decomposed",
-                     "--format", "json,msccl-xml", "--out", str(out), "--json")
+    made = synth_main("allgather", "--topo", str(box), "--boxes", "2", "--method", "decomposed",
+                      "--format", "json,msccl-xml", "--out", str(out), "--json")
     assert made.returncode == 0, made.stderr[-2000:]
     summary = json.loads(made.stdout)
     assert summary["topology"] == "pairboxx2" and summary["ranks"] == 8
@@ -52,9 +53,9 @@ def test_a_two_gpus_per_nic_box_twice_synthesizes_exports_and_draws(tmp_path):
     assert files and sorted((out / "pairboxx2" / "allgather").glob("*.xml"))
     doc = json.loads(files[0].read_text())
     assert doc["topology"]["boxes"] == [0] * 4 + [1] * 4  # the boxes, as NAMExK records them
-    checked = synth_cli("verify", *map(str, files))
+    checked = synth_main("verify", *map(str, files))
     assert checked.returncode == 0, checked.stderr
-    drawn = synth_cli("topo", "draw", str(box), "--boxes", "2", "-o", str(tmp_path / "t.svg"))
+    drawn = synth_main("topo", "draw", str(box), "--boxes", "2", "-o", str(tmp_path / "t.svg"))
     assert drawn.returncode == 0, drawn.stderr
     assert "n1.gpu3" in (tmp_path / "t.svg").read_text()
 
@@ -62,13 +63,13 @@ def test_a_two_gpus_per_nic_box_twice_synthesizes_exports_and_draws(tmp_path):
 def test_bad_boxes_give_one_line_and_exit_2(tmp_path):
     lone = tmp_path / "lone.yaml"
     lone.write_text(yaml.safe_dump({k: v for k, v in SMALL_BOX.items() if k != "network"}))
-    assert "between 1 and" in one_line(synth_cli("bounds", "allgather", "--topo", "dgxh100",
-                                                 "--boxes", "0"), 2)
-    assert "between 1 and" in one_line(synth_cli("topo", "show", "dgxh100", "--boxes",
-                                                 "100000"), 2)
-    assert "no network section" in one_line(synth_cli("allgather", "--topo", str(lone),
-                                                      "--boxes", "2"), 2)
-    assert "already has a network switch" in one_line(synth_cli("compare", "allgather", "--topo",
+    assert "between 1 and" in one_line(synth_main("bounds", "allgather", "--topo", "dgxh100",
+                                                  "--boxes", "0"), 2)
+    assert "between 1 and" in one_line(synth_main("topo", "show", "dgxh100", "--boxes",
+                                                  "100000"), 2)
+    assert "no network section" in one_line(synth_main("allgather", "--topo", str(lone),
+                                                       "--boxes", "2"), 2)
+    assert "already has a network switch" in one_line(synth_main("compare", "allgather", "--topo",
                                                    "dgxh100x2", "--boxes", "2"), 2)
 
 
@@ -90,15 +91,15 @@ def test_a_cluster_whose_boxes_differ_falls_back_to_trees_and_says_why(tmp_path)
     # no time limit that binds: one chunk per share lets the exact search finish (in
     # about a second), so the trees have their whole share (the default limit's quarter)
     # however busy the machine; a tight --time-limit would cut the packing short
-    made = synth_cli("allgather", "--topo", str(mixed), "--max-chunks", "1", "--out",
-                     str(tmp_path / "out"), "--json")
+    made = synth_main("allgather", "--topo", str(mixed), "--max-chunks", "1", "--out",
+                      str(tmp_path / "out"), "--json")
     assert made.returncode == 0, made.stderr[-2000:]
     summary = json.loads(made.stdout)
     assert summary["complete"], summary["stopped"]  # nothing was cut short
     assert "unequal sizes [3, 4]" in summary["stopped"]["not decomposed"]
     assert any(p["method"].startswith("trees") for p in summary["frontier"])
     # a single box has nothing to decompose: no such line
-    alone = synth_cli("allgather", "--topo", "ring:4", "--max-chunks", "1", "--out",
-                      str(tmp_path / "out"), "--json")
+    alone = synth_main("allgather", "--topo", "ring:4", "--max-chunks", "1", "--out",
+                       str(tmp_path / "out"), "--json")
     assert alone.returncode == 0, alone.stderr[-2000:]
     assert "not decomposed" not in json.loads(alone.stdout)["stopped"]

@@ -8,9 +8,6 @@ recover those figures.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import yaml
 
@@ -19,6 +16,7 @@ from synth.predict.calibrate import TIMES, Sample, fit
 from synth.predict.machine import machine_of
 from synth.predict.nccl_tests import parse_log
 from synth.topology.catalog import resolve
+from tests.in_process import synth_main
 
 HEADER = ["# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 "
           "iters: 20 agg iters: 1 validation: 1 graph: 0", "#", "# Using devices"]
@@ -64,11 +62,6 @@ def log_text(coll: str, proto: str = "Simple", ranks: int = 8, program: str | No
                       "#", COLUMNS, *debug, *rows, "# Avg bus bandwidth    : 87.1", ""])
 
 
-def synth_cli(*args):
-    return subprocess.run([sys.executable, "-m", "synth", *args], capture_output=True,
-                          text=True, timeout=300)
-
-
 def test_calibrate_recovers_the_figures_a_log_was_made_from(tmp_path):
     logs = []
     for coll in ("allreduce", "allgather"):
@@ -77,7 +70,7 @@ def test_calibrate_recovers_the_figures_a_log_was_made_from(tmp_path):
             path.write_text(log_text(coll, proto))
             logs.append(str(path))
     out = tmp_path / "dgxa100-calibrated.yaml"
-    done = synth_cli("calibrate", *logs, "--topo", "dgxa100", "-o", str(out))
+    done = synth_main("calibrate", *logs, "--topo", "dgxa100", "-o", str(out))
     assert done.returncode == 0, done.stderr
     assert "allreduce" in done.stdout and "ring/Simple" in done.stdout
     costs = yaml.safe_load(out.read_text())["costs"]
@@ -88,7 +81,7 @@ def test_calibrate_recovers_the_figures_a_log_was_made_from(tmp_path):
     topo = resolve(str(out))
     assert (topo.ranks, topo.figures.arch) == (8, "ampere")
     assert topo.figures.nvlink == pytest.approx(NVLINK, rel=0.03)
-    shown = synth_cli("topo", "show", str(out))
+    shown = synth_main("topo", "show", str(out))
     assert shown.returncode == 0 and "GPUs 8" in shown.stdout
 
 
@@ -97,7 +90,7 @@ def test_a_calibrated_cluster_file_keeps_its_boxes(tmp_path):
     text = log_text("allreduce", "Simple", 16).replace("# Collective test starting: all_reduce_perf\n", "")
     path.write_text(text)  # the collective comes from the file's name
     out = tmp_path / "x2.yaml"
-    done = synth_cli("calibrate", str(path), "--topo", "dgxa100x2", "-o", str(out))
+    done = synth_main("calibrate", str(path), "--topo", "dgxa100x2", "-o", str(out))
     assert done.returncode == 0, done.stderr
     doc = yaml.safe_load(out.read_text())
     assert doc["boxes"] == 2 and doc["gpus"] == [f"gpu{i}" for i in range(8)]
@@ -167,12 +160,12 @@ def test_cli_refuses_a_log_of_another_machine_or_a_malformed_one(tmp_path):
     path = tmp_path / "ar.log"
     path.write_text(log_text("allreduce", "Simple", 16))
     out = tmp_path / "o.yaml"
-    done = synth_cli("calibrate", str(path), "--topo", "dgxa100", "-o", str(out))
+    done = synth_main("calibrate", str(path), "--topo", "dgxa100", "-o", str(out))
     assert done.returncode == 2 and not out.exists()
     assert done.stderr.strip().splitlines() == [
         f"synth: error: {path}: measured on 16 GPUs, dgxa100 has 8"]
     path.write_text("garbage\n  8  2 float sum -1 oops\n")
-    done = synth_cli("calibrate", str(path), "--topo", "dgxa100", "-o", str(out),
-                     "--collective", "allreduce")
+    done = synth_main("calibrate", str(path), "--topo", "dgxa100", "-o", str(out),
+                      "--collective", "allreduce")
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
     assert "line 2: not a result row" in done.stderr and not out.exists()

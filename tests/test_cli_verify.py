@@ -1,15 +1,10 @@
 """`synth verify`: exit 0 valid, 1 invalid with the reason, 2 not a schedule."""
 
 import json
-import subprocess
-import sys
 
 from synth.schedule.file import schedule_to_dict
+from tests.in_process import synth_main
 from tests.test_schedule import ring_allgather
-
-
-def synth_cli(*args):
-    return subprocess.run([sys.executable, "-m", "synth", *args], capture_output=True, text=True)
 
 
 def write(path, doc):
@@ -25,27 +20,27 @@ def test_verify_exit_codes(tmp_path):
     junk = tmp_path / "junk.json"
     junk.write_text("{not json")
 
-    ok = synth_cli("verify", good_path)
+    ok = synth_main("verify", good_path)
     assert ok.returncode == 0 and ok.stdout.startswith("ok ") and ok.stderr == ""
 
-    bad = synth_cli("verify", good_path, broken_path)
+    bad = synth_main("verify", good_path, broken_path)
     assert bad.returncode == 1
     assert "step 2: chunk 2 sent from rank 0 to rank 1, but rank 0 does not hold it" in bad.stderr
     assert bad.stderr.count("\n") == 1
 
-    worst = synth_cli("verify", broken_path, str(junk))
+    worst = synth_main("verify", broken_path, str(junk))
     assert worst.returncode == 2 and worst.stderr.count("\n") == 2
     assert "Traceback" not in worst.stderr
 
 
 def test_verify_cost_prints_time_and_algbw(tmp_path):
     path = write(tmp_path / "good.json", schedule_to_dict(ring_allgather(4)))
-    result = synth_cli("verify", "--cost", "--sizes", "1MB", path)
+    result = synth_main("verify", "--cost", "--sizes", "1MB", path)
     assert result.returncode == 0
     # 3 x 0.7 us + 3/4 x 1 MiB / 25 GB/s = 33.56 us
     assert "latency 2.10 us" in result.stdout and "1MB 33.6 us" in result.stdout
 
 
 def test_missing_file_is_bad_input(tmp_path):
-    result = synth_cli("verify", str(tmp_path / "none.json"))
+    result = synth_main("verify", str(tmp_path / "none.json"))
     assert result.returncode == 2 and "none.json" in result.stderr

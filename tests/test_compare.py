@@ -2,17 +2,15 @@
 model 2 against NCCL as it runs."""
 
 import json
-import subprocess
-import sys
+
+from tests.in_process import synth_main
 
 
 def test_compare_dgx1_allgather_json():
     # allgather: SCCL's dgx1 frontier, proven in a second (allreduce's takes several);
     # the comparison itself treats every collective alike
-    result = subprocess.run([sys.executable, "-m", "synth", "compare", "allgather", "--topo",
-                             "dgx1", "--sizes", "1KB,1GB", "--json", "--time-limit", "60",
-                             "--model", "line-rate"],
-                            capture_output=True, text=True)
+    result = synth_main("compare", "allgather", "--topo", "dgx1", "--sizes", "1KB,1GB",
+                        "--json", "--time-limit", "60", "--model", "line-rate")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     kinds = {r["kind"] for r in data["rows"]}
@@ -32,16 +30,14 @@ def test_compare_dgx1_allgather_json():
 
 
 def test_compare_text_names_the_winners():
-    result = subprocess.run([sys.executable, "-m", "synth", "compare", "allgather", "--topo",
-                             "ring:4"], capture_output=True, text=True)
+    result = synth_main("compare", "allgather", "--topo", "ring:4")
     assert result.returncode == 0, result.stderr
     assert "fastest: 1KB" in result.stdout and "bounds:" in result.stdout
 
 
 def test_compare_in_cost_model_2_names_nccls_choice_and_the_speedup_over_it():
-    result = subprocess.run([sys.executable, "-m", "synth", "compare", "allgather", "--topo",
-                             "ring:4", "--sizes", "1KB,1GB", "--json"],
-                            capture_output=True, text=True)
+    result = synth_main("compare", "allgather", "--topo", "ring:4", "--sizes", "1KB,1GB",
+                        "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["cost_model"] == "calibrated"
@@ -53,6 +49,5 @@ def test_compare_in_cost_model_2_names_nccls_choice_and_the_speedup_over_it():
         best = min(r["sizes"][label]["time_us"] for r in data["rows"])
         assert v["speedup"] <= v["nccl_us"] / best < v["speedup"] + 0.01  # rounded down
         assert "NCCL 2.30.7's tuner" in v["why"]
-    text = subprocess.run([sys.executable, "-m", "synth", "compare", "allgather", "--topo",
-                           "ring:4", "--sizes", "1KB"], capture_output=True, text=True)
+    text = synth_main("compare", "allgather", "--topo", "ring:4", "--sizes", "1KB")
     assert text.returncode == 0 and "NCCL 2.30.7 as it runs there" in text.stdout

@@ -7,8 +7,6 @@ schedule actually built, and deeper pipelines buy bandwidth with steps.
 """
 
 import json
-import subprocess
-import sys
 import time
 from collections import defaultdict
 from fractions import Fraction
@@ -28,6 +26,7 @@ from synth.topology.catalog import resolve
 from synth.topology.hierarchy import find_hierarchy
 from synth.topology.linkmodel import lower_with_routes, restrict
 from synth.topology.physical import topology_from_dict
+from tests.in_process import synth_main
 
 LIMITS = Limits(max_steps=12, time_limit=30)
 
@@ -251,7 +250,8 @@ def test_the_time_limit_holds_even_when_nothing_fits_in_it():
     search = decompose(lowering.model, h, "allreduce", Limits(),
                        deadline=Deadline(time.monotonic()))  # already past
     assert not search.points and search.stopped == "out of time"
-    enough = decompose(lowering.model, h, "allreduce", Limits(time_limit=60))
+    # (at most 12 steps, as LIMITS: the default's deeper pipelines add nothing to this)
+    enough = decompose(lowering.model, h, "allreduce", Limits(max_steps=12, time_limit=60))
     assert enough.points
     for p in enough.points:
         verify_schedule(schedule_to_dict(p.schedule))
@@ -259,14 +259,9 @@ def test_the_time_limit_holds_even_when_nothing_fits_in_it():
 
 # --- the command line -------------------------------------------------------------------
 
-def synth_cli(*args):
-    return subprocess.run([sys.executable, "-m", "synth", *args], capture_output=True,
-                          text=True)
-
-
 def test_cli_decomposes_a_multi_node_allreduce_and_writes_verified_files(tmp_path):
-    result = synth_cli("allreduce", "--topo", "dgx2x2", "--method", "decomposed",
-                       "--max-steps", "10", "--json", "--out", str(tmp_path))
+    result = synth_main("allreduce", "--topo", "dgx2x2", "--method", "decomposed",
+                        "--max-steps", "10", "--json", "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["solver_reason"].startswith("auto")
@@ -275,7 +270,7 @@ def test_cli_decomposes_a_multi_node_allreduce_and_writes_verified_files(tmp_pat
     assert len(frontier) >= 3
     assert all(p["method"].startswith("decomposed") and p["steps"] <= 10 for p in frontier)
     assert all(p["ratio_to_bound"] >= 1 for p in frontier)
-    check = synth_cli("verify", *(p["file"] for p in frontier))
+    check = synth_main("verify", *(p["file"] for p in frontier))
     assert check.returncode == 0, check.stderr
 
 
@@ -284,8 +279,8 @@ def test_cli_hints_set_the_boxes_and_the_depths(tmp_path):
     hints = tmp_path / "hints.yaml"
     hints.write_text(f"boxes: [{list(range(16))}, {[16 + (i ^ 1) for i in range(16)]}]\n"
                      "batches: [1, 3]\n")
-    result = synth_cli("allgather", "--topo", "dgx2x2", "--method", "decomposed",
-                       "--hints", str(hints), "--json", "--out", str(tmp_path / "out"))
+    result = synth_main("allgather", "--topo", "dgx2x2", "--method", "decomposed",
+                        "--hints", str(hints), "--json", "--out", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr
     frontier = json.loads(result.stdout)["frontier"]
     assert [p["method"] for p in frontier] == ["decomposed, 1 batch", "decomposed, 3 batches"]
@@ -309,16 +304,16 @@ def test_cli_hints_set_the_boxes_and_the_depths(tmp_path):
 def test_cli_bad_hints_get_one_line_and_exit_2(tmp_path, text, message):
     hints = tmp_path / "hints.yaml"
     hints.write_text(text)
-    result = synth_cli("allgather", "--topo", "dgxh100x2", "--hints", str(hints),
-                       "--out", str(tmp_path / "out"))
+    result = synth_main("allgather", "--topo", "dgxh100x2", "--hints", str(hints),
+                        "--out", str(tmp_path / "out"))
     assert result.returncode == 2
     assert message in result.stderr and result.stderr.count("\n") == 1
     assert not (tmp_path / "out").exists()
 
 
 def test_cli_decomposed_needs_a_multi_node_topology(tmp_path):
-    result = synth_cli("allgather", "--topo", "dgx1", "--method", "decomposed",
-                       "--out", str(tmp_path))
+    result = synth_main("allgather", "--topo", "dgx1", "--method", "decomposed",
+                        "--out", str(tmp_path))
     assert result.returncode == 1
     assert "cannot decompose allgather on dgx1" in result.stderr
     assert result.stderr.count("\n") == 1
@@ -338,12 +333,12 @@ def test_composed_schedules_export_to_msccl_and_to_multi_node_mscclpp():
 
 
 def test_topo_show_reports_the_hierarchy():
-    result = synth_cli("topo", "show", "dgxh100x4", "--json")
+    result = synth_main("topo", "show", "dgxh100x4", "--json")
     assert result.returncode == 0, result.stderr
     h = json.loads(result.stdout)["hierarchy"]
     assert h["boxes"] == [list(range(8 * b, 8 * b + 8)) for b in range(4)]
     assert h["rails"] == {f"rail{j}": [j] for j in range(8)}
-    text = synth_cli("topo", "show", "dgx2x2").stdout
+    text = synth_main("topo", "show", "dgx2x2").stdout
     assert "decomposition: 2 identical boxes of 16 GPUs" in text and "2 GPUs per NIC" in text
 
 

@@ -6,8 +6,6 @@ panels, PNG with its signature, an HTML page whose every local reference exists.
 
 import re
 import struct
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
@@ -31,11 +29,6 @@ from tests.in_process import synth_main
 
 SVG = "{http://www.w3.org/2000/svg}"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-def synth_cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "synth", *args], capture_output=True,
-                          text=True, cwd=cwd)
 
 
 def svg_groups(path, kind):
@@ -310,10 +303,10 @@ def test_long_schedules_draw_their_first_steps(tmp_path, monkeypatch):
 
 def test_draw_commands_and_bad_input(tmp_path):
     schedule = write_schedule(baseline("dgx1", "allgather", "ring"), tmp_path / "s.json")
-    ok = synth_cli("draw", str(schedule), "-o", str(tmp_path / "s.svg"), "--color", "origin")
+    ok = synth_main("draw", str(schedule), "-o", str(tmp_path / "s.svg"), "--color", "origin")
     assert ok.returncode == 0, ok.stderr
     ET.parse(tmp_path / "s.svg")
-    ok = synth_cli("topo", "draw", "dgx1", "-o", str(tmp_path / "t.png"))
+    ok = synth_main("topo", "draw", "dgx1", "-o", str(tmp_path / "t.png"))
     assert ok.returncode == 0, ok.stderr
     assert (tmp_path / "t.png").read_bytes().startswith(PNG_SIGNATURE)
 
@@ -323,7 +316,7 @@ def test_draw_commands_and_bad_input(tmp_path):
                  ["draw", str(tmp_path / "not.json"), "-o", str(tmp_path / "x.svg")],
                  ["draw", str(tmp_path / "missing.json"), "-o", str(tmp_path / "x.svg")],
                  ["draw", str(schedule), "-o", str(tmp_path / "x.gif")]):
-        bad = synth_cli(*args)
+        bad = synth_main(*args)
         assert bad.returncode == 2, args
         assert bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr, bad.stderr
     assert not (tmp_path / "x.svg").exists() and not list(tmp_path.glob(".x.*"))
@@ -352,7 +345,7 @@ def test_write_plots(tmp_path, ring4_result):
 
 
 def test_synthesis_plots_flag(tmp_path):
-    run = synth_cli("allgather", "--topo", "ring:4", "--out", str(tmp_path), "--plots")
+    run = synth_main("allgather", "--topo", "ring:4", "--out", str(tmp_path), "--plots")
     assert run.returncode == 0, run.stderr
     folder = tmp_path / "ring_4" / "allgather"
     assert (folder / "allgather-frontier.png").read_bytes().startswith(PNG_SIGNATURE)
@@ -370,8 +363,8 @@ class _Refs(HTMLParser):
 
 def test_report_page(tmp_path):
     out = tmp_path / "report"
-    run = synth_cli("report", "allgather", "--topo", "ring:4", "-o", str(out),
-                    "--time-limit", "30")
+    run = synth_main("report", "allgather", "--topo", "ring:4", "-o", str(out),
+                     "--time-limit", "30")
     assert run.returncode == 0, run.stderr
     page = (out / "index.html").read_text()
     assert '<table class="frontier">' in page and "allgather-s2-r3-c2.json" in page
@@ -394,6 +387,6 @@ def test_report_page(tmp_path):
     # the speed-up against size comes first, before the tables
     assert page.index("allgather-speedup.svg") < page.index('<table class="frontier">')
 
-    bad = synth_cli("report", "allgather", "--topo", "nosuch", "-o", str(tmp_path / "r2"))
+    bad = synth_main("report", "allgather", "--topo", "nosuch", "-o", str(tmp_path / "r2"))
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     assert not (tmp_path / "r2").exists()

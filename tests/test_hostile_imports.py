@@ -16,7 +16,8 @@ import synth.topology.catalog as catalog
 from synth.errors import BadInput
 from synth.topology.importing import import_source
 from synth.topology.importing.draft import Draft
-from tests.test_reliability import one_line, synth_cli
+from tests.in_process import synth_main
+from tests.test_reliability import one_line
 
 CPU = '<cpu numaid="0" arch="x86_64" vendor="GenuineIntel" modelid="143">{}</cpu>'
 
@@ -40,18 +41,18 @@ def write(tmp_path, name: str, text: str) -> str:
 def test_an_nv_count_of_5000_digits_is_refused_in_one_line(tmp_path):
     nv = "NV" + "1" * 5000  # int() of it raised ValueError (over 4300 digits)
     path = write(tmp_path, "smi.txt", f"\tGPU0\tGPU1\nGPU0\t X \t{nv}\nGPU1\t{nv}\t X \n")
-    err = one_line(synth_cli("topo", "import", path), 2)
+    err = one_line(synth_main("topo", "import", path), 2)
     assert "line 2: GPU0 to GPU1: NV1111111111...: more than 1024 NVLinks (5,000 digits)" \
         in err
-    err = one_line(synth_cli("bounds", "allgather", "--topo", path), 2)
+    err = one_line(synth_main("bounds", "allgather", "--topo", path), 2)
     assert "more than 1024 NVLinks" in err
 
 
 def test_an_nv_count_over_the_cap_is_refused_and_one_at_it_imports(tmp_path):
-    err = one_line(synth_cli("topo", "import", write(
+    err = one_line(synth_main("topo", "import", write(
         tmp_path, "big.txt", "\tGPU0\tGPU1\nGPU0\t X \tNV1025\nGPU1\tNV1025\t X \n")), 2)
     assert "NV1025: more than 1024 NVLinks" in err
-    made = synth_cli("topo", "import", write(
+    made = synth_main("topo", "import", write(
         tmp_path, "cap.txt", "\tGPU0\tGPU1\nGPU0\t X \tNV1024\nGPU1\tNV1024\t X \n"))
     assert made.returncode == 0 and "count: 1024" in made.stdout
 
@@ -61,14 +62,14 @@ def test_two_gpus_with_one_bus_id_are_refused_naming_it(tmp_path):
     text = dump(gpu("0000:01:00.0", 0, "0000:02:00.0"),
                 gpu("0000:02:00.0", 1, "0000:01:00.0", "0000:03:00.0"),
                 gpu("0000:02:00.0", 2, "0000:01:00.0"))
-    err = one_line(synth_cli("topo", "import", write(tmp_path, "dup.xml", text)), 2)
+    err = one_line(synth_main("topo", "import", write(tmp_path, "dup.xml", text)), 2)
     assert "two GPUs with bus id '0000:02:00.0'" in err
 
 
 def test_bus_ids_that_differ_only_in_case_are_one_bus_id(tmp_path):
     text = dump(gpu("0000:0a:00.0", 0, "0000:01:00.0"), gpu("0000:01:00.0", 1, "0000:0a:00.0"),
                 gpu("0000:0A:00.0", 2, "0000:01:00.0"))
-    err = one_line(synth_cli("topo", "import", write(tmp_path, "case.xml", text)), 2)
+    err = one_line(synth_main("topo", "import", write(tmp_path, "case.xml", text)), 2)
     assert "two GPUs with bus id '0000:0a:00.0'" in err
 
 
@@ -110,7 +111,7 @@ def test_30000_gpus_are_refused_by_counting_before_any_is_built(tmp_path, monkey
                                        r"0x03xxxx; at most 4096\)"):
         import_source(path, warn=None)
     monkeypatch.undo()
-    assert "30,000 GPUs" in one_line(synth_cli("topo", "import", path), 2)
+    assert "30,000 GPUs" in one_line(synth_main("topo", "import", path), 2)
 
 
 def wide_box(tmp_path) -> str:
@@ -138,7 +139,7 @@ def test_boxes_that_would_not_fit_in_memory_are_refused_by_arithmetic(tmp_path, 
         catalog.resolve(box, 32)
     monkeypatch.undo()
     for command in (["topo", "show"], ["bounds", "allgather", "--topo"]):
-        assert "4,102,096" in one_line(synth_cli(*command, box, "--boxes", "2048"), 2)
+        assert "4,102,096" in one_line(synth_main(*command, box, "--boxes", "2048"), 2)
     assert catalog.resolve(box, 16).ranks == 32  # 34,032 vertices: within the limit
 
 

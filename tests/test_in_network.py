@@ -23,7 +23,8 @@ from synth.schedule.verify import ScheduleInvalid, verify_schedule
 from synth.search.pareto import Limits
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower_with_routes
-from tests.test_reliability import one_line, synth_cli
+from tests.in_process import synth_main
+from tests.test_reliability import one_line
 
 REPO = Path(__file__).resolve().parent.parent
 N = 4
@@ -181,8 +182,8 @@ def test_nvls_in_boxes_and_direct_across_them_reach_the_in_network_bound(spec, b
 
 
 def test_cli_frontier_uses_the_switch_mscclpp_takes_it_msccl_xml_refuses(tmp_path):
-    made = synth_cli("allreduce", "--topo", "dgxh100", "--time-limit", "20", "--out",
-                     str(tmp_path / "out"), "--json")
+    made = synth_main("allreduce", "--topo", "dgxh100", "--time-limit", "20", "--out",
+                      str(tmp_path / "out"), "--json")
     assert made.returncode == 0, made.stderr[-2000:]
     summary = json.loads(made.stdout)
     assert summary["bounds"]["rounds_per_chunk"] == "1/18"
@@ -190,11 +191,11 @@ def test_cli_frontier_uses_the_switch_mscclpp_takes_it_msccl_xml_refuses(tmp_pat
     nvls = [p for p in summary["frontier"] if p["method"].startswith("in-network")]
     assert nvls and min(p["ratio_to_bound"] for p in nvls) < 1.01
     path = nvls[0]["file"]
-    assert synth_cli("verify", path).returncode == 0
-    refused = synth_cli("export", path, "--to", "msccl-xml", "-o", str(tmp_path / "x.xml"))
+    assert synth_main("verify", path).returncode == 0
+    refused = synth_main("export", path, "--to", "msccl-xml", "-o", str(tmp_path / "x.xml"))
     assert "cannot express" in one_line(refused, 2)
     plan = tmp_path / "p.mscclpp.json"
-    exported = synth_cli("export", path, "--to", "mscclpp", "-o", str(plan))
+    exported = synth_main("export", path, "--to", "mscclpp", "-o", str(plan))
     assert exported.returncode == 0, exported.stderr
     assert '"glres"' in plan.read_text()
 
@@ -209,7 +210,7 @@ def test_bad_capabilities_get_one_line_and_exit_2(tmp_path, switch, message):
                      {"between": ["gpu1", switch["name"]], "gbps": 25}]}
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(copy.deepcopy(doc)))
-    assert message in one_line(synth_cli("topo", "show", str(path)), 2)
+    assert message in one_line(synth_main("topo", "show", str(path)), 2)
 
 
 def test_a_malformed_version_3_file_is_malformed_whatever_else_is_wrong():
@@ -295,13 +296,13 @@ def test_one_switch_operation_per_share_reaches_the_bound_in_one_step(name, root
 
 
 def test_the_frontier_of_a_broadcast_through_nvls_is_one_step_at_the_bound(tmp_path):
-    made = synth_cli("broadcast", "--topo", "dgxh100", "--root", "2", "--time-limit", "20",
-                     "--out", str(tmp_path), "--json")
+    made = synth_main("broadcast", "--topo", "dgxh100", "--root", "2", "--time-limit", "20",
+                      "--out", str(tmp_path), "--json")
     assert made.returncode == 0, made.stderr[-2000:]
     frontier = json.loads(made.stdout)["frontier"]
     (point,) = [p for p in frontier if p["method"].startswith("in-network")]
     assert point["steps"] == 1 and point["ratio_to_bound"] == 1.0
-    assert synth_cli("verify", point["file"]).returncode == 0
+    assert synth_main("verify", point["file"]).returncode == 0
     # no runtime stores without a reduction (a multicast alone): beside it, each
     # runtime's own fastest, and they load
     assert point["loads"] == "neither"

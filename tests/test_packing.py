@@ -24,7 +24,7 @@ from synth.search.pareto import Limits
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower_with_routes
 from synth.topology.physical import topology_from_dict
-from tests.test_reliability import synth_cli
+from tests.in_process import synth_main
 
 
 def random_direct_topology(seed, gpus=7):
@@ -255,17 +255,17 @@ def test_the_verifier_rejects_an_allgather_tree_schedule_that_overloads_a_nic():
 
 
 def test_the_cli_frontier_of_dgx1_broadcast_reaches_the_bound_within_2_percent(tmp_path):
-    result = synth_cli("broadcast", "--topo", "dgx1", "--root", "3", "--json", "--out",
-                       str(tmp_path), "--no-progress", "--time-limit", "60")
+    result = synth_main("broadcast", "--topo", "dgx1", "--root", "3", "--json", "--out",
+                        str(tmp_path), "--no-progress", "--time-limit", "60")
     assert result.returncode == 0, result.stderr
     frontier = json.loads(result.stdout)["frontier"]
     best = min(frontier, key=lambda p: p["ratio_to_bound"])
     assert best["ratio_to_bound"] < 1.02 and best["method"].startswith("trees")
     out = tmp_path / "best.xml"
-    exported = synth_cli("export", best["file"], "--to", "msccl-xml", "-o", str(out))
+    exported = synth_main("export", best["file"], "--to", "msccl-xml", "-o", str(out))
     assert exported.returncode == 0, exported.stderr
     assert "right result" in exported.stdout + exported.stderr
-    checked = synth_cli("verify", best["file"])
+    checked = synth_main("verify", best["file"])
     assert checked.returncode == 0, checked.stderr
 
 

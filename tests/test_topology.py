@@ -1,8 +1,6 @@
 """Topologies: built-ins against hardware.md, generators, lowering, bad files."""
 
 import json
-import subprocess
-import sys
 from fractions import Fraction
 
 import pytest
@@ -11,6 +9,7 @@ from synth.errors import BadInput
 from synth.topology.catalog import builtin_names, resolve
 from synth.topology.linkmodel import hop_distances, lower, lower_with_routes
 from synth.topology.physical import topology_from_dict
+from tests.in_process import synth_main
 
 DGX1_MULTIPLICITY = [
     [0, 2, 1, 1, 2, 0, 0, 0],
@@ -22,10 +21,6 @@ DGX1_MULTIPLICITY = [
     [0, 0, 2, 0, 1, 1, 0, 2],
     [0, 0, 0, 1, 1, 2, 2, 0],
 ]
-
-
-def synth_cli(*args):
-    return subprocess.run([sys.executable, "-m", "synth", *args], capture_output=True, text=True)
 
 
 def test_builtins_are_the_eight_named():
@@ -45,7 +40,7 @@ def test_dgx1_matches_hardware_md():
 
 
 def test_topo_show_dgx1_json_agrees_with_hardware_md():
-    result = synth_cli("topo", "show", "dgx1", "--json")
+    result = synth_main("topo", "show", "dgx1", "--json")
     assert result.returncode == 0, result.stderr
     shown = json.loads(result.stdout)
     assert shown["ranks"] == 8 and shown["diameter"] == 2
@@ -59,7 +54,7 @@ def test_topo_show_dgx1_json_agrees_with_hardware_md():
 
 
 def test_dgx2x4_has_64_gpus_and_32_nics_each_shared_by_two():
-    result = synth_cli("topo", "show", "dgx2x4", "--json")
+    result = synth_main("topo", "show", "dgx2x4", "--json")
     assert result.returncode == 0, result.stderr
     shown = json.loads(result.stdout)
     assert shown["ranks"] == 64 and shown["boxes"] == 4
@@ -67,7 +62,7 @@ def test_dgx2x4_has_64_gpus_and_32_nics_each_shared_by_two():
     for nic in shown["nics"]:
         box, k = nic["box"], int(nic["name"].split("nic")[1])
         assert nic["gpus"] == [16 * box + 2 * k, 16 * box + 2 * k + 1]
-    assert "64" in synth_cli("topo", "show", "dgx2x4").stdout
+    assert "64" in synth_main("topo", "show", "dgx2x4").stdout
 
 
 def test_dgx2x4_lowering_has_nic_and_switch_port_groups():
@@ -154,14 +149,14 @@ def test_bad_topologies_are_rejected_with_their_reason(doc, message):
 def test_bad_topology_file_gives_exit_2_and_one_line(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\ngpus: 2\nlinks:\n  - {between: [gpu0, gpu7], gbps: 10}\n")
-    result = synth_cli("topo", "show", str(bad))
+    result = synth_main("topo", "show", str(bad))
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "unknown vertex 'gpu7'" in result.stderr
     assert "Traceback" not in result.stderr
 
     broken = tmp_path / "broken.yaml"
     broken.write_text("name: [unclosed\n")
-    result = synth_cli("topo", "show", str(broken))
+    result = synth_main("topo", "show", str(broken))
     assert result.returncode == 2 and "not valid YAML" in result.stderr
     assert result.stderr.count("\n") == 1
 
@@ -169,7 +164,7 @@ def test_bad_topology_file_gives_exit_2_and_one_line(tmp_path):
 def test_custom_file_round_trips_through_the_cli(tmp_path):
     good = tmp_path / "pair.json"
     good.write_text(json.dumps(MINIMAL))
-    result = synth_cli("topo", "show", str(good), "--json")
+    result = synth_main("topo", "show", str(good), "--json")
     assert result.returncode == 0, result.stderr
     shown = json.loads(result.stdout)
     assert shown["ranks"] == 2 and shown["unit_gbps"] == 10 and shown["diameter"] == 1
@@ -177,6 +172,6 @@ def test_custom_file_round_trips_through_the_cli(tmp_path):
 
 @pytest.mark.parametrize("spec", ["nope", "ring:x", "ring:1", "mesh:4", "dgx1x2", "torus:2"])
 def test_unknown_or_malformed_names_exit_2(spec):
-    result = synth_cli("topo", "show", spec)
+    result = synth_main("topo", "show", spec)
     assert result.returncode == 2
     assert result.stderr.startswith("synth: error:") and result.stderr.count("\n") == 1

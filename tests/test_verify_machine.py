@@ -6,14 +6,15 @@ import json
 
 import pytest
 
-from tests.test_reliability import one_line, synth_cli
+from tests.in_process import synth_main
+from tests.test_reliability import one_line
 
 
 @pytest.fixture(scope="module")
 def dgx1_allgather(tmp_path_factory):
     out = tmp_path_factory.mktemp("made")
-    made = synth_cli("allgather", "--topo", "dgx1", "--steps", "2", "--rounds", "3",
-                     "--chunks", "2", "--out", str(out), "--json")
+    made = synth_main("allgather", "--topo", "dgx1", "--steps", "2", "--rounds", "3",
+                      "--chunks", "2", "--out", str(out), "--json")
     assert made.returncode == 0, made.stderr
     return json.loads(open(json.loads(made.stdout)["file"]).read())
 
@@ -25,7 +26,7 @@ def write(tmp_path, doc, name="f.json"):
 
 
 def test_a_valid_file_is_checked_on_the_machine_it_names(dgx1_allgather, tmp_path):
-    ok = synth_cli("verify", write(tmp_path, dgx1_allgather))
+    ok = synth_main("verify", write(tmp_path, dgx1_allgather))
     assert ok.returncode == 0 and "on dgx1 as synth derives it" in ok.stdout
 
 
@@ -38,12 +39,12 @@ def test_doubled_capacities_and_halved_rounds_are_invalid(dgx1_allgather, tmp_pa
     for step in doc["steps"]:
         step["rounds"] = max(1, step["rounds"] // 2)
     path = write(tmp_path, doc)
-    said = one_line(synth_cli("verify", path), 1)
+    said = one_line(synth_main("verify", path), 1)
     # dgx1.yaml: gpu0-gpu1 is 2 NVLinks of 25 GB/s, 2 units; the file says 4
     assert "not dgx1 as synth derives it" in said and "0->1 has capacity 4, not 2" in said
     for args in (["export", path, "--to", "msccl-xml", "-o", str(tmp_path / "x.xml")],
                  ["draw", path, "-o", str(tmp_path / "x.svg")]):
-        assert "not dgx1" in one_line(synth_cli(*args), 1)
+        assert "not dgx1" in one_line(synth_main(*args), 1)
     assert not (tmp_path / "x.xml").exists() and not (tmp_path / "x.svg").exists()
 
 
@@ -51,7 +52,7 @@ def test_a_switch_added_to_a_file_is_invalid(dgx1_allgather, tmp_path):
     doc = json.loads(json.dumps(dgx1_allgather))
     doc["topology"]["switches"] = [{"name": "sw", "can": ["multicast"],
                                     "links": [l[:2] for l in doc["topology"]["links"]]}]
-    said = one_line(synth_cli("verify", write(tmp_path, doc)), 1)
+    said = one_line(synth_main("verify", write(tmp_path, doc)), 1)
     assert "switch sw is not in the machine" in said
 
 
@@ -59,10 +60,10 @@ def test_a_topology_synth_cannot_derive_is_checked_on_its_own_model(dgx1_allgath
                                                                     tmp_path):
     doc = json.loads(json.dumps(dgx1_allgather))
     doc["topology"]["name"] = "my-own-box"
-    ok = synth_cli("verify", write(tmp_path, doc))
+    ok = synth_main("verify", write(tmp_path, doc))
     assert ok.returncode == 0 and "checked on its own model" in ok.stdout
     # named with --topo, the machine is checked: dgx1's links, not ring:8's
-    said = one_line(synth_cli("verify", write(tmp_path, doc), "--topo", "ring:8"), 1)
+    said = one_line(synth_main("verify", write(tmp_path, doc), "--topo", "ring:8"), 1)
     assert "not ring:8 as synth derives it" in said
-    ok = synth_cli("verify", write(tmp_path, doc), "--topo", "dgx1")
+    ok = synth_main("verify", write(tmp_path, doc), "--topo", "dgx1")
     assert ok.returncode == 0, ok.stderr
