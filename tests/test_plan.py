@@ -154,7 +154,7 @@ def test_collectives_that_run_together_share_the_links_on_the_residual(together)
 def test_synth_plan_writes_runtime_files_that_load(tmp_path):
     out = tmp_path / "plan"
     done = synth_main("plan", EXAMPLES / "nccl-debug-dgxh100x2.log", "--topo",
-                      "dgxh100x2", "-o", out, "--time-limit", "20", "--json")
+                      "dgxh100x2", "-o", out, "--time-limit", "10", "--json")
     assert done.returncode == 0, done.stderr[-2000:]
     doc = json.loads(done.stdout)
     # (NCCL's side is derived by hand in test_nccl_as_it_runs_is_derived_by_hand_...)
@@ -476,7 +476,7 @@ def test_runtime_files_tile_from_zero_and_a_new_plan_removes_the_old_ones(
                                          "collectives": [{"communicator": "tp",
                                                           "collective": collective,
                                                           "size": "1MB"}]}, TOPO),
-                         TOPO, Limits(time_limit=20))
+                         TOPO, Limits(time_limit=5))
 
     first = write_plan(small("allgather"), tmp_path)
     old = [f for f in first["files"] if f.startswith(("mscclpp/tp/", "msccl/tp/"))]

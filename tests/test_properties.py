@@ -51,7 +51,7 @@ CAPABILITIES = ([], ["reduce", "multicast"], ["multicast"], ["reduce"])
 NO_XML = {"gather", "scatter"}  # documented: no runtime runs their XML as meant
 NO_IN_PLACE = {"msccl-xml": {"alltoall"},
                "mscclpp": {"alltoall", "reducescatter", "scatter"}}
-SETTINGS = settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", 15)), deadline=None,
+SETTINGS = settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", 10)), deadline=None,
                     print_blob=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,
                                            HealthCheck.too_slow])

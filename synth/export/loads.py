@@ -217,10 +217,10 @@ def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
                                "runtimes' own points may be missing")
                     break
                 asked = loads_within(c.schedule, deadline)
-                if asked is None:
+                if asked is None:  # its programs would not fit: a smaller one may
                     stopped = ("stopped at the time limit: the runtimes' own points "
                                "may be missing")
-                    break
+                    continue
                 if asked[fmt] is not None:
                     continue
                 walk.send(c)  # found: the walk skips what it no longer needs
