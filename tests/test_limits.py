@@ -329,3 +329,23 @@ def test_a_decomposition_too_large_to_list_says_so(monkeypatch, tmp_path):
     stopped = json.loads(result.stdout)["stopped"]["decomposed"]
     assert stopped.startswith("not built: a batch of about ")
     assert stopped.endswith(" moves, over the 1 a build can hold in memory")
+
+
+def test_points_whose_timing_would_not_fit_are_kept_untimed_and_counted(tmp_path,
+                                                                      monkeypatch):
+    # timing the points of more than 2 steps in cost model 2 is made a trillion units
+    # of work: the job ends long before its limit, with those points kept but untimed,
+    # and its last line says how many (not only that the limit was reached)
+    real = synth.frontier.timing_size
+    monkeypatch.setattr(synth.frontier, "timing_size",
+                        lambda s: real(s) if s.num_steps <= 2 else 10 ** 12)
+    result = synth_main("allgather", "--topo", "ring:8", "--out", tmp_path, "--json")
+    assert result.returncode == 0, result.stderr
+    points = json.loads(result.stdout)["frontier"]
+    untimed = [p for p in points if p["steps"] > 2]
+    assert untimed and all(p["file"] for p in points)
+    assert all(not p.get("predicted_us") for p in untimed), untimed[0]
+    assert all(p.get("predicted_us") for p in points if p["steps"] <= 2)
+    assert result.stderr == (f"synth: stopped at the time limit (300 s): {len(points)} "
+                             f"points kept, {len(untimed)} not timed in cost model 2 "
+                             "(it would not fit)\n")

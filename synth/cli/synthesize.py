@@ -241,9 +241,15 @@ def _ending(result, paths, interrupted: bool, name: str, topology: str,
                        f"{unwritten} point{'s' * (unwritten != 1)} found")
     if result.out_of_time or unwritten:
         kept = len(result.points) - unwritten
+        # points whose timing in cost model 2 would not fit (the job may end long
+        # before the limit: say what the limit cost, not only that it was reached)
+        untimed = 0 if result.lines is None else sum(
+            id(p.schedule) not in result.lines for p in result.points)
         click.echo(f"synth: stopped at the time limit ({time_limit:g} s): {kept} "
                    f"point{'s' * (kept != 1)} kept"
-                   + (f", {unwritten} not written" if unwritten else ""), err=True)
+                   + (f", {unwritten} not written" if unwritten else "")
+                   + (f", {untimed} not timed in cost model 2 (it would not fit)"
+                      if untimed else ""), err=True)
     return 0
 
 
