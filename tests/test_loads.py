@@ -353,3 +353,33 @@ def test_msccl_xml_skips_channel_counts_its_lower_bounds_rule_out_and_only_those
     found = build(schedule).k
     monkeypatch.setattr("synth.export.msccl._surely_over", lambda *args: None)
     assert build(schedule).k == found > 1
+
+
+# --- asking within a deadline ---------------------------------------------------------
+
+def test_an_exporter_stops_at_its_deadline_and_nothing_is_remembered():
+    import time
+
+    from synth.deadline import Deadline, OutOfTime
+    from synth.export.loads import loads_within
+
+    ring = next(b.schedule for b in baselines(lower_with_routes(resolve("ring:4")).model,
+                                              "allgather", None) if b.name.startswith("ring"))
+    for fmt in ("msccl-xml", "mscclpp"):
+        with pytest.raises(OutOfTime):  # past the deadline before the exporter's first try
+            refusal(ring, fmt, deadline=Deadline(time.monotonic() - 1))
+    assert loads_within(ring, Deadline(time.monotonic() - 1)) is None  # not asked
+    # the refusals above were not remembered as answers: asked in time, both load
+    assert loads_within(ring, Deadline()) == {"msccl-xml": None, "mscclpp": None}
+
+
+def test_points_too_large_to_ask_in_time_are_kept_and_written_not_asked(tmp_path,
+                                                                       monkeypatch):
+    import synth.construct.paced as paced
+
+    monkeypatch.setattr(paced, "export_size", lambda s: 10 ** 12)  # hours of programs
+    result = synth_main("allgather", "--topo", "ring:4", "--out", tmp_path, "--json")
+    assert result.returncode == 0, result.stderr
+    points = json.loads(result.stdout)["frontier"]
+    assert points and all(p["file"] and p["loads"] is None for p in points)
+    assert synth_main("verify", *[p["file"] for p in points]).returncode == 0
