@@ -263,7 +263,7 @@ def format_table(summary: dict) -> str:
     head = (f"{summary['collective']} on {summary['topology']} ({summary['ranks']} ranks), "
             f"solver {summary['solver']}"
             f"{' (' + summary['solver_reason'] + ')' if summary.get('solver_reason') else ''}"
-            f": bounds {b['steps']} steps, "
+            f": bounds {b['steps']} step{'s' * (b['steps'] != 1)}, "
             f"{b['rounds_per_chunk']} rounds per chunk ({b['us_per_mb']:.3f} us/MB)"
             + (f" with in-network reduction, {b['without_in_network']} without"
                if "without_in_network" in b else ""))
@@ -271,7 +271,9 @@ def format_table(summary: dict) -> str:
     for name, why in summary["stopped"].items():    # it stopped (often all "too large")
         searches_by_stop.setdefault(why, []).append(name)
     stops = "; ".join(f"{', '.join(names)}: {why}" for why, names in searches_by_stop.items())
-    tail = (f"{len(summary['frontier'])} frontier points, {summary['solver_calls']} solver calls, "
+    points, calls = len(summary["frontier"]), summary["solver_calls"]
+    tail = (f"{points} frontier point{'s' * (points != 1)}, "
+            f"{calls} solver call{'s' * (calls != 1)}, "
             f"{summary['seconds']:.1f} s ({stops})")
     return "\n".join([head] + lines + [tail] + loads_lines(summary) + model_lines(model))
 

@@ -248,3 +248,11 @@ def test_a_time_limit_far_too_short_stops_the_job_and_says_so(args, tmp_path):
         assert result.stderr == ""
     files = [p["file"] for p in summary["frontier"] if p["file"]]
     assert files and synth_main("verify", *files).returncode == 0
+
+
+def test_the_table_counts_its_bounds_in_words_that_agree(tmp_path):
+    one = synth_main("allgather", "--topo", "fc:4", "--out", tmp_path)
+    two = synth_main("allgather", "--topo", "ring:4", "--out", tmp_path)
+    assert one.returncode == two.returncode == 0, one.stderr + two.stderr
+    assert ": bounds 1 step, " in one.stdout and ": bounds 2 steps, " in two.stdout
+    assert "\n1 frontier point, 0 solver calls, " in one.stdout  # never "1 points"

@@ -102,7 +102,9 @@ def report_command(collective, spec, boxes, out_dir, root, time_limit, max_chunk
     base = [(x.name, x.schedule) for x in baselines(result.model, collective, result.root)]
     skipped = not_applicable(result.model, collective, result.root)
     page = write_report(topology, result, base, size_list, out_dir, backend, color, skipped)
-    click.echo(f"wrote {page} ({len(result.points)} frontier points, {len(base)} baselines)")
+    n, k = len(result.points), len(base)
+    click.echo(f"wrote {page} ({n} frontier point{'s' * (n != 1)}, {k} baseline"
+               f"{'s' * (k != 1)})")
     if result.interrupted:
         click.echo("synth: interrupted (the page has the points found until then)", err=True)
         return 130
