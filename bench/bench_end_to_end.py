@@ -6,8 +6,10 @@
     python bench/bench_end_to_end.py --record             # bench/results/end-to-end-DATE
 
 On each topology (default dgxh100x2, dgxa100x2, dgx2x2, dgxh100x4, ndv2x2) four
-commands run one at a time, each a child process `python3 -m synth ...` of the working
-tree (PYTHONPATH, an empty solver cache of its own, a temporary folder), with
+commands run one at a time, each a child process `python3 -m synth ...` of a snapshot of
+HEAD taken at the start (bench_limits.snapshot, `git archive`, through PYTHONPATH; the
+checkout is shared and others commit while the run lasts), with an empty solver cache of
+its own and a temporary folder, with
 `--time-limit L`:
 
 - `synth allreduce --topo T --size 64MB --json --out DIR`
@@ -63,8 +65,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.bench_limits import snapshot  # noqa: E402
 from bench.machine import recorded_machine  # noqa: E402
 
+CODE = REPO  # the code the children import: main() sets a snapshot of HEAD
 TOPOLOGIES = ["dgxh100x2", "dgxa100x2", "dgx2x2", "dgxh100x4", "ndv2x2"]
 SIZES = [1, 2, 1000, 65537, 1048573, 1 << 20, 64 << 20, 1000000007, 2147483647, 4 << 30]
 FORMATS = {"msccl-xml": ("MSCCL XML", ".xml"), "mscclpp": ("MSCCL++", ".mscclpp.json")}
@@ -82,7 +86,7 @@ collectives:
 
 def child(args: list[str], cwd: Path, cache: Path, kill_after: float | None) -> dict:
     """One `python3 -m synth ARGS`: wall seconds, exit code (DNF when killed), output."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "SYNTH_CACHE_DIR": str(cache)}
+    env = {**os.environ, "PYTHONPATH": str(CODE), "SYNTH_CACHE_DIR": str(cache)}
     out, err = cwd / f".out-{time.monotonic_ns()}", cwd / f".err-{time.monotonic_ns()}"
     load = os.getloadavg()[0]
     start = time.monotonic()
@@ -388,10 +392,14 @@ def main() -> int:
     machine = recorded_machine(REPO, "bench_end_to_end", recording=args.record)
     if machine is None:
         return 2
+    global CODE
     start = time.monotonic()
     kill_after = 4 * args.time_limit + 60
-    topologies = [topology(t.strip(), args.time_limit, kill_after, args.export_budget)
-                  for t in args.topologies.split(",") if t.strip()]
+    with tempfile.TemporaryDirectory(prefix="synth-e2e-code-") as code:
+        CODE = snapshot("HEAD", Path(code) / "head")  # others commit while it runs
+        sys.path.insert(0, str(CODE))
+        topologies = [topology(t.strip(), args.time_limit, kill_after, args.export_budget)
+                      for t in args.topologies.split(",") if t.strip()]
     record = {"machine": machine, "time_limit": args.time_limit, "sizes": SIZES,
               "topologies": topologies, "wall_s": round(time.monotonic() - start, 1)}
     text = markdown(record)
