@@ -349,3 +349,34 @@ def test_points_whose_timing_would_not_fit_are_kept_untimed_and_counted(tmp_path
     assert result.stderr == (f"synth: stopped at the time limit (300 s): {len(points)} "
                              f"points kept, {len(untimed)} not timed in cost model 2 "
                              "(it would not fit)\n")
+
+
+@pytest.mark.parametrize("command, searches_end, choosing_end", [
+    (["compare", "allreduce", "--topo", "ring:4"], 0.7, 0.9),
+    (["report", "allreduce", "--topo", "ring:4", "-o", "{out}"], 0.5, 0.65)])
+def test_compare_and_report_hand_their_stages_shares_of_the_limit(
+        command, searches_end, choosing_end, tmp_path, monkeypatch):
+    # compare and report ran 2-4 x their --time-limit (bench/results/end-to-end-
+    # 2026-12-02.md): the searches had the whole limit and what followed none
+    import synth.deadline
+    import synth.export.loads
+
+    seen = {}
+    real_synthesize, real_chosen = synth.frontier.synthesize, synth.export.loads.chosen
+
+    def synthesize(*args, **kwargs):
+        seen["searches"] = args[7] if len(args) > 7 else kwargs["deadline"]
+        return real_synthesize(*args, **kwargs)
+
+    def chosen(result, topo, cost_model, deadline=None):
+        seen["choosing"] = deadline
+        return real_chosen(result, topo, cost_model, deadline)
+
+    monkeypatch.setattr(synth.frontier, "synthesize", synthesize)
+    monkeypatch.setattr(synth.export.loads, "chosen", chosen)
+    args = [a.format(out=tmp_path / "page") for a in command]
+    done = synth_main(*args, "--time-limit", "40")
+    assert done.returncode == 0, done.stderr
+    start = synth.deadline._job_start
+    assert seen["searches"].end - start == pytest.approx(40 * searches_end, abs=1e-6)
+    assert seen["choosing"].end - start == pytest.approx(40 * choosing_end, abs=1e-6)

@@ -77,8 +77,7 @@ def compare_command(collective, spec, boxes, root, sizes, time_limit, solver, as
     (cost model 2) NCCL as it runs there: its choice per size and why."""
     from synth.compare import comparison, format_comparison, make_rows, nccl_choices
     from synth.construct.baselines import baselines
-    from synth.export.loads import chosen
-    from synth.frontier import synthesize
+    from synth.cli.synthesize import frontier_within
     from synth.predict.timing import prices
     from synth.schedule.cost import parse_size
     from synth.search.pareto import Limits
@@ -87,7 +86,9 @@ def compare_command(collective, spec, boxes, root, sizes, time_limit, solver, as
     size_list = [parse_size(x) for x in sizes.split(",")]
     topo = resolve(spec, boxes)
     limits = Limits(time_limit=time_limit, backend=SOLVER_CHOICE[solver][0])
-    result = chosen(synthesize(topo, collective, root, limits), topo, cost_model)
+    # the baselines, their times and NCCL's choices follow: a tenth of the limit
+    result = frontier_within(topo, collective, root, limits, cost_model, time_limit,
+                             0.7, 0.9)
     calibrated = cost_model == "calibrated"
     rows = make_rows([p.schedule for p in result.points],
                      [(base.name, base.schedule) for base in

@@ -85,8 +85,7 @@ def report_command(collective, spec, boxes, out_dir, root, time_limit, max_chunk
     topology and every frontier schedule drawn. The page works offline and keeps to 5
     MB: a drawing too big for it is drawn smaller there, the full one a file beside it."""
     from synth.construct.baselines import baselines, not_applicable
-    from synth.export.loads import chosen
-    from synth.frontier import synthesize
+    from synth.cli.synthesize import frontier_within
     from synth.pictures.report import write_report
     from synth.schedule.cost import parse_size
     from synth.search.pareto import Limits
@@ -98,7 +97,9 @@ def report_command(collective, spec, boxes, out_dir, root, time_limit, max_chunk
     topology = resolve(spec, boxes)
     backend = SOLVER_CHOICE[solver][0]
     limits = Limits(max_chunks=max_chunks or 8, time_limit=time_limit, backend=backend)
-    result = chosen(synthesize(topology, collective, root, limits), topology, cost_model)
+    # the page's drawings and plots follow, unpaced: a third of the limit
+    result = frontier_within(topology, collective, root, limits, cost_model, time_limit,
+                             0.5, 0.65)
     base = [(x.name, x.schedule) for x in baselines(result.model, collective, result.root)]
     skipped = not_applicable(result.model, collective, result.root)
     page = write_report(topology, result, base, size_list, out_dir, backend, color, skipped)

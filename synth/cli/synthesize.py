@@ -223,6 +223,23 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     return _ending(result, paths, interrupted or bool(caught), name, topo.name, time_limit)
 
 
+def frontier_within(topo, name: str, root, limits, cost_model: str, time_limit: float,
+                    searches_end: float, choosing_end: float):
+    """The frontier as the commands show it (synthesize, then loads.chosen) within the
+    job's --time-limit: the searches until `searches_end` of it, asking which runtime
+    loads each point and timing them until `choosing_end`; what the command then does
+    with the points (tables, pages, files) has the rest."""
+    from synth.deadline import job_deadline
+    from synth.export.loads import chosen
+    from synth.frontier import synthesize
+
+    deadline = job_deadline(time_limit)
+    result = synthesize(topo, name, root, limits, None, "auto", None,
+                        deadline.reserving((1 - searches_end) * time_limit))
+    return chosen(result, topo, cost_model,
+                  deadline.reserving((1 - choosing_end) * time_limit))
+
+
 def _ending(result, paths, interrupted: bool, name: str, topology: str,
             time_limit: float) -> int:
     """The last line on stderr and the exit code: interrupted (130), nothing found or
