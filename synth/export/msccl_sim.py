@@ -97,11 +97,14 @@ def _fail(message):
     raise MscclInvalid(message)
 
 
+_INTEGER = re.compile(r"-?\d+")  # compiled once: read for every attribute of every step
+
+
 def _int(elem, attr, where, lo=None, hi=None):
     text = elem.get(attr)
     if text is None:
         _fail(f"{where}: missing attribute {attr}")
-    if not re.fullmatch(r"-?\d+", text):
+    if not _INTEGER.fullmatch(text):
         _fail(f"{where}: {attr}={text!r} is not an integer")
     value = int(text)
     width = BYTES_MAX if hi == BYTES_MAX else INT_MAX
