@@ -2,7 +2,7 @@
 mutation tests (tests/test_mutations.py, tests/test_mutations_v2_v3.py) and the property
 tests.
 
-It shares no code with synth: not the verifier (synth/schedule/verify.py), not the
+It shares no code with synth: not the verifier (synth/schedule/verify/), not the
 constructions, not synth.schedule.file. It is naive on purpose where the verifier is
 clever: every chunk range, pipeline batch and switch operation is expanded into
 single-chunk sends of the expanded steps, each (rank, chunk) holds the multiset of

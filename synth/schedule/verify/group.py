@@ -1,6 +1,6 @@
 """The group arithmetic of version 4 schedule files, for the independent verifier.
 
-docs/schedule-file.md, "Version 4". Part of the checker (synth/schedule/verify.py): it
+docs/schedule-file.md, "Version 4". Part of the checker (synth/schedule/verify/): it
 imports nothing of synth's, and synth's own constructions do not use it
 (synth/schedule/orbits.py is their side), so a bug in one cannot hide behind the other.
 
