@@ -86,7 +86,9 @@ VERIFIER = {"synth.errors", *VERIFIER_ROOMS[1:]}
     *((room, VERIFIER) for room in VERIFIER_ROOMS),
     ("synth.export.msccl_sim", {"synth.errors"}),
     ("synth.export.mscclpp_sim", {"synth.errors", "synth.export.msccl_sim",
-                                  "synth.export.mscclpp_launches"}),
+                                  "synth.export.mscclpp_launches",
+                                  "synth.export.mscclpp_ops"}),
+    ("synth.export.mscclpp_ops", {"synth.export.mscclpp_launches"}),
     ("synth.export.mscclpp_launches", {"synth.errors", "synth.export.msccl_sim"}),
 ])
 def test_independent_checkers_share_no_code(module, allowed):

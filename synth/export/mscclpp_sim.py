@@ -25,7 +25,9 @@ acquired by one; no peer i buffer in an in-place allgather. Given the ranks per 
 (S10): memory channels inside a node, port channels between nodes only between local
 ranks below 8 (the executor's InfiniBand devices IB0..IB7).
 
-Dynamic checks, D1-D9, and the host proxy's port channels: synth.export.mscclpp_launches.
+Each op's own checks (its shape, ids and ranges, the per-op limits):
+synth.export.mscclpp_ops. Dynamic checks, D1-D9, and the host proxy's port channels:
+synth.export.mscclpp_launches.
 
 Cost: linear in the plan's ops and chunk accesses, plus, for the ops that synchronise,
 the width of the vector clocks (one entry per thread block).
@@ -35,37 +37,11 @@ from collections import Counter
 
 from synth.export.msccl_sim import COLLS, ROOTED, layout
 from synth.export.mscclpp_launches import Launches, PlanInvalid, _fail  # noqa: F401
+from synth.export.mscclpp_ops import MAX_CHANNELS, MAX_OPS, TYPES, _int, _need, _op
 
-ACCEPTED = {"nop", "barrier", "signal", "wait", "rlxsignal", "rlxwait", "put", "pws", "pwsf",
-            "get", "flush", "copy", "re", "res", "rre", "rres", "ppkt", "rppkt", "cpkt",
-            "upkt", "repkt", "recpkt", "respkt", "recspkt", "glres", "gstore", "gstorepkt",
-            "pipeline", "sem_acquire", "sem_release"}
-SIMULATED = {"nop", "signal", "wait", "rlxsignal", "rlxwait", "put", "pws", "pwsf", "flush",
-             "copy", "re", "glres", "sem_acquire", "sem_release"}
-TYPES = ("memory", "port")  # channels between two ranks; switch channels join a group
-# The smallest limits of the releases synth targets, v0.8.0, v0.9.0 and v0.10.0
-# (docs/runtimes.md, "Versions synth targets"); SINCE: ops the older ones do not know.
-MAX_OPS, MAX_CHANNELS, MAX_IDS, MAX_SEMS = 64, 16, 8, 16
-MAX_ENTRIES = 8  # per src_buff / dst_buff: v0.8.0 has room for 8 (v0.9.0 and later: 10)
 MAX_MIN_MESSAGE = 2 ** 31 - 1  # every release reads min_message_size as a 32-bit int
 MAX_OFFSET = 2 ** 32 - 1  # buffer offsets and sizes in bytes are 32-bit in every release
-SINCE = {"recpkt": "v0.9.0", "recspkt": "v0.9.0", "gstore": "v0.10.0", "gstorepkt": "v0.10.0"}
 IB_TRANSPORTS = 8  # the executor's InfiniBand transports IB0..IB7, one per local rank
-
-
-def _need(obj, key, kind, where, name):
-    if not isinstance(obj, dict) or key not in obj:
-        _fail(f"{where}: missing {key!r}")
-    value = obj[key]
-    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
-        _fail(f"{where}.{key}: expected an integer")
-    if kind is not int and not isinstance(value, kind):
-        _fail(f"{where}.{key}: expected {name}")
-    return value
-
-
-def _int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class _Tb:
@@ -78,6 +54,26 @@ class _Tb:
 
 
 def _static(plan, root, ranks_per_node=None):
+    """The plan read and checked before anything runs: its header, GPUs, channels
+    (paired between peers), remote buffers and thread blocks with their ops."""
+    coll, inplace, n, root, threads, gpus = _header(plan, root)
+    counts, sems, c, ic, oc = _gpu_buffers(plan, gpus, coll, n)
+    flat, paired = _channels(gpus, n, counts, ranks_per_node)
+    remote = _remote_buffers(gpus, n, coll, inplace)
+    ctx = dict(remote=remote, counts=counts, flat=flat, threads=threads, sems=sems)
+    tbs = _threadblocks(gpus, ctx)
+    _, _, start, end = layout(coll, n, c, root, inplace)
+    inputs = [[] for _ in range(n)]
+    for slot in sorted(start):
+        inputs[slot[0]].append(slot)
+    return dict(coll=coll, n=n, c=c, root=root, inplace=inplace, counts=counts, flat=flat,
+                paired=paired, tbs=tbs, start=start, end=end, ic=ic, oc=oc, sems=sems,
+                inputs=inputs)
+
+
+def _header(plan, root):
+    """(collective, in place, ranks, root, threads per block, gpus) of the plan's
+    top-level fields, each checked as every release reads it."""
     if not isinstance(plan, dict):
         _fail("plan: expected a JSON object")
     for key in ("name", "collective", "protocol"):
@@ -119,6 +115,12 @@ def _static(plan, root, ranks_per_node=None):
     if inplace and coll == "alltoall":
         _fail("alltoall in place is not simulated")
 
+    return coll, inplace, n, root, threads, gpus
+
+
+def _gpu_buffers(plan, gpus, coll, n):
+    """(buffer chunk counts per GPU, semaphores' initial values per GPU, chunks C,
+    input chunks, output chunks): the buffers' sizes fit the collective."""
     counts, sems = [], []
     for k, gpu in enumerate(gpus):
         where = f"gpus[{k}]"
@@ -150,6 +152,12 @@ def _static(plan, root, ranks_per_node=None):
         _fail(f"input_chunks={ic}, output_chunks={oc} do not fit {coll} on {n} ranks")
     _message_sizes(plan, coll, counts)
 
+    return counts, sems, c, ic, oc
+
+
+def _channels(gpus, n, counts, ranks_per_node):
+    """(flat, paired): each GPU's peers per channel type in id order, and each
+    memory/port channel's partner id at the peer (both ends list each other as often)."""
     flat = {t: [] for t in TYPES}  # type -> per gpu: peers, position = GPU-level id
     flat["switch"] = []  # per gpu: (buffer type, ranks, size) of each rank group
     for k, gpu in enumerate(gpus):
@@ -185,6 +193,11 @@ def _static(plan, root, ranks_per_node=None):
         for (a, b), ids in mine.items():
             for g, theirs in zip(ids, mine[(b, a)]):
                 paired[(t, a, g)] = (b, theirs)
+    return flat, paired
+
+
+def _remote_buffers(gpus, n, coll, inplace):
+    """Per GPU, its remote buffers as (owner, buffer type, access channel types)."""
     remote = []
     for k, gpu in enumerate(gpus):
         rbs = []
@@ -204,75 +217,87 @@ def _static(plan, root, ranks_per_node=None):
             rbs.append((owner, kind, set(access)))
         remote.append(rbs)
 
+    return remote
+
+
+def _threadblocks(gpus, ctx):
+    """Every thread block, its ops parsed; a channel waited on, a port channel used, a
+    semaphore released or acquired by one thread block of a GPU only."""
     tbs, gid = [], 0
-    waiters, users, releasers, acquirers = {}, {}, {}, {}
-    ctx = dict(remote=remote, counts=counts, flat=flat, threads=threads, sems=sems)
+    owners = {"wait": {}, "port": {}, "sem_release": {}, "sem_acquire": {}}
     for k, gpu in enumerate(gpus):
         for j, tb in enumerate(gpu["threadblocks"]):
             where = f"gpus[{k}].threadblocks[{j}]"
             if _need(tb, "id", int, where, "") != j:
                 _fail(f"{where}.id={tb['id']} (ids must be 0..n-1 in order)")
-            chans, rbufs = {}, {}
-            for e in _need(tb, "channels", list, where, "a list"):
-                chans.setdefault(_need(e, "channel_type", str, where, ""), []).extend(
-                    _need(e, "channel_ids", list, where, "a list"))
-            refs = tb.get("remote_buffer_refs", [])
-            if not isinstance(refs, list):
-                _fail(f"{where}.remote_buffer_refs: expected a list")
-            for e in refs:
-                rbufs.setdefault(_need(e, "access_channel_type", str, where, ""), []).extend(
-                    _need(e, "remote_buffer_ids", list, where, "a list"))
-            for kind, ids in chans.items():
-                if kind not in (*TYPES, "switch"):
-                    _fail(f"{where}: {kind} channels are not simulated")
-                if len(ids) > MAX_CHANNELS:
-                    _fail(f"{where}: {len(ids)} {kind} channels (limit {MAX_CHANNELS})")
-                for g in ids:
-                    if not _int(g) or not 0 <= g < len(flat[kind][k]):
-                        _fail(f"{where}: channel id {g!r} is not a {kind} channel of gpu {k}")
-            for kind, ids in rbufs.items():
-                if kind not in TYPES:
-                    _fail(f"{where}: remote buffers accessed through {kind} channels")
-                if len(ids) > MAX_CHANNELS:
-                    _fail(f"{where}: {len(ids)} {kind} remote buffers (limit {MAX_CHANNELS})")
-                for b in ids:
-                    if not _int(b) or not 0 <= b < len(remote[k]):
-                        _fail(f"{where}: remote buffer id {b!r} is not one of gpu {k}'s")
-                    if kind not in remote[k][b][2]:
-                        _fail(f"{where}: remote buffer {b} does not list access type {kind}")
+            chans, rbufs = _tb_references(tb, where, k, ctx["flat"], ctx["remote"])
             ops = _need(tb, "ops", list, where, "a list")
             if len(ops) > MAX_OPS:
                 _fail(f"{where}: {len(ops)} ops (limit {MAX_OPS})")
             parsed = [_op(op, f"{where}.ops[{i}]", k, chans, rbufs, ctx)
                       for i, op in enumerate(ops)]
             for i, op in enumerate(parsed):
-                w = f"{where}.ops[{i}]"
-                if op[0] == "wait":
-                    for g in op[3]:
-                        if waiters.setdefault((op[1], k, g), j) != j:
-                            _fail(f"{w}: waits on {op[1]} channel {g}, which thread block "
-                                  f"{waiters[(op[1], k, g)]} also waits on")
-                if op[0] != "nop" and op[1] == "port":
-                    for g in op[3]:
-                        if users.setdefault((k, g), j) != j:
-                            _fail(f"{w}: uses port channel {g}, which thread block "
-                                  f"{users[(k, g)]} also uses (their requests would not be "
-                                  "ordered)")
-                if op[0] in ("sem_release", "sem_acquire"):
-                    table = releasers if op[0] == "sem_release" else acquirers
-                    for s in op[1]:
-                        if table.setdefault((k, s), j) != j:
-                            _fail(f"{w}: semaphore {s} is {op[0][4:]}d by thread blocks "
-                                  f"{table[(k, s)]} and {j} (not simulated: one each)")
+                _one_owner(op, f"{where}.ops[{i}]", k, j, owners)
             tbs.append(_Tb(k, j, parsed, gid))
             gid += 1
-    _, _, start, end = layout(coll, n, c, root, inplace)
-    inputs = [[] for _ in range(n)]
-    for slot in sorted(start):
-        inputs[slot[0]].append(slot)
-    return dict(coll=coll, n=n, c=c, root=root, inplace=inplace, counts=counts, flat=flat,
-                paired=paired, tbs=tbs, start=start, end=end, ic=ic, oc=oc, sems=sems,
-                inputs=inputs)
+    return tbs
+
+
+def _tb_references(tb, where, k, flat, remote):
+    """(channel ids per channel type, remote buffer ids per access type) a thread block
+    names, each one of gpu k's and within the executor's per-block limits."""
+    chans, rbufs = {}, {}
+    for e in _need(tb, "channels", list, where, "a list"):
+        chans.setdefault(_need(e, "channel_type", str, where, ""), []).extend(
+            _need(e, "channel_ids", list, where, "a list"))
+    refs = tb.get("remote_buffer_refs", [])
+    if not isinstance(refs, list):
+        _fail(f"{where}.remote_buffer_refs: expected a list")
+    for e in refs:
+        rbufs.setdefault(_need(e, "access_channel_type", str, where, ""), []).extend(
+            _need(e, "remote_buffer_ids", list, where, "a list"))
+    for kind, ids in chans.items():
+        if kind not in (*TYPES, "switch"):
+            _fail(f"{where}: {kind} channels are not simulated")
+        if len(ids) > MAX_CHANNELS:
+            _fail(f"{where}: {len(ids)} {kind} channels (limit {MAX_CHANNELS})")
+        for g in ids:
+            if not _int(g) or not 0 <= g < len(flat[kind][k]):
+                _fail(f"{where}: channel id {g!r} is not a {kind} channel of gpu {k}")
+    for kind, ids in rbufs.items():
+        if kind not in TYPES:
+            _fail(f"{where}: remote buffers accessed through {kind} channels")
+        if len(ids) > MAX_CHANNELS:
+            _fail(f"{where}: {len(ids)} {kind} remote buffers (limit {MAX_CHANNELS})")
+        for b in ids:
+            if not _int(b) or not 0 <= b < len(remote[k]):
+                _fail(f"{where}: remote buffer id {b!r} is not one of gpu {k}'s")
+            if kind not in remote[k][b][2]:
+                _fail(f"{where}: remote buffer {b} does not list access type {kind}")
+    return chans, rbufs
+
+
+def _one_owner(op, w, k, j, owners):
+    """Thread block j of gpu k claims what op waits on, uses or signals; another block's
+    earlier claim is a failure (the simulator, as the executor, orders one block's
+    requests only)."""
+    if op[0] == "wait":
+        for g in op[3]:
+            if owners["wait"].setdefault((op[1], k, g), j) != j:
+                _fail(f"{w}: waits on {op[1]} channel {g}, which thread block "
+                      f"{owners['wait'][(op[1], k, g)]} also waits on")
+    if op[0] != "nop" and op[1] == "port":
+        for g in op[3]:
+            if owners["port"].setdefault((k, g), j) != j:
+                _fail(f"{w}: uses port channel {g}, which thread block "
+                      f"{owners['port'][(k, g)]} also uses (their requests would not be "
+                      "ordered)")
+    if op[0] in ("sem_release", "sem_acquire"):
+        table = owners[op[0]]
+        for s in op[1]:
+            if table.setdefault((k, s), j) != j:
+                _fail(f"{w}: semaphore {s} is {op[0][4:]}d by thread blocks "
+                      f"{table[(k, s)]} and {j} (not simulated: one each)")
 
 
 def _message_sizes(plan, coll, counts):
@@ -357,161 +382,6 @@ def _same_switch_order(switch):
                         _fail(f"switch channels: gpu {a} and gpu {b} do not declare the ones "
                               "joining them alike, in the same order (every member declares "
                               "each one)")
-
-
-def _switch_entry(entry, where, chans, switch, counts):
-    """A switch buffer entry {switch_channel_id, index, size}: its channel's group and
-    the chunk range on every member."""
-    if not isinstance(entry, dict) or "switch_channel_id" not in entry or "type" in entry \
-            or "buffer_id" in entry:
-        _fail(f"{where}: expected a switch entry {{switch_channel_id, index, size}}")
-    c, table = entry["switch_channel_id"], chans.get("switch", [])
-    if not _int(c) or not 0 <= c < len(table):
-        _fail(f"{where}: switch_channel_id {c!r} is not in the thread block's table "
-              f"({len(table)} switch channels)")
-    buf, ranks, size = switch[table[c]]
-    ranges = [_range(dict(entry, type=buf), where, m, counts) for m in ranks]
-    if ranges[0][2] + ranges[0][3] > size:
-        _fail(f"{where}: {buf}[{ranges[0][2]}..{ranges[0][2] + ranges[0][3] - 1}] is outside "
-              f"the switch channel's {size} chunks")
-    return ranks, ranges
-
-
-def _range(entry, where, owner, counts):
-    for key in ("index", "size"):
-        if key not in entry or not _int(entry[key]):
-            _fail(f"{where}: missing or non-integer {key!r}")
-    buf, idx, size = entry["type"], entry["index"], entry["size"]
-    if size < 1:
-        _fail(f"{where}: size {size} (data ops move at least one chunk)")
-    if idx < 0 or idx + size > counts[owner][buf]:
-        _fail(f"{where}: {buf}[{idx}..{idx + size - 1}] is outside gpu {owner}'s {buf} "
-              f"buffer ({counts[owner][buf]} chunks)")
-    return (owner, buf, idx, size)
-
-
-def _local(entry, where, rank, counts):
-    if not isinstance(entry, dict) or entry.get("type") not in ("i", "o", "s") \
-            or "buffer_id" in entry:
-        _fail(f"{where}: expected a local entry {{type, index, size}}")
-    return _range(entry, where, rank, counts)
-
-
-def _ids(op, where, kind, chans, threads):
-    """An op's channel ids, resolved to GPU-level ids of type kind."""
-    ids = _need(op, "channel_ids", list, where, "a list")
-    if not ids or len(ids) > MAX_IDS or len(ids) > threads:
-        _fail(f"{where}: {len(ids)} channel ids (1..{MAX_IDS}, and at most one per thread)")
-    table = chans.get(kind, [])
-    for i in ids:
-        if not _int(i) or not 0 <= i < len(table):
-            _fail(f"{where}: channel id {i!r} is not in the thread block's table "
-                  f"({len(table)} {kind} channels)")
-    return [table[i] for i in ids]
-
-
-def _op(op, where, rank, chans, rbufs, ctx):
-    counts, threads = ctx["counts"], ctx["threads"]
-    name = _need(op, "name", str, where, "a string")
-    if name not in ACCEPTED:
-        _fail(f"{where}: Invalid operation type: {name}")
-    if name not in SIMULATED:
-        since = f" (and MSCCL++ before {SINCE[name]} does not know it)" if name in SINCE else ""
-        _fail(f"{where}: op {name} is not simulated{since}")
-    for key in ("src_buff", "dst_buff", "channel_ids"):
-        if key in op and not isinstance(op[key], list):
-            _fail(f"{where}.{key}: expected a list")
-    for key in ("src_buff", "dst_buff"):
-        if key in op and len(op[key]) > MAX_ENTRIES:
-            _fail(f"{where}.{key}: {len(op[key])} entries, but MSCCL++ v0.8.0 has room for "
-                  f"{MAX_ENTRIES} per list (MAX_CHANNEL_PER_OPERATION; 10 from v0.9.0) and "
-                  "writes the rest over the op's other fields (a 9th source becomes the "
-                  "destination)")
-    if len(op.get("channel_ids", ())) > MAX_IDS:  # the loader copies every one it is given
-        _fail(f"{where}.channel_ids: {len(op['channel_ids'])} ids, but every MSCCL++ release "
-              f"has room for {MAX_IDS} per op (MAX_CHANNEL_PER_OPERATION)")
-    if name == "nop":
-        return ("nop",)
-    if name in ("sem_acquire", "sem_release"):
-        ids = _need(op, "semaphore_ids", list, where, "a list")
-        if not ids or len(ids) > MAX_SEMS or len(ids) > threads or len(set(ids)) != len(ids):
-            _fail(f"{where}: {len(ids)} semaphore ids (1..{MAX_SEMS}, distinct)")
-        for s in ids:
-            if not _int(s) or not 0 <= s < len(ctx["sems"][rank]):
-                _fail(f"{where}: semaphore id {s!r} is not one of gpu {rank}'s "
-                      f"({len(ctx['sems'][rank])})")
-        return (name, ids, None, ())
-    kind = op.get("channel_type")
-    if name in ("signal", "wait", "rlxsignal", "rlxwait", "flush"):
-        if kind not in TYPES or (name == "flush" and kind != "port"):
-            want = "port" if name == "flush" else "memory or port"
-            _fail(f"{where}: {name} needs channel_type {want} (without a type it does "
-                  "nothing)")
-        ids = _ids(op, where, kind, chans, threads)
-        if name == "flush":  # the kernel flushes as many channels as dst_buff has entries
-            return ("flush", kind, None, ids[:len(op.get("dst_buff") or [])])
-        if "wait" in name and len(set(ids)) != len(ids):
-            _fail(f"{where}: a channel twice in one wait (two threads would race on its "
-                  "counter)")
-        relaxed = name.startswith("rlx") and kind == "memory"  # the same as strict on port
-        return ("signal" if "signal" in name else "wait", kind, relaxed, ids)
-    srcs, dsts = op.get("src_buff"), op.get("dst_buff")
-    if not srcs or not dsts:
-        _fail(f"{where}: {name} needs src_buff and dst_buff")
-    if name == "glres":  # every member's chunks summed by the switch, stored to every member
-        if kind != "switch" or len(srcs) != 1 or len(dsts) != 1:
-            _fail(f"{where}: glres takes channel_type switch, one source and one destination")
-        switch = ctx["flat"]["switch"][rank]
-        group, src = _switch_entry(srcs[0], f"{where}.src_buff[0]", chans, switch, counts)
-        other, dst = _switch_entry(dsts[0], f"{where}.dst_buff[0]", chans, switch, counts)
-        if group != other:
-            _fail(f"{where}: glres loads from ranks {list(group)} and stores to {list(other)}")
-        if src[0][3] != dst[0][3]:
-            _fail(f"{where}: glres operands of different sizes")
-        return (name, "switch", (src, dst), ())
-    if name in ("put", "pws", "pwsf"):
-        if kind not in TYPES or (name != "put" and kind != "port"):
-            want = "port" if name != "put" else "memory or port"
-            _fail(f"{where}: {name} needs channel_type {want}")
-        if len(srcs) != len(dsts):
-            _fail(f"{where}: {name} with {len(srcs)} sources and {len(dsts)} destinations")
-        src = [_local(e, f"{where}.src_buff[{i}]", rank, counts) for i, e in enumerate(srcs)]
-        if kind == "memory" and len({s[1] for s in src}) > 1:
-            _fail(f"{where}: memory put sources of more than one buffer type")
-        gids = None
-        if kind == "port":
-            gids = _ids(op, where, "port", chans, threads)
-            if len(gids) != len(dsts):
-                _fail(f"{where}: port {name} with {len(dsts)} destinations and {len(gids)} "
-                      "channel ids")
-        table = rbufs.get(kind, [])
-        dst = []
-        for i, e in enumerate(dsts):
-            w = f"{where}.dst_buff[{i}]"
-            if not isinstance(e, dict) or "buffer_id" not in e or "type" in e:
-                _fail(f"{w}: expected a remote entry {{buffer_id, index, size}}")
-            b = e["buffer_id"]
-            if not _int(b) or not 0 <= b < len(table):
-                _fail(f"{w}: buffer_id {b!r} is not in the thread block's remote table "
-                      f"({len(table)} {kind} entries)")
-            owner, buf, _ = ctx["remote"][rank][table[b]]
-            if gids is not None and ctx["flat"]["port"][rank][gids[i]] != owner:
-                _fail(f"{w}: gpu {owner}'s buffer over port channel {gids[i]}, which goes to "
-                      f"gpu {ctx['flat']['port'][rank][gids[i]]}")
-            dst.append(_range(dict(e, type=buf), w, owner, counts))
-        for s, d in zip(src, dst):
-            if s[3] != d[3]:
-                _fail(f"{where}: {name} pair sizes {s[3]} and {d[3]} differ")
-        return (name, kind, (src, dst), gids or ())
-    if name == "copy" and (len(srcs) != 1 or len(dsts) != 1):
-        _fail(f"{where}: copy takes one source and one destination")
-    if name == "re" and len(dsts) != 1:
-        _fail(f"{where}: re takes one destination")
-    src = [_local(e, f"{where}.src_buff[{i}]", rank, counts) for i, e in enumerate(srcs)]
-    dst = _local(dsts[0], f"{where}.dst_buff[0]", rank, counts)
-    if any(s[3] != dst[3] for s in src):
-        _fail(f"{where}: {name} operands of different sizes")
-    return (name, None, (src, dst), ())
 
 
 def check_mscclpp_plan(plan, root=None, launches=2, ranks_per_node=None):
