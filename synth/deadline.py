@@ -18,6 +18,9 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+# seconds: --time-limit of every command that has one, and a search's Limits, unless told
+DEFAULT_TIME_LIMIT = 300.0
+
 
 class OutOfTime(Exception):
     """The deadline passed inside a stage; what the stage found before it stands."""

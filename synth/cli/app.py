@@ -10,7 +10,6 @@ themselves on this group when synth.cli imports them.
 from __future__ import annotations
 
 import atexit
-import math
 import os
 import signal
 import sys
@@ -18,63 +17,42 @@ from contextlib import contextmanager
 
 import click
 
+from synth.cli.options import examples
 from synth.deadline import start_job, timed_job
 from synth.errors import REPORT, SynthError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]},
-             invoke_without_command=True)
+             invoke_without_command=True, epilog=examples(
+                 "synth allreduce --topo dgx2x4             # the frontier, under out/",
+                 "synth allreduce --topo my-box.yaml --size 1MB",
+                 "synth topo import my-box.txt -o my-box.yaml",
+                 "synth plan examples/3d-parallel-dgxh100x8.yaml --topo dgxh100x8 -o plan",
+                 "synth report allgather --topo dgx1 -o report",
+                 "synth COMMAND --help                      # its options and examples"))
 @click.version_option(package_name="synth", prog_name="synth")
 @click.pass_context
 def cli(ctx):
-    """Synthesize collective communication algorithms for GPU clusters."""
+    """Synthesize collective communication algorithms for GPU clusters.
+
+    Every command writes with -o/--out, takes sizes with units (64MB) and has the same
+    --time-limit default; docs/cli.md is the contract.
+    """
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
 
 
-@cli.group(invoke_without_command=True)
+@cli.group(invoke_without_command=True,
+           short_help="List, show, draw and import topologies.", epilog=examples(
+               "synth topo list",
+               "synth topo show dgxh100x2",
+               "synth topo draw dgx1 -o dgx1.svg",
+               "synth topo import my-box.txt -o my-box.yaml"))
 @click.pass_context
 def topo(ctx):
-    """List, show and draw topologies."""
+    """List, show, draw and import topologies."""
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
-
-
-SOLVER_CHOICE = {
-    "auto": ("cpsat", "auto: CP-SAT, faster than Z3 on most instances in bench/"),
-    "cpsat": ("cpsat", "asked for"),
-    "z3": ("z3", "asked for"),
-}
-
-
-BOXES = click.option(
-    "--boxes", type=int, default=None, metavar="K",
-    help="K copies of the topology's one box, joined by its network: section (what "
-         "NAMExK does for a built-in, for a file of your own).")
-
-
-MODEL = click.option(
-    "--model", "cost_model", type=click.Choice(["calibrated", "line-rate"]),
-    default="calibrated", show_default=True,
-    help="The costs that choose and time schedules: calibrated is cost model 2 (the "
-         "topology's figures, docs/cost-model.md); line-rate is the alpha-beta model of "
-         "link line rates whose bounds and proofs are exact.")
-
-
-class Seconds(click.ParamType):
-    """A time limit: a finite number of seconds from 0.1 to a million."""
-
-    name = "SECONDS"
-
-    def convert(self, value, param, ctx):
-        try:
-            seconds = float(value)
-        except (TypeError, ValueError):
-            self.fail(f"{str(value)[:40]!r} is not a number of seconds", param, ctx)
-        if not math.isfinite(seconds) or not 0.1 <= seconds <= 1e6:
-            self.fail(f"{str(value)[:40]!r} is not between 0.1 and 1000000 seconds", param,
-                      ctx)
-        return seconds
 
 
 def _terminated(signum, frame):

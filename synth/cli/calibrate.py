@@ -4,22 +4,24 @@ from __future__ import annotations
 
 import click
 
-from synth.cli.app import BOXES, cli
+from synth.cli.app import cli
+from synth.cli.options import BOXES, TOPO, examples, out_option
 
 
-@cli.command()
+@cli.command(short_help="Fit cost model 2 to nccl-tests output.", epilog=examples(
+    "synth calibrate all_reduce_perf.log --topo dgxa100 -o dgxa100-fitted.yaml",
+    "synth calibrate ar.log ag.log --topo my-box.yaml --boxes 2 -o fitted.yaml"))
 @click.argument("logs", nargs=-1, required=True, metavar="LOG...")
-@click.option("--topo", "spec", required=True, metavar="TOPOLOGY",
-              help="The machine the logs were measured on.")
+@TOPO
 @BOXES
-@click.option("-o", "--output", required=True, metavar="FILE.yaml",
-              help="The calibrated topology file (written whole or not at all).")
+@out_option("output", "FILE.yaml", "The calibrated topology file (written whole or not at "
+            "all).", required=True)
 @click.option("--collective", type=click.Choice(["allreduce", "allgather", "reducescatter",
                                                  "alltoall", "broadcast", "reduce"]),
               help="What the logs measured, where neither they nor their names say.")
 def calibrate(logs, spec, boxes, output, collective):
     """Fit the call cost, NCCL's latencies and the link efficiencies of cost model 2 to
-    nccl-tests output measured on TOPOLOGY (least squares on log time), print the fit per
+    nccl-tests output measured on TOPO (least squares on log time), print the fit per
     row and write the topology with its fitted `costs:` section: a file every command
     takes (docs/cost-model.md).
 

@@ -7,20 +7,22 @@ import json
 
 import click
 
-from synth.cli.app import BOXES, MODEL, SOLVER_CHOICE, Seconds, cli
+from synth.cli.app import cli
+from synth.cli.options import (BOXES, MODEL, ROOT, SEARCH, SIZES, SOLVER_CHOICE, TIME_LIMIT,
+                               TOPO, examples, json_option)
 
 
-@cli.command("bounds")
+@cli.command("bounds", short_help="Lower bounds on steps and bandwidth.", epilog=examples(
+    "synth bounds allreduce --topo dgx1", "synth bounds broadcast --topo dgx2x2 --root 3 --json"))
 @click.argument("collective", metavar="COLLECTIVE")
-@click.option("--topo", "spec", required=True, help="Topology name, generator or file.")
+@TOPO
 @BOXES
-@click.option("--root", type=int, default=None, help="Root rank of rooted collectives.")
-@click.option("--time-limit", type=Seconds(), default=60.0, show_default=True,
-              help="Seconds for the bounds; past them the best found so far (a valid, "
-                   "maybe looser bound, marked partial).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@ROOT
+@TIME_LIMIT
+@json_option()
 def bounds_command(collective, spec, boxes, root, time_limit, as_json):
-    """Lower bounds on steps and bandwidth for COLLECTIVE on TOPO."""
+    """Lower bounds on steps and bandwidth for COLLECTIVE on TOPO. Past --time-limit,
+    the best bound found so far (a valid, maybe looser bound, marked partial)."""
     from synth.bounds import collective_bounds
     from synth.deadline import job_deadline
     from synth.errors import NoAnswer
@@ -58,51 +60,48 @@ def bounds_command(collective, spec, boxes, root, time_limit, as_json):
         click.echo(f"  note: {b.note}")
 
 
-@cli.command("compare")
+@cli.command("compare", short_help="The frontier against the baselines and NCCL, per size.",
+             epilog=examples("synth compare allreduce --topo dgx1",
+                             "synth compare allgather --topo dgxh100x2 --sizes 1MB,64MB --json"))
 @click.argument("collective", metavar="COLLECTIVE")
-@click.option("--topo", "spec", required=True, help="Topology name, generator or file.")
+@TOPO
 @BOXES
-@click.option("--root", type=int, default=None, help="Root rank of rooted collectives.")
-@click.option("--sizes", default="1KB,1MB,64MB,1GB", show_default=True,
-              help="Message sizes (nccl-tests' n, binary units).")
-@click.option("--time-limit", type=Seconds(), default=60.0, show_default=True,
-              help="Seconds for synthesizing the frontier.")
-@click.option("--solver", type=click.Choice(list(SOLVER_CHOICE)), default="auto",
-              show_default=True, help="Constraint solver of the exact search.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@ROOT
+@SIZES
+@SEARCH
+@TIME_LIMIT
+@json_option()
 @MODEL
-def compare_command(collective, spec, boxes, root, sizes, time_limit, solver, as_json,
-                    cost_model):
+def compare_command(collective, spec, boxes, root, sizes, max_steps, max_chunks, method,
+                    solver, time_limit, as_json, cost_model):
     """Synthesized frontier against ring, tree, recursive, direct and hierarchical, and
     (cost model 2) NCCL as it runs there: its choice per size and why."""
     from synth.compare import comparison, format_comparison, make_rows, nccl_choices
     from synth.construct.baselines import baselines
     from synth.cli.synthesize import frontier_within
     from synth.predict.timing import prices
-    from synth.schedule.cost import parse_size
     from synth.search.pareto import Limits
     from synth.topology.catalog import resolve
 
-    size_list = [parse_size(x) for x in sizes.split(",")]
     topo = resolve(spec, boxes)
-    limits = Limits(time_limit=time_limit, backend=SOLVER_CHOICE[solver][0])
+    limits = Limits(max_steps, max_chunks, time_limit, SOLVER_CHOICE[solver][0])
     # the baselines, their times and NCCL's choices follow: a tenth of the limit
     result = frontier_within(topo, collective, root, limits, cost_model, time_limit,
-                             0.7, 0.9)
+                             0.7, 0.9, method)
     calibrated = cost_model == "calibrated"
     rows = make_rows([p.schedule for p in result.points],
                      [(base.name, base.schedule) for base in
                       baselines(result.model, collective, result.root)],
                      prices(topo) if calibrated else None)
-    nccl = nccl_choices(topo, collective, size_list) if calibrated else None
-    data = comparison(rows, result.bounds, size_list, nccl)
+    nccl = nccl_choices(topo, collective, sizes) if calibrated else None
+    data = comparison(rows, result.bounds, sizes, nccl)
     data.update(collective=collective, topology=topo.name, complete=result.complete,
                 interrupted=result.interrupted)
     if as_json:
         click.echo(json.dumps(data, indent=1))
     else:
         title = f"{collective} on {topo.name} ({topo.ranks} ranks): predicted time and algbw"
-        click.echo(format_comparison(title, data, size_list))
+        click.echo(format_comparison(title, data, sizes))
     if result.interrupted:
         click.echo("synth: interrupted (the comparison has the points found until then)",
                    err=True)

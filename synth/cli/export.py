@@ -8,25 +8,31 @@ from __future__ import annotations
 import click
 
 from synth.cli.app import cli
+from synth.cli.options import Size, examples, out_option
 from synth.export import FORMATS
 
 
-@cli.command("export")
+@cli.command("export", short_help="Write a schedule as MSCCL XML, an MSCCL++ plan or JSON.",
+             epilog=examples(
+                 "synth export out/dgx1/allgather/allgather-s2-r3-c2.json --to msccl-xml "
+                 "-o ag.xml",
+                 "synth export FILE.json --to mscclpp --max-bytes 64MB -o ag.mscclpp.json",
+                 "synth export FILE.json --to msccl-xml -o -"))
 @click.argument("file")
 @click.option("--to", "fmt", required=True, type=click.Choice(FORMATS),
               help="msccl-xml: MSCCL/RCCL algorithm; mscclpp: MSCCL++ execution plan; "
                    "json: the schedule file.")
-@click.option("-o", "--output", "path", required=True,
-              help="File to write (whole or not at all); - for standard output.")
+@out_option("path", "FILE", "File to write (whole or not at all); - for standard output.",
+            required=True)
 @click.option("--inplace/--out-of-place", default=False, show_default=True,
               help="Buffer layout of the calls the algorithm serves.")
-@click.option("--name", default=None,
+@click.option("--name", default=None, metavar="NAME",
               help="Algorithm / plan name [synth-COLL-TOPO-sS-rR-cC-MODE].")
-@click.option("--min-bytes", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Smallest message the runtime may select it for.")
-@click.option("--max-bytes", type=click.IntRange(min=0), default=None,
-              help="Largest message [XML: no limit; MSCCL++: the largest whose offsets "
-                   "fit 32 bits].")
+@click.option("--min-bytes", type=Size(bound=True), default=0, show_default=True,
+              help="Smallest message the runtime may select it for (units as 64MB).")
+@click.option("--max-bytes", type=Size(bound=True), default=None,
+              help="Largest message (units as 64MB) [XML: no limit; MSCCL++: the largest "
+                   "whose offsets fit 32 bits].")
 def export_command(file, fmt, path, inplace, name, min_bytes, max_bytes):
     """Write a schedule file as MSCCL XML, an MSCCL++ plan, or schedule JSON.
 

@@ -13,15 +13,21 @@ from pathlib import Path
 
 import click
 
-from synth.cli.app import BOXES, MODEL, SOLVER_CHOICE, Seconds, cli, topo
+from synth.cli.app import cli, topo
+from synth.cli.options import (BOXES, COLOR, MODEL, ROOT, SEARCH, SIZES, SOLVER_CHOICE,
+                               TIME_LIMIT, TOPO, examples, out_option)
 from synth.errors import BadInput, NoAnswer
 
+PICTURE = out_option("output", "FILE.svg|FILE.png",
+                     "Where to write the picture; its suffix picks the format.",
+                     required=True)
 
-@topo.command("draw")
+
+@topo.command("draw", short_help="Draw a topology (SVG or PNG).", epilog=examples(
+    "synth topo draw dgx1 -o dgx1.svg", "synth topo draw dgxh100 --boxes 2 -o h100x2.svg"))
 @click.argument("spec", metavar="TOPO")
 @BOXES
-@click.option("-o", "--output", required=True, metavar="FILE.svg|FILE.png",
-              help="Where to write the picture; its suffix picks the format.")
+@PICTURE
 def topo_draw(spec, boxes, output):
     """Draw TOPO: GPUs, NVSwitches, PCIe switches, NICs, network switches, and links
     labelled lanes x GB/s; the boxes of a multi-node topology framed."""
@@ -34,14 +40,13 @@ def topo_draw(spec, boxes, output):
     click.echo(f"wrote {path}")
 
 
-@cli.command("draw")
+@cli.command("draw", short_help="Draw a schedule step by step (SVG or PNG).",
+             epilog=examples("synth draw allgather-s2-r3-c2.json -o ag.svg",
+                             "synth draw allgather-s2-r3-c2.json -o ag.png --color origin"))
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", required=True, metavar="FILE.svg|FILE.png",
-              help="Where to write the picture; its suffix picks the format.")
-@click.option("--color", type=click.Choice(["chunk", "origin"]), default="chunk",
-              show_default=True, help="Colour each chunk by itself or by the rank it "
-                                      "starts at.")
-@click.option("--columns", type=click.IntRange(1, 64), default=None,
+@PICTURE
+@COLOR
+@click.option("--columns", type=click.IntRange(1, 64), default=None, metavar="K",
               help="Panels per row [4 for up to 8 ranks, else 3; fewer for big panels].")
 def draw_command(file, output, color, columns):
     """Draw a schedule FILE step by step: one panel per step, showing which chunks
@@ -59,26 +64,22 @@ def draw_command(file, output, color, columns):
     click.echo(f"wrote {path}")
 
 
-@cli.command("report")
+@cli.command("report", short_help="One HTML page: speed-up, frontier, comparison, pictures.",
+             epilog=examples("synth report allgather --topo dgx1 -o report",
+                             "synth report allreduce --topo dgx2x4 -o report --time-limit 60"))
 @click.argument("collective", metavar="COLLECTIVE")
-@click.option("--topo", "spec", required=True, help="Topology name, generator or file.")
+@TOPO
 @BOXES
-@click.option("-o", "--output", "out_dir", required=True, metavar="DIR",
-              help="Folder for index.html and the files it links to.")
-@click.option("--root", type=int, default=None, help="Root rank of rooted collectives.")
-@click.option("--time-limit", type=Seconds(), default=60.0,
-              show_default=True, help="Seconds for synthesizing the frontier.")
-@click.option("--max-chunks", type=click.IntRange(1, 256), default=None,
-              help="Largest chunks per share searched [8].")
-@click.option("--sizes", default="1KB,1MB,64MB,1GB", show_default=True,
-              help="Message sizes for the comparison (nccl-tests' n, binary units).")
-@click.option("--solver", type=click.Choice(list(SOLVER_CHOICE)), default="auto",
-              show_default=True, help="Constraint solver of the exact search.")
-@click.option("--color", type=click.Choice(["chunk", "origin"]), default="chunk",
-              show_default=True, help="Colouring of the schedule pictures.")
+@out_option("out_dir", "DIR", "Folder for index.html and the files it links to.",
+            required=True)
+@ROOT
+@TIME_LIMIT
+@SEARCH
+@SIZES
+@COLOR
 @MODEL
-def report_command(collective, spec, boxes, out_dir, root, time_limit, max_chunks, sizes,
-                   solver, color, cost_model):
+def report_command(collective, spec, boxes, out_dir, root, time_limit, max_steps, max_chunks,
+                   method, sizes, solver, color, cost_model):
     """Synthesize COLLECTIVE on TOPO and write one HTML page: first the fastest frontier
     point's speed-up over the best alternative (NCCL as it runs there, the baselines)
     against message size, then the frontier table, the comparison, the plots, the
@@ -87,22 +88,20 @@ def report_command(collective, spec, boxes, out_dir, root, time_limit, max_chunk
     from synth.construct.baselines import baselines, not_applicable
     from synth.cli.synthesize import frontier_within
     from synth.pictures.report import write_report
-    from synth.schedule.cost import parse_size
     from synth.search.pareto import Limits
     from synth.topology.catalog import resolve
 
-    size_list = [parse_size(x) for x in sizes.split(",")]
     if Path(out_dir).exists() and not Path(out_dir).is_dir():
         raise BadInput(f"{out_dir}: exists and is not a folder")
     topology = resolve(spec, boxes)
     backend = SOLVER_CHOICE[solver][0]
-    limits = Limits(max_chunks=max_chunks or 8, time_limit=time_limit, backend=backend)
+    limits = Limits(max_steps, max_chunks, time_limit, backend)
     # the page's drawings and plots follow, unpaced: a third of the limit
     result = frontier_within(topology, collective, root, limits, cost_model, time_limit,
-                             0.5, 0.65)
+                             0.5, 0.65, method)
     base = [(x.name, x.schedule) for x in baselines(result.model, collective, result.root)]
     skipped = not_applicable(result.model, collective, result.root)
-    page = write_report(topology, result, base, size_list, out_dir, backend, color, skipped)
+    page = write_report(topology, result, base, sizes, out_dir, backend, color, skipped)
     n, k = len(result.points), len(base)
     click.echo(f"wrote {page} ({n} frontier point{'s' * (n != 1)}, {k} baseline"
                f"{'s' * (k != 1)})")

@@ -12,7 +12,9 @@ import time
 
 import click
 
-from synth.cli.app import BOXES, MODEL, Seconds, cli, interrupts_deferred
+from synth.cli.app import cli, interrupts_deferred
+from synth.cli.options import (BOXES, MODEL, SEARCH, SOLVER_CHOICE, TIME_LIMIT, TOPO, Renamed,
+                               examples, json_option, out_option)
 
 
 SYNTHESIS_END = 0.6  # of --time-limit: when the candidates' synthesis ends
@@ -21,28 +23,31 @@ SYNTHESIS_END = 0.6  # of --time-limit: when the candidates' synthesis ends
 EXPORTS_END = 0.8
 
 
-@cli.command("plan")
+@cli.command("plan", short_help="Plan every collective of a training step.",
+             epilog=examples(
+                 "synth plan examples/3d-parallel-dgxh100x8.yaml --topo dgxh100x8 -o plan",
+                 "synth plan examples/nccl-debug-dgxh100x2.log --topo dgxh100x2 "
+                 "--training-steps 2"))
 @click.argument("workload")
-@click.option("--topo", "spec", required=True,
-              help="Topology: a built-in, a generator, NAMExK or a file.")
+@TOPO
 @BOXES
-@click.option("-o", "--out", "out_dir", default="plan", show_default=True,
-              help="Folder for the plan's files (report.md, plan.json, runtime files).")
-@click.option("--time-limit", type=Seconds(), default=300.0, show_default=True,
-              help="Seconds for the whole plan, shared between its collectives.")
-@click.option("--steps", type=click.IntRange(1, 10 ** 6), default=1, show_default=True,
+@out_option("out_dir", "DIR", "Folder for the plan's files (report.md, report.html, "
+            "plan.json, runtime files).", default="plan", old=())
+@TIME_LIMIT
+@SEARCH
+@click.option("--training-steps", "steps", cls=Renamed, old=("--steps",),
+              type=click.IntRange(1, 10 ** 6), default=1, show_default=True, metavar="N",
               help="Training steps an NCCL log or profiler trace holds (its counts are "
                    "divided by it).")
 @click.option("--format", "formats", default="msccl-xml,mscclpp", show_default=True,
               metavar="FORMAT[,FORMAT...]",
               help="Runtime files to write: msccl-xml, mscclpp (or none).")
-@click.option("--json", "as_json", is_flag=True, help="Print plan.json instead of the "
-              "summary.")
+@json_option("Print plan.json instead of the summary.")
 @click.option("--plots", is_flag=True, help="Also plot the step and each collective's time "
               "against size (DIR/plots/*.png).")
 @MODEL
-def plan_command(workload, spec, boxes, out_dir, time_limit, steps, formats, as_json, plots,
-                 cost_model):
+def plan_command(workload, spec, boxes, out_dir, time_limit, max_steps, max_chunks, method,
+                 solver, steps, formats, as_json, plots, cost_model):
     """Plan every collective of WORKLOAD (a YAML file, an NCCL_DEBUG=INFO log or a
     PyTorch profiler trace) on the topology: per communicator and message size the
     fastest schedule, runtime files whose size ranges tile every size, and a report
@@ -68,7 +73,8 @@ def plan_command(workload, spec, boxes, out_dir, time_limit, steps, formats, as_
     # EXPORTS_END of it: the report and writing the files are left the rest
     began = deadline.end - time_limit
     synthesis = max(began + time_limit * SYNTHESIS_END - time.monotonic(), 0.01)
-    plan = make_plan(work, topo, Limits(time_limit=synthesis), cost_model=cost_model)
+    limits = Limits(max_steps, max_chunks, synthesis, SOLVER_CHOICE[solver][0])
+    plan = make_plan(work, topo, limits, cost_model=cost_model, method=method)
     extra = {}
     if plots:
         from synth.pictures.plan_plots import plan_figures

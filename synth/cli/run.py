@@ -7,14 +7,17 @@ import json
 import click
 
 from synth.cli.app import cli
+from synth.cli.options import Size, examples, json_option
 from synth.errors import NoAnswer
 
 
-@cli.command("run")
+@cli.command("run", short_help="Run a schedule with torch.distributed and check it.",
+             epilog=examples("synth run allgather-s2-r3-c2.json --size 64MB",
+                             "torchrun --nproc-per-node 8 -m synth run FILE.json --backend nccl"))
 @click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
-@click.option("--nproc", type=click.IntRange(1, 1024), default=None,
+@click.option("--nproc", type=click.IntRange(1, 1024), default=None, metavar="N",
               help="Processes to start here [the schedule's ranks]. Under torchrun, omit.")
-@click.option("--size", "size", default="1MB", show_default=True,
+@click.option("--size", "size", type=Size(), default="1MB", show_default=True,
               help="Message size n in bytes, exactly (nccl-tests' convention, binary "
                    "units: 64MB, 67108867).")
 @click.option("--dtype", type=click.Choice(["auto", "float32", "int32", "uint8"]),
@@ -30,16 +33,16 @@ from synth.errors import NoAnswer
               show_default=True, help="torch.distributed backend: gloo on CPUs, nccl on "
                                       "GPUs.")
 @click.option("--iters", type=click.IntRange(0, 10000), default=5, show_default=True,
+              metavar="K",
               help="Timed runs of each (after one warm-up); 0: check only.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@json_option()
 @click.option("--no-verify", is_flag=True, hidden=True,
               help="Skip the verifier (to test the runner's numeric check).")
 def run_command(path, nproc, size, dtype, runtime, backend, iters, as_json, no_verify):
     """Run FILE on N processes, check it against torch's collective, time both."""
     from synth.run.distributed import run
-    from synth.schedule.cost import parse_size
 
-    report = run(path, nproc, parse_size(size), iters, backend, check_first=not no_verify,
+    report = run(path, nproc, size, iters, backend, check_first=not no_verify,
                  dtype=dtype, runtime=runtime)
     if not report:  # a torchrun worker other than rank 0
         return 0

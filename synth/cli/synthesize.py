@@ -9,7 +9,9 @@ import time
 
 import click
 
-from synth.cli.app import BOXES, MODEL, SOLVER_CHOICE, Seconds, cli, interrupts_deferred
+from synth.cli.app import cli, interrupts_deferred
+from synth.cli.options import (BOXES, MODEL, ROOT, SEARCH, SOLVER_CHOICE, TIME_LIMIT, TOPO,
+                               Size, apply, examples, json_option, out_option)
 from synth.errors import BadInput, NoAnswer, SynthError
 
 ROOTED = ("broadcast", "reduce", "gather", "scatter")
@@ -20,14 +22,12 @@ HEARTBEAT = 30.0  # seconds: without a terminal, a line at least this often
 def _synthesis_command(name: str):
     def command(spec, boxes, steps, rounds, chunks, max_steps, max_chunks, solver,
                 time_limit, method, hints_path, out_dir, formats, as_json, progress, plots,
-                size, cost_model, root=None):
+                nbytes, cost_model, root=None):
         from synth.construct.hints import read_hints
         from synth.output import parse_formats
-        from synth.schedule.cost import parse_size
         from synth.topology.catalog import resolve
 
         formats = parse_formats(formats)
-        nbytes = parse_size(size) if size is not None else None
         topo = resolve(spec, boxes)
         hints = read_hints(hints_path, topo.ranks) if hints_path is not None else None
         backend, why = SOLVER_CHOICE[solver]
@@ -42,58 +42,50 @@ def _synthesis_command(name: str):
                          nbytes, cost_model)
 
     options = [
-        click.option("--topo", "spec", required=True,
-                     help="Topology: a built-in, a generator, NAMExK or a file."),
+        TOPO,
         BOXES,
-        click.option("--steps", type=click.IntRange(1, 64), default=None,
+        click.option("--steps", type=click.IntRange(1, 64), default=None, metavar="S",
                      help="With --rounds and --chunks: solve that one instance. Alone: only "
                           "schedules with exactly this many steps."),
-        click.option("--rounds", type=click.IntRange(1, 4096), default=None,
+        click.option("--rounds", type=click.IntRange(1, 4096), default=None, metavar="R",
                      help="One instance: at most this many rounds in all (with --steps and "
                           "--chunks)."),
-        click.option("--chunks", type=click.IntRange(1, 256), default=None,
+        click.option("--chunks", type=click.IntRange(1, 256), default=None, metavar="C",
                      help="One instance: pieces of each rank's share (with --steps and "
                           "--rounds)."),
-        click.option("--max-steps", type=click.IntRange(1, 64), default=None,
-                     help="Largest step count searched [hop bound + 3; allreduce 2x + 2]."),
-        click.option("--max-chunks", type=click.IntRange(1, 256), default=None,
-                     help="Largest chunks per share searched [8]."),
-        click.option("--solver", type=click.Choice(list(SOLVER_CHOICE)), default="auto",
-                     show_default=True, help="Constraint solver of the exact search."),
-        click.option("--time-limit", type=Seconds(), default=300.0, show_default=True,
-                     help="Seconds for the whole job: bounds, searches and building."),
-        click.option("--method", type=click.Choice(["auto", "exact", "decomposed"]),
-                     default="auto", show_default=True,
-                     help="auto: on multi-node topologies, decompose into boxes and the "
-                          "network first, then search exactly in the time left."),
-        click.option("--hints", "hints_path", default=None,
-                     help="Optional YAML hints for the decomposition (README, Multi-node)."),
-        click.option("--out", "out_dir", default="out", show_default=True,
-                     help="Schedules go to OUT/TOPO/COLLECTIVE/."),
+        SEARCH,
+        TIME_LIMIT,
+        click.option("--hints", "hints_path", default=None, metavar="FILE",
+                     help="Optional YAML hints for the decomposition (docs/cli.md)."),
+        out_option("out_dir", "DIR", "Schedules go to DIR/TOPO/COLLECTIVE/.", default="out",
+                   old=()),
         click.option("--format", "formats", default="json", show_default=True,
                      metavar="FORMAT[,FORMAT...]",
                      help=f"Files to write per schedule: {', '.join(FORMATS)}."),
-        click.option("--json", "as_json", is_flag=True, help="Print one JSON summary."),
+        json_option("Print one JSON summary instead of the table."),
         click.option("--progress/--no-progress", default=None,
                      help="Every solver call on stderr [on a terminal; elsewhere a line "
                           f"every {HEARTBEAT:g} s]."),
         click.option("--plots", is_flag=True,
                      help="Also plot the frontier and time against size (PNG) beside the "
                           "files."),
-        click.option("--size", "size", default=None, metavar="SIZE",
+        click.option("--size", "nbytes", type=Size(), default=None,
                      help="Also answer for this message size (nccl-tests' n, e.g. 64MB): "
                           "the file to load for each runtime, written beside the others, "
                           "its predicted time and NCCL's (its own choice at that size)."),
         MODEL,
     ]
     if name in ROOTED:
-        options.insert(1, click.option("--root", type=click.IntRange(min=0), default=None,
-                                        help="Root rank [0]."))
-    for option in reversed(options):
-        command = option(command)
+        options.insert(1, ROOT)
+    command = apply(*options)(command)
     command.__doc__ = (f"Synthesize {name} schedules: the Pareto frontier of steps against "
-                       "rounds per chunk, each verified and written under --out.")
-    return cli.command(name)(command)
+                       "rounds per chunk, each verified and written under -o/--out.")
+    return cli.command(name, short_help=f"The {name} frontier, verified and written.",
+                       epilog=examples(
+                           f"synth {name} --topo dgx1",
+                           f"synth {name} --topo dgx2x2 -o out --format json,mscclpp",
+                           f"synth {name} --topo my-box.yaml --size 64MB",
+                           f"synth {name} --topo dgx1 --steps 2 --rounds 3 --chunks 2"))(command)
 
 
 def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, out_dir,
@@ -224,7 +216,7 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
 
 
 def frontier_within(topo, name: str, root, limits, cost_model: str, time_limit: float,
-                    searches_end: float, choosing_end: float):
+                    searches_end: float, choosing_end: float, method: str = "auto"):
     """The frontier as the commands show it (synthesize, then loads.chosen) within the
     job's --time-limit: the searches until `searches_end` of it, asking which runtime
     loads each point and timing them until `choosing_end`; what the command then does
@@ -234,7 +226,7 @@ def frontier_within(topo, name: str, root, limits, cost_model: str, time_limit: 
     from synth.frontier import synthesize
 
     deadline = job_deadline(time_limit)
-    result = synthesize(topo, name, root, limits, None, "auto", None,
+    result = synthesize(topo, name, root, limits, None, method, None,
                         deadline.reserving((1 - searches_end) * time_limit))
     return chosen(result, topo, cost_model,
                   deadline.reserving((1 - choosing_end) * time_limit))

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import click
 
-from synth.cli.app import BOXES, Seconds, topo
+from synth.cli.app import topo
+from synth.cli.options import BOXES, TIME_LIMIT, examples, json_option, out_option
 
 
-@topo.command("list")
+@topo.command("list", short_help="Built-in topologies, generators and other forms.")
 def topo_list():
     """Built-in topologies, generators and the multi-node form."""
     from synth.topology.catalog import GENERATORS, builtin_names, resolve
@@ -31,12 +32,12 @@ def topo_list():
                "-m output (synth topo import)")
 
 
-@topo.command("show")
+@topo.command("show", short_help="A topology's parts, links, groups and bandwidth.",
+              epilog=examples("synth topo show dgxh100", "synth topo show dgx2x2 --json"))
 @click.argument("spec", metavar="TOPO")
 @BOXES
-@click.option("--time-limit", type=Seconds(), default=60.0, show_default=True,
-              help="Seconds for reading, routing and measuring the topology.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@TIME_LIMIT
+@json_option()
 def topo_show(spec, boxes, time_limit, as_json):
     """GPUs, switches, NICs, links, groups, per-GPU bandwidth, hop diameter."""
     from synth.deadline import job_deadline
@@ -54,10 +55,13 @@ def topo_show(spec, boxes, time_limit, as_json):
 
 
 
-@topo.command("import")
+@topo.command("import", short_help="An NCCL topology XML or nvidia-smi matrix as a file.",
+              epilog=examples("nvidia-smi topo -m > my-box.txt",
+                              "synth topo import my-box.txt -o my-box.yaml",
+                              "synth topo import nccl-topo.xml --gpu h100-sxm -o my-box.yaml"))
 @click.argument("source", metavar="SOURCE")
-@click.option("-o", "--output", metavar="FILE.yaml",
-              help="Write the topology file here (whole or not at all); default: print it.")
+@out_option("output", "FILE.yaml",
+            "Write the topology file here (whole or not at all); default: print it.")
 @click.option("--gpu", metavar="MODEL", help="The GPU model, for what the source does not "
               "say: a partial NCCL_TOPO_FILE's NVLinks, the generation of a matrix "
               "(v100-sxm, a100-sxm, h100-sxm, h200-sxm, b200-sxm).")

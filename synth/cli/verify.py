@@ -5,32 +5,33 @@ from __future__ import annotations
 import click
 
 from synth.cli.app import cli
+from synth.cli.options import BOXES, SIZES, examples
 from synth.errors import SynthError
 
 
-@cli.command()
-@click.argument("files", nargs=-1, required=True)
+@cli.command(short_help="Check schedule files with the independent checker.",
+             epilog=examples("synth verify out/dgx1/allgather/*.json",
+                             "synth verify FILE.json --cost --sizes 1MB,1GB --topo dgx1"))
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @click.option("--cost", "show_cost", is_flag=True, help="Also print each schedule's cost.")
-@click.option("--sizes", default="1KB,1MB,64MB,1GB", show_default=True,
-              help="Message sizes for --cost.")
-@click.option("--topo", "spec", default=None, metavar="TOPOLOGY",
+@SIZES
+@click.option("--topo", "spec", default=None, metavar="TOPO",
               help="The machine the files are for (default: the one each file names, "
                    "where synth knows it).")
-@click.option("--boxes", type=click.IntRange(1, 4096), default=None,
-              help="With --topo: K copies of that box.")
+@BOXES
 def verify(files, show_cost, sizes, spec, boxes):
     """Check schedule files with the independent simulator, and their machine: the
     model a file embeds must be the one synth derives from the topology it names.
 
     Exit 0 when every file is valid, 1 when one is invalid, 2 when one is not a schedule.
     """
-    from synth.schedule.cost import format_size, parse_size, schedule_cost
+    from synth.schedule.cost import format_size, schedule_cost
     from synth.schedule.file import schedule_from_dict
     from synth.schedule.machine import check_machine
     from synth.schedule.verify import verify_file
     from synth.topology.catalog import resolve
 
-    size_list = [parse_size(s) for s in sizes.split(",")] if show_cost else []
+    size_list = sizes if show_cost else []
     topo = resolve(spec, boxes) if spec else None
     worst = 0
     for path in files:

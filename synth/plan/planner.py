@@ -330,10 +330,11 @@ def _check_routes(name: str, group: list[int], routes: dict) -> None:
 
 
 def make_plan(workload: Workload, topo: Topology, limits: Limits,
-              on_event=None, cost_model: str = "calibrated") -> Plan:
+              on_event=None, cost_model: str = "calibrated", method: str = "auto") -> Plan:
     """Plan every (communicator, collective, root) of the workload on `topo`, then the
     calls of each overlap tag together (synth.plan.overlap), sharing
-    `limits.time_limit` evenly between them, in `cost_model` (module docstring)."""
+    `limits.time_limit` evenly between them, in `cost_model` (module docstring).
+    `method`: how each communicator's frontier is searched (synth.frontier.synthesize)."""
     on_event = on_event or (lambda kind, data: None)
     start = time.monotonic()
     keys = []
@@ -352,8 +353,8 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
         on_event("search", f"{coll} on {comm} ({len(group)} GPUs)")
         began = time.monotonic()
         result = in_cost_model(synthesize(sub, coll, root, Limits(
-            limits.max_steps, limits.max_chunks, share * 3 / 4, limits.backend)), sub,
-            cost_model)
+            limits.max_steps, limits.max_chunks, share * 3 / 4, limits.backend),
+            method=method), sub, cost_model)
         calibrated = cost_model == "calibrated"
         groups = workload.communicators[comm]
         variants = runtime_variants(sub, result, Limits(

@@ -80,13 +80,19 @@ SIZE_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "M": 1 << 20, "MB": 1 
               "G": 1 << 30, "GB": 1 << 30}
 
 
-def parse_size(text: str) -> int:
-    """'64MB' -> 67108864 bytes. Units are binary, as nccl-tests' -b/-e flags are."""
+def parse_size(text: str, bound: bool = False) -> int:
+    """'64MB' -> 67108864 bytes. Units are binary, as nccl-tests' -b/-e flags are.
+    bound: a limit on sizes (export's --min-bytes, --max-bytes), not a message: 0 is
+    allowed and there is no upper end (the exporter says what its runtime holds)."""
     m = re.fullmatch(r"\s*(\d{1,20}(?:\.\d{1,20})?)\s*([KMG]?B?)\s*", text.upper())
     if not m:
         raise BadInput(f"size {quote(text)}: expected a number with an optional unit (KB, "
                        "MB, GB)")
-    nbytes = int(float(m.group(1)) * SIZE_UNITS[m.group(2)])
+    number, scale = m.group(1), SIZE_UNITS[m.group(2)]
+    # whole numbers exactly (a float holds 2**53 at most), fractions through a float
+    nbytes = int(number) * scale if number.isdigit() else int(float(number) * scale)
+    if bound:
+        return nbytes
     if not 0 < nbytes <= MAX_SIZE:
         raise BadInput(f"size {quote(text)}: expected from 1 byte to 1 PB")
     return nbytes

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Callable
 
-from synth.deadline import Deadline
+from synth.deadline import DEFAULT_TIME_LIMIT, Deadline
 from synth.schedule.collectives import make_collective
 from synth.schedule.ir import Schedule
 from synth.search.constraints import SAT, UNKNOWN, UNSAT
@@ -89,7 +89,7 @@ class Search:
 class Limits:
     max_steps: int | None = None  # None: synth.frontier's default from the hop bound
     max_chunks: int = 8
-    time_limit: float = 300.0  # seconds for the whole search
+    time_limit: float = DEFAULT_TIME_LIMIT  # seconds for the whole search
     backend: str = "cpsat"
     min_steps: int = 1  # searched from max(this, the hop bound)
     workers: int = DEFAULT_WORKERS  # CP-SAT portfolio size

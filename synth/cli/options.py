@@ -1,0 +1,187 @@
+"""The command line's grammar (docs/cli.md, "Grammar"): the options commands share,
+each defined here once with one name, one metavar, one default and one help text, so
+that `synth allreduce`, `compare`, `report` and `plan` cannot drift apart again.
+
+- every file or folder a command writes is `-o, --out` (out_option);
+- every byte count takes units, as `--sizes` always did (Size, Sizes);
+- one default time limit (synth.deadline.DEFAULT_TIME_LIMIT) for every command;
+- a spelling that changed keeps working for one release (Renamed): hidden from --help,
+  each use prints one line on stderr naming the new spelling.
+"""
+
+from __future__ import annotations
+
+import math
+
+import click
+
+from synth.deadline import DEFAULT_TIME_LIMIT
+
+DEFAULT_SIZES = "1KB,1MB,64MB,1GB"
+
+SOLVER_CHOICE = {
+    "auto": ("cpsat", "auto: CP-SAT, faster than Z3 on most instances in bench/"),
+    "cpsat": ("cpsat", "asked for"),
+    "z3": ("z3", "asked for"),
+}
+
+
+class Seconds(click.ParamType):
+    """A time limit: a finite number of seconds from 0.1 to a million."""
+
+    name = "SECONDS"
+
+    def convert(self, value, param, ctx):
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{str(value)[:40]!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or not 0.1 <= seconds <= 1e6:
+            self.fail(f"{str(value)[:40]!r} is not between 0.1 and 1000000 seconds", param,
+                      ctx)
+        return seconds
+
+
+class Size(click.ParamType):
+    """A byte count: a number with an optional binary unit (`64MB`, `67108867`), as
+    nccl-tests' sizes are (synth.schedule.cost.parse_size). `bound`: a limit on sizes,
+    where 0 is allowed and the command checks the upper end itself."""
+
+    name = "SIZE"
+
+    def __init__(self, bound: bool = False):
+        self.bound = bound
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        from synth.errors import BadInput
+        from synth.schedule.cost import parse_size  # not at start-up: --help stays quick
+
+        try:
+            return parse_size(str(value), self.bound)
+        except BadInput as e:
+            self.fail(str(e), param, ctx)
+
+
+class Sizes(click.ParamType):
+    """A comma-separated list of sizes, each as Size takes it."""
+
+    name = "SIZE[,SIZE...]"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, list):
+            return value
+        return [Size().convert(part, param, ctx) for part in str(value).split(",")]
+
+
+class Renamed(click.Option):
+    """An option whose earlier spellings (`old`) still parse, for one release: they are
+    not in --help, and each use prints one line on stderr naming the new spelling."""
+
+    def __init__(self, *decls, old: tuple[str, ...] = (), **attrs):
+        super().__init__(*decls, **attrs)
+        assert not self.is_flag, "only options that take a value are renamed"
+        self.old = tuple(old)
+
+    def _dest(self, spelling: str) -> str:
+        return f"{self.name} as {spelling}"
+
+    def add_to_parser(self, parser, ctx) -> None:
+        super().add_to_parser(parser, ctx)
+        for spelling in self.old:  # its own destination: consume_value tells them apart
+            parser.add_option(obj=self, opts=[spelling], dest=self._dest(spelling),
+                              action="store", nargs=self.nargs)
+
+    def consume_value(self, ctx, opts):
+        for spelling in self.old:
+            if self._dest(spelling) not in opts:
+                continue
+            if not ctx.resilient_parsing:
+                deprecated(spelling, "/".join(self.opts))
+            if self.name not in opts:  # the new spelling, when given too, wins
+                opts = {**opts, self.name: opts[self._dest(spelling)]}
+        return super().consume_value(ctx, opts)
+
+
+def deprecated(old: str, new: str) -> None:
+    click.echo(f"synth: note: {old} is deprecated and goes in the next release; use {new}",
+               err=True)
+
+
+def out_option(dest: str, metavar: str, help: str, *, default: str | None = None,
+               required: bool = False, old: tuple[str, ...] = ("--output",)):
+    """`-o, --out`: where a command writes (a folder or a file, as `metavar` says)."""
+    return click.option("-o", "--out", dest, cls=Renamed, old=old, metavar=metavar,
+                        default=default, show_default=default is not None,
+                        required=required, help=help)
+
+
+def examples(*lines: str) -> str:
+    """An --help epilog of example command lines, printed as written (click's \\b)."""
+    return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def apply(*options):
+    """One decorator of several options, in the order --help lists them."""
+    def decorate(f):
+        for option in reversed(options):
+            f = option(f)
+        return f
+    return decorate
+
+
+TOPO = click.option(
+    "--topo", "spec", required=True, metavar="TOPO",
+    help="Topology: a built-in, a generator, NAMExK or a file (synth topo list).")
+
+BOXES = click.option(
+    "--boxes", type=int, default=None, metavar="K",
+    help="K copies of the topology's one box, joined by its network: section (what "
+         "NAMExK does for a built-in, for a file of your own).")
+
+ROOT = click.option("--root", type=click.IntRange(min=0), default=None, metavar="R",
+                    help="Root rank of a rooted collective [0].")
+
+TIME_LIMIT = click.option(
+    "--time-limit", type=Seconds(), default=DEFAULT_TIME_LIMIT, show_default=True,
+    help="Seconds for the whole command, counted from its start (docs/cli.md says how "
+         "each command shares them).")
+
+SOLVER = click.option("--solver", type=click.Choice(list(SOLVER_CHOICE)), default="auto",
+                      show_default=True, help="Constraint solver of the exact search.")
+
+MAX_STEPS = click.option(
+    "--max-steps", type=click.IntRange(1, 64), default=None, metavar="S",
+    help="Largest step count searched [hop bound + 3; allreduce 2x + 2].")
+
+MAX_CHUNKS = click.option("--max-chunks", type=click.IntRange(1, 256), default=8,
+                          show_default=True, metavar="C",
+                          help="Largest chunks per share searched.")
+
+METHOD = click.option(
+    "--method", type=click.Choice(["auto", "exact", "decomposed"]), default="auto",
+    show_default=True,
+    help="auto: on multi-node topologies, decompose into boxes and the network first, "
+         "then search exactly in the time left.")
+
+# how a frontier is searched: the same four wherever one is
+SEARCH = apply(MAX_STEPS, MAX_CHUNKS, METHOD, SOLVER)
+
+MODEL = click.option(
+    "--model", "cost_model", type=click.Choice(["calibrated", "line-rate"]),
+    default="calibrated", show_default=True,
+    help="The costs that choose and time schedules: calibrated is cost model 2 (the "
+         "topology's figures, docs/cost-model.md); line-rate is the alpha-beta model of "
+         "link line rates whose bounds and proofs are exact.")
+
+SIZES = click.option("--sizes", type=Sizes(), default=DEFAULT_SIZES, show_default=True,
+                     help="Message sizes (nccl-tests' n, binary units: 1KB = 1024 B).")
+
+COLOR = click.option("--color", type=click.Choice(["chunk", "origin"]), default="chunk",
+                     show_default=True,
+                     help="Colour each chunk by itself or by the rank it starts at.")
+
+
+def json_option(help: str = "Print one JSON object instead of the text."):
+    return click.option("--json", "as_json", is_flag=True, help=help)
