@@ -29,7 +29,6 @@ written; the files are written all or none (synth.files.write_folder).
 from __future__ import annotations
 
 import json
-import math
 import time
 from functools import lru_cache
 from dataclasses import replace
@@ -40,33 +39,17 @@ from synth.export import render
 from synth.export.mscclpp import MAX_MIN_MESSAGE
 from synth.export.units import unit_of
 from synth.files import write_folder
+from synth.plan.document import _per_node, _within, plan_document, runtime_steps
 from synth.plan.page import plan_page
+from synth.plan.report import report_text
 from synth.plan.planner import Entry, Plan, envelope, typical
-from synth.predict.nccl import NCCL_VERSION
-from synth.schedule.cost import format_size
 from synth.schedule.file import schedule_json, schedule_to_dict
-from synth.topology.linkmodel import ranks_per_box
 
 RUNTIMES = {"msccl-xml": ("msccl", ".xml"), "mscclpp": ("mscclpp", ".mscclpp.json")}
-PERF = {"allreduce": "all_reduce_perf", "allgather": "all_gather_perf",
-        "reducescatter": "reduce_scatter_perf", "broadcast": "broadcast_perf",
-        "reduce": "reduce_perf", "alltoall": "alltoall_perf", "gather": "gather_perf",
-        "scatter": "scatter_perf"}
 
 
 def entry_stem(e: Entry) -> str:
     return e.collective + (f"-root{e.root}" if e.root is not None else "")
-
-
-def _within(low: int, high: int | None, n: int) -> bool:
-    return low <= n and (high is None or n <= high)
-
-
-def runnable(f: dict, n: int) -> bool:
-    """Whether range `f` (a runtime_files entry) runs a call of n bytes: within it, and
-    cut whole by its file (NCCL's own ranges take any size)."""
-    return _within(f["min_bytes"], f["max_bytes"], n) and (f["unit"] is None
-                                                          or f["unit"].cuts(n))
 
 
 def protected_sizes(entry: Entry) -> list[int]:
@@ -314,230 +297,6 @@ def _remove_stale(out: Path, listed: list[str], keep: set[str]) -> None:
             real.unlink(missing_ok=True)
 
 
-def runtime_steps(plan: Plan, runtime: dict | None) -> dict:
-    """{format: runtime_step's (time, calls NCCL's own runs)}."""
-    return {fmt: runtime_step(plan, fmt, entries) for fmt, entries in (runtime or {}).items()}
-
-
-def plan_document(plan: Plan, runtime: dict | None = None, loaded: dict | None = None
-                  ) -> dict:
-    """plan.json's document; `loaded`: runtime_steps, where made already."""
-    loaded = runtime_steps(plan, runtime) if loaded is None else loaded
-    w = plan.workload
-    entries = []
-    for e in plan.entries:
-        entries.append({
-            "communicator": e.communicator, "collective": e.collective, "root": e.root,
-            "ranks": e.ranks, "groups": len(w.communicators[e.communicator]),
-            "topology": e.topology, "seconds": round(e.seconds, 2),
-            "bound_us_per_mb": round(e.bounds.us_per_mb, 6),
-            "candidates": len(e.candidates),
-            "spans": [{"min_bytes": s.low, "max_bytes": s.high,
-                       "algorithm": s.candidate.label,
-                       "latency_us": round(s.candidate.latency_us, 6),
-                       "us_per_mb": round(s.candidate.us_per_byte * 1e6, 6)}
-                      for s in e.spans],
-            "calls": [_call_doc(e, c, runtime) for c in e.calls]})
-    steps = {k: plan.step_time(k) for k in ("plan", "nccl", "overlapped",
-                                            "nccl overlapped")}
-    runtime_doc = {fmt: [{**r, "files": [{**{k: v for k, v in f.items()
-                                              if k not in ("candidate", "unit")},
-                                           "chunks": f["unit"] and f["unit"].chunks}
-                                          for f in r["files"]]} for r in entries_]
-                   for fmt, entries_ in (runtime or {}).items()}
-    overlaps = [{"tag": o.tag,
-                 "calls": [{"communicator": e.communicator, "collective": e.collective,
-                            "min_bytes": c.low, "max_bytes": c.high,
-                            "count": round(c.count, 6)}
-                           for e, c in o.members],
-                 "alone_us": [round(x, 3) for x in o.alone_us],
-                 "on_residual_us": [round(x, 3) for x in o.residual_us],
-                 "algorithms": [c.label for c in o.choices],
-                 "sequential_us": round(o.sequential_us, 3),
-                 "overlapped_us": round(o.overlapped_us, 3),
-                 "nccl_sequential_us": round(sum(o.nccl_alone_us), 3),
-                 "nccl_overlapped_us": round(o.nccl_overlapped_us, 3),
-                 "busiest_link_share": round(max(o.utilisation.values(), default=0), 6)}
-                for o in plan.overlaps]
-    return {"format": "synth.plan", "version": 1, "workload": w.name, "source": w.source,
-            "notes": list(w.notes), "topology": plan.topology,
-            "communicators": {n: {"ranks": len(gs[0]), "groups": gs}
-                              for n, gs in w.communicators.items()},
-            "step_us": {"plan": round(steps["plan"], 3), "nccl": round(steps["nccl"], 3),
-                        "plan_overlapped": round(steps["overlapped"], 3),
-                        "nccl_overlapped": round(steps["nccl overlapped"], 3),
-                        "speedup": round(steps["nccl overlapped"] / steps["overlapped"], 4)
-                        if steps["overlapped"] else None,
-                        **{f"{fmt}_files": round(t, 3) for fmt, (t, _) in loaded.items()}},
-            "overlaps": overlaps, "entries": entries, "runtimes": runtime_doc,
-            "seconds": round(plan.seconds, 2),
-            "model": model_text(plan) + ", not "
-                     "measurements"}
-
-
-def _call_doc(e: Entry, call, runtime: dict | None = None) -> dict:
-    n = typical(call)
-    best, nccl = e.best(n), e.nccl(n)
-    mine, theirs = best.time_us(n), nccl.time_us(n)
-    return {"min_bytes": call.low, "max_bytes": call.high, "count": round(call.count, 6),
-            "overlap": call.overlap or None, "algorithm": best.label,
-            "us": round(mine, 3), "nccl": nccl.label, "nccl_us": round(theirs, 3),
-            "speedup": round(theirs / mine, 4),
-            "groups_share_links": round(best.shared, 4),
-            "load": {"bytes": n, "runtimes": {fmt: _load(e, entries, n) for fmt, entries
-                                              in (runtime or {}).items()}}}
-
-
-def _load(e: Entry, entries: list[dict], n: int) -> dict:
-    """What a runtime runs at size n (the call's typical size): its file for that size
-    and the file's predicted time, or NCCL's own algorithm (file None) and its time."""
-    f = next((f for f in _files_of(entries, e) if runnable(f, n)), None)
-    if f is None or f["candidate"] is None:
-        own = e.nccl(n)
-        return {"file": None, "algorithm": f["algorithm"] if f else f"NCCL's own ({own.label})",
-                "us": round(own.time_us(n), 3)}
-    return {"file": f["file"], "algorithm": f["algorithm"],
-            "us": round(f["candidate"].time_us(n), 3)}
-
-
-def runtime_step(plan: Plan, fmt: str, entries: list[dict]) -> tuple[float, list[str]]:
-    """(one step's time, every call one after the other, with what the runtime runs
-    from its files: the file for the call's size, or NCCL's own algorithm where none
-    runs; the calls NCCL's own runs)."""
-    total, fallback = 0.0, []
-    for e in plan.entries:
-        files = _files_of(entries, e)
-        for call in e.calls:
-            n = typical(call)
-            f = next((f for f in files if runnable(f, n)), None)
-            if f is None or f["candidate"] is None:
-                fallback.append(f"{e.collective} on {e.communicator} at {n} B")
-            total += call.count * (f["candidate"] if f and f["candidate"] else
-                                   e.nccl(n)).time_us(n)
-    return total, fallback
-
-
-def _files_of(entries: list[dict], e: Entry) -> list[dict]:
-    return next(r["files"] for r in entries if (r["communicator"], r["collective"],
-                                                r["root"]) == (e.communicator, e.collective,
-                                                               e.root))
-
-
-def report_text(plan: Plan, runtime: dict | None = None, loaded: dict | None = None
-                ) -> str:
-    """report.md; `loaded`: runtime_steps, where made already."""
-    loaded = runtime_steps(plan, runtime) if loaded is None else loaded
-    w = plan.workload
-    plan_us, nccl_us = plan.step_time("plan"), plan.step_time("nccl")
-    both_us, nccl_both_us = plan.step_time("overlapped"), plan.step_time("nccl overlapped")
-    lines = [f"# Communication plan: {w.name} on {plan.topology}", "",
-             f"These are model predictions ({model_text(plan)}), not measurements. Check "
-             "them on the hardware with the nccl-tests commands below, with and without "
-             "the plan's files loaded.", ""]
-    if plan_us:
-        lines += [f"Communication of one training step: **{_us(both_us)}** with the plan "
-                  f"against **{_us(nccl_both_us)}** {nccl_text(plan)}: "
-                  f"**{_down(nccl_both_us / both_us)} x**, the calls of "
-                  f"each overlap tag running together. Every call one after the other: "
-                  f"{_us(plan_us)} against {_us(nccl_us)} ({_down(nccl_us / plan_us)} x).", ""]
-    for fmt, (t, fallback) in loaded.items():
-        lines += [f"With the {fmt} files alone (what that runtime can run of the plan, "
-                  f"every call one after the other): {_us(t)}, {_down(nccl_us / t)} x."
-                  + (f" NCCL's own algorithm runs for {', '.join(fallback)}: no file "
-                     "that cuts it into whole chunks (" + ("MSCCL: loops of nchunksperloop "
-                                                           "chunks of whole elements"
-                                                           if fmt == "msccl-xml" else
-                                                           "MSCCL++: chunks of 16-byte "
-                                                           "units") + ") beats it there."
-                     if fallback else ""), ""]
-    if w.notes:
-        lines += ["Read from the workload: " + "; ".join(w.notes) + ".", ""]
-    nccl = "NCCL" if plan.cost_model == "calibrated" else "NCCL-style"
-    lines += [f"| communicator | collective | GPUs | size | calls | plan | us | {nccl} "
-              "| us | x |", "| --- | --- | ---: | ---: | ---: | --- | ---: | --- | ---: "
-              "| ---: |"]
-    shared = []
-    for e in plan.entries:
-        for c in e.calls:
-            d = _call_doc(e, c)
-            size = format_size(c.low) if c.low == c.high else \
-                f"{format_size(c.low)}..{format_size(c.high)}"
-            lines.append(f"| {e.communicator} | {e.collective} | {e.ranks} | {size} | "
-                         f"{d['count']:g} | {d['algorithm']} | {d['us']:.1f} | {d['nccl']} | "
-                         f"{d['nccl_us']:.1f} | {_down(d['speedup'])} |")
-            if d["groups_share_links"] > 1.0001:
-                shared.append(f"{e.collective} on {e.communicator} "
-                              f"({d['groups_share_links']:.2f} x)")
-    if shared:
-        lines += ["", "The groups of a communicator run at once, and where their traffic "
-                  "meets on a physical link each takes longer than alone: "
-                  + ", ".join(shared) + " (in the times above)."]
-    for o in plan.overlaps:
-        names = " and ".join(f"{e.collective} on {e.communicator}" for e, _ in o.members)
-        lines += ["", f"## Running together: {o.tag}", "",
-                  f"{names}: {_us(o.overlapped_us)} together against "
-                  f"{_us(o.sequential_us)} one after the other (each alone: "
-                  + ", ".join(_us(x) for x in o.alone_us) + "); NCCL-style "
-                  f"{_us(o.nccl_overlapped_us)} together, {_us(sum(o.nccl_alone_us))} one "
-                  "after the other. The first runs as planned; each next one was planned "
-                  "again on the bandwidth the ones before it leave ("
-                  + ", ".join(f"{c.label}: {_us(d)}" for c, d in zip(o.choices[1:],
-                                                                   o.residual_us[1:]))
-                  + f"); the busiest physical link is {max(o.utilisation.values()):.0%} "
-                  "in use."]
-    lines += ["", "## The fastest candidate at each size", ""]
-    for e in plan.entries:
-        lines += [f"{e.collective} on {e.communicator} ({e.ranks} GPUs, "
-                  f"{len(w.communicators[e.communicator])} groups, planned on "
-                  f"{e.topology} in {e.seconds:.1f} s):", ""]
-        lines += [f"- {_range(s.low, s.high)}: {s.candidate.label} "
-                  f"({s.candidate.latency_us:.2f} us + {s.candidate.us_per_byte * 1e6:.3f} "
-                  "us/MB)" for s in e.spans]
-        lines.append("")
-    if runtime:
-        lines += ["## Runtime files", ""]
-        for fmt, entries in runtime.items():
-            for r in entries:
-                ranges = ", ".join(f"{_range(f['min_bytes'], f['max_bytes'])} "
-                                   + (f"`{f['file']}` ({f['unit'].chunks} chunks)"
-                                      if f["file"] else f["algorithm"])
-                                   for f in r["files"])
-                lines.append(f"- {fmt}, {r['collective']} on {r['communicator']}: {ranges}")
-        lines += ["", "MSCCL reads one folder per process (`MSCCL_ALGO_DIR`) and picks a "
-                  "file by GPU count, collective and size only: copy the files of every "
-                  "communicator a process uses into one folder; where two communicators "
-                  "have the same GPU count and collective, their files overlap and only "
-                  "one set can be loaded. For MSCCL++, `mscclpp/register.py` registers "
-                  "a communicator's plans with the NCCL shim (v0.9 and later) before the "
-                  "communicator is created, with the process's rank in it; synth's "
-                  "selector tells communicators apart by size, ranks per node and that "
-                  "rank (docs/runtimes.md, \"Running a plan\"). Each file's upper bound "
-                  "(`maxBytes`, `max_message_size`) is one byte past its range above: "
-                  "microsoft/msccl and MSCCL++ v0.8.0's shim read it as exclusive, the "
-                  "others as inclusive, and run the file for that byte too, as they run "
-                  "the next range's file there, whichever they loaded first; no "
-                  "workload size is on such a byte unless the file is the one for it.",
-                  ""]
-    lines += ["## Measuring it", "", "```"]
-    for e in plan.entries:
-        per_box = _per_node(e)
-        place = f"-npernode {per_box} " if per_box else ""  # none fits scattered boxes
-        for c in e.calls:
-            lines.append(f"mpirun -np {e.ranks} {place}./build/"
-                         f"{PERF[e.collective]} -b {c.low} -e {c.high} -f 2 -g 1 -n 50"
-                         + (f"   # MSCCL_ALGO_DIR=msccl/{e.communicator}" if runtime
-                            and "msccl-xml" in runtime else ""))
-    lines += ["```", "", "nccl-tests' -b/-e are its message size n, the same n as here."]
-    return "\n".join(lines) + "\n"
-
-
-def _per_node(e: Entry) -> int | None:
-    """GPUs of the communicator's group per box (nccl-tests' -npernode, MSCCL++'s
-    ranks per node); None where its boxes are not runs of equally many consecutive
-    ranks (no MSCCL++ plan is written for it then: synth.export.relays)."""
-    return ranks_per_box(e.spans[0].candidate.schedule.model)
-
-
 def _register(plan: Plan, entries: list[dict]) -> str:
     """register.py: the plans per communicator, registered for one communicator at a
     time with the process's own rank in it (synth.run.mscclpp_shim)."""
@@ -587,26 +346,3 @@ def _register(plan: Plan, entries: list[dict]) -> str:
         ""])
 
 
-def _range(low: int, high: int | None) -> str:
-    return f"{low}..{'' if high is None else high} B"
-
-
-def model_text(plan: Plan) -> str:
-    if plan.cost_model == "calibrated":
-        return "cost model 2: the topology's figures, docs/cost-model.md"
-    return "line-rate alpha-beta, from the topology's link figures"
-
-
-def nccl_text(plan: Plan) -> str:
-    if plan.cost_model == "calibrated":
-        return f"with NCCL {NCCL_VERSION} as it runs there (its tuner's choice at each size)"
-    return "NCCL-style (ring or tree, whichever is faster at each size)"
-
-
-def _down(ratio: float) -> str:
-    """A speed-up rounded down to 2 decimals: never shown larger than it is."""
-    return f"{math.floor(ratio * 100) / 100:.2f}"
-
-
-def _us(us: float) -> str:
-    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.1f} us"
