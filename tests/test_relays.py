@@ -249,7 +249,8 @@ def test_ranks_per_box_are_runs_of_equally_many_consecutive_ranks():
 
 # built-in clusters: every built-in box with a network section, two of them
 CLUSTERS = {"dgx2x2": 16, "dgxa100x2": 8, "dgxb200x2": 8, "dgxh100x2": 8, "dgxh200x2": 8,
-            "gb200trayx2": 4, "ndv2x2": 8}  # ranks per node: the box's GPUs
+            "gb200nvl72x2": 72, "gb200trayx2": 4, "mi300xx2": 8,
+            "ndv2x2": 8}  # ranks per node: the box's GPUs
 
 
 def test_the_clusters_listed_are_every_built_in_that_joins():
@@ -263,7 +264,12 @@ def test_the_clusters_listed_are_every_built_in_that_joins():
     assert joined == set(CLUSTERS)
 
 
-@pytest.mark.parametrize("topo", sorted(CLUSTERS))
+# gb200nvl72x2's plan (144 ranks, local ranks 8-71 relaying) takes about 50 s to export:
+# too slow for the suite; dgx2x2 checks the relays
+EXPORTED = sorted(set(CLUSTERS) - {"gb200nvl72x2"})
+
+
+@pytest.mark.parametrize("topo", EXPORTED)
 def test_every_built_in_cluster_exports_a_plan_with_port_channels_on_ib_devices_only(topo):
     # what synth controls: port channels only between local ranks the executor gives an
     # InfiniBand device. Whether it sets the plan up is the release's business: on
@@ -278,7 +284,7 @@ def test_every_built_in_cluster_exports_a_plan_with_port_channels_on_ib_devices_
     check_mscclpp_plan(plan, ranks_per_node=g)
     across = {(a, b) for a, b in port_peers(plan) if a // g != b // g}
     assert across and all(a % g < 8 and b % g < 8 for a, b in across)
-    # only dgx2 has GPUs past the executor's eight devices: its local ranks 8-15 relay,
-    # in steps of their own
+    # boxes of more than 8 GPUs have some past the executor's eight devices: dgx2's local
+    # ranks 8-15 (gb200nvl72's 8-71) relay, in steps of their own
     relayed = plan["synth"]["steps"] > built.schedule.num_steps
-    assert relayed == (topo == "dgx2x2")
+    assert relayed == (g > 8)
