@@ -23,6 +23,7 @@ import math
 import re
 import textwrap
 from collections import Counter
+from dataclasses import dataclass
 from fractions import Fraction
 
 import graphviz
@@ -105,10 +106,51 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
     busiest = max((len({(x.src, x.dst) for x in st.sends}) for st in program), default=0)
     dense = blocks is not None or busiest > max(DENSE_LINKS, 4 * n)
     rank_colours, colour, how = _colouring(schedule, color)
+    panel = _panel(schedule, program, blocks, dense, busiest)
+    shown, cols = _panels_shown(len(program), n, dense, panel, columns, room)
+    steps = program[:shown]
 
-    big = 1.0  # a big matrix gets a bigger panel title, and room for it
+    lines = _caption_lines(schedule, orbits, switched, blocks, dense, how, shown)
+    # a big grid gets a bigger caption and timeline, readable when the picture is scaled
+    span = min(len(steps), cols) * (panel.width + GAP) - GAP
+    zoom = min(2.5, max(1.0, span / 2000))
+    chars = max(70, int(span / (0.56 * 11 * zoom)))  # as wide as the panels, no wider
+    caption = "<br/>".join(_wrapped(line, chars) for line in lines).replace("point-size='11'", f"point-size='{11 * zoom:.0f}'")
+
+    g = graphviz.Digraph(f"{coll.name}-{model.name}", engine="neato")
+    g.attr(label=f"<{caption}>", labelloc="t", fontname=FONT, fontsize=f"{16 * zoom:.0f}",
+           bgcolor="white", pad="0.3", outputorder="edgesfirst")
+    g.attr("node", fontname=FONT, fontsize="12", shape="circle", width=f"{2 * RANK_R / 72}",
+           fixedsize="true", style="filled", fillcolor="white", penwidth="1.2")
+    g.attr("edge", fontname=FONT, arrowsize="0.7")
+    _draw_panels(g, schedule, steps, cols, panel, blocks, dense,
+                 rank_colours if color == "origin" else None, colour)
+    if pipe is not None and steps:
+        rows = -(-len(steps) // cols)
+        draw_timeline(g, schedule, -rows * (panel.height + GAP), zoom, MAX_PANELS)
+    return g
+
+
+@dataclass
+class _Panel:
+    """A step's panel: its size in points, its title's scale, and what its drawing
+    needs: rank positions (a graph), or the cell width (a matrix) and for blocks of
+    ranks the block of each rank and the block pairs a link joins."""
+    width: float
+    height: float
+    big: float = 1.0
+    pos: dict | None = None
+    cell: float = 30.0
+    of: dict | None = None
+    linked: set | None = None
+
+
+def _panel(schedule: Schedule, program, blocks, dense: bool, busiest: int) -> _Panel:
+    """The size of one step's panel (every panel has it) and its layout."""
+    model, n = schedule.model, schedule.collective.ranks
     if blocks is not None or dense:
         side = len(blocks) if blocks is not None else n
+        of = linked = None
         if blocks is not None:
             of = {r: k for k, block in enumerate(blocks) for r in block}
             cell = block_cell_width(schedule, program, blocks, of)
@@ -116,18 +158,25 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
         else:
             cell = max(30.0, max((matrix_cell_width(schedule, st) for st in program), default=30.0))
         width = (side + 1) * cell + 40
-        big = min(2.0, max(1.0, width / 1500))
+        big = min(2.0, max(1.0, width / 1500))  # a big matrix: a bigger title, room for it
         height = (side + 1) * 24 + 90 + (big - 1) * 50
-    else:
-        pairs = {(l.src, l.dst): l.capacity for l in model.links}
-        spacing = 1.3 + 0.5 * min(2.0, max(0.0, busiest / max(n, 1) - 2))  # room for labels
-        pos = rank_positions(n, pairs, model.name, spacing=spacing)
-        xs = [p[0] for p in pos.values()]
-        ys = [p[1] for p in pos.values()]
-        shift = ((max(xs) + min(xs)) / 2, (max(ys) + min(ys)) / 2)
-        pos = {r: (x - shift[0], y - shift[1]) for r, (x, y) in pos.items()}
-        width = max(xs) - min(xs) + 160
-        height = max(ys) - min(ys) + 160 + 40  # + the panel's title
+        return _Panel(width, height, big, cell=cell, of=of, linked=linked)
+    pairs = {(l.src, l.dst): l.capacity for l in model.links}
+    spacing = 1.3 + 0.5 * min(2.0, max(0.0, busiest / max(n, 1) - 2))  # room for labels
+    pos = rank_positions(n, pairs, model.name, spacing=spacing)
+    xs = [p[0] for p in pos.values()]
+    ys = [p[1] for p in pos.values()]
+    shift = ((max(xs) + min(xs)) / 2, (max(ys) + min(ys)) / 2)
+    pos = {r: (x - shift[0], y - shift[1]) for r, (x, y) in pos.items()}
+    width = max(xs) - min(xs) + 160
+    height = max(ys) - min(ys) + 160 + 40  # + the panel's title
+    return _Panel(width, height, pos=pos)
+
+
+def _panels_shown(steps: int, n: int, dense: bool, panel: _Panel, columns: int | None,
+                  room: tuple[float, float]) -> tuple[int, int]:
+    """(panels drawn, columns): the first steps whose grid fits `room`, one at least."""
+    width, height = panel.width, panel.height
 
     def grid(k: int) -> int:
         if columns is not None:
@@ -142,12 +191,17 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
         across, down = cols * (width + GAP), -(-k // cols) * (height + GAP)
         return across * down > room[0] or max(across, down) > room[1]
 
-    shown = len(program)
+    shown = steps
     while shown > 1 and too_big(shown):
         shown -= 1
-    steps = program[:shown]
-    cols = grid(shown)
+    return shown, grid(shown)
 
+
+def _caption_lines(schedule: Schedule, orbits, switched: bool, blocks, dense: bool,
+                   how: str, shown: int) -> list[str]:
+    """The picture's caption, a line each: what is drawn and how to read it."""
+    coll, model, pipe, n = (schedule.collective, schedule.model, schedule.pipeline,
+                            schedule.collective.ranks)
     root = f", root {coll.root}" if coll.root is not None else ""
     title = (f"{coll.name}{root} on {model.name}: {_plural(schedule.num_steps, 'step')}, "
              f"{_plural(schedule.rounds, 'round')}, {_plural(coll.chunks, 'chunk')}"
@@ -193,19 +247,13 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
         what = "program steps" if pipe is not None else "steps"
         lines.append("<font point-size='11'>" + _html(
             f"the first {shown} {what} of {len(schedule.steps)} are drawn") + "</font>")
-    # a big grid gets a bigger caption and timeline, readable when the picture is scaled
-    span = min(len(steps), cols) * (width + GAP) - GAP
-    zoom = min(2.5, max(1.0, span / 2000))
-    chars = max(70, int(span / (0.56 * 11 * zoom)))  # as wide as the panels, no wider
-    caption = "<br/>".join(_wrapped(line, chars) for line in lines).replace("point-size='11'", f"point-size='{11 * zoom:.0f}'")
+    return lines
 
-    g = graphviz.Digraph(f"{coll.name}-{model.name}", engine="neato")
-    g.attr(label=f"<{caption}>", labelloc="t", fontname=FONT, fontsize=f"{16 * zoom:.0f}",
-           bgcolor="white", pad="0.3", outputorder="edgesfirst")
-    g.attr("node", fontname=FONT, fontsize="12", shape="circle", width=f"{2 * RANK_R / 72}",
-           fixedsize="true", style="filled", fillcolor="white", penwidth="1.2")
-    g.attr("edge", fontname=FONT, arrowsize="0.7")
 
+def _draw_panels(g, schedule: Schedule, steps, cols: int, panel: _Panel, blocks,
+                 dense: bool, rank_colours, colour) -> None:
+    """A panel per step in a grid of `cols` columns: its title and its graph or matrix."""
+    width, height, big = panel.width, panel.height, panel.big
     for i, step in enumerate(steps):
         col, row = i % cols, i // cols
         centre = (col * (width + GAP) + width / 2, -row * (height + GAP) - height / 2)
@@ -216,21 +264,17 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
                **{"class": "panel"})
         inner = (centre[0], centre[1] - 20 - (big - 1) * 25)  # below the title
         if blocks is not None:
-            label = block_matrix_label(schedule, step, blocks, of, cell, linked)
+            label = block_matrix_label(schedule, step, blocks, panel.of, panel.cell,
+                                       panel.linked)
         elif dense:
-            label = matrix_label(schedule, step, colour, cell)
+            label = matrix_label(schedule, step, colour, panel.cell)
         else:
-            here = {r: (x + inner[0], y + inner[1]) for r, (x, y) in pos.items()}
-            _graph_panel(g, schedule, i, here, rank_colours if color == "origin" else None,
-                         colour)
+            here = {r: (x + inner[0], y + inner[1]) for r, (x, y) in panel.pos.items()}
+            _graph_panel(g, schedule, i, here, rank_colours, colour)
             continue
         g.node(f"s{i}m", label=f"<{label}>", shape="plaintext", fixedsize="false",
                width="0", height="0", margin="0", style="", pos=point(inner) + "!",
                **{"class": "matrix"})
-    if pipe is not None and steps:
-        rows = -(-len(steps) // cols)
-        draw_timeline(g, schedule, -rows * (height + GAP), zoom, MAX_PANELS)
-    return g
 
 
 def _few(ranks) -> str:
