@@ -44,26 +44,43 @@ def topology_graph(topo: Topology) -> graphviz.Digraph:
     """
     gpus = set(topo.gpus)
     placed = any(l.src in gpus and l.dst in gpus for l in topo.links)
-    rank_of = {name: r for r, name in enumerate(topo.gpus)}
-    title = (f"{topo.name}: {topo.description}" if topo.description else topo.name)
-    kinds = [k for k in KIND_STYLE if any(v.kind == k for v in topo.vertices)]
-    caption = (f"{_html(title)}<br/><font point-size='11'>"
-               f"{_html('; '.join(KIND_WORDS[k] for k in kinds))}<br/>"
-               "edge label: lanes x GB/s per direction (a line: both directions alike; "
-               "an arrow: one direction); width grows with bandwidth"
-               + ("<br/>imported: dashed outlines and lines are inferred, the rest read "
-                  f"from {_html(topo.source)}" if topo.source else "") + "</font>")
     g = graphviz.Digraph(topo.name, engine="neato" if placed else "dot")
-    g.attr(label=f"<{caption}>", labelloc="t", fontname=FONT, fontsize="16",
+    g.attr(label=f"<{_caption(topo)}>", labelloc="t", fontname=FONT, fontsize="16",
            bgcolor="white", pad="0.3")
     g.attr("node", fontname=FONT, fontsize="12", style="filled", penwidth="1.2")
     g.attr("edge", fontname=FONT, fontsize="11", fontcolor="#333333", color="#555555",
            arrowsize="0.7")
+    pos = None
     if placed:  # box outlines are nodes, which spline routing would steer around
         g.attr(splines="line" if topo.boxes > 1 else "true", outputorder="edgesfirst")
         pos = _placed_positions(topo)
     else:
         g.attr(rankdir="TB", nodesep="0.25", ranksep="0.9", newrank="true")
+    _add_vertices(g, topo, pos)
+    level = {v.name: _level(topo, v) for v in topo.vertices}
+    _add_links(g, topo, level, placed)
+    if not placed:
+        _same_rank_rows(g, topo, level)
+    return g
+
+
+def _caption(topo: Topology) -> str:
+    """The title, the kinds of vertex drawn, how to read a link, and for an imported
+    topology what was inferred."""
+    title = (f"{topo.name}: {topo.description}" if topo.description else topo.name)
+    kinds = [k for k in KIND_STYLE if any(v.kind == k for v in topo.vertices)]
+    return (f"{_html(title)}<br/><font point-size='11'>"
+            f"{_html('; '.join(KIND_WORDS[k] for k in kinds))}<br/>"
+            "edge label: lanes x GB/s per direction (a line: both directions alike; "
+            "an arrow: one direction); width grows with bandwidth"
+            + ("<br/>imported: dashed outlines and lines are inferred, the rest read "
+               f"from {_html(topo.source)}" if topo.source else "") + "</font>")
+
+
+def _add_vertices(g, topo: Topology, pos: dict | None) -> None:
+    """Every vertex, at its place where `pos` gives places; a multi-box topology's
+    vertices inside their box (an outline, or a cluster for dot)."""
+    rank_of = {name: r for r, name in enumerate(topo.gpus)}
 
     def short(name: str) -> str:  # a box's vertices are drawn inside its box
         return re.sub(r"^n\d+\.", "", name) if topo.boxes > 1 else name
@@ -77,16 +94,16 @@ def topology_graph(topo: Topology) -> graphviz.Digraph:
             attrs["label"] = short(v.name)
             if v.kind == "pcie_switch":
                 attrs.update(fontsize="10", height="0.35")
-        if placed:
+        if pos is not None:
             x, y = pos[v.name]
             attrs["pos"] = f"{x:.1f},{y:.1f}!"
         if v.inferred:  # imported and deduced, not read: dashed, the reason on hover
             attrs.update(style=attrs.get("style", "filled") + ",dashed", tooltip=v.inferred)
         graph.node(v.name, **attrs)
 
-    if topo.boxes > 1 and placed:
+    if topo.boxes > 1 and pos is not None:
         _box_frames(g, topo, pos)
-    if topo.boxes > 1 and not placed:
+    if topo.boxes > 1 and pos is None:
         for b in sorted({v.box for v in topo.vertices if v.box is not None}):
             with g.subgraph(name=f"cluster_box{b}") as c:
                 c.attr(label=f"box {b}", style="rounded", color="#888888", fontsize="14",
@@ -101,9 +118,12 @@ def topology_graph(topo: Topology) -> graphviz.Digraph:
         for v in topo.vertices:
             add_vertex(g, v)
 
+
+def _add_links(g, topo: Topology, level: dict, placed: bool) -> None:
+    """Each link: one undirected line where both directions are alike, else an arrow;
+    drawn from the upper level down (dot ranks tails above heads)."""
     unit = min((l.bandwidth for l in topo.links), default=1.0)
     link = {(l.src, l.dst): l for l in topo.links}
-    level = {v.name: _level(topo, v) for v in topo.vertices}
     done = set()
     for l in topo.links:
         if (l.src, l.dst) in done:
@@ -127,9 +147,6 @@ def topology_graph(topo: Topology) -> graphviz.Digraph:
             attrs["constraint"] = "false"
         done.add((l.src, l.dst))
         g.edge(src, dst, **attrs)
-    if not placed:
-        _same_rank_rows(g, topo, level)
-    return g
 
 
 def _placed_positions(topo: Topology) -> dict[str, tuple[float, float]]:
