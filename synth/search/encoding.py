@@ -94,26 +94,38 @@ def encode(instance: Instance, deadline: Deadline | float | None = None) -> Enco
     cm = ConstraintModel()
     dist = hop_distances(model)
     far = model.ranks + S + 1
-    links = [(l.src, l.dst) for l in model.links]
-    into = {v: [(u, w) for u, w in links if w == v] for v in range(model.ranks)}
-    tokens = list(range(model.ranks)) if coll.combining else [0]
 
     def d(a, b):
         return dist[a].get(b, far)
 
-    # where each token starts, per chunk
-    origin = {}
+    tokens = list(range(model.ranks)) if coll.combining else [0]
+    has = _holdings(cm, inst, tokens, d, far, in_time)
+    sends = _send_literals(cm, inst, tokens, has, d, in_time)
+    rounds = _step_rounds(cm, inst)
+    _data_flow(cm, inst, tokens, has, sends, in_time)
+    # post: the full value at the end
+    for rank, chunk in coll.post:
+        for k in tokens:
+            _clause(cm, has[chunk, rank, S, k])  # False here: the empty clause, unsat
+
+    _bandwidth(cm, model, sends, rounds, S)
+    if inst.break_symmetry:
+        _order_interchangeable_chunks(cm, has, coll, S)
+    return Encoding(inst, cm, sends, rounds)
+
+
+def _holdings(cm, inst: Instance, tokens, d, far: int, in_time) -> dict:
+    """has[c, n, s, k]: rank n holds token k of chunk c after step s (a token: the
+    contribution of rank k to a combining collective; the chunk itself, 0, otherwise),
+    a literal, or True/False where the start or the hop distance decides it."""
+    model, coll, S = inst.model, inst.collective, inst.steps
+    origin = {}  # where each token starts, per chunk
     for rank, chunk in coll.pre:
         origin.setdefault(chunk, []).append(rank)
 
     def token_sources(c, k):
         return [k] if coll.combining else origin.get(c, [])
 
-    wanters = {}
-    for rank, chunk in coll.post:
-        wanters.setdefault(chunk, []).append(rank)
-
-    # has[c, n, s, k]: a literal, or the constants True and False
     has = {}
     for c in range(coll.num_chunks):
         in_time()
@@ -128,7 +140,17 @@ def encode(instance: Instance, deadline: Deadline | float | None = None) -> Enco
                         has[c, n, s, k] = False
                     else:
                         has[c, n, s, k] = cm.new_bool()
+    return has
 
+
+def _send_literals(cm, inst: Instance, tokens, has: dict, d, in_time) -> dict:
+    """sends[c, (u, v), s, op]: a literal for each send that could matter: u may hold
+    the chunk by step s - 1 and v can still pass it on to a rank that wants it."""
+    model, coll, S = inst.model, inst.collective, inst.steps
+    links = [(l.src, l.dst) for l in model.links]
+    wanters = {}
+    for rank, chunk in coll.post:
+        wanters.setdefault(chunk, []).append(rank)
     sends: dict = {}
     ops = ("reduce", "copy") if coll.combining else ("copy",)
     for c in range(coll.num_chunks):
@@ -145,35 +167,38 @@ def encode(instance: Instance, deadline: Deadline | float | None = None) -> Enco
                     continue  # v already holds it
                 for op in ops:
                     sends[c, (u, v), s, op] = cm.new_bool()
+    return sends
 
-    # rounds per step
+
+def _step_rounds(cm, inst: Instance) -> list:
+    """The rounds of each step: at least 1, in all at most the instance's rounds (and at
+    least its floor); minimised where the instance asks."""
+    S = inst.steps
     rounds = [cm.new_int(1, max(1, inst.rounds - S + 1)) for _ in range(S)]
     cm.at_most((), inst.rounds, tuple((1, r) for r in rounds))
     if inst.rounds_floor > S:
         cm.at_most((), -inst.rounds_floor, tuple((-1, r) for r in rounds))
     if inst.minimize:
         cm.minimize = tuple(rounds)
+    return rounds
 
+
+def _data_flow(cm, inst: Instance, tokens, has: dict, sends: dict, in_time) -> None:
+    """What a rank holds after a step follows from what it held and what it received."""
+    model, coll, S = inst.model, inst.collective, inst.steps
+    into = {v: [u for u, w in ((l.src, l.dst) for l in model.links) if w == v]
+            for v in range(model.ranks)}
+    ops = ("reduce", "copy") if coll.combining else ("copy",)
     for c in range(coll.num_chunks):
         in_time()
         for s in range(1, S + 1):
             for v in range(model.ranks):
-                incoming = {op: [(u, sends[c, (u, v), s, op]) for u, _ in into[v]
+                incoming = {op: [(u, sends[c, (u, v), s, op]) for u in into[v]
                                  if (c, (u, v), s, op) in sends] for op in ops}
                 if coll.combining:
                     _combining_step(cm, has, c, v, s, tokens, incoming)
                 else:
                     _plain_step(cm, has, c, v, s, incoming["copy"])
-
-    # post: the full value at the end
-    for rank, chunk in coll.post:
-        for k in tokens:
-            _clause(cm, has[chunk, rank, S, k])  # False here: the empty clause, unsat
-
-    _bandwidth(cm, model, sends, rounds, S)
-    if inst.break_symmetry:
-        _order_interchangeable_chunks(cm, has, coll, S)
-    return Encoding(inst, cm, sends, rounds)
 
 
 def _order_interchangeable_chunks(cm, has, coll: Collective, S: int) -> None:
