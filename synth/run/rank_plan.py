@@ -223,6 +223,20 @@ def plan_rank(schedule: Schedule, rank: int, layout) -> RankPlan:
         return slots[r]
 
     me = slots_of(rank)
+    steps, temp_chunks = [], 0
+    for t, here in enumerate(mine):
+        if here:
+            step = _step_plan(t, here, rank, slots_of)
+            temp_chunks = max(temp_chunks, sum(n for _, _, n, _ in step.applies))
+            steps.append(step)
+    load = _initial_load(schedule.collective, rank, layout, me)
+    return RankPlan(rank, me.size, layout.output_chunks, _out_segments(layout, rank),
+                    [tuple(x) for x in load], steps, temp_chunks)
+
+
+def _initial_load(coll, rank: int, layout, me: _Slots) -> list:
+    """[(slot, chunk of the input, chunks)]: where the rank's input is copied before
+    the first step, runs of consecutive slots joined; chunks it never uses are left."""
     load = []
     for r, first, count in coll.pre_ranges():
         if r != rank:
@@ -234,48 +248,54 @@ def plan_rank(schedule: Schedule, rank: int, layout) -> RankPlan:
                     load[-1][2] += hi - lo
                 else:
                     load.append([w, i + lo - c, hi - lo])
+    return load
 
-    steps, temp_chunks = [], 0
-    for t, here in enumerate(mine):
-        if not here:
-            continue
-        runs = defaultdict(list)  # (src, dst, op) -> [src slot, dst slot, chunks]
-        for src, dst, op, chunk, count in here:
-            for lo, hi, s, d in _both(slots_of(src).pieces(chunk, chunk + count),
-                                      slots_of(dst).pieces(chunk, chunk + count)):
-                runs[(src, dst, op)].append((s, d, hi - lo))
-        sends, recvs = [], []  # (peer, slot, chunks, tag, op)
-        tags = defaultdict(int)
-        for (src, dst, op), pieces in sorted(runs.items()):
-            joined = []
-            for s, d, n in sorted(pieces):
-                if joined and joined[-1][0] + joined[-1][2] == s \
-                        and joined[-1][1] + joined[-1][2] == d:
-                    joined[-1][2] += n
-                else:
-                    joined.append([s, d, n])
-            for s, d, n in joined:
-                tag = tags[(src, dst)]
-                tags[(src, dst)] += 1
-                if src == rank:
-                    sends.append((dst, s, n, tag))
-                if dst == rank:
-                    recvs.append((src, d, n, tag, op))
-        # a received copy may land in place when nothing else of the step reads or
-        # writes that part of the buffer
-        intervals = [(s, s + n) for _, s, n, _ in sends] + [(d, d + n) for _, d, n, _, _
-                                                             in recvs]
-        alone = _exclusive(intervals)[len(sends):]
-        step = StepPlan(t, sends, [], [])
-        cursor = 0
-        for (src, d, n, tag, op), free in zip(recvs, alone):
-            if op == "copy" and free:
-                step.recvs.append((src, d, n, tag, False))
+
+def _step_plan(t: int, here: list, rank: int, slots_of) -> StepPlan:
+    """Step t for `rank`: its sends and receives, joined into runs of consecutive
+    slots and tagged per peer pair; a received copy lands in place when nothing else
+    of the step touches that part of the buffer, anything else goes through temporary
+    space (applies: the reduce or copy from there)."""
+    runs = defaultdict(list)  # (src, dst, op) -> [src slot, dst slot, chunks]
+    for src, dst, op, chunk, count in here:
+        for lo, hi, s, d in _both(slots_of(src).pieces(chunk, chunk + count),
+                                  slots_of(dst).pieces(chunk, chunk + count)):
+            runs[(src, dst, op)].append((s, d, hi - lo))
+    sends, recvs = _tagged_runs(runs, rank)
+    intervals = [(s, s + n) for _, s, n, _ in sends] + [(d, d + n) for _, d, n, _, _
+                                                         in recvs]
+    alone = _exclusive(intervals)[len(sends):]
+    step = StepPlan(t, sends, [], [])
+    cursor = 0
+    for (src, d, n, tag, op), free in zip(recvs, alone):
+        if op == "copy" and free:
+            step.recvs.append((src, d, n, tag, False))
+        else:
+            step.recvs.append((src, cursor, n, tag, True))
+            step.applies.append((op, d, n, cursor))
+            cursor += n
+    return step
+
+
+def _tagged_runs(runs: dict, rank: int) -> tuple[list, list]:
+    """(sends as (peer, slot, chunks, tag), receives as (peer, slot, chunks, tag, op)):
+    each (src, dst, op)'s pieces joined where consecutive on both sides, tags counted
+    per (src, dst) in the order both ends see them."""
+    sends, recvs = [], []
+    tags = defaultdict(int)
+    for (src, dst, op), pieces in sorted(runs.items()):
+        joined = []
+        for s, d, n in sorted(pieces):
+            if joined and joined[-1][0] + joined[-1][2] == s \
+                    and joined[-1][1] + joined[-1][2] == d:
+                joined[-1][2] += n
             else:
-                step.recvs.append((src, cursor, n, tag, True))
-                step.applies.append((op, d, n, cursor))
-                cursor += n
-        temp_chunks = max(temp_chunks, cursor)
-        steps.append(step)
-    return RankPlan(rank, me.size, layout.output_chunks, _out_segments(layout, rank),
-                    [tuple(x) for x in load], steps, temp_chunks)
+                joined.append([s, d, n])
+        for s, d, n in joined:
+            tag = tags[(src, dst)]
+            tags[(src, dst)] += 1
+            if src == rank:
+                sends.append((dst, s, n, tag))
+            if dst == rank:
+                recvs.append((src, d, n, tag, op))
+    return sends, recvs
