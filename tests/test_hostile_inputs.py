@@ -193,7 +193,7 @@ def test_a_communicator_whose_gpus_share_no_path_is_one_line(tmp_path):
 
 
 def test_a_log_tagged_by_mpirun_is_read_as_a_log(tmp_path):
-    from synth.plan.workload import load_workload
+    from synth.plan.reading import load_workload
 
     plain = Path(__file__).parent.parent / "examples" / "nccl-debug-dgxh100x2.log"
     tagged = tmp_path / "tagged.log"  # mpirun --tag-output: "[1,R]<stdout>:" a line
@@ -243,7 +243,7 @@ def test_a_key_given_twice_in_a_topology_is_refused(text, key, line, tmp_path):
 
 def test_exports_past_the_plans_deadline_are_left_to_nccl_and_listed():
     from synth.plan.output import render_plan
-    from synth.plan.planner import make_plan
+    from synth.plan.make import make_plan
     from synth.plan.workload import parse_workload
     from synth.files import parse_yaml
     from synth.search.pareto import Limits

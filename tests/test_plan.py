@@ -13,10 +13,12 @@ from synth.errors import BadInput
 from synth.export.msccl_sim import check_msccl_xml
 from synth.export.mscclpp_sim import check_mscclpp_plan
 from synth.plan.nccl_log import parse_log
-from synth.plan.planner import envelope, make_plan
+from synth.plan.make import make_plan
+from synth.plan.planner import envelope
 from synth.plan.torch_trace import parse_trace
 from synth.plan.traffic import bandwidth, physical_use
-from synth.plan.workload import load_workload, parse_workload
+from synth.plan.reading import load_workload
+from synth.plan.workload import parse_workload
 from synth.schedule.file import schedule_to_dict
 from synth.schedule.verify import verify_schedule
 from synth.search.pareto import Limits

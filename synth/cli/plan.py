@@ -57,8 +57,8 @@ def plan_command(workload, spec, boxes, out_dir, time_limit, max_steps, max_chun
     from synth.deadline import job_deadline
     from synth.errors import BadInput
     from synth.plan.output import RUNTIMES, render_plan, write_files
-    from synth.plan.planner import make_plan
-    from synth.plan.workload import load_workload
+    from synth.plan.make import make_plan
+    from synth.plan.reading import load_workload
     from synth.search.pareto import Limits
     from synth.topology.catalog import resolve
 

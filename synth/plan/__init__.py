@@ -1,8 +1,9 @@
 """synth plan: the collectives of a whole training step, planned against one topology.
 
-    workload = load_workload(path, topo)      # workload.py: YAML, NCCL_DEBUG log, trace
-    plan = make_plan(workload, topo, limits)  # planner.py: per communicator and collective
+    workload = load_workload(path, topo)      # reading.py: YAML, NCCL_DEBUG log, trace
+    plan = make_plan(workload, topo, limits)  # make.py: per communicator and collective
                                               # its candidates, the fastest per size range
+                                              # (planner.py), then each overlap tag
     write_plan(plan, out)                     # output.py: runtime files and the report
 
 A workload names communicators (groups of GPUs, by shape: per box, across boxes, ...)

@@ -24,7 +24,6 @@ baselines, as before.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field, replace
 
 import networkx as nx
@@ -32,7 +31,7 @@ import networkx as nx
 from synth.bounds import Bounds
 from synth.construct.baselines import baselines
 from synth.errors import BadInput
-from synth.frontier import Result, in_cost_model, synthesize
+from synth.frontier import Result, synthesize
 from synth.plan.traffic import busiest_rate
 from synth.plan.workload import Call, Workload
 from synth.predict.machine import Machine, machine_of
@@ -327,58 +326,3 @@ def _check_routes(name: str, group: list[int], routes: dict) -> None:
             raise BadInput(f"communicator {name}: GPU {ends[0]} cannot reach GPU {ends[1]} "
                            "without passing through a GPU outside the communicator (no "
                            "link, switch or network path joins them)")
-
-
-def make_plan(workload: Workload, topo: Topology, limits: Limits,
-              on_event=None, cost_model: str = "calibrated", method: str = "auto") -> Plan:
-    """Plan every (communicator, collective, root) of the workload on `topo`, then the
-    calls of each overlap tag together (synth.plan.overlap), sharing
-    `limits.time_limit` evenly between them, in `cost_model` (module docstring).
-    `method`: how each communicator's frontier is searched (synth.frontier.synthesize)."""
-    on_event = on_event or (lambda kind, data: None)
-    start = time.monotonic()
-    keys = []
-    for call in workload.calls:
-        key = (call.communicator, call.collective, call.root)
-        if key not in keys:
-            keys.append(key)
-    plan = Plan(workload, topo.name, cost_model=cost_model)
-    for comm in dict.fromkeys(k[0] for k in keys):
-        check_alike(topo, comm, workload.communicators[comm])
-    for i, (comm, coll, root) in enumerate(keys):
-        group = workload.communicators[comm][0]
-        left = limits.time_limit - (time.monotonic() - start)
-        share = max(left / (len(keys) - i), 1.0)
-        sub = view(topo, group, f"{topo.name}:{comm}")
-        on_event("search", f"{coll} on {comm} ({len(group)} GPUs)")
-        began = time.monotonic()
-        result = in_cost_model(synthesize(sub, coll, root, Limits(
-            limits.max_steps, limits.max_chunks, share * 3 / 4, limits.backend),
-            method=method), sub, cost_model)
-        calibrated = cost_model == "calibrated"
-        groups = workload.communicators[comm]
-        variants = runtime_variants(sub, result, Limits(
-            limits.max_steps, limits.max_chunks, max(share / 4, 1.0), limits.backend))
-        p = prices(sub) if calibrated else None
-        cands = [with_groups(c, topo, groups) for c in candidates_of(result, p) + variants]
-        made = (nccl_reference(sub, coll, result.model, root) if calibrated
-                else reference_of(coll, result.model, root))
-        reference = [with_groups(c, topo, groups) for c in made] or list(cands)
-        plan.entries.append(Entry(
-            comm, coll, root, len(group), sub.name, result.bounds, cands, reference,
-            envelope(cands), [c for c in workload.calls if (c.communicator, c.collective,
-                                                           c.root) == (comm, coll, root)],
-            groups, time.monotonic() - began, bool(made),
-            machine_of(sub) if calibrated and made else None))
-    from synth.plan.overlap import overlap
-
-    tags = [t for t in dict.fromkeys(c.overlap for c in workload.calls) if t]
-    for i, tag in enumerate(tags):
-        if sum(c.overlap == tag for c in workload.calls) < 2:
-            continue
-        on_event("search", f"the calls tagged {tag} together")
-        left = limits.time_limit - (time.monotonic() - start)
-        plan.overlaps.append(overlap(plan, topo, tag, replace(
-            limits, time_limit=max(left / (len(tags) - i), 1.0))))
-    plan.seconds = time.monotonic() - start
-    return plan

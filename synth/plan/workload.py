@@ -1,8 +1,8 @@
 """A workload: the communicators of a training job and the collectives one step issues.
 
 Read from a YAML file of our own, an NCCL_DEBUG=INFO log (synth.plan.nccl_log) or a
-PyTorch profiler trace (synth.plan.torch_trace); `load_workload` tells them apart by
-their content. The YAML form (README, "Planning a training step"):
+PyTorch profiler trace (synth.plan.torch_trace); `load_workload` (synth.plan.reading)
+tells them apart by their content. The YAML form (README, "Planning a training step"):
 
     name: 3-D parallel step
     communicators:
@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 
 from synth.errors import BadInput
-from synth.files import TEXT_LIMIT, parse_yaml, quote, read_text
+from synth.files import quote
 from synth.schedule.collectives import COLLECTIVES, ROOTED
 from synth.schedule.cost import parse_size
 from synth.topology.communicator import groups
@@ -56,24 +56,6 @@ class Workload:
     notes: tuple[str, ...] = field(default=())  # what the reader assumed
 
 
-def load_workload(path: str, topo: Topology, steps: int = 1) -> Workload:
-    """The workload in `path`: a profiler trace (JSON with traceEvents), an NCCL_DEBUG
-    log (lines with "NCCL INFO"), else the YAML form; a trace's or log's counts are
-    divided by the `steps` it holds. BadInput names the problem."""
-    from synth.plan.nccl_log import is_log, parse_log
-
-    text = read_text(path, TEXT_LIMIT * 16, "workload")
-    if _TRACE.match(text) or (text.lstrip()[:1] == "{" and "traceEvents" in text[:1 << 20]):
-        from synth.plan.torch_trace import parse_trace
-
-        return parse_trace(text, topo, path, steps)
-    if is_log(text):
-        return parse_log(text, topo, path, steps)
-    return parse_workload(parse_yaml(text, path), topo, path)
-
-
-# a JSON array of trace events; not a log whose lines a launcher tags "[1,0]<stdout>:"
-_TRACE = re.compile(r"\s*\[\s*[{\]]")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 

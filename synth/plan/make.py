@@ -1,0 +1,73 @@
+"""make_plan: a workload planned whole: each (communicator, collective, root) on the
+topology as its first group sees it (synth.plan.planner), then the calls of each overlap
+tag together (synth.plan.overlap), within one time limit.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from synth.frontier import in_cost_model, synthesize
+from synth.plan.overlap import overlap
+from synth.plan.planner import (Entry, Plan, candidates_of, check_alike, envelope,
+                                nccl_reference, reference_of, runtime_variants,
+                                with_groups)
+from synth.plan.workload import Workload
+from synth.predict.machine import machine_of
+from synth.predict.timing import prices
+from synth.search.pareto import Limits
+from synth.topology.communicator import view
+from synth.topology.physical import Topology
+
+def make_plan(workload: Workload, topo: Topology, limits: Limits,
+              on_event=None, cost_model: str = "calibrated", method: str = "auto") -> Plan:
+    """Plan every (communicator, collective, root) of the workload on `topo`, then the
+    calls of each overlap tag together (synth.plan.overlap), sharing
+    `limits.time_limit` evenly between them, in `cost_model` (module docstring).
+    `method`: how each communicator's frontier is searched (synth.frontier.synthesize)."""
+    on_event = on_event or (lambda kind, data: None)
+    start = time.monotonic()
+    keys = []
+    for call in workload.calls:
+        key = (call.communicator, call.collective, call.root)
+        if key not in keys:
+            keys.append(key)
+    plan = Plan(workload, topo.name, cost_model=cost_model)
+    for comm in dict.fromkeys(k[0] for k in keys):
+        check_alike(topo, comm, workload.communicators[comm])
+    for i, (comm, coll, root) in enumerate(keys):
+        group = workload.communicators[comm][0]
+        left = limits.time_limit - (time.monotonic() - start)
+        share = max(left / (len(keys) - i), 1.0)
+        sub = view(topo, group, f"{topo.name}:{comm}")
+        on_event("search", f"{coll} on {comm} ({len(group)} GPUs)")
+        began = time.monotonic()
+        result = in_cost_model(synthesize(sub, coll, root, Limits(
+            limits.max_steps, limits.max_chunks, share * 3 / 4, limits.backend),
+            method=method), sub, cost_model)
+        calibrated = cost_model == "calibrated"
+        groups = workload.communicators[comm]
+        variants = runtime_variants(sub, result, Limits(
+            limits.max_steps, limits.max_chunks, max(share / 4, 1.0), limits.backend))
+        p = prices(sub) if calibrated else None
+        cands = [with_groups(c, topo, groups) for c in candidates_of(result, p) + variants]
+        made = (nccl_reference(sub, coll, result.model, root) if calibrated
+                else reference_of(coll, result.model, root))
+        reference = [with_groups(c, topo, groups) for c in made] or list(cands)
+        plan.entries.append(Entry(
+            comm, coll, root, len(group), sub.name, result.bounds, cands, reference,
+            envelope(cands), [c for c in workload.calls if (c.communicator, c.collective,
+                                                           c.root) == (comm, coll, root)],
+            groups, time.monotonic() - began, bool(made),
+            machine_of(sub) if calibrated and made else None))
+    tags = [t for t in dict.fromkeys(c.overlap for c in workload.calls) if t]
+    for i, tag in enumerate(tags):
+        if sum(c.overlap == tag for c in workload.calls) < 2:
+            continue
+        on_event("search", f"the calls tagged {tag} together")
+        left = limits.time_limit - (time.monotonic() - start)
+        plan.overlaps.append(overlap(plan, topo, tag, replace(
+            limits, time_limit=max(left / (len(tags) - i), 1.0))))
+    plan.seconds = time.monotonic() - start
+    return plan
