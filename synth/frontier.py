@@ -153,13 +153,6 @@ def default_max_steps(b: Bounds) -> int:
     return 2 * b.steps + 2 if b.collective == "allreduce" else b.steps + 3
 
 
-def default_limits(b: Bounds, max_steps=None, max_chunks=None, time_limit=None,
-                   backend="cpsat") -> Limits:
-    """Limits with every default filled in (8 chunks, 5 minutes, default_max_steps)."""
-    return Limits(max_steps or default_max_steps(b), max_chunks or 8, time_limit or 300.0,
-                  backend)
-
-
 METHODS = ("auto", "exact", "decomposed")
 # built, not searched: they prove nothing
 CONSTRUCTED = ("decomposed", "greedy", "trees", "forwarded", "in-network", "baselines")

@@ -18,10 +18,19 @@ from functools import cache
 from pathlib import Path
 
 from synth.bounds import bounds
-from synth.frontier import Result, default_limits, synthesize
+from synth.frontier import Result, default_max_steps, synthesize
 from synth.schedule.collectives import ROOTED, make_collective
 from synth.topology.catalog import resolve
+from synth.search.pareto import Limits
 from synth.topology.linkmodel import lower_with_routes
+
+def default_limits(b, max_steps=None, max_chunks=None, time_limit=None,
+                   backend="cpsat") -> Limits:
+    """Limits with every default filled in (8 chunks, 5 minutes, 3 steps past the hop
+    bound: synth.frontier.default_max_steps)."""
+    return Limits(max_steps or default_max_steps(b), max_chunks or 8, time_limit or 300.0,
+                  backend)
+
 
 # a guard against a hang, not a speed target: idle, these searches finish proven in
 # seconds; a busy machine (two other synth jobs on two cores) must get the same answer

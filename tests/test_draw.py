@@ -13,7 +13,7 @@ import pytest
 
 from synth.bounds import bounds
 from synth.construct.baselines import ALGORITHMS, baselines
-from synth.frontier import default_limits, synthesize
+from synth.frontier import synthesize
 from synth.pictures.graphviz import (Unreadable, drawing_inches, hamiltonian_cycle,
                                      png_dpi, rank_positions, render)
 from synth.pictures.plots import write_plots
@@ -25,6 +25,7 @@ from synth.schedule.ir import Pipeline, Schedule, Send, Step
 from synth.search.pareto import Limits
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower, lower_with_routes
+from tests.shared_frontiers import default_limits
 from tests.in_process import synth_main
 
 SVG = "{http://www.w3.org/2000/svg}"

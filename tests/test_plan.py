@@ -359,13 +359,13 @@ def test_a_log_line_that_does_not_parse_is_named_by_its_line(tmp_path):
         parse_trace(json.dumps(trace), TOPO, "t.json")
 
 
-def test_plots_of_a_plan(together, tmp_path):
-    from synth.pictures.plan_plots import write_plan_plots
+def test_plots_of_a_plan(together):
+    from synth.pictures.plan_plots import plan_figures
 
-    paths = write_plan_plots(together, tmp_path)
-    assert sorted(p.name for p in paths) == ["dp-reducescatter.png", "ep-alltoall.png",
-                                            "step.png", "tp-allreduce.png"]
-    assert all(p.read_bytes().startswith(b"\x89PNG") for p in paths)
+    figures = plan_figures(together)
+    assert sorted(name for name, _ in figures) == ["dp-reducescatter.png", "ep-alltoall.png",
+                                                  "step.png", "tp-allreduce.png"]
+    assert all(data.startswith(b"\x89PNG") for _, data in figures)
 
 
 def test_groups_that_share_a_nic_take_turns_on_it():
@@ -459,7 +459,12 @@ def test_runtime_files_tile_from_zero_and_a_new_plan_removes_the_old_ones(
         tp_allreduce, tmp_path):
     from dataclasses import replace
 
-    from synth.plan.output import runtime_files, write_plan
+    from synth.plan.output import render_plan, runtime_files, write_files
+
+    def write_plan(plan, out):  # as synth plan does: everything rendered, then written
+        texts, doc = render_plan(plan)
+        write_files(out, texts, doc["files"])
+        return doc
 
     ring = next(c for c in tp_allreduce.entries[0].candidates if c.label.startswith("ring"))
     # two lines a float's width apart at 0 bytes: no file of 0..0 (maxBytes 0 is "no

@@ -33,7 +33,7 @@ from synth.construct.in_network import ONE_STEP, nvls_search, reducing_switch
 from synth.construct.tree_schedules import tree_search
 from synth.errors import BadInput
 from synth.export import render
-from synth.frontier import default_limits, synthesize
+from synth.frontier import synthesize
 from synth.schedule.collectives import COLLECTIVES, ROOTED, make_collective
 from synth.schedule.cost import schedule_cost
 from synth.schedule.file import schedule_to_dict
@@ -44,6 +44,7 @@ from synth.search.pareto import Limits
 from synth.topology.linkmodel import lower, lower_with_routes
 from synth.topology.physical import topology_from_dict
 from tests.property_seed import property_seed
+from tests.shared_frontiers import default_limits
 from tests.reference_checker import judge
 
 BANDWIDTHS = (12.5, 25, 50)

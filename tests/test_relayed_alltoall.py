@@ -8,7 +8,8 @@ from fractions import Fraction
 import pytest
 
 from synth.bounds import bounds
-from synth.construct.relayed_alltoall import forwarded_search, relayed_alltoall, routed_alltoall
+from synth.construct.relayed_alltoall import (ROUTED, forwarded, forwarded_search,
+                                              relayed_alltoall, routed_hops)
 from synth.construct.tree_schedules import steady_rounds_per_chunk
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import schedule_to_dict
@@ -85,6 +86,6 @@ def test_routed_where_not_every_pair_is_linked_and_no_boxes_relay():
         assert p.ratio >= bound
     deepest = max(search.points, key=lambda p: p.schedule.batches).schedule
     assert steady_rounds_per_chunk(deepest) <= bound * Fraction(9, 8)  # rerouted: 11/8 before
-    one = routed_alltoall(model, 1)
+    one = forwarded(model, routed_hops(model), 1, ROUTED)  # the routed alltoall, 1 batch
     assert len(one.steps) == 4  # the torus's diameter: one hop a step
     assert forwarded_search(lowered("dgxh100")[0], Limits()).points == []  # direct does it

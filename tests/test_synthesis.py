@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 
 from synth.bounds import bounds
-from synth.frontier import default_limits, synthesize
+from synth.frontier import synthesize
 from synth.schedule.collectives import COLLECTIVES, ROOTED, make_collective
 from synth.schedule.file import schedule_to_dict
 from synth.schedule.verify import verify_schedule
@@ -17,7 +17,7 @@ from synth.search.instance import solve_instance
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower, lower_with_routes
 from tests.in_process import synth_main
-from tests.shared_frontiers import synthesized
+from tests.shared_frontiers import default_limits, synthesized
 
 
 def run_frontier(spec, name, time_limit=60, **limits):

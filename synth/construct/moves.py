@@ -46,14 +46,6 @@ def pipelined(parts: list[Moves]) -> Moves:
     return in_parallel(*([[] for _ in range(i)] + p for i, p in enumerate(parts)))
 
 
-def widen(moves: Moves, lanes: int) -> Moves:
-    """The moves run `lanes` times side by side, chunks renumbered (module docstring)."""
-    if lanes == 1:
-        return moves
-    return [[(c * lanes + l, s, d, op) for c, s, d, op in step for l in range(lanes)]
-            for step in moves]
-
-
 def pairs(step) -> list[tuple[int, int]]:
     return [(s, d) for _, s, d, _ in step]
 

@@ -159,12 +159,6 @@ def routed_hops(model: LinkModel) -> list[Hop] | str:
             for step, (u, v) in enumerate(zip(path, path[1:]), start=1)]
 
 
-def routed_alltoall(model: LinkModel, batches: int) -> Schedule | str:
-    """The routed alltoall (routed_hops) in `batches` pipelined batches, or why not."""
-    hops = routed_hops(model)
-    return hops if isinstance(hops, str) else forwarded(model, hops, batches, ROUTED)
-
-
 def forwarded_search(model: LinkModel, limits: Limits,
                      deadline: Deadline | float | None = None) -> Search:
     """Alltoall by forwarding, at every pipeline depth (tree_schedules.DEPTHS) within the

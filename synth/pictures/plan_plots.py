@@ -4,7 +4,7 @@
                                plan against NCCL-style, and the totals
     sizes_figure(entry)        predicted time against message size: the plan's envelope,
                                NCCL-style's, the workload's sizes marked
-    write_plan_plots(plan, d)  step.png and COMM-COLL.png into d; their paths
+    plan_figures(plan)         [(file name, bytes)]: step.png and COMM-COLL.png
 
 Every number is the plan's cost model's (cost model 2 by default, where NCCL is its
 tuner's choice at each size; or the line-rate model, where it is NCCL-style ring or
@@ -13,12 +13,10 @@ tree), as in the report.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from synth.files import write_atomic
 from synth.pictures.plots import figure_bytes
 from synth.plan.planner import Entry, Plan, typical
 from synth.schedule.cost import format_size
@@ -92,9 +90,3 @@ def plan_figures(plan: Plan, fmt: str = "png") -> list[tuple[str, bytes]]:
                                                     else "")
         out.append((f"{name}.{fmt}", figure_bytes(sizes_figure(e), fmt)))
     return out
-
-
-def write_plan_plots(plan: Plan, directory: str | Path, fmt: str = "png") -> list[Path]:
-    """plan_figures written into `directory` (each whole or not at all); their paths."""
-    return [write_atomic(Path(directory) / name, data)
-            for name, data in plan_figures(plan, fmt)]

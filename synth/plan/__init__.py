@@ -4,7 +4,8 @@
     plan = make_plan(workload, topo, limits)  # make.py: per communicator and collective
                                               # its candidates, the fastest per size range
                                               # (planner.py), then each overlap tag
-    write_plan(plan, out)                     # output.py: runtime files and the report
+    texts, doc = render_plan(plan)            # output.py: runtime files and the report,
+    write_files(out, texts, doc["files"])     # rendered and checked, then written whole
 
 A workload names communicators (groups of GPUs, by shape: per box, across boxes, ...)
 and, per communicator, the collectives one step issues: their sizes, how often, and

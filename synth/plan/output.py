@@ -252,13 +252,6 @@ def write_files(out: Path, texts: dict, keep: list[str]) -> None:
     _remove_stale(out, stale, set(keep))
 
 
-def write_plan(plan: Plan, out: Path, formats=tuple(RUNTIMES)) -> dict:
-    """Render, then write the plan's files under `out`; plan.json's document."""
-    texts, doc = render_plan(plan, formats)
-    write_files(out, texts, doc["files"])
-    return doc
-
-
 PLAN_FOLDERS = ("schedules", "msccl", "mscclpp", "plots")  # what a plan writes, but its
 PLAN_SUFFIXES = (".json", ".xml", ".png", ".py")          # report.md and plan.json
 

@@ -36,12 +36,6 @@ class Cost:
                 and self != other)
 
 
-def step_alpha_us(schedule: Schedule, step_index: int) -> float:
-    """The largest alpha among the links expanded step `step_index` uses (0: no sends)."""
-    alphas = _program_alphas(schedule)
-    return max((alphas[i] for _, i in schedule.active(step_index)), default=0.0)
-
-
 def _program_alphas(schedule: Schedule) -> list[float]:
     links = schedule.model.link
     return [max([links[(s.src, s.dst)].alpha_us for s in step.sends]
