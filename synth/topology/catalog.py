@@ -19,7 +19,7 @@ from pathlib import Path
 
 from synth.errors import BadInput
 from synth.files import quote
-from synth.topology.degrade import degraded
+from synth.topology.degrade import degraded, split_name
 from synth.topology.linkmodel import MAX_RANK_LINKS
 from synth.topology.physical import (GPU, MAX_GPUS, MAX_LINKS, MAX_VERTICES, NIC,
                                      NVLINK_GBPS, Link, Topology, Vertex,
@@ -55,6 +55,10 @@ def resolve(spec: str, boxes: int | None = None, edits=()) -> Topology:
     file of one's own repeated like a built-in's NAMExK); then degraded by a file's
     `without:`/`degrade:` and `edits` (`--without`, `--degrade`: synth.topology.degrade),
     on the whole machine, so that one box may differ."""
+    if isinstance(spec, str) and not _a_file(spec):
+        healthy, named = split_name(spec)  # a degraded machine's name (a file names it)
+        if named:
+            return resolve(healthy, boxes, named + tuple(edits))
     topo = _resolve(spec)
     pending, topo = topo.edits, replace(topo, edits=())
     if topo.repeat > 1:
@@ -121,6 +125,10 @@ def imported(path: str, **options) -> Topology:
     for text in draft.warnings:  # only once it imported: an error stays one line
         say_on_stderr(text)
     return topo
+
+
+def _a_file(spec: str) -> bool:
+    return Path(spec).suffix.lower() in (".yaml", ".yml", ".json") + IMPORTED or _exists(spec)
 
 
 def _exists(path: str) -> bool:

@@ -6,6 +6,7 @@ a NIC missing, a GPU's port at half width, one box unlike the others).
     degraded(topo, ("gpu3-nvswitch:1",))     that machine, named "dgxh100 without
                                              gpu3-nvswitch:1", with `healthy` the one given
     changes(machine)                         what each edit did, in words
+    split_name(machine.name)                 ("dgxh100", ("gpu3-nvswitch:1",))
 
 The grammar (docs/cli.md, "Degraded machines"); names are the physical vertices'
 (`synth topo show --json` lists them):
@@ -120,12 +121,26 @@ def changes(topo: Topology) -> list[str]:
 
 
 def degraded_name(base: str, texts) -> str:
-    """"dgxh100 without gpu3-nvswitch:1, nic2 with gpu0-nic0=0.5": a name of its own,
-    so that its files go to a folder of their own and no check takes it for `base`."""
+    """"dgxh100-without-gpu3-nvswitch:1+nic2-with-gpu0-nic0-at-0.5": a name of its own,
+    so that its files go to a folder of their own and no check takes it for `base`; in
+    the characters a folder name keeps as they are (synth.files.safe_component)."""
     gone = [t for t in texts if "=" not in t]
-    narrowed = [t for t in texts if "=" in t]
-    return " ".join([base] + ([f"without {', '.join(gone)}"] if gone else [])
-                    + ([f"with {', '.join(narrowed)}"] if narrowed else []))
+    narrowed = [t.replace("=", "-at-") for t in texts if "=" in t]
+    return "-".join([base] + ([f"without-{'+'.join(gone)}"] if gone else [])
+                    + ([f"with-{'+'.join(narrowed)}"] if narrowed else []))
+
+
+def split_name(spec: str) -> tuple[str, tuple[str, ...]]:
+    """degraded_name's inverse: the healthy machine's name and the edits, so that a
+    degraded machine's name resolves to it (a schedule file names its machine);
+    (spec, ()) for a name that is no degraded machine's."""
+    found = re.fullmatch(r"(.+?)(?:-without-(.+?))?(?:-with-(.+-at-[^+]+))?", spec)
+    if not found or found.group(1) == spec:
+        return spec, ()
+    gone = found.group(2).split("+") if found.group(2) else []
+    narrowed = ["=".join(t.rsplit("-at-", 1)) for t in found.group(3).split("+")] \
+        if found.group(3) else []
+    return found.group(1), tuple(gone + narrowed)
 
 
 def _apply(topo: Topology, edit: Edit, links: dict, gone: set[str]) -> str:
