@@ -9,6 +9,7 @@ few seconds, capped at 6 steps).
 """
 
 import json
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -16,7 +17,7 @@ import yaml
 
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower
-from synth.topology.physical import topology_from_dict, topology_to_dict
+from synth.topology.physical import topology_to_dict
 from tests.in_process import synth_main
 from tests.test_reliability import one_line
 
@@ -94,12 +95,15 @@ def test_the_file_form_is_the_command_line_form(quad, tmp_path):
     assert lower(from_file) == lower(by_options)
     assert from_file.edits == ("gpu0-sw:1", "gpu1-sw=0.75")
     assert from_file.name == "quad-without-gpu0-sw:1-with-gpu1-sw-at-0.75"
-    # written back as the healthy machine and its edits, and read back the same
+    # written back as it is, or as the healthy machine and its edits (synth calibrate
+    # writes a box so, its edits applied to the cluster it makes), and read back the same
     back = tmp_path / "back.yaml"
-    doc = topology_to_dict(from_file)
+    for machine in (from_file, replace(from_file.healthy, edits=from_file.edits)):
+        doc = topology_to_dict(machine)
+        assert ("without" in doc) == (machine.healthy is None)
+        back.write_text(yaml.safe_dump(doc))
+        assert lower(resolve(str(back))) == lower(from_file)
     assert doc["without"] == ["gpu0-sw:1"] and doc["degrade"] == {"gpu1-sw": 0.75}
-    back.write_text(yaml.safe_dump(doc))
-    assert lower(resolve(str(back))) == lower(from_file)
     # the command line adds to the file's edits
     more = bounds("allgather", "--topo", mine, "--without", "nic1")
     assert more["topology"] == "quad-without-gpu0-sw:1+nic1-with-gpu1-sw-at-0.75"
@@ -235,3 +239,19 @@ def test_bad_edits_in_clusters_files_and_verify(tmp_path):
     message = one_line(synth_main("compare", "allgather", "--topo", bad), 2)
     assert str(bad) in message and "edit 'nic7'" in message
     assert "give --topo" in one_line(synth_main("verify", bad, "--without", "nic2"), 2)
+
+
+def test_calibrate_writes_the_degraded_cluster_it_measured(tmp_path):
+    from tests.test_calibrate import log_text
+
+    log = tmp_path / "all_reduce_perf.txt"  # 3 sizes of 16: the fit is not the point
+    lines = log_text("allreduce", "Simple", 16).splitlines()
+    rows = [i for i, line in enumerate(lines) if line.lstrip()[:1].isdigit()]
+    log.write_text("\n".join(l for i, l in enumerate(lines) if i not in rows[3:]) + "\n")
+    out = tmp_path / "x2.yaml"
+    done = synth_main("calibrate", log, "--topo", "dgxa100x2", "--without", "box1.nic2",
+                      "-o", out)
+    assert done.returncode == 0, done.stderr
+    doc = yaml.safe_load(out.read_text())  # the healthy box, two of it, and the edit
+    assert doc["boxes"] == 2 and doc["without"] == ["box1.nic2"] and "nic2" in doc["nics"]
+    assert lower(resolve(str(out))) == lower(resolve("dgxa100x2", edits=("box1.nic2",)))

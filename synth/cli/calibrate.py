@@ -66,9 +66,9 @@ def calibrate(logs, spec, boxes, without, degrade, output, collective):
     for name in TIMES + RATIOS:
         click.echo(f"  {name:<17} {getattr(start, name):>9.4g} -> {getattr(figures, name):.4g}")
     box, k = box_and_boxes(spec, boxes)
-    # the machine measured: the box, K of it, and the edits (a degraded one's, as written)
-    doc = topology_to_dict(replace(box, figures=figures, repeat=k,
-                                   edits=box.edits + without + degrade))
+    # the machine measured: the healthy box, K of it, and every edit, a file's first
+    doc = topology_to_dict(replace(box.healthy or box, figures=figures, repeat=k,
+                                   edits=box.edits + without + degrade, healthy=None))
     text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=100)
     write_atomic(output, f"# {topo.name} calibrated by synth calibrate (docs/cost-model.md)\n"
                  + text)

@@ -236,11 +236,9 @@ def topology_from_dict(doc: dict) -> Topology:
 def topology_to_dict(topo: Topology) -> dict:
     """The file's dictionary that topology_from_dict reads back as `topo` (one box:
     `topo.repeat` copies of it are `boxes:`). A pair of links that are each other's
-    reverse with the same figures is written once, as `between`. A degraded machine is
-    written as the healthy one and its edits (`without:`, `degrade:`)."""
-    if topo.healthy is not None:
-        return topology_to_dict(replace(topo.healthy, edits=topo.edits, repeat=topo.repeat,
-                                        figures=topo.figures))
+    reverse with the same figures is written once, as `between`. Edits still to apply
+    (healthy None: a file's, or a healthy box with the edits of the cluster it makes) are
+    written as `without:` and `degrade:`; a degraded machine as the links it has."""
     doc = {"name": topo.name, "description": topo.description, "unit_gbps": topo.unit_gbps,
            "gpus": topo.gpus}
     switches = [{"name": v.name, "kind": v.kind, **({"can": list(v.can)} if v.can else {}),
@@ -274,8 +272,9 @@ def topology_to_dict(topo: Topology) -> dict:
     doc.update({"assumptions": list(topo.assumptions)} if topo.assumptions else {})
     if topo.figures is not None:
         doc["costs"] = figures_to_dict(topo.figures)
-    gone = [t for t in topo.edits if "=" not in t]
-    narrowed = dict(t.rsplit("=", 1) for t in topo.edits if "=" in t)
+    pending = topo.edits if topo.healthy is None else ()
+    gone = [t for t in pending if "=" not in t]
+    narrowed = dict(t.rsplit("=", 1) for t in pending if "=" in t)
     doc.update({"without": gone} if gone else {})
     doc.update({"degrade": {k: float(v) for k, v in narrowed.items()}} if narrowed else {})
     return doc
