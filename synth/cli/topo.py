@@ -33,7 +33,8 @@ def topo_list():
 
 
 @topo.command("show", short_help="A topology's parts, links, groups and bandwidth.",
-              epilog=examples("synth topo show dgxh100", "synth topo show dgx2x2 --json"))
+              epilog=examples("synth topo show dgxh100", "synth topo show dgx2x2 --json",
+                              "synth topo show dgxh100x2 --without box1.nic2"))
 @click.argument("spec", metavar="TOPO")
 @BOXES
 @DEGRADED
