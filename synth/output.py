@@ -15,6 +15,7 @@ from synth.frontier import Result, optimality, ratio_to_bound
 from synth.schedule.cost import format_size, schedule_cost
 from synth.schedule.file import write_schedule
 from synth.search.pareto import Point
+from synth.topology.physical import Topology
 
 FORMATS = ("json", "msccl-xml", "mscclpp")  # files: synth.export.EXTENSIONS
 
@@ -240,6 +241,39 @@ def result_summary(result: Result, topology: str, solver: str, paths: list[Path]
     } | ({"runtimes_stopped": result.runtimes_stopped} if result.runtimes_stopped else {})
 
 
+def degraded_summary(topo: Topology | None, collective: str, root, bounds,
+                     deadline: Deadline = Deadline()) -> dict | None:
+    """On a degraded machine (synth.topology.degrade): what was taken away, the healthy
+    machine's bounds and the degraded bound's distance to them (rounds per chunk, the
+    bandwidth bound); None on a healthy machine."""
+    if topo is None or topo.healthy is None:
+        return None
+    from synth.bounds import collective_bounds
+    from synth.topology.degrade import changes
+    from synth.topology.linkmodel import TimeLimit, lower_with_routes
+
+    out = {"healthy": topo.healthy.name, "edits": list(topo.edits),
+           "changes": changes(topo), "healthy_bounds": None, "bound_ratio": None}
+    try:
+        lowering = lower_with_routes(topo.healthy, deadline)
+    except TimeLimit:
+        return out  # the time limit went to the degraded machine itself
+    h = collective_bounds(lowering, collective, root, deadline)
+    return out | {"healthy_bounds": {"steps": h.steps, "rounds_per_chunk": str(h.rounds_per_chunk),
+                                     "us_per_mb": h.us_per_mb, "partial": h.partial},
+                  "bound_ratio": float(bounds.rounds_per_chunk / h.rounds_per_chunk)}
+
+
+def degraded_line(d: dict) -> str:
+    """One line: what was taken away and the bound's distance to the healthy one's."""
+    h = d["healthy_bounds"]
+    bound = ("the healthy machine's bound not computed (out of time)" if h is None else
+             f"degraded bound {d['bound_ratio']:.3f} x the healthy machine's "
+             f"({h['rounds_per_chunk']} rounds per chunk"
+             f"{', partial' if h['partial'] else ''})")
+    return f"degraded from {d['healthy']} ({', '.join(d['changes'])}): {bound}"
+
+
 def format_table(summary: dict) -> str:
     model = summary.get("cost_model", {"name": "line-rate"})
     sizes = [format_size(n) for n in TABLE_SIZES] if model["name"] == "calibrated" else []
@@ -275,7 +309,9 @@ def format_table(summary: dict) -> str:
     tail = (f"{points} frontier point{'s' * (points != 1)}, "
             f"{calls} solver call{'s' * (calls != 1)}, "
             f"{summary['seconds']:.1f} s ({stops})")
-    return "\n".join([head] + lines + [tail] + loads_lines(summary) + model_lines(model))
+    degraded = [degraded_line(summary["degraded"])] if summary.get("degraded") else []
+    return "\n".join([head] + degraded + lines + [tail] + loads_lines(summary)
+                     + model_lines(model))
 
 
 def loads_lines(summary: dict) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from synth.cli.app import cli
-from synth.cli.options import BOXES, TOPO, examples, out_option
+from synth.cli.options import BOXES, DEGRADED, TOPO, examples, out_option
 
 
 @cli.command(short_help="Fit cost model 2 to nccl-tests output.", epilog=examples(
@@ -14,12 +14,13 @@ from synth.cli.options import BOXES, TOPO, examples, out_option
 @click.argument("logs", nargs=-1, required=True, metavar="LOG...")
 @TOPO
 @BOXES
+@DEGRADED
 @out_option("output", "FILE.yaml", "The calibrated topology file (written whole or not at "
             "all).", required=True)
 @click.option("--collective", type=click.Choice(["allreduce", "allgather", "reducescatter",
                                                  "alltoall", "broadcast", "reduce"]),
               help="What the logs measured, where neither they nor their names say.")
-def calibrate(logs, spec, boxes, output, collective):
+def calibrate(logs, spec, boxes, without, degrade, output, collective):
     """Fit the call cost, NCCL's latencies and the link efficiencies of cost model 2 to
     nccl-tests output measured on TOPO (least squares on log time), print the fit per
     row and write the topology with its fitted `costs:` section: a file every command
@@ -40,7 +41,7 @@ def calibrate(logs, spec, boxes, output, collective):
     from synth.topology.catalog import box_and_boxes, resolve
     from synth.topology.physical import topology_to_dict
 
-    topo = resolve(spec, boxes)
+    topo = resolve(spec, boxes, without + degrade)
     machine = machine_of(topo)
     samples = []
     for path in logs:
@@ -65,7 +66,9 @@ def calibrate(logs, spec, boxes, output, collective):
     for name in TIMES + RATIOS:
         click.echo(f"  {name:<17} {getattr(start, name):>9.4g} -> {getattr(figures, name):.4g}")
     box, k = box_and_boxes(spec, boxes)
-    doc = topology_to_dict(replace(box, figures=figures, repeat=k))
+    # the machine measured: the healthy box, K of it, and every edit, a file's first
+    doc = topology_to_dict(replace(box.healthy or box, figures=figures, repeat=k,
+                                   edits=box.edits + without + degrade, healthy=None))
     text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=100)
     write_atomic(output, f"# {topo.name} calibrated by synth calibrate (docs/cost-model.md)\n"
                  + text)

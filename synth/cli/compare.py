@@ -8,8 +8,8 @@ import json
 import click
 
 from synth.cli.app import cli
-from synth.cli.options import (BOXES, MODEL, ROOT, SEARCH, SIZES, SOLVER_CHOICE, TIME_LIMIT,
-                               TOPO, examples, json_option)
+from synth.cli.options import (BOXES, DEGRADED, MODEL, ROOT, SEARCH, SIZES, SOLVER_CHOICE,
+                               TIME_LIMIT, TOPO, examples, json_option)
 
 
 @cli.command("bounds", short_help="Lower bounds on steps and bandwidth.", epilog=examples(
@@ -17,20 +17,22 @@ from synth.cli.options import (BOXES, MODEL, ROOT, SEARCH, SIZES, SOLVER_CHOICE,
 @click.argument("collective", metavar="COLLECTIVE")
 @TOPO
 @BOXES
+@DEGRADED
 @ROOT
 @TIME_LIMIT
 @json_option()
-def bounds_command(collective, spec, boxes, root, time_limit, as_json):
+def bounds_command(collective, spec, boxes, without, degrade, root, time_limit, as_json):
     """Lower bounds on steps and bandwidth for COLLECTIVE on TOPO. Past --time-limit,
     the best bound found so far (a valid, maybe looser bound, marked partial)."""
     from synth.bounds import collective_bounds
     from synth.deadline import job_deadline
     from synth.errors import NoAnswer
+    from synth.output import degraded_line, degraded_summary
     from synth.topology.catalog import resolve
     from synth.topology.linkmodel import TimeLimit, lower_with_routes
 
     deadline = job_deadline(time_limit)
-    topo = resolve(spec, boxes)
+    topo = resolve(spec, boxes, without + degrade)
     try:
         lowering = lower_with_routes(topo, deadline)
     except TimeLimit as e:
@@ -44,6 +46,9 @@ def bounds_command(collective, spec, boxes, root, time_limit, as_json):
                "partial": b.partial}
     if b.without_in_network is not None:  # the switches reduce: the bound without them too
         summary["without_in_network"] = str(b.without_in_network)
+    degraded = degraded_summary(topo, collective, root, b, deadline)
+    if degraded is not None:
+        summary["degraded"] = degraded
     if as_json:
         click.echo(json.dumps(summary, indent=1))
         return
@@ -58,6 +63,8 @@ def bounds_command(collective, spec, boxes, root, time_limit, as_json):
                    f"buy up to {float(plain):.2f} x)")
     if b.note:
         click.echo(f"  note: {b.note}")
+    if degraded is not None:
+        click.echo(f"  {degraded_line(degraded)}")
 
 
 @cli.command("compare", short_help="The frontier against the baselines and NCCL, per size.",
@@ -66,24 +73,27 @@ def bounds_command(collective, spec, boxes, root, time_limit, as_json):
 @click.argument("collective", metavar="COLLECTIVE")
 @TOPO
 @BOXES
+@DEGRADED
 @ROOT
 @SIZES
 @SEARCH
 @TIME_LIMIT
 @json_option()
 @MODEL
-def compare_command(collective, spec, boxes, root, sizes, max_steps, max_chunks, method,
-                    solver, time_limit, as_json, cost_model):
+def compare_command(collective, spec, boxes, without, degrade, root, sizes, max_steps,
+                    max_chunks, method, solver, time_limit, as_json, cost_model):
     """Synthesized frontier against ring, tree, recursive, direct and hierarchical, and
     (cost model 2) NCCL as it runs there: its choice per size and why."""
     from synth.compare import comparison, format_comparison, make_rows, nccl_choices
+    from synth.deadline import job_deadline
+    from synth.output import degraded_line, degraded_summary
     from synth.construct.baselines import baselines
     from synth.cli.synthesize import frontier_within
     from synth.predict.timing import prices
     from synth.search.pareto import Limits
     from synth.topology.catalog import resolve
 
-    topo = resolve(spec, boxes)
+    topo = resolve(spec, boxes, without + degrade)
     limits = Limits(max_steps, max_chunks, time_limit, SOLVER_CHOICE[solver][0])
     # the baselines, their times and NCCL's choices follow: a tenth of the limit
     result = frontier_within(topo, collective, root, limits, cost_model, time_limit,
@@ -97,11 +107,17 @@ def compare_command(collective, spec, boxes, root, sizes, max_steps, max_chunks,
     data = comparison(rows, result.bounds, sizes, nccl)
     data.update(collective=collective, topology=topo.name, complete=result.complete,
                 interrupted=result.interrupted)
+    degraded = degraded_summary(topo, collective, result.root, result.bounds,
+                                job_deadline(time_limit))
+    if degraded is not None:
+        data["degraded"] = degraded
     if as_json:
         click.echo(json.dumps(data, indent=1))
     else:
         title = f"{collective} on {topo.name} ({topo.ranks} ranks): predicted time and algbw"
         click.echo(format_comparison(title, data, sizes))
+        if degraded is not None:
+            click.echo(degraded_line(degraded))
     if result.interrupted:
         click.echo("synth: interrupted (the comparison has the points found until then)",
                    err=True)

@@ -140,6 +140,55 @@ BOXES = click.option(
     help="K copies of the topology's one box, joined by its network: section (what "
          "NAMExK does for a built-in, for a file of your own).")
 
+class Edits(click.ParamType):
+    """`--without` or `--degrade`: comma-separated edits of the machine
+    (synth.topology.degrade), each checked here as far as it can be before the topology
+    is read; the topology's own names are checked once it is."""
+
+    def __init__(self, narrowing: bool):
+        self.narrowing = narrowing
+        self.name = "LINK=F[,LINK=F...]" if narrowing else "PART[,PART...]"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        from synth.errors import BadInput
+        from synth.topology.degrade import parse_edit  # not at start-up
+
+        texts = []
+        for part in str(value).split(","):
+            try:
+                edit = parse_edit(part)
+            except BadInput as e:
+                self.fail(str(e), param, ctx)
+            if self.narrowing and edit.fraction is None:
+                self.fail(f"{part.strip()[:40]!r}: expected LINK=F, the link at F of its "
+                          "bandwidth (gpu0-nic0=0.5)", param, ctx)
+            if not self.narrowing and edit.fraction is not None:
+                self.fail(f"{part.strip()[:40]!r} narrows a link: use --degrade "
+                          f"{part.strip()[:40]}", param, ctx)
+            texts.append(edit.text)
+        return tuple(texts)
+
+
+def _flat(ctx, param, value) -> tuple[str, ...]:
+    return tuple(text for texts in value for text in texts)
+
+
+WITHOUT = click.option(
+    "--without", type=Edits(False), multiple=True, callback=_flat,
+    help="Take parts of the machine away: a NIC or switch (nic2), a link (gpu3-nvswitch) "
+         "or N of its lanes (gpu3-nvswitch:1); in a cluster, box1.nic2 is box 1's only, "
+         "nic2 every box's. Repeatable (docs/cli.md, \"Degraded machines\").")
+
+DEGRADE = click.option(
+    "--degrade", type=Edits(True), multiple=True, callback=_flat,
+    help="Run a link at a fraction of its bandwidth, both directions: gpu0-nic0=0.5 (half "
+         "width). Repeatable.")
+
+# a degraded machine: wherever a topology is named, the same two edits
+DEGRADED = apply(WITHOUT, DEGRADE)
+
 ROOT = click.option("--root", type=click.IntRange(min=0), default=None, metavar="R",
                     help="Root rank of a rooted collective [0].")
 

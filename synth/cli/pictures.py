@@ -14,8 +14,8 @@ from pathlib import Path
 import click
 
 from synth.cli.app import cli, topo
-from synth.cli.options import (BOXES, COLOR, MODEL, ROOT, SEARCH, SIZES, SOLVER_CHOICE,
-                               TIME_LIMIT, TOPO, examples, out_option)
+from synth.cli.options import (BOXES, COLOR, DEGRADED, MODEL, ROOT, SEARCH, SIZES,
+                               SOLVER_CHOICE, TIME_LIMIT, TOPO, examples, out_option)
 from synth.errors import BadInput, NoAnswer
 
 PICTURE = out_option("output", "FILE.svg|FILE.png",
@@ -27,8 +27,9 @@ PICTURE = out_option("output", "FILE.svg|FILE.png",
     "synth topo draw dgx1 -o dgx1.svg", "synth topo draw dgxh100 --boxes 2 -o h100x2.svg"))
 @click.argument("spec", metavar="TOPO")
 @BOXES
+@DEGRADED
 @PICTURE
-def topo_draw(spec, boxes, output):
+def topo_draw(spec, boxes, without, degrade, output):
     """Draw TOPO: GPUs, NVSwitches, PCIe switches, NICs, network switches, and links
     labelled lanes x GB/s; the boxes of a multi-node topology framed."""
     from synth.pictures.graphviz import picture_format, render
@@ -36,7 +37,7 @@ def topo_draw(spec, boxes, output):
     from synth.topology.catalog import resolve
 
     picture_format(output)
-    path = render(topology_graph(resolve(spec, boxes)), output)
+    path = render(topology_graph(resolve(spec, boxes, without + degrade)), output)
     click.echo(f"wrote {path}")
 
 
@@ -70,6 +71,7 @@ def draw_command(file, output, color, columns):
 @click.argument("collective", metavar="COLLECTIVE")
 @TOPO
 @BOXES
+@DEGRADED
 @out_option("out_dir", "DIR", "Folder for index.html and the files it links to.",
             required=True)
 @ROOT
@@ -78,8 +80,8 @@ def draw_command(file, output, color, columns):
 @SIZES
 @COLOR
 @MODEL
-def report_command(collective, spec, boxes, out_dir, root, time_limit, max_steps, max_chunks,
-                   method, sizes, solver, color, cost_model):
+def report_command(collective, spec, boxes, without, degrade, out_dir, root, time_limit,
+                   max_steps, max_chunks, method, sizes, solver, color, cost_model):
     """Synthesize COLLECTIVE on TOPO and write one HTML page: first the fastest frontier
     point's speed-up over the best alternative (NCCL as it runs there, the baselines)
     against message size, then the frontier table, the comparison, the plots, the
@@ -93,7 +95,7 @@ def report_command(collective, spec, boxes, out_dir, root, time_limit, max_steps
 
     if Path(out_dir).exists() and not Path(out_dir).is_dir():
         raise BadInput(f"{out_dir}: exists and is not a folder")
-    topology = resolve(spec, boxes)
+    topology = resolve(spec, boxes, without + degrade)
     backend = SOLVER_CHOICE[solver][0]
     limits = Limits(max_steps, max_chunks, time_limit, backend)
     # the page's drawings and plots follow, unpaced: a third of the limit

@@ -13,8 +13,8 @@ import time
 import click
 
 from synth.cli.app import cli, interrupts_deferred
-from synth.cli.options import (BOXES, MODEL, SEARCH, SOLVER_CHOICE, TIME_LIMIT, TOPO, Renamed,
-                               examples, json_option, out_option)
+from synth.cli.options import (BOXES, DEGRADED, MODEL, SEARCH, SOLVER_CHOICE, TIME_LIMIT, TOPO,
+                               Renamed, examples, json_option, out_option)
 
 
 SYNTHESIS_END = 0.6  # of --time-limit: when the candidates' synthesis ends
@@ -31,6 +31,7 @@ EXPORTS_END = 0.8
 @click.argument("workload")
 @TOPO
 @BOXES
+@DEGRADED
 @out_option("out_dir", "DIR", "Folder for the plan's files (report.md, report.html, "
             "plan.json, runtime files).", default="plan", old=())
 @TIME_LIMIT
@@ -46,8 +47,8 @@ EXPORTS_END = 0.8
 @click.option("--plots", is_flag=True, help="Also plot the step and each collective's time "
               "against size (DIR/plots/*.png).")
 @MODEL
-def plan_command(workload, spec, boxes, out_dir, time_limit, max_steps, max_chunks, method,
-                 solver, steps, formats, as_json, plots, cost_model):
+def plan_command(workload, spec, boxes, without, degrade, out_dir, time_limit, max_steps,
+                 max_chunks, method, solver, steps, formats, as_json, plots, cost_model):
     """Plan every collective of WORKLOAD (a YAML file, an NCCL_DEBUG=INFO log or a
     PyTorch profiler trace) on the topology: per communicator and message size the
     fastest schedule, runtime files whose size ranges tile every size, and a report
@@ -67,7 +68,7 @@ def plan_command(workload, spec, boxes, out_dir, time_limit, max_steps, max_chun
     if unknown:
         raise BadInput(f"unknown format {unknown[0]!r} (expected msccl-xml, mscclpp or none)")
     deadline = job_deadline(time_limit)  # from the command's start, as a user counts
-    topo = resolve(spec, boxes)
+    topo = resolve(spec, boxes, without + degrade)
     work = load_workload(workload, topo, steps)
     # synthesis until SYNTHESIS_END of the limit, exports (rendered and simulated) until
     # EXPORTS_END of it: the report and writing the files are left the rest

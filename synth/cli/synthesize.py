@@ -10,8 +10,8 @@ import time
 import click
 
 from synth.cli.app import cli, interrupts_deferred
-from synth.cli.options import (BOXES, MODEL, ROOT, SEARCH, SOLVER_CHOICE, TIME_LIMIT, TOPO,
-                               Size, apply, examples, json_option, out_option)
+from synth.cli.options import (BOXES, DEGRADED, MODEL, ROOT, SEARCH, SOLVER_CHOICE, TIME_LIMIT,
+                               TOPO, Size, apply, examples, json_option, out_option)
 from synth.errors import BadInput, NoAnswer, SynthError
 
 ROOTED = ("broadcast", "reduce", "gather", "scatter")
@@ -20,15 +20,15 @@ HEARTBEAT = 30.0  # seconds: without a terminal, a line at least this often
 
 
 def _synthesis_command(name: str):
-    def command(spec, boxes, steps, rounds, chunks, max_steps, max_chunks, solver,
-                time_limit, method, hints_path, out_dir, formats, as_json, progress, plots,
-                nbytes, cost_model, root=None):
+    def command(spec, boxes, without, degrade, steps, rounds, chunks, max_steps, max_chunks,
+                solver, time_limit, method, hints_path, out_dir, formats, as_json, progress,
+                plots, nbytes, cost_model, root=None):
         from synth.construct.hints import read_hints
         from synth.output import parse_formats
         from synth.topology.catalog import resolve
 
         formats = parse_formats(formats)
-        topo = resolve(spec, boxes)
+        topo = resolve(spec, boxes, without + degrade)
         hints = read_hints(hints_path, topo.ranks) if hints_path is not None else None
         backend, why = SOLVER_CHOICE[solver]
         if rounds is not None or chunks is not None:
@@ -44,6 +44,7 @@ def _synthesis_command(name: str):
     options = [
         TOPO,
         BOXES,
+        DEGRADED,
         click.option("--steps", type=click.IntRange(1, 64), default=None, metavar="S",
                      help="With --rounds and --chunks: solve that one instance. Alone: only "
                           "schedules with exactly this many steps."),
@@ -155,7 +156,8 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     from synth.deadline import job_deadline
     from synth.export.loads import chosen
     from synth.frontier import synthesize
-    from synth.output import format_table, output_dir, result_summary, write_points
+    from synth.output import (degraded_summary, format_table, output_dir, result_summary,
+                              write_points)
     from synth.search.pareto import Limits
 
     started_ns = time.time_ns()
@@ -199,6 +201,9 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
         except SynthError as e:  # the table is still worth printing
             failed = e
         summary = result_summary(result, topo.name, backend, paths, why)
+        if topo.healthy is not None:  # a degraded machine: its distance to the healthy one
+            summary["degraded"] = degraded_summary(topo, name, result.root, result.bounds,
+                                                   deadline)
         answer = None
         timed = [p for p in result.points if result.lines is None or id(p.schedule)
                  in result.lines]

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from synth.cli.app import topo
-from synth.cli.options import BOXES, TIME_LIMIT, examples, json_option, out_option
+from synth.cli.options import BOXES, DEGRADED, TIME_LIMIT, examples, json_option, out_option
 
 
 @topo.command("list", short_help="Built-in topologies, generators and other forms.")
@@ -33,12 +33,14 @@ def topo_list():
 
 
 @topo.command("show", short_help="A topology's parts, links, groups and bandwidth.",
-              epilog=examples("synth topo show dgxh100", "synth topo show dgx2x2 --json"))
+              epilog=examples("synth topo show dgxh100", "synth topo show dgx2x2 --json",
+                              "synth topo show dgxh100x2 --without box1.nic2"))
 @click.argument("spec", metavar="TOPO")
 @BOXES
+@DEGRADED
 @TIME_LIMIT
 @json_option()
-def topo_show(spec, boxes, time_limit, as_json):
+def topo_show(spec, boxes, without, degrade, time_limit, as_json):
     """GPUs, switches, NICs, links, groups, per-GPU bandwidth, hop diameter."""
     from synth.deadline import job_deadline
     from synth.errors import NoAnswer
@@ -48,7 +50,7 @@ def topo_show(spec, boxes, time_limit, as_json):
 
     deadline = job_deadline(time_limit)
     try:
-        summary = topology_summary(resolve(spec, boxes), deadline)
+        summary = topology_summary(resolve(spec, boxes, without + degrade), deadline)
     except TimeLimit as e:
         raise NoAnswer(f"the time limit ({time_limit:g} s) ran out while {e}") from None
     click.echo(json.dumps(summary, indent=1) if as_json else format_summary(summary))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from synth.cli.app import cli
-from synth.cli.options import BOXES, SIZES, examples
-from synth.errors import SynthError
+from synth.cli.options import BOXES, DEGRADED, SIZES, examples
+from synth.errors import BadInput, SynthError
 
 
 @cli.command(short_help="Check schedule files with the independent checker.",
@@ -19,7 +19,8 @@ from synth.errors import SynthError
               help="The machine the files are for (default: the one each file names, "
                    "where synth knows it).")
 @BOXES
-def verify(files, show_cost, sizes, spec, boxes):
+@DEGRADED
+def verify(files, show_cost, sizes, spec, boxes, without, degrade):
     """Check schedule files with the independent simulator, and their machine: the
     model a file embeds must be the one synth derives from the topology it names.
 
@@ -32,7 +33,9 @@ def verify(files, show_cost, sizes, spec, boxes):
     from synth.topology.catalog import resolve
 
     size_list = sizes if show_cost else []
-    topo = resolve(spec, boxes) if spec else None
+    if (without or degrade) and not spec:
+        raise BadInput("--without and --degrade edit the machine --topo names: give --topo")
+    topo = resolve(spec, boxes, without + degrade) if spec else None
     worst = 0
     for path in files:
         try:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from synth.errors import BadInput
 from synth.files import quote
+from synth.topology.degrade import degraded, split_name
 from synth.topology.linkmodel import MAX_RANK_LINKS
 from synth.topology.physical import (GPU, MAX_GPUS, MAX_LINKS, MAX_VERTICES, NIC,
                                      NVLINK_GBPS, Link, Topology, Vertex,
@@ -48,22 +49,33 @@ def builtin_names() -> list[str]:
     return sorted(p.stem for p in TOPOLOGY_DIR.glob("*.yaml"))
 
 
-def resolve(spec: str, boxes: int | None = None) -> Topology:
+def resolve(spec: str, boxes: int | None = None, edits=()) -> Topology:
     """Turn a topology name, generator, NAMExK form or file path into a Topology; with
     `boxes`, K copies of that one box joined by its network: section (`--boxes K`: a
-    file of one's own repeated like a built-in's NAMExK)."""
+    file of one's own repeated like a built-in's NAMExK); then degraded by a file's
+    `without:`/`degrade:` and `edits` (`--without`, `--degrade`: synth.topology.degrade),
+    on the whole machine, so that one box may differ."""
+    if isinstance(spec, str) and not _a_file(spec):
+        healthy, named = split_name(spec)  # a degraded machine's name (a file names it)
+        if named:
+            return resolve(healthy, boxes, named + tuple(edits))
     topo = _resolve(spec)
+    pending, topo = topo.edits, replace(topo, edits=())
     if topo.repeat > 1:
         if boxes is not None:
             raise BadInput(f"{topo.name}: the file says boxes: {topo.repeat}; give --boxes "
                            "only for a file of one box")
         boxes, topo = topo.repeat, replace(topo, repeat=1)
-    if boxes is None:
-        return topo
-    if any(v.kind == "net_switch" for v in topo.vertices):
-        raise BadInput(f"{topo.name} already has a network switch: --boxes repeats one box, "
-                       "joined by its network: section")
-    return join_boxes(topo, boxes, name=f"{topo.name}x{boxes}")
+    if boxes is not None:
+        if any(v.kind == "net_switch" for v in topo.vertices):
+            raise BadInput(f"{topo.name} already has a network switch: --boxes repeats one "
+                           "box, joined by its network: section")
+        topo = join_boxes(topo, boxes, name=f"{topo.name}x{boxes}")
+    try:
+        topo = degraded(topo, pending)
+    except BadInput as e:
+        raise BadInput(f"{spec}: {e}") from None
+    return degraded(topo, edits)
 
 
 def box_and_boxes(spec: str, boxes: int | None = None) -> tuple[Topology, int]:
@@ -113,6 +125,10 @@ def imported(path: str, **options) -> Topology:
     for text in draft.warnings:  # only once it imported: an error stays one line
         say_on_stderr(text)
     return topo
+
+
+def _a_file(spec: str) -> bool:
+    return Path(spec).suffix.lower() in (".yaml", ".yml", ".json") + IMPORTED or _exists(spec)
 
 
 def _exists(path: str) -> bool:

@@ -108,6 +108,12 @@ class Topology:
     # dims over which the generator's shifts map the graph onto itself
     # (synth.topology.symmetry; checked against the link model before use)
     translations: tuple[int, ...] = ()
+    # a degraded machine (synth.topology.degrade): its edits as `--without` and
+    # `--degrade` write them, and the machine before them, whose bounds the output
+    # compares with; a file's `without:`/`degrade:` wait here (healthy None) until
+    # catalog.resolve has joined its boxes
+    edits: tuple[str, ...] = ()
+    healthy: "Topology | None" = None
 
     @property
     def gpus(self) -> list[str]:
@@ -142,7 +148,7 @@ class Topology:
 # --- reading topology files -------------------------------------------------------
 
 TOP_KEYS = {"name", "description", "unit_gbps", "gpus", "switches", "nics", "links", "network",
-            "source", "assumptions", "costs", "boxes"}
+            "source", "assumptions", "costs", "boxes", "without", "degrade"}
 LINK_KEYS = {"between", "from", "to", "gbps", "count", "alpha_us", "inferred"}
 
 
@@ -221,7 +227,8 @@ def topology_from_dict(doc: dict) -> Topology:
                        "this file has none")
     topo = Topology(name, _positive(unit, "unit_gbps", MAX_GBPS), tuple(vertices),
                     tuple(links), description, network, source=source,
-                    assumptions=assumptions, figures=figures, repeat=repeat)
+                    assumptions=assumptions, figures=figures, repeat=repeat,
+                    edits=_edits(doc))
     validate(topo)
     return topo
 
@@ -229,7 +236,9 @@ def topology_from_dict(doc: dict) -> Topology:
 def topology_to_dict(topo: Topology) -> dict:
     """The file's dictionary that topology_from_dict reads back as `topo` (one box:
     `topo.repeat` copies of it are `boxes:`). A pair of links that are each other's
-    reverse with the same figures is written once, as `between`."""
+    reverse with the same figures is written once, as `between`. Edits still to apply
+    (healthy None: a file's, or a healthy box with the edits of the cluster it makes) are
+    written as `without:` and `degrade:`; a degraded machine as the links it has."""
     doc = {"name": topo.name, "description": topo.description, "unit_gbps": topo.unit_gbps,
            "gpus": topo.gpus}
     switches = [{"name": v.name, "kind": v.kind, **({"can": list(v.can)} if v.can else {}),
@@ -263,7 +272,31 @@ def topology_to_dict(topo: Topology) -> dict:
     doc.update({"assumptions": list(topo.assumptions)} if topo.assumptions else {})
     if topo.figures is not None:
         doc["costs"] = figures_to_dict(topo.figures)
+    pending = topo.edits if topo.healthy is None else ()
+    gone = [t for t in pending if "=" not in t]
+    narrowed = dict(t.rsplit("=", 1) for t in pending if "=" in t)
+    doc.update({"without": gone} if gone else {})
+    doc.update({"degrade": {k: float(v) for k, v in narrowed.items()}} if narrowed else {})
     return doc
+
+
+def _edits(doc: dict) -> tuple[str, ...]:
+    """A file's `without:` (NICs, switches, links, lanes) and `degrade:` (a link at a
+    fraction of its width) as edit texts, applied once the machine is whole
+    (synth.topology.degrade checks what they name)."""
+    gone = _list(doc.get("without", []), "without")
+    for i, text in enumerate(gone):
+        _string(text, f"without[{i}]")
+        if "=" in text:
+            link, _, f = text.rpartition("=")
+            raise BadInput(f"without[{i}]: {quote(text)} narrows a link: write it under "
+                           f"degrade: {{{link}: {f}}}")
+    narrowed = doc.get("degrade", {})
+    if not isinstance(narrowed, dict):
+        raise BadInput("degrade: expected a mapping of links to fractions (gpu0-nic0: 0.5)")
+    texts = [f"{_string(link, 'degrade')}={_number(f, f'degrade.{link}', 1e-9, 1)!r}"
+             for link, f in narrowed.items()]
+    return tuple(gone) + tuple(texts)
 
 
 def _parse_link(entry, where: str, names: set[str]) -> list[Link]:

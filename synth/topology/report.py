@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from synth.deadline import Deadline
+from synth.topology.degrade import changes
 from synth.topology.hierarchy import find_hierarchy
 from synth.topology.linkmodel import diameter, lower_with_routes
 from synth.topology.physical import GPU, NIC, Topology
@@ -49,6 +50,9 @@ def topology_summary(topo: Topology, deadline: Deadline = Deadline()) -> dict:
         "diameter": diameter(model, deadline),
         "source": topo.source,
         "assumptions": list(topo.assumptions),
+        # a degraded machine (synth.topology.degrade): the healthy one and the edits
+        **({"degraded": {"healthy": topo.healthy.name, "edits": list(topo.edits),
+                         "changes": changes(topo)}} if topo.healthy is not None else {}),
         "inferred": ([{"vertex": v.name, "why": v.inferred} for v in topo.vertices
                       if v.inferred]
                      + [{"link": [l.src, l.dst], "why": l.inferred} for l in topo.links

@@ -1,0 +1,250 @@
+"""A degraded machine: a resolved topology with a link, some of its lanes, a NIC or a
+switch taken away, or a link narrowed (issue 29, "Degraded machines": one NVLink down,
+a NIC missing, a GPU's port at half width, one box unlike the others).
+
+    parse_edit("box1.gpu3-nvswitch:1")      the text, checked (no topology needed)
+    degraded(topo, ("gpu3-nvswitch:1",))     that machine, named "dgxh100 without
+                                             gpu3-nvswitch:1", with `healthy` the one given
+    changes(machine)                         what each edit did, in words
+    split_name(machine.name)                 ("dgxh100", ("gpu3-nvswitch:1",))
+
+The grammar (docs/cli.md, "Degraded machines"); names are the physical vertices'
+(`synth topo show --json` lists them):
+
+    NAME          nic2, rail2: a NIC or a switch and every link it has (never a GPU)
+    A-B           the link between A and B, both directions
+    A-B:N         N of its lanes, both directions (all of them: the link)
+    A-B=F         (`--degrade`, `degrade:`) the link at F of its bandwidth, 0 < F <= 1
+    boxB.EDIT     in a cluster of boxes (NAMExK, --boxes K): in box B only; a box's
+                  vertex named bare means that vertex in every box
+
+Edits apply to the whole machine, after NAMExK or --boxes joined its boxes, so one box
+may differ from the others: the decomposition, which needs identical boxes, then says
+why not and the other methods run. A degraded machine keeps the healthy one's capacity
+unit, so that the two compare chunk for chunk, and loses a generator's translations
+(a ring with one link down is no longer its own shift).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+
+from synth.errors import BadInput
+from synth.files import quote
+from synth.topology.physical import GPU, MIN_GBPS, Link, Topology, validate
+
+MAX_EDITS = 1024  # edits of one machine: more is no machine anyone runs on
+MAX_TEXT = 200
+KIND_NAMES = {"nic": "NIC", "nvswitch": "NVSwitch", "pcie_switch": "PCIe switch",
+              "net_switch": "network switch"}
+
+
+@dataclass(frozen=True)
+class Edit:
+    text: str  # as written, the name the degraded machine gets
+    part: str  # "gpu3-nvswitch" or "nic2": box prefix, lanes and fraction cut off
+    box: int | None = None  # boxB.: that box only
+    lanes: int | None = None  # A-B:N
+    fraction: float | None = None  # A-B=F
+
+
+def parse_edit(text) -> Edit:
+    """One edit's text, checked as far as it can be without the topology."""
+    if not isinstance(text, str) or not text.strip():
+        raise BadInput(f"an empty edit {quote(text)} (expected a NIC, a switch or a link "
+                       "A-B, e.g. nic2 or gpu3-nvswitch:1)")
+    text = text.strip()
+    if len(text) > MAX_TEXT or any(ord(ch) < 32 for ch in text):
+        raise BadInput(f"edit {quote(text)}: expected a name of at most {MAX_TEXT} "
+                       "printable characters")
+    part, box, lanes, fraction = text, None, None, None
+    prefix = re.fullmatch(r"box(\d{1,5})\.(.+)", part)
+    if prefix:
+        box, part = int(prefix.group(1)), prefix.group(2)
+    if "=" in part:
+        part, _, value = part.rpartition("=")
+        try:
+            fraction = float(value)
+        except ValueError:
+            fraction = math.nan
+        if not (math.isfinite(fraction) and 0 < fraction <= 1):
+            raise BadInput(f"edit {quote(text)}: expected a fraction F of the link's "
+                           "bandwidth, 0 < F <= 1 (0.5: half width)")
+    elif re.fullmatch(r".+:\d+", part):
+        part, _, count = part.rpartition(":")
+        lanes = int(count) if len(count) <= 6 else 10 ** 6
+        if lanes < 1:
+            raise BadInput(f"edit {quote(text)}: expected a number of lanes from 1 up")
+    if not part:
+        raise BadInput(f"edit {quote(text)}: expected a NIC, a switch or a link A-B")
+    return Edit(text, part, box, lanes, fraction)
+
+
+def degraded(topo: Topology, texts) -> Topology:
+    """`topo` with the edits applied, in order; BadInput, one line naming the edit, for
+    a name the machine lacks, more lanes than a link has, or a machine whose GPUs no
+    longer all reach each other."""
+    texts = tuple(texts)
+    if not texts:
+        return topo
+    if len(texts) > MAX_EDITS:
+        raise BadInput(f"{len(texts):,} edits of one machine (at most {MAX_EDITS})")
+    edits = [parse_edit(t) for t in texts]
+    links = {(l.src, l.dst): l for l in topo.links}
+    gone: set[str] = set()
+    said = [_apply(topo, edit, links, gone) for edit in edits]
+    healthy = topo.healthy or topo
+    done = topo.edits + tuple(e.text for e in edits)
+    vertices = tuple(v for v in topo.vertices if v.name not in gone)
+    kept = tuple(l for l in links.values() if l.src not in gone and l.dst not in gone)
+    note = ", ".join(changes(topo) + said)  # a file's edits, then the command line's
+    machine = replace(topo, name=degraded_name(healthy.name, done), vertices=vertices,
+                      links=kept, translations=(), edits=done, healthy=healthy,
+                      description=f"{healthy.description}; degraded: {note}".lstrip("; "))
+    try:
+        validate(machine)
+    except BadInput as e:
+        raise BadInput(f"{machine.name}: {e} (an edit may not cut a GPU off)") from None
+    return machine
+
+
+def changes(topo: Topology) -> list[str]:
+    """What each edit of a degraded machine did, in words (replayed on the healthy
+    one); [] for a healthy machine."""
+    if topo.healthy is None:
+        return []
+    links = {(l.src, l.dst): l for l in topo.healthy.links}
+    gone: set[str] = set()
+    return [_apply(topo.healthy, parse_edit(t), links, gone) for t in topo.edits]
+
+
+def degraded_name(base: str, texts) -> str:
+    """"dgxh100-without-gpu3-nvswitch:1+nic2-with-gpu0-nic0-at-0.5": a name of its own,
+    so that its files go to a folder of their own and no check takes it for `base`; in
+    the characters a folder name keeps as they are (synth.files.safe_component)."""
+    gone = [t for t in texts if "=" not in t]
+    narrowed = [t.replace("=", "-at-") for t in texts if "=" in t]
+    return "-".join([base] + ([f"without-{'+'.join(gone)}"] if gone else [])
+                    + ([f"with-{'+'.join(narrowed)}"] if narrowed else []))
+
+
+def split_name(spec: str) -> tuple[str, tuple[str, ...]]:
+    """degraded_name's inverse: the healthy machine's name and the edits, so that a
+    degraded machine's name resolves to it (a schedule file names its machine);
+    (spec, ()) for a name that is no degraded machine's."""
+    found = re.fullmatch(r"(.+?)(?:-without-(.+?))?(?:-with-(.+-at-[^+]+))?", spec)
+    if not found or found.group(1) == spec:
+        return spec, ()
+    gone = found.group(2).split("+") if found.group(2) else []
+    narrowed = ["=".join(t.rsplit("-at-", 1)) for t in found.group(3).split("+")] \
+        if found.group(3) else []
+    return found.group(1), tuple(gone + narrowed)
+
+
+def _apply(topo: Topology, edit: Edit, links: dict, gone: set[str]) -> str:
+    """Apply one edit to `links` (by (src, dst)) and `gone` (vertices removed); what it
+    did, in words."""
+    whole = _named(topo, edit.part, edit.box, gone)
+    if whole:
+        kinds = {topo.vertex(name).kind for name in whole}
+        if GPU in kinds:
+            near = next((l.dst for l in topo.links if l.src == whole[0]), "SWITCH")
+            raise BadInput(f"edit {quote(edit.text)}: a GPU cannot be removed (every rank "
+                           "takes part in a collective); name one of its links instead, "
+                           f"e.g. {edit.part}-{near.split('.', 1)[-1]}")
+        if edit.lanes is not None or edit.fraction is not None:
+            raise BadInput(f"edit {quote(edit.text)}: {edit.part} is a "
+                           f"{KIND_NAMES.get(kinds.pop(), 'switch')}; lanes (:N) and widths "
+                           "(=F) are a link's")
+        gone.update(whole)
+        what = KIND_NAMES.get(kinds.pop(), "switch")
+        return (f"{edit.text} and its links removed in every box ({len(whole)} {what}s)"
+                if len(whole) > 1 else f"{edit.text} and its links removed")
+    pairs = _link_pairs(topo, edit, links, gone)
+    for a, b in pairs:
+        for key in ((a, b), (b, a)):
+            if key in links:
+                links[key] = _narrowed(links[key], edit)
+                if links[key] is None:
+                    del links[key]
+    return _said(edit, pairs)
+
+
+def _narrowed(link: Link, edit: Edit) -> Link | None:
+    """The link after the edit; None when it is gone."""
+    if edit.fraction is not None:
+        gbps = float(f"{link.gbps * edit.fraction:.9g}")  # no 2.5000000000000004
+        if gbps < MIN_GBPS:
+            raise BadInput(f"edit {quote(edit.text)}: {link.gbps:g} GB/s x {edit.fraction:g} "
+                           f"is below {MIN_GBPS:g} GB/s a lane")
+        return replace(link, gbps=gbps)
+    lanes = link.count if edit.lanes is None else edit.lanes
+    if lanes > link.count:
+        raise BadInput(f"edit {quote(edit.text)}: {link.src}-{link.dst} has {link.count} "
+                       f"lane{'s' * (link.count != 1)}, not {lanes}")
+    return None if lanes == link.count else replace(link, count=link.count - lanes)
+
+
+def _said(edit: Edit, pairs) -> str:
+    where = f" in {len(pairs)} boxes" if len(pairs) > 1 else ""
+    link = edit.text.rpartition("=" if edit.fraction is not None else ":")[0] or edit.text
+    if edit.fraction is not None:
+        return f"{link} at {edit.fraction:g} of its bandwidth{where}"
+    if edit.lanes is None:
+        return f"{edit.text} removed{where}"
+    return f"{edit.lanes} lane{'s' * (edit.lanes != 1)} of {link} removed{where}"
+
+
+def _named(topo: Topology, name: str, box: int | None, gone: set[str]) -> list[str]:
+    """The vertices `name` means (several: a box's vertex in every box), or []."""
+    names = _vertex_names(topo)
+    if box is not None:
+        if topo.boxes < 2:
+            raise BadInput(f"box{box}.{name}: {topo.name} is not a cluster of boxes (name "
+                           f"it {name})")
+        if box >= topo.boxes:
+            raise BadInput(f"box{box}.{name}: {topo.name} has boxes 0 to {topo.boxes - 1}")
+        local = f"n{box}.{name}"
+        if local in names:
+            return [] if local in gone else [local]
+        between = name in names and names[name].box is None  # a switch between boxes
+        return [name] if between and name not in gone else []
+    if name in names:
+        return [] if name in gone else [name]
+    return [f"n{b}.{name}" for b in range(topo.boxes)
+            if f"n{b}.{name}" in names and f"n{b}.{name}" not in gone]
+
+
+def _vertex_names(topo: Topology) -> dict:
+    return {v.name: v for v in topo.vertices}
+
+
+def _link_pairs(topo: Topology, edit: Edit, links: dict, gone: set[str]) -> list:
+    """The (A, B) pairs the link `edit.part` means: every split of it at a '-' whose two
+    sides name vertices that a link joins (in the same box, or one between boxes); one
+    split only, or the edit is ambiguous."""
+    boxes = {v.name: v.box for v in topo.vertices}
+    found = {}
+    for at in (m.start() for m in re.finditer("-", edit.part)):
+        a, b = edit.part[:at], edit.part[at + 1:]
+        pairs = [(x, y) for x in _named(topo, a, edit.box, gone)
+                 for y in _named(topo, b, edit.box, gone)
+                 if ((x, y) in links or (y, x) in links)
+                 and (boxes[x] == boxes[y] or None in (boxes[x], boxes[y]))]
+        if pairs:
+            found[(a, b)] = pairs
+    if len(found) > 1:
+        raise BadInput(f"edit {quote(edit.text)} is ambiguous: "
+                       + " or ".join(f"{a} to {b}" for a, b in found))
+    if not found:
+        raise BadInput(f"edit {quote(edit.text)}: {topo.name} has no NIC, switch or link "
+                       f"of that name (synth topo show lists them{_hint(topo, edit)})")
+    return next(iter(found.values()))
+
+
+def _hint(topo: Topology, edit: Edit) -> str:
+    if topo.boxes > 1 and edit.box is None:
+        return f"; box B's parts are boxB.NAME, B from 0 to {topo.boxes - 1}"
+    return ""
