@@ -161,6 +161,19 @@ def test_a_verified_frontier_on_dgxh100_with_one_nvlink_lane_down(tmp_path):
     # the healthy machine is not the one these files were made for
     healthy = synth_main("verify", files[0], "--topo", "dgxh100")
     assert healthy.returncode == 1 and "capacity 17, not 18" in healthy.stderr
+    # by name alone: the file's machine is derived from its degraded name, so a file
+    # that claims the lane back is caught without --topo
+    by_name = synth_main("verify", *files)
+    assert by_name.returncode == 0 and by_name.stdout.count("as synth derives it") \
+        == len(files), by_name.stdout + by_name.stderr
+    claimed = json.loads(open(files[0]).read())
+    for link in claimed["topology"]["links"]:  # [src, dst, capacity, alpha]
+        if 3 in link[:2]:
+            link[2] = 18
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(claimed))
+    caught = synth_main("verify", forged)
+    assert caught.returncode == 1 and "capacity 18, not 17" in caught.stderr, caught.stderr
     for path in files:  # no step uses the lane that is down: 17 chunks a round each way
         doc = json.loads(open(path).read())
         for step in doc["steps"]:

@@ -52,7 +52,8 @@ def verify(files, show_cost, sizes, spec, boxes, without, degrade):
         rounds = sum(pipe["rounds"]) if pipe else sum(s["rounds"] for s in doc["steps"])
         name = " ".join(str(doc["topology"].get("name", "?")).split())
         line = (f"ok {' '.join(str(path).split())}: {doc['collective']} on {name}, "
-                f"{steps} steps, {rounds} rounds, {doc['chunks']} chunks"
+                f"{_count(steps, 'step')}, {_count(rounds, 'round')}, "
+                f"{_count(doc['chunks'], 'chunk')}"
                 + (f" (version {doc['version']}: a batch program of {len(doc['steps'])} "
                    f"steps in {pipe['batches']} batches)" if pipe else "")
                 + (f" (version 4: written once per orbit, dims {sym['dims']} along axes "
@@ -64,3 +65,7 @@ def verify(files, show_cost, sizes, spec, boxes, without, degrade):
             line += f"\n   latency {cost.latency_us:.2f} us, {cost.us_per_byte * 1e6:.3f} us/MB;  {times}"
         click.echo(line)
     return worst
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"

@@ -28,6 +28,7 @@ from synth.schedule.file import model_from_dict, model_to_dict, schedule_from_di
 from synth.schedule.ir import Schedule
 from synth.schedule.verify import ScheduleInvalid, verify_schedule
 from synth.topology.catalog import GENERATORS, builtin_names, resolve
+from synth.topology.degrade import split_name
 from synth.topology.linkmodel import LinkModel, lower
 from synth.topology.physical import Topology
 
@@ -35,7 +36,11 @@ ALPHA_TOLERANCE = 1e-9  # relative: alphas are floats written as decimals
 
 
 def known_by_name(name: str) -> bool:
-    """Whether `name` resolves without reading a file: built-in, generator, NAMExK."""
+    """Whether `name` resolves without reading a file: built-in, generator, NAMExK, or
+    one of those degraded (its name says the edits: synth.topology.degrade)."""
+    healthy, edits = split_name(name)
+    if edits:
+        return known_by_name(healthy)
     if ":" in name and name.split(":", 1)[0] in GENERATORS:
         return True
     multi = re.fullmatch(r"(.+)x(\d+)", name)
