@@ -60,7 +60,9 @@ def resolve(spec: str, boxes: int | None = None, edits=()) -> Topology:
         if named:
             return resolve(healthy, boxes, named + tuple(edits))
     topo = _resolve(spec)
-    pending, topo = topo.edits, replace(topo, edits=())
+    pending = topo.edits  # a file's own edits, applied once its boxes are joined
+    if pending:
+        topo = replace(topo, edits=())
     if topo.repeat > 1:
         if boxes is not None:
             raise BadInput(f"{topo.name}: the file says boxes: {topo.repeat}; give --boxes "
