@@ -46,7 +46,7 @@ sem_acquire, sem_release; any other accepted op is reported as not simulated.
 from collections import deque
 
 from synth.errors import NoAnswer
-from synth.export.msccl_sim import COMBINING
+from synth.export.sim_buffers import COMBINING
 
 
 class PlanInvalid(NoAnswer):
