@@ -92,7 +92,9 @@ VERIFIER = {"synth.errors", *VERIFIER_ROOMS[1:]}
                                   "synth.export.mscclpp_launches",
                                   "synth.export.mscclpp_ops"}),
     ("synth.export.mscclpp_ops", {"synth.export.mscclpp_launches"}),
-    ("synth.export.mscclpp_launches", {"synth.errors", "synth.export.sim_buffers"}),
+    ("synth.export.mscclpp_launches", {"synth.errors", "synth.export.mscclpp_proxy",
+                                       "synth.export.sim_buffers"}),
+    ("synth.export.mscclpp_proxy", set()),
 ])
 def test_independent_checkers_share_no_code(module, allowed):
     path = PACKAGE.parent / (module.replace(".", "/") + ".py")
