@@ -52,8 +52,6 @@ MAX_CHANNELS = 32
 MAX_NODES = 1024        # msccl-executor-nccl's parser: algo + gpus + one rank's tbs and steps
 MAX_BUFFER = 2 ** 15    # chunks per buffer: every runtime keeps a step's offsets in int16
 MAX_BYTES = 2 ** 63 - 1  # minBytes, maxBytes: int64 (strtoll)
-SEND_TYPES = frozenset({"s", "rcs", "rrs", "rrcs"})
-RECV_TYPES = frozenset({"r", "rcs", "rrs", "rrc", "rrcs"})
 
 
 @dataclass(eq=False)
