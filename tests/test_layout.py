@@ -84,12 +84,17 @@ VERIFIER = {"synth.errors", *VERIFIER_ROOMS[1:]}
 
 @pytest.mark.parametrize("module, allowed", [
     *((room, VERIFIER) for room in VERIFIER_ROOMS),
-    ("synth.export.msccl_sim", {"synth.errors"}),
-    ("synth.export.mscclpp_sim", {"synth.errors", "synth.export.msccl_sim",
+    ("synth.export.sim_buffers", set()),
+    ("synth.export.msccl_sim", {"synth.errors", "synth.export.msccl_run",
+                                "synth.export.sim_buffers"}),
+    ("synth.export.msccl_run", {"synth.errors", "synth.export.sim_buffers"}),
+    ("synth.export.mscclpp_sim", {"synth.errors", "synth.export.sim_buffers",
                                   "synth.export.mscclpp_launches",
                                   "synth.export.mscclpp_ops"}),
     ("synth.export.mscclpp_ops", {"synth.export.mscclpp_launches"}),
-    ("synth.export.mscclpp_launches", {"synth.errors", "synth.export.msccl_sim"}),
+    ("synth.export.mscclpp_launches", {"synth.errors", "synth.export.mscclpp_proxy",
+                                       "synth.export.sim_buffers"}),
+    ("synth.export.mscclpp_proxy", set()),
 ])
 def test_independent_checkers_share_no_code(module, allowed):
     path = PACKAGE.parent / (module.replace(".", "/") + ".py")

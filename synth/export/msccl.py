@@ -27,30 +27,31 @@ The program, per rank:
   new value in scratch and folds it in (re or cpy) once the step's sends of the old value
   are done. Dependencies (depid/deps, hasdep, extra ones as nop steps) order every
   cross-threadblock read-after-write, write-after-read and write-after-write on a slot.
+
+The ops and their slots are placed by synth.export.msccl_flow; here, the channels,
+threadblocks, fusion, order and dependencies, the limits and the XML text.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
 from synth.deadline import Deadline
 from synth.errors import BadInput
-from synth.export.layout import Layout, Slot, coalesce, drop_redundant
+from synth.export.layout import Layout, drop_redundant
+from synth.export.msccl_flow import _TB, place_ops
 
 MAX_STEPS = 64          # steps per threadblock: msccl-executor-nccl and RCCL
 MAX_TBS = 64            # threadblocks per GPU: RCCL
 MAX_TBS_PER_CHANNEL = 32  # msccl-executor-nccl
 MAX_CHANNELS = 32
-MAX_CNT = 71            # 0 < cnt < 72
 MAX_NODES = 1024        # msccl-executor-nccl's parser: algo + gpus + one rank's tbs and steps
 MAX_BUFFER = 2 ** 15    # chunks per buffer: every runtime keeps a step's offsets in int16
 MAX_BYTES = 2 ** 63 - 1  # minBytes, maxBytes: int64 (strtoll)
-SEND_TYPES = frozenset({"s", "rcs", "rrs", "rrcs"})
-RECV_TYPES = frozenset({"r", "rcs", "rrs", "rrc", "rrcs"})
 
 
 @dataclass(eq=False)
@@ -66,29 +67,6 @@ class _X:
     @property
     def key(self):
         return (self.chunk, self.src, self.dst)
-
-
-@dataclass(eq=False)
-class _Op:
-    kind: str
-    rank: int
-    order: tuple
-    src: Slot | None = None
-    dst: Slot | None = None
-    cnt: int = 1
-    deps: set = field(default_factory=set)
-    tb: "_TB | None" = None
-    sender: "_Op | None" = None  # the op whose send this op receives
-
-
-@dataclass(eq=False)
-class _TB:
-    rank: int
-    chan: int
-    recv: int = -1
-    send: int = -1
-    ops: list = field(default_factory=list)
-    id: int = -1
 
 
 class _NotOrdered(Exception):
@@ -131,7 +109,7 @@ class _Program:
         self.tbs = []
         self._threadblocks(self._candidates() if fuse else [])
         self._fuse()
-        self._ops()
+        self.scratch = place_ops(self)
         self._order_and_deps()
 
     def lane(self, chunk: int) -> int:
@@ -197,141 +175,7 @@ class _Program:
             self.fused_by[s.idx] = x
             self.tau[s.idx] = self.tau[x.idx]
 
-    # --- ops, operands and dependencies -------------------------------------------
-
-    def _ops(self):
-        lay = self.layout
-        loc = {}  # (rank, chunk) -> Slot of its current value
-        for r in range(lay.n):
-            for k in range(lay.g):
-                slot = lay.init_slot(r, k)
-                if slot is not None:
-                    loc[(r, k)] = slot
-        self.scratch = defaultdict(int)
-        used = defaultdict(set)  # rank -> output slots handed out
-        state = defaultdict(lambda: [None, []])  # (rank, slot) -> [last writer, readers since]
-
-        def read(op, rank, slot):
-            w, readers = state[(rank, slot)]
-            if w is not None and w is not op:
-                op.deps.add(w)
-            readers.append(op)
-
-        def write(op, rank, slot):
-            entry = state[(rank, slot)]
-            op.deps.update(o for o in [entry[0], *entry[1]] if o is not None and o is not op)
-            entry[0], entry[1] = op, []
-
-        def fresh(rank):
-            self.scratch[rank] += 1
-            return Slot("s", self.scratch[rank] - 1)
-
-        def new_slot(rank, k):
-            out = lay.out_slot(rank, k)
-            if out is not None and out not in used[rank]:
-                used[rank].add(out)
-                return out
-            return fresh(rank)
-
-        def target(rank, k):
-            cur = loc.get((rank, k))
-            return cur if cur is not None and lay.writable(rank, k, cur) else new_slot(rank, k)
-
-        def place(op, tb):
-            op.tb = tb
-            tb.ops.append(op)
-            return op
-
-        sender_of = {}  # transfer idx -> the op that sends it
-        by_step = defaultdict(list)
-        for x in self.xs:
-            by_step[x.step].append(x)
-        for t in range(self.nsteps):
-            folds = []
-            for x in by_step[t]:
-                lane = self.lane(x.chunk)
-                if x.idx not in self.fused_by:  # a plain send
-                    op = place(_Op("s", x.src, self.tau[x.idx], src=loc[(x.src, x.chunk)]),
-                               self.send_tb[(x.src, lane, x.dst)])
-                    read(op, x.src, op.src)
-                    sender_of[x.idx] = op
-                d, k = x.dst, x.chunk
-                tb = self.recv_tb[(d, lane, x.src)]
-                if x.idx in self.fused:
-                    kind = self.fused[x.idx][1]
-                    op = place(_Op(kind, d, self.tau[x.idx]), tb)
-                    sender_of[self.fused[x.idx][0].idx] = op
-                    if kind != "rcs":
-                        op.src = loc[(d, k)]
-                        read(op, d, op.src)
-                    if kind != "rrs":
-                        op.dst = target(d, k)
-                        write(op, d, op.dst)
-                        loc[(d, k)] = op.dst
-                elif x.idx in self.staged:
-                    op = place(_Op("r", d, self.tau[x.idx], dst=fresh(d)), tb)
-                    write(op, d, op.dst)
-                    folds.append((x, op))
-                elif x.op == "reduce":
-                    op = place(_Op("rrc", d, self.tau[x.idx], src=loc[(d, k)]), tb)
-                    read(op, d, op.src)
-                    op.dst = target(d, k)
-                    write(op, d, op.dst)
-                    loc[(d, k)] = op.dst
-                else:
-                    op = place(_Op("r", d, self.tau[x.idx], dst=target(d, k)), tb)
-                    write(op, d, op.dst)
-                    loc[(d, k)] = op.dst
-                op.sender = sender_of[x.idx]
-            for x, recv in folds:  # after the step's sends of the old value
-                d, k, q = x.dst, x.chunk, recv.dst
-                cur = loc[(d, k)]
-                order = (t, 1, x.key)
-                if x.op == "copy" and not lay.writable(d, k, cur):
-                    loc[(d, k)] = q  # the new value simply lives in scratch
-                    continue
-                if x.op == "copy":
-                    op = place(_Op("cpy", d, order, src=q, dst=cur), recv.tb)
-                    read(op, d, q)
-                elif lay.writable(d, k, cur):
-                    op = place(_Op("re", d, order, src=q, dst=cur), recv.tb)
-                    read(op, d, q)
-                    read(op, d, cur)
-                else:
-                    op = place(_Op("re", d, order, src=cur, dst=q), recv.tb)
-                    read(op, d, cur)
-                    read(op, d, q)
-                    loc[(d, k)] = q
-                write(op, d, op.dst)
-        self._epilogue(loc, state, read, write)
-
-    def _epilogue(self, loc, state, read, write):
-        """Copy each result that is not yet in its output slot there: right after the
-        step that produced it, or first thing when it is the rank's untouched input."""
-        lay, early = self.layout, defaultdict(list)
-        for r, k in sorted(self.coll.post):
-            cur, out = loc.get((r, k)), lay.out_slot(r, k)
-            if cur is None or cur == out:
-                continue
-            writer = state[(r, cur)][0]
-            if writer is None:
-                early[(r, self.lane(k))].append((cur, out))
-                continue
-            op = _Op("cpy", r, writer.order + (1, k), src=cur, dst=out)
-            read(op, r, cur)
-            write(op, r, out)
-            op.tb = writer.tb
-            writer.tb.ops.append(op)
-        for (r, lane), copies in sorted(early.items()):
-            tb = next((tb for tb in self.tbs if tb.rank == r and tb.chan == lane), None) \
-                or next((tb for tb in self.tbs if tb.rank == r), None)
-            if tb is None:
-                tb = _TB(r, lane)
-                self.tbs.append(tb)
-            for n, (src, dst, cnt) in enumerate(coalesce(copies, MAX_CNT)):
-                op = _Op("cpy", r, (-1, n), src=src, dst=dst, cnt=cnt)
-                op.tb = tb
-                tb.ops.append(op)
+    # --- order and dependencies (the ops: synth.export.msccl_flow) -----------------
 
     def _order_and_deps(self):
         """Sort each threadblock by virtual time; turn dependencies into depid/deps, one

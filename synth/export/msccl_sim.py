@@ -2,8 +2,9 @@
 
 It reads the XML text only (plus the root of a rooted collective, which the format does
 not carry) and shares no code with the exporter: it imports only the standard library,
-NumPy (its vector clocks are arrays) and synth.errors, so an exporter bug cannot hide
-behind a helper both trust.
+NumPy (its vector clocks are arrays), synth.errors and its own rooms (msccl_run, the
+simulation; sim_buffers, what each collective's buffers hold), so an exporter bug cannot
+hide behind a helper both trust.
 
 Static checks (what the runtimes' loaders enforce, the strictest of them):
   algo attributes present and well-formed, ngpus = number of gpus, known coll and step
@@ -20,59 +21,20 @@ Static checks (what the runtimes' loaders enforce, the strictest of them):
   followed by a step with its own dependency; a re they fuse into the one before it has
   its cnt. The summary names the runtimes whose loader knows the collective.
 
-Simulation: every threadblock is a process running its steps in order. A step waits for
-its dependency; a receive waits until its connection (sender, receiver, channel) holds a
-message, and a send until the connection has room (`slots` messages; MSCCL's Simple
-protocol buffers two one-chunk sends, the default of one is stricter). A fused step
-(rcs, rrs, rrcs) streams: it takes its message, then sends on once there is room. The k-th send on
-a connection is the k-th receive. No process able to move while some are unfinished is a
-deadlock. Data is symbolic: each slot holds a sorted tuple of (rank, chunk) contributions
-(reductions concatenate, so a double count shows). Reading a slot never written,
-reducing in a collective that does not combine, writing the input buffer of an
-out-of-place call, and two threadblocks touching a slot (one writing) without a chain of
-program order, dependencies and messages between them (vector clocks) are errors. At the
-end every connection is empty and each output slot holds exactly what the collective
-requires:
-
-    collective      rank r starts with (out of place / in place)  rank r ends with
-    allgather       i[j] / o[r*C+j] = chunk r*C+j                  o[k] = chunk k
-    reducescatter   i[k] = r's share of chunk k                    o[j] / i[r*C+j] = sum
-    allreduce       i[k] / o[k]                                    o[k] = sum
-    broadcast       root: i[k] / o[k]                              o[k] = root's chunk k
-    reduce          i[k] / o[k]                                    root: o[k] = sum
-    gather          i[j] / o[r*C+j] = chunk r*C+j                  root: o[k] = chunk k
-    scatter         root: i[k] = chunk k                           o[j] / i[r*C+j] = chunk r*C+j
-    alltoall        i[d*C+j] = chunk (r*N+d)*C+j                   o[s*C+j] = chunk (s*N+r)*C+j
+Simulation (every threadblock a process, data symbolic, vector clocks):
+synth.export.msccl_run.
 """
 
 import re
 import xml.etree.ElementTree as ET
-from collections import deque
 
-import numpy as np
+from synth.export.msccl_run import TYPES, MscclInvalid, _fail, _simulate, _Tb  # noqa: F401
+from synth.export.sim_buffers import COLLS, ROOTED, layout
 
-from synth.errors import NoAnswer
-
-COLLS = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce", "gather",
-         "scatter", "alltoall")
-COMBINING = frozenset({"reducescatter", "allreduce", "reduce"})
-ROOTED = frozenset({"broadcast", "reduce", "gather", "scatter"})
 STEP_ATTRS = ("s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps",
               "hasdep")
 ALGO_ATTRS = ("name", "proto", "nchannels", "nchunksperloop", "ngpus", "coll", "inplace",
               "outofplace", "minBytes", "maxBytes")
-# step type: (reads src, writes dst, receives, sends, reduces)
-TYPES = {
-    "s": (True, False, False, True, False),
-    "r": (False, True, True, False, False),
-    "rcs": (False, True, True, True, False),
-    "rrs": (True, False, True, True, True),
-    "rrc": (True, True, True, False, True),
-    "rrcs": (True, True, True, True, True),
-    "cpy": (True, True, False, False, False),
-    "re": (True, True, False, False, True),
-    "nop": (False, False, False, False, False),
-}
 
 
 # The runtimes' integers (docs/runtimes.md, "Versions synth targets"): attributes an int
@@ -87,14 +49,6 @@ LOADERS = {"msccl-executor-nccl": frozenset(COLLS), "RCCL": frozenset(COLLS),
 # what no targeted runtime runs as the file means (docs/runtimes.md, "Gather and scatter
 # XML"): parsed as the format says, then refused
 UNRUN = frozenset({"gather", "scatter"})
-
-
-class MscclInvalid(NoAnswer):
-    """The XML would not load, would hang, or would compute the wrong thing."""
-
-
-def _fail(message):
-    raise MscclInvalid(message)
 
 
 _INTEGER = re.compile(r"-?\d+")  # compiled once: read for every attribute of every step
@@ -116,57 +70,6 @@ def _int(elem, attr, where, lo=None, hi=None):
     return value
 
 
-def layout(coll, n, c, root, inplace):
-    """(i_chunks, o_chunks, start, end): start/end map (rank, buf, idx) to a value."""
-    def one(rank, chunk):
-        return ((rank, chunk),)
-
-    def total(chunk):
-        return tuple((q, chunk) for q in range(n))
-
-    start, end = {}, {}
-    if coll in ("allgather", "gather"):
-        sizes = (0 if inplace else c, n * c)
-        for r in range(n):
-            for j in range(c):
-                start[(r, "o", r * c + j) if inplace else (r, "i", j)] = one(r, r * c + j)
-        for r in range(n) if coll == "allgather" else [root]:
-            for k in range(n * c):
-                end[(r, "o", k)] = one(k // c, k)
-    elif coll == "broadcast":
-        sizes = (0 if inplace else c, c)
-        for k in range(c):
-            start[(root, "o" if inplace else "i", k)] = one(root, k)
-            for r in range(n):
-                end[(r, "o", k)] = one(root, k)
-    elif coll in ("allreduce", "reduce"):
-        sizes = (0 if inplace else c, c)
-        for k in range(c):
-            for r in range(n):
-                start[(r, "o" if inplace else "i", k)] = one(r, k)
-            for r in range(n) if coll == "allreduce" else [root]:
-                end[(r, "o", k)] = total(k)
-    elif coll in ("reducescatter", "scatter"):
-        sizes = (n * c, 0 if inplace else c)
-        for k in range(n * c):
-            if coll == "reducescatter":
-                for r in range(n):
-                    start[(r, "i", k)] = one(r, k)
-            else:
-                start[(root, "i", k)] = one(root, k)
-            want = total(k) if coll == "reducescatter" else one(root, k)
-            end[(k // c, "i", k) if inplace else (k // c, "o", k % c)] = want
-    else:  # alltoall
-        sizes = (n * c, n * c)
-        for s in range(n):
-            for d in range(n):
-                for j in range(c):
-                    k = (s * n + d) * c + j
-                    start[(s, "i", d * c + j)] = one(s, k)
-                    end[(d, "o", s * c + j)] = one(s, k)
-    return sizes[0], sizes[1], start, end
-
-
 def _syntax(text):
     if "<?xml" in text:
         _fail("an <?xml ...?> declaration (the runtimes' tokenizer does not accept one)")
@@ -182,20 +85,24 @@ def _syntax(text):
         _fail(f"not well-formed XML: {e}")
 
 
-class _Tb:
-    def __init__(self, gpu, tid, send, recv, chan, steps, gid):
-        self.gpu, self.id, self.send, self.recv, self.chan = gpu, tid, send, recv, chan
-        self.steps, self.gid, self.pc = steps, gid, 0
-        self.clock = None
-        self.history = []  # clock after each finished step
-        self.partial = None  # a fused step's message, taken before it can send on
-
-    def __str__(self):
-        return f"gpu {self.gpu} threadblock {self.id}"
-
-
 def _parse(text, root, max_steps, max_tbs):
+    """The algorithm as the simulator runs it, a dict: the collective (coll, n, c, root,
+    inplace), what its buffers hold at the start and must hold at the end (start, end),
+    its threadblocks by (gpu, position) (tbs) and its channel count (nchannels).
+    MscclInvalid at the first loader rule it breaks."""
     algo = _syntax(text)
+    head = _algo(algo, root)
+    coll, n, c, root, inplace = (head[k] for k in ("coll", "n", "c", "root", "inplace"))
+    i_chunks, o_chunks, start, end = layout(coll, n, c, root, inplace)
+    tbs = _gpus(algo, head, (i_chunks, o_chunks), max_steps, max_tbs)
+    _dependencies(tbs)
+    return dict(coll=coll, n=n, c=c, root=root, inplace=inplace, start=start, end=end,
+                tbs=tbs, nchannels=head["nchannels"])
+
+
+def _algo(algo, root):
+    """The <algo> element's attributes checked, a dict: coll, n (ngpus), nchannels, c
+    (chunks per share), root (None unless the collective is rooted) and inplace."""
     if algo.tag != "algo":
         _fail(f"root element is <{algo.tag}>, expected <algo>")
     for attr in ALGO_ATTRS:
@@ -227,7 +134,6 @@ def _parse(text, root, max_steps, max_tbs):
     per_rank = 1 if coll in ("allreduce", "broadcast", "reduce") else n
     if loop % per_rank:
         _fail(f"algo: nchunksperloop={loop} is not a multiple of {per_rank} for {coll}")
-    c = loop // per_rank
     if coll in ROOTED:
         if root is None:
             _fail(f"{coll} needs its root (the XML does not name it)")
@@ -235,47 +141,64 @@ def _parse(text, root, max_steps, max_tbs):
             _fail(f"root {root} is not a gpu (0..{n - 1})")
     else:
         root = None
-    i_chunks, o_chunks, start, end = layout(coll, n, c, root, bool(inplace))
+    return dict(coll=coll, n=n, nchannels=nchan, c=loop // per_rank, root=root,
+                inplace=bool(inplace))
 
+
+def _gpus(algo, head, chunks, max_steps, max_tbs):
+    """{(gpu, position): _Tb} of every <tb>, its steps read (gid: its place in the
+    file); each gpu's i and o buffers checked against the collective's `chunks`."""
+    n = head["n"]
     gpus = algo.findall("gpu")
     if len(gpus) != n or sorted(_int(g, "id", "gpu", 0) for g in gpus) != list(range(n)):
         _fail(f"expected gpus with ids 0..{n - 1}, one each (ngpus={n})")
-    tbs, sizes, gid = {}, {}, 0
+    tbs = {}
     for g in sorted(gpus, key=lambda g: int(g.get("id"))):
         r = int(g.get("id"))
         where = f"gpu {r}"
         size = {"i": _int(g, "i_chunks", where, 0), "o": _int(g, "o_chunks", where, 0),
                 "s": _int(g, "s_chunks", where, 0)}
-        if (size["i"], size["o"]) != (i_chunks, o_chunks):
-            _fail(f"{where}: i_chunks={size['i']} o_chunks={size['o']}, but {coll} "
-                  f"{'in place' if inplace else 'out of place'} with {c} chunks per share "
-                  f"needs {i_chunks} and {o_chunks}")
-        sizes[r] = size
+        if (size["i"], size["o"]) != chunks:
+            _fail(f"{where}: i_chunks={size['i']} o_chunks={size['o']}, but {head['coll']} "
+                  f"{'in place' if head['inplace'] else 'out of place'} with {head['c']} "
+                  f"chunks per share needs {chunks[0]} and {chunks[1]}")
         elems = g.findall("tb")
         if len(elems) > max_tbs:
             _fail(f"{where}: {len(elems)} threadblocks (limit {max_tbs})")
-        seen = set()
+        seen = set()  # (role, peer, channel) of the gpu's threadblocks so far
         for pos, t in enumerate(elems):
-            where = f"gpu {r} tb {pos}"
-            if _int(t, "id", where) != pos:
-                _fail(f"{where}: id={t.get('id')} (ids must run 0, 1, ... in order)")
-            send, recv = _int(t, "send", where, -1, n - 1), _int(t, "recv", where, -1, n - 1)
-            chan = _int(t, "chan", where, 0, nchan - 1)
-            if r in (send, recv):
-                _fail(f"{where}: a threadblock's peer is its own gpu")
-            for role, peer in (("send", send), ("recv", recv)):
-                if peer >= 0:
-                    if (role, peer, chan) in seen:
-                        _fail(f"{where}: a second threadblock with {role} peer {peer} "
-                              f"on channel {chan}")
-                    seen.add((role, peer, chan))
-            steps = [_step(st, i, f"{where} step {i}", send, recv, size)
-                     for i, st in enumerate(t.findall("step"))]
-            if len(steps) > max_steps:
-                _fail(f"{where}: {len(steps)} steps (limit {max_steps})")
-            _as_loaded(steps, where)
-            tbs[(r, pos)] = _Tb(r, pos, send, recv, chan, steps, gid)
-            gid += 1
+            tbs[(r, pos)] = _threadblock(t, r, pos, n, head["nchannels"], size, seen,
+                                         max_steps, len(tbs))
+    return tbs
+
+
+def _threadblock(t, r, pos, n, nchan, size, seen, max_steps, gid):
+    """The _Tb of <tb> element t, at position pos of gpu r: its peers and channel
+    checked (and added to the gpu's `seen`), its steps read as the loaders read them."""
+    where = f"gpu {r} tb {pos}"
+    if _int(t, "id", where) != pos:
+        _fail(f"{where}: id={t.get('id')} (ids must run 0, 1, ... in order)")
+    send, recv = _int(t, "send", where, -1, n - 1), _int(t, "recv", where, -1, n - 1)
+    chan = _int(t, "chan", where, 0, nchan - 1)
+    if r in (send, recv):
+        _fail(f"{where}: a threadblock's peer is its own gpu")
+    for role, peer in (("send", send), ("recv", recv)):
+        if peer >= 0:
+            if (role, peer, chan) in seen:
+                _fail(f"{where}: a second threadblock with {role} peer {peer} "
+                      f"on channel {chan}")
+            seen.add((role, peer, chan))
+    steps = [_step(st, i, f"{where} step {i}", send, recv, size)
+             for i, st in enumerate(t.findall("step"))]
+    if len(steps) > max_steps:
+        _fail(f"{where}: {len(steps)} steps (limit {max_steps})")
+    _as_loaded(steps, where)
+    return _Tb(r, pos, send, recv, chan, steps, gid)
+
+
+def _dependencies(tbs):
+    """Check that every depid/deps names a step of another threadblock of the same gpu,
+    one with hasdep="1"; returns nothing."""
     for (r, pos), tb in tbs.items():
         for i, st in enumerate(tb.steps):
             if st["depid"] < 0:
@@ -289,8 +212,6 @@ def _parse(text, root, max_steps, max_tbs):
             if not target.steps[st["deps"]]["hasdep"]:
                 _fail(f"{where}: waits on tb {st['depid']} step {st['deps']}, "
                       f"which does not have hasdep=\"1\"")
-    return dict(coll=coll, n=n, c=c, root=root, inplace=bool(inplace), start=start, end=end,
-                tbs=tbs, nchannels=nchan)
 
 
 def _as_loaded(steps, where):
@@ -361,146 +282,6 @@ def _step(st, i, where, send, recv, size):
                   f"buffer ({size[buf]} chunks)")
         out[role] = (buf, off)
     return out
-
-
-def _joined(a, b):
-    return np.maximum(a, b)
-
-
-def _simulate(p, slots):
-    tbs = p["tbs"]
-    order = sorted(tbs.values(), key=lambda tb: tb.gid)
-    for tb in order:  # vector clocks as arrays: joins are the simulator's inner loop
-        tb.clock = np.zeros(len(order), dtype=np.int32)
-    value = dict(p["start"])
-    access = {}  # (gpu, buf, idx) -> [last write (gid, seq) or None, {gid: seq} reads since]
-    conns = {}  # (src gpu, dst gpu, chan) -> deque of (values, clock)
-    by_conn = {}
-    for tb in order:
-        if tb.send >= 0:
-            by_conn[("send", tb.gpu, tb.send, tb.chan)] = tb
-        if tb.recv >= 0:
-            by_conn[("recv", tb.recv, tb.gpu, tb.chan)] = tb
-    combining = p["coll"] in COMBINING
-
-    def touch(tb, slot, write, where):
-        entry = access.setdefault(slot, [None, {}])
-        earlier = ([entry[0]] if entry[0] else []) + (list(entry[1].items()) if write else [])
-        for gid, seq in earlier:
-            if gid != tb.gid and tb.clock[gid] < seq:
-                other = order[gid]
-                _fail(f"{where}: {'writes' if write else 'reads'} {slot[1]}[{slot[2]}] "
-                      f"unordered with gpu {other.gpu} tb {other.id} step {seq - 1} "
-                      f"(no dependency or message chain between them)")
-        if write:
-            entry[0], entry[1] = (tb.gid, tb.pc + 1), {}
-        else:
-            entry[1][tb.gid] = tb.pc + 1
-
-    def get(tb, slot, where):
-        touch(tb, slot, False, where)
-        v = value.get(slot)
-        if v is None:
-            _fail(f"{where}: reads {slot[1]}[{slot[2]}], which holds no data yet")
-        return v
-
-    def put(tb, slot, v, where):
-        if slot[1] == "i" and not p["inplace"]:
-            _fail(f"{where}: writes the input buffer i[{slot[2]}] of an out-of-place call")
-        touch(tb, slot, True, where)
-        value[slot] = v
-
-    def ready(tb):
-        """Can tb's current step move: start (dependency met, message in), or, a fused
-        step that has taken its message, finish (room to send on)?"""
-        st = tb.steps[tb.pc]
-        _, _, receives, sends, _ = TYPES[st["type"]]
-        if tb.partial is None:
-            if st["depid"] >= 0 and tbs[(tb.gpu, st["depid"])].pc <= st["deps"]:
-                return False
-            if receives and not conns.get((tb.recv, tb.gpu, tb.chan)):
-                return False
-            if receives and sends:
-                return True  # takes the message now, sends when there is room
-        if sends and len(conns.get((tb.gpu, tb.send, tb.chan), ())) >= slots:
-            return False
-        return True
-
-    def run(tb):
-        st = tb.steps[tb.pc]
-        where = f"gpu {tb.gpu} tb {tb.id} step {tb.pc} ({st['type']})"
-        reads, writes, receives, sends, reduces = TYPES[st["type"]]
-        if reduces and not combining:
-            _fail(f"{where}: reduces, but {p['coll']} does not combine")
-        if tb.partial is None:
-            if st["depid"] >= 0:
-                tb.clock = _joined(tb.clock, tbs[(tb.gpu, st["depid"])].history[st["deps"]])
-            if receives:
-                incoming, clock = conns[(tb.recv, tb.gpu, tb.chan)].popleft()
-                if len(incoming) != st["cnt"]:
-                    _fail(f"{where}: receives {st['cnt']} chunks, but the matching send "
-                          f"from gpu {tb.recv} has {len(incoming)}")
-                tb.clock = _joined(tb.clock, clock)
-                tb.partial = incoming
-                if sends:
-                    return  # streaming: the forward waits for room on its own
-        incoming, tb.partial = tb.partial, None
-        tb.clock[tb.gid] = tb.pc + 1
-        cnt, g = st["cnt"], tb.gpu
-        src = [get(tb, (g, st["src"][0], st["src"][1] + i), where) for i in range(cnt)] \
-            if reads else None
-        if st["type"] in ("re",):
-            dst_now = [get(tb, (g, st["dst"][0], st["dst"][1] + i), where) for i in range(cnt)]
-            result = [tuple(sorted(a + b)) for a, b in zip(dst_now, src)]
-        elif reduces:
-            result = [tuple(sorted(a + b)) for a, b in zip(incoming, src)]
-        elif receives:
-            result = list(incoming)
-        else:
-            result = src
-        if writes:
-            for i in range(cnt):
-                put(tb, (g, st["dst"][0], st["dst"][1] + i), result[i], where)
-        if sends:
-            conns.setdefault((g, tb.send, tb.chan), deque()).append((result, tb.clock.copy()))
-        tb.history.append(tb.clock.copy())
-        tb.pc += 1
-
-    moved = True
-    while moved:
-        moved = False
-        for tb in order:
-            while tb.pc < len(tb.steps) and ready(tb):
-                run(tb)
-                moved = True
-    stuck = [tb for tb in order if tb.pc < len(tb.steps)]
-    if stuck:
-        tb = stuck[0]
-        st = tb.steps[tb.pc]
-        if tb.partial is None and st["depid"] >= 0 and tbs[(tb.gpu, st["depid"])].pc <= st["deps"]:
-            why = f"waits on tb {st['depid']} step {st['deps']}"
-        elif tb.partial is None and TYPES[st["type"]][2] \
-                and not conns.get((tb.recv, tb.gpu, tb.chan)):
-            why = f"waits for a message from gpu {tb.recv} on channel {tb.chan}"
-        else:
-            why = f"waits for room to send to gpu {tb.send} on channel {tb.chan}"
-        _fail(f"deadlock: {len(stuck)} threadblocks cannot finish; {tb} at step {tb.pc} "
-              f"({st['type']}) {why}")
-    for (a, b, chan), q in sorted(conns.items()):
-        if q:
-            _fail(f"gpu {a} sends {len(q)} message(s) to gpu {b} on channel {chan} that "
-                  f"no step receives")
-    for (r, buf, idx), want in sorted(p["end"].items()):
-        got = value.get((r, buf, idx))
-        if got != want:
-            _fail(f"gpu {r} ends with {buf}[{idx}] = {_show(got)}, expected {_show(want)}")
-    return order
-
-
-def _show(v):
-    if v is None:
-        return "nothing"
-    return "{" + ", ".join(f"{r}:{k}" for r, k in v) + "}"
 
 
 def check_msccl_xml(text, root=None, max_steps=64, max_tbs=64, slots=1):

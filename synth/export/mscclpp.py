@@ -54,6 +54,10 @@ The recipe (docs/runtimes.md, "The plan synth writes"):
 - max_message_size is the largest size that keeps every buffer offset within the
   executor's 32-bit fields (unless given; a larger one is refused), min_message_size
   at most 2^31 - 1 (every release reads it as a 32-bit int).
+
+Its rooms: the slots, synth.export.mscclpp_flow; the ops of a thread block,
+synth.export.mscclpp_emit; here, thread blocks, channels, hand-offs, the search for the
+fewest thread blocks, and the plan's JSON.
 """
 
 from __future__ import annotations
@@ -62,14 +66,12 @@ from collections import defaultdict
 
 from synth.deadline import Deadline
 from synth.errors import BadInput
-from synth.export.layout import Layout, Slot, coalesce, drop_redundant
+from synth.export.layout import Layout
+from synth.export.mscclpp_emit import ACQ_RE, ACQ_SEND, RECV, REDUCED, SENT, thread_block_ops
+from synth.export.mscclpp_flow import _Flow
 
 MAX_OPS = 64
-MAX_IDS = 8           # channel_ids per op
-MAX_PUT = 8           # entries per put
-MAX_RE = 8            # sources per re: v0.8.0 has room for 8 (v0.9.0 and later: 10)
 MAX_MIN_MESSAGE = 2 ** 31 - 1  # min_message_size: a 32-bit int in every release
-MAX_SEM = 16          # semaphore ids per op
 MAX_TB_CHANNELS = 16  # per thread block and channel type
 MAX_TB_REMOTE = 16    # per thread block and access type
 MAX_LANES = 64
@@ -77,148 +79,6 @@ CAPS = (16, 8, 4, 2, 1)  # peers per thread block, tried in this order
 ALIGNMENT = 16
 IN_PLACE = frozenset({"allgather", "gather", "allreduce", "broadcast", "reduce"})
 KINDS = ("memory", "port")
-
-# The fixed points of a step in a thread block's program, in program order.
-ACQ_SEND, SENT, RECV, ACQ_RE, REDUCED = range(5)
-
-
-class _Flow:
-    """Where every value lives: the slots of every send, reduction and final copy. Does
-    not depend on how the work is split into thread blocks."""
-
-    def __init__(self, schedule, layout: Layout):
-        coll, lay = schedule.collective, layout
-        loc, accessed = {}, defaultdict(set)
-        for r in range(lay.n):
-            for k in range(lay.g):
-                slot = lay.init_slot(r, k)
-                if slot is not None:
-                    loc[(r, k)] = slot
-                    accessed[r].add(slot)
-        self.scratch = defaultdict(int)
-
-        def fresh(rank):
-            self.scratch[rank] += 1
-            slot = Slot("s", self.scratch[rank] - 1)
-            accessed[rank].add(slot)
-            return slot
-
-        # (rank, slot) -> (peer, step) of every read since its last write in the launch:
-        # the sends that read it, peer None for a local read
-        since = defaultdict(list)
-
-        def copy_slot(rank, k, peer, t):
-            """Where a copy of chunk k from peer lands at step t: the output slot if the
-            rank has not touched it, or if the rank's only accesses since its last write
-            are sends to that same peer in earlier steps (the peer has waited for their
-            signals, so it may write the slot); else a fresh scratch slot."""
-            out = lay.out_slot(rank, k)
-            if out is not None and out not in accessed[rank]:
-                accessed[rank].add(out)
-                return out
-            reads = since.get((rank, out))
-            if out is not None and reads and all(p == peer and s < t for p, s in reads):
-                return out
-            return fresh(rank)
-
-        def fresh_all(group):
-            """One fresh scratch slot, the same index on every member of `group`."""
-            slot = Slot("s", max(self.scratch[m] for m in group))
-            for m in group:
-                self.scratch[m] = slot.idx + 1
-                accessed[m].add(slot)
-            return slot
-
-        self.written = set()  # (rank, slot) written in a launch, by the rank or a peer
-        self.steps = []  # per step: (moves, reductions, switch reductions)
-        self.aligned = []  # per step: (rank, chunk, from, to) copies before its glres
-        fused = _fused_switch_ops(schedule)
-        for t, sends in enumerate(drop_redundant(coll, schedule.steps)):
-            moves, moved, arrived = [], {}, defaultdict(list)
-            for x in sends:
-                since[(x.src, loc[(x.src, x.chunk)])].append((x.dst, t))
-            # copies in chunk order, reductions per sender in chunk order: runs of
-            # consecutive chunks get runs of consecutive slots
-            for x in sorted(sends, key=lambda x: (x.dst, x.op == "reduce",
-                                                  x.src if x.op == "reduce" else 0, x.chunk)):
-                src = loc[(x.src, x.chunk)]
-                if x.op == "copy":
-                    dst = copy_slot(x.dst, x.chunk, x.src, t)
-                    moved[(x.dst, x.chunk)] = dst
-                else:
-                    dst = fresh(x.dst)
-                    arrived[(x.dst, x.chunk)].append((x.src, dst))
-                moves.append((x.chunk, x.src, x.dst, src, dst))
-                self.written.add((x.dst, dst))
-                since[(x.dst, dst)] = []
-            loc.update(moved)
-            reductions = []
-            for (d, k), got in sorted(arrived.items()):
-                slots = [s for _, s in got]
-                cur = loc[(d, k)]
-                if lay.writable(d, k, cur):
-                    dst, srcs = cur, [cur, *slots]
-                else:
-                    out = lay.out_slot(d, k)
-                    if out is not None and out not in accessed[d]:
-                        accessed[d].add(out)
-                        dst, srcs = out, [cur, *slots]
-                    else:
-                        dst, srcs = slots[0], [slots[0], cur, *slots[1:]]
-                loc[(d, k)] = dst
-                reductions.append((d, k, dst, srcs, got[0][0]))
-                self.written.add((d, dst))
-                for slot in srcs:
-                    since[(d, slot)].append((None, t))
-                since[(d, dst)] = []
-            summed, aligned = [], []
-            for k, group, d in fused.get(t, ()):
-                src = {loc[(m, k)] for m in group}
-                if len(src) != 1:  # a switch channel reads one offset on every member
-                    src = _aligned_slot(lay, k, group, loc, accessed, fresh_all)
-                    for m in group:
-                        if loc[(m, k)] != src:  # a local copy, read here, written there
-                            aligned.append((m, k, loc[(m, k)], src))
-                            since[(m, loc[(m, k)])].append((None, t))
-                            loc[(m, k)] = src
-                            self.written.add((m, src))
-                            since[(m, src)] = []
-                else:
-                    src = src.pop()
-                out = {lay.out_slot(m, k) for m in group}
-                out = out.pop() if len(out) == 1 else None
-                if out is None or (out != src and any(out in accessed[m] for m in group)):
-                    out = Slot("s", max(self.scratch[m] for m in group))  # one for all
-                    for m in group:
-                        self.scratch[m] = out.idx + 1
-                for m in group:
-                    accessed[m].add(out)
-                    since[(m, src)].append((d, t))
-                    loc[(m, k)] = out
-                    self.written.add((m, out))
-                    since[(m, out)] = []
-                summed.append((k, group, d, src, out))
-            self.steps.append((moves, reductions, summed))
-            self.aligned.append(aligned)
-        self.epilogue = []  # (rank, chunk, from, to)
-        for r, k in sorted(coll.post):
-            out = lay.out_slot(r, k)
-            if loc.get((r, k)) not in (None, out):
-                self.epilogue.append((r, k, loc[(r, k)], out))
-                self.written.add((r, out))
-
-
-def _aligned_slot(lay, k, group, loc, accessed, fresh_all):
-    """Where the members of a switch reduction gather chunk k when it sits at different
-    slots: its output slot, the same on every member, if every member that must copy
-    into it has not touched it; else one fresh scratch slot for all."""
-    out = {lay.out_slot(m, k) for m in group}
-    out = out.pop() if len(out) == 1 else None
-    if out is not None and all(loc[(m, k)] == out or out not in accessed[m] for m in group):
-        for m in group:
-            accessed[m].add(out)
-        return out
-    return fresh_all(group)
 
 
 class _Tb:
@@ -235,6 +95,10 @@ class _Tb:
 
 
 class _Plan:
+    """The plan for one split of the work: chunk k in lane k mod `lanes`, at most `cap`
+    peers a thread block; its thread blocks and hand-offs, then (finish) its ids,
+    channels, remote buffers, semaphores and ops."""
+
     def __init__(self, flow: _Flow, layout: Layout, boxes, lanes: int, cap: int):
         self.layout, self.flow, self.t, self.cap = layout, flow, lanes, cap
         n = layout.n
@@ -299,92 +163,84 @@ class _Plan:
     def _handoffs(self):
         """Assign every access to a thread block; where a slot passes between thread
         blocks of a rank, record a release at the first and an acquire at the second."""
-        lanes, flow = self.t, self.flow
-        log = {}  # (rank, slot) -> [(last writer, its release point) or None, {reader: point}]
-        have = {}  # (acquirer, releaser) -> latest release point acquired
-        needs = {}  # (acquirer, releaser, acquire point) -> release point
-
-        def need(y, x, p, q):
-            if have.get((y, x), (-1, 0)) >= p:
-                return
-            have[(y, x)] = p
-            needs[(y, x, q)] = p
-
-        def access(tb, key, write, q, p):
-            entry = log.get(key)
-            if entry is None:
-                entry = log[key] = [None, {}]
-            last, readers = entry
-            if q is not None:
-                if last is not None and last[0] is not tb:
-                    need(tb, last[0], last[1], q)
-                if write:
-                    for other, point in readers.items():
-                        if other is not tb:
-                            need(tb, other, point, q)
-            if write:
-                entry[0], entry[1] = (tb, p), {}
-            else:
-                readers[tb] = max(readers.get(tb, p), p)
-
-        for t, (moves, reductions, summed) in enumerate(flow.steps):
-            for k, a, b, src, dst in moves:
-                lane = k % lanes
-                sender, receiver = self.tb_of[(a, lane, b)], self.tb_of[(b, lane, a)]
-                access(sender, (a, src), False, (t, ACQ_SEND), (t, SENT))
-                sender.steps[t]["puts"].append((src, b, dst))
-                receiver.steps[t]["wait"].add(a)
-                access(receiver, (b, dst), True, None, (t, RECV))
-            for d, k, dst, srcs, first in reductions:
-                tb = self.tb_of[(d, k % lanes, first)]
-                for s in srcs:
-                    access(tb, (d, s), False, (t, ACQ_RE), (t, REDUCED))
-                access(tb, (d, dst), True, (t, ACQ_RE), (t, REDUCED))
-                tb.steps[t]["re"].append((dst, srcs))
-            moved = {(m, k): (a, b) for m, k, a, b in flow.aligned[t]}
-            for k, group, d, src, out in summed:
-                # step t: every member tells d that its value (and the slot the sum goes
-                # to) is ready; d's glres sums and stores to all; step t + 1: d tells every
-                # member the sum is there (the multicast of the schedule)
-                # (in program order: the readies, the glres, then the signals after it)
-                lane, others = k % lanes, [m for m in group if m != d]
-                for m in group:  # first, a member whose value sits elsewhere copies it
-                    if (m, k) in moved:
-                        tb = self.tb_of[(m, lane, d if m != d else others[0])]
-                        a, b = moved[(m, k)]
-                        access(tb, (m, a), False, (t, ACQ_SEND), (t, SENT))
-                        access(tb, (m, b), True, (t, ACQ_SEND), (t, SENT))
-                        tb.steps[t]["align"].append((a, b))
-                for m in others:
-                    mine, theirs = self.tb_of[(m, lane, d)], self.tb_of[(d, lane, m)]
-                    access(mine, (m, src), False, (t, ACQ_SEND), (t + 1, RECV))
-                    access(mine, (m, out), True, (t, ACQ_SEND), (t + 1, RECV))
-                    mine.steps[t]["notify"].add(d)
-                    theirs.steps[t]["wait"].add(m)
-                    access(theirs, (d, ("ready", k, m)), True, None, (t, RECV))
-                tb = self.tb_of[(d, lane, others[0])]
-                for m in others:
-                    access(tb, (d, ("ready", k, m)), False, (t, ACQ_RE), (t, REDUCED))
-                access(tb, (d, src), False, (t, ACQ_RE), (t, REDUCED))
-                access(tb, (d, out), True, (t, ACQ_RE), (t, REDUCED))
-                access(tb, (d, ("summed", k)), True, (t, ACQ_RE), (t, REDUCED))
-                tb.steps[t]["glres"].append((src, out, group))
-                for m in others:
-                    mine, theirs = self.tb_of[(m, lane, d)], self.tb_of[(d, lane, m)]
-                    access(theirs, (d, ("summed", k)), False, (t + 1, ACQ_SEND), (t + 1, SENT))
-                    theirs.steps[t + 1]["notify"].add(m)
-                    mine.steps[t + 1]["wait"].add(d)
-        end = (len(flow.steps), ACQ_SEND)
-        for r, k, src, out in flow.epilogue:
-            entry = log.get((r, src))
-            holder = entry and (entry[0][0] if entry[0] else next(iter(entry[1]), None))
-            tb = holder or self._local(r, k % lanes)
-            access(tb, (r, src), False, end, end)
-            access(tb, (r, out), True, end, end)
-            tb.epilogue.append((src, out))
-        for (y, x, q), p in needs.items():
+        acc = _Accesses()
+        for t, (moves, reductions, summed) in enumerate(self.flow.steps):
+            self._move_accesses(acc, t, moves)
+            self._reduction_accesses(acc, t, reductions)
+            self._switch_accesses(acc, t, summed)
+        self._final_accesses(acc)
+        for (y, x, q), p in acc.needs.items():
             y.acquire[q].append(x)
             x.release[p].append(y)
+
+    def _move_accesses(self, acc, t, moves):
+        """The sends of step t: each on the thread block of its (lane, peer) on both
+        ranks, the sender reading its source, the receiver's slot written on arrival."""
+        for k, a, b, src, dst in moves:
+            lane = k % self.t
+            sender, receiver = self.tb_of[(a, lane, b)], self.tb_of[(b, lane, a)]
+            acc.access(sender, (a, src), False, (t, ACQ_SEND), (t, SENT))
+            sender.steps[t]["puts"].append((src, b, dst))
+            receiver.steps[t]["wait"].add(a)
+            acc.access(receiver, (b, dst), True, None, (t, RECV))
+
+    def _reduction_accesses(self, acc, t, reductions):
+        """The sums of step t: each on the thread block that received its first
+        arrival, reading every source and writing the sum."""
+        for d, k, dst, srcs, first in reductions:
+            tb = self.tb_of[(d, k % self.t, first)]
+            for s in srcs:
+                acc.access(tb, (d, s), False, (t, ACQ_RE), (t, REDUCED))
+            acc.access(tb, (d, dst), True, (t, ACQ_RE), (t, REDUCED))
+            tb.steps[t]["re"].append((dst, srcs))
+
+    def _switch_accesses(self, acc, t, summed):
+        """The switch reductions of step t. Step t: every member tells d that its value
+        (and the slot the sum goes to) is ready; d's glres sums and stores to all; step
+        t + 1: d tells every member the sum is there (the multicast of the schedule). In
+        program order: the readies, the glres, then the signals after it."""
+        moved = {(m, k): (a, b) for m, k, a, b in self.flow.aligned[t]}
+        for k, group, d, src, out in summed:
+            lane, others = k % self.t, [m for m in group if m != d]
+            for m in group:  # first, a member whose value sits elsewhere copies it
+                if (m, k) in moved:
+                    tb = self.tb_of[(m, lane, d if m != d else others[0])]
+                    a, b = moved[(m, k)]
+                    acc.access(tb, (m, a), False, (t, ACQ_SEND), (t, SENT))
+                    acc.access(tb, (m, b), True, (t, ACQ_SEND), (t, SENT))
+                    tb.steps[t]["align"].append((a, b))
+            for m in others:
+                mine, theirs = self.tb_of[(m, lane, d)], self.tb_of[(d, lane, m)]
+                acc.access(mine, (m, src), False, (t, ACQ_SEND), (t + 1, RECV))
+                acc.access(mine, (m, out), True, (t, ACQ_SEND), (t + 1, RECV))
+                mine.steps[t]["notify"].add(d)
+                theirs.steps[t]["wait"].add(m)
+                acc.access(theirs, (d, ("ready", k, m)), True, None, (t, RECV))
+            tb = self.tb_of[(d, lane, others[0])]
+            for m in others:
+                acc.access(tb, (d, ("ready", k, m)), False, (t, ACQ_RE), (t, REDUCED))
+            acc.access(tb, (d, src), False, (t, ACQ_RE), (t, REDUCED))
+            acc.access(tb, (d, out), True, (t, ACQ_RE), (t, REDUCED))
+            acc.access(tb, (d, ("summed", k)), True, (t, ACQ_RE), (t, REDUCED))
+            tb.steps[t]["glres"].append((src, out, group))
+            for m in others:
+                mine, theirs = self.tb_of[(m, lane, d)], self.tb_of[(d, lane, m)]
+                acc.access(theirs, (d, ("summed", k)), False, (t + 1, ACQ_SEND),
+                           (t + 1, SENT))
+                theirs.steps[t + 1]["notify"].add(m)
+                mine.steps[t + 1]["wait"].add(d)
+
+    def _final_accesses(self, acc):
+        """The final copies: each on the thread block that last held its source (else
+        the lane's first), after every step."""
+        end = (len(self.flow.steps), ACQ_SEND)
+        for r, k, src, out in self.flow.epilogue:
+            entry = acc.log.get((r, src))
+            holder = entry and (entry[0][0] if entry[0] else next(iter(entry[1]), None))
+            tb = holder or self._local(r, k % self.t)
+            acc.access(tb, (r, src), False, end, end)
+            acc.access(tb, (r, out), True, end, end)
+            tb.epilogue.append((src, out))
 
     # --- the plan's tables and ops ------------------------------------------------------
 
@@ -428,7 +284,7 @@ class _Plan:
                 if len(tb.remote_refs) > MAX_TB_REMOTE:
                     return (f"a thread block of rank {r} needs {len(tb.remote_refs)} remote "
                             f"buffers (limit {MAX_TB_REMOTE})")
-                ops = self._ops(tb)
+                ops = thread_block_ops(self, tb)
                 if len(ops) > self.worst:
                     self.worst = len(ops)
                     if len(ops) > MAX_OPS:
@@ -440,221 +296,42 @@ class _Plan:
         table = self.semaphores[x.rank]
         return table.setdefault((x.id, y.id), len(table))
 
-    def _ops(self, tb):
-        r, flow = tb.rank, self.flow
-        ref_pos = {rid: i for i, rid in enumerate(tb.remote_refs)}
-        remote = self.remote[r]
-        ops = []
 
-        def nop():
-            if ops and ops[-1]["name"] != "nop":
-                ops.append({"name": "nop"})
+class _Accesses:
+    """The accesses of every slot of every rank, in program order, and the hand-offs
+    they need: needs[(acquirer, releaser, acquire point)] = release point."""
 
-        def control(name, targets, kd):
-            ids = sorted(tb.position[p] for p in targets)
-            for i in range(0, len(ids), MAX_IDS):
-                ops.append({"name": name, "channel_ids": ids[i:i + MAX_IDS], "channel_type": kd})
+    def __init__(self):
+        self.log = {}  # (rank, slot) -> [(last writer, its release point) or None, {reader: point}]
+        self.have = {}  # (acquirer, releaser) -> latest release point acquired
+        self.needs = {}
 
-        def local(slot, size=1):
-            return {"type": slot.buf, "index": slot.idx, "size": size}
+    def need(self, y, x, p, q):
+        """Thread block y acquires at q what x releases at p (unless it already has)."""
+        if self.have.get((y, x), (-1, 0)) >= p:
+            return
+        self.have[(y, x)] = p
+        self.needs[(y, x, q)] = p
 
-        def far(peer, slot, size=1):
-            return {"buffer_id": ref_pos[remote[(peer, slot.buf)]], "index": slot.idx,
-                    "size": size}
-
-        def semaphores(name, ids):
-            ids = sorted(set(ids))
-            for i in range(0, len(ids), MAX_SEM):
-                ops.append({"name": name, "semaphore_ids": ids[i:i + MAX_SEM]})
-
-        def acquire(point):
-            if tb.acquire.get(point):
-                semaphores("sem_acquire", [self._sem(x, tb) for x in tb.acquire[point]])
-                ops.append({"name": "nop"})
-
-        def release(point):
-            if tb.release.get(point):
-                nop()
-                semaphores("sem_release", [self._sem(tb, y) for y in tb.release[point]])
-
-        def puts(name, entries, kd):  # entries: (src, peer, dst, count)
-            for i in range(0, len(entries), MAX_PUT):
-                part = entries[i:i + MAX_PUT]
-                op = {"name": name, "src_buff": [local(s, c) for s, _, _, c in part],
-                      "dst_buff": [far(p, d, c) for _, p, d, c in part], "channel_type": kd}
-                if kd == "port":
-                    op["channel_ids"] = [tb.position[p] for _, p, _, _ in part]
-                ops.append(op)
-
-        if tb.peers:
-            control("rlxsignal" if tb.kind == "memory" else "signal", tb.peers, tb.kind)
-            control("rlxwait" if tb.kind == "memory" else "wait", tb.peers, tb.kind)
-            ops.append({"name": "nop"})
-        for t in range(len(flow.steps)):
-            acquire((t, ACQ_SEND))
-            step = tb.steps.get(t)
-            if step is not None and step["align"]:  # values a switch reads, gathered
-                for src, dst, cnt in coalesce(step["align"]):
-                    ops.append({"name": "copy", "src_buff": [local(src, cnt)],
-                                "dst_buff": [local(dst, cnt)]})
-                ops.append({"name": "nop"})
-            if step is not None and step["puts"]:
-                per_peer = defaultdict(list)
-                for src, p, dst in step["puts"]:
-                    per_peer[p].append((src, dst))
-                runs = {p: [(s, p, d, c) for s, d, c in coalesce(pairs)]
-                        for p, pairs in sorted(per_peer.items())}
-                if tb.kind == "memory":
-                    by_buf = defaultdict(list)
-                    for p in runs:
-                        for e in runs[p]:
-                            by_buf[e[0].buf].append(e)
-                    for buf in sorted(by_buf):
-                        puts("put", by_buf[buf], "memory")
-                    ops.append({"name": "nop"})
-                else:
-                    # thread j pushes entry j of an op; the signal of a peer's last entry
-                    # is behind its earlier entries if one thread pushed them all, or
-                    # after a nop; so is everything pushed in earlier steps
-                    if _pushed_since_nop(ops):
-                        ops.append({"name": "nop"})
-                    early = [e for p in runs for e in runs[p][:-1]]
-                    last = {"pws": [], "pwsf": []}
-                    for p in runs:
-                        reused = any((r, s) in flow.written for s, _ in per_peer[p])
-                        last["pwsf" if reused else "pws"].append(runs[p][-1])
-                    if early:
-                        puts("put", early, "port")
-                        thread = {e[1]: i % MAX_PUT for name in ("pws", "pwsf")
-                                  for i, e in enumerate(last[name])}
-                        if any(i % MAX_PUT != thread[e[1]] for i, e in enumerate(early)):
-                            ops.append({"name": "nop"})
-                    for name in ("pws", "pwsf"):
-                        puts(name, last[name], "port")
-            release((t, SENT))  # after a nop: the put sources are free
-            if step is not None:
-                told = step["notify"] | ({p for _, p, _ in step["puts"]}
-                                         if tb.kind == "memory" else set())
-                if told:
-                    control("signal", told, tb.kind)
-                if step["wait"]:
-                    control("wait", step["wait"], tb.kind)
-                    if tb.release.get((t, RECV)) or not tb.acquire.get((t, ACQ_RE)):
-                        ops.append({"name": "nop"})  # else the acquire's nop serves
-            release((t, RECV))
-            acquire((t, ACQ_RE))
-            if step is not None and step["glres"]:
-                for src, dst, group, cnt in _glres_runs(step["glres"]):
-                    ops.append({"name": "glres", "channel_type": "switch",
-                                "src_buff": [{"switch_channel_id": tb.switch[(group, src.buf)],
-                                              "index": src.idx, "size": cnt}],
-                                "dst_buff": [{"switch_channel_id": tb.switch[(group, dst.buf)],
-                                              "index": dst.idx, "size": cnt}]})
-                if not step["re"]:
-                    ops.append({"name": "nop"})
-            if step is not None and step["re"]:
-                for dst, srcs, cnt in _re_runs(step["re"]):
-                    part, rest = srcs[:MAX_RE], srcs[MAX_RE:]
-                    while True:  # more sources than one op takes: accumulate in dst
-                        ops.append({"name": "re", "src_buff": [local(s, cnt) for s in part],
-                                    "dst_buff": [local(dst, cnt)]})
-                        if not rest:
-                            break
-                        ops.append({"name": "nop"})
-                        part, rest = [dst, *rest[:MAX_RE - 1]], rest[MAX_RE - 1:]
-                ops.append({"name": "nop"})
-            release((t, REDUCED))
-        end = (len(flow.steps), ACQ_SEND)
-        if tb.epilogue:
-            acquire(end)
-            nop()
-            for src, dst, cnt in coalesce(tb.epilogue):
-                ops.append({"name": "copy", "src_buff": [local(src, cnt)],
-                            "dst_buff": [local(dst, cnt)]})
-        return ops or [{"name": "nop"}]
-
-
-def _pushed_since_nop(ops):
-    """Whether a port request was pushed since the last nop: requests pushed later by
-    other threads might reach the proxy's FIFO before it."""
-    for op in reversed(ops):
-        if op["name"] == "nop":
-            return False
-        if op.get("channel_type") == "port" and op["name"] != "wait":
-            return True
-    return False
-
-
-def _glres_runs(summed):
-    """The switch reductions (src, dst, group) of one step merged into runs (src, dst,
-    group, count) of consecutive slots."""
-    out = []
-    for src, dst, group in sorted(summed, key=lambda e: (e[2], e[0].buf, e[0].idx)):
-        if out:
-            s0, d0, g0, cnt = out[-1]
-            if (g0 == group and (s0.buf, d0.buf) == (src.buf, dst.buf)
-                    and s0.idx + cnt == src.idx and d0.idx + cnt == dst.idx):
-                out[-1] = (s0, d0, g0, cnt + 1)
-                continue
-        out.append((src, dst, group, 1))
-    return out
-
-
-def _re_runs(reductions):
-    """The reductions (dst, srcs) of one step merged into runs (dst, srcs, count) of
-    consecutive chunks: every operand one slot further than in the previous one."""
-    out = []
-    for dst, srcs in sorted(reductions, key=lambda e: (e[0].buf, e[0].idx)):
-        if out:
-            d0, s0, cnt = out[-1]
-            if (d0.buf == dst.buf and d0.idx + cnt == dst.idx and len(s0) == len(srcs)
-                    and all(a.buf == b.buf and a.idx + cnt == b.idx for a, b in zip(s0, srcs))):
-                out[-1] = (d0, s0, cnt + 1)
-                continue
-        out.append((dst, srcs, 1))
-    return out
-
-
-def _fused_switch_ops(schedule) -> dict:
-    """{step: [(chunk, ranks, d)]}: each switch_reduce of a chunk into d, with the
-    multicast of the sum from d to the other sources in the next step, as one glres (the
-    switch sums every member's chunk and stores the sum to every member). BadInput for
-    switch operations that do not pair up so, or that share a chunk with other moves in
-    those two steps: glres is the one switch operation every executor since v0.8 runs."""
-    steps = schedule.steps
-    fused, paired = defaultdict(list), set()
-
-    def refuse(why):
-        raise BadInput(f"cannot export to MSCCL++: {why} (a switch channel's glres sums a "
-                       "chunk of every member and stores the sum to every member)")
-
-    for t, step in enumerate(steps):
-        for op in step.switch_ops:
-            if op.op != "switch_reduce":
-                continue
-            d, k = op.dsts[0], op.chunk
-            group = tuple(sorted({*op.srcs, d}))
-            after = steps[t + 1].switch_ops if t + 1 < len(steps) else ()
-            spread = [x for x in after if x.op == "multicast" and x.chunk == k
-                      and x.srcs == (d,) and x.via == op.via
-                      and set(x.dsts) == set(group) - {d}]
-            if not spread:
-                refuse(f"step {t} sums chunk {k} into rank {d} in switch {op.via}, and step "
-                       f"{t + 1} does not multicast it to the other {len(group) - 1} ranks")
-            for u in (t, t + 1):
-                busy = [x for x in steps[u].sends if k in x.chunks()]
-                busy += [x for x in steps[u].switch_ops if k in x.chunks()
-                         and x is not op and x is not spread[0]]
-                if busy:
-                    refuse(f"chunk {k} moves in step {u} beside its switch reduction")
-            paired.add((t + 1, id(spread[0])))
-            fused[t].append((k, group, d))
-    for t, step in enumerate(steps):
-        for op in step.switch_ops:
-            if op.op == "multicast" and (t, id(op)) not in paired:
-                refuse(f"step {t} multicasts chunk {op.chunk} from rank {op.srcs[0]} without "
-                       "summing it in the switch the step before")
-    return fused
+    def access(self, tb, key, write, q, p):
+        """tb reads or writes slot `key` (rank, slot): it acquires at q (None: it need
+        not, the data arriving from a peer) every conflicting earlier access by another
+        thread block, and releases at p."""
+        entry = self.log.get(key)
+        if entry is None:
+            entry = self.log[key] = [None, {}]
+        last, readers = entry
+        if q is not None:
+            if last is not None and last[0] is not tb:
+                self.need(tb, last[0], last[1], q)
+            if write:
+                for other, point in readers.items():
+                    if other is not tb:
+                        self.need(tb, other, point, q)
+        if write:
+            entry[0], entry[1] = (tb, p), {}
+        else:
+            readers[tb] = max(readers.get(tb, p), p)
 
 
 def build(schedule, inplace: bool = False, fewest: bool = True,

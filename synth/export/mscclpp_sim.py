@@ -2,9 +2,9 @@
 simulator checks").
 
 Reads the plan (a dict, as loaded from JSON) and shares no code with the exporter: it
-imports the standard library, synth.errors, and from synth.export.msccl_sim only the
-table of what each collective's buffers hold at the start and must hold at the end
-(NCCL's layout, the same for both runtimes).
+imports the standard library, synth.errors, its own rooms, and synth.export.sim_buffers,
+the table of what each collective's buffers hold at the start and must hold at the end
+(NCCL's layout, the same for both runtimes), which the MSCCL XML simulator checks too.
 
 Static checks, S1-S9: key presence and types, gpus[k].id == k, chunk counts >= 1 and
 equal on every rank (and as the collective needs), thread block ids, memory and port
@@ -35,7 +35,7 @@ the width of the vector clocks (one entry per thread block).
 
 from collections import Counter
 
-from synth.export.msccl_sim import COLLS, ROOTED, layout
+from synth.export.sim_buffers import COLLS, ROOTED, layout
 from synth.export.mscclpp_launches import Launches, PlanInvalid, _fail  # noqa: F401
 from synth.export.mscclpp_ops import MAX_CHANNELS, MAX_OPS, TYPES, _int, _need, _op
 
