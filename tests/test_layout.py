@@ -5,6 +5,8 @@
 - The independent checkers (the verifier and the two runtime simulators) import nothing
   of synth's beyond synth.errors and each other: an encoder or exporter bug must not be
   able to hide behind a helper they share.
+- No import cycle, not even one hidden by an import inside a function: each module's
+  imports, followed, never lead back to it.
 - `synth --help` stays quick: importing the command line loads no solver, SciPy,
   matplotlib or torch.
 """
@@ -80,6 +82,44 @@ def test_stages_import_only_from_earlier_stages(path):
 VERIFIER_ROOMS = ["synth.schedule.verify"] + [f"synth.schedule.verify.{m}" for m in
                                               ("document", "flow", "orbits", "group")]
 VERIFIER = {"synth.errors", *VERIFIER_ROOMS[1:]}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """{module: the synth modules it imports}; `from PACKAGE import MODULE` counts as
+    importing MODULE."""
+    names = {module_name(p) for p in MODULES}
+    graph = {}
+    for path in MODULES:
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in names
+                          else node.module for a in node.names}
+        here = module_name(path)
+        graph[here] = {m for m in found if m in names and m != here}
+    return graph
+
+
+def cycle_through(graph: dict[str, set[str]], start: str) -> list[str] | None:
+    """A path of imports from `start` back to it, or None."""
+    stack, seen = [(start, [start])], set()
+    while stack:
+        node, path = stack.pop()
+        for nxt in sorted(graph[node]):
+            if nxt == start:
+                return path + [start]
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append((nxt, path + [nxt]))
+    return None
+
+
+def test_no_import_cycle():
+    graph = import_graph()
+    cycles = [c for c in (cycle_through(graph, m) for m in sorted(graph)) if c]
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles[:5])
 
 
 @pytest.mark.parametrize("module, allowed", [

@@ -7,7 +7,7 @@
 
 A runtime loads a schedule when its exporter can express it: `lowered` runs what
 synth.export.render runs before the file's text, the runtime form
-(synth.export.runtime_form) and the exporter's program (synth.export.msccl.build,
+(synth.export.form.runtime_form) and the exporter's program (synth.export.msccl.build,
 synth.export.mscclpp.build), and render itself starts from `lowered`, so the answer
 here and render's cannot disagree. Loading is judged for the form the frontier's files
 are written in: out of place, MSCCL XML in the Simple protocol (the protocol does not
@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from synth.errors import BadInput
-from synth.export import RUNTIME_PROTOCOLS, runtime_form
+from synth.export.form import RUNTIME_PROTOCOLS, runtime_form
 from synth.frontier import Result, pareto_key
 from synth.construct.paced import verified_within
 from synth.deadline import Deadline, OutOfTime

@@ -382,9 +382,9 @@ def to_msccl_xml(schedule, inplace: bool = False, name: str | None = None,
                  program=None) -> str:
     """The XML text of the schedule's algorithm. BadInput when it cannot be expressed.
     A compact schedule (ranged sends, a pipeline) is lowered in its runtime form
-    (synth.export.runtime_form), as `synth export` does. `program`: build's, when the
+    (synth.export.form.runtime_form), as `synth export` does. `program`: build's, when the
     caller has it (synth.export.loads.lowered)."""
-    from synth.export import runtime_form
+    from synth.export.form import runtime_form
 
     name = name or default_name(schedule, inplace)  # after the schedule asked for
     if max(min_bytes, max_bytes) > MAX_BYTES:

@@ -421,9 +421,9 @@ def to_mscclpp_plan(schedule, inplace: bool = False, name: str | None = None,
                     min_bytes: int = 0, max_bytes: int | None = None, plan=None) -> dict:
     """The plan as a JSON-ready dict. BadInput when it cannot be expressed. A compact
     schedule (ranged sends, a pipeline) is lowered in its runtime form
-    (synth.export.runtime_form), as `synth export` does. `plan`: build's, when the
+    (synth.export.form.runtime_form), as `synth export` does. `plan`: build's, when the
     caller has it (synth.export.loads.lowered)."""
-    from synth.export import runtime_form
+    from synth.export.form import runtime_form
     from synth.export.msccl import default_name
 
     name = name or default_name(schedule, inplace)  # after the schedule asked for
