@@ -109,3 +109,23 @@ def test_sigterm_during_synth_run_leaves_no_process_behind(tmp_path):
             except OSError:
                 pass
         proc.wait()
+
+
+def test_ctrl_c_inside_a_native_import_is_an_interrupt_not_a_bug(monkeypatch, capsys):
+    # a Ctrl-C that lands while a native module initialises (OR-Tools, SciPy) comes out
+    # of the import as ImportError("initialization failed"), the KeyboardInterrupt lost
+    import synth.frontier
+    from synth.cli.app import main
+
+    def importing(*args, **kwargs):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+        except KeyboardInterrupt:  # what pybind11's module init makes of it
+            raise ImportError("initialization failed") from None
+        raise AssertionError("the Ctrl-C never came")
+
+    monkeypatch.setattr(synth.frontier, "synthesize", importing)
+    with pytest.raises(SystemExit) as stop:
+        main(["allgather", "--topo", "ring:4", "--time-limit", "5"])
+    assert stop.value.code == 130
+    assert capsys.readouterr().err == "synth: interrupted\n"

@@ -56,6 +56,7 @@ def topo(ctx):
 
 
 def _terminated(signum, frame):
+    _SIGINTS.append(signum)
     raise KeyboardInterrupt  # SIGTERM is handled like Ctrl-C: keep what was found
 
 
@@ -73,9 +74,24 @@ def interrupts_deferred():
             signal.signal(s, handler)
 
 
+_SIGINTS: list[int] = []  # Ctrl-C seen during this command
+
+
+def _ctrl_c(signum, frame):
+    """Python's own Ctrl-C, remembered: an interrupt that lands inside a native
+    module's import comes out as ImportError ("initialization failed"), not as
+    KeyboardInterrupt, and is still the user's Ctrl-C."""
+    _SIGINTS.append(signum)
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> None:
     start_job(with_process=argv is None)  # --time-limit counts from here (the program's start)
     signal.signal(signal.SIGTERM, _terminated)
+    _SIGINTS.clear()
+    given = signal.getsignal(signal.SIGINT)
+    if given is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _ctrl_c)  # not where a shell has it ignored
     args = sys.argv[1:] if argv is None else list(argv)
     try:
         # make_context + invoke is click's main without its own handling of errors,
@@ -105,12 +121,18 @@ def main(argv=None) -> None:
         click.echo(f"synth: error: {_one_line(e.strerror or str(e))}", err=True)
         code = 2
     except Exception as e:  # noqa: BLE001 -- a bug: one line, exit 3, unless asked
-        if os.environ.get("SYNTH_TRACEBACK"):
+        if _SIGINTS:  # what a Ctrl-C or SIGTERM broke on its way (_ctrl_c's docstring)
+            click.echo("synth: interrupted", err=True)
+            code = 130
+        elif os.environ.get("SYNTH_TRACEBACK"):
             raise
-        click.echo(f"synth: error: internal error: {_one_line(f'{type(e).__name__}: {e}')} "
-                   f"({REPORT}; SYNTH_TRACEBACK=1 shows where)", err=True)
-        code = 3
+        else:
+            click.echo(f"synth: error: internal error: "
+                       f"{_one_line(f'{type(e).__name__}: {e}')} "
+                       f"({REPORT}; SYNTH_TRACEBACK=1 shows where)", err=True)
+            code = 3
     _stdout_open()
+    signal.signal(signal.SIGINT, given)
     if argv is None and timed_job():
         # run as the program under a time limit: the limit counts the exit too, and
         # tearing down the interpreter (freeing every route and schedule) takes seconds on
