@@ -90,19 +90,7 @@ def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
     # largest: the most a file may serve: an MSCCL++ plan's 32-bit offsets' limit; an
     # XML file, the workload's largest size (microsoft/msccl reads maxBytes literally and
     # allocates scratch for it at start, so no file says "no limit")
-    units, largest = {}, {}
-    biggest = max((call.high for call in entry.calls), default=0)
-    for c in entry.candidates:
-        if deadline is not None and time.monotonic() > deadline:
-            if skipped is not None:
-                skipped.append(c.label)
-            continue
-        text = _rendered(c.schedule, fmt, c.protocol)
-        if text is None:
-            continue
-        units[id(c)] = unit_of(fmt, text)
-        largest[id(c)] = json.loads(text)["max_message_size"] if fmt == "mscclpp" \
-            else biggest
+    units, largest = _exported(entry, fmt, deadline, skipped)
     own = [replace(c, label=f"NCCL's own ({c.label})" if entry.modelled_nccl
                    else "NCCL's own (not modelled here)") for c in entry.reference]
     files = [c for c in entry.candidates if id(c) in units]
@@ -159,6 +147,27 @@ def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
         out.append({"min_bytes": low, "max_bytes": high, "algorithm": c.label,
                     "candidate": c, "unit": units[id(c)], "text": text})
     return out
+
+
+def _exported(entry: Entry, fmt: str, deadline: float | None, skipped: list | None
+              ) -> tuple[dict, dict]:
+    """({id(candidate): its file's Unit}, {id(candidate): the largest size its file may
+    serve}) for the candidates `fmt` can express, exported before `deadline`; the
+    others' labels go to `skipped`."""
+    units, largest = {}, {}
+    biggest = max((call.high for call in entry.calls), default=0)
+    for c in entry.candidates:
+        if deadline is not None and time.monotonic() > deadline:
+            if skipped is not None:
+                skipped.append(c.label)
+            continue
+        text = _rendered(c.schedule, fmt, c.protocol)
+        if text is None:
+            continue
+        units[id(c)] = unit_of(fmt, text)
+        largest[id(c)] = json.loads(text)["max_message_size"] if fmt == "mscclpp" \
+            else biggest
+    return units, largest
 
 
 def _merged(pieces: list) -> list:
