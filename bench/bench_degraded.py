@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from frontier_runs import frontier_run  # bench/frontier_runs.py
 from machine import recorded_machine  # bench/machine.py
 
 HERE = Path(__file__).resolve().parent
@@ -35,45 +34,20 @@ REPO = HERE.parent
 MACHINES = [("dgxh100", "gpu3-nvswitch:1"), ("dgxh100x4", "box1.nic2")]
 COLLECTIVES = ["allgather", "reducescatter", "allreduce", "broadcast", "reduce", "gather",
                "scatter", "alltoall"]
-ROOTED = {"broadcast", "reduce", "gather", "scatter"}
 GOAL = 1.05
-
-
-def synth(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "synth", *args], capture_output=True,
-                          text=True, cwd=REPO)
 
 
 def one_run(name: str, topo: str, edit: str, args, out: Path) -> dict:
     """One collective on one degraded machine: the frontier, then its files verified."""
-    root = ["--root", "0"] if name in ROOTED else []
-    start = time.perf_counter()
-    done = synth(name, "--topo", topo, "--without", edit, *root, "--json", "--no-progress",
-                 "--time-limit", f"{args.time_limit:g}", "--model", args.model,
-                 "--out", str(out))
-    wall = time.perf_counter() - start
-    row = {"collective": name, "topology": topo, "without": edit, "exit": done.returncode,
-           "wall_s": round(wall, 1)}
-    try:
-        summary = json.loads(done.stdout)
-    except json.JSONDecodeError:
-        return row | {"error": done.stderr.strip().splitlines()[-1:]}
-    points = summary["frontier"]
+    row, summary = frontier_run(name, topo, ["--without", edit], args.time_limit,
+                                args.model, out)
+    row["without"] = edit
+    if summary is None:
+        return row
     degraded = summary.get("degraded") or {}
-    files = [p["file"] for p in points if p["file"]]
-    checked = synth("verify", *files, "--topo", topo, "--without", edit) if files else None
     return row | {
-        "bound": summary["bounds"]["rounds_per_chunk"],
         "healthy_bound": (degraded.get("healthy_bounds") or {}).get("rounds_per_chunk"),
-        "bound_ratio": degraded.get("bound_ratio"),
-        "best_ratio": min((p["ratio_to_bound"] for p in points), default=None),
-        "best_method": min(points, key=lambda p: p["ratio_to_bound"])["method"]
-        if points else None,
-        "points": len(points), "files": len(files),
-        "verified": 0 if checked is None else sum(
-            line.startswith("ok ") for line in checked.stdout.splitlines()),
-        "verify_exit": None if checked is None else checked.returncode,
-        "synth_s": summary["seconds"], "out_of_time": summary["out_of_time"]}
+        "bound_ratio": degraded.get("bound_ratio")}
 
 
 def report(rows: list[dict], machine: dict, args) -> list[str]:

@@ -1,0 +1,50 @@
+"""One collective's frontier on one machine, as a user runs it, for the benchmarks that
+sweep machines (bench_degraded.py, bench_machines.py): `synth COLLECTIVE --json` in a
+child process, then `synth verify` on every file it wrote."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+ROOTED = {"broadcast", "reduce", "gather", "scatter"}
+
+
+def synth(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "synth", *args], capture_output=True,
+                          text=True, cwd=REPO)
+
+
+def frontier_run(name: str, topo: str, machine_args: list[str], time_limit: float,
+                 model: str, out: Path) -> tuple[dict, dict | None]:
+    """(the row every sweep records: wall seconds, exit, bound, the closest point to it
+    and its method, points, files verified; the --json summary, or None when the run
+    printed none). Rooted collectives at root 0; `machine_args` (e.g. --without EDIT)
+    go to the run and to verify, which derives the machine again."""
+    root = ["--root", "0"] if name in ROOTED else []
+    start = time.perf_counter()
+    done = synth(name, "--topo", topo, *machine_args, *root, "--json", "--no-progress",
+                 "--time-limit", f"{time_limit:g}", "--model", model, "--out", str(out))
+    row = {"collective": name, "topology": topo, "exit": done.returncode,
+           "wall_s": round(time.perf_counter() - start, 1)}
+    try:
+        summary = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        return row | {"error": done.stderr.strip().splitlines()[-1:]}, None
+    points = summary["frontier"]
+    files = [p["file"] for p in points if p["file"]]
+    checked = synth("verify", *files, "--topo", topo, *machine_args) if files else None
+    closest = min(points, key=lambda p: p["ratio_to_bound"]) if points else None
+    return row | {
+        "bound": summary["bounds"]["rounds_per_chunk"],
+        "best_ratio": closest and closest["ratio_to_bound"],
+        "best_method": closest and closest["method"],
+        "points": len(points), "files": len(files),
+        "verified": 0 if checked is None else sum(
+            line.startswith("ok ") for line in checked.stdout.splitlines()),
+        "verify_exit": None if checked is None else checked.returncode,
+        "synth_s": summary["seconds"], "out_of_time": summary["out_of_time"]}, summary
