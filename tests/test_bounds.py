@@ -134,13 +134,13 @@ def test_one_sink_stands_for_all_only_where_translations_prove_it(monkeypatch):
     from synth.bounds import bandwidth_bound_shares
 
     tried = []
-    real = synth.bounds._max_ratio_cut
+    real = synth.bounds.flows.max_ratio_cut
 
     def counted(graph, sources, sink, *args, **kwargs):
         tried.append(sink)
         return real(graph, sources, sink, *args, **kwargs)
 
-    monkeypatch.setattr(synth.bounds, "_max_ratio_cut", counted)
+    monkeypatch.setattr(synth.bounds.flows, "max_ratio_cut", counted)
     # torus:4x4: the shifts are symmetries, one sink; 15 shards over 4 links in
     assert bandwidth_bound_shares(lower_with_routes(resolve("torus:4x4")),
                                   "allgather") == Fraction(15, 4)
