@@ -26,9 +26,14 @@ route crosses is left out, since no schedule can use it (on a DGX-2 the PCIe pat
 between two GPUs that the NVSwitch joins better). All ratios are exact Fractions;
 capacities are in units of unit_gbps.
 
+Where GPUs are alike, the per-GPU max-flows (allgather's and reducescatter's sinks,
+broadcast's and reduce's targets, allreduce's ports and cuts) are computed once per
+orbit of the graph's automorphisms, each automorphism checked before use (orbits.py);
+the values are exactly those of computing every GPU, which symmetric=False still does.
+
 The rooms: flows.py (max-flow, the ratio cut, the GPUs' ports, the deadline's Clock),
-steps.py (the hop bound), allreduce.py and alltoall.py (their bandwidth bounds); this
-module puts them together.
+orbits.py (which GPUs no cut tells apart), steps.py (the hop bound), allreduce.py and
+alltoall.py (their bandwidth bounds); this module puts them together.
 """
 
 from __future__ import annotations
@@ -40,11 +45,11 @@ from synth.bounds.allreduce import (across_boxes, allreduce_rounds_per_chunk,
                                     in_network_allreduce)
 from synth.bounds.alltoall import alltoall_bound
 from synth.bounds.flows import Clock, all_sinks, least_flow, max_ratio_cut, unit_graph
+from synth.bounds.orbits import Symmetry
 from synth.bounds.steps import step_bound
 from synth.deadline import Deadline
 from synth.schedule.collectives import Collective, make_collective
 from synth.topology.linkmodel import Lowering
-from synth.topology.symmetry import translations_of
 
 __all__ = ["Bounds", "Clock", "bandwidth_bound_shares", "bounds", "collective_bounds",
            "step_bound"]
@@ -78,13 +83,17 @@ class Bounds:
 
 
 def bounds(lowering: Lowering, collective: Collective,
-           deadline: Deadline | float | None = None) -> Bounds:
+           deadline: Deadline | float | None = None, symmetric: bool = True) -> Bounds:
     """Both bounds for one collective on the lowered topology (its link model for the
-    steps, its physical graph for the cuts). Cost: O(N) max-flows on the physical graph,
-    cut short at `deadline` (Clock)."""
+    steps, its physical graph for the cuts). Cost: a few max-flows per orbit of the
+    GPUs under the graph's automorphisms (synth.bounds.orbits; O(N) of them where the
+    machine has no symmetry, or with symmetric=False, the reference that computes every
+    GPU's), cut short at `deadline` (Clock)."""
     model = lowering.model
     clock = Clock(deadline)
-    per_share = bandwidth_bound_shares(lowering, collective.name, collective.root, clock)
+    graph, gpus = unit_graph(lowering)
+    symmetry = Symmetry(graph, gpus, lowering.topology, symmetric)
+    per_share = _shares(lowering, graph, symmetry, collective.name, collective.root, clock)
     # rounds per chunk: chunk = share / C, so R / C >= (shares moved per unit bandwidth)
     # expressed per the collective's own chunk: for allreduce-like ones a "share" is the
     # whole buffer divided by N, and a chunk is the buffer / C.
@@ -99,8 +108,7 @@ def bounds(lowering: Lowering, collective: Collective,
     note = NOTES.get(collective.name, "")
     plain = None
     if collective.name == "allreduce" and any("reduce" in w.can for w in model.switches):
-        graph, gpus = unit_graph(lowering)
-        plain, rpc = rpc, in_network_allreduce(graph, gpus, clock)
+        plain, rpc = rpc, in_network_allreduce(graph, gpus, clock, symmetry)
         if not any("reduce" in v.can for v in lowering.topology.vertices if v.box is None):
             rpc = max(rpc, across_boxes(lowering.topology, graph))  # boxes reduce alone
         us_per_byte = float(rpc) / shares_in_buffer / (model.unit_gbps * 1e3)
@@ -116,41 +124,49 @@ def bounds(lowering: Lowering, collective: Collective,
 
 
 def bandwidth_bound_shares(lowering: Lowering, name: str, root: int | None = None,
-                           clock: Clock | None = None) -> Fraction:
+                           clock: Clock | None = None, symmetric: bool = True) -> Fraction:
     """Least time, in shares per unit of bandwidth, that the cut bound allows.
 
     A share is one rank's piece: n / N for allgather-like collectives, the whole
     buffer for broadcast and reduce, n / N for allreduce and alltoall.
     """
-    clock = clock or Clock()
-    topo = lowering.topology
     graph, gpus = unit_graph(lowering)
+    symmetry = Symmetry(graph, gpus, lowering.topology, symmetric)
+    return _shares(lowering, graph, symmetry, name, root, clock or Clock())
+
+
+def _shares(lowering: Lowering, graph, symmetry: Symmetry, name: str, root: int | None,
+            clock: Clock) -> Fraction:
+    """bandwidth_bound_shares on the unit graph, with its symmetry: one sink (or one
+    target of the root's flow, one port) per orbit; the reversed graph has the same
+    automorphisms."""
+    topo, gpus = lowering.topology, symmetry.gpus
     reverse = graph.reverse(copy=True)
     root_name = gpus[root] if root is not None else None
-    # the generators' shifts, when they are symmetries of the links, map every GPU onto
-    # every other (and the reversed graph's too)
-    one_orbit = translations_of(lowering.model, topo.translations) is not None
     if name == "allgather":
-        return all_sinks(graph, gpus, clock, one_orbit)
+        return all_sinks(graph, gpus, clock, symmetry.orbits())
     if name == "reducescatter":
-        return all_sinks(reverse, gpus, clock, one_orbit)
+        return all_sinks(reverse, gpus, clock, symmetry.orbits())
     if name == "allreduce":  # in shares: the buffer is N of them
-        return allreduce_rounds_per_chunk(topo, lowering, graph, gpus, clock) * len(gpus)
+        return allreduce_rounds_per_chunk(topo, lowering, graph, gpus, clock,
+                                          symmetry) * len(gpus)
     if name in ("broadcast", "reduce"):
         return 1 / least_flow(graph if name == "broadcast" else reverse, root_name,
-                               [t for t in gpus if t != root_name], clock)
+                              symmetry.orbits(root_name).others(), clock)
     if name == "gather":
         return max_ratio_cut(graph, [g for g in gpus if g != root_name], root_name,
-                              clock=clock)
+                             clock=clock)
     if name == "scatter":
         return max_ratio_cut(reverse, [g for g in gpus if g != root_name], root_name,
-                              clock=clock)
+                             clock=clock)
     if name == "alltoall":
         return alltoall_bound(topo, graph, gpus, clock)
     raise ValueError(name)
 
 
 def collective_bounds(lowering: Lowering, name: str, root: int | None = None,
-                      deadline: Deadline | float | None = None) -> Bounds:
-    return bounds(lowering, make_collective(name, lowering.model.ranks, 1, root), deadline)
-
+                      deadline: Deadline | float | None = None,
+                      symmetric: bool = True) -> Bounds:
+    """bounds() for a collective by name (of one chunk a share)."""
+    return bounds(lowering, make_collective(name, lowering.model.ranks, 1, root), deadline,
+                  symmetric)

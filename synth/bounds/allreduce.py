@@ -9,12 +9,14 @@ from fractions import Fraction
 import networkx as nx
 
 from synth.bounds.flows import Clock, max_flow, out_capacity, port_cuts, port_sum
+from synth.bounds.orbits import Symmetry
 from synth.topology.linkmodel import Lowering
 from synth.topology.physical import Topology
 
 
 def allreduce_rounds_per_chunk(topo: Topology, lowering: Lowering, graph: nx.DiGraph,
-                                gpus: list[str], clock: Clock) -> Fraction:
+                               gpus: list[str], clock: Clock, symmetry: Symmetry
+                               ) -> Fraction:
     """Least R / C of any allreduce (a chunk: 1/C of the buffer), the largest of:
 
     - traffic: every chunk needs at least 2(N-1) transfers. Before the first step in
@@ -32,16 +34,21 @@ def allreduce_rounds_per_chunk(topo: Topology, lowering: Lowering, graph: nx.DiG
       CUT_LIMIT GPUs (2(N-1) max-flows).
     - boxes: the traffic count with boxes as ranks: 2(K-1) transfers per chunk, each
       leaving one box and entering another.
+
+    Ports are computed once per orbit of the graph's automorphisms, the flows with GPU 0
+    once per orbit of those fixing GPU 0 (`symmetry`, synth.bounds.orbits).
     """
     n = len(gpus)
     hops = min(len(path) - 1 for path in lowering.routes.values())
     total = sum((c for _, _, c in graph.edges(data="capacity")), Fraction(0))
-    ports = [port_sum(graph, gpus, clock), port_sum(graph.reverse(copy=False), gpus, clock)]
+    every = symmetry.orbits()
+    ports = [port_sum(graph, gpus, clock, every),
+             port_sum(graph.reverse(copy=False), gpus, clock, every)]
     best = max(Fraction(2 * (n - 1) * hops) / total,
                *(Fraction(2 * (n - 1)) / port for port in ports))
     if n <= CUT_LIMIT:
         thinnest = None
-        for g in gpus[1:]:
+        for g in symmetry.orbits(gpus[0]).others():
             if clock.expired():
                 break
             flow = min(max_flow(graph, gpus[0], g), max_flow(graph, g, gpus[0]))
@@ -63,21 +70,25 @@ def across_boxes(topo: Topology, graph: nx.DiGraph) -> Fraction:
     into = sum((out_capacity(graph.reverse(copy=False), m) for m in members), Fraction(0))
     return Fraction(2 * (len(boxes) - 1)) / min(out, into)
 
+
 CUT_LIMIT = 64
 
 
-def in_network_allreduce(graph: nx.DiGraph, gpus: list[str], clock: Clock) -> Fraction:
+def in_network_allreduce(graph: nx.DiGraph, gpus: list[str], clock: Clock,
+                         symmetry: Symmetry) -> Fraction:
     """Least R / C of an allreduce when switches may reduce and multicast (a chunk: 1/C
     of the buffer). Every set of vertices that splits the GPUs must pass, for every
     chunk, something out (the contributions inside it, summed anywhere, or the result)
     and something in, however much the switches add: at least one chunk each way. So
     1 / the thinnest cut: each GPU's narrowest port either way, and up to CUT_LIMIT GPUs
     the max-flow between GPU 0 and each other GPU. Valid for any allreduce, with switch
-    operations or without (the plain bound is the higher one then)."""
-    thinnest = min(port_cuts(graph, gpus, clock)
-                   + port_cuts(graph.reverse(copy=False), gpus, clock))
+    operations or without (the plain bound is the higher one then). Once per orbit, as
+    allreduce_rounds_per_chunk."""
+    every = symmetry.orbits()
+    thinnest = min(port_cuts(graph, gpus, clock, every)
+                   + port_cuts(graph.reverse(copy=False), gpus, clock, every))
     if len(gpus) <= CUT_LIMIT:
-        for g in gpus[1:]:
+        for g in symmetry.orbits(gpus[0]).others():
             if clock.expired():
                 break
             thinnest = min(thinnest, max_flow(graph, gpus[0], g), max_flow(graph, g, gpus[0]))

@@ -13,6 +13,7 @@ from math import lcm
 
 import networkx as nx
 
+from synth.bounds.orbits import Orbits
 from synth.deadline import Deadline
 from synth.topology.linkmodel import Lowering
 
@@ -33,7 +34,8 @@ class Clock:
 
 def least_flow(graph: nx.DiGraph, root: str, targets: list[str], clock: Clock) -> Fraction:
     """min over targets of the max flow from root (the first always; the rest while time
-    lasts: a larger minimum only weakens 1 / it)."""
+    lasts: a larger minimum only weakens 1 / it). The caller may pass one target per
+    orbit of the automorphisms fixing the root (Orbits.others): they have equal flows."""
     least = None
     for t in targets:
         if least is not None and clock.expired():
@@ -45,24 +47,28 @@ def least_flow(graph: nx.DiGraph, root: str, targets: list[str], clock: Clock) -
 PORT_HOPS = 3  # how far from a GPU port_cuts looks for its narrowest cut
 
 
-def port_sum(graph: nx.DiGraph, gpus: list[str], clock: Clock) -> Fraction:
+def port_sum(graph: nx.DiGraph, gpus: list[str], clock: Clock,
+             orbits: Orbits | None = None) -> Fraction:
     """An upper bound on what all GPUs can send to other GPUs at once: the sum of their
     ports (port_cuts)."""
-    return sum(port_cuts(graph, gpus, clock), Fraction(0))
+    return sum(port_cuts(graph, gpus, clock, orbits), Fraction(0))
 
 
-def port_cuts(graph: nx.DiGraph, gpus: list[str], clock: Clock) -> list[Fraction]:
+def port_cuts(graph: nx.DiGraph, gpus: list[str], clock: Clock,
+              orbits: Orbits | None = None) -> list[Fraction]:
     """Per GPU, the least cut between it and all the others. Only cuts within PORT_HOPS
     links of the GPU are tried (not through another GPU): the rest of the graph is one
     sink. Any cut bounds the flow, so this is never below the true max flow (a bound
     stays valid), and it finds the narrow place near a GPU: a 64 GB/s PCIe link that
     feeds a 50 GB/s NIC passes 50. Past the clock, a GPU counts its out-links' sum.
-    O(N) small max-flows."""
-    gpu_set, cuts = set(gpus), []
-    for g in gpus:
+    One small max-flow per orbit (synth.bounds.orbits: an automorphism maps a GPU's
+    neighbourhood onto its image's), O(N) without `orbits`."""
+    orbits = orbits or Orbits.trivial(gpus)
+    gpu_set, cuts = set(gpus), {}
+    for g in orbits.representatives:
         if clock.expired():
-            cuts.append(sum((c for _, _, c in graph.out_edges(g, data="capacity")),
-                            Fraction(0)))
+            cuts[g] = sum((c for _, _, c in graph.out_edges(g, data="capacity")),
+                          Fraction(0))
             continue
         near, last = {g}, [g]
         for _ in range(PORT_HOPS):
@@ -75,8 +81,8 @@ def port_cuts(graph: nx.DiGraph, gpus: list[str], clock: Clock) -> list[Fraction
                 w = v if v in near else "__sink__"
                 old = local.get_edge_data(u, w, {"capacity": Fraction(0)})["capacity"]
                 local.add_edge(u, w, capacity=old + c["capacity"])
-        cuts.append(max_flow(local, g, "__sink__"))
-    return cuts
+        cuts[g] = max_flow(local, g, "__sink__")
+    return orbits.spread(cuts)
 
 
 def unit_graph(lowering: Lowering) -> tuple[nx.DiGraph, list[str]]:
@@ -93,17 +99,17 @@ def unit_graph(lowering: Lowering) -> tuple[nx.DiGraph, list[str]]:
 
 
 def all_sinks(graph: nx.DiGraph, gpus: list[str], clock: Clock,
-               one_orbit: bool = False) -> Fraction:
-    """max over S (some GPU outside) of |S n GPUs| / B+(S), trying each GPU outside;
-    one_orbit: the graph's automorphisms map every GPU onto every other (proven by the
-    topology's translations, synth.topology.symmetry), so all have the same cuts and
-    the first GPU alone gives the maximum."""
+              orbits: Orbits | None = None) -> Fraction:
+    """max over S (some GPU outside) of |S n GPUs| / B+(S), trying each GPU outside,
+    or with `orbits` one GPU of each (synth.bounds.orbits: an automorphism maps the cuts
+    with one GPU outside onto those with its image outside, so both have the same
+    maximum)."""
     worst = Fraction(0)
-    for t in gpus[:1] if one_orbit else gpus:
+    for t in (orbits or Orbits.trivial(gpus)).representatives:
         if worst and clock.expired():
             break
         worst = max(worst, max_ratio_cut(graph, [g for g in gpus if g != t], t, worst,
-                                          clock))
+                                         clock))
     return worst
 
 
