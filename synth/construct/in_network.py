@@ -13,7 +13,7 @@ A rank's port carries (N-1) pieces up and 1 down in step 1, 1 up and (N-1) down 
 step 2. Pipelined, batch b's step 1 runs beside batch b-1's step 2, so each port
 carries N pieces each way per step: with N x pieces a multiple of the port's capacity
 that is exactly the in-network bound (one chunk each way per chunk of the buffer,
-synth.bounds._in_network_allreduce), where a GPU allreduce needs 2(N-1)/N.
+synth.bounds.allreduce.in_network_allreduce), where a GPU allreduce needs 2(N-1)/N.
 
 The switch pays a source's (or destination's) port once per operation, however many
 ranks it reaches: `switch_rounds` prices a step by that rule, which is the schedule

@@ -1,0 +1,95 @@
+"""Allreduce's bandwidth bounds: transfers counted over the GPUs' ports and all links,
+the thinnest cut between GPUs, and the count across boxes; with switches that reduce,
+the thinnest cut alone (synth.bounds module docstring)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import networkx as nx
+
+from synth.bounds.flows import Clock, max_flow, out_capacity, port_cuts, port_sum
+from synth.bounds.orbits import Symmetry
+from synth.topology.linkmodel import Lowering
+from synth.topology.physical import Topology
+
+
+def allreduce_rounds_per_chunk(topo: Topology, lowering: Lowering, graph: nx.DiGraph,
+                               gpus: list[str], clock: Clock, symmetry: Symmetry
+                               ) -> Fraction:
+    """Least R / C of any allreduce (a chunk: 1/C of the buffer), the largest of:
+
+    - traffic: every chunk needs at least 2(N-1) transfers. Before the first step in
+      which some rank becomes full, the transfers must join all N ranks (N-1 of them at
+      least, or each newly full rank needs one per remaining component); every rank
+      not full then needs one more. Each transfer leaves a GPU and enters one, and
+      crosses at least h physical links (h: the shortest GPU-to-GPU route), so the
+      GPUs' total out (and in) capacity, and h times all links' capacity, bound how
+      many a round moves. A GPU's out capacity is its narrowest cut from the other
+      GPUs (`port_sum`), not its links' sum: a 64 GB/s PCIe link feeding a 50 GB/s NIC
+      passes 50.
+    - cut: every set of vertices that splits the GPUs must pass a whole buffer out
+      (its contributions, as partial sums or final values): 1 / the thinnest such cut,
+      the least max-flow between GPU 0 and another GPU, either way. Skipped past
+      CUT_LIMIT GPUs (2(N-1) max-flows).
+    - boxes: the traffic count with boxes as ranks: 2(K-1) transfers per chunk, each
+      leaving one box and entering another.
+
+    Ports are computed once per orbit of the graph's automorphisms, the flows with GPU 0
+    once per orbit of those fixing GPU 0 (`symmetry`, synth.bounds.orbits).
+    """
+    n = len(gpus)
+    hops = min(len(path) - 1 for path in lowering.routes.values())
+    total = sum((c for _, _, c in graph.edges(data="capacity")), Fraction(0))
+    every = symmetry.orbits()
+    ports = [port_sum(graph, gpus, clock, every),
+             port_sum(graph.reverse(copy=False), gpus, clock, every)]
+    best = max(Fraction(2 * (n - 1) * hops) / total,
+               *(Fraction(2 * (n - 1)) / port for port in ports))
+    if n <= CUT_LIMIT:
+        thinnest = None
+        for g in symmetry.orbits(gpus[0]).others():
+            if clock.expired():
+                break
+            flow = min(max_flow(graph, gpus[0], g), max_flow(graph, g, gpus[0]))
+            thinnest = flow if thinnest is None else min(thinnest, flow)
+        if thinnest is not None:
+            best = max(best, 1 / thinnest)
+    return max(best, across_boxes(topo, graph))
+
+
+def across_boxes(topo: Topology, graph: nx.DiGraph) -> Fraction:
+    """The traffic count with boxes as ranks: 2(K-1) transfers per chunk, each leaving
+    one box and entering another (0 on one box). Holds whatever a box does inside, so
+    also where its switches reduce, as long as no switch between boxes does."""
+    boxes = sorted({v.box for v in topo.vertices if v.box is not None})
+    if len(boxes) < 2:
+        return Fraction(0)
+    members = [{v.name for v in topo.vertices if v.box == b} for b in boxes]
+    out = sum((out_capacity(graph, m) for m in members), Fraction(0))
+    into = sum((out_capacity(graph.reverse(copy=False), m) for m in members), Fraction(0))
+    return Fraction(2 * (len(boxes) - 1)) / min(out, into)
+
+
+CUT_LIMIT = 64
+
+
+def in_network_allreduce(graph: nx.DiGraph, gpus: list[str], clock: Clock,
+                         symmetry: Symmetry) -> Fraction:
+    """Least R / C of an allreduce when switches may reduce and multicast (a chunk: 1/C
+    of the buffer). Every set of vertices that splits the GPUs must pass, for every
+    chunk, something out (the contributions inside it, summed anywhere, or the result)
+    and something in, however much the switches add: at least one chunk each way. So
+    1 / the thinnest cut: each GPU's narrowest port either way, and up to CUT_LIMIT GPUs
+    the max-flow between GPU 0 and each other GPU. Valid for any allreduce, with switch
+    operations or without (the plain bound is the higher one then). Once per orbit, as
+    allreduce_rounds_per_chunk."""
+    every = symmetry.orbits()
+    thinnest = min(port_cuts(graph, gpus, clock, every)
+                   + port_cuts(graph.reverse(copy=False), gpus, clock, every))
+    if len(gpus) <= CUT_LIMIT:
+        for g in symmetry.orbits(gpus[0]).others():
+            if clock.expired():
+                break
+            thinnest = min(thinnest, max_flow(graph, gpus[0], g), max_flow(graph, g, gpus[0]))
+    return 1 / thinnest
