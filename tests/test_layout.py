@@ -7,6 +7,9 @@
   able to hide behind a helper they share.
 - No import cycle, not even one hidden by an import inside a function: each module's
   imports, followed, never lead back to it.
+- Rooms that fit (issue 30): no function longer than a reader holds in mind (about 80
+  lines; 90 at most), and no module over 500 lines unless its docstring says why
+  ("Long because: ...").
 - `synth --help` stays quick: importing the command line loads no solver, SciPy,
   matplotlib or torch.
 """
@@ -114,6 +117,23 @@ def cycle_through(graph: dict[str, set[str]], start: str) -> list[str] | None:
                 seen.add(nxt)
                 stack.append((nxt, path + [nxt]))
     return None
+
+
+MAX_FUNCTION_LINES = 90  # "about 80"
+MAX_MODULE_LINES = 500
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: module_name(p))
+def test_every_function_and_module_fits_its_room(path):
+    text = path.read_text()
+    tree = ast.parse(text)
+    long = [f"{f.name} ({f.end_lineno - f.lineno + 1} lines)" for f in ast.walk(tree)
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and f.end_lineno - f.lineno + 1 > MAX_FUNCTION_LINES]
+    assert not long, f"{module_name(path)}: split {', '.join(long)}"
+    lines = text.count("\n")
+    assert lines <= MAX_MODULE_LINES or "Long because:" in (ast.get_docstring(tree) or ""), \
+        f"{module_name(path)}: {lines} lines; split it, or say why at its top"
 
 
 def test_no_import_cycle():
