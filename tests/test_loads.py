@@ -355,6 +355,31 @@ def test_msccl_xml_skips_channel_counts_its_lower_bounds_rule_out_and_only_those
     assert build(schedule).k == found > 1
 
 
+def test_msccl_xml_refuses_by_arithmetic_what_no_channel_count_can_hold(monkeypatch):
+    # allgather on 2 GPUs, 4096 chunks a share in one step: rank 0 receives 4096 chunks
+    # from rank 1, on at most 32 channels at least 4096 / 32 = 128 in one threadblock
+    # (limit 64): refused before any channel count is counted or built (ring:1024's
+    # 512-step allgather took 136 s to be told so, its 20 s limit long past)
+    from synth.export.msccl import build
+    from synth.schedule.ir import Schedule, Send, Step
+    from synth.topology.linkmodel import switch_rounds
+
+    model = lower_with_routes(resolve("ring:2")).model
+    sends = (Send(0, 0, 1, "copy", 4096), Send(4096, 1, 0, "copy", 4096))
+    schedule = Schedule(make_collective("allgather", 2, 4096), model,
+                        (Step(switch_rounds(model, [], sends), sends),)).expanded()
+
+    def counted(*args):
+        raise AssertionError("a channel count was counted")
+
+    monkeypatch.setattr("synth.export.msccl._threadblocks_needed", counted)
+    with pytest.raises(BadInput, match=r"on 1 channel a threadblock of rank 0 needs at "
+                                       r"least 4096 steps \(limit 64\), and on up to 32 "
+                                       r"channels a threadblock of rank 0 needs at least "
+                                       r"128 steps"):
+        build(schedule)
+
+
 # --- asking within a deadline ---------------------------------------------------------
 
 def test_an_exporter_stops_at_its_deadline_and_nothing_is_remembered():

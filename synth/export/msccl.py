@@ -350,8 +350,18 @@ def build(schedule, inplace: bool = False, deadline: Deadline = Deadline()):
     most = max(1, min(schedule.collective.num_chunks, MAX_CHANNELS))
     why = first = None
     steps = drop_redundant(schedule.collective, schedule.steps)
+    # the most chunks one rank receives from one peer: on k channels some threadblock
+    # has at least that over k steps (_surely_over's bound, counted once for every k)
+    pairs = Counter((x.dst, x.src) for sends in steps for x in sends)
+    most_from_one = max(pairs.values(), default=0)
+    busiest = min((min(pair) for pair, n in pairs.items() if n == most_from_one), default=0)
     for k in range(1, most + 1):
         first = first or why  # why one channel did not do: often the real reason
+        if -(-most_from_one // k) > MAX_STEPS:
+            why = (f"a threadblock of rank {busiest} needs at least "
+                   f"{-(-most_from_one // k)} steps (limit {MAX_STEPS})")
+            continue
+        deadline.check("exporting to MSCCL XML")  # each try below takes seconds at scale
         per_gpu, per_chan = _threadblocks_needed(steps, k)
         if per_gpu > MAX_TBS:
             why = f"a rank needs {per_gpu} threadblocks (limit {MAX_TBS})"
