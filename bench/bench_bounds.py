@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from machine import recorded_machine  # bench/machine.py
+from machine import record_stem, recorded_machine  # bench/machine.py
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -151,7 +151,7 @@ def main() -> int:
     text = table(rows, machine, args.old, loads)
     print(text)
     if args.record:
-        out = REPO / "bench" / "results" / f"bounds-{time.strftime('%Y-%m-%d')}.md"
+        out = record_stem(REPO, "bounds").with_suffix(".md")
         out.write_text(text)
         print(f"wrote {out.relative_to(REPO)}")
     return 0 if all(r["same"] for r in rows) else 1

@@ -66,7 +66,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.bench_limits import snapshot  # noqa: E402
-from bench.machine import recorded_machine  # noqa: E402
+from bench.machine import record_stem, recorded_machine  # noqa: E402
 
 CODE = REPO  # the code the children import: main() sets a snapshot of HEAD
 TOPOLOGIES = ["dgxh100x2", "dgxa100x2", "dgx2x2", "dgxh100x4", "ndv2x2"]
@@ -405,7 +405,7 @@ def main() -> int:
     text = markdown(record)
     print(text)
     if args.record:
-        stem = REPO / "bench" / "results" / f"end-to-end-{time.strftime('%Y-%m-%d', time.gmtime())}"
+        stem = record_stem(REPO, "end-to-end")
         Path(f"{stem}.json").write_text(json.dumps(record, indent=1) + "\n")
         Path(f"{stem}.md").write_text(text)
         print(f"wrote {stem}.md and .json")

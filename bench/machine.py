@@ -132,3 +132,16 @@ def recorded_machine(repo, bench: str, recording: bool,
     if snapshot:
         out["code_sha256"] = snapshot.sha256
     return out
+
+
+def record_stem(repo, name: str) -> Path:
+    """bench/results/NAME-DATE, or NAME-DATEb, -DATEc, ... where a record of that name
+    is already there: a new record never writes over an earlier one (a figure in the
+    docs may cite it)."""
+    stem = Path(repo) / "bench" / "results" / f"{name}-{time.strftime('%Y-%m-%d', time.gmtime())}"
+    for suffix in ["", *"bcdefghijklmnopqrstuvwxyz"]:
+        candidate = stem.with_name(stem.name + suffix)
+        if not any(candidate.with_name(candidate.name + ext).exists()
+                   for ext in (".md", ".json")):
+            return candidate
+    raise SystemExit(f"{stem}: 26 records of that day already; name one with --out")
