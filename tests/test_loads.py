@@ -398,6 +398,28 @@ def test_an_exporter_stops_at_its_deadline_and_nothing_is_remembered():
     assert loads_within(ring, Deadline()) == {"msccl-xml": None, "mscclpp": None}
 
 
+def test_asking_the_runtimes_leaves_cost_model_2_its_timing(monkeypatch):
+    # whatever asking which runtime loads each point costs, the points are still timed
+    # in cost model 2: the frontier is judged, and an answer at a size given, by those
+    # times (dgxh100x2 at 30 s under load timed none of its 12 points)
+    import time
+
+    import synth.export.loads as loads
+    from synth.deadline import Deadline
+    from synth.frontier import synthesize
+
+    topo = resolve("ring:4")
+    result = synthesize(topo, "allgather", None, Limits(max_steps=4, time_limit=30))
+
+    def slow_asking(schedule, deadline):  # an exporter that takes all the time it gets
+        time.sleep(deadline.left())
+        return None
+
+    monkeypatch.setattr(loads, "loads_within", slow_asking)
+    judged = chosen(result, topo, "calibrated", Deadline.after(3.0))
+    assert judged.lines and all(id(p.schedule) in judged.lines for p in judged.points)
+
+
 def test_points_too_large_to_ask_in_time_are_kept_and_written_not_asked(tmp_path,
                                                                        monkeypatch):
     import synth.construct.paced as paced
