@@ -28,6 +28,7 @@ some size.
 from __future__ import annotations
 
 import gc
+import math
 import time
 import weakref
 from collections import OrderedDict
@@ -188,9 +189,9 @@ def chosen(result: Result, topo, cost_model: str, deadline: Deadline | None = No
 
     deadline = Deadline.of(deadline)
     asking = deadline
-    if cost_model == "calibrated":  # the timing is what cost model 2 judges by: asking
-        # the runtimes leaves it its estimate (and a twentieth of the time left for the
-        # asking's own last steps), up to half the time left
+    if cost_model == "calibrated" and deadline.left() < math.inf:  # the timing is what
+        # cost model 2 judges by: asking the runtimes leaves it its estimate (and a
+        # twentieth of the time left for the asking's own last steps), up to half
         links = len(result.model.links) + len(result.model.groups)
         timing = ROUTING.seconds(links) + sum(TIMING.seconds(timing_size(p.schedule))
                                               for p in result.points)
