@@ -107,3 +107,20 @@ def test_the_cache_secret_is_private_and_a_lost_secret_voids_every_entry(model):
     secret.unlink()  # every entry's MAC now fails: solved again, not trusted
     out = solve_instance(model, coll, 2, 3)
     assert out.status == "sat" and "cached" not in out.schedule.info
+
+
+def test_the_exact_search_names_its_points_exact_and_old_answers_too(model):
+    # "direct" named both the exact search's points and a baseline; answers remembered
+    # under the old name read as the new one
+    coll = make_collective("allgather", 8, 2)
+    first = solve_instance(model, coll, 2, 3)
+    assert first.method == "exact" and first.schedule.info["method"] == "exact"
+    path, = entries()
+    key = path.stem
+    entry = cache.load(key)  # as an earlier synth stored it (under its own mac)
+    entry["method"] = "direct"
+    entry["schedule"]["synthesis"]["method"] = "direct"
+    cache.store(key, {k: v for k, v in entry.items() if k != "key"})
+    again = solve_instance(model, coll, 2, 3)
+    assert again.schedule.info.get("cached")
+    assert again.method == "exact" and again.schedule.info["method"] == "exact"

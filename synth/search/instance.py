@@ -39,12 +39,17 @@ class TooLarge(Exception):
     """The instance is beyond what the exact encoder can hold; nothing was built."""
 
 
+# the method of a schedule the exact search found for the collective itself (not its
+# dual); answers remembered before 2026-12-02 call it "direct", the name of a baseline
+EXACT, OLD_EXACT = "exact", "direct"
+
+
 @dataclass(frozen=True)
 class Outcome:
     status: str  # sat, unsat, unknown
     schedule: Schedule | None
     seconds: float
-    method: str  # "direct" or "dual of allgather" ...
+    method: str  # "exact" (the collective itself) or "dual of allgather" ...
     variables: int = 0
     optimal: bool = False  # minimising: the schedule's rounds are proven least
 
@@ -75,7 +80,7 @@ def solve_instance(model: LinkModel, collective: Collective, steps: int, rounds:
     else:
         out = _solve(Instance(model, collective, steps, rounds, **options), backend,
                      time_limit, workers)
-        method, schedule = "direct", out.schedule
+        method, schedule = EXACT, out.schedule
     if schedule is not None:
         info = {"solver": backend, "method": method, "solve_seconds": round(out.seconds, 3)}
         schedule = verified(Schedule(schedule.collective, schedule.model, schedule.steps, info))
@@ -110,16 +115,19 @@ def _from_cache(key: str, model: LinkModel, collective: Collective, steps: int,
     if entry["status"] == SAT:
         try:
             stored = schedule_from_dict(entry["schedule"])
-            schedule = Schedule(collective, model, stored.steps,
-                                {**stored.info, "cached": True})
+            info = {**stored.info, "cached": True}
+            if info.get("method") == OLD_EXACT:
+                info["method"] = EXACT
+            schedule = Schedule(collective, model, stored.steps, info)
             if not (schedule.num_steps == steps and rounds_floor <= schedule.rounds <= rounds
                     and stored.collective.chunks == collective.chunks):
                 return None
             verify_schedule(schedule_to_dict(schedule))
         except (SynthError, TypeError, KeyError, AttributeError, ValueError):
             return None  # not this instance's answer: solve again, and replace it
+    method = str(entry.get("method", ""))
     return Outcome(entry["status"], schedule, time.perf_counter() - start,
-                   str(entry.get("method", "")), int(entry.get("variables", 0)),
+                   EXACT if method == OLD_EXACT else method, int(entry.get("variables", 0)),
                    bool(entry.get("optimal", False)))
 
 
