@@ -40,6 +40,7 @@ import networkx as nx
 
 from synth.deadline import Deadline
 from synth.schedule.collectives import Collective, make_collective
+from synth.topology.fabric import fabric_parts
 from synth.topology.linkmodel import LinkModel, Lowering, rank_graph
 from synth.topology.physical import Topology
 from synth.topology.symmetry import translations_of
@@ -269,10 +270,16 @@ def _across_boxes(topo: Topology, graph: nx.DiGraph) -> Fraction:
     boxes = sorted({v.box for v in topo.vertices if v.box is not None})
     if len(boxes) < 2:
         return Fraction(0)
-    members = [{v.name for v in topo.vertices if v.box == b} for b in boxes]
-    out = sum((_out_capacity(graph, m) for m in members), Fraction(0))
-    into = sum((_out_capacity(graph.reverse(copy=False), m) for m in members), Fraction(0))
-    return Fraction(2 * (len(boxes) - 1)) / min(out, into)
+    # the same count with the parts a fabric's tier splits the machine into (leaf groups,
+    # pods) as ranks: each part's uplinks carry 2(P-1) transfers per chunk in all
+    worst = Fraction(0)
+    for members in [[{v.name for v in topo.vertices if v.box == b} for b in boxes]] \
+            + fabric_parts(topo):
+        out = sum((_out_capacity(graph, m) for m in members), Fraction(0))
+        into = sum((_out_capacity(graph.reverse(copy=False), m) for m in members),
+                   Fraction(0))
+        worst = max(worst, Fraction(2 * (len(members) - 1)) / min(out, into))
+    return worst
 
 
 CUT_LIMIT = 64
@@ -478,7 +485,8 @@ def _max_concurrent_flow(graph: nx.DiGraph, gpus: list[str], edges, clock: Clock
 
 def _alltoall_cuts(topo: Topology, graph: nx.DiGraph, gpus: list[str]) -> Fraction:
     """Every GPU in S sends one share (n / N) to every GPU outside S: the best of the
-    single-GPU cuts, the box cuts and the half-the-boxes cut."""
+    single-GPU cuts, the box cuts, the half-the-boxes cut and the cuts around a
+    fabric's leaf groups and pods (where an oversubscribed tier binds)."""
     n = len(gpus)
     candidates = [{g} for g in gpus]
     boxes = sorted({v.box for v in topo.vertices if v.box is not None})
@@ -487,6 +495,7 @@ def _alltoall_cuts(topo: Topology, graph: nx.DiGraph, gpus: list[str]) -> Fracti
             candidates.append({v.name for v in topo.vertices if v.box == b})
         half = boxes[: len(boxes) // 2]
         candidates.append({v.name for v in topo.vertices if v.box in half})
+        candidates += [part for parts in fabric_parts(topo) for part in parts]
     worst = Fraction(0)
     for cut in candidates:
         inside = sum(1 for g in gpus if g in cut)
