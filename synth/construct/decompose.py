@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Callable
 
@@ -207,12 +207,32 @@ def _level_options(model: LinkModel, hierarchy: Hierarchy, limits: Limits,
     k, g = len(hierarchy.boxes), len(hierarchy.boxes[0])
     on_event("search", f"allgather across boxes ({k} ranks)")
     group = hierarchy.peers[hierarchy.gateways[0]]
-    across = level_allgathers(restrict(model, group, f"{model.name} across"),
+    across = level_allgathers(restrict(shared_out(model, hierarchy), group,
+                                       f"{model.name} across"),
                               limits, deadline.share(0.5), on_event)
     on_event("search", f"allgather inside a box ({g} ranks)")
     inside = level_allgathers(restrict(model, hierarchy.boxes[0], f"{model.name} box"),
                               limits, deadline, on_event)
     return [Levels(a, i) for a in across for i in inside]
+
+
+def shared_out(model: LinkModel, hierarchy: Hierarchy) -> LinkModel:
+    """`model` with each uplink's group (a link between network switches: Hierarchy)
+    divided among the peer groups whose links across boxes it carries: every peer group
+    runs the across level at once, alike, so one peer group has that share of a spine's
+    or a pod's uplink (an oversubscribed tier: the across level must see it, or it
+    crosses the cut as if alone there)."""
+    local = {r: i for box in hierarchy.boxes for i, r in enumerate(box)}
+    box_of = {r: b for b, box in enumerate(hierarchy.boxes) for r in box}
+    uplinks = set(hierarchy.uplinks)
+    if not uplinks:
+        return model
+    groups = []
+    for g in model.groups:
+        peers = {local[a] for a, b in g.links if local[a] == local[b]
+                 and box_of[a] != box_of[b]} if g.name in uplinks else ()
+        groups.append(replace(g, capacity=g.capacity / len(peers)) if len(peers) > 1 else g)
+    return replace(model, groups=tuple(groups))
 
 
 def _symmetric(model: LinkModel) -> bool:
