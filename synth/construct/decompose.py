@@ -207,13 +207,33 @@ def _level_options(model: LinkModel, hierarchy: Hierarchy, limits: Limits,
     k, g = len(hierarchy.boxes), len(hierarchy.boxes[0])
     on_event("search", f"allgather across boxes ({k} ranks)")
     group = hierarchy.peers[hierarchy.gateways[0]]
-    across = level_allgathers(restrict(shared_out(model, hierarchy), group,
-                                       f"{model.name} across"),
-                              limits, deadline.share(0.5), on_event)
+    sub = restrict(shared_out(model, hierarchy), group, f"{model.name} across")
+    share = deadline.share(0.5)
+    across = level_allgathers(sub, limits, share.share(0.5) if hierarchy.pods else share,
+                              on_event)
+    if hierarchy.pods:  # the pods' own first: they cross the oversubscribed tier least
+        across = (_across_pods(sub, hierarchy.pods, limits, share, on_event)
+                  + across)[:LEVEL_CANDIDATES]
     on_event("search", f"allgather inside a box ({g} ranks)")
     inside = level_allgathers(restrict(model, hierarchy.boxes[0], f"{model.name} box"),
                               limits, deadline, on_event)
     return [Levels(a, i) for a in across for i in inside]
+
+
+def _across_pods(sub: LinkModel, pods, limits: Limits, deadline: Deadline,
+                 on_event) -> list[Schedule]:
+    """Across-level allgathers for a peer group whose boxes sit in pods behind an
+    oversubscribed tier: decomposed again, the pods as boxes (their boxes' ranks in
+    `sub`), so that each piece enters every pod once and spreads inside it there,
+    which is as little as the pod's cut allows; one batch, fewest steps and least
+    bandwidth first. None where the pods differ in size or are single boxes (the
+    across level is then the pods' level itself)."""
+    if len({len(p) for p in pods}) > 1 or len(pods) < 2 or len(pods[0]) < 2:
+        return []
+    on_event("search", f"allgather across {len(pods)} pods of {len(pods[0])} boxes")
+    found = decompose(sub, Hierarchy(tuple(tuple(p) for p in pods)), "allgather", limits,
+                      on_event, depths=(1,), deadline=deadline)
+    return [p.schedule for p in found.points][:2]
 
 
 def shared_out(model: LinkModel, hierarchy: Hierarchy) -> LinkModel:
