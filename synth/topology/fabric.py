@@ -240,3 +240,46 @@ def _below(graph, depth: dict[str, int], top: str) -> set[str]:
                 seen.add(v)
                 stack.append(v)
     return seen
+
+
+def tiers_of(topo) -> list[dict]:
+    """The switches between boxes tier by tier, from the NICs up: per tier how many,
+    and for the ones with an uplink its GB/s against the GB/s coming up from below
+    (their ratio the tier's oversubscription); [] without switches between boxes."""
+    between = {v.name for v in topo.vertices if v.box is None}
+    if not between:
+        return []
+    depth = _distances(topo.graph().to_undirected(as_view=True), topo.gpus)
+    into: dict[str, float] = {}  # GB/s into a switch from the tier below it
+    out: dict[str, float] = {}  # GB/s of its links to the tier above
+    for l in topo.links:
+        if l.dst in between and depth.get(l.src, 0) < depth[l.dst]:
+            into[l.dst] = into.get(l.dst, 0.0) + l.bandwidth
+        if l.src in between and l.dst in between and depth[l.dst] > depth[l.src]:
+            out[l.src] = out.get(l.src, 0.0) + l.bandwidth
+    tiers = []
+    for d in sorted({depth[s] for s in between if s in depth}):
+        names = sorted((s for s in between if depth.get(s) == d), key=_natural)
+        up = [s for s in names if s in out]
+        tier = {"tier": len(tiers) + 1, "switches": len(names), "examples": names[:3]}
+        if up:
+            tier |= {"uplink_gbps": out[up[0]], "below_gbps": into.get(up[0], 0.0),
+                     "oversubscription": round(into.get(up[0], 0.0) / out[up[0]], 3)}
+        tiers.append(tier)
+    return tiers
+
+
+def tier_of(topo) -> dict[str, int]:
+    """Each switch between boxes by its tier: 1 for the ones the NICs hang on, and one
+    more per layer above (synth topo draw puts each tier on a row of its own)."""
+    between = {v.name for v in topo.vertices if v.box is None}
+    if not between:
+        return {}
+    depth = _distances(topo.graph().to_undirected(as_view=True), topo.gpus)
+    levels = sorted({depth[s] for s in between if s in depth})
+    return {s: levels.index(depth[s]) + 1 for s in between if s in depth}
+
+
+def _natural(name: str) -> tuple:
+    """leaf2 before leaf10."""
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
