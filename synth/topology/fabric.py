@@ -36,27 +36,32 @@ MAX_OVER = 1000.0
 OPTIONS = ("leaf", "pod", "over")
 
 
-def checked(net: Network, where: str = "network") -> Network:
-    """`net` when its options fit its fabric; BadInput, one line naming the key."""
+def checked(net: Network, name: str = "") -> Network:
+    """`net` when its options fit its fabric; BadInput, one line naming the key (as
+    `network.KEY` of a file, or as `KEY=VALUE` of NAMExK `name`)."""
+    def where(key):
+        return f"{name}: {key}={getattr(net, key):g}" if name else f"network.{key}"
+
     if net.fabric not in FABRICS:
-        raise BadInput(f"{where}.fabric: expected one of {', '.join(FABRICS)}, got "
+        raise BadInput(f"network.fabric: expected one of {', '.join(FABRICS)}, got "
                        f"{quote(net.fabric)}")
     given = [k for k, default in (("leaf", 0), ("pod", 0), ("over", 1.0))
              if getattr(net, k) != default]
     if net.fabric not in TIERED and given:
-        raise BadInput(f"{where}.{given[0]}: only a clos or fat-tree fabric has leaves, "
+        raise BadInput(f"{where(given[0])}: only a clos or fat-tree fabric has leaves, "
                        f"pods and oversubscription ({net.fabric} has one switch layer)")
     for key in ("leaf", "pod"):
         value = getattr(net, key)
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 4096:
-            raise BadInput(f"{where}.{key}: expected a whole number of boxes from 1 to "
+            raise BadInput(f"network.{key}: expected a whole number of boxes from 1 to "
                            f"4096, got {quote(value)}")
     if not (isinstance(net.over, (int, float)) and not isinstance(net.over, bool)
             and math.isfinite(net.over) and 1 <= net.over <= MAX_OVER):
-        raise BadInput(f"{where}.over: expected an oversubscription R (R:1) from 1 to "
-                       f"{MAX_OVER:g}, got {quote(net.over)}")
+        raise BadInput(f"{where('over') if name else 'network.over'}: expected an "
+                       f"oversubscription R (R:1) from 1 to {MAX_OVER:g}, got "
+                       f"{quote(net.over)}")
     if net.pod and net.pod % net.leaf_boxes:
-        raise BadInput(f"{where}.pod: a pod of {net.pod} boxes is not whole leaves of "
+        raise BadInput(f"{where('pod')}: a pod of {net.pod} boxes is not whole leaves of "
                        f"{net.leaf_boxes} boxes (give leaf= a divisor of pod=)")
     return replace(net, over=float(net.over))
 
