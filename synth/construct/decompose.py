@@ -211,9 +211,10 @@ def _level_options(model: LinkModel, hierarchy: Hierarchy, limits: Limits,
     share = deadline.share(0.5)
     across = level_allgathers(sub, limits, share.share(0.5) if hierarchy.pods else share,
                               on_event)
-    if hierarchy.pods:  # the pods' own first: they cross the oversubscribed tier least
-        across = (_across_pods(sub, hierarchy.pods, limits, share, on_event)
-                  + across)[:LEVEL_CANDIDATES]
+    if hierarchy.pods:  # the pods' own, and the fewest steps: the others cross the
+        # oversubscribed tier more, and pricing each pairing takes half a minute at 512
+        # GPUs
+        across = _across_pods(sub, hierarchy.pods, limits, share, on_event) + across[:1]
     on_event("search", f"allgather inside a box ({g} ranks)")
     inside = level_allgathers(restrict(model, hierarchy.boxes[0], f"{model.name} box"),
                               limits, deadline, on_event)
@@ -225,15 +226,22 @@ def _across_pods(sub: LinkModel, pods, limits: Limits, deadline: Deadline,
     """Across-level allgathers for a peer group whose boxes sit in pods behind an
     oversubscribed tier: decomposed again, the pods as boxes (their boxes' ranks in
     `sub`), so that each piece enters every pod once and spreads inside it there,
-    which is as little as the pod's cut allows; one batch, fewest steps and least
-    bandwidth first. None where the pods differ in size or are single boxes (the
-    across level is then the pods' level itself)."""
+    which is as little as the pod's cut allows; one batch, the least bandwidth. None
+    where the pods differ in size or are single boxes (the across level is then the
+    pods' level itself)."""
     if len({len(p) for p in pods}) > 1 or len(pods) < 2 or len(pods[0]) < 2:
         return []
     on_event("search", f"allgather across {len(pods)} pods of {len(pods[0])} boxes")
-    found = decompose(sub, Hierarchy(tuple(tuple(p) for p in pods)), "allgather", limits,
-                      on_event, depths=(1,), deadline=deadline)
-    return [p.schedule for p in found.points][:2]
+    # one chunk a share at both levels: a batch of the whole machine is then as small as
+    # the plain across level's (at 512 GPUs, the 10 pieces of 2 and 5 chunk levels made
+    # every design too large to build in time)
+    found = decompose(sub, Hierarchy(tuple(tuple(p) for p in pods)), "allgather",
+                      replace(limits, max_chunks=1), on_event, depths=(1,),
+                      deadline=deadline)
+    least = min(found.points, key=lambda p: (Fraction(p.schedule.rounds,
+                                                      p.schedule.collective.chunks),
+                                             p.steps), default=None)
+    return [least.schedule] if least else []
 
 
 def shared_out(model: LinkModel, hierarchy: Hierarchy) -> LinkModel:
