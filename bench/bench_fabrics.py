@@ -70,6 +70,8 @@ def one_run(name: str, args, out: Path) -> dict:
         "verified": 0 if checked is None else sum(
             line.startswith("ok ") for line in checked.stdout.splitlines()),
         "verify_exit": None if checked is None else checked.returncode,
+        "verify_said": None if checked is None or checked.returncode == 0 else
+        checked.stderr.strip().splitlines()[-1:],
         "synth_s": summary["seconds"], "out_of_time": summary["out_of_time"],
         "stopped": summary.get("stopped")}
 
@@ -104,8 +106,13 @@ def report(rows: list[dict], machine: dict, args) -> list[str]:
         lines.append(f"| {r['collective']} | {r['exit']} | {r['wall_s']} | {r['bound']} | "
                      f"{'yes' if r['bound_partial'] else 'no'} | {best} | "
                      f"{r['best_method']} | {r['points']} | {r['verified']} of "
-                     f"{r['files']} |")
+                     f"{r['files']}{_said(r)} |")
     return lines
+
+
+def _said(row: dict) -> str:
+    """Why verify refused, where it did."""
+    return f" ({' '.join(row['verify_said'])})" if row.get("verify_said") else ""
 
 
 def main() -> int:
