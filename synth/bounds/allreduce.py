@@ -10,6 +10,7 @@ import networkx as nx
 
 from synth.bounds.flows import Clock, max_flow, out_capacity, port_cuts, port_sum
 from synth.bounds.orbits import Symmetry
+from synth.topology.fabric import fabric_parts
 from synth.topology.linkmodel import Lowering
 from synth.topology.physical import Topology
 
@@ -65,10 +66,16 @@ def across_boxes(topo: Topology, graph: nx.DiGraph) -> Fraction:
     boxes = sorted({v.box for v in topo.vertices if v.box is not None})
     if len(boxes) < 2:
         return Fraction(0)
-    members = [{v.name for v in topo.vertices if v.box == b} for b in boxes]
-    out = sum((out_capacity(graph, m) for m in members), Fraction(0))
-    into = sum((out_capacity(graph.reverse(copy=False), m) for m in members), Fraction(0))
-    return Fraction(2 * (len(boxes) - 1)) / min(out, into)
+    # the same count with the parts a fabric's tier splits the machine into (leaf groups,
+    # pods) as ranks: each part's uplinks carry 2(P-1) transfers per chunk in all
+    worst = Fraction(0)
+    for members in [[{v.name for v in topo.vertices if v.box == b} for b in boxes]] \
+            + fabric_parts(topo):
+        out = sum((out_capacity(graph, m) for m in members), Fraction(0))
+        into = sum((out_capacity(graph.reverse(copy=False), m) for m in members),
+                   Fraction(0))
+        worst = max(worst, Fraction(2 * (len(members) - 1)) / min(out, into))
+    return worst
 
 
 CUT_LIMIT = 64

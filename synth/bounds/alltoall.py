@@ -9,6 +9,7 @@ from fractions import Fraction
 import networkx as nx
 
 from synth.bounds.flows import Clock, out_capacity
+from synth.topology.fabric import fabric_parts
 from synth.topology.physical import Topology
 
 
@@ -84,7 +85,8 @@ def _max_concurrent_flow(graph: nx.DiGraph, gpus: list[str], edges, clock: Clock
 
 def _alltoall_cuts(topo: Topology, graph: nx.DiGraph, gpus: list[str]) -> Fraction:
     """Every GPU in S sends one share (n / N) to every GPU outside S: the best of the
-    single-GPU cuts, the box cuts and the half-the-boxes cut."""
+    single-GPU cuts, the box cuts, the half-the-boxes cut and the cuts around a
+    fabric's leaf groups and pods (where an oversubscribed tier binds)."""
     n = len(gpus)
     candidates = [{g} for g in gpus]
     boxes = sorted({v.box for v in topo.vertices if v.box is not None})
@@ -93,6 +95,7 @@ def _alltoall_cuts(topo: Topology, graph: nx.DiGraph, gpus: list[str]) -> Fracti
             candidates.append({v.name for v in topo.vertices if v.box == b})
         half = boxes[: len(boxes) // 2]
         candidates.append({v.name for v in topo.vertices if v.box in half})
+        candidates += [part for parts in fabric_parts(topo) for part in parts]
     worst = Fraction(0)
     for cut in candidates:
         inside = sum(1 for g in gpus if g in cut)

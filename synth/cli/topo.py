@@ -26,6 +26,8 @@ def topo_list():
         click.echo(f"  {spec:<24} {what}")
     click.echo("multi-node:\n  NAMExK                   K boxes of NAME joined by their NICs "
                "(dgx2x4, dgxh100x8, ...)")
+    click.echo("  NAMExK:FABRIC,...        joined by clos or fat-tree leaves, a spine and "
+               "pods (dgxh100x128:clos,pod=16,over=7)")
     click.echo("files:\n  PATH.yaml | PATH.json      a topology file (format: README.md); "
                "--boxes K repeats its box")
     click.echo("imported:\n  PATH.xml | PATH.txt        NCCL topology XML or nvidia-smi topo "
@@ -34,7 +36,8 @@ def topo_list():
 
 @topo.command("show", short_help="A topology's parts, links, groups and bandwidth.",
               epilog=examples("synth topo show dgxh100", "synth topo show dgx2x2 --json",
-                              "synth topo show dgxh100x2 --without box1.nic2"))
+                              "synth topo show dgxh100x2 --without box1.nic2",
+                              "synth topo show dgxh100x16:clos,pod=4,over=7"))
 @click.argument("spec", metavar="TOPO")
 @BOXES
 @DEGRADED

@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Callable
 
@@ -207,12 +207,60 @@ def _level_options(model: LinkModel, hierarchy: Hierarchy, limits: Limits,
     k, g = len(hierarchy.boxes), len(hierarchy.boxes[0])
     on_event("search", f"allgather across boxes ({k} ranks)")
     group = hierarchy.peers[hierarchy.gateways[0]]
-    across = level_allgathers(restrict(model, group, f"{model.name} across"),
-                              limits, deadline.share(0.5), on_event)
+    sub = restrict(shared_out(model, hierarchy), group, f"{model.name} across")
+    share = deadline.share(0.5)
+    across = level_allgathers(sub, limits, share.share(0.5) if hierarchy.pods else share,
+                              on_event)
+    if hierarchy.pods:  # the pods' own, and the fewest steps: the others cross the
+        # oversubscribed tier more, and pricing each pairing takes half a minute at 512
+        # GPUs
+        across = _across_pods(sub, hierarchy.pods, limits, share, on_event) + across[:1]
     on_event("search", f"allgather inside a box ({g} ranks)")
     inside = level_allgathers(restrict(model, hierarchy.boxes[0], f"{model.name} box"),
                               limits, deadline, on_event)
     return [Levels(a, i) for a in across for i in inside]
+
+
+def _across_pods(sub: LinkModel, pods, limits: Limits, deadline: Deadline,
+                 on_event) -> list[Schedule]:
+    """Across-level allgathers for a peer group whose boxes sit in pods behind an
+    oversubscribed tier: decomposed again, the pods as boxes (their boxes' ranks in
+    `sub`), so that each piece enters every pod once and spreads inside it there,
+    which is as little as the pod's cut allows; one batch, the least bandwidth. None
+    where the pods differ in size or are single boxes (the across level is then the
+    pods' level itself)."""
+    if len({len(p) for p in pods}) > 1 or len(pods) < 2 or len(pods[0]) < 2:
+        return []
+    on_event("search", f"allgather across {len(pods)} pods of {len(pods[0])} boxes")
+    # one chunk a share at both levels: a batch of the whole machine is then as small as
+    # the plain across level's (at 512 GPUs, the 10 pieces of 2 and 5 chunk levels made
+    # every design too large to build in time)
+    found = decompose(sub, Hierarchy(tuple(tuple(p) for p in pods)), "allgather",
+                      replace(limits, max_chunks=1), on_event, depths=(1,),
+                      deadline=deadline)
+    least = min(found.points, key=lambda p: (Fraction(p.schedule.rounds,
+                                                      p.schedule.collective.chunks),
+                                             p.steps), default=None)
+    return [least.schedule] if least else []
+
+
+def shared_out(model: LinkModel, hierarchy: Hierarchy) -> LinkModel:
+    """`model` with each uplink's group (a link between network switches: Hierarchy)
+    divided among the peer groups whose links across boxes it carries: every peer group
+    runs the across level at once, alike, so one peer group has that share of a spine's
+    or a pod's uplink (an oversubscribed tier: the across level must see it, or it
+    crosses the cut as if alone there)."""
+    local = {r: i for box in hierarchy.boxes for i, r in enumerate(box)}
+    box_of = {r: b for b, box in enumerate(hierarchy.boxes) for r in box}
+    uplinks = set(hierarchy.uplinks)
+    if not uplinks:
+        return model
+    groups = []
+    for g in model.groups:
+        peers = {local[a] for a, b in g.links if local[a] == local[b]
+                 and box_of[a] != box_of[b]} if g.name in uplinks else ()
+        groups.append(replace(g, capacity=g.capacity / len(peers)) if len(peers) > 1 else g)
+    return replace(model, groups=tuple(groups))
 
 
 def _symmetric(model: LinkModel) -> bool:

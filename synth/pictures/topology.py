@@ -20,6 +20,7 @@ from collections import defaultdict
 import graphviz
 
 from synth.pictures.graphviz import FONT, _html, rank_positions
+from synth.topology.fabric import tier_of
 from synth.topology.physical import GPU, NIC, Topology
 
 # kind -> (shape, fill, level): level orders dot's ranks, top to bottom
@@ -57,7 +58,9 @@ def topology_graph(topo: Topology) -> graphviz.Digraph:
     else:
         g.attr(rankdir="TB", nodesep="0.25", ranksep="0.9", newrank="true")
     _add_vertices(g, topo, pos)
-    level = {v.name: _level(topo, v) for v in topo.vertices}
+    tiers = tier_of(topo)  # a fabric's tiers of switches, each a row (none: one row)
+    level = {v.name: _level(topo, v) + (tiers.get(v.name, 1) - 1) / 10
+             for v in topo.vertices}
     _add_links(g, topo, level, placed)
     if not placed:
         _same_rank_rows(g, topo, level)

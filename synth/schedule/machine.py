@@ -29,6 +29,7 @@ from synth.schedule.ir import Schedule
 from synth.schedule.verify import ScheduleInvalid, verify_schedule
 from synth.topology.catalog import GENERATORS, builtin_names, resolve
 from synth.topology.degrade import split_name
+from synth.topology.fabric import split_options
 from synth.topology.linkmodel import LinkModel, lower
 from synth.topology.physical import Topology
 
@@ -43,7 +44,8 @@ def known_by_name(name: str) -> bool:
         return known_by_name(healthy)
     if ":" in name and name.split(":", 1)[0] in GENERATORS:
         return True
-    multi = re.fullmatch(r"(.+)x(\d+)", name)
+    base = (split_options(name) or (name,))[0]  # NAMExK:FABRIC,...: the fabric's options
+    multi = re.fullmatch(r"(.+)x(\d+)", base)
     return name in builtin_names() or bool(multi and multi.group(1) in builtin_names())
 
 

@@ -20,6 +20,8 @@ from pathlib import Path
 from synth.errors import BadInput
 from synth.files import quote
 from synth.topology.degrade import degraded, split_name
+from synth.topology.fabric import (describe, options_text, split_options, switch_count,
+                                   switches_and_links, with_options)
 from synth.topology.linkmodel import MAX_RANK_LINKS
 from synth.topology.physical import (GPU, MAX_GPUS, MAX_LINKS, MAX_VERTICES, NIC,
                                      NVLINK_GBPS, Link, Topology, Vertex,
@@ -83,15 +85,39 @@ def resolve(spec: str, boxes: int | None = None, edits=()) -> Topology:
 def box_and_boxes(spec: str, boxes: int | None = None) -> tuple[Topology, int]:
     """The one box `spec` (with --boxes) is made of and how many copies: what a file of
     that box with `boxes: K` describes (synth calibrate writes one)."""
-    multi = re.fullmatch(r"(.+)x(\d+)", spec) if isinstance(spec, str) else None
-    if boxes is None and multi and multi.group(1) in builtin_names():
-        box = load_topology_file(TOPOLOGY_DIR / f"{multi.group(1)}.yaml")
+    cluster = named_cluster(spec) if isinstance(spec, str) else None
+    if boxes is None and cluster:
         resolve(spec)  # the checks NAMExK has (its K, its size)
-        return box, int(multi.group(2))
+        return cluster
     topo = resolve(spec, boxes)
     if topo.boxes > 1:
         return replace(_resolve(spec), repeat=1), topo.boxes
     return topo, 1
+
+
+def named_cluster(spec: str) -> tuple[Topology, int] | None:
+    """(the box, K) for NAMExK of a built-in NAME, its network: as the box file says or
+    as NAMExK's fabric options say (`dgxh100x128:clos,pod=16,over=7`:
+    synth.topology.fabric); None for any other name. BadInput for bad options."""
+    base, options = split_options(spec) or (spec, None)
+    multi = re.fullmatch(r"(.+)x(\d+)", base)
+    if not (multi and multi.group(1) in builtin_names()):
+        return None
+    box = load_topology_file(TOPOLOGY_DIR / f"{multi.group(1)}.yaml")
+    if options is not None:
+        if box.network is None:
+            raise BadInput(f"{spec}: {box.name} has no network section, so no fabric")
+        box = replace(box, network=with_options(box.network, options, spec))
+    return box, int(multi.group(2))
+
+
+def cluster_name(box: Topology, k: int) -> str:
+    """NAMExK, with the fabric's options where they are not the box file's own: a name
+    that resolves to the same machine, spelt one way."""
+    own = load_topology_file(TOPOLOGY_DIR / f"{box.name}.yaml").network \
+        if box.name in builtin_names() else box.network
+    same = box.network == own
+    return f"{box.name}x{k}" + ("" if same else f":{options_text(box.network)}")
 
 
 def _resolve(spec: str) -> Topology:
@@ -103,10 +129,10 @@ def _resolve(spec: str) -> Topology:
         return generate(spec)
     if spec in builtin_names():
         return load_topology_file(TOPOLOGY_DIR / f"{spec}.yaml")
-    multi = re.fullmatch(r"(.+)x(\d+)", spec)
-    if multi and multi.group(1) in builtin_names():
-        box = load_topology_file(TOPOLOGY_DIR / f"{multi.group(1)}.yaml")
-        return join_boxes(box, int(multi.group(2)), name=spec)
+    cluster = named_cluster(spec)
+    if cluster:
+        box, k = cluster
+        return join_boxes(box, k, name=cluster_name(box, k))
     if Path(spec).suffix.lower() in IMPORTED and _exists(spec):
         return imported(spec)
     if Path(spec).suffix.lower() in (".yaml", ".yml", ".json") or _exists(spec):
@@ -235,8 +261,9 @@ def _flat(coord, dims) -> int:
 def join_boxes(box: Topology, k: int, name: str) -> Topology:
     """K copies of `box`, vertex names prefixed "nI.", GPUs numbered box by box.
 
-    The box file's `network:` says how: single-switch hangs every NIC on one
-    non-blocking switch "net"; rails hangs NIC j of every box on switch "railJ".
+    The box file's `network:` says how (synth.topology.fabric): single-switch hangs
+    every NIC on one non-blocking switch "net"; rails hangs NIC j of every box on
+    switch "railJ"; clos and fat-tree put leaves, a spine and maybe pods above them.
     """
     if box.network is None:
         raise BadInput(f"{box.name} has no network section: it cannot be joined into {name}")
@@ -248,13 +275,7 @@ def join_boxes(box: Topology, k: int, name: str) -> Topology:
                        f"({MAX_GPUS} GPUs at most)")
     _refuse_by_size(box, k, len(nics), name)
     net = box.network
-    can = ("multicast", "reduce") if net.sharp else ()  # InfiniBand SHARP, when asked
-    if net.fabric == "single-switch":
-        switches = [Vertex("net", "net_switch", None, can=can)]
-        switch_of = {nic: "net" for nic in nics}
-    else:
-        switches = [Vertex(f"rail{j}", "net_switch", None, can=can) for j in range(len(nics))]
-        switch_of = {nic: f"rail{j}" for j, nic in enumerate(nics)}
+    switches, nic_links, upper = switches_and_links(net, nics, k)
 
     def local(b, v):
         return f"n{b}.{v}"
@@ -266,11 +287,9 @@ def join_boxes(box: Topology, k: int, name: str) -> Topology:
     links = []
     for b in range(k):
         links += [replace(l, src=local(b, l.src), dst=local(b, l.dst)) for l in box.links]
-        for nic in nics:
-            links.append(Link(local(b, nic), switch_of[nic], net.gbps, 1, net.alpha_us))
-            links.append(Link(switch_of[nic], local(b, nic), net.gbps, 1, net.alpha_us))
-    description = (f"{k} x {box.name} joined by their NICs "
-                   f"({'one non-blocking switch' if net.fabric == 'single-switch' else 'rail-optimised'})")
+        links += nic_links[b]
+    links += upper
+    description = f"{k} x {box.name} joined by their NICs ({describe(net, k, len(nics))})"
     topo = Topology(name, box.unit_gbps, tuple(vertices) + tuple(switches), tuple(links),
                     description, net, boxes=k, source=box.source,
                     assumptions=box.assumptions, figures=box.figures)
@@ -282,9 +301,10 @@ def _refuse_by_size(box: Topology, k: int, nics: int, name: str) -> None:
     """K copies of `box` counted before any is built: a small file of one box with
     thousands of NICs would otherwise fill memory at K = 2048 (every copy, and a rail
     switch per NIC)."""
-    switches = 1 if box.network.fabric == "single-switch" else nics
+    switches = switch_count(box.network, nics, k)
     vertices = k * len(box.vertices) + switches
-    links = k * (len(box.links) + 2 * nics)
+    uplinks = switches - 1 if box.network.tiers > 1 else 0  # all but the top tier's
+    links = k * (len(box.links) + 2 * nics) + 2 * uplinks
     if vertices > MAX_VERTICES:
         raise BadInput(f"{name}: {k} boxes of {len(box.vertices):,} GPUs, switches and "
                        f"NICs make {vertices:,} (limit {MAX_VERTICES:,})")

@@ -26,7 +26,7 @@ is complete, so the first mapping tried that respects the network is taken).
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
@@ -34,6 +34,7 @@ import networkx as nx
 from networkx.algorithms.isomorphism import DiGraphMatcher
 
 from synth.deadline import Deadline
+from synth.topology.fabric import fabric_parts
 from synth.topology.linkmodel import LinkModel, Lowering
 from synth.topology.physical import NIC
 
@@ -51,6 +52,11 @@ class Hierarchy:
     proxy: tuple[int, ...] = ()
     to_proxy: tuple[tuple[int, ...], ...] = ()
     from_proxy: tuple[tuple[int, ...], ...] = ()
+    # the groups on links between network switches (a leaf's or a pod's uplink: every
+    # peer group crosses them at once), and the boxes under each part of the most
+    # oversubscribed tier (synth.topology.fabric), in box order
+    uplinks: tuple[str, ...] = ()
+    pods: tuple[tuple[int, ...], ...] = ()
 
     @property
     def peers(self) -> tuple[tuple[int, ...], ...]:
@@ -99,12 +105,16 @@ def find_hierarchy(lowering: Lowering, boxes: list | tuple | None = None,
         return None, why
     box_of = {r: b for b, box in enumerate(boxes) for r in box}
     outward = {l.src for l in model.links if box_of[l.src] != box_of[l.dst]}
+    inside = defaultdict(list)  # each box's own links, found in one pass
+    for l in model.links:
+        if box_of[l.src] == box_of[l.dst]:
+            inside[box_of[l.src]].append(l)
     aligned = [tuple(boxes[0])]
-    first = _box_graph(model, boxes[0], outward)
+    first = _box_graph(model, boxes[0], outward, inside[0])
     for b, box in enumerate(boxes[1:], start=1):
         if deadline.passed():
             return None, f"out of time matching box {b} of {len(boxes)} with box 0"
-        mapping = _isomorphism(model, first, _box_graph(model, box, outward))
+        mapping = _isomorphism(model, first, _box_graph(model, box, outward, inside[b]))
         if mapping is None:
             return None, (f"box {b} (ranks {box[0]}..{box[-1]}) is not a copy of box 0 that "
                           "reaches it across the network rank for rank")
@@ -141,7 +151,34 @@ def _checked(lowering: Lowering, hierarchy: Hierarchy) -> tuple[Hierarchy | None
             return None, (f"local ranks {list(group)} of the boxes are not all linked "
                           f"(no link {missing[0]} -> {missing[1]})")
     rails, per_nic = _rails(lowering, hierarchy)
-    return replace(hierarchy, rails=rails, gpus_per_nic=per_nic), ""
+    uplinks, pods = _fabric(lowering, hierarchy)
+    return replace(hierarchy, rails=rails, gpus_per_nic=per_nic, uplinks=uplinks,
+                   pods=pods), ""
+
+
+def _fabric(lowering: Lowering, hierarchy: Hierarchy):
+    """(the groups on links between network switches, the boxes under each part of
+    the tier whose uplinks carry the least per NIC below them, where that is less than
+    the NICs carry: an oversubscribed tier)."""
+    topo = lowering.topology
+    between = {v.name for v in topo.vertices if v.box is None}
+    uplinks = tuple(sorted(name for name, hops in lowering.group_sources.items()
+                           if all(set(h.split("->")) <= between for h in hops)))
+    box_of = {r: b for b, box in enumerate(hierarchy.boxes) for r in box}
+    rank_of = {name: r for r, name in enumerate(topo.gpus)}
+    graph = topo.graph()
+    best, pods = Fraction(1), ()
+    nics = {v.name for v in topo.vertices if v.kind == NIC}
+    down = sum(l.bandwidth for l in topo.links if l.src in between and l.dst in nics)
+    for parts in fabric_parts(topo):
+        up = sum(sum(graph.edges[u, v]["link"].bandwidth for u, v in
+                     graph.out_edges(part) if v not in part) for part in parts)
+        ratio = Fraction(up) / Fraction(down)
+        if ratio < best:
+            best = ratio
+            pods = tuple(tuple(sorted({box_of[rank_of[g]] for g in part if g in rank_of}))
+                         for part in parts)
+    return uplinks, tuple(sorted(pods))
 
 
 def _with_proxies(model: LinkModel, hierarchy: Hierarchy) -> tuple[Hierarchy | None, str]:
@@ -207,11 +244,14 @@ def find_boxes(model: LinkModel) -> tuple[list[list[int]], str]:
                        f"(capacities {', '.join(_fmt(c) for c in caps)})")
 
 
-def _box_graph(model: LinkModel, box, outward=frozenset()) -> nx.DiGraph:
+def _box_graph(model: LinkModel, box, outward=frozenset(), links=None) -> nx.DiGraph:
+    """The box's ranks and the links among them (`links`: a superset of those, where
+    the caller has them, instead of every link of the model)."""
     inside = set(box)
     g = nx.DiGraph()
     g.add_nodes_from((r, {"rank": r, "gateway": r in outward}) for r in box)
-    g.add_edges_from((l.src, l.dst, {"capacity": l.capacity}) for l in model.links
+    g.add_edges_from((l.src, l.dst, {"capacity": l.capacity})
+                     for l in (model.links if links is None else links)
                      if l.src in inside and l.dst in inside)
     return g
 

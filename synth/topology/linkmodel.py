@@ -139,10 +139,15 @@ def lower_with_routes(topo: Topology, deadline: Deadline | float | None = None
 
     routes: dict[tuple[int, int], tuple[str, ...]] = {}
     order = {v: i for i, v in enumerate(graph.nodes)}
+    # each vertex's successors with their bandwidth, and whether it is a GPU, read once:
+    # through networkx's views they cost as much as the search itself
+    adjacency = {u: [(v, d["link"].bandwidth) for v, d in graph.adj[u].items()]
+                 for u in graph.nodes}
+    ends = {v for v, kind in graph.nodes(data="kind") if kind == GPU}
     for a, name in enumerate(gpus):
         if deadline.passed():
             raise TimeLimit(doing)
-        for dst, path in _widest_shortest_routes(graph, name, order).items():
+        for dst, path in _widest_shortest_routes(adjacency, ends, name, order).items():
             routes[(a, rank_of[dst])] = path
 
     def capacity(u, v):
@@ -150,11 +155,14 @@ def lower_with_routes(topo: Topology, deadline: Deadline | float | None = None
 
     links = []
     users: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
+    # the narrowest hop picked by float, its capacity taken exact: a million routes
+    # through a spine compared as Fractions took half a minute
+    width = {hop: float(c) for hop, c in capacities.items()}
     for i, (pair, path) in enumerate(sorted(routes.items())):
         if i % 4096 == 0 and deadline.passed():
             raise TimeLimit(doing)
         hops = list(zip(path, path[1:]))
-        links.append(RankLink(pair[0], pair[1], min(capacities[h] for h in hops),
+        links.append(RankLink(pair[0], pair[1], capacities[min(hops, key=width.get)],
                               max(alphas[h] for h in hops)))
         for hop in hops:
             users[hop].append(pair)
@@ -166,7 +174,7 @@ def lower_with_routes(topo: Topology, deadline: Deadline | float | None = None
             continue
         key = tuple(members)
         cap = capacity(*hop)
-        if cap >= sum(link_capacity[m] for m in members):
+        if not _can_bind(cap, (link_capacity[m] for m in members)):
             continue  # never binds
         if key in merged:
             best, hops = merged[key]
@@ -188,6 +196,17 @@ def lower_with_routes(topo: Topology, deadline: Deadline | float | None = None
     model = LinkModel(topo.name, topo.unit_gbps, len(gpus), tuple(links), tuple(groups),
                       boxes, switches)
     return Lowering(topo, model, routes, sources)
+
+
+def _can_bind(cap: Fraction, members) -> bool:
+    """Whether the members' capacities add up to more than `cap`: summed only until
+    they do (a spine's link carries a hundred thousand routes)."""
+    total = Fraction(0)
+    for c in members:
+        total += c
+        if total > cap:
+            return True
+    return False
 
 
 def _capable_switches(topo: Topology, routes, sources) -> tuple[Switch, ...]:
@@ -253,16 +272,17 @@ def lowering_size(topo: Topology) -> tuple[int, int, int]:
     return min(n * (n - 1), pairs), vertices, longest
 
 
-def _widest_shortest_routes(graph, source: str, order: dict[str, int] | None = None
-                            ) -> dict[str, tuple[str, ...]]:
+def _widest_shortest_routes(adjacency: dict, gpus: set[str], source: str,
+                            order: dict[str, int]) -> dict[str, tuple[str, ...]]:
     """Routes from GPU `source` to every GPU reachable through non-GPU vertices.
 
     Breadth-first by layers: every fewest-hop path to v ends with a fewest-hop path to a
     vertex of the layer before, so keeping the widest such path per vertex is exact.
-    order: each vertex's place in the graph (ties go to the first), made once by the
-    caller for all sources (made per source, it was N^2 work: seconds at 4096 GPUs).
+    adjacency: each vertex's successors and the bandwidth of the link to each; gpus:
+    the vertices that end a route; order: each vertex's place in the graph (ties go to
+    the first), made once by the caller for all sources (made per source, it was N^2
+    work: seconds at 4096 GPUs).
     """
-    order = order or {v: i for i, v in enumerate(graph.nodes)}
     # each vertex keeps its width and the vertex before it (a path per vertex would be
     # quadratic on long chains of switches); a GPU's route is read back at the end
     best: dict[str, tuple[float, str | None]] = {source: (float("inf"), None)}
@@ -272,16 +292,16 @@ def _widest_shortest_routes(graph, source: str, order: dict[str, int] | None = N
         candidates: dict[str, tuple[float, str]] = {}
         for u in sorted(layer, key=order.get):
             width = best[u][0]
-            for v in graph.successors(u):
+            for v, bandwidth in adjacency[u]:
                 if v in best:
                     continue
-                w = min(width, graph.edges[u, v]["link"].bandwidth)
+                w = min(width, bandwidth)
                 if v not in candidates or w > candidates[v][0]:
                     candidates[v] = (w, u)
         best.update(candidates)
         layer = []
         for v in candidates:
-            if graph.nodes[v]["kind"] == GPU:
+            if v in gpus:
                 ends.append(v)  # a GPU ends a route; it never relays
             else:
                 layer.append(v)

@@ -22,7 +22,12 @@ GPU = "gpu"
 NIC = "nic"
 SWITCH_KINDS = ("nvswitch", "pcie_switch", "net_switch")
 KINDS = (GPU, NIC) + SWITCH_KINDS
-FABRICS = ("single-switch", "rails")
+FABRICS = ("single-switch", "rails", "clos", "fat-tree")
+TIERED = ("clos", "fat-tree")  # leaves, a spine and maybe pods (synth.topology.fabric)
+# boxes per leaf switch unless leaf= says: a rail leaf of NVIDIA's DGX SuperPOD takes
+# one rail of a scalable unit of 32 DGX H100s; a top-of-rack switch of Llama 3's
+# clusters two 8-GPU servers (Llama 3 paper, section 3.3.1, 2024)
+DEFAULT_LEAF = {"clos": 32, "fat-tree": 2}
 CAPABILITIES = ("reduce", "multicast")  # what a switch may do besides forwarding
 CAPABLE_KINDS = ("nvswitch", "net_switch")  # NVLink SHARP (NVLS), InfiniBand SHARP
 MAX_GPUS = 4096  # the one cap on GPUs, for files, generators and NAMExK alike
@@ -84,12 +89,27 @@ class Link:
 
 @dataclass(frozen=True)
 class Network:
-    """How NAMExK joins boxes: every NIC on one switch, or NIC k on rail switch k."""
+    """How NAMExK joins boxes: every NIC on one switch, NIC k on rail switch k, or
+    leaves, a spine and maybe pods (synth.topology.fabric); leaf and pod in boxes (0:
+    the fabric's default leaf, no pods), over the top tier's oversubscription R:1."""
 
     fabric: str
     gbps: float
     alpha_us: float = 0.0
     sharp: bool = False  # the network switches reduce and multicast (InfiniBand SHARP)
+    leaf: int = 0
+    pod: int = 0
+    over: float = 1.0
+
+    @property
+    def tiers(self) -> int:
+        return 1 if self.fabric not in TIERED else 3 if self.pod else 2
+
+    @property
+    def leaf_boxes(self) -> int:
+        """Boxes per leaf switch (tiered fabrics): leaf=, else the fabric's default,
+        at most a pod."""
+        return self.leaf or min(DEFAULT_LEAF.get(self.fabric, 1), self.pod or MAX_GPUS)
 
 
 @dataclass(frozen=True)
@@ -265,7 +285,10 @@ def topology_to_dict(topo: Topology) -> dict:
     if topo.network is not None:
         n = topo.network
         doc["network"] = {"fabric": n.fabric, "gbps": n.gbps, "alpha_us": n.alpha_us,
-                          **({"sharp": True} if n.sharp else {})}
+                          **({"sharp": True} if n.sharp else {}),
+                          **({"leaf": n.leaf} if n.leaf else {}),
+                          **({"pod": n.pod} if n.pod else {}),
+                          **({"over": n.over} if n.over != 1 else {})}
     if topo.repeat > 1:
         doc["boxes"] = topo.repeat
     doc.update({"source": topo.source} if topo.source else {})
@@ -336,15 +359,51 @@ def _parse_link(entry, where: str, names: set[str]) -> list[Link]:
 def _parse_network(doc) -> Network:
     if not isinstance(doc, dict):
         raise BadInput("network: expected a mapping with fabric, gbps, alpha_us")
-    _check_keys(doc, {"fabric", "gbps", "alpha_us", "sharp"}, "network")
+    _check_keys(doc, {"fabric", "gbps", "alpha_us", "sharp", "leaf", "pod", "over"},
+                "network")
     if doc.get("fabric") not in FABRICS:
         raise BadInput(f"network.fabric: expected one of {', '.join(FABRICS)}")
     alpha = _non_negative(doc.get("alpha_us", 0.0), "network.alpha_us", MAX_ALPHA_US)
     sharp = doc.get("sharp", False)
     if not isinstance(sharp, bool):
         raise BadInput(f"network.sharp: expected true or false, got {quote(sharp)}")
-    return Network(doc["fabric"], _positive(doc.get("gbps"), "network.gbps", MAX_GBPS),
-                   alpha, sharp)
+    return checked(Network(doc["fabric"], _positive(doc.get("gbps"), "network.gbps",
+                                                     MAX_GBPS),
+                           alpha, sharp, doc.get("leaf", 0), doc.get("pod", 0),
+                           doc.get("over", 1.0)))
+
+
+MAX_OVER = 1000.0  # a fabric's oversubscription R (R:1) at most
+
+
+def checked(net: Network, name: str = "") -> Network:
+    """`net` when its options fit its fabric; BadInput, one line naming the key (as
+    `network.KEY` of a file, or as `KEY=VALUE` of NAMExK `name`)."""
+    def where(key):
+        return f"{name}: {key}={getattr(net, key):g}" if name else f"network.{key}"
+
+    if net.fabric not in FABRICS:
+        raise BadInput(f"network.fabric: expected one of {', '.join(FABRICS)}, got "
+                       f"{quote(net.fabric)}")
+    given = [k for k, default in (("leaf", 0), ("pod", 0), ("over", 1.0))
+             if getattr(net, k) != default]
+    if net.fabric not in TIERED and given:
+        raise BadInput(f"{where(given[0])}: only a clos or fat-tree fabric has leaves, "
+                       f"pods and oversubscription ({net.fabric} has one switch layer)")
+    for key in ("leaf", "pod"):
+        value = getattr(net, key)
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 4096:
+            raise BadInput(f"network.{key}: expected a whole number of boxes from 1 to "
+                           f"4096, got {quote(value)}")
+    if not (isinstance(net.over, (int, float)) and not isinstance(net.over, bool)
+            and math.isfinite(net.over) and 1 <= net.over <= MAX_OVER):
+        raise BadInput(f"{where('over') if name else 'network.over'}: expected an "
+                       f"oversubscription R (R:1) from 1 to {MAX_OVER:g}, got "
+                       f"{quote(net.over)}")
+    if net.pod and net.pod % net.leaf_boxes:
+        raise BadInput(f"{where('pod')}: a pod of {net.pod} boxes is not whole leaves of "
+                       f"{net.leaf_boxes} boxes (give leaf= a divisor of pod=)")
+    return replace(net, over=float(net.over))
 
 
 def _capabilities(x, kind: str, where: str) -> tuple[str, ...]:

@@ -6,6 +6,7 @@ from collections import Counter
 
 from synth.deadline import Deadline
 from synth.topology.degrade import changes
+from synth.topology.fabric import describe, tiers_of
 from synth.topology.hierarchy import find_hierarchy
 from synth.topology.linkmodel import diameter, lower_with_routes
 from synth.topology.physical import GPU, NIC, Topology
@@ -48,6 +49,7 @@ def topology_summary(topo: Topology, deadline: Deadline = Deadline()) -> dict:
         "per_gpu": [{"rank": r, "name": name, "out_gbps": out_gbps[name],
                      "in_gbps": in_gbps[name]} for r, name in enumerate(gpus)],
         "diameter": diameter(model, deadline),
+        "network": _network(topo),
         "source": topo.source,
         "assumptions": list(topo.assumptions),
         # a degraded machine (synth.topology.degrade): the healthy one and the edits
@@ -66,6 +68,19 @@ def topology_summary(topo: Topology, deadline: Deadline = Deadline()) -> dict:
                        "summary": hierarchy.describe()}
                       if hierarchy else {"none": why}),
     }
+
+
+def _network(topo: Topology) -> dict | None:
+    """How the boxes are joined (synth.topology.fabric): the fabric, its options and
+    its tiers of switches; None for one box."""
+    net = topo.network
+    if net is None or topo.boxes < 2:
+        return None
+    nics = sum(1 for v in topo.vertices if v.kind == NIC) // topo.boxes
+    return {"fabric": net.fabric, "gbps": net.gbps, "tiers": net.tiers,
+            "leaf": net.leaf_boxes if net.tiers > 1 else None, "pod": net.pod or None,
+            "over": net.over, "summary": describe(net, topo.boxes, nics),
+            "switch_tiers": tiers_of(topo)}
 
 
 INFERRED_SHOWN = 12  # lines of inferred parts in the text summary
@@ -93,6 +108,16 @@ def format_summary(s: dict) -> str:
         if len(s["inferred"]) > INFERRED_SHOWN:
             lines.append(f"    ... and {len(s['inferred']) - INFERRED_SHOWN} more (--json)")
         lines += [f"    assumed: {a}" for a in s["assumptions"]]
+    if s.get("network"):
+        lines.append(f"  network: {s['network']['summary']}")
+        for t in s["network"]["switch_tiers"]:
+            line = (f"    tier {t['tier']}: {t['switches']} switch"
+                    f"{'es' if t['switches'] > 1 else ''} ({', '.join(t['examples'])}"
+                    f"{', ...' if t['switches'] > len(t['examples']) else ''})")
+            if "uplink_gbps" in t:
+                line += (f", each up at {t['uplink_gbps']:g} GB/s for {t['below_gbps']:g} "
+                         f"GB/s below it ({t['oversubscription']:g}:1)")
+            lines.append(line)
     h = s["hierarchy"]
     lines.append(f"  decomposition: {h['summary']}" if "summary" in h
                  else f"  decomposition: none ({h['none']})")
