@@ -548,8 +548,8 @@ def test_export_spells_every_rank_out_and_refuses_past_its_cap(written, monkeypa
     assert out.returncode == 0, out.stderr
     xml = (tmp_path / "ag.xml").read_text()
     assert xml.count("<gpu ") == 16
-    import synth.export
-    monkeypatch.setattr(synth.export, "MAX_UNFOLDED_SENDS", 100)
+    import synth.export.form
+    monkeypatch.setattr(synth.export.form, "MAX_UNFOLDED_SENDS", 100)  # runtime_form's
     out = synth_main("export", written, "--to", "msccl-xml", "-o", tmp_path / "no.xml")
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
     assert "written once per orbit of 16 ranks" in out.stderr and "480 of them" in out.stderr

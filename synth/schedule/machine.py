@@ -31,7 +31,7 @@ from synth.topology.catalog import GENERATORS, builtin_names, resolve
 from synth.topology.degrade import split_name
 from synth.topology.fabric import split_options
 from synth.topology.linkmodel import LinkModel, lower
-from synth.topology.physical import Topology
+from synth.topology.physical import FABRICS, Topology
 
 ALPHA_TOLERANCE = 1e-9  # relative: alphas are floats written as decimals
 
@@ -44,7 +44,10 @@ def known_by_name(name: str) -> bool:
         return known_by_name(healthy)
     if ":" in name and name.split(":", 1)[0] in GENERATORS:
         return True
-    base = (split_options(name) or (name,))[0]  # NAMExK:FABRIC,...: the fabric's options
+    options = split_options(name)  # NAMExK:FABRIC,...: only where FABRIC is a fabric
+    if options and options[1].split(",", 1)[0] not in FABRICS:  # a plan's view of a
+        return False  # communicator (dgxh100x2:box_8) is not one synth derives by name
+    base = (options or (name,))[0]
     multi = re.fullmatch(r"(.+)x(\d+)", base)
     return name in builtin_names() or bool(multi and multi.group(1) in builtin_names())
 
