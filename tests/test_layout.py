@@ -26,7 +26,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "synth"
 # The pipeline's stages, earliest first. A module may import from its own stage and
 # from earlier ones only.
 STAGES = [
-    ["synth", "synth.errors", "synth.files"],
+    ["synth", "synth.errors", "synth.files", "synth.signals"],
     ["synth.topology"],
     ["synth.schedule"],
     ["synth.predict"],

@@ -13,7 +13,6 @@ import atexit
 import os
 import signal
 import sys
-from contextlib import contextmanager
 
 import click
 
@@ -58,20 +57,6 @@ def topo(ctx):
 def _terminated(signum, frame):
     _SIGINTS.append(signum)
     raise KeyboardInterrupt  # SIGTERM is handled like Ctrl-C: keep what was found
-
-
-@contextmanager
-def interrupts_deferred():
-    """Ctrl-C and SIGTERM wait until the block is done (the files of the points found
-    are being written): yields a list that holds the signals that came meanwhile."""
-    caught = []
-    old = {s: signal.signal(s, lambda signum, frame: caught.append(signum))
-           for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield caught
-    finally:
-        for s, handler in old.items():
-            signal.signal(s, handler)
 
 
 _SIGINTS: list[int] = []  # Ctrl-C seen during this command

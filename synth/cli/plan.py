@@ -12,9 +12,10 @@ import time
 
 import click
 
-from synth.cli.app import cli, interrupts_deferred
+from synth.cli.app import cli
 from synth.cli.options import (BOXES, DEGRADED, MODEL, SEARCH, SOLVER_CHOICE, TIME_LIMIT, TOPO,
                                Renamed, examples, json_option, out_option)
+from synth.signals import interrupts_deferred
 
 
 SYNTHESIS_END = 0.6  # of --time-limit: when the candidates' synthesis ends

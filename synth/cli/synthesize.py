@@ -9,10 +9,11 @@ import time
 
 import click
 
-from synth.cli.app import cli, interrupts_deferred
+from synth.cli.app import cli
 from synth.cli.options import (BOXES, DEGRADED, MODEL, ROOT, SEARCH, SOLVER_CHOICE, TIME_LIMIT,
                                TOPO, Size, apply, examples, json_option, out_option)
 from synth.errors import BadInput, NoAnswer, SynthError
+from synth.signals import interrupts_deferred
 
 ROOTED = ("broadcast", "reduce", "gather", "scatter")
 FORMATS = ("json", "msccl-xml", "mscclpp")

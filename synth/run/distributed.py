@@ -29,11 +29,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import socket
 import tempfile
 import time
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -42,6 +40,7 @@ from synth.export import MAX_UNFOLDED_SENDS
 from synth.export.units import Unit, parts_of
 from synth.schedule.file import read_schedule
 from synth.schedule.machine import read_verified
+from synth.signals import interrupts_deferred
 
 DTYPES = {"float32": 4, "int32": 4, "uint8": 1}  # what --dtype names: element bytes
 CUTS = {"mscclpp": "16-byte units, as the MSCCL++ executor cuts",
@@ -123,7 +122,9 @@ def run(path: str | Path, nproc: int | None, nbytes: int, iters: int, backend: s
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "report.json"
         init = f"tcp://127.0.0.1:{_free_port()}"
-        with _signals_held() as caught:  # a signal while they start would orphan some
+        # a signal raised inside multiprocessing's start left the workers started so far
+        # running, and Python's exit then waited for them
+        with interrupts_deferred() as caught:  # a signal while they start would orphan some
             context = mp.start_processes(_worker, args=(nproc, str(path), call, backend,
                                                         init, str(out)),
                                          nprocs=nproc, join=False,
@@ -160,21 +161,6 @@ def _check_memory(nproc: int, nbytes: int) -> None:
         raise BadInput(f"--size {nbytes:,} bytes: {nproc} gloo processes would hold about "
                        f"{need / 2**30:,.0f} GiB, more than this machine's "
                        f"{have / 2**30:,.0f} GiB")
-
-
-@contextmanager
-def _signals_held():
-    """Ctrl-C and SIGTERM wait until the block is done: yields the list of those that
-    came meanwhile. (Raised inside multiprocessing's start, they left the workers
-    started so far running, and Python's exit then waited for them.)"""
-    caught = []
-    old = {s: signal.signal(s, lambda signum, frame: caught.append(signum))
-           for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield caught
-    finally:
-        for s, handler in old.items():
-            signal.signal(s, handler)
 
 
 STOP_GRACE_S = 5.0  # a worker's time to end on SIGTERM before SIGKILL
