@@ -19,17 +19,14 @@ points that are the fastest at some size). A benchmark, not a test: it asserts n
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
 from pathlib import Path
 
-from frontier_runs import frontier_run  # bench/frontier_runs.py
+from frontier_runs import REPO, finish, frontier_run, ratio, sweep_parser  # bench/
 from machine import recorded_machine  # bench/machine.py
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
 # one of gpu3's 18 NVLinks down; box 1 without its NIC 2
 MACHINES = [("dgxh100", "gpu3-nvswitch:1"), ("dgxh100x4", "box1.nic2")]
 COLLECTIVES = ["allgather", "reducescatter", "allreduce", "broadcast", "reduce", "gather",
@@ -69,23 +66,15 @@ def report(rows: list[dict], machine: dict, args) -> list[str]:
             lines.append(f"| {r['topology']} without {r['without']} | {r['collective']} | "
                          f"{r['exit']} | {r['wall_s']} | {' '.join(r['error'])} |||||||")
             continue
-        ratio = "-" if r["bound_ratio"] is None else f"{r['bound_ratio']:.4f}"
-        best = "-" if r["best_ratio"] is None else f"{r['best_ratio']:.4f}"
         lines.append(f"| {r['topology']} without {r['without']} | {r['collective']} | "
                      f"{r['exit']} | {r['wall_s']} | {r['bound']} | {r['healthy_bound']} | "
-                     f"{ratio} | {best} | {r['best_method']} | {r['points']} | "
+                     f"{ratio(r['bound_ratio'])} | {ratio(r['best_ratio'])} | {r['best_method']} | {r['points']} | "
                      f"{r['verified']} of {r['files']} |")
     return lines
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", help="PREFIX for PREFIX.json and PREFIX.md")
-    ap.add_argument("--time-limit", type=float, default=300.0)
-    ap.add_argument("--model", choices=["line-rate", "calibrated"], default="line-rate")
-    ap.add_argument("--only", default=",".join(COLLECTIVES),
-                    help="comma-separated collectives (default: all eight)")
-    args = ap.parse_args()
+    args = sweep_parser(__doc__, 300.0, COLLECTIVES, "collectives").parse_args()
     machine = recorded_machine(REPO, "bench_degraded", bool(args.out))
     if machine is None:
         return 2
@@ -96,13 +85,7 @@ def main() -> int:
             for name in wanted:
                 rows.append(one_run(name, topo, edit, args, Path(tmp) / "out"))
                 print(json.dumps(rows[-1]), flush=True)
-    lines = report(rows, machine, args)
-    print("\n".join(lines))
-    if args.out:
-        Path(f"{args.out}.json").write_text(json.dumps({"machine": machine, "runs": rows},
-                                                       indent=1))
-        Path(f"{args.out}.md").write_text("\n".join(lines) + "\n")
-    return 0
+    return finish(rows, machine, report(rows, machine, args), args.out)
 
 
 if __name__ == "__main__":

@@ -22,58 +22,28 @@ asserts nothing.
 
 from __future__ import annotations
 
-import argparse
 import json
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from frontier_runs import REPO, finish, frontier_run, ratio, sweep_parser  # bench/
 from machine import recorded_machine  # bench/machine.py
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
 TOPO = "dgxh100x128:clos,pod=16,over=7"
 COLLECTIVES = ["allgather", "reducescatter", "allreduce", "alltoall"]
 GOALS = {"allgather": 1.02, "reducescatter": 1.02, "allreduce": 1.02, "alltoall": 1.05}
 WALL_GOAL = 600.0  # seconds: issue 29's 10 minutes past 1024 GPUs
 
 
-def synth(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "synth", *args], capture_output=True,
-                          text=True, cwd=REPO)
-
-
 def one_run(name: str, args, out: Path) -> dict:
-    """One collective on the fabric: the frontier, then its files verified."""
-    start = time.perf_counter()
-    done = synth(name, "--topo", args.topo, "--json", "--no-progress", "--time-limit",
-                 f"{args.time_limit:g}", "--model", args.model, "--out", str(out))
-    wall = time.perf_counter() - start
-    row = {"collective": name, "topology": args.topo, "exit": done.returncode,
-           "wall_s": round(wall, 1)}
-    try:
-        summary = json.loads(done.stdout)
-    except json.JSONDecodeError:
-        return row | {"error": done.stderr.strip().splitlines()[-1:]}
-    points = summary["frontier"]
-    files = [p["file"] for p in points if p["file"]]
-    checked = synth("verify", *files) if files else None
-    best = min(points, key=lambda p: p["ratio_to_bound"]) if points else None
-    return row | {
-        "bound": summary["bounds"]["rounds_per_chunk"],
-        "bound_partial": summary["bounds"]["note"].startswith("partial"),
-        "best_ratio": best["ratio_to_bound"] if best else None,
-        "best_method": best["method"] if best else None,
-        "points": len(points), "files": len(files),
-        "verified": 0 if checked is None else sum(
-            line.startswith("ok ") for line in checked.stdout.splitlines()),
-        "verify_exit": None if checked is None else checked.returncode,
-        "verify_said": None if checked is None or checked.returncode == 0 else
-        checked.stderr.strip().splitlines()[-1:],
-        "synth_s": summary["seconds"], "out_of_time": summary["out_of_time"],
-        "stopped": summary.get("stopped")}
+    """One collective on the fabric: the frontier, then its files verified (on the
+    machine derived again from its name), and whether the time limit cut the bound
+    short."""
+    row, summary = frontier_run(name, args.topo, [], args.time_limit, args.model, out)
+    if summary is None:
+        return row
+    return row | {"bound_partial": summary["bounds"]["note"].startswith("partial")}
 
 
 def met(row: dict) -> bool:
@@ -102,9 +72,8 @@ def report(rows: list[dict], machine: dict, args) -> list[str]:
             lines.append(f"| {r['collective']} | {r['exit']} | {r['wall_s']} | "
                          f"{' '.join(r['error'])} ||||||")
             continue
-        best = "-" if r["best_ratio"] is None else f"{r['best_ratio']:.4f}"
         lines.append(f"| {r['collective']} | {r['exit']} | {r['wall_s']} | {r['bound']} | "
-                     f"{'yes' if r['bound_partial'] else 'no'} | {best} | "
+                     f"{'yes' if r['bound_partial'] else 'no'} | {ratio(r['best_ratio'])} | "
                      f"{r['best_method']} | {r['points']} | {r['verified']} of "
                      f"{r['files']}{_said(r)} |")
     return lines
@@ -116,13 +85,8 @@ def _said(row: dict) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", help="PREFIX for PREFIX.json and PREFIX.md")
+    ap = sweep_parser(__doc__, WALL_GOAL, COLLECTIVES, "collectives")
     ap.add_argument("--topo", default=TOPO, help=f"the fabric (default {TOPO})")
-    ap.add_argument("--time-limit", type=float, default=WALL_GOAL)
-    ap.add_argument("--model", choices=["line-rate", "calibrated"], default="line-rate")
-    ap.add_argument("--only", default=",".join(COLLECTIVES),
-                    help="comma-separated collectives (default: all four)")
     args = ap.parse_args()
     machine = recorded_machine(REPO, "bench_fabrics", bool(args.out))
     if machine is None:
@@ -138,13 +102,7 @@ def main() -> int:
         for name in wanted:
             rows.append(one_run(name, args, Path(tmp) / "out"))
             print(json.dumps(rows[-1]), flush=True)
-    lines = report(rows, machine, args)
-    print("\n".join(lines))
-    if args.out:
-        Path(f"{args.out}.json").write_text(json.dumps({"machine": machine, "runs": rows},
-                                                       indent=1))
-        Path(f"{args.out}.md").write_text("\n".join(lines) + "\n")
-    return 0
+    return finish(rows, machine, report(rows, machine, args), args.out)
 
 
 if __name__ == "__main__":

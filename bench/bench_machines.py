@@ -16,13 +16,12 @@ closest to the bound). A benchmark, not a test: it asserts nothing.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
 from pathlib import Path
 
-from frontier_runs import REPO, frontier_run  # bench/frontier_runs.py
+from frontier_runs import REPO, finish, frontier_run, ratio, sweep_parser  # bench/
 from machine import recorded_machine  # bench/machine.py
 
 MACHINES = ["dgxb200", "dgxb200x8", "gb200nvl72", "gb200nvl72x4", "mi300x", "mi300xx8"]
@@ -51,21 +50,14 @@ def report(rows: list[dict], machine: dict, args) -> list[str]:
             lines.append(f"| {r['topology']} | {r['collective']} | {r['exit']} | "
                          f"{r['wall_s']} | {' '.join(r['error'])} |||||")
             continue
-        best = "-" if r["best_ratio"] is None else f"{r['best_ratio']:.4f}"
         lines.append(f"| {r['topology']} | {r['collective']} | {r['exit']} | {r['wall_s']} "
-                     f"| {r['bound']} | {best} | {r['best_method']} | {r['points']} | "
+                     f"| {r['bound']} | {ratio(r['best_ratio'])} | {r['best_method']} | {r['points']} | "
                      f"{r['verified']} of {r['files']} |")
     return lines
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", help="PREFIX for PREFIX.json and PREFIX.md")
-    ap.add_argument("--time-limit", type=float, default=300.0)
-    ap.add_argument("--model", choices=["line-rate", "calibrated"], default="line-rate")
-    ap.add_argument("--only", default=",".join(MACHINES),
-                    help="comma-separated machines (default: all six)")
-    args = ap.parse_args()
+    args = sweep_parser(__doc__, 300.0, MACHINES, "machines").parse_args()
     machine = recorded_machine(REPO, "bench_machines", bool(args.out))
     if machine is None:
         return 2
@@ -77,13 +69,7 @@ def main() -> int:
                                       Path(tmp) / "out")
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    lines = report(rows, machine, args)
-    print("\n".join(lines))
-    if args.out:
-        Path(f"{args.out}.json").write_text(json.dumps({"machine": machine, "runs": rows},
-                                                       indent=1))
-        Path(f"{args.out}.md").write_text("\n".join(lines) + "\n")
-    return 0
+    return finish(rows, machine, report(rows, machine, args), args.out)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ child process, then `synth verify` on every file it wrote."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -47,4 +48,36 @@ def frontier_run(name: str, topo: str, machine_args: list[str], time_limit: floa
         "verified": 0 if checked is None else sum(
             line.startswith("ok ") for line in checked.stdout.splitlines()),
         "verify_exit": None if checked is None else checked.returncode,
-        "synth_s": summary["seconds"], "out_of_time": summary["out_of_time"]}, summary
+        "verify_said": None if checked is None or checked.returncode == 0 else
+        checked.stderr.strip().splitlines()[-1:],
+        "synth_s": summary["seconds"], "out_of_time": summary["out_of_time"],
+        "stopped": summary.get("stopped")}, summary
+
+
+def sweep_parser(doc: str, time_limit: float, only: list[str], what: str
+                 ) -> argparse.ArgumentParser:
+    """The options every sweep takes: --out PREFIX, --time-limit, --model, and --only
+    (a comma-separated subset of `only`, the `what` it sweeps)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--out", help="PREFIX for PREFIX.json and PREFIX.md")
+    ap.add_argument("--time-limit", type=float, default=time_limit)
+    ap.add_argument("--model", choices=["line-rate", "calibrated"], default="line-rate")
+    ap.add_argument("--only", default=",".join(only),
+                    help=f"comma-separated {what} (default: all {len(only)})")
+    return ap
+
+
+def ratio(x: float | None) -> str:
+    """A table's x-bound figure: 4 decimals, or - where there is none."""
+    return "-" if x is None else f"{x:.4f}"
+
+
+def finish(rows: list[dict], machine: dict, lines: list[str], prefix: str | None) -> int:
+    """Print the record's page; with --out, write PREFIX.json (machine and runs) and
+    PREFIX.md (the page)."""
+    print("\n".join(lines))
+    if prefix:
+        Path(f"{prefix}.json").write_text(json.dumps({"machine": machine, "runs": rows},
+                                                     indent=1))
+        Path(f"{prefix}.md").write_text("\n".join(lines) + "\n")
+    return 0
