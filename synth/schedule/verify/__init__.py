@@ -34,7 +34,7 @@ from synth.schedule.verify.document import (_TABLE, MalformedSchedule, ScheduleI
                                             _ranks, parse)
 from synth.schedule.verify.flow import (_check_expanded_loads, _check_pipeline, _check_post,
                                         _check_table, _check_version, _pieces, _share_size,
-                                        _touched, simulate)
+                                        _touched, as_every_batch, simulate)
 from synth.schedule.verify.orbits import _verify_orbits
 
 __all__ = ["MalformedSchedule", "ScheduleInvalid", "parse", "simulate", "verify_file",
@@ -60,13 +60,8 @@ def verify_schedule(doc):
     own = {rank: 1 << rank for rank in range(s.n)}
     state = {(rank, k): own[rank] for k in covered
              for rank in _ranks(pre_kind, k, s.n, s.c, s.root)}
-    try:
+    with as_every_batch(s):
         simulate(s, state, cuts)
-    except ScheduleInvalid as e:
-        if s.pipeline is None:
-            raise
-        raise ScheduleInvalid(f"{e.message} (in batch 0, and so in every batch: the "
-                              "program repeats)", e.step, e.chunk, e.ranks) from None
     _check_post(s, state, spans, covered, per)
     if s.pipeline is not None:
         _check_expanded_loads(s)

@@ -11,6 +11,7 @@ import heapq
 import math
 from bisect import bisect_left
 from collections import Counter, defaultdict, deque
+from contextlib import contextmanager
 
 from synth.schedule.verify.document import (COMBINING, TOLERANCE, _TABLE, ScheduleInvalid,
                                             _cut, _intervals, _ranks)
@@ -81,13 +82,34 @@ def _check_table(s):
             raise ScheduleInvalid(f"{name} lists {covered} (rank, chunk) pairs, but "
                                   f"{s.collective}'s {name}condition has {size}")
         want = _intervals(kind, s.n, s.c, g, s.root)
-        have = _merged(got)
-        for a, b, what in ((want, have, "missing"), (have, want, "extra")):
-            for rank in sorted(a):
-                k = _first_outside(a[rank], b.get(rank, []))
-                if k is not None:
-                    raise ScheduleInvalid(f"{name} does not match {s.collective}'s "
-                                          f"{name}condition ({what} [{rank}, {k}])")
+        wrong = first_mismatch(want, _merged(got))
+        if wrong is not None:
+            raise ScheduleInvalid(f"{name} does not match {s.collective}'s "
+                                  f"{name}condition ({wrong})")
+
+
+def first_mismatch(want: dict, have: dict) -> str | None:
+    """'missing [rank, chunk]' or 'extra [rank, chunk]': the first chunk one of two
+    {rank: intervals} tables holds and the other does not; None where they match."""
+    for a, b, what in ((want, have, "missing"), (have, want, "extra")):
+        for rank in sorted(a):
+            k = _first_outside(a[rank], b.get(rank, []))
+            if k is not None:
+                return f"{what} [{rank}, {k}]"
+    return None
+
+
+@contextmanager
+def as_every_batch(s):
+    """Batch 0 of a pipeline stands for every batch: what its simulation finds wrong
+    is said of every batch."""
+    try:
+        yield
+    except ScheduleInvalid as e:
+        if s.pipeline is None:
+            raise
+        raise ScheduleInvalid(f"{e.message} (in batch 0, and so in every batch: the "
+                              "program repeats)", e.step, e.chunk, e.ranks) from None
 
 
 def _check_send(s, i, state, chunk, src, dst, op):

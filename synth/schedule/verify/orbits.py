@@ -21,7 +21,8 @@ from synth.schedule.verify.document import (COMBINING, _TABLE, ScheduleInvalid, 
 from synth.schedule.verify.flow import (_check_expanded_loads, _check_loads,
                                         _check_pipeline, _check_range, _check_send,
                                         _first_outside, _loads, _merge, _merged,
-                                        _post_holds, _share_size, _union)
+                                        _post_holds, _share_size, _union, as_every_batch,
+                                        first_mismatch)
 from synth.schedule.verify.group import Group
 
 # the (collective, chunks rule) pairs whose pre- and postcondition every translation
@@ -46,13 +47,8 @@ def _verify_orbits(s, doc):
     if s.pipeline is not None:
         _check_pipeline(s, spans, grp.block)
     state = _OrbitState(s, grp)
-    try:
+    with as_every_batch(s):
         _simulate_orbits(q, grp, state, cuts)
-    except ScheduleInvalid as e:
-        if s.pipeline is None:
-            raise
-        raise ScheduleInvalid(f"{e.message} (in batch 0, and so in every batch: the "
-                              "program repeats)", e.step, e.chunk, e.ranks) from None
     _check_orbit_post(s, grp, state, spans, cuts)
     if s.pipeline is not None:
         _check_expanded_loads(q)
@@ -84,14 +80,10 @@ def _check_orbit_table(s, rule, moving_axes):
                     for d in reps}
         else:
             want = {r: v for r, v in _intervals(kind, s.n, s.c, g, s.root).items() if r in reps}
-        have = _merged(got)
-        for a, b, what in ((want, have, "missing"), (have, want, "extra")):
-            for rank in sorted(a):
-                k = _first_outside(a[rank], b.get(rank, []))
-                if k is not None:
-                    raise ScheduleInvalid(f"{name} does not match {s.collective}'s "
-                                          f"{name}condition on the representatives "
-                                          f"({what} [{rank}, {k}])")
+        wrong = first_mismatch(want, _merged(got))
+        if wrong is not None:
+            raise ScheduleInvalid(f"{name} does not match {s.collective}'s {name}condition "
+                                  f"on the representatives ({wrong})")
 
 
 def _representatives(s):
