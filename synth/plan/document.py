@@ -8,14 +8,14 @@ from __future__ import annotations
 from synth.plan.planner import Entry, Plan, typical
 from synth.topology.linkmodel import ranks_per_box
 
-def _within(low: int, high: int | None, n: int) -> bool:
+def within_range(low: int, high: int | None, n: int) -> bool:
     return low <= n and (high is None or n <= high)
 
 
 def runnable(f: dict, n: int) -> bool:
     """Whether range `f` (a runtime_files entry) runs a call of n bytes: within it, and
     cut whole by its file (NCCL's own ranges take any size)."""
-    return _within(f["min_bytes"], f["max_bytes"], n) and (f["unit"] is None
+    return within_range(f["min_bytes"], f["max_bytes"], n) and (f["unit"] is None
                                                           or f["unit"].cuts(n))
 
 
@@ -42,7 +42,7 @@ def plan_document(plan: Plan, runtime: dict | None = None, loaded: dict | None =
                        "latency_us": round(s.candidate.latency_us, 6),
                        "us_per_mb": round(s.candidate.us_per_byte * 1e6, 6)}
                       for s in e.spans],
-            "calls": [_call_doc(e, c, runtime) for c in e.calls]})
+            "calls": [call_doc(e, c, runtime) for c in e.calls]})
     steps = {k: plan.step_time(k) for k in ("plan", "nccl", "overlapped",
                                             "nccl overlapped")}
     runtime_doc = {fmt: [{**r, "files": [{**{k: v for k, v in f.items()
@@ -80,7 +80,7 @@ def plan_document(plan: Plan, runtime: dict | None = None, loaded: dict | None =
                      "measurements"}
 
 
-def _call_doc(e: Entry, call, runtime: dict | None = None) -> dict:
+def call_doc(e: Entry, call, runtime: dict | None = None) -> dict:
     n = typical(call)
     best, nccl = e.best(n), e.nccl(n)
     mine, theirs = best.time_us(n), nccl.time_us(n)
@@ -128,7 +128,7 @@ def _files_of(entries: list[dict], e: Entry) -> list[dict]:
                                                                e.root))
 
 
-def _per_node(e: Entry) -> int | None:
+def ranks_per_node(e: Entry) -> int | None:
     """GPUs of the communicator's group per box (nccl-tests' -npernode, MSCCL++'s
     ranks per node); None where its boxes are not runs of equally many consecutive
     ranks (no MSCCL++ plan is written for it then: synth.export.relays)."""

@@ -39,7 +39,7 @@ from synth.export import render
 from synth.export.mscclpp import MAX_MIN_MESSAGE
 from synth.export.units import unit_of
 from synth.files import write_folder
-from synth.plan.document import _per_node, _within, plan_document, runtime_steps
+from synth.plan.document import plan_document, ranks_per_node, runtime_steps, within_range
 from synth.plan.page import plan_page
 from synth.plan.report import report_text
 from synth.plan.planner import Entry, Plan, envelope, typical
@@ -119,7 +119,7 @@ def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
     pieces[0] = (0,) + pieces[0][1:]
     for n in protected_sizes(entry):
         for k, (low, high, c) in enumerate(pieces):
-            if _within(low, high, n) and not cuts(c, n):
+            if within_range(low, high, n) and not cuts(c, n):
                 pieces[k:k + 1] = [x for x in ((low, n - 1, c), (n, n, fastest(n)),
                                                (n + 1, high, c))
                                    if x[1] is None or x[1] >= x[0]]
@@ -306,12 +306,12 @@ def _register(plan: Plan, entries: list[dict]) -> str:
     for r in entries:
         e = next(x for x in plan.entries if (x.communicator, x.collective, x.root)
                  == (r["communicator"], r["collective"], r["root"]))
-        per_node = _per_node(e)
+        per_box = ranks_per_node(e)
         for f in r["files"]:
             if f["file"]:
                 rows.setdefault(e.communicator, []).append(
                     f"        ({str(Path(f['file']).relative_to('mscclpp'))!r}, "
-                    f"{e.ranks}, {per_node}),")
+                    f"{e.ranks}, {per_box}),")
     table = [line for name, lines in rows.items()
              for line in (f"    {name!r}: [", *lines, "    ],")]
     return "\n".join([

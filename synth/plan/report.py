@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from synth.plan.document import _call_doc, _per_node, model_text, runtime_steps
+from synth.plan.document import call_doc, model_text, ranks_per_node, runtime_steps
 from synth.plan.planner import Plan
 from synth.predict.nccl import NCCL_VERSION
 from synth.schedule.cost import format_size
@@ -70,7 +70,7 @@ def _calls_table(plan: Plan) -> list[str]:
     shared = []
     for e in plan.entries:
         for c in e.calls:
-            d = _call_doc(e, c)
+            d = call_doc(e, c)
             size = format_size(c.low) if c.low == c.high else \
                 f"{format_size(c.low)}..{format_size(c.high)}"
             lines.append(f"| {e.communicator} | {e.collective} | {e.ranks} | {size} | "
@@ -152,7 +152,7 @@ def _measuring(plan: Plan, runtime: dict | None) -> list[str]:
     """The nccl-tests commands that check the figures."""
     lines = ["## Measuring it", "", "```"]
     for e in plan.entries:
-        per_box = _per_node(e)
+        per_box = ranks_per_node(e)
         place = f"-npernode {per_box} " if per_box else ""  # none fits scattered boxes
         for c in e.calls:
             lines.append(f"mpirun -np {e.ranks} {place}./build/"
