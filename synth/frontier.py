@@ -81,6 +81,18 @@ class Result:
 COST_MODELS = ("calibrated", "line-rate")
 
 
+def pricing_seconds(result: Result) -> float:
+    """The estimated seconds of cost model 2's prices for the result's machine (which
+    route it again)."""
+    return ROUTING.seconds(len(result.model.links) + len(result.model.groups))
+
+
+def timing_seconds(result: Result) -> float:
+    """The estimated seconds of timing every point in cost model 2, prices included."""
+    return pricing_seconds(result) + sum(TIMING.seconds(timing_size(p.schedule))
+                                         for p in result.points)
+
+
 def in_cost_model(result: Result, topo: Topology, cost_model: str,
                   protocols: dict | None = None, deadline: Deadline = Deadline()) -> Result:
     """The frontier as `cost_model` chooses it. "line-rate" keeps every point (the
@@ -99,8 +111,7 @@ def in_cost_model(result: Result, topo: Topology, cost_model: str,
     if cost_model == "calibrated" and result.points:
         from synth.predict.timing import prices, schedule_lines
         result.lines = {}
-        links = len(result.model.links) + len(result.model.groups)
-        if not deadline.affords(ROUTING.seconds(links)):  # prices(topo) routes it again
+        if not deadline.affords(pricing_seconds(result)):  # prices(topo) routes it again
             result.out_of_time = True
             return result
         p = prices(topo)

@@ -184,19 +184,15 @@ def chosen(result: Result, topo, cost_model: str, deadline: Deadline | None = No
     """The frontier as the commands show it: with_runtimes, then
     synth.frontier.in_cost_model, each runtime timed in the protocols it runs, both by
     `deadline` (the job's: what is not done by then is left undone and said so)."""
-    from synth.construct.paced import TIMING, timing_size
-    from synth.frontier import ROUTING, in_cost_model
+    from synth.frontier import in_cost_model, timing_seconds
 
     deadline = Deadline.of(deadline)
     asking = deadline
     if cost_model == "calibrated" and deadline.left() < math.inf:  # the timing is what
         # cost model 2 judges by: asking the runtimes leaves it its estimate (and a
         # twentieth of the time left for the asking's own last steps), up to half
-        links = len(result.model.links) + len(result.model.groups)
-        timing = ROUTING.seconds(links) + sum(TIMING.seconds(timing_size(p.schedule))
-                                              for p in result.points)
         left = deadline.left()
-        asking = deadline.reserving(min(max(timing, left / 20), left / 2))
+        asking = deadline.reserving(min(max(timing_seconds(result), left / 20), left / 2))
     return in_cost_model(with_runtimes(result, topo, cost_model, deadline=asking), topo,
                          cost_model, RUNTIME_PROTOCOLS, deadline)
 
