@@ -399,24 +399,26 @@ def test_an_exporter_stops_at_its_deadline_and_nothing_is_remembered():
 
 
 def test_asking_the_runtimes_leaves_cost_model_2_its_timing(monkeypatch):
-    # whatever asking which runtime loads each point costs, the points are still timed
-    # in cost model 2: the frontier is judged, and an answer at a size given, by those
-    # times (dgxh100x2 at 30 s under load timed none of its 12 points)
-    import time
-
+    # asking which runtime loads each point stops before the job's deadline, leaving
+    # cost model 2 time to time the points: the frontier is judged, and an answer at a
+    # size given, by those times (dgxh100x2 at 30 s under load timed none of its 12)
     import synth.export.loads as loads
     from synth.deadline import Deadline
     from synth.frontier import synthesize
 
     topo = resolve("ring:4")
     result = synthesize(topo, "allgather", None, Limits(max_steps=4, time_limit=30))
+    given = []
 
-    def slow_asking(schedule, deadline):  # an exporter that takes all the time it gets
-        time.sleep(deadline.left())
+    def asking(schedule, deadline):  # an exporter that would take all the time it gets
+        given.append(deadline.moment)
         return None
 
-    monkeypatch.setattr(loads, "loads_within", slow_asking)
-    judged = chosen(result, topo, "calibrated", Deadline.after(3.0))
+    monkeypatch.setattr(loads, "loads_within", asking)
+    job = Deadline.after(60.0)
+    judged = chosen(result, topo, "calibrated", job)
+    # a twentieth of the time left when asking began, at least (less the moments since)
+    assert given and max(given) <= job.moment - 60.0 / 20 * 0.99
     assert judged.lines and all(id(p.schedule) in judged.lines for p in judged.points)
 
 
