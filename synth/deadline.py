@@ -147,8 +147,6 @@ def start_job(with_process: bool) -> None:
 def forget_paces() -> None:
     """Every Pace back to its prior: what one command measured says nothing of the next
     one in the same process (a test run's commands, called in turn)."""
-    global _slowdown
-    _slowdown = 1.0
     for pace in _PACES:
         pace.per_unit, pace.measured = pace.prior, False
 
@@ -186,8 +184,9 @@ class Pace:
     as this machine runs it: the slowest pace measured on work of at least `least` units
     (smaller work is mostly overhead, and would make large work look dearer than it
     is); until the first measurement, `prior` (an idle core's pace, about) times how
-    much slower than their priors the paces measured in this command so far ran (a busy
-    machine is slower at every kind of work), times UNMEASURED."""
+    much slower than its prior the middle one of the paces measured in this command so
+    far ran (machine_slowdown: a busy machine is slower at every kind of work), times
+    UNMEASURED."""
 
     def __init__(self, prior: float, least: int = 1):
         self.prior, self.per_unit, self.least, self.measured = prior, prior, least, False
@@ -196,7 +195,7 @@ class Pace:
     def seconds(self, units: float) -> float:
         if self.measured:
             return units * self.per_unit
-        return units * self.prior * _slowdown * UNMEASURED  # a guess: leave room
+        return units * self.prior * machine_slowdown() * UNMEASURED  # a guess: leave room
 
     @contextmanager
     def timing(self, units: float):
@@ -207,16 +206,23 @@ class Pace:
 
     def record(self, units: float, seconds: float) -> None:
         """`units` units of this work took `seconds`."""
-        global _slowdown
         if units >= self.least:
             pace = seconds / units
             self.per_unit = max(self.per_unit, pace) if self.measured else pace
             self.measured = True
-            _slowdown = max(_slowdown, pace / self.prior)
+
+
+def machine_slowdown() -> float:
+    """How much slower than their priors this machine runs work now: the middle one (the
+    lower of two) of the measured paces' ratios to their priors, at least 1. Not the
+    largest: one kind of work whose prior is off (a small build that is mostly
+    verifying, 14 x its prior on dgx2x2) would make every guess that much dearer, and
+    nothing else would be tried (no runtime asked, no point timed)."""
+    ratios = sorted(p.per_unit / p.prior for p in _PACES if p.measured)
+    return max(1.0, ratios[(len(ratios) - 1) // 2]) if ratios else 1.0
 
 
 _PACES: list[Pace] = []  # every Pace made (module-level, a few dozen): forget_paces
-_slowdown = 1.0  # the most any pace measured in this command ran slower than its prior
 # a pace not measured yet is guessed this much dearer than its scaled prior: one kind of
 # work runs up to about three times slower than another on a loaded machine (in-network
 # programs against tree pipelines), and a guess too low costs the limit, too high a point

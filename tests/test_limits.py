@@ -64,6 +64,24 @@ def test_a_deadline_shares_its_time_and_what_it_holds_ends_every_share_sooner():
     assert Deadline().left() == float("inf") and Deadline.of(None) == Deadline()
 
 
+def test_an_unmeasured_pace_is_guessed_from_the_middle_measured_slowdown_not_the_worst():
+    # on dgx2x2 the decomposition's builds ran 14 x their prior while everything else ran
+    # at its prior; taking the worst made every export look 14 x dearer, and no runtime
+    # was asked about any point within a 30 s limit
+    guessed = Pace(2.0)
+    usual, odd = Pace(1.0), Pace(1.0)
+    assert guessed.seconds(10) == 10 * 2.0 * 1.5  # nothing measured: prior x UNMEASURED
+    usual.record(1, 1.0)
+    odd.record(1, 14.0)
+    assert guessed.seconds(10) == 10 * 2.0 * 1 * 1.5  # middle (lower) of [1, 14]
+    Pace(1.0).record(1, 3.0)
+    assert guessed.seconds(10) == 10 * 2.0 * 3 * 1.5  # middle of [1, 3, 14]
+    fast = Pace(1.0)
+    fast.record(1, 0.5)  # a machine never counts as faster than its priors
+    assert guessed.seconds(10) == 10 * 2.0 * 1 * 1.5  # middle (lower) of [0.5, 1, 3, 14]
+    assert odd.seconds(10) == 140.0  # a measured pace is what it measured
+
+
 def test_a_solver_that_ignores_its_stop_is_left_behind_with_no_answer():
     release = threading.Event()
     told = []
