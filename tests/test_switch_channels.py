@@ -1,6 +1,8 @@
 """MSCCL++ plans with switch channels (NVLS): the exporter writes a switch reduction and
 the multicast of its sum as one glres, and the plan simulator runs glres on every
-member's memory. Hand-written plans check each way such a plan can be wrong."""
+member's memory (of the source group, storing to every member of the destination
+group, either perhaps one rank alone). Hand-written plans check each way such a plan can
+be wrong."""
 
 import json
 
@@ -56,6 +58,54 @@ def nvls_plan(inplace=False, ready=True, done=True):
             "max_message_size": 1 << 30, "gpus": gpus}
 
 
+def split_plan(sum_over=None):
+    """Allreduce on 4 GPUs out of place with each glres alone: rank r's first sums chunk
+    r of every rank's input into its own output alone (a switch channel of rank r
+    alone over o), its second loads that sum from r alone and stores it to every rank;
+    barriers of signals and waits before, between and after. `sum_over`: the ranks of
+    the first glres's source group (all by default)."""
+    ranks = list(range(N))
+    gpus = []
+    for r in ranks:
+        peers, ids = [p for p in ranks if p != r], list(range(N - 1))
+        barrier = [dict(MEMORY, name="signal", channel_ids=ids),
+                   dict(MEMORY, name="wait", channel_ids=ids), {"name": "nop"}]
+
+        def glres(src, dst):
+            return {"name": "glres", "channel_type": "switch",
+                    "src_buff": [{"switch_channel_id": src, "index": r, "size": 1}],
+                    "dst_buff": [{"switch_channel_id": dst, "index": r, "size": 1}]}
+        groups = [("i", sum_over(r) if sum_over else ranks), ("o", [r]), ("o", ranks)]
+        gpus.append({
+            "id": r, "input_chunks": N, "output_chunks": N, "scratch_chunks": 0,
+            "channels": [dict(MEMORY, connected_to=peers)]
+            + [{"channel_type": "switch", "buffer_type": b,
+                "rank_groups": [{"size": N, "ranks": g}]} for b, g in groups],
+            "remote_buffers": [], "semaphores": [],
+            "threadblocks": [{"id": 0, "channels": [
+                dict(MEMORY, channel_ids=ids), {"channel_type": "switch", "channel_ids": [0, 1, 2]}],
+                "ops": [dict(MEMORY, name="rlxsignal", channel_ids=ids),
+                        dict(MEMORY, name="rlxwait", channel_ids=ids), {"name": "nop"},
+                        *barrier, glres(0, 1), {"name": "nop"}, *barrier, glres(1, 2),
+                        {"name": "nop"}, *barrier]}]})
+    return {"name": "split", "collective": "allreduce", "protocol": "Simple",
+            "inplace": False, "max_message_size": 1 << 30, "gpus": gpus}
+
+
+def test_a_glres_from_a_group_to_its_rank_alone_and_back_simulates():
+    report = check_mscclpp_plan(split_plan())
+    assert report["ops"]["glres"] == 2 * N
+    assert report["channels"]["switch"] == 3 * N
+
+
+def test_a_glres_sums_the_source_group_only():
+    # rank r's first glres loads from r alone: its output holds its own chunk r, which
+    # its second stores to every rank
+    with pytest.raises(PlanInvalid, match=r"gpu 0 ends with o\[0\] = \{0:0\}, expected "
+                                          r"\{0:0, 1:0, 2:0, 3:0\}"):
+        check_mscclpp_plan(split_plan(sum_over=lambda r: [r]))
+
+
 def test_a_hand_written_nvls_plan_simulates_in_and_out_of_place():
     for inplace in (False, True):
         report = check_mscclpp_plan(nvls_plan(inplace))
@@ -79,12 +129,17 @@ def glres_entry(gpus, rank, side):
     return gpus[rank]["threadblocks"][0]["ops"][6][side][0]
 
 
-def narrow_the_output_group(gpus):
-    for gpu in gpus[:2]:
-        gpu["channels"][2]["rank_groups"][0]["ranks"] = [0, 1]
-    for gpu in gpus[2:]:
-        del gpu["channels"][2]
-        gpu["threadblocks"][0]["channels"][1]["channel_ids"] = [0]
+def store_to_others(gpus):
+    # rank 2's glres stores through a group of the three others: it must declare it,
+    # and the executor's set-up refuses a group without the rank ("rank is not among
+    # allRanks")
+    for gpu in gpus:
+        gpu["channels"][2]["rank_groups"][0]["ranks"] = [0, 1, 3]
+
+
+def alone_of_another(gpus):
+    # rank 0 declares a group of rank 1 alone (each rank's own, 1's, set up by rank 0)
+    gpus[0]["channels"][2]["rank_groups"][0]["ranks"] = [1]
 
 
 @pytest.mark.parametrize("plan, message", [
@@ -100,8 +155,12 @@ def narrow_the_output_group(gpus):
     # a switch channel id the thread block does not hold
     (broken(lambda g: glres_entry(g, 1, "dst_buff").update(switch_channel_id=5)),
      "not in the thread block's table"),
-    # loading from one group and storing to another
-    (broken(narrow_the_output_group), "loads from ranks"),
+    # a glres storing to a group without its own rank
+    (broken(store_to_others), r"gpus\[2\].channels\[2\].rank_groups\[0\]: a switch channel "
+                              r"of gpu 2 must join it \(ranks \[0, 1, 3\]"),
+    # a group of one rank declared by another
+    (broken(alone_of_another), r"gpus\[0\].channels\[2\].rank_groups\[0\]: a switch "
+                               r"channel of gpu 0 must join it \(ranks \[1\]"),
 ])
 def test_each_way_a_switch_plan_can_be_wrong_is_caught(plan, message):
     with pytest.raises(PlanInvalid, match=message):
