@@ -1,8 +1,7 @@
 """MSCCL++ plans with switch channels (NVLS): the exporter writes a switch reduction and
 the multicast of its sum as one glres, and the plan simulator runs glres on every
-member's memory (of the source group, storing to every member of the destination
-group, either perhaps one rank alone). Hand-written plans check each way such a plan can
-be wrong."""
+member's memory (a glres alone, with a group of one rank: tests/test_switch_split.py).
+Hand-written plans check each way such a plan can be wrong."""
 
 import json
 
@@ -15,7 +14,6 @@ from synth.export.mscclpp_sim import PlanInvalid, check_mscclpp_plan
 from synth.schedule.file import schedule_from_dict, write_schedule
 from synth.search.pareto import Limits
 from synth.topology.catalog import resolve
-from synth.topology.hierarchy import find_hierarchy
 from synth.topology.linkmodel import lower_with_routes
 from tests.test_in_network import nvls_doc
 from tests.test_reliability import one_line, synth_cli
@@ -220,16 +218,16 @@ def test_synthesized_nvls_allreduce_on_dgxh100_exports_and_simulates(tmp_path):
 
 
 def test_a_multicast_glres_cannot_express_is_refused_with_one_line(tmp_path):
-    # across boxes the box's sum goes to the network before it is multicast: no glres
-    lowering = lower_with_routes(resolve("dgxh100x2"))
-    hierarchy, _ = find_hierarchy(lowering)
-    schedule = [p.schedule for p in nvls_search(lowering.model, Limits(max_steps=8), None,
-                                                 hierarchy).points
-                if "in turn" not in p.schedule.info["method"]][-1]
-    with pytest.raises(BadInput, match="does not multicast it"):
-        render(schedule, "mscclpp")
-    path = tmp_path / "across.json"
-    write_schedule(schedule, path)
+    # allgather on one NVSwitch: each rank multicasts its share, a store with no sum; a
+    # glres is a reduction even of one operand (no allgather may reduce), and a store
+    # alone, gstore, came in v0.10.0
+    lowering = lower_with_routes(resolve("dgxh100"))
+    (point,) = nvls_search(lowering.model, Limits(max_steps=4), None, None, "allgather").points
+    with pytest.raises(BadInput, match="step 0 multicasts chunk 0 from rank 0 without a sum, "
+                                       "and allgather does not combine"):
+        render(point.schedule, "mscclpp")
+    path = tmp_path / "allgather.json"
+    write_schedule(point.schedule, path)
     refused = synth_cli("export", str(path), "--to", "mscclpp", "-o", str(tmp_path / "p"))
     assert "glres" in one_line(refused, 2)
     assert not (tmp_path / "p").exists()
