@@ -113,6 +113,28 @@ def test_two_boxes_of_four_gpus_export_in_and_out_of_place(nvls4x2):
                     [("o", [g]), ("o", box)] + ([] if inplace else [("i", box)]))
 
 
+def test_relays_may_fall_between_a_switch_reduction_and_its_multicast(tmp_path):
+    # boxes of 10 GPUs: local ranks 8 and 9 have no InfiniBand device in the executor,
+    # so their sends across the boxes (step 1 of the batch, right after the box's
+    # switch_reduce) are relayed inside the box in steps of their own: the sum and the
+    # multicast were never one glres, and a step between them changes nothing
+    lines = ["name: nv10", "unit_gbps: 25", "gpus: 10", "switches:",
+             "  - {name: nvswitch, kind: nvswitch, can: [reduce, multicast]}",
+             f"nics: [{', '.join(f'nic{g}' for g in range(10))}]", "links:"]
+    lines += [f"  - {{between: [gpu{g}, nvswitch], gbps: 25, count: 2}}" for g in range(10)]
+    lines += [f"  - {{between: [gpu{g}, nic{g}], gbps: 64}}" for g in range(10)]
+    lines += ["network: {fabric: rails, gbps: 25, alpha_us: 2.6}"]
+    path = tmp_path / "nv10.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    lowering = lower_with_routes(resolve(str(path), 2))
+    hierarchy, _ = find_hierarchy(lowering)
+    inside, _ = box_switches(lowering.model, hierarchy)
+    schedule = across_boxes_allreduce(lowering.model, hierarchy, inside, None, 1, 2)
+    text, summary = render(schedule, "mscclpp")
+    assert "right result" in summary and "8 cross-box sends relayed" in summary
+    assert check_mscclpp_plan(json.loads(text), ranks_per_node=10)["ops"]["glres"] == 40
+
+
 # --- hand-built schedules on 4 GPUs around one switch --------------------------------------
 
 def one_owner_doc():
