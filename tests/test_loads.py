@@ -129,6 +129,22 @@ def test_a_switch_sum_left_on_its_owner_loads_in_mscclpp():
     assert where(found) == "MSCCL++"
 
 
+def test_msccl_xml_is_answered_without_time_for_switch_operations():
+    # the XML has no switch operation: refused before any program is built, so asked
+    # even when the time left affords no exporter
+    import time
+
+    from synth.deadline import Deadline
+    from synth.export.loads import loads_within
+
+    schedule = schedule_from_dict(nvls_doc())
+    forget()
+    assert loads_within(schedule, Deadline(time.monotonic() - 1)) is None  # MSCCL++ unknown
+    assert refusal(schedule, "mscclpp") is None
+    assert loads_within(schedule, Deadline(time.monotonic() - 1)) == {
+        "msccl-xml": IN_NETWORK, "mscclpp": None}
+
+
 def test_msccl_xml_refuses_a_direct_allgather_past_its_threadblocks_mscclpp_loads_it():
     # 34 GPUs on one switch, each sends its chunk to 33 peers in one step. XML: a
     # threadblock has one send and one receive peer; chunk c travels on channel c mod K.
