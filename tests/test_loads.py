@@ -1,5 +1,6 @@
-"""Which runtime loads each point (synth.export.loads), and the across-box NVLS allreduce
-MSCCL++ loads (synth.construct.in_network.turns_allreduce).
+"""Which runtime loads each point (synth.export.loads), and the across-box NVLS allreduces
+MSCCL++ loads (synth.construct.in_network.turns_allreduce, and across_boxes_allreduce
+with NVLS in each box; with SHARP between the boxes it loads nowhere).
 
 The answers here are render's own: a point marked loadable renders and passes its
 simulator, a point marked not loadable is refused by render with the same line (asked
@@ -70,6 +71,21 @@ def nvls4x2(tmp_path_factory):
     return path, topo, lowering.model, hierarchy, inside
 
 
+@pytest.fixture(scope="module")
+def sharp4x2(tmp_path_factory):
+    """nvls4x2 whose network switches reduce and multicast too (InfiniBand SHARP): the
+    across-box allreduce sums between the boxes in the network, which no switch channel
+    of MSCCL++ joins."""
+    path = tmp_path_factory.mktemp("topo") / "sharp4.yaml"
+    path.write_text(NVLS4.replace("alpha_us: 2.6}", "alpha_us: 2.6, sharp: true}"))
+    topo = resolve(str(path), 2)
+    lowering = lower_with_routes(topo)
+    hierarchy, _ = find_hierarchy(lowering)
+    inside, across = box_switches(lowering.model, hierarchy)
+    assert (len(inside), len(across)) == (2, 4)  # NVLS in each box, SHARP on each rail
+    return topo, lowering.model, hierarchy, inside, across
+
+
 def fresh_render(schedule, fmt, **kw):
     """render with nothing remembered: its own answer, not the one loads kept."""
     forget()
@@ -102,21 +118,31 @@ def test_msccl_xml_refuses_switch_operations_mscclpp_loads_their_glres_form():
     assert phrase(found["msccl-xml"]) == "the schedule has switch operations"
 
 
-def test_a_switch_sum_left_on_its_owner_loads_nowhere():
+def test_a_switch_sum_left_on_its_owner_loads_in_mscclpp():
     # reducescatter in one switch step (C = 1): chunk r summed into rank r and left
-    # there; a glres stores the sum to every member, so no runtime synth targets has it
+    # there: a glres storing to rank r alone (a switch channel of one member)
     doc = nvls_doc()
     doc.update(collective="reducescatter", chunks=1, num_chunks=4,
                post=[[r, r] for r in range(4)], steps=doc["steps"][:1])
     found = agrees_with_render(schedule_from_dict(doc))
-    assert found["msccl-xml"] == IN_NETWORK
-    assert found["mscclpp"] == (
-        "cannot export to MSCCL++: step 0 sums chunk 0 into rank 0 in switch sw, and step 1 "
-        "does not multicast it to the other 3 ranks (a switch channel's glres sums a chunk "
-        "of every member and stores the sum to every member)")
-    assert where(found) == "neither"
-    assert phrase(found["mscclpp"]) == ("step 0 sums chunk 0 into rank 0 in switch sw, and "
-                                        "step 1 does not multicast it to the other 3 ranks")
+    assert found == {"msccl-xml": IN_NETWORK, "mscclpp": None}
+    assert where(found) == "MSCCL++"
+
+
+def test_msccl_xml_is_answered_without_time_for_switch_operations():
+    # the XML has no switch operation: refused before any program is built, so asked
+    # even when the time left affords no exporter
+    import time
+
+    from synth.deadline import Deadline
+    from synth.export.loads import loads_within
+
+    schedule = schedule_from_dict(nvls_doc())
+    forget()
+    assert loads_within(schedule, Deadline(time.monotonic() - 1)) is None  # MSCCL++ unknown
+    assert refusal(schedule, "mscclpp") is None
+    assert loads_within(schedule, Deadline(time.monotonic() - 1)) == {
+        "msccl-xml": IN_NETWORK, "mscclpp": None}
 
 
 def test_msccl_xml_refuses_a_direct_allgather_past_its_threadblocks_mscclpp_loads_it():
@@ -144,7 +170,7 @@ def test_answers_are_renders_on_every_point_of_several_machines(nvls4x2):
                                               hierarchy).points]
     points += [b.schedule for b in baselines(model, "allreduce", None)]
     for spec, name in (("ring:4", "allreduce"), ("dgxh100", "reducescatter"),
-                       ("dgx1", "allgather")):
+                       ("dgx1", "allgather"), ("dgxh100", "allgather")):
         m = lower_with_routes(resolve(spec)).model
         points += [b.schedule for b in baselines(m, name, None)]
         points += [p.schedule for p in nvls_search(m, Limits(max_steps=4), None, None,
@@ -222,7 +248,7 @@ def test_mutations_of_the_in_turn_allreduce_are_refused(nvls4x2):
             verify_schedule(broken(edit))
 
     # valid, but no glres: rank 0 multicasts shard 0 to two of its box and sends it to
-    # the third; a glres stores to every member
+    # the third right after the switch summed it, before the members learn it is done
     def partly(doc):
         step = doc["steps"][3]["sends"]
         op = next(x for x in step if x.get("src") == 0)
@@ -232,18 +258,19 @@ def test_mutations_of_the_in_turn_allreduce_are_refused(nvls4x2):
     doc = broken(partly)
     doc["steps"][3]["rounds"] = 3
     verify_schedule(doc)
-    assert "does not multicast it to the other 3 ranks" in refusal(schedule_from_dict(doc),
-                                                                   "mscclpp")
+    assert ("chunk 0 is in switch operations in steps 2 and 3 that are not a switch_reduce "
+            "and the multicast of its sum") in refusal(schedule_from_dict(doc), "mscclpp")
 
 
 # --- the frontier: each runtime's own points ----------------------------------------------
 
-def test_a_point_only_a_runtime_loads_joins_the_frontier_it_is_dominated_on(nvls4x2):
-    # the across-box in-network allreduce (one batch: 4 steps, 8 rounds, 5.9 us of
-    # alphas: 0.35 + 2.6 + 2.6 + 0.35) beats the in-turn one (6 steps, 10 rounds for the
-    # same 8 chunks, 6.6 us) on both costs, and no runtime loads it
-    _, topo, model, hierarchy, inside = nvls4x2
-    best = Point(across_boxes_allreduce(model, hierarchy, inside, None, 1, 2), False)
+def test_a_point_only_a_runtime_loads_joins_the_frontier_it_is_dominated_on(sharp4x2):
+    # the across-box in-network allreduce with SHARP between the boxes (one batch: 4
+    # steps, 8 rounds, 5.9 us of alphas: 0.35 + 2.6 + 2.6 + 0.35) beats the in-turn one
+    # (6 steps, 10 rounds for the same 8 chunks, 6.6 us) on both costs, and no runtime
+    # loads it
+    _, model, hierarchy, inside, across = sharp4x2
+    best = Point(across_boxes_allreduce(model, hierarchy, inside, across, 1, 2), False)
     turns = Point(turns_allreduce(model, hierarchy, inside, 1, 1), False)
     assert pareto_filter([best, turns]) == [best]
     result = Result("allreduce", None, model, None, [best], candidates=[best, turns])
@@ -275,9 +302,9 @@ def test_cost_model_2_keeps_the_fastest_point_each_runtime_loads_at_every_size(n
 
 # --- the command line ---------------------------------------------------------------------
 
-def test_the_summary_and_table_say_which_runtime_loads_each_point_and_why(nvls4x2):
-    _, topo, model, hierarchy, inside = nvls4x2
-    best = Point(across_boxes_allreduce(model, hierarchy, inside, None, 1, 2), False)
+def test_the_summary_and_table_say_which_runtime_loads_each_point_and_why(sharp4x2):
+    topo, model, hierarchy, inside, across = sharp4x2
+    best = Point(across_boxes_allreduce(model, hierarchy, inside, across, 1, 2), False)
     turns = Point(turns_allreduce(model, hierarchy, inside, 1, 1), False)
     result = with_runtimes(Result("allreduce", None, model, bounds_of(topo), [best],
                                   candidates=[best, turns]))
@@ -286,9 +313,10 @@ def test_the_summary_and_table_say_which_runtime_loads_each_point_and_why(nvls4x
     assert first["loads"] == "neither" and second["loads"] == "MSCCL++"
     assert first["not_loaded"]["msccl-xml"] == second["not_loaded"]["msccl-xml"] == {
         "why": "the schedule has switch operations", "message": IN_NETWORK}
+    # step 1's first operation: SHARP sums chunk 0 of ranks 0 and 4 (local rank 0 of
+    # each box) into rank 0
     assert first["not_loaded"]["mscclpp"]["why"] == (
-        "step 0 sums chunk 0 into rank 0 in switch n0.nvswitch, and step 1 does not "
-        "multicast it to the other 3 ranks")
+        "a switch operation joins ranks 0 and 4 of different boxes")
     assert set(second["not_loaded"]) == {"msccl-xml"}
     lines = format_table(summary).splitlines()
     header = lines[1].split()
@@ -297,8 +325,8 @@ def test_the_summary_and_table_say_which_runtime_loads_each_point_and_why(nvls4x
     assert " neither " in lines[2] and " MSCCL++ " in lines[3]
     assert ("MSCCL XML does not load S4 R8 C8, S6 R10 C8: the schedule has switch operations"
             in lines)
-    assert ("MSCCL++ does not load S4 R8 C8: step 0 sums chunk 0 into rank 0 in switch "
-            "n0.nvswitch, and step 1 does not multicast it to the other 3 ranks") in lines
+    assert ("MSCCL++ does not load S4 R8 C8: a switch operation joins ranks 0 and 4 of "
+            "different boxes") in lines
 
 
 def test_the_command_line_table_and_json_carry_the_loads(nvls4x2, tmp_path):

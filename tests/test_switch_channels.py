@@ -1,6 +1,7 @@
 """MSCCL++ plans with switch channels (NVLS): the exporter writes a switch reduction and
 the multicast of its sum as one glres, and the plan simulator runs glres on every
-member's memory. Hand-written plans check each way such a plan can be wrong."""
+member's memory (a glres alone, with a group of one rank: tests/test_switch_split.py).
+Hand-written plans check each way such a plan can be wrong."""
 
 import json
 
@@ -13,7 +14,6 @@ from synth.export.mscclpp_sim import PlanInvalid, check_mscclpp_plan
 from synth.schedule.file import schedule_from_dict, write_schedule
 from synth.search.pareto import Limits
 from synth.topology.catalog import resolve
-from synth.topology.hierarchy import find_hierarchy
 from synth.topology.linkmodel import lower_with_routes
 from tests.test_in_network import nvls_doc
 from tests.test_reliability import one_line, synth_cli
@@ -56,6 +56,54 @@ def nvls_plan(inplace=False, ready=True, done=True):
             "max_message_size": 1 << 30, "gpus": gpus}
 
 
+def split_plan(sum_over=None):
+    """Allreduce on 4 GPUs out of place with each glres alone: rank r's first sums chunk
+    r of every rank's input into its own output alone (a switch channel of rank r
+    alone over o), its second loads that sum from r alone and stores it to every rank;
+    barriers of signals and waits before, between and after. `sum_over`: the ranks of
+    the first glres's source group (all by default)."""
+    ranks = list(range(N))
+    gpus = []
+    for r in ranks:
+        peers, ids = [p for p in ranks if p != r], list(range(N - 1))
+        barrier = [dict(MEMORY, name="signal", channel_ids=ids),
+                   dict(MEMORY, name="wait", channel_ids=ids), {"name": "nop"}]
+
+        def glres(src, dst):
+            return {"name": "glres", "channel_type": "switch",
+                    "src_buff": [{"switch_channel_id": src, "index": r, "size": 1}],
+                    "dst_buff": [{"switch_channel_id": dst, "index": r, "size": 1}]}
+        groups = [("i", sum_over(r) if sum_over else ranks), ("o", [r]), ("o", ranks)]
+        gpus.append({
+            "id": r, "input_chunks": N, "output_chunks": N, "scratch_chunks": 0,
+            "channels": [dict(MEMORY, connected_to=peers)]
+            + [{"channel_type": "switch", "buffer_type": b,
+                "rank_groups": [{"size": N, "ranks": g}]} for b, g in groups],
+            "remote_buffers": [], "semaphores": [],
+            "threadblocks": [{"id": 0, "channels": [
+                dict(MEMORY, channel_ids=ids), {"channel_type": "switch", "channel_ids": [0, 1, 2]}],
+                "ops": [dict(MEMORY, name="rlxsignal", channel_ids=ids),
+                        dict(MEMORY, name="rlxwait", channel_ids=ids), {"name": "nop"},
+                        *barrier, glres(0, 1), {"name": "nop"}, *barrier, glres(1, 2),
+                        {"name": "nop"}, *barrier]}]})
+    return {"name": "split", "collective": "allreduce", "protocol": "Simple",
+            "inplace": False, "max_message_size": 1 << 30, "gpus": gpus}
+
+
+def test_a_glres_from_a_group_to_its_rank_alone_and_back_simulates():
+    report = check_mscclpp_plan(split_plan())
+    assert report["ops"]["glres"] == 2 * N
+    assert report["channels"]["switch"] == 3 * N
+
+
+def test_a_glres_sums_the_source_group_only():
+    # rank r's first glres loads from r alone: its output holds its own chunk r, which
+    # its second stores to every rank
+    with pytest.raises(PlanInvalid, match=r"gpu 0 ends with o\[0\] = \{0:0\}, expected "
+                                          r"\{0:0, 1:0, 2:0, 3:0\}"):
+        check_mscclpp_plan(split_plan(sum_over=lambda r: [r]))
+
+
 def test_a_hand_written_nvls_plan_simulates_in_and_out_of_place():
     for inplace in (False, True):
         report = check_mscclpp_plan(nvls_plan(inplace))
@@ -79,12 +127,17 @@ def glres_entry(gpus, rank, side):
     return gpus[rank]["threadblocks"][0]["ops"][6][side][0]
 
 
-def narrow_the_output_group(gpus):
-    for gpu in gpus[:2]:
-        gpu["channels"][2]["rank_groups"][0]["ranks"] = [0, 1]
-    for gpu in gpus[2:]:
-        del gpu["channels"][2]
-        gpu["threadblocks"][0]["channels"][1]["channel_ids"] = [0]
+def store_to_others(gpus):
+    # rank 2's glres stores through a group of the three others: it must declare it,
+    # and the executor's set-up refuses a group without the rank ("rank is not among
+    # allRanks")
+    for gpu in gpus:
+        gpu["channels"][2]["rank_groups"][0]["ranks"] = [0, 1, 3]
+
+
+def alone_of_another(gpus):
+    # rank 0 declares a group of rank 1 alone (each rank's own, 1's, set up by rank 0)
+    gpus[0]["channels"][2]["rank_groups"][0]["ranks"] = [1]
 
 
 @pytest.mark.parametrize("plan, message", [
@@ -100,8 +153,12 @@ def narrow_the_output_group(gpus):
     # a switch channel id the thread block does not hold
     (broken(lambda g: glres_entry(g, 1, "dst_buff").update(switch_channel_id=5)),
      "not in the thread block's table"),
-    # loading from one group and storing to another
-    (broken(narrow_the_output_group), "loads from ranks"),
+    # a glres storing to a group without its own rank
+    (broken(store_to_others), r"gpus\[2\].channels\[2\].rank_groups\[0\]: a switch channel "
+                              r"of gpu 2 must join it \(ranks \[0, 1, 3\]"),
+    # a group of one rank declared by another
+    (broken(alone_of_another), r"gpus\[0\].channels\[2\].rank_groups\[0\]: a switch "
+                               r"channel of gpu 0 must join it \(ranks \[1\]"),
 ])
 def test_each_way_a_switch_plan_can_be_wrong_is_caught(plan, message):
     with pytest.raises(PlanInvalid, match=message):
@@ -161,16 +218,16 @@ def test_synthesized_nvls_allreduce_on_dgxh100_exports_and_simulates(tmp_path):
 
 
 def test_a_multicast_glres_cannot_express_is_refused_with_one_line(tmp_path):
-    # across boxes the box's sum goes to the network before it is multicast: no glres
-    lowering = lower_with_routes(resolve("dgxh100x2"))
-    hierarchy, _ = find_hierarchy(lowering)
-    schedule = [p.schedule for p in nvls_search(lowering.model, Limits(max_steps=8), None,
-                                                 hierarchy).points
-                if "in turn" not in p.schedule.info["method"]][-1]
-    with pytest.raises(BadInput, match="does not multicast it"):
-        render(schedule, "mscclpp")
-    path = tmp_path / "across.json"
-    write_schedule(schedule, path)
+    # allgather on one NVSwitch: each rank multicasts its share, a store with no sum; a
+    # glres is a reduction even of one operand (no allgather may reduce), and a store
+    # alone, gstore, came in v0.10.0
+    lowering = lower_with_routes(resolve("dgxh100"))
+    (point,) = nvls_search(lowering.model, Limits(max_steps=4), None, None, "allgather").points
+    with pytest.raises(BadInput, match="step 0 multicasts chunk 0 from rank 0 without a sum, "
+                                       "and allgather does not combine"):
+        render(point.schedule, "mscclpp")
+    path = tmp_path / "allgather.json"
+    write_schedule(point.schedule, path)
     refused = synth_cli("export", str(path), "--to", "mscclpp", "-o", str(tmp_path / "p"))
     assert "glres" in one_line(refused, 2)
     assert not (tmp_path / "p").exists()

@@ -201,11 +201,12 @@ def turns_allreduce(model: LinkModel, hierarchy: Hierarchy, inside, batches: int
         step 5   local rank r of box h sends the total back to local rank r of the others
         step 6   which copy it to their box (GPU sends)
 
-    Each box's switch thus sums a K-th of the data and stores the sum, where the faster
-    across_boxes_allreduce has every switch sum everything into one GPU and later store
-    everything: a sum left on one GPU and a store of what the switch did not just sum,
-    which the executors synth targets do not have. The NICs carry what a reducescatter
-    and allgather among the peers carry. Pipelined over `batches` (`program` and `memo`: turns_program's and
+    Each box's switch thus sums a K-th of the data and stores the sum (one glres over
+    the box), where the faster across_boxes_allreduce has every switch sum everything
+    into one GPU and later store everything: a sum left on one GPU and a store of what
+    the switch did not just sum, which MSCCL++ runs through switch channels of one GPU
+    (docs/runtimes.md, "Switch channels"; not run on hardware), which this one does not
+    need. The NICs carry what a reducescatter and allgather among the peers carry. Pipelined over `batches` (`program` and `memo`: turns_program's and
     _pipelined's, to share between depths)."""
     program = program or turns_program(model, hierarchy, inside, pieces)
     stride = len(hierarchy.boxes) * len(hierarchy.boxes[0]) * pieces
@@ -367,7 +368,7 @@ def _nvls_points(model: LinkModel, limits: Limits, deadline: Deadline, hierarchy
     where = " and ".join(w for w, on in (("NVLS in each box", inside),
                                          ("SHARP across boxes", across)) if on)
     stopped = search.stopped or f"in-network: {where}, {pieces} pieces a shard"
-    if inside and g > 1 and not search.stopped:  # the form MSCCL++ loads (turns_allreduce)
+    if inside and g > 1 and not search.stopped:  # one glres per switch sum (turns_allreduce)
         turns = 2 * k * (k - 1) * g * g
         if turns > MAX_SENDS:
             return stopped + f"; in turn: {turns:,} sends a batch (at most {MAX_SENDS:,})"

@@ -129,13 +129,14 @@ def loads_of(schedule) -> dict[str, str | None]:
 def loads_within(schedule, deadline: Deadline) -> dict[str, str | None] | None:
     """loads_of, if the time left affords asking: an answer not yet known costs about
     what building the exporter's program costs, paced per unit of its size
-    (synth.construct.paced.EXPORT); None (not asked) where the time left does not
-    afford it, or the deadline passes while the exporter tries."""
+    (synth.construct.paced.EXPORT), except MSCCL XML's for a schedule with switch
+    operations, refused before any program; None (not asked) where the time left does
+    not afford it, or the deadline passes while the exporter tries."""
     from synth.construct.paced import EXPORT, export_size
 
     out = {}
     for fmt in RUNTIMES:
-        if _known(schedule, fmt):
+        if _known(schedule, fmt) or (fmt == "msccl-xml" and schedule.in_network):
             out[fmt] = refusal(schedule, fmt)
             continue
         units = export_size(schedule)

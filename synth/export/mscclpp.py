@@ -116,16 +116,11 @@ class _Plan:
                 peers[(a, lane, kind(a, b))].add(b)
                 peers[(b, lane, kind(a, b))].add(a)
                 refs[(a, lane, b)].add(dst.buf)
-            for k, group, d, src, out in summed:  # memory channels for the hand-shakes
-                for m in group:
-                    if m != d:
-                        if kind(d, m) != "memory":
-                            raise BadInput(f"cannot export to MSCCL++: a switch reduction "
-                                           f"joins ranks {d} and {m} of different boxes; "
-                                           "switch channels (NVLS) work inside one box")
-                        peers[(d, k % lanes, "memory")].add(m)
-                        peers[(m, k % lanes, "memory")].add(d)
-                keys |= {(group, src.buf), (group, out.buf)}
+            for k, readers, writers, d, src, out in summed:  # channels for the hand-shakes
+                for m in {*readers, *writers} - {d}:  # one box (mscclpp_flow)
+                    peers[(d, k % lanes, "memory")].add(m)
+                    peers[(m, k % lanes, "memory")].add(d)
+                keys |= {(readers, src.buf), (writers, out.buf)}
         for key in sorted(keys):  # one order on every rank: the members set them up together
             for m in key[0]:
                 self.switch[m].append(key)
@@ -195,14 +190,16 @@ class _Plan:
             tb.steps[t]["re"].append((dst, srcs))
 
     def _switch_accesses(self, acc, t, summed):
-        """The switch reductions of step t. Step t: every member tells d that its value
-        (and the slot the sum goes to) is ready; d's glres sums and stores to all; step
-        t + 1: d tells every member the sum is there (the multicast of the schedule). In
+        """The switch operations of step t, each a glres by d. Step t: every other
+        member tells d that its value is ready (a reader) and that the slot the glres
+        stores to is free (a writer); d's glres sums and stores; step t + 1: d tells
+        every member it is done (a reader's value was read, a writer's arrived). In
         program order: the readies, the glres, then the signals after it."""
         moved = {(m, k): (a, b) for m, k, a, b in self.flow.aligned[t]}
-        for k, group, d, src, out in summed:
-            lane, others = k % self.t, [m for m in group if m != d]
-            for m in group:  # first, a member whose value sits elsewhere copies it
+        for k, readers, writers, d, src, out in summed:
+            lane = k % self.t
+            others = sorted({*readers, *writers} - {d})
+            for m in readers:  # first, a member whose value sits elsewhere copies it
                 if (m, k) in moved:
                     tb = self.tb_of[(m, lane, d if m != d else others[0])]
                     a, b = moved[(m, k)]
@@ -211,8 +208,10 @@ class _Plan:
                     tb.steps[t]["align"].append((a, b))
             for m in others:
                 mine, theirs = self.tb_of[(m, lane, d)], self.tb_of[(d, lane, m)]
-                acc.access(mine, (m, src), False, (t, ACQ_SEND), (t + 1, RECV))
-                acc.access(mine, (m, out), True, (t, ACQ_SEND), (t + 1, RECV))
+                if m in readers:
+                    acc.access(mine, (m, src), False, (t, ACQ_SEND), (t + 1, RECV))
+                if m in writers:
+                    acc.access(mine, (m, out), True, (t, ACQ_SEND), (t + 1, RECV))
                 mine.steps[t]["notify"].add(d)
                 theirs.steps[t]["wait"].add(m)
                 acc.access(theirs, (d, ("ready", k, m)), True, None, (t, RECV))
@@ -222,7 +221,7 @@ class _Plan:
             acc.access(tb, (d, src), False, (t, ACQ_RE), (t, REDUCED))
             acc.access(tb, (d, out), True, (t, ACQ_RE), (t, REDUCED))
             acc.access(tb, (d, ("summed", k)), True, (t, ACQ_RE), (t, REDUCED))
-            tb.steps[t]["glres"].append((src, out, group))
+            tb.steps[t]["glres"].append((src, out, readers, writers))
             for m in others:
                 mine, theirs = self.tb_of[(m, lane, d)], self.tb_of[(d, lane, m)]
                 acc.access(theirs, (d, ("summed", k)), False, (t + 1, ACQ_SEND),
@@ -274,8 +273,9 @@ class _Plan:
                             self.remote[r][key] = len(self.remote[r])
                         used.add(self.remote[r][key])
                 tb.remote_refs = sorted(used)
-                keys = sorted({(g, x.buf) for t in tb.steps for src, dst, g in tb.steps[t]["glres"]
-                               for x in (src, dst)})
+                keys = sorted({key for t in tb.steps for src, dst, readers, writers
+                               in tb.steps[t]["glres"]
+                               for key in ((readers, src.buf), (writers, dst.buf))})
                 tb.switch_ids = [self.switch[r].index(key) for key in keys]
                 tb.switch = {key: i for i, key in enumerate(keys)}
                 if len(keys) > MAX_TB_CHANNELS:
@@ -400,11 +400,10 @@ def _most_peers(flow: _Flow, boxes) -> int:
             kind = "port" if boxes and boxes[a] != boxes[b] else "memory"
             peers[(a, kind)].add(b)
             peers[(b, kind)].add(a)
-        for _, group, d, _, _ in summed:
-            for m in group:
-                if m != d:
-                    peers[(d, "memory")].add(m)
-                    peers[(m, "memory")].add(d)
+        for _, readers, writers, d, _, _ in summed:
+            for m in {*readers, *writers} - {d}:
+                peers[(d, "memory")].add(m)
+                peers[(m, "memory")].add(d)
     return max((len(p) for p in peers.values()), default=0)
 
 

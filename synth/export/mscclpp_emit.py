@@ -1,8 +1,9 @@
 """The ops of one thread block of an MSCCL++ plan, in program order (synth.export.mscclpp's
 recipe, "Ops of a thread block"): the handshake on its channels, then per step the
-acquires, the copies that gather a switch reduction's operands, the puts (memory; or port,
+acquires, the copies that gather a switch operation's operands, the puts (memory; or port,
 with the nops and pws/pwsf that keep a signal behind the data it covers), the releases,
-the signals and waits, the switch reductions and reductions, and last the final copies.
+the signals and waits, the switch operations (glres) and reductions, and last the final
+copies.
 
 synth.export.mscclpp decides everything these ops name (thread blocks, channels,
 remote buffers, semaphores, where hand-offs release and acquire); this module only
@@ -129,7 +130,7 @@ class _Ops:
         self.release((t, RECV))
         self.acquire((t, ACQ_RE))
         if step is not None and step["glres"]:
-            self.switch_reductions(step["glres"])
+            self.switch_operations(step["glres"])
             if not step["re"]:
                 self.ops.append({"name": "nop"})
         if step is not None and step["re"]:
@@ -195,14 +196,16 @@ class _Ops:
             if tb.release.get((t, RECV)) or not tb.acquire.get((t, ACQ_RE)):
                 self.ops.append({"name": "nop"})  # else the acquire's nop serves
 
-    def switch_reductions(self, summed):
-        """One glres per run of consecutive slots of `summed` (src, dst, group)."""
+    def switch_operations(self, summed):
+        """One glres per run of consecutive slots of `summed` (src, dst, source group,
+        destination group): it loads from the source group's switch channel over src's
+        buffer and stores to the destination group's over dst's."""
         switch = self.tb.switch
-        for src, dst, group, cnt in _glres_runs(summed):
+        for src, dst, readers, writers, cnt in _glres_runs(summed):
             self.ops.append({"name": "glres", "channel_type": "switch",
-                             "src_buff": [{"switch_channel_id": switch[(group, src.buf)],
+                             "src_buff": [{"switch_channel_id": switch[(readers, src.buf)],
                                            "index": src.idx, "size": cnt}],
-                             "dst_buff": [{"switch_channel_id": switch[(group, dst.buf)],
+                             "dst_buff": [{"switch_channel_id": switch[(writers, dst.buf)],
                                            "index": dst.idx, "size": cnt}]})
 
     def reductions(self, sums):
@@ -239,17 +242,19 @@ def _pushed_since_nop(ops):
 
 
 def _glres_runs(summed):
-    """The switch reductions (src, dst, group) of one step merged into runs (src, dst,
-    group, count) of consecutive slots."""
+    """The switch operations (src, dst, source group, destination group) of one step
+    merged into runs (src, dst, source group, destination group, count) of consecutive
+    slots."""
     out = []
-    for src, dst, group in sorted(summed, key=lambda e: (e[2], e[0].buf, e[0].idx)):
+    for src, dst, readers, writers in sorted(summed, key=lambda e: (e[2], e[3], e[0].buf,
+                                                                     e[0].idx)):
         if out:
-            s0, d0, g0, cnt = out[-1]
-            if (g0 == group and (s0.buf, d0.buf) == (src.buf, dst.buf)
+            s0, d0, r0, w0, cnt = out[-1]
+            if ((r0, w0) == (readers, writers) and (s0.buf, d0.buf) == (src.buf, dst.buf)
                     and s0.idx + cnt == src.idx and d0.idx + cnt == dst.idx):
-                out[-1] = (s0, d0, g0, cnt + 1)
+                out[-1] = (s0, d0, r0, w0, cnt + 1)
                 continue
-        out.append((src, dst, group, 1))
+        out.append((src, dst, readers, writers, 1))
     return out
 
 

@@ -1,7 +1,16 @@
 """Where every value of an MSCCL++ plan lives: the slots of every send, reduction,
-switch reduction and final copy (synth.export.mscclpp's recipe, "Slots first"). It does
+switch operation and final copy (synth.export.mscclpp's recipe, "Slots first"). It does
 not depend on how the work is split into thread blocks, so the search over thread
 block splits (synth.export.mscclpp.build) computes it once.
+
+Switch operations become glres, each run by one rank d: the switch sums the chunk's
+slot on every member of the source group (one offset on all of them) and stores the
+sum to one slot of every member of the destination group. A switch_reduce into d
+followed in the next step by the multicast of its sum to its other sources is one
+glres over the group (source and destination the same); a switch_reduce alone sums
+into d only (destination: d alone); a multicast alone is the sum of d's value alone
+(source: d alone) stored to d and its destinations (docs/runtimes.md, "Switch
+channels").
 """
 
 from __future__ import annotations
@@ -16,23 +25,28 @@ class _Flow:
     """Where every value lives: the slots of every send, reduction and final copy.
 
     steps: per step, (moves (chunk, src rank, dst rank, src slot, dst slot), reductions
-    (rank, chunk, dst slot, src slots, first sender), switch reductions (chunk, ranks,
-    rank summed into, src slot, out slot)); aligned: per step, the local copies
-    (rank, chunk, from, to) before its switch reductions; epilogue: the final copies
-    (rank, chunk, from, to); written: (rank, slot) written in a launch, by the rank or a
-    peer; scratch: the scratch slots per rank."""
+    (rank, chunk, dst slot, src slots, first sender), switch operations (chunk, source
+    group, destination group, rank d that runs the glres, src slot, out slot)); aligned:
+    per step, the local copies (rank, chunk, from, to) before its switch operations;
+    epilogue: the final copies (rank, chunk, from, to); written: (rank, slot) written in
+    a launch, by the rank or a peer; scratch: the scratch slots per rank. A glres's
+    members learn in the next step that it is done, so a switch operation in the last
+    step is followed by one step with no moves (its hand-shakes only)."""
 
     def __init__(self, schedule, layout: Layout):
         places = _Places(layout)
-        self.steps = []  # per step: (moves, reductions, switch reductions)
+        self.steps = []  # per step: (moves, reductions, switch operations)
         self.aligned = []  # per step: (rank, chunk, from, to) copies before its glres
-        fused = _fused_switch_ops(schedule)
+        switch = switch_operations(schedule)
         for t, sends in enumerate(drop_redundant(schedule.collective, schedule.steps)):
             moves, arrived = places.moves(t, sends)
             reductions = places.reductions(t, arrived)
-            summed, aligned = places.switch_reductions(t, fused.get(t, ()))
+            summed, aligned = places.switch_ops(t, switch.get(t, ()))
             self.steps.append((moves, reductions, summed))
             self.aligned.append(aligned)
+        if switch.get(len(self.steps) - 1):  # its members learn of it one step later
+            self.steps.append(([], [], []))
+            self.aligned.append([])
         self.epilogue = places.final_copies(schedule.collective.post)
         self.scratch, self.written = places.scratch, places.written
 
@@ -150,39 +164,66 @@ class _Places:
             since[(d, dst)] = []
         return reductions
 
-    def switch_reductions(self, t, fused):
-        """The switch reductions of step t (`fused`: (chunk, ranks, d) each):
-        (summed (chunk, ranks, d, src slot, out slot), aligned (rank, chunk, from, to):
-        the local copies that first gather a chunk at one slot on every member)."""
-        lay, loc, accessed, since = self.lay, self.loc, self.accessed, self.since
+    def switch_ops(self, t, ops):
+        """The switch operations of step t (`ops`: (chunk, source group, destination
+        group, d) each): (summed (chunk, source group, destination group, d, src slot,
+        out slot), aligned (rank, chunk, from, to): the local copies that first gather a
+        chunk at one slot on every member of a source group)."""
+        accessed, loc, since = self.accessed, self.loc, self.since
         summed, aligned = [], []
-        for k, group, d in fused:
-            src = {loc[(m, k)] for m in group}
-            if len(src) != 1:  # a switch channel reads one offset on every member
-                src = self.aligned_slot(k, group)
-                for m in group:
-                    if loc[(m, k)] != src:  # a local copy, read here, written there
-                        aligned.append((m, k, loc[(m, k)], src))
-                        since[(m, loc[(m, k)])].append((None, t))
-                        loc[(m, k)] = src
-                        self.written.add((m, src))
-                        since[(m, src)] = []
-            else:
-                src = src.pop()
-            out = {lay.out_slot(m, k) for m in group}
-            out = out.pop() if len(out) == 1 else None
-            if out is None or (out != src and any(out in accessed[m] for m in group)):
-                out = Slot("s", max(self.scratch[m] for m in group))  # one for all
-                for m in group:
-                    self.scratch[m] = out.idx + 1
-            for m in group:
-                accessed[m].add(out)
+        for k, readers, writers, d in ops:
+            src = self.switch_source(t, k, readers, aligned)
+            out = self.switch_target(k, readers, writers, d, src)
+            for m in readers:
                 since[(m, src)].append((d, t))
+            for m in writers:
+                accessed[m].add(out)
                 loc[(m, k)] = out
                 self.written.add((m, out))
                 since[(m, out)] = []
-            summed.append((k, group, d, src, out))
+            summed.append((k, readers, writers, d, src, out))
         return summed, aligned
+
+    def switch_source(self, t, k, readers, aligned):
+        """The one slot a switch channel reads chunk k at on every reader (it reads one
+        offset on every member): where k sits, or, where it sits at different slots, an
+        aligned slot each reader whose value is elsewhere first copies it to (appended
+        to `aligned`)."""
+        loc, since = self.loc, self.since
+        src = {loc[(m, k)] for m in readers}
+        if len(src) == 1:
+            return src.pop()
+        src = self.aligned_slot(k, readers)
+        for m in readers:
+            if loc[(m, k)] != src:  # a local copy, read here, written there
+                aligned.append((m, k, loc[(m, k)], src))
+                since[(m, loc[(m, k)])].append((None, t))
+                loc[(m, k)] = src
+                self.written.add((m, src))
+                since[(m, src)] = []
+        return src
+
+    def switch_target(self, k, readers, writers, d, src):
+        """Where a glres of chunk k stores: one slot, the same index on every writer.
+        A sum left on d (a switch_reduce alone) goes where a reduction's would: into
+        src where d may write it, else d's output slot while untouched, else fresh
+        scratch. Otherwise k's output slot when it is the same on every writer (for a
+        glres over one group: and it is the source, or no member touched it), else one
+        fresh scratch slot for all."""
+        lay, accessed = self.lay, self.accessed
+        if writers == (d,):
+            out = lay.out_slot(d, k)
+            if lay.writable(d, k, src):
+                return src
+            if out is not None and out not in accessed[d]:
+                return out
+            return self.fresh(d)
+        out = {lay.out_slot(m, k) for m in writers}
+        out = out.pop() if len(out) == 1 else None
+        if out is None or (readers == writers and out != src
+                           and any(out in accessed[m] for m in writers)):
+            return self.fresh_all(writers)
+        return out
 
     def final_copies(self, post):
         """(rank, chunk, from, to) of every result in `post` not in its output slot at
@@ -196,43 +237,101 @@ class _Places:
         return epilogue
 
 
-def _fused_switch_ops(schedule) -> dict:
-    """{step: [(chunk, ranks, d)]}: each switch_reduce of a chunk into d, with the
-    multicast of the sum from d to the other sources in the next step, as one glres (the
-    switch sums every member's chunk and stores the sum to every member). BadInput for
-    switch operations that do not pair up so, or that share a chunk with other moves in
-    those two steps: glres is the one switch operation every executor since v0.8 runs."""
-    steps = schedule.steps
-    fused, paired = defaultdict(list), set()
-
-    def refuse(why):
-        raise BadInput(f"cannot export to MSCCL++: {why} (a switch channel's glres sums a "
-                       "chunk of every member and stores the sum to every member)")
-
+def switch_operations(schedule) -> dict:
+    """{step: [(chunk, source group, destination group, d)]}: each switch operation as
+    one glres by rank d (module docstring): a switch_reduce into d with the multicast of
+    the sum from d to the other sources in the next step, fused: (group, group); a
+    switch_reduce alone: (group, (d,)); a multicast alone: ((d,), d and its
+    destinations). BadInput for an operation joining ranks of different boxes (switch
+    channels are NVLS, inside one box), a multicast alone in a collective that does not
+    combine (glres is a reduction), and a chunk that moves beside its switch operation
+    (in its step, and in the next for a fused pair) or, in the step after a glres, is
+    in another switch operation or sent by a rank it stored to (which learns of the
+    store only in that step's waits): glres is the one switch operation every executor
+    since v0.8 runs."""
+    steps, boxes = schedule.steps, schedule.model.boxes
+    found, fused = defaultdict(list), {}
     for t, step in enumerate(steps):
         for op in step.switch_ops:
-            if op.op != "switch_reduce":
-                continue
-            d, k = op.dsts[0], op.chunk
-            group = tuple(sorted({*op.srcs, d}))
-            after = steps[t + 1].switch_ops if t + 1 < len(steps) else ()
-            spread = [x for x in after if x.op == "multicast" and x.chunk == k
-                      and x.srcs == (d,) and x.via == op.via
-                      and set(x.dsts) == set(group) - {d}]
-            if not spread:
-                refuse(f"step {t} sums chunk {k} into rank {d} in switch {op.via}, and step "
-                       f"{t + 1} does not multicast it to the other {len(group) - 1} ranks")
-            for u in (t, t + 1):
-                busy = [x for x in steps[u].sends if k in x.chunks()]
-                busy += [x for x in steps[u].switch_ops if k in x.chunks()
-                         and x is not op and x is not spread[0]]
-                if busy:
-                    refuse(f"chunk {k} moves in step {u} beside its switch reduction")
-            paired.add((t + 1, id(spread[0])))
-            fused[t].append((k, group, d))
+            _one_box(op, boxes)
+            if op.op == "switch_reduce":
+                d, group = op.dsts[0], tuple(sorted({*op.srcs, op.dsts[0]}))
+                spread = _its_multicast(steps, t, op, group)
+                if spread is not None:
+                    fused[id(spread)] = op
+                found[t].append((op, group, (d,) if spread is None else group, d, spread))
     for t, step in enumerate(steps):
         for op in step.switch_ops:
-            if op.op == "multicast" and (t, id(op)) not in paired:
-                refuse(f"step {t} multicasts chunk {op.chunk} from rank {op.srcs[0]} without "
-                       "summing it in the switch the step before")
-    return fused
+            if op.op == "multicast" and id(op) not in fused:
+                d = op.srcs[0]
+                if not schedule.collective.combining:
+                    _refuse(f"step {t} multicasts chunk {op.chunk} from rank {d} without a "
+                            f"sum, and {schedule.collective.name} does not combine: a glres "
+                            "of one operand is still a reduction, and a store alone, "
+                            "gstore, came in v0.10.0")
+                found[t].append((op, (d,), tuple(sorted({d, *op.dsts})), d, None))
+    out = defaultdict(list)
+    for t in sorted(found):
+        for op, readers, writers, d, spread in found[t]:
+            _alone(steps, t, op, spread, readers, writers)
+            out[t].append((op.chunk, readers, writers, d))
+    return out
+
+
+def _refuse(why):
+    raise BadInput(f"cannot export to MSCCL++: {why} (a glres sums a chunk of every member "
+                   "of its source group and stores the sum to every member of its "
+                   "destination group)")
+
+
+def _one_box(op, boxes):
+    """BadInput when switch operation `op` joins ranks of different boxes (`boxes`: the
+    box of each rank; none: one node): MSCCL++ has no switch channel across nodes."""
+    a = (op.dsts if op.op == "switch_reduce" else op.srcs)[0]
+    other = next((m for m in sorted({*op.srcs, *op.dsts}) if boxes and boxes[m] != boxes[a]),
+                 None)
+    if other is not None:
+        raise BadInput(f"cannot export to MSCCL++: a switch operation joins ranks {a} and "
+                       f"{other} of different boxes; switch channels (NVLS) work inside one "
+                       "box")
+
+
+def _its_multicast(steps, t, op, group):
+    """The multicast in step t + 1 of the sum switch_reduce `op` leaves in its rank d,
+    from d to the other members of `group` through the same switch; None if there is
+    none."""
+    d = op.dsts[0]
+    after = steps[t + 1].switch_ops if t + 1 < len(steps) else ()
+    return next((x for x in after if x.op == "multicast" and x.chunk == op.chunk
+                 and x.srcs == (d,) and x.via == op.via
+                 and set(x.dsts) == set(group) - {d}), None)
+
+
+def _alone(steps, t, op, spread, readers, writers):
+    """BadInput unless op's chunk moves in no other way on a member of its glres in its
+    step (and in the next, with `spread`, the multicast it is fused with: its members
+    learn in that step that the glres is done), and, after a glres alone, in the next
+    step is in no switch operation on a member and sent by no writer but d (the one
+    that ran it): the members learn of the glres in that step's waits, after its sends."""
+    k, own, d = op.chunk, (op, spread), (op.dsts if op.op == "switch_reduce" else op.srcs)[0]
+    members = {*readers, *writers}
+
+    def touches(x):
+        return k in x.chunks() and not members.isdisjoint({*x.srcs, *x.dsts})
+
+    for u in (t, t + 1) if spread is not None else (t,):
+        if any(k in x.chunks() and members & {x.src, x.dst} for x in steps[u].sends) or any(
+                touches(x) and all(x is not y for y in own) for x in steps[u].switch_ops):
+            _refuse(f"chunk {k} moves in step {u} beside its {op.op}")
+    nxt = t + 1
+    if spread is not None or nxt >= len(steps):
+        return
+    if any(touches(x) for x in steps[nxt].switch_ops):
+        _refuse(f"chunk {k} is in switch operations in steps {t} and {nxt} that are not a "
+                "switch_reduce and the multicast of its sum (the members of a glres learn "
+                "that it is done in the next step)")
+    early = sorted({x.src for x in steps[nxt].sends if k in x.chunks()
+                    and x.src in writers and x.src != d})
+    if early:
+        _refuse(f"step {nxt} sends chunk {k} from rank {early[0]}, which learns only in that "
+                f"step's waits that the glres of step {t} stored it there")

@@ -37,8 +37,9 @@ results (D8: symbolic multisets of (rank, chunk) contributions; reading a slot t
 holds nothing; writing the input of an out-of-place plan), and a peer's access to a
 rank's input outside its kernel (D9: the caller writes the input before the kernel
 starts, so it counts as written then, and may write it again once the kernel ends).
-glres (switch channels) reads the range on every member of its group and writes the sum
-to every member, all as its thread block. Only the ops synth emits and the port ops are
+glres (switch channels) reads the range on every member of its source channel's group and
+writes the sum to every member of its destination channel's group (the same group or
+another, one of them perhaps the rank alone), all as its thread block. Only the ops synth emits and the port ops are
 simulated: nop, signal, wait, rlxsignal, rlxwait, put, pws, pwsf, flush, copy, re, glres,
 sem_acquire, sem_release; any other accepted op is reported as not simulated.
 """
@@ -373,8 +374,9 @@ class Launches:
         self.write(tb, dst, [tuple(sorted(sum(vals, ()))) for vals in zip(*parts)], where)
 
     def op_glres(self, tb, op, where):
-        """The switch loads every member's chunks and sums them (one multimem load-reduce),
-        then stores the sum to every member: reads and writes on every member's memory,
+        """The switch loads the chunks of every member of the source group and sums them
+        (one multimem load-reduce; of one member: its value), then stores the sum to
+        every member of the destination group: reads and writes on the members' memory,
         all by this thread block."""
         if not self.combining:
             _fail(f"{where}: reduces, but {self.p['coll']} does not combine")

@@ -37,8 +37,8 @@ def _int(value):
 
 
 def _switch_entry(entry, where, chans, switch, counts):
-    """A switch buffer entry {switch_channel_id, index, size}: its channel's group and
-    the chunk range on every member."""
+    """A switch buffer entry {switch_channel_id, index, size}: the chunk range on every
+    member of its channel's group."""
     if not isinstance(entry, dict) or "switch_channel_id" not in entry or "type" in entry \
             or "buffer_id" in entry:
         _fail(f"{where}: expected a switch entry {{switch_channel_id, index, size}}")
@@ -51,7 +51,7 @@ def _switch_entry(entry, where, chans, switch, counts):
     if ranges[0][2] + ranges[0][3] > size:
         _fail(f"{where}: {buf}[{ranges[0][2]}..{ranges[0][2] + ranges[0][3] - 1}] is outside "
               f"the switch channel's {size} chunks")
-    return ranks, ranges
+    return ranges
 
 
 def _range(entry, where, owner, counts):
@@ -163,15 +163,16 @@ def _sync_op(op, where, name, kind, chans, threads):
 
 
 def _glres_op(where, name, kind, srcs, dsts, rank, chans, ctx):
-    """Every member's chunks summed by the switch, stored to every member."""
+    """The chunks of every member of the source switch channel's group summed by the
+    switch (multimem.ld_reduce from its multicast address), the sum stored to every
+    member of the destination switch channel's group (multimem.st to its own): two
+    channels, each a group holding the rank (S5), the same group or not."""
     counts = ctx["counts"]
     if kind != "switch" or len(srcs) != 1 or len(dsts) != 1:
         _fail(f"{where}: glres takes channel_type switch, one source and one destination")
     switch = ctx["flat"]["switch"][rank]
-    group, src = _switch_entry(srcs[0], f"{where}.src_buff[0]", chans, switch, counts)
-    other, dst = _switch_entry(dsts[0], f"{where}.dst_buff[0]", chans, switch, counts)
-    if group != other:
-        _fail(f"{where}: glres loads from ranks {list(group)} and stores to {list(other)}")
+    src = _switch_entry(srcs[0], f"{where}.src_buff[0]", chans, switch, counts)
+    dst = _switch_entry(dsts[0], f"{where}.dst_buff[0]", chans, switch, counts)
     if src[0][3] != dst[0][3]:
         _fail(f"{where}: glres operands of different sizes")
     return (name, "switch", (src, dst), ())

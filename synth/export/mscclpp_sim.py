@@ -9,12 +9,13 @@ the table of what each collective's buffers hold at the start and must hold at t
 Static checks, S1-S9: key presence and types, gpus[k].id == k, chunk counts >= 1 and
 equal on every rank (and as the collective needs), thread block ids, memory and port
 channel peers in range and declared symmetrically per type, switch channels' rank
-groups (holding the rank, declared in one order by any two ranks they join), channel and remote-buffer
+groups (holding the rank, alone or with others, declared in one order by any two ranks
+they join), channel and remote-buffer
 ids resolving through each thread block's tables per type, remote buffers listing the
 access type, a port put's buffer owned by its channel's peer, op shapes (put pairs, one
 source type per memory put, channel ids for port puts, pws/pwsf/flush on port channels
-only, local operands for copy/re, glres on one switch channel group, channel_type on every op with a buffer_id, semaphore
-ids), chunk ranges inside the owner's buffers, equal operand sizes, and the limits of
+only, local operands for copy/re, glres with one source and one destination switch
+entry, channel_type on every op with a buffer_id, semaphore ids), chunk ranges inside the owner's buffers, equal operand sizes, and the limits of
 every release synth targets (v0.8.0 to v0.10.0: 64 ops per thread block, 16 channels
 and 16 remote buffers per thread block and type, 8 channel ids per op, 8 entries per
 list (v0.8.0's room), 16 semaphore ids per op, 1024 threads, a min_message_size that
@@ -346,7 +347,9 @@ def _transports(flat, n, g):
 
 def _switch_groups(ch, where, rank, n, counts):
     """The GPU-level switch channels of one `channels` entry: one per rank group, each
-    binding the buffer of `buffer_type` on every rank of the group (NVLS multicast)."""
+    binding the buffer of `buffer_type` on every rank of the group (NVLS multicast). A
+    group holds the rank that declares it, and may hold it alone (the executor's set-up
+    has no rule against a multicast of one device; docs/runtimes.md)."""
     buf = _need(ch, "buffer_type", str, where, "a string")
     if buf not in ("i", "o", "s"):
         _fail(f"{where}: buffer_type {buf!r} (expected i, o or s)")
@@ -357,9 +360,9 @@ def _switch_groups(ch, where, rank, n, counts):
         ranks = _need(group, "ranks", list, w, "a list")
         if any(not _int(r) or not 0 <= r < n for r in ranks) or len(set(ranks)) != len(ranks):
             _fail(f"{w}: ranks {ranks!r} are not distinct ranks 0..{n - 1}")
-        if rank not in ranks or len(ranks) < 2:
-            _fail(f"{w}: a switch channel of gpu {rank} must join it to at least one other "
-                  "rank")
+        if rank not in ranks:  # connectNvlsCollective: "rank is not among allRanks"
+            _fail(f"{w}: a switch channel of gpu {rank} must join it (ranks {ranks}; a group "
+                  "of one is the declaring rank alone)")
         if not 1 <= size <= counts[buf]:
             _fail(f"{w}: size {size} (1..{counts[buf]}, the chunks of {buf})")
         out.append((buf, tuple(sorted(ranks)), size))

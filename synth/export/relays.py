@@ -254,7 +254,6 @@ def ib_relayed(schedule: Schedule) -> tuple[Schedule, str]:
                 raise BadInput(_refusal(left[0], t, g))
             pending = left
         moved += len(away)
-        _keep_switch_pairs(schedule, t, here.hops)
         for stage in (PRE, MAIN, POST):
             ops = step.switch_ops if stage == MAIN else ()
             if here.hops[stage] or ops or stage == MAIN:
@@ -268,15 +267,3 @@ def ib_relayed(schedule: Schedule) -> tuple[Schedule, str]:
                      f"their boxes ({added} step{'s' if added > 1 else ''} added): port "
                      f"channels only between local ranks 0-{IB_TRANSPORTS - 1}, which the "
                      "executor gives InfiniBand devices")
-
-
-def _keep_switch_pairs(schedule: Schedule, t: int, hops) -> None:
-    """The exporter runs a switch reduction and the next step's multicast of its sum as
-    one glres: no step may come between them."""
-    steps = schedule.steps
-    reduces = [u for u in (t - 1, t) if 0 <= u and any(
-        op.op == "switch_reduce" for op in steps[u].switch_ops)]
-    if (hops[PRE] and t - 1 in reduces) or (hops[POST] and t in reduces):
-        raise BadInput(f"cannot export to MSCCL++: step {t}'s cross-box sends need relays "
-                       "(GPUs past the executor's InfiniBand devices), and a relay step would "
-                       "fall between a switch reduction and its multicast")
