@@ -17,7 +17,11 @@ compiled once, imported through PYTHONPATH), one at a time:
   one box; allgather is SCCL's headline frontier, 23.3 s in SCCL), best of three;
 - `synth export` of the main job's point closest to the bound, to MSCCL XML and to an
   MSCCL++ plan: wall seconds, peak memory, output size, or the one-line refusal;
-- `synth draw` of that point to PNG: wall seconds, peak memory, pixels.
+- `synth draw` of that point to PNG: wall seconds, peak memory, pixels;
+- "Your cluster in": `synth topo import` of an `nvidia-smi topo -m` of an 8-GPU H100 box
+  (MY_BOX, saved as `my-box.txt`), then `synth allreduce --topo my-box.yaml --size 1MB`
+  and, for two such boxes, `... --boxes 2 --size 1MB --time-limit 60`: wall seconds,
+  stderr's last line, the table and the answer.
 
 This is a benchmark, not a test: it asserts nothing.
 """
@@ -38,8 +42,9 @@ import time
 from pathlib import Path
 
 from bench_scale import REPO, _die_with_parent, child_env, committed, machine, snapshot
-from machine import recorded_machine  # bench/machine.py
+from machine import record_stem, recorded_machine  # bench/machine.py
 
+MY_BOX = "tests/fixtures/topologies/topo-m-sglang30401-h100-8nic.txt"
 SCCL_DGX1_ALLGATHER = 23.3  # seconds, SCCL on this kind of machine (the reliability issue)
 
 
@@ -141,10 +146,23 @@ def measure(code: Path, work: Path) -> dict:
         doc[f"dgx1_{name}"] = {"seconds": [r["seconds"] for r in runs],
                                "best_seconds": fastest["seconds"],
                                "peak_mb": fastest["peak_mb"], "table": fastest["stdout"]}
+    doc["own_box"] = own_box(code, work)
     doc["dgx1_allgather"]["sccl_seconds"] = SCCL_DGX1_ALLGATHER
     doc["dgx1_allgather"]["speedup_vs_sccl"] = round(
         SCCL_DGX1_ALLGATHER / doc["dgx1_allgather"]["best_seconds"], 1)
     return doc
+
+
+def own_box(code: Path, work: Path) -> dict:
+    """README's "Your cluster in": an imported box, its answer at 1 MB, and two of them."""
+    shutil.copy(REPO / MY_BOX, work / "my-box.txt")
+    doc = {"import": run(["topo", "import", "my-box.txt", "-o", "my-box.yaml"], code, work,
+                         work / "cache-own")}
+    for key, extra in (("one", []), ("two", ["--boxes", "2", "--time-limit", "60"])):
+        doc[key] = run(["allreduce", "--topo", "my-box.yaml", *extra, "--size", "1MB"],
+                       code, work, work / f"cache-own-{key}")
+    return {key: {k: r[k] for k in ("seconds", "peak_mb", "exit", "stdout", "stderr")}
+            for key, r in doc.items()}
 
 
 def markdown(doc: dict) -> str:
@@ -179,6 +197,19 @@ def markdown(doc: dict) -> str:
                   + (f" SCCL: {r['sccl_seconds']} s for the same frontier, so "
                      f"{r['speedup_vs_sccl']}x." if "sccl_seconds" in r else ""),
                   "", "```", r["table"].rstrip(), "```", ""]
+    own = res.get("own_box")
+    if own:
+        lines += ["## Your cluster in: `synth topo import my-box.txt -o my-box.yaml`", "",
+                  f"exit {own['import']['exit']}, {own['import']['seconds']} s: "
+                  f"{own['import']['stdout'].strip() or own['import']['stderr'].strip()}", ""]
+        for key, title in (("one", "--size 1MB"), ("two", "--boxes 2 --size 1MB "
+                                                          "--time-limit 60")):
+            r = own[key]
+            last = r["stderr"].strip().splitlines()[-1:] or [""]
+            lines += [f"## `synth allreduce --topo my-box.yaml {title}`", "",
+                      f"exit {r['exit']}, {r['seconds']} s wall, peak {r['peak_mb']} MB; "
+                      f"last line on stderr: `{last[0]}`", "", "```", r["stdout"].rstrip(),
+                      "```", ""]
     return "\n".join(lines)
 
 
@@ -186,9 +217,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", help="output prefix (default bench/results/readme-DATE)")
     args = ap.parse_args(argv)
-    date = subprocess.run(["date", "-u", "+%Y-%m-%d"], capture_output=True,
-                          text=True).stdout.strip()
-    prefix = Path(args.out) if args.out else REPO / "bench" / "results" / f"readme-{date}"
+    prefix = Path(args.out) if args.out else record_stem(REPO, "readme")
     with tempfile.TemporaryDirectory(prefix="synth-bench-readme-") as tmp:
         code = Path(tmp) / "code"
         code.mkdir()
