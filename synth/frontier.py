@@ -294,7 +294,8 @@ def _exact_searches(lowering: Lowering, name: str, root, b: Bounds, limits: Limi
     exact = replace(limits, max_steps=limits.max_steps or default_max_steps(b),
                     time_limit=deadline.left())
     known = tuple((p.steps, p.ratio) for p in points if "baseline" not in p.schedule.info)
-    if name != "allreduce":
+    if name != "allreduce":  # said: a long exact search must not look like the last one
+        on_event("search", f"{name} exactly ({model.ranks} ranks)")
         searches[name] = frontier(model, name, root, b.steps, b.rounds_per_chunk, exact,
                                   on_event, known, deadline)
         return searches[name].points

@@ -550,3 +550,12 @@ def test_the_readme_names_only_files_the_repository_has():
     missing = [p for p in sorted(named) if not (REPO / p).exists()
                and not re.search(r"[A-Z]{3,}", p)]  # topologies/NAME.yaml is a pattern
     assert not missing, missing
+
+
+def test_the_log_says_when_the_exact_search_starts(tmp_path):
+    # on ndv2x4 the exact search ran for minutes after the trees, under the line
+    # "searching allgather by packed trees": the log must not blame the last construction
+    result = synth_main("allgather", "--topo", "ring:4", "--out", tmp_path, "--progress")
+    assert result.returncode == 0, result.stderr
+    said = [line for line in result.stderr.splitlines() if line.startswith("searching ")]
+    assert said[-1] == "searching allgather exactly (4 ranks) ...", said
