@@ -241,25 +241,41 @@ def test_a_key_given_twice_in_a_topology_is_refused(text, key, line, tmp_path):
     assert f"line {line}: the key '{key}' is given twice" in said
 
 
-def test_exports_past_the_plans_deadline_are_left_to_nccl_and_listed():
+def test_exports_past_the_plans_deadline_are_left_to_nccl_and_listed(monkeypatch):
+    import synth.plan.output
+    from synth.construct.paced import WRITE
     from synth.plan.output import render_plan
     from synth.plan.make import make_plan
     from synth.plan.workload import parse_workload
     from synth.files import parse_yaml
     from synth.search.pareto import Limits
 
+    monkeypatch.setattr(synth.plan.output, "_RENDERED", type(synth.plan.output._RENDERED)())
     topo = resolve("ring:4")
     plan = make_plan(parse_workload(parse_yaml(WORKLOAD), topo), topo, Limits(time_limit=10))
+    labels = [c.label for c in plan.entries[0].candidates]
+
+    def left_to_nccl(texts, doc):
+        entry = doc["runtimes"]["msccl-xml"][0]
+        return entry["not_exported"] == labels and labels and not any(
+            str(p).startswith("msccl/") for p in texts) and all(
+            f["file"] is None and f["algorithm"].startswith("NCCL's own")
+            for f in entry["files"])
+
+    # past the deadline: nothing is exported
+    assert left_to_nccl(*render_plan(plan, ("msccl-xml",), deadline=time.monotonic() - 1))
+    # before it, but each export would take longer than what is left (at the pace
+    # measured: dgxh100x2's plan ran 71 s at --time-limit 60 when an export of 16 GPUs
+    # started just before its deadline): none starts
+    WRITE["msccl-xml"].record(1000, 1e9)
+    assert left_to_nccl(*render_plan(plan, ("msccl-xml",), deadline=time.monotonic() + 100))
+    WRITE["msccl-xml"].per_unit = WRITE["msccl-xml"].prior
     _, on_time = render_plan(plan, ("msccl-xml",))
     assert on_time["runtimes"]["msccl-xml"][0]["not_exported"] == []
     assert any(f["file"] for f in on_time["runtimes"]["msccl-xml"][0]["files"])
-    texts, late = render_plan(plan, ("msccl-xml",), deadline=time.monotonic() - 1)
-    entry = late["runtimes"]["msccl-xml"][0]
-    labels = [c.label for c in plan.entries[0].candidates]
-    assert entry["not_exported"] == labels and labels
-    assert all(f["file"] is None and f["algorithm"].startswith("NCCL's own")
-               for f in entry["files"])
-    assert not any(str(p).startswith("msccl/") for p in texts)
+    # what is rendered already costs nothing: past the deadline it is still written
+    _, again = render_plan(plan, ("msccl-xml",), deadline=time.monotonic() - 1)
+    assert again["runtimes"]["msccl-xml"] == on_time["runtimes"]["msccl-xml"]
 
 
 # --- the solver cache --------------------------------------------------------------

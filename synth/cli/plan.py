@@ -19,8 +19,9 @@ from synth.signals import interrupts_deferred
 
 
 SYNTHESIS_END = 0.6  # of --time-limit: when the candidates' synthesis ends
-# of --time-limit: when the last candidate's export may start (one may take a second or
-# more past it, and the report and its page another second or two on 16 GPUs)
+# of --time-limit: when the candidates' exports must end (one starts only if, at the
+# pace measured, it would; the report and its page take another second or two on 16
+# GPUs, and writing the files the rest)
 EXPORTS_END = 0.8
 
 

@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import json
 import time
-from functools import lru_cache
+from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
 
+from synth.construct.paced import WRITE, timing_size
+from synth.deadline import OutOfTime
 from synth.errors import BadInput
 from synth.export import render
 from synth.export.mscclpp import MAX_MIN_MESSAGE
@@ -67,15 +69,34 @@ def protected_sizes(entry: Entry) -> list[int]:
     return sorted(sizes)
 
 
-@lru_cache(maxsize=160)  # a plan's candidates in both formats
-def _rendered(schedule, fmt: str, protocol: str = "Simple") -> str | None:
+_RENDERED: OrderedDict = OrderedDict()  # (schedule, fmt, protocol) -> text or None
+_KEEP = 160  # a plan's candidates in both formats
+
+
+def _rendered(schedule, fmt: str, protocol: str = "Simple",
+              deadline: float | None = None) -> str | None:
     """The file `fmt` holds for `schedule`, or None where the runtime cannot express
     it. Kept: a plan's report, its files and the next plan of the same candidates
-    (equal schedules) render each once; an export and its simulation can take seconds."""
-    try:
-        return render(schedule, fmt, protocol=protocol)[0]
-    except BadInput:
-        return None
+    (equal schedules) render each once. An export and its simulation can take tens of
+    seconds on 16 GPUs, so one not yet rendered starts only if, at the pace measured so
+    far (synth.construct.paced.WRITE), it ends before `deadline` (time.monotonic());
+    else OutOfTime."""
+    key = (schedule, fmt, protocol)
+    if key in _RENDERED:
+        _RENDERED.move_to_end(key)
+        return _RENDERED[key]
+    units = timing_size(schedule)
+    if deadline is not None and time.monotonic() + WRITE[fmt].seconds(units) > deadline:
+        raise OutOfTime(f"no time to export to {fmt}")
+    with WRITE[fmt].timing(units):
+        try:
+            text = render(schedule, fmt, protocol=protocol)[0]
+        except BadInput:
+            text = None
+    _RENDERED[key] = text
+    while len(_RENDERED) > _KEEP:
+        _RENDERED.popitem(last=False)
+    return text
 
 
 def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
@@ -84,9 +105,10 @@ def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
     dicts of min_bytes, max_bytes (inclusive, None: no limit; the file's own upper
     bound is one past it: _upper), algorithm, candidate, unit and text;
     where NCCL's own algorithm runs instead, candidate, unit and text are None and no
-    file is written (module docstring). Past `deadline` (time.monotonic()) no further
-    candidate is exported (an export and its simulation can take tens of seconds on 16
-    GPUs): their labels go to `skipped`, and NCCL's own runs what they would have."""
+    file is written (module docstring). A candidate whose export would not end by
+    `deadline` (time.monotonic()) at the pace measured so far is not exported (an
+    export and its simulation can take tens of seconds on 16 GPUs): their labels go to
+    `skipped`, and NCCL's own runs what they would have."""
     # largest: the most a file may serve: an MSCCL++ plan's 32-bit offsets' limit; an
     # XML file, the workload's largest size (microsoft/msccl reads maxBytes literally and
     # allocates scratch for it at start, so no file says "no limit")
@@ -152,16 +174,17 @@ def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
 def _exported(entry: Entry, fmt: str, deadline: float | None, skipped: list | None
               ) -> tuple[dict, dict]:
     """({id(candidate): its file's Unit}, {id(candidate): the largest size its file may
-    serve}) for the candidates `fmt` can express, exported before `deadline`; the
-    others' labels go to `skipped`."""
+    serve}) for the candidates `fmt` can express whose export ends before `deadline`
+    (_rendered); the others' labels go to `skipped`."""
     units, largest = {}, {}
     biggest = max((call.high for call in entry.calls), default=0)
     for c in entry.candidates:
-        if deadline is not None and time.monotonic() > deadline:
+        try:
+            text = _rendered(c.schedule, fmt, c.protocol, deadline)
+        except OutOfTime:
             if skipped is not None:
                 skipped.append(c.label)
             continue
-        text = _rendered(c.schedule, fmt, c.protocol)
         if text is None:
             continue
         units[id(c)] = unit_of(fmt, text)
