@@ -2,7 +2,8 @@
 simulator checks").
 
 Reads the plan (a dict, as loaded from JSON) and shares no code with the exporter: it
-imports the standard library, synth.errors, its own rooms, and synth.export.sim_buffers,
+imports the standard library, numpy (the vector clocks), synth.errors, its own rooms,
+and synth.export.sim_buffers,
 the table of what each collective's buffers hold at the start and must hold at the end
 (NCCL's layout, the same for both runtimes), which the MSCCL XML simulator checks too.
 
