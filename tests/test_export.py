@@ -647,3 +647,19 @@ def test_the_threadblock_count_build_rules_out_by_arithmetic_is_the_one_it_would
             per_chan[(tb.rank, tb.chan)] = per_chan.get((tb.rank, tb.chan), 0) + 1
         assert msccl_export._threadblocks_needed(steps, k) == (max(per_gpu.values()),
                                                                max(per_chan.values()))
+
+
+def test_an_export_past_its_deadline_stops_and_remembers_nothing(schedule_file):
+    # synth plan gives each export the time left: a 16-channel ring on dgxh100x2 took
+    # 28 s to export, past a plan's whole --time-limit
+    import time
+
+    from synth.deadline import Deadline, OutOfTime
+    from synth.export import render
+    from synth.schedule.file import read_schedule
+
+    schedule = read_schedule(schedule_file)
+    with pytest.raises(OutOfTime):
+        render(schedule, "mscclpp", deadline=Deadline(time.monotonic() - 1))
+    text, _ = render(schedule, "mscclpp")  # asked again in time: the file, in full
+    assert json.loads(text)["gpus"]

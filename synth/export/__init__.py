@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 
+from synth.deadline import Deadline
 from synth.errors import BadInput, InternalError, SynthError
 # what a runtime's file can hold, and the form a schedule takes for it (form.py: the
 # exporters and loads read it from there; callers from here)
@@ -30,10 +31,11 @@ _NAME = re.compile(r"[A-Za-z0-9_.:+-]+")
 
 def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
            min_bytes: int = 0, max_bytes: int | None = None, check: bool = True,
-           protocol: str = "Simple") -> tuple[str, str]:
+           protocol: str = "Simple", deadline: Deadline = Deadline()) -> tuple[str, str]:
     """(file text, one-line summary) of schedule in format fmt, for the runtime to run
     with `protocol` (MSCCL XML: any of PROTOCOLS; the MSCCL++ plans synth writes are
-    Simple-protocol plans)."""
+    Simple-protocol plans). OutOfTime when `deadline` passes while the exporter builds
+    its program (its simulation, seconds at most, is not cut short)."""
     if protocol not in PROTOCOLS:
         raise BadInput(f"unknown protocol {protocol!r} (expected {', '.join(PROTOCOLS)})")
     if fmt in RUNTIME_PROTOCOLS and protocol not in RUNTIME_PROTOCOLS[fmt]:
@@ -60,7 +62,7 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
         name = re.sub(r"[^A-Za-z0-9_.:+-]", "_", default_name(schedule, inplace))
     from synth.export.loads import lowered  # what loads asks too: the same refusals
 
-    schedule, note, program = lowered(schedule, fmt, inplace)
+    schedule, note, program = lowered(schedule, fmt, inplace, deadline)
     coll = schedule.collective
     if fmt == "msccl-xml":
         from synth.export.msccl import to_msccl_xml

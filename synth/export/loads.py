@@ -52,11 +52,12 @@ _by_form: OrderedDict = OrderedDict()  # (fmt, inplace, form key) -> answer
 _programs: OrderedDict = OrderedDict()  # (fmt, inplace, form key) -> (form, note, program)
 
 
-def lowered(schedule, fmt: str, inplace: bool = False):
+def lowered(schedule, fmt: str, inplace: bool = False, deadline: Deadline = Deadline()):
     """(the runtime form, the note for render's summary, the exporter's program).
     Raises the exporter's BadInput when the runtime cannot load the schedule; that
-    refusal is remembered, so asking again costs nothing."""
-    return _lowering(schedule, fmt, inplace, keep=True)
+    refusal is remembered, so asking again costs nothing. OutOfTime when the deadline
+    passes while the exporter tries."""
+    return _lowering(schedule, fmt, inplace, keep=True, deadline=deadline)
 
 
 def _lowering(schedule, fmt: str, inplace: bool, keep: bool,
