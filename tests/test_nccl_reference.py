@@ -17,6 +17,7 @@ from synth.topology.figures import defaults, figures_from_dict
 from synth.predict.machine import Machine, machine_of
 from synth.predict.nccl import (achieved_rates, channel_share, choose, model_us, nccl_rates,
                                 options, predicted_us)
+from synth.predict.nccl_fill import nvls_channels, nvls_chunk
 from synth.topology.catalog import resolve
 
 GB = 1 << 30
@@ -146,9 +147,39 @@ def test_nvls_is_charged_n_plus_one_over_n_of_the_port_at_its_efficiency():
     assert pick.name == "nvls/Simple"
     port = 450 * 0.82 * 0.85
     expected = f.nvls_call_us + 25 + 8 * GB / (1e3 * port * 8 / 9)
-    # plus the pipeline's fill: one more stage of at most chunk_kb per channel
-    fill = 512 * 1024 / (1e3 * port * 8 / 9 / 8)
+    # plus the pipeline's fill: two more stages (scatter, reduce and multicast, gather)
+    # of one loop of a channel, 8 heads x NCCL's full 128 KB chunk, on 16 channels
+    fill = 2 * 8 * 128 * 1024 / (1e3 * port * 8 / 9 / 16)
     assert pick.predicted_us == pytest.approx(expected + fill, rel=1e-6)
+
+
+def test_nvls_chunks_shrink_at_mid_sizes_as_nccls_ladder_does():
+    m = machine_of(resolve("dgxh100"))
+    assert nvls_channels(m) == 16  # NVLS_NCHANNELS_SM90
+    # calcCollChunking per channel, 8 heads, from 128 KB: 64 KB below 64 x 8 x 128 KB
+    # = 64 MB a channel, 32 KB below 8 x 8 x 64 KB = 4 MB, 16 KB below 2 x 8 x 32 KB
+    # = 512 KB. Over 16 channels: 1 GB is 64 MB each (128 KB), 128 MB is 8 MB (64 KB),
+    # 16 MB is 1 MB (32 KB), 1 MB is 64 KB (16 KB)
+    assert [nvls_chunk(m, n / 16) for n in (GB, 128 << 20, 16 << 20, 1 << 20)] == \
+        [131072, 65536, 32768, 16384]
+    assert nvls_chunk(m, 64 << 20) == 131072 and nvls_chunk(m, (64 << 20) - 1) == 65536
+
+
+def test_an_nvls_calls_fill_is_two_loops_of_its_chunk():
+    m = machine_of(resolve("dgxh100"))
+    f = m.figures
+    port = 450 * 0.82 * 0.85 * 8 / 9  # what a GPU's port carries of an allreduce
+    n = 16 << 20
+    pick = choose(m, "allreduce", n)
+    assert pick.name == "nvls/Simple"
+    # 32 KB chunks (above): a loop of a channel is 8 x 32 KB, two stages of it at the
+    # channel's 1 / 16 of the port before the last stage starts
+    fill = 2 * 8 * 32768 / (1e3 * port / 16)
+    assert pick.predicted_us == pytest.approx(
+        f.nvls_call_us + 25 + n / (1e3 * port) + fill, rel=1e-6)
+    # at 1 GB the chunk is 128 KB: four times the fill of 16 MB
+    big = choose(m, "allreduce", GB).predicted_us
+    assert big == pytest.approx(f.nvls_call_us + 25 + GB / (1e3 * port) + 4 * fill, rel=1e-6)
 
 
 def test_few_bytes_use_few_channels():

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from synth.errors import BadInput
 from synth.topology.figures import NVLS_EFFICIENCY, Figures
 from synth.predict.machine import Machine
+from synth.predict.nccl_fill import fill_us
 # NCCL's tables; COLLECTIVES and NCCL_VERSION are read from here by the callers
 from synth.predict.nccl_tables import (ALGORITHMS,  # noqa: F401
                                        ARCH_INDEX, BANDWIDTH_FACTOR, BASE_US,
@@ -466,8 +467,9 @@ def _gpu_us(m: Machine, coll: str, option: Option, nbytes: int) -> float:
         real = Option(real.algorithm, real.protocol, real.latency_us,
                       _bandwidth(m, coll, real.algorithm, p, graph, achieved, share),
                       real.channels)
+    across = _nvls_allreduce_gbps(m) if real.algorithm == "nvls" and m.nodes > 1 else math.inf
     return call_us(f, option.algorithm) + model_us(m, coll, real, nbytes) + \
-        fill_us(m, coll, real, nbytes)
+        fill_us(m, coll, real, nbytes, across)
 
 
 def call_us(f: Figures, algorithm: str) -> float:
@@ -475,26 +477,8 @@ def call_us(f: Figures, algorithm: str) -> float:
     return f.nvls_call_us if algorithm.startswith("nvls") else f.call_us
 
 
-def fill_us(m: Machine, coll: str, option: Option, nbytes: int) -> float:
-    """Filling the pipeline: before a channel's first piece (at most f.chunk_kb, NCCL's
-    step of 4 MB / NCCL_STEPS) reaches its last stage it has crossed depth - 1 others,
-    each at the channel's share of the bandwidth."""
-    depth = _depth(m, coll, option.algorithm)
-    piece = min(m.figures.chunk_kb * 1024, nbytes / (option.channels * depth))
-    return (depth - 1) * piece / (1e3 * option.gbps / option.channels)
-
-
-def _depth(m: Machine, coll: str, algo: str) -> int:
-    """Stages a piece of data passes through one after another, beyond what the
-    bandwidth term counts: none for a ring (its steps are the bandwidth term: every
-    link is busy from the start) and PAT; a tree's levels up and down."""
-    levels = max(0, math.ceil(math.log2(m.nodes)))
-    if algo in ("ring", "pat"):
-        return 1
-    if algo == "tree":
-        return 2 * (levels + m.per_node - 1)
-    if algo in ("nvls", "collnet_direct"):
-        return 2
-    if algo == "nvls_tree":
-        return 2 + 2 * levels
-    return 2 * m.per_node  # collnet_chain
+def _nvls_allreduce_gbps(m: Machine) -> float:
+    """comm->bandwidths[allreduce][NVLS][Simple]: NCCL's own bandwidth for it (its NVLS
+    chunk depends on it across nodes, synth.predict.nccl_fill.nvls_chunk)."""
+    return next((o.gbps for o in options(m, "allreduce", nccl_rates(m))
+                 if o.algorithm == "nvls"), 0.0)
