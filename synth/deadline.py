@@ -161,6 +161,11 @@ def job_deadline(seconds: float) -> Deadline:
     return Deadline((time.monotonic() if _job_start is None else _job_start) + seconds)
 
 
+def job_seconds() -> float:
+    """Seconds since the command began (start_job; 0 where it was not marked)."""
+    return 0.0 if _job_start is None else time.monotonic() - _job_start
+
+
 def timed_job() -> bool:
     """Whether the command runs under a time limit (it took a job_deadline)."""
     return _timed

@@ -260,12 +260,26 @@ def _ending(result, paths, interrupted: bool, name: str, topology: str,
         # before the limit: say what the limit cost, not only that it was reached)
         untimed = 0 if result.lines is None else sum(
             id(p.schedule) not in result.lines for p in result.points)
-        click.echo(f"synth: stopped at the time limit ({time_limit:g} s): {kept} "
+        from synth.frontier import TIMED_OUT
+
+        stopped = any(s.stopped.startswith(TIMED_OUT) for s in result.searches.values())
+        click.echo(f"synth: {_limit_said(time_limit, stopped)}: {kept} "
                    f"point{'s' * (kept != 1)} kept"
                    + (f", {unwritten} not written" if unwritten else "")
                    + (f", {untimed} not timed in cost model 2 (it would not fit)"
                       if untimed else ""), err=True)
     return 0
+
+
+def _limit_said(time_limit: float, searches_stopped: bool) -> str:
+    """How the time limit ended the work: it stopped a search, or (every search ended
+    on its own; files or timings that would not fit in what was left set aside) the job
+    ended early, and when ("stopped at the time limit" read as the limit spent)."""
+    from synth.deadline import job_seconds
+
+    if searches_stopped:
+        return f"stopped at the time limit ({time_limit:g} s)"
+    return f"cut short by the time limit ({time_limit:g} s) at {job_seconds():.0f} s"
 
 
 class _Progress:
