@@ -401,3 +401,14 @@ def test_compare_and_report_hand_their_stages_shares_of_the_limit(
     start = synth.deadline._job_start
     assert seen["searches"].end - start == pytest.approx(40 * searches_end, abs=1e-6)
     assert seen["choosing"].end - start == pytest.approx(40 * choosing_end, abs=1e-6)
+
+
+def test_asking_about_a_pipeline_costs_its_batch_program_not_every_batch():
+    # the exporters build a pipeline's batch program once (the runtime repeats it over
+    # slices of the buffer): 3 chunks a share cross each way in one step, 4 batches
+    from synth.construct.paced import export_size
+    from synth.schedule.file import schedule_from_dict
+
+    pipeline = schedule_from_dict(scattered_pipeline(batches=4, per_batch=3))
+    assert pipeline.batches == 4
+    assert export_size(pipeline) == 2 * 3 + 1  # six sends of one chunk, one step
