@@ -240,8 +240,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     not_decomposed = why if (hierarchy is None and name in DECOMPOSED and method == "auto"
                              and any(v.kind == "net_switch" for v in topo.vertices)
                              and topo.network_joined()) else ""
-    out_of_time = deadline.passed() or any(s.stopped.startswith(TIMED_OUT)
-                                           for s in searches.values())
+    out_of_time = deadline.passed() or timed_out(searches)
     return Result(name, coll.root, model, b, points, searches,
                   time.monotonic() - start, (max(1, limits.min_steps), covered),
                   not_decomposed, out_of_time=out_of_time, candidates=candidates)
@@ -249,6 +248,11 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
 
 # how a search says the time limit stopped it (or kept it from starting)
 TIMED_OUT = ("out of time", "not built: about")
+
+
+def timed_out(searches: dict) -> bool:
+    """Whether the time limit stopped any of the searches (or kept one from starting)."""
+    return any(s.stopped.startswith(TIMED_OUT) for s in searches.values())
 
 
 def _constructions(model: LinkModel, name: str, root, limits: Limits, deadline: Deadline,

@@ -260,10 +260,9 @@ def _ending(result, paths, interrupted: bool, name: str, topology: str,
         # before the limit: say what the limit cost, not only that it was reached)
         untimed = 0 if result.lines is None else sum(
             id(p.schedule) not in result.lines for p in result.points)
-        from synth.frontier import TIMED_OUT
+        from synth.frontier import timed_out
 
-        stopped = any(s.stopped.startswith(TIMED_OUT) for s in result.searches.values())
-        click.echo(f"synth: {_limit_said(time_limit, stopped)}: {kept} "
+        click.echo(f"synth: {_limit_said(time_limit, timed_out(result.searches))}: {kept} "
                    f"point{'s' * (kept != 1)} kept"
                    + (f", {unwritten} not written" if unwritten else "")
                    + (f", {untimed} not timed in cost model 2 (it would not fit)"
