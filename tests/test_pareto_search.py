@@ -1,0 +1,52 @@
+"""The exact frontier search's own rules (synth.search.pareto), with the solver replaced
+by a script: which instances it asks, and which it no longer asks once one found nothing
+in its whole budget. No solver runs, so nothing here depends on the machine's speed."""
+
+from fractions import Fraction
+
+from synth.search import pareto
+from synth.search.constraints import UNKNOWN
+from synth.search.instance import Outcome
+from synth.topology.catalog import resolve
+from synth.topology.linkmodel import lower
+
+
+def _scripted(monkeypatch, answer):
+    """Replace the solver: every call is recorded and answered by answer(call)."""
+    asked = []
+
+    def solve(model, coll, steps, rounds, backend, budget, workers, minimize, floor):
+        asked.append((steps, coll.chunks, budget))
+        return answer(asked[-1])
+
+    monkeypatch.setattr(pareto, "solve_instance", solve)
+    return asked
+
+
+def _search(limit=100.0, max_steps=4):
+    model = lower(resolve("ring:4"))
+    limits = pareto.Limits(max_steps=max_steps, max_chunks=4, time_limit=limit)
+    # allgather on a 4-ring: 2 hops, 3 rounds per chunk over one link (3/2 on two)
+    return model, pareto.frontier(model, "allgather", None, 2, Fraction(3, 2), limits)
+
+
+def test_a_call_that_found_nothing_in_its_budget_stops_larger_ones(monkeypatch):
+    # every call uses its whole budget (a fifth of 100 s) and finds nothing. At S=2 the
+    # chunk counts asked are 4 (meets 3/2 exactly: first) and 3; C=3 is the smaller
+    # instance (variables grow with chunks x steps), so it is still asked; then every
+    # later step count holds more variables than S=2 C=3, and none is asked
+    asked = _scripted(monkeypatch, lambda call: Outcome(UNKNOWN, None, call[2], "exact"))
+    _, search = _search()
+    assert [(s, c) for s, c, _ in asked] == [(2, 4), (2, 3)]
+    assert search.points == [] and not search.complete
+    assert search.stopped == "larger instances not asked: S=2 C=3 found nothing in 20 s"
+
+
+def test_a_call_cut_short_by_the_deadline_stops_nothing(monkeypatch):
+    # a call handed less than a full budget (the search's end was nearer) proves
+    # nothing about its instance: every step count and chunk count is still asked
+    monkeypatch.setattr(pareto.Deadline, "solver_seconds", lambda self, at_most=0: 3.0)
+    asked = _scripted(monkeypatch, lambda call: Outcome(UNKNOWN, None, call[2], "exact"))
+    _, search = _search()
+    assert [(s, c) for s, c, _ in asked] == [(2, 4), (2, 3), (3, 4), (3, 3), (4, 4), (4, 3)]
+    assert search.stopped == "reached --max-steps 4"
