@@ -1,7 +1,7 @@
 """The pipeline's fill in cost model 2 (synth.predict.nccl adds it to a call's time):
 how long a channel's first piece takes to pass the stages before its last, and the
-piece NCCL moves, for NVLS the chunk NCCL 2.30.7 picks per call (src/enqueue.cc,
-calcCollChunking). docs/cost-model.md, "NCCL as it runs", says what it stands for.
+piece NCCL moves, for NVLS and NVLS-tree the chunk NCCL 2.30.7 picks per call
+(src/enqueue.cc, calcCollChunking). docs/cost-model.md, "NCCL as it runs", says what it stands for.
 """
 
 from __future__ import annotations
