@@ -108,7 +108,7 @@ def test_30000_gpus_are_refused_by_counting_before_any_is_built(tmp_path, monkey
 
     monkeypatch.setattr(Draft, "add", built)
     with pytest.raises(BadInput, match=r"many.xml: 30,000 GPUs \(pci elements of class "
-                                       r"0x03xxxx; at most 4096\)"):
+                                       r"0x03xxxx or 0x120000; at most 4096\)"):
         import_source(path, warn=None)
     monkeypatch.undo()
     assert "30,000 GPUs" in one_line(synth_main("topo", "import", path), 2)

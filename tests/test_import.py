@@ -1,7 +1,9 @@
 """`synth topo import`: NCCL's topology XML and nvidia-smi topo -m, from real sources.
 
 Every fixture under tests/fixtures/topologies/ is a published file (SOURCES.md names
-where); each test checks the import against what that machine's documentation says:
+where) but mi300x_rccl.xml, written from the MI300X platform's public structure in the
+form RCCL dumps; each test checks the import against what that machine's documentation
+says:
 GPU count, NVLinks per GPU, NICs and their speed, which NIC shares a PCIe switch with
 which GPU. The last part checks that an import gets its built-in's figures (NVLS, the
 PCIe paths NCCL uses, one table of link rates), on those files and on small sources
@@ -130,6 +132,10 @@ def test_a_foreign_dump_keeps_its_fast_nics_and_says_which_it_left_out():
     assert topo.ranks == 8 and topo.network.gbps == 25  # 200 Gb/s ports
     assert sum(v.kind == "nic" for v in topo.vertices) == 4
     assert any("left out" in a and "mlx5_2" in a and "mlx5_3" in a for a in topo.assumptions)
+    # RCCL wrote it: its sm="90" is a compute-unit count, not Hopper's SM; its gcn is no
+    # architecture synth knows, and it lists no xGMI link
+    assert topo.figures is None
+    assert "lists no xGMI link: imported as PCIe only" in topo.description
 
 
 @pytest.mark.parametrize("name, gpu, lanes, gbps, mates", [
@@ -479,7 +485,7 @@ def test_a_file_without_nvlinks_says_so_on_stderr_once(tmp_path):
 
 def test_the_builtins_use_the_one_table_of_link_rates():
     from synth.topology.catalog import GEN_GBPS
-    from synth.topology.physical import NVLINK_GBPS, PCIE_LANE_GBPS
+    from synth.topology.physical import NVLINK_GBPS, PCIE_LANE_GBPS, XGMI_GBPS
 
     # line rates per link and direction: NVLink2, 3, 4 all 25 GB/s, NVLink5 50; PCIe x16
     # Gen3 16, Gen4 32, Gen5 64 GB/s
@@ -499,6 +505,10 @@ def test_the_builtins_use_the_one_table_of_link_rates():
         x16 = {l.gbps for l in topo.links if kinds[l.src] == "gpu"
                and kinds[l.dst] in ("nic", "pcie_switch")}
         assert x16 == ({16 * PCIE_LANE_GBPS[pcie[name]]} if name in pcie else set()), name
+    # and AMD's: mi300x's xGMI links are the gfx942 line rate an RCCL dump is read at
+    mi300x = resolve("mi300x")
+    assert {l.gbps for l in mi300x.links if l.src in mi300x.gpus
+            and l.dst in mi300x.gpus} == {XGMI_GBPS["gfx942"]} == {64}
 
 
 @pytest.mark.parametrize("name, gpu, builtin, allgather, allreduce", [
@@ -509,6 +519,8 @@ def test_the_builtins_use_the_one_table_of_link_rates():
     ("topo-m-deepep13-a100-sxm4-8nic.txt", None, "dgxa100", Fraction(7, 12), Fraction(7, 48)),
     ("azure-ndv4-topo.xml", "a100-sxm", "dgxa100", Fraction(7, 12), Fraction(7, 48)),
     ("topo-m-dlperf-v100-sxm2-8gpu.txt", None, "dgx1", Fraction(7, 6), Fraction(7, 24)),
+    # RCCL's dump: 7 chunks over 7 xGMI links, 1; allreduce 14 eighths over 7, 1/4
+    ("mi300x_rccl.xml", None, "mi300x", Fraction(1), Fraction(1, 4)),
 ])
 def test_an_imported_machine_has_its_builtins_bounds(name, gpu, builtin, allgather,
                                                      allreduce):
@@ -534,3 +546,116 @@ def test_two_imported_h100_boxes_have_dgxh100x2s_bounds(name, gpu, nic):
         assert ours == bounds(theirs, make_collective(coll, 16)), coll
         if coll == "allgather":
             assert ours.rounds_per_chunk == Fraction(3, 4)
+
+
+# --- RCCL's dump: AMD GPUs, their gcn architecture and xGMI links -------------------
+
+def test_an_mi300x_dump_has_the_structure_and_figures_of_the_builtin_mi300x():
+    mine, builtin = imported(fixture("mi300x_rccl.xml")), resolve("mi300x")
+    kinds = {v.name: v.kind for v in mine.vertices}
+    xgmi = Counter()
+    for l in mine.links:
+        if kinds[l.src] == kinds[l.dst] == "gpu":
+            xgmi[l.src] += l.count
+            assert (l.gbps, l.alpha_us) == (64, 0.7)  # MI300X's line rate, as the built-in
+    assert mine.ranks == 8 and set(xgmi.values()) == {7}
+    # one 400 Gb/s NIC beside each GPU, joined by rails as mi300xx8
+    assert switch_mates(mine) == {f"gpu{i}": [f"mlx5_{i}"] for i in range(8)}
+    assert (mine.network.fabric, mine.network.gbps) == ("rails", 50)
+    # cost model 2: the built-in's stand-in (Hopper's tables, 48 of 64 GB/s counted)
+    assert mine.figures == builtin.figures
+    assert (mine.figures.arch, mine.figures.nvlink) == ("hopper", 0.75)
+    assert "8 GPUs (gfx942, MI300X (CDNA 3))" in mine.description
+    assert any(a.startswith("xGMI joins every GPU") for a in mine.assumptions)
+
+
+def test_two_imported_mi300x_boxes_have_mi300xx2s_bounds():
+    mine = lower_with_routes(join_boxes(imported(fixture("mi300x_rccl.xml")), 2, "x2"))
+    theirs = lower_with_routes(resolve("mi300xx2"))
+    for coll in ("allgather", "allreduce"):
+        assert bounds(mine, make_collective(coll, 16)) == bounds(theirs,
+                                                                make_collective(coll, 16))
+
+
+def rccl_dump(edit=None):
+    """The MI300X fixture's text, with `edit` (old, new) applied once."""
+    text = (FIXTURES / "mi300x_rccl.xml").read_text()
+    if edit:
+        assert edit[0] in text
+        text = text.replace(*edit, 1)
+    return text
+
+
+XGMI_0_TO_1 = '<xgmi target="0000:29:00.0" count="1" tclass="0x120000"/>'
+FIRST_SOCKET = rccl_dump().split("</cpu>")[0] + "</cpu>\n</system>\n"
+
+
+@pytest.mark.parametrize("name, edit, message", [
+    # cut short as a crashed job leaves it, and at an element: GPUs 4 to 7 gone
+    ("cut.xml", 2500, "line 34: malformed XML (unclosed token)"),
+    ("half.xml", FIRST_SOCKET, "line 19: an xgmi to an unknown bus id '0000:91:00.0'"),
+    # the two ends of a link disagree
+    ("oneway.xml", (XGMI_0_TO_1, ""), "line 34: an xgmi from gpu1 to gpu0, but gpu0 lists "
+     "none to gpu1: a truncated or edited dump?"),
+    ("count.xml", (XGMI_0_TO_1, XGMI_0_TO_1.replace('"1"', '"2"')),
+     "line 16: gpu0 has 2 xGMI link(s) to gpu1, but gpu1 has 1 to gpu0 (line 34)"),
+    ("target.xml", (XGMI_0_TO_1, XGMI_0_TO_1.replace("29", "2a")),
+     "line 16: an xgmi to an unknown bus id '0000:2a:00.0'"),
+    ("mixed.xml", ('gcn="gfx942" arch="38911" rank="3"', 'gcn="gfx90a" arch="38911" rank="3"'),
+     "line 68: a GPU of architecture 'gfx90a', but the one at line 14 is 'gfx942'"),
+    ("gfx950.xml", ('gcn="gfx942"', 'gcn="gfx950"', -1),
+     "line 16: xGMI links of GPU architecture 'gfx950' (their rate is known for gfx942, "
+     "gfx90a)"),
+], ids=lambda x: x if isinstance(x, str) and x.endswith(".xml") else "")
+def test_a_truncated_or_inconsistent_rccl_dump_is_refused_in_one_line(tmp_path, name, edit,
+                                                                     message):
+    if isinstance(edit, int):
+        text = rccl_dump()[:edit]
+    elif isinstance(edit, str):
+        text = edit
+    else:
+        text = rccl_dump().replace(*edit) if len(edit) == 3 else rccl_dump(edit)
+    path = tmp_path / name
+    path.write_text(text)
+    said = one_line(synth_main("topo", "import", str(path)), 2)
+    assert f"{name}: {message}" in said, said
+
+
+def test_an_rccl_dump_takes_no_nvidia_gpu_model():
+    said = one_line(synth_main("topo", "import", fixture("mi300x_rccl.xml"), "--gpu",
+                               "h100-sxm"), 2)
+    assert "RCCL's dump of AMD GPUs (gfx942)" in said and "--gpu h100-sxm" in said
+
+
+def mi250_dump(gcn="gfx90a"):
+    """RCCL's dump of two MI250X packages (four dies, each a GPU to software): the dies
+    of a package joined by 4 xGMI links, dies of different packages by 2 or 1 (the
+    asymmetric wiring of the CDNA 2 white paper's 4-package node, cut to two)."""
+    counts = {(0, 1): 4, (2, 3): 4, (0, 2): 2, (1, 3): 1}
+    buses = ["0000:c1:00.0", "0000:c6:00.0", "0000:c9:00.0", "0000:ce:00.0"]
+    gpus = []
+    for k, bus in enumerate(buses):
+        links = "".join(f'<xgmi target="{buses[j]}" count="{c}" tclass="0x038000"/>'
+                        for (a, b), c in counts.items() for i, j in ((a, b), (b, a))
+                        if i == k)
+        gpus.append(f'<pci busid="{bus}" class="0x038000" link_speed="16.0 GT/s PCIe" '
+                    f'link_width="16"><gpu dev="{k}" sm="110" gcn="{gcn}" arch="38911" '
+                    f'rank="{k}" gdr="1">{links}</gpu></pci>')
+    return (f'<system version="2"><cpu numaid="0" vendor="AuthenticAMD" familyid="25">'
+            f'{"".join(gpus)}</cpu></system>\n')
+
+
+@pytest.mark.parametrize("gcn", ["gfx90a", "910"])  # 910: older RCCL's number for it
+def test_an_mi250_dump_keeps_its_asymmetric_xgmi_counts(tmp_path, gcn):
+    path = tmp_path / "mi250.xml"
+    path.write_text(mi250_dump(gcn))
+    topo = imported(str(path))
+    pairs = {(l.src, l.dst): (l.count, l.gbps) for l in topo.links
+             if l.src in topo.gpus and l.dst in topo.gpus and l.src < l.dst}
+    assert pairs == {("gpu0", "gpu1"): (4, 50), ("gpu2", "gpu3"): (4, 50),
+                     ("gpu0", "gpu2"): (2, 50), ("gpu1", "gpu3"): (1, 50)}
+    assert (topo.figures.arch, topo.figures.nvlink) == ("ampere", 0.72)
+    # allgather: each package must take in the other's 2 shares over the 2 + 1 links
+    # between them: 2/3 rounds per chunk (more than a die's own 3 shares over 5 links)
+    assert bounds(lower_with_routes(topo), make_collective("allgather", 4)
+                  ).rounds_per_chunk == Fraction(2, 3)

@@ -17,7 +17,7 @@ from synth.topology.figures import defaults, figures_from_dict
 from synth.predict.machine import Machine, machine_of
 from synth.predict.nccl import (achieved_rates, channel_share, choose, model_us, nccl_rates,
                                 options, predicted_us)
-from synth.predict.nccl_fill import nvls_channels, nvls_chunk
+from synth.predict.nccl_fill import nvls_channels, nvls_chunk, nvls_tree_chunk
 from synth.topology.catalog import resolve
 
 GB = 1 << 30
@@ -180,6 +180,32 @@ def test_an_nvls_calls_fill_is_two_loops_of_its_chunk():
     # at 1 GB the chunk is 128 KB: four times the fill of 16 MB
     big = choose(m, "allreduce", GB).predicted_us
     assert big == pytest.approx(f.nvls_call_us + 25 + GB / (1e3 * port) + 4 * fill, rel=1e-6)
+
+
+def test_nvls_tree_chunks_follow_nccls_tree_ladder_from_its_smaller_cap():
+    two, eight = machine_of(resolve("dgxh100x2")), machine_of(resolve("dgxh100x8"))
+    # ncclNvlsTuning: the tree's largest chunk is the NVLS chunk (128 KB) below 4 nodes,
+    # 64 KB from 4. calcCollChunking per channel, 8 heads: 128 KB below 16 x 8 x 128 KB
+    # = 16 MB a channel (no change from 128 KB), 64 KB below 4 x 8 x 128 KB = 4 MB,
+    # 32 KB below 1 x 8 x 64 KB = 512 KB
+    assert [nvls_tree_chunk(two, n) for n in (64 << 20, 4 << 20, (4 << 20) - 1,
+                                              512 << 10, (512 << 10) - 1)] == \
+        [131072, 131072, 65536, 65536, 32768]
+    assert nvls_tree_chunk(eight, 64 << 20) == 65536
+
+
+def test_an_nvls_tree_calls_fill_is_its_depth_of_loops_on_nvls_channels():
+    m = machine_of(resolve("dgxh100x2"))
+    pick = choose(m, "allreduce", GB)
+    assert pick.name == "nvls_tree/Simple"
+    # achieved: NCCL's cap binds, 8 channels x 57.7 x 16/30 = 246.19 GB/s (the port's
+    # 450 x 0.82 x 0.85 x 8/9 = 278.8 and 8 NICs x 50 x 0.95 = 380 are more); latency
+    # 25 (NVLink) + 2 x 20.9 (network); 2.2 us of call
+    gbps = 8 * 57.7 * 16 / 30
+    # fill: depth 2 + 2 x log2(2) = 4, so 3 stages of one loop: 1 GB / 16 NVLS channels
+    # = 64 MB a channel, chunk 128 KB, a loop 8 heads x 128 KB = 1 MB, at 1/16 of gbps
+    fill = 3 * 8 * 131072 / (1e3 * gbps / 16)
+    assert pick.predicted_us == pytest.approx(2.2 + 66.8 + GB / (1e3 * gbps) + fill, rel=1e-6)
 
 
 def test_few_bytes_use_few_channels():

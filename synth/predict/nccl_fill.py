@@ -1,7 +1,7 @@
 """The pipeline's fill in cost model 2 (synth.predict.nccl adds it to a call's time):
 how long a channel's first piece takes to pass the stages before its last, and the
-piece NCCL moves, for NVLS the chunk NCCL 2.30.7 picks per call (src/enqueue.cc,
-calcCollChunking). docs/cost-model.md, "NCCL as it runs", says what it stands for.
+piece NCCL moves, for NVLS and NVLS-tree the chunk NCCL 2.30.7 picks per call
+(src/enqueue.cc, calcCollChunking). docs/cost-model.md, "NCCL as it runs", says what it stands for.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from synth.predict.machine import Machine
 def fill_us(m: Machine, coll: str, option, nbytes: int, nvls_gbps: float = math.inf) -> float:
     """Filling the pipeline: before a channel's first piece reaches its last stage it
     has crossed depth - 1 others, each at the channel's share of the bandwidth. A piece
-    is what a channel moves per loop: for NVLS, NCCL's chunk for the call times its
-    heads (nvls_chunk) on NCCL's NVLS channels; else at most f.chunk_kb (NCCL's Simple
-    step, 4 MB / NCCL_STEPS); never more than 1 / depth of the channel's bytes.
+    is what a channel moves per loop: for NVLS and NVLS-tree, NCCL's chunk for the call
+    times its heads (nvls_chunk, nvls_tree_chunk) on NCCL's NVLS channels; else at most
+    f.chunk_kb (NCCL's Simple step, 4 MB / NCCL_STEPS); never more than 1 / depth of
+    the channel's bytes.
     `option` is a synth.predict.nccl.Option at achieved rates; nvls_gbps NCCL's own
     bandwidth for an NVLS allreduce (nvls_chunk; only asked across nodes)."""
     depth = _depth(m, coll, option.algorithm)
@@ -24,6 +25,9 @@ def fill_us(m: Machine, coll: str, option, nbytes: int, nvls_gbps: float = math.
     if option.algorithm == "nvls":
         channels = nvls_channels(m)
         most = m.per_node * nvls_chunk(m, nbytes / channels, nvls_gbps)
+    if option.algorithm == "nvls_tree":
+        channels = nvls_channels(m)
+        most = m.per_node * nvls_tree_chunk(m, nbytes / channels)
     piece = min(most, nbytes / (channels * depth))
     return (depth - 1) * piece / (1e3 * option.gbps / channels)
 
@@ -47,6 +51,19 @@ def nvls_chunk(m: Machine, per_channel: float, nvls_gbps: float = math.inf) -> i
     if m.nodes > 1 and nvls_gbps < 150:
         chunk = 32 * 1024
     for loops, smaller in ((64, 65536), (8, 32768), (2, 16384)):
+        if per_channel < loops * m.per_node * chunk and chunk > smaller:
+            chunk = smaller
+    return chunk
+
+
+def nvls_tree_chunk(m: Machine, per_channel: float) -> int:
+    """NCCL's chunk for an NVLS-tree call whose channel gets per_channel bytes
+    (src/enqueue.cc, calcCollChunking, called per channel as for NVLS): the NVLS chunk
+    (128 KB) capped by the tree's largest (src/transport/nvls.cc, ncclNvlsTuning: 64 KB
+    from 4 nodes; its Blackwell multi-node tuning is left out), then 128, 64 and 32 KB
+    while the channel has less than 16, 4 and 1 loops of a chunk per head."""
+    chunk = 65536 if m.nodes >= 4 else 128 * 1024
+    for loops, smaller in ((16, 131072), (4, 65536), (1, 32768)):
         if per_channel < loops * m.per_node * chunk and chunk > smaller:
             chunk = smaller
     return chunk

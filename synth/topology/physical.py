@@ -60,6 +60,14 @@ GA102_NVLINK_GBPS = 14.0625
 # PCIe per lane, GB/s each way, by generation: 2.5, 5 GT/s after 8b/10b; from Gen3 on
 # GT/s / 8 (128b/130b's 1.5% left out, as the built-ins' x16 figures 16, 32, 64 do)
 PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 1.0, 4: 2.0, 5: 4.0, 6: 8.0}
+# AMD Infinity Fabric (xGMI) between GPUs, one link, GB/s each way, by the GPU's gfx
+# architecture (the name RCCL's topology dump gives as `gcn`): line rates from AMD's
+# data sheets, "peak Infinity Fabric link bandwidth" both ways, halved
+XGMI_GBPS = {
+    "gfx942": 64.0,  # MI300X (CDNA 3): 128 GB/s per link, 7 links (MI300X data sheet, 2023)
+    "gfx90a": 50.0,  # MI250X, MI250 (CDNA 2): 100 GB/s per link, 8 per package (MI250X
+                     # data sheet, 2021; the CDNA 2 white paper)
+}
 
 
 @dataclass(frozen=True)

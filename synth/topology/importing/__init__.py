@@ -1,12 +1,13 @@
-"""Import the cluster a user has: NCCL's topology XML or `nvidia-smi topo -m` output.
+"""Import the cluster a user has: NCCL's (or RCCL's) topology XML or `nvidia-smi topo -m`
+output.
 
     import_source(path, gpu=None, nic_gbps=None, fabric=None) -> Draft
 
 A Draft (draft.py) is an ordinary topology file's content with a note on every number
 saying where it came from; `Draft.to_yaml()` writes it (`synth topo import`), and
 `synth.topology.catalog.resolve` reads a source given as `--topo` the same way. The
-kind is told from the content: XML (nccl_xml.py) or a GPU0 matrix header
-(smi_matrix.py). What neither source says (NVLink bandwidth per link, a partial file's
+kind is told from the content: XML (nccl_xml.py; RCCL's dump of AMD GPUs, with
+xGMI links, rccl.py) or a GPU0 matrix header (smi_matrix.py). What neither source says (NVLink bandwidth per link, a partial file's
 NVLinks, NIC speeds the matrix omits) comes from hardware.py and is listed in the
 file's `assumptions:`; which PCIe paths GPUs use, NCCL's rule, is paths.py's.
 """

@@ -34,7 +34,9 @@ class Wire:
     alpha_us: float = 0.0
     note: str = ""
     inferred: str = ""
-    kind: str = "pcie"  # nvlink, pcie (a is the parent in the PCIe tree) or socket
+    # nvlink (the GPUs' own fabric: NVLink, or AMD's xGMI), pcie (a is the parent in the
+    # PCIe tree) or socket
+    kind: str = "pcie"
 
 
 @dataclass
@@ -49,6 +51,8 @@ class Draft:
     network_note: str = ""
     warnings: list[str] = field(default_factory=list)  # said on stderr as well
     arch: str = ""  # the GPUs' architecture (cost model 2's tables), "" when unknown
+    figures: dict = field(default_factory=dict)  # cost model 2's others (`costs:`)
+    gpu_link: str = "NVLink"  # what the GPUs' own links are called, for notes
     _taken: set = field(default_factory=set, repr=False)
     _suffix: dict = field(default_factory=dict, repr=False)  # name -> the next k to try
 
@@ -120,7 +124,7 @@ class Draft:
         if self.assumptions:
             doc["assumptions"] = list(self.assumptions)
         if self.arch:
-            doc["costs"] = {"arch": self.arch}
+            doc["costs"] = {"arch": self.arch, **self.figures}
         return doc
 
     def unit_gbps(self) -> float:
@@ -142,7 +146,7 @@ class Draft:
         lines += [f"name: {_q(doc['name'])}", f"description: {_q(doc['description'])}",
                   f"source: {_q(doc['source'])}",
                   f"unit_gbps: {_q(float(doc['unit_gbps']))}  # one capacity unit: a lane "
-                  "of the first GPU link listed (NVLink where there is any)",
+                  "of the first GPU link listed (NVLink or xGMI where there is any)",
                   "gpus:"]
         lines += [f"  - {_q(p.name)}" + _comment(p.note) for p in self.of_kind("gpu")]
         switches = self.of_kind("nvswitch", "pcie_switch")
@@ -160,7 +164,7 @@ class Draft:
             lines.append("assumptions:")
             lines += [f"  - {_q(a)}" for a in self.assumptions]
         if self.arch:
-            lines.append(f"costs: {{arch: {self.arch}}}  # cost model 2's tables "
+            lines.append(f"costs: {_flow(doc['costs'])}  # cost model 2's tables "
                          "(docs/cost-model.md)")
         return "\n".join(lines) + "\n"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from synth.topology.physical import GA102_NVLINK_GBPS, NVLINK_GBPS as BY_GENERATION
-from synth.topology.physical import PCIE_LANE_GBPS
+from synth.topology.physical import PCIE_LANE_GBPS, XGMI_GBPS
 
 # GB/s per NVLink and direction, by the GPU's SM version: its NVLink generation's line
 # rate (NCCL's SMxx_NVLINK_BW counts about 80% of it: 18, 20, 20, 12, 20.6, 40.1)
@@ -112,6 +112,26 @@ GPU_MODELS = {m.name: m for m in (
     GpuModel("h100-sxm", 90, 18, "nvswitch", 5, 50.0, "400 Gb/s NDR InfiniBand"),
     GpuModel("h200-sxm", 90, 18, "nvswitch", 5, 50.0, "400 Gb/s NDR InfiniBand"),
     GpuModel("b200-sxm", 100, 18, "nvswitch", 5, 50.0, "400 Gb/s NDR InfiniBand"),
+)}
+
+@dataclass(frozen=True)
+class AmdGpu:
+    """An AMD GPU as RCCL's dump names it (`gcn`), and what the import makes of it."""
+
+    gcn: str
+    what: str  # the products and architecture, for notes
+    xgmi_gbps: float  # one xGMI link's line rate each way (physical.XGMI_GBPS)
+    arch: str  # whose NCCL tables stand in for RCCL's in cost model 2
+    link_share: float  # of a link's line rate, what RCCL counts (costs.nvlink)
+
+
+# RCCL counts 48 GB/s of an MI300X link and 36 of an MI250X one (GFX94X_XGMI_WIDTH,
+# MI200_XGMI_WIDTH in src/graph/topo.h of ROCm/rccl at 0cbce2a, RCCL 2.21.5); the stand-in
+# tables are of an NVIDIA GPU of the same years with links of the same class
+# (docs/cost-model.md, "AMD GPUs"), as topologies/mi300x.yaml has them
+AMD_GPUS = {g.gcn: g for g in (
+    AmdGpu("gfx942", "MI300X (CDNA 3)", XGMI_GBPS["gfx942"], "hopper", 0.75),
+    AmdGpu("gfx90a", "MI250X/MI250 (CDNA 2)", XGMI_GBPS["gfx90a"], "ampere", 0.72),
 )}
 
 # DGX-1's hybrid cube mesh (NVLink pairs and lanes), GPUs in bus order

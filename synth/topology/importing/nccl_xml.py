@@ -15,11 +15,14 @@
       </cpu>
     </system>
 
+RCCL's dump (AMD GPUs: a `gcn` architecture, `xgmi` links, class 0x120000 GPUs) is
+read the same way but for its GPU links (rccl.py).
+
 The full dump (NCCL_TOPO_DUMP_FILE) has the gpu, nvlink and net elements; the partial
 files clouds publish for NCCL_TOPO_FILE have only cpu and pci entries with PCI classes,
 so their NVLinks come from the GPU model (`--gpu`) or are left out, and their NIC speed
 is assumed. Classes, as NCCL reads them: 0x0604xx a PCIe bridge or switch, 0x03xxxx a
-GPU, 0x02xxxx a NIC, an nvlink's tclass 0x068000 an NVSwitch; every NVSwitch a GPU
+GPU (RCCL: 0x120000 too), 0x02xxxx a NIC, an nvlink's tclass 0x068000 an NVSwitch; every NVSwitch a GPU
 reaches is folded into one vertex, as the built-ins (and NCCL's NVS node) do.
 
 Parsing is strict and safe: expat with no DOCTYPE allowed (so no entity is ever
@@ -34,6 +37,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 from synth.errors import BadInput
+from synth.topology.importing import rccl
 from synth.topology.importing.draft import Draft, vertex_name
 from synth.topology.importing.hardware import (CUBE_MESH, GPU_MODELS, MAX_NVLINKS, arch_of,
                                                NET_GBPS_PER_MBPS, NVLINK_ALPHA_US,
@@ -43,6 +47,7 @@ from synth.topology.importing.hardware import (CUBE_MESH, GPU_MODELS, MAX_NVLINK
 from synth.topology.physical import MAX_GPUS
 
 NVSWITCH_CLASS = "0x068000"
+ACCELERATOR_CLASS = "0x120000"  # a processing accelerator: RCCL counts it a GPU (MI300X)
 MAX_ELEMENTS = 100_000  # a dump of a large node has a few hundred
 MAX_DEPTH = 64  # PCIe trees are a few levels deep; the walk below recurses per level
 MAX_SOCKETS = 64  # sockets are joined pairwise
@@ -102,10 +107,11 @@ class _Gpu:
     line: int
     order: tuple  # rank, dev, or bus order
     sm: int | None
-    nvlinks: list  # (target, count, tclass, line)
+    nvlinks: list  # (target, count, tclass, line): nvlink elements, xgmi under RCCL
     parent: str
     pcie: tuple[float, str]
     name: str = ""
+    gcn: str | None = None  # an AMD GPU's architecture (RCCL's dump), e.g. gfx942
 
 
 def from_xml(text: str, where: str, name: str, gpu: GpuModel | None = None,
@@ -118,14 +124,23 @@ def from_xml(text: str, where: str, name: str, gpu: GpuModel | None = None,
     tree.sockets(root)
     if not gpus:
         raise BadInput(f"{where}: no GPU in the file (GPUs are pci elements of class "
-                       "0x03xxxx)")
+                       "0x03xxxx or 0x120000)")
     if len(gpus) < 2:
         raise BadInput(f"{where}: one GPU (line {gpus[0].line}): a collective needs two")
-    _add_gpus(draft, gpus, where, gpu)
+    gcn = rccl.architecture(gpus, where)
+    if gcn is None:
+        _add_gpus(draft, gpus, where, gpu)
+        sms = sorted({g.sm for g in gpus if g.sm})
+        draft.arch = arch_of(sms[0] if sms else (gpu.sm if gpu else None))
+        label = f"SM{sms[0]}" if len(sms) == 1 else ""
+    else:
+        if gpu is not None:
+            raise BadInput(f"{where}: RCCL's dump of AMD GPUs ({gcn[:40]}), whose links it "
+                           f"lists; --gpu {gpu.name} names an NVIDIA model")
+        rccl.add_xgmi(draft, gpus, _place_gpus(draft, gpus, where), gcn, where)
+        label = rccl.describe(draft, gcn)
     _add_nics(draft, tree.nics, nic_gbps, gpu, fabric)
-    sms = sorted({g.sm for g in gpus if g.sm})
-    draft.arch = arch_of(sms[0] if sms else (gpu.sm if gpu else None))
-    draft.description = (f"{len(gpus)} GPUs{f' (SM{sms[0]})' if len(sms) == 1 else ''}, "
+    draft.description = (f"{len(gpus)} GPUs{f' ({label})' if label else ''}, "
                          f"{_nics(len(draft.of_kind('nic')))}, imported from {where}")
     return draft
 
@@ -179,7 +194,7 @@ class _Tree:
             raise BadInput(f"{self.where}: line {e.line}: link_width {width} (expected 0 "
                            f"to {MAX_WIDTH})")
         link = pcie_gbps(e.attrs.get("link_speed", ""), width)
-        if cls.startswith("0x03"):
+        if is_gpu_class(cls):
             self.gpus.append(_read_gpu(e, parent, link, self.where))
         elif cls.startswith("0x02"):
             self.nic(e, parent, link)
@@ -226,27 +241,37 @@ def _read_gpu(e: Element, parent: str, link: tuple[float, str], where: str) -> _
         raise BadInput(f"{where}: line {g.line}: a <gpu> without sm (its SM version, e.g. "
                        "sm=\"90\")")
     order = (_int(g, "rank", where, None), _int(g, "dev", where, None), busid)
+    gcn = rccl.gcn_name(g.attrs["gcn"]) if g.attrs.get("gcn", "").strip() else None
+    tag = "nvlink" if gcn is None else "xgmi"
     links = [(n.attrs.get("target", ""), _count(n, where), n.attrs.get("tclass", "").lower(),
-              n.line) for n in g.children if n.tag == "nvlink"]
-    return _Gpu(busid.lower(), e.line, order, sm, links, parent, link)
+              n.line) for n in g.children if n.tag == tag]
+    return _Gpu(busid.lower(), e.line, order, sm, links, parent, link, gcn=gcn)
 
 
-def _add_gpus(draft: Draft, gpus: list[_Gpu], where: str, model: GpuModel | None) -> None:
-    """The GPUs in rank order (rank, else dev, else bus order), their PCIe links and
-    their NVLinks: read where the file lists them, else from the GPU model."""
+def _place_gpus(draft: Draft, gpus: list[_Gpu], where: str) -> dict:
+    """The GPUs in rank order (rank, else dev, else bus order) and their PCIe links;
+    returns bus id -> GPU."""
     gpus.sort(key=lambda g: (g.order[0] is None, g.order[0] or 0, g.order[1] is None,
                              g.order[1] or 0, g.order[2]))
     by_bus = {}
     for i, g in enumerate(gpus):
+        label = g.gcn[:40] if g.gcn else f"SM{g.sm}" if g.sm else ""
         g.name = draft.add(f"gpu{i}", "gpu", f"bus {g.busid or '?'}, line {g.line}"
-                           + (f", SM{g.sm}" if g.sm else ""))
+                           + (f", {label}" if label else ""))
         draft.link(g.parent, g.name, g.pcie[0], note=g.pcie[1])
         if g.busid in by_bus:  # its NVLinks could not be told from the other's
             raise BadInput(f"{where}: line {g.line}: two GPUs with bus id "
                            f"{g.busid[:40]!r} (also at line {by_bus[g.busid].line}): "
-                           "its NVLinks cannot be told apart")
+                           "its links cannot be told apart")
         if g.busid:
             by_bus[g.busid] = g
+    return by_bus
+
+
+def _add_gpus(draft: Draft, gpus: list[_Gpu], where: str, model: GpuModel | None) -> None:
+    """The GPUs (_place_gpus) and their NVLinks: read where the file lists them, else
+    from the GPU model."""
+    by_bus = _place_gpus(draft, gpus, where)
     listed = any(g.nvlinks for g in gpus)
     if listed:
         _read_nvlinks(draft, gpus, by_bus, where)
@@ -374,12 +399,17 @@ def _count_gpus(root: Element, where: str) -> None:
     count, stack = 0, [root]
     while stack:
         e = stack.pop()
-        if e.tag == "pci" and e.attrs.get("class", "").lower().startswith("0x03"):
+        if e.tag == "pci" and is_gpu_class(e.attrs.get("class", "").lower()):
             count += 1
         stack.extend(e.children)
     if count > MAX_GPUS:
-        raise BadInput(f"{where}: {count:,} GPUs (pci elements of class 0x03xxxx; at most "
-                       f"{MAX_GPUS})")
+        raise BadInput(f"{where}: {count:,} GPUs (pci elements of class 0x03xxxx or "
+                       f"0x120000; at most {MAX_GPUS})")
+
+
+def is_gpu_class(cls: str) -> bool:
+    """A GPU's PCI class, as RCCL reads them (NCCL: 0x03xxxx only)."""
+    return cls.startswith("0x03") or cls == ACCELERATOR_CLASS
 
 
 def _net_speed(net: Element, where: str) -> float | None:

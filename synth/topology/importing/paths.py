@@ -38,16 +38,17 @@ def apply_runtime_paths(draft: Draft) -> None:
     gpus = [p.name for p in draft.of_kind("gpu")]
     # without any NVLink, GPUs meet over PCIe alone, as NCCL's P2P or SHM has them
     nvlink = any(w.kind == "nvlink" for w in draft.wires)
+    link = draft.gpu_link  # NVLink, or xGMI (kept as kind "nvlink": the GPUs' fabric)
     if nvlink and not _nvlink_joins(draft, gpus):
-        draft.assume("NVLink does not join every GPU: GPUs it leaves apart meet over PCIe "
+        draft.assume(f"{link} does not join every GPU: GPUs it leaves apart meet over PCIe "
                      "(P2P up to PXB, NCCL's default; through host memory beyond)")
     elif nvlink:
         before = len(draft.wires)
         _keep_pcie_for_nics(draft)
         if not any(w.kind == "socket" for w in draft.wires):
             draft.retract("between CPU sockets")
-        draft.assume("NVLink joins every GPU, so GPU-to-GPU traffic stays on it (NCCL "
-                     "searches NVLink rings and trees first); of PCIe only what joins each "
+        draft.assume(f"{link} joins every GPU, so GPU-to-GPU traffic stays on it (NCCL "
+                     f"searches {link} rings and trees first); of PCIe only what joins each "
                      f"NIC to its nearest GPUs is kept ({before - len(draft.wires)} PCIe and "
                      "socket links left out)")
     hops = [w for w in draft.wires if w.kind != "nvlink"]
