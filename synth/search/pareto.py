@@ -123,36 +123,7 @@ def frontier(model: LinkModel, name: str, root: int | None, min_steps: int,
     search.complete = limits.min_steps <= min_steps
     best = None  # smallest ratio found so far
 
-    def ask(steps, rounds, chunks, floor=0, minimize=False):
-        if deadline.passed():
-            raise TimeoutError
-        size = variables_for(DUAL.get(name, name), model.ranks, chunks, len(model.links),
-                             steps)
-        if search.hopeless and size >= search.hopeless[0]:
-            search.complete = False
-            return Outcome(UNKNOWN, None, 0.0, "skipped")
-        coll = make_collective(name, model.ranks, chunks, root)
-        on_event("ask", (steps, rounds, chunks))
-        # one hard instance may not eat the whole budget: the search moves on, and the
-        # points after it are no longer proven
-        budget = deadline.solver_seconds(per_call)
-        try:
-            out = solve_instance(model, coll, steps, rounds, limits.backend, budget,
-                                 limits.workers, minimize, floor)
-        except TooLarge as e:  # as good as a time-out: skipped, and nothing after is proven
-            search.too_large = str(e)
-            search.complete = False
-            out = Outcome(UNKNOWN, None, 0.0, "too large")
-        search.attempts.append(Attempt(steps, out.schedule.rounds if out.schedule else rounds,
-                                       chunks, out.status, out.seconds, out.method))
-        on_event("answer", search.attempts[-1])
-        if out.status == UNKNOWN or (minimize and out.status == SAT and not out.optimal):
-            search.complete = False
-        if (out.status == UNKNOWN and out.schedule is None and budget >= per_call
-                and out.method != "too large"
-                and (search.hopeless is None or size < search.hopeless[0])):
-            search.hopeless = (size, f"S={steps} C={chunks} found nothing in {budget:.0f} s")
-        return out
+    ask = _asker(model, name, root, limits, deadline, per_call, search, on_event)
 
     first = max(1, min_steps, limits.min_steps)
     refused = too_large(model, name, first, limits.max_chunks // 2 + 1)
@@ -194,6 +165,46 @@ def frontier(model: LinkModel, name: str, root: int | None, min_steps: int,
             search.points.append(Point(found, proven=False))
             on_event("point", search.points[-1])
     return search
+
+
+def _asker(model: LinkModel, name: str, root: int | None, limits: Limits,
+           deadline: Deadline, per_call: float, search: Search, on_event):
+    """ask(steps, rounds, chunks, floor, minimize): one solver call of the search, each
+    recorded in `search` (its attempts, whether it is still complete, the smallest call
+    that found nothing in its whole budget, after which no larger one is asked)."""
+
+    def ask(steps, rounds, chunks, floor=0, minimize=False):
+        if deadline.passed():
+            raise TimeoutError
+        size = variables_for(DUAL.get(name, name), model.ranks, chunks, len(model.links),
+                             steps)
+        if search.hopeless and size >= search.hopeless[0]:
+            search.complete = False
+            return Outcome(UNKNOWN, None, 0.0, "skipped")
+        coll = make_collective(name, model.ranks, chunks, root)
+        on_event("ask", (steps, rounds, chunks))
+        # one hard instance may not eat the whole budget: the search moves on, and the
+        # points after it are no longer proven
+        budget = deadline.solver_seconds(per_call)
+        try:
+            out = solve_instance(model, coll, steps, rounds, limits.backend, budget,
+                                 limits.workers, minimize, floor)
+        except TooLarge as e:  # as good as a time-out: skipped, and nothing after is proven
+            search.too_large = str(e)
+            search.complete = False
+            out = Outcome(UNKNOWN, None, 0.0, "too large")
+        search.attempts.append(Attempt(steps, out.schedule.rounds if out.schedule else rounds,
+                                       chunks, out.status, out.seconds, out.method))
+        on_event("answer", search.attempts[-1])
+        if out.status == UNKNOWN or (minimize and out.status == SAT and not out.optimal):
+            search.complete = False
+        if (out.status == UNKNOWN and out.schedule is None and budget >= per_call
+                and out.method != "too large"
+                and (search.hopeless is None or size < search.hopeless[0])):
+            search.hopeless = (size, f"S={steps} C={chunks} found nothing in {budget:.0f} s")
+        return out
+
+    return ask
 
 
 def _least_ratio(ask, model, name, root, steps: int, floor: Fraction, cap: Fraction | None,
