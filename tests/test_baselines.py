@@ -104,6 +104,20 @@ def test_ring_reducescatter_and_allreduce_on_ring():
     assert schedule_cost(ar).us_per_byte == pytest.approx(2 * (n - 1) / n / (2 * UNIT))
 
 
+@pytest.mark.parametrize("collective,sends", [
+    # ring:8 has two channels (one each way); a chunk crosses n - 1 = 7 links: allgather
+    # and reducescatter 2 x 8 chunks x 7, allreduce twice that, broadcast's chain 2 x 7 x 7
+    ("allgather", 112), ("reducescatter", 112), ("allreduce", 224), ("broadcast", 98)])
+def test_a_ring_too_large_to_hold_is_refused_by_counting(monkeypatch, collective, sends):
+    from synth.construct.baselines import baseline
+    built = ring_baseline(model("ring:8"), collective, 0 if collective == "broadcast" else None)
+    assert sum(len(step.sends) for step in built.schedule.steps) == sends
+    monkeypatch.setattr(baseline, "MAX_SENDS", sends - 1)
+    refused = ring_baseline(model("ring:8"), collective,
+                            0 if collective == "broadcast" else None)
+    assert refused == f"{sends} sends (at most {sends - 1} fit in memory)"
+
+
 def test_ring_broadcast_pipelines_n_minus_1_chunks_per_ring():
     n = 8
     s = only("ring:8", "broadcast", "ring", root=3).schedule

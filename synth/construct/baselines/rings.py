@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from synth.construct.baselines.baseline import Baseline
+from synth.construct.baselines.baseline import Baseline, too_many_sends
 from synth.construct.baselines.graphs import hamiltonian_cycle
 from synth.construct.moves import (assemble, capacity_tables, chain_broadcast, chain_reduce,
                                    in_parallel, ring_allgather, ring_allreduce,
@@ -57,6 +57,12 @@ def ring_baseline(model: LinkModel, collective: str, root: int | None) -> Baseli
         return f"no Hamiltonian cycle found in {model.ranks} ranks' links within the search budget"
     n, k = model.ranks, len(packing.channels)
     channels = packing.channels
+    # each channel's chunks cross n - 1 links (allreduce: twice); a chain's n - 1 chunks too
+    per_channel = {"allgather": n * (n - 1), "reducescatter": n * (n - 1),
+                   "allreduce": 2 * n * (n - 1)}.get(collective, (n - 1) ** 2)
+    refused = too_many_sends(k * per_channel)
+    if refused:
+        return refused
     if collective in ("allgather", "reducescatter"):
         step = ring_allgather if collective == "allgather" else ring_reducescatter
         moves = in_parallel(*(step(cycle, {r: [r * k + j] for r in range(n)})
