@@ -214,12 +214,12 @@ def relayed_switches(model: LinkModel, hierarchy: Hierarchy | None) -> list | No
     return inside if all(inside) else None
 
 
-def relayed_search(model: LinkModel, limits: Limits, deadline: Deadline,
+def relayed_search(model: LinkModel, limits: Limits, deadline: Deadline | float | None,
                    hierarchy: Hierarchy) -> Search:
     """The relayed allreduce at every pipeline depth within the limits, each verified,
     with the batch size (up to MAX_PIECES) whose steady state costs the least per
     chunk; `stopped` says which, or "out of time"."""
-    search = Search(complete=False)
+    search, deadline = Search(complete=False), Deadline.of(deadline)
     try:
         inside = relayed_switches(model, hierarchy)
         found = _best_batch(model, hierarchy, inside, deadline)
