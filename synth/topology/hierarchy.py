@@ -10,7 +10,10 @@ local index, so that "local rank i" means the same position in every box. Among 
 isomorphisms we take one that maps each GPU onto a GPU it can reach across the network
 (node_match, both ways), which on a rail-optimised network means the same rail; the peer
 group of local index i (local rank i of every box) must then be fully linked, and it is
-the group the across-box level of the decomposition works in. Rails and NIC sharing are
+the group the across-box level of the decomposition works in. Boxes alike inside whose
+NICs differ (dgxh100x4 without box1.nic2) align too: a GPU that reaches no GPU of the
+other box (its partner there has no NIC) may map onto one without a link out, and only
+the places with a link out in every box are gateways. Rails and NIC sharing are
 read off the routes: a GPU's NIC is the first NIC on its routes out of its box, its rail
 the vertex after that NIC (the network switch it hangs on).
 
