@@ -29,6 +29,7 @@ from synth.construct.greedy import COLLECTIVES as GREEDY
 from synth.construct.greedy import greedy_search
 from synth.construct.hints import Hints
 from synth.construct.in_network import ONE_STEP, box_switches, nvls_search, reducing_switch
+from synth.construct.relayed_network import relayed_search, relayed_switches
 from synth.construct.paced import TIMING, timing_size, verified_within
 from synth.construct.relayed_alltoall import forwarded_search
 from synth.construct.tree_schedules import COLLECTIVES as PACKED
@@ -282,6 +283,10 @@ def _constructions(model: LinkModel, name: str, root, limits: Limits, deadline: 
             or (name in ONE_STEP and reducing_switch(model))):
         on_event("search", f"{name} in the network: switch reductions and multicasts")
         searches["in-network"] = nvls_search(model, limits, deadline, hierarchy, name, root)
+    elif name == "allreduce" and not _interrupted(searches) and \
+            relayed_switches(model, hierarchy):  # boxes alike inside, a NIC missing
+        on_event("search", f"{name} in each box's switch, balanced over every NIC")
+        searches["in-network"] = relayed_search(model, limits, deadline, hierarchy)
     if "baselines" not in searches and not _interrupted(searches):
         on_event("stage", "building the baselines")
         searches["baselines"] = _baselines(model, name, root, limits, deadline)

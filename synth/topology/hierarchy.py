@@ -10,7 +10,10 @@ local index, so that "local rank i" means the same position in every box. Among 
 isomorphisms we take one that maps each GPU onto a GPU it can reach across the network
 (node_match, both ways), which on a rail-optimised network means the same rail; the peer
 group of local index i (local rank i of every box) must then be fully linked, and it is
-the group the across-box level of the decomposition works in. Rails and NIC sharing are
+the group the across-box level of the decomposition works in. Boxes alike inside whose
+NICs differ (dgxh100x4 without box1.nic2) align too: a GPU that reaches no GPU of the
+other box (its partner there has no NIC) may map onto one without a link out, and only
+the places with a link out in every box are gateways. Rails and NIC sharing are
 read off the routes: a GPU's NIC is the first NIC on its routes out of its box, its rail
 the vertex after that NIC (the network switch it hangs on).
 
@@ -109,12 +112,14 @@ def find_hierarchy(lowering: Lowering, boxes: list | tuple | None = None,
     for l in model.links:
         if box_of[l.src] == box_of[l.dst]:
             inside[box_of[l.src]].append(l)
+    reach = _reach(model, box_of)
     aligned = [tuple(boxes[0])]
     first = _box_graph(model, boxes[0], outward, inside[0])
     for b, box in enumerate(boxes[1:], start=1):
         if deadline.passed():
             return None, f"out of time matching box {b} of {len(boxes)} with box 0"
-        mapping = _isomorphism(model, first, _box_graph(model, box, outward, inside[b]))
+        mapping = _isomorphism(model, first, _box_graph(model, box, outward, inside[b]),
+                               box_of, reach)
         if mapping is None:
             return None, (f"box {b} (ranks {box[0]}..{box[-1]}) is not a copy of box 0 that "
                           "reaches it across the network rank for rank")
@@ -187,13 +192,12 @@ def _with_proxies(model: LinkModel, hierarchy: Hierarchy) -> tuple[Hierarchy | N
     box. Cost: a breadth-first search per local rank of one box."""
     box_of = {r: b for b, box in enumerate(hierarchy.boxes) for r in box}
     outward = {l.src for l in model.links if box_of[l.src] != box_of[l.dst]}
-    gateways = [i for i, r in enumerate(hierarchy.boxes[0]) if r in outward]
+    # the places whose GPU has a link out in every box (a box without one NIC: the
+    # others' GPU at its place crosses through a gateway too, as it does there)
+    gateways = [i for i in range(len(hierarchy.boxes[0]))
+                if all(box[i] in outward for box in hierarchy.boxes)]
     if not gateways:
-        return None, "no GPU of a box has a link out of it"
-    for b, box in enumerate(hierarchy.boxes):
-        if [i for i, r in enumerate(box) if r in outward] != gateways:
-            return None, (f"box {b}'s GPUs with links out of it are not at box 0's "
-                          f"places {gateways}")
+        return None, "no place in the boxes has a GPU with a link out of its box in each"
     if len(gateways) == len(hierarchy.boxes[0]):
         return hierarchy, ""  # every GPU crosses itself: no proxies
     local = nx.relabel_nodes(_box_graph(model, hierarchy.boxes[0]),
@@ -256,15 +260,34 @@ def _box_graph(model: LinkModel, box, outward=frozenset(), links=None) -> nx.DiG
     return g
 
 
-def _isomorphism(model: LinkModel, first: nx.DiGraph, other: nx.DiGraph) -> dict | None:
+def _reach(model: LinkModel, box_of: dict) -> dict[int, set[int]]:
+    """rank -> the other boxes it is linked with both ways."""
+    links, reach = model.link, defaultdict(set)
+    for a, c in links:
+        if box_of[a] != box_of[c] and (c, a) in links:
+            reach[a].add(box_of[c])
+    return reach
+
+
+def _isomorphism(model: LinkModel, first: nx.DiGraph, other: nx.DiGraph,
+                 box_of: dict, reach: dict) -> dict | None:
     """An isomorphism first -> other that keeps capacities and maps each gateway onto
     one linked with it both ways (its partner across the network), each other rank onto
-    one that is no gateway either; or None."""
+    one that is no gateway either; or None. A gateway that reaches no rank of the other
+    box (its NIC's partner there is gone) may map onto a rank that is no gateway, and
+    a gateway of the other box that reaches no rank of the first onto one of the first
+    that is no gateway: the boxes are alike inside and differ only where a NIC is
+    missing (the gateways of every box, _with_proxies, are then fewer)."""
     links = model.link
 
     def partners(a, b):
-        if a["gateway"] or b["gateway"]:
-            return (a["rank"], b["rank"]) in links and (b["rank"], a["rank"]) in links
+        x, y = a["rank"], b["rank"]
+        if a["gateway"] and b["gateway"]:
+            return (x, y) in links and (y, x) in links
+        if a["gateway"]:
+            return box_of[y] not in reach[x]
+        if b["gateway"]:
+            return box_of[x] not in reach[y]
         return True
 
     matcher = DiGraphMatcher(
