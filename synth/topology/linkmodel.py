@@ -320,8 +320,8 @@ def hop_distances(model: LinkModel) -> dict[int, dict[int, int]]:
     """Fewest rank hops between every pair of ranks: BFS from each, O(N * links).
 
     Cached: a frontier search encodes many instances of one model. Do not mutate."""
-    return {r: nx.single_source_shortest_path_length(rank_graph(model), r)
-            for r in range(model.ranks)}
+    graph = rank_graph(model)  # once: built per rank, 2048 ranks took minutes
+    return {r: nx.single_source_shortest_path_length(graph, r) for r in range(model.ranks)}
 
 
 def diameter(model: LinkModel, deadline: Deadline = Deadline()) -> int:
