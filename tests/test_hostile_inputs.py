@@ -457,3 +457,29 @@ def test_ctrl_c_while_the_files_are_written_waits_for_them(tmp_path, monkeypatch
 def test_a_root_of_200_digits_is_described_not_printed():
     err = one_line(synth_main("broadcast", "--topo", "dgx1", "--root", "9" * 200), 2)
     assert "9" * 30 not in err and "is not a rank" in err
+
+
+# --- the paths added last: degraded machines, fabrics, calibrate, costs (issue 31) ---
+
+def test_an_edit_of_every_box_costs_its_links_not_boxes_squared(monkeypatch):
+    """`--degrade gpu0-nic0=F` names that link in every box: it paired every box's gpu0
+    with every box's nic0 (half a second an edit on 512 boxes, so 1024 edits ran for
+    minutes past any --time-limit) and copied each link once per edit. Counted, not
+    timed."""
+    import synth.topology.degrade as degrade
+
+    named, copies = [], []
+    real_named, real_replace = degrade._named, degrade.replace
+    monkeypatch.setattr(degrade, "_named", lambda *a: named.append(1) or real_named(*a))
+    monkeypatch.setattr(degrade, "replace",
+                        lambda *a, **k: copies.append(1) or real_replace(*a, **k))
+    healthy = resolve("dgxh100x16")
+    machine = degrade.degraded(healthy, ["gpu0-nic0=0.5"] * 4)
+    assert len(named) <= 4 * 4  # a few names looked up an edit, not one per box
+    assert len(copies) <= 2 * 16 + 1  # each narrowed link made once, then the machine
+    was = {(l.src, l.dst): l.gbps for l in healthy.links}
+    now = {(l.src, l.dst): l.gbps for l in machine.links}
+    for b in range(16):
+        for key in ((f"n{b}.gpu0", f"n{b}.nic0"), (f"n{b}.nic0", f"n{b}.gpu0")):
+            assert now[key] == was[key] / 16
+    assert sum(now[k] != was[k] for k in was) == 32
