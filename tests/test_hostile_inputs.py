@@ -483,3 +483,14 @@ def test_an_edit_of_every_box_costs_its_links_not_boxes_squared(monkeypatch):
         for key in ((f"n{b}.gpu0", f"n{b}.nic0"), (f"n{b}.nic0", f"n{b}.gpu0")):
             assert now[key] == was[key] / 16
     assert sum(now[k] != was[k] for k in was) == 32
+
+
+@pytest.mark.parametrize("over", ["1.000001", "3.333333", "999.999999"])
+def test_a_fabrics_name_keeps_every_digit_of_its_oversubscription(over):
+    # over=1.000001 was named over=1: resolved again (verify derives a file's machine
+    # from its name) it was another machine, and synth's own files failed verify
+    machine = resolve(f"dgxh100x4:clos,leaf=1,pod=4,over={over}")
+    assert machine.name == f"dgxh100x4:clos,leaf=1,pod=4,over={over}"
+    assert resolve(machine.name).links == machine.links
+    err = one_line(synth_main("topo", "show", "dgxh100x4:clos,over=1000.0001"), 2)
+    assert "over=1000.0001:" in err

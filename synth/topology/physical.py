@@ -380,7 +380,7 @@ def checked(net: Network, name: str = "") -> Network:
     """`net` when its options fit its fabric; BadInput, one line naming the key (as
     `network.KEY` of a file, or as `KEY=VALUE` of NAMExK `name`)."""
     def where(key):
-        return f"{name}: {key}={getattr(net, key):g}" if name else f"network.{key}"
+        return f"{name}: {key}={getattr(net, key):.12g}" if name else f"network.{key}"
 
     if net.fabric not in FABRICS:
         raise BadInput(f"network.fabric: expected one of {', '.join(FABRICS)}, got "
