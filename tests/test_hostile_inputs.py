@@ -494,3 +494,15 @@ def test_a_fabrics_name_keeps_every_digit_of_its_oversubscription(over):
     assert resolve(machine.name).links == machine.links
     err = one_line(synth_main("topo", "show", "dgxh100x4:clos,over=1000.0001"), 2)
     assert "over=1000.0001:" in err
+
+
+@pytest.mark.parametrize("fraction", ["+0.5", " 0.5", "0.5_0", "٠.5"])
+def test_a_fraction_spelt_as_no_name_resolves_is_refused(fraction):
+    # float() takes these, and the machine was named after the text as given
+    # (dgxh100-with-gpu0-nic0-at-+0.5): a name that resolves to nothing, so verify
+    # could not derive the machine of synth's own files for it
+    err = one_line(both_ways(fraction == "+0.5", "topo", "show", "dgxh100", "--degrade",
+                             f"gpu0-nic0={fraction}"), 2)
+    assert "expected a fraction" in err
+    machine = resolve("dgxh100", edits=("gpu0-nic0=5e-1",))
+    assert resolve(machine.name).links == machine.links

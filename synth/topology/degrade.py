@@ -65,10 +65,10 @@ def parse_edit(text) -> Edit:
         box, part = int(prefix.group(1)), prefix.group(2)
     if "=" in part:
         part, _, value = part.rpartition("=")
-        try:
-            fraction = float(value)
-        except ValueError:
-            fraction = math.nan
+        # digits, a point and an exponent only: the text is the machine's name, and
+        # float() also takes "+0.5", " 0.5" and "0.5_0", names that resolve to nothing
+        plain = re.fullmatch(r"(\d+\.?\d*|\.\d+)([eE]-?\d+)?", value, re.ASCII)
+        fraction = float(value) if plain else math.nan
         if not (math.isfinite(fraction) and 0 < fraction <= 1):
             raise BadInput(f"edit {quote(text)}: expected a fraction F of the link's "
                            "bandwidth, 0 < F <= 1 (0.5: half width)")
