@@ -506,3 +506,21 @@ def test_a_fraction_spelt_as_no_name_resolves_is_refused(fraction):
     assert "expected a fraction" in err
     machine = resolve("dgxh100", edits=("gpu0-nic0=5e-1",))
     assert resolve(machine.name).links == machine.links
+
+
+@pytest.mark.parametrize("old, new", [("86.80", "nan"), ("86.80", "inf"),
+                                      ("86.80", "1e-308"), ("86.80", "1e308"),
+                                      ("           8 ", "99999999999999999999 ")])
+def test_a_log_row_no_call_could_take_is_one_line_and_writes_nothing(old, new, tmp_path):
+    # nan and inf passed the `time <= 0` test and failed the fit (exit 3, one with
+    # scipy's warning as two more lines); 1e308 us and a size of 10^20 B were fitted
+    from tests.test_calibrate import log_text
+
+    log, out = tmp_path / "ar.log", tmp_path / "fitted.yaml"
+    text = log_text("allreduce")
+    assert old in text
+    log.write_text(text.replace(old, new, 1))
+    err = one_line(both_ways(new == "nan", "calibrate", str(log), "--topo", "dgxa100",
+                             "-o", str(out)), 2)
+    assert "line 17: expected a size from 1 B to 1 PB and a time" in err
+    assert not out.exists()
