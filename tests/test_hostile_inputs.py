@@ -524,3 +524,11 @@ def test_a_log_row_no_call_could_take_is_one_line_and_writes_nothing(old, new, t
                              "-o", str(out)), 2)
     assert "line 17: expected a size from 1 B to 1 PB and a time" in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("key", ["call_us", "nvlink"])
+def test_a_figure_of_400_digits_is_one_line(key, tmp_path):
+    # math.isfinite(10**400) raises OverflowError: exit 3, "a bug in synth"
+    path = write_topology(tmp_path / "t.yaml", SMALL + f"costs: {{{key}: 1{'0' * 400}}}\n")
+    err = one_line(both_ways(key == "call_us", "topo", "show", path), 2)
+    assert f"costs.{key}: expected a number" in err
