@@ -532,3 +532,12 @@ def test_a_figure_of_400_digits_is_one_line(key, tmp_path):
     path = write_topology(tmp_path / "t.yaml", SMALL + f"costs: {{{key}: 1{'0' * 400}}}\n")
     err = one_line(both_ways(key == "call_us", "topo", "show", path), 2)
     assert f"costs.{key}: expected a number" in err
+
+
+def test_an_oversubscription_of_400_digits_is_one_line(tmp_path):
+    # as costs: above, in checked(): OverflowError, exit 3
+    path = write_topology(tmp_path / "t.yaml", SMALL.replace("gpus: 2", "gpus: 2\nnics: [nic0]")
+                          + "  - {between: [gpu0, nic0], gbps: 25}\nnetwork: {fabric: clos, "
+                          f"gbps: 50, alpha_us: 2, over: 1{'0' * 400}}}\n")
+    err = one_line(synth_main("topo", "show", path), 2)
+    assert "network.over: expected an oversubscription" in err

@@ -395,8 +395,10 @@ def checked(net: Network, name: str = "") -> Network:
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 4096:
             raise BadInput(f"network.{key}: expected a whole number of boxes from 1 to "
                            f"4096, got {quote(value)}")
+    # an int is compared, never converted: isfinite(10**400) raised OverflowError
     if not (isinstance(net.over, (int, float)) and not isinstance(net.over, bool)
-            and math.isfinite(net.over) and 1 <= net.over <= MAX_OVER):
+            and (isinstance(net.over, int) or math.isfinite(net.over))
+            and 1 <= net.over <= MAX_OVER):
         raise BadInput(f"{where('over') if name else 'network.over'}: expected an "
                        f"oversubscription R (R:1) from 1 to {MAX_OVER:g}, got "
                        f"{quote(net.over)}")
