@@ -541,3 +541,58 @@ def test_an_oversubscription_of_400_digits_is_one_line(tmp_path):
                           f"gbps: 50, alpha_us: 2, over: 1{'0' * 400}}}\n")
     err = one_line(synth_main("topo", "show", path), 2)
     assert "network.over: expected an oversubscription" in err
+
+
+@pytest.fixture
+def late(monkeypatch):
+    """A clock the test moves: every deadline has passed once late["now"] is set, so a
+    test says at which point a limit ran out, whatever the machine's speed."""
+    from synth.deadline import Deadline
+
+    state = {"now": False}
+    monkeypatch.setattr(Deadline, "passed", lambda self: state["now"] or False)
+    return state
+
+
+def _after(monkeypatch, module, name, state):
+    real = getattr(module, name)
+
+    def then_late(*args, **kwargs):
+        out = real(*args, **kwargs)
+        state["now"] = True
+        return out
+
+    monkeypatch.setattr(module, name, then_late)
+
+
+def test_topo_show_looks_at_the_limit_while_it_lists_a_large_machine(monkeypatch, late):
+    # on 1024 GPUs the lists of routes, rank links and groups, the boxes and the
+    # diameter's graph took two or three seconds past --time-limit before a check
+    import synth.topology.report as report
+
+    _after(monkeypatch, report, "lower_with_routes", late)
+    err = one_line(synth_main("topo", "show", "dgxh100x2", "--time-limit", "100"), 1)
+    assert "ran out while describing dgxh100x2 (16 GPUs)" in err
+
+
+def test_topo_show_json_looks_at_the_limit_while_it_writes(monkeypatch, late):
+    # json.dumps of a 1024-GPU machine's 29 MB took two seconds past the limit
+    import synth.topology.report as report
+
+    _after(monkeypatch, report, "topology_summary", late)
+    result = synth_main("topo", "show", "dgxh100x2", "--json", "--time-limit", "100")
+    assert "ran out while writing dgxh100x2 as JSON" in one_line(result, 1)
+    assert result.stdout == ""
+
+
+def test_finding_the_boxes_stops_at_the_limit(late):
+    from synth.deadline import Deadline
+    from synth.topology.hierarchy import find_boxes
+    from synth.topology.linkmodel import TimeLimit, diameter
+
+    model = lower(resolve("dgxh100x2"))
+    assert len(find_boxes(model)[0]) == 2
+    late["now"] = True
+    assert find_boxes(model, Deadline()) == ([], "out of time finding the boxes")
+    with pytest.raises(TimeLimit, match="diameter"):
+        diameter(model, Deadline())

@@ -328,13 +328,27 @@ def diameter(model: LinkModel, deadline: Deadline = Deadline()) -> int:
     """The most rank hops between two ranks: one BFS per rank, O(N x links) time and
     O(N) memory (hop_distances would keep all N^2 distances); TimeLimit past the
     deadline."""
-    graph = rank_graph(model)
+    doing = f"measuring the diameter of {model.name} ({model.ranks} GPUs)"
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(model.ranks))
+    # the graph of a 1024-GPU machine's 264,000 rank links took half a second, unchecked
+    graph.add_edges_from((l.src, l.dst) for l in in_time(model.links, deadline, doing))
     most = 0
     for r in range(model.ranks):
         if deadline.passed():
-            raise TimeLimit(f"measuring the diameter of {model.name} ({model.ranks} GPUs)")
+            raise TimeLimit(doing)
         most = max(most, max(nx.single_source_shortest_path_length(graph, r).values()))
     return most
+
+
+def in_time(items, deadline: Deadline, doing: str, every: int = 4096):
+    """`items` one by one, TimeLimit(doing) once the deadline has passed: a pass over
+    the hundreds of thousands of routes or rank links of a machine of 1024 GPUs looks
+    at the deadline every `every` of them, not only once it is over."""
+    for i, item in enumerate(items):
+        if i % every == 0 and deadline.passed():
+            raise TimeLimit(doing)
+        yield item
 
 
 def rank_graph(model: LinkModel) -> nx.DiGraph:
