@@ -596,3 +596,18 @@ def test_finding_the_boxes_stops_at_the_limit(late):
     assert find_boxes(model, Deadline()) == ([], "out of time finding the boxes")
     with pytest.raises(TimeLimit, match="diameter"):
         diameter(model, Deadline())
+
+
+def test_a_calibrated_file_keeps_a_link_narrowed_twice(tmp_path):
+    # degrade: is a mapping: the second 0.5 overwrote the first, and the file was
+    # another machine than the one measured (gpu0's link at half, not a quarter)
+    from tests.test_calibrate import log_text
+
+    log, out = tmp_path / "ar.log", tmp_path / "fitted.yaml"
+    log.write_text(log_text("allreduce"))
+    edits = "gpu0-nvswitch=0.5,gpu0-nvswitch=0.5"
+    done = synth_main("calibrate", str(log), "--topo", "dgxa100", "--degrade", edits,
+                      "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    measured = resolve("dgxa100", edits=tuple(edits.split(",")))
+    assert set(resolve(str(out)).links) == set(measured.links)

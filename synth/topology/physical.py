@@ -297,9 +297,13 @@ def topology_to_dict(topo: Topology) -> dict:
         doc["costs"] = figures_to_dict(topo.figures)
     pending = topo.edits if topo.healthy is None else ()
     gone = [t for t in pending if "=" not in t]
-    narrowed = dict(t.rsplit("=", 1) for t in pending if "=" in t)
+    narrowed: dict[str, float] = {}
+    for link, _, f in (t.rpartition("=") for t in pending if "=" in t):
+        # `degrade:` holds a link once: one narrowed twice (--degrade L=0.5,L=0.5, as
+        # synth calibrate writes it) is narrowed by the product, not by the last alone
+        narrowed[link] = narrowed.get(link, 1.0) * float(f)
     doc.update({"without": gone} if gone else {})
-    doc.update({"degrade": {k: float(v) for k, v in narrowed.items()}} if narrowed else {})
+    doc.update({"degrade": narrowed} if narrowed else {})
     return doc
 
 
