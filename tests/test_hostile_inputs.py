@@ -611,3 +611,19 @@ def test_a_calibrated_file_keeps_a_link_narrowed_twice(tmp_path):
     assert done.returncode == 0, done.stderr
     measured = resolve("dgxa100", edits=tuple(edits.split(",")))
     assert set(resolve(str(out)).links) == set(measured.links)
+
+
+def test_collective_is_for_the_logs_that_do_not_say(tmp_path):
+    # --collective took precedence over the log's own all_reduce_perf, and the rows of
+    # an allreduce were fitted as an alltoall's (docs/cli.md: the log, its name, else
+    # the flag, which serves the logs given with it that say nothing)
+    from tests.test_calibrate import log_text
+
+    said, nameless, out = tmp_path / "ar.log", tmp_path / "x.log", tmp_path / "fit.yaml"
+    said.write_text(log_text("allreduce"))
+    nameless.write_text(log_text("allgather").replace("all_gather_perf", "my_test"))
+    done = synth_main("calibrate", str(said), str(nameless), "--topo", "dgxa100",
+                      "--collective", "allgather", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    rows = [line.split()[0] for line in done.stdout.splitlines()[1:33]]
+    assert rows == ["allreduce"] * 16 + ["allgather"] * 16

@@ -99,7 +99,10 @@ def parse_log(text: str, where: str, collective: str | None = None) -> Log:
             ranks.add(int(m.group(1)))
         elif line and line[0].isdigit() and " NCCL " not in line:
             rows.append(_row(line, number, where))
-    coll = collective or program or _program(Path(where).name)
+    # the log, then its name, then --collective, for the logs that do not say (docs/
+    # cli.md): the flag took precedence, so an allreduce log given among others with
+    # --collective alltoall was fitted as an alltoall
+    coll = program or _program(Path(where).name) or collective
     if coll is None:
         raise BadInput(f"{where}: cannot tell which collective the log measured (no "
                        "'..._perf' in it or its name); give --collective")
