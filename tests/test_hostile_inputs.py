@@ -550,7 +550,10 @@ def late(monkeypatch):
     from synth.deadline import Deadline
 
     state = {"now": False}
+    affords = Deadline.affords
     monkeypatch.setattr(Deadline, "passed", lambda self: state["now"] or False)
+    monkeypatch.setattr(Deadline, "affords",
+                        lambda self, seconds: not state["now"] and affords(self, seconds))
     return state
 
 
@@ -627,3 +630,19 @@ def test_collective_is_for_the_logs_that_do_not_say(tmp_path):
     assert done.returncode == 0, done.stderr
     rows = [line.split()[0] for line in done.stdout.splitlines()[1:33]]
     assert rows == ["allreduce"] * 16 + ["allgather"] * 16
+
+
+def test_compare_builds_no_baseline_the_time_left_does_not_afford(monkeypatch, late):
+    # compare built every baseline again after the frontier, unchecked: on a degraded
+    # cluster (the ring packs 314 rings) four seconds past a 10 s limit
+    import synth.cli.synthesize as synthesize
+    import synth.construct.baselines as baselines
+
+    _after(monkeypatch, synthesize, "frontier_within", late)
+    built = []
+    real = baselines.build_baseline
+    monkeypatch.setattr(baselines, "build_baseline",
+                        lambda *a: built.append(late["now"]) or real(*a))
+    result = synth_main("compare", "allgather", "--topo", "ring:4", "--time-limit", "100")
+    assert "baselines left out by the time limit" in one_line(result, 0)
+    assert True not in built and "synth S" in result.stdout
