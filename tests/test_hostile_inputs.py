@@ -646,3 +646,21 @@ def test_compare_builds_no_baseline_the_time_left_does_not_afford(monkeypatch, l
     result = synth_main("compare", "allgather", "--topo", "ring:4", "--time-limit", "100")
     assert "baselines left out by the time limit" in one_line(result, 0)
     assert True not in built and "synth S" in result.stdout
+
+
+def test_report_builds_no_baseline_the_time_left_does_not_afford(monkeypatch, late,
+                                                                tmp_path):
+    # as compare: report built every baseline again after the frontier, and once more
+    # to say which do not apply, unchecked
+    import synth.cli.synthesize as synthesize
+    import synth.construct.baselines as baselines
+
+    _after(monkeypatch, synthesize, "frontier_within", late)
+    built = []
+    real = baselines.build_baseline
+    monkeypatch.setattr(baselines, "build_baseline",
+                        lambda *a: built.append(late["now"]) or real(*a))
+    result = synth_main("report", "allgather", "--topo", "ring:4", "-o", tmp_path / "r",
+                        "--time-limit", "100")
+    assert "baselines left out by the time limit" in one_line(result, 0)
+    assert True not in built and (tmp_path / "r" / "index.html").exists()
