@@ -664,3 +664,23 @@ def test_report_builds_no_baseline_the_time_left_does_not_afford(monkeypatch, la
                         "--time-limit", "100")
     assert "baselines left out by the time limit" in one_line(result, 0)
     assert True not in built and (tmp_path / "r" / "index.html").exists()
+
+
+def test_calibrate_predicts_each_distinct_call_once(monkeypatch):
+    # a log of the same sizes run again and again (2,000 rows of 16 calls) took a
+    # minute: one prediction per row per evaluation of the fit. Counted, not timed
+    import synth.predict.calibrate as calibrate
+    from synth.predict.machine import machine_of
+    from synth.topology.figures import defaults
+
+    calls = []
+    real = calibrate.choose
+    monkeypatch.setattr(calibrate, "choose", lambda *a: calls.append(a) or real(*a))
+    machine = machine_of(resolve("dgxa100"))
+    samples = [calibrate.Sample(machine, "allreduce", 1 << k, 10.0 + k)
+               for k in range(3, 19)] * 50
+    theta = [getattr(defaults("ampere"), t) for t in calibrate.TIMES] \
+        + [1.0] * len(calibrate.RATIOS)
+    fitted = calibrate.predict(samples, theta)
+    assert len(calls) == 16 and len(fitted) == 800
+    assert fitted[0].choice is fitted[16].choice
