@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import time
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -684,3 +685,18 @@ def test_calibrate_predicts_each_distinct_call_once(monkeypatch):
     fitted = calibrate.predict(samples, theta)
     assert len(calls) == 16 and len(fitted) == 800
     assert fitted[0].choice is fitted[16].choice
+
+
+def test_lowering_makes_one_fraction_per_width_and_looks_at_the_limit(monkeypatch, late):
+    # fc:1049's 1.1 million links each made a Fraction from a string (13 s) before the
+    # lowering first looked at --time-limit: 24 s of a 10 s limit. Counted, not timed
+    import synth.topology.linkmodel as linkmodel
+
+    made = []
+    monkeypatch.setattr(linkmodel, "Fraction",
+                        lambda *a: made.append(a) or Fraction(*a))
+    model = linkmodel.lower(resolve("fc:16"))
+    assert len(model.links) == 240 and len(made) < 10
+    late["now"] = True
+    with pytest.raises(linkmodel.TimeLimit, match="lowering fc:16"):
+        linkmodel.lower_with_routes(resolve("fc:16"), 1e300)
