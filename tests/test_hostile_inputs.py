@@ -700,3 +700,11 @@ def test_lowering_makes_one_fraction_per_width_and_looks_at_the_limit(monkeypatc
     late["now"] = True
     with pytest.raises(linkmodel.TimeLimit, match="lowering fc:16"):
         linkmodel.lower_with_routes(resolve("fc:16"), 1e300)
+
+
+@pytest.mark.parametrize("edits", [("nic0,nic0",), ("nic0", "box1.nic0")])
+def test_a_part_removed_twice_is_said_so(edits):
+    # the second edit said the machine had no NIC of that name, which it has
+    args = [a for e in edits for a in ("--without", e)]
+    err = one_line(synth_main("topo", "show", "dgxh100x2", *args), 2)
+    assert "nic0 is already removed by an earlier edit" in err

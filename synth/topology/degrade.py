@@ -257,6 +257,10 @@ def _link_pairs(topo: Topology, edit: Edit, links: dict, gone: set[str]) -> list
     if len(found) > 1:
         raise BadInput(f"edit {quote(edit.text)} is ambiguous: "
                        + " or ".join(f"{a} to {b}" for a, b in found))
+    if not found and _named(topo, edit.part, edit.box, set()):
+        # `--without nic0,nic0`: the machine has it, an earlier edit took it away
+        raise BadInput(f"edit {quote(edit.text)}: {edit.part} is already removed by an "
+                       "earlier edit")
     if not found:
         raise BadInput(f"edit {quote(edit.text)}: {topo.name} has no NIC, switch or link "
                        f"of that name (synth topo show lists them{_hint(topo, edit)})")
