@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import time
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -457,3 +458,253 @@ def test_ctrl_c_while_the_files_are_written_waits_for_them(tmp_path, monkeypatch
 def test_a_root_of_200_digits_is_described_not_printed():
     err = one_line(synth_main("broadcast", "--topo", "dgx1", "--root", "9" * 200), 2)
     assert "9" * 30 not in err and "is not a rank" in err
+
+
+# --- the paths added last: degraded machines, fabrics, calibrate, costs (issue 31) ---
+
+def test_an_edit_of_every_box_costs_its_links_not_boxes_squared(monkeypatch):
+    """`--degrade gpu0-nic0=F` names that link in every box: it paired every box's gpu0
+    with every box's nic0 (half a second an edit on 512 boxes, so 1024 edits ran for
+    minutes past any --time-limit) and copied each link once per edit. Counted, not
+    timed."""
+    import synth.topology.degrade as degrade
+
+    named, copies = [], []
+    real_named, real_replace = degrade._named, degrade.replace
+    monkeypatch.setattr(degrade, "_named", lambda *a: named.append(1) or real_named(*a))
+    monkeypatch.setattr(degrade, "replace",
+                        lambda *a, **k: copies.append(1) or real_replace(*a, **k))
+    healthy = resolve("dgxh100x16")
+    machine = degrade.degraded(healthy, ["gpu0-nic0=0.5"] * 4)
+    assert len(named) <= 4 * 4  # a few names looked up an edit, not one per box
+    assert len(copies) <= 2 * 16 + 1  # each narrowed link made once, then the machine
+    was = {(l.src, l.dst): l.gbps for l in healthy.links}
+    now = {(l.src, l.dst): l.gbps for l in machine.links}
+    for b in range(16):
+        for key in ((f"n{b}.gpu0", f"n{b}.nic0"), (f"n{b}.nic0", f"n{b}.gpu0")):
+            assert now[key] == was[key] / 16
+    assert sum(now[k] != was[k] for k in was) == 32
+
+
+@pytest.mark.parametrize("over", ["1.000001", "3.333333", "999.999999"])
+def test_a_fabrics_name_keeps_every_digit_of_its_oversubscription(over):
+    # over=1.000001 was named over=1: resolved again (verify derives a file's machine
+    # from its name) it was another machine, and synth's own files failed verify
+    machine = resolve(f"dgxh100x4:clos,leaf=1,pod=4,over={over}")
+    assert machine.name == f"dgxh100x4:clos,leaf=1,pod=4,over={over}"
+    assert resolve(machine.name).links == machine.links
+    err = one_line(synth_main("topo", "show", "dgxh100x4:clos,over=1000.0001"), 2)
+    assert "over=1000.0001:" in err
+
+
+@pytest.mark.parametrize("fraction", ["+0.5", " 0.5", "0.5_0", "٠.5"])
+def test_a_fraction_spelt_as_no_name_resolves_is_refused(fraction):
+    # float() takes these, and the machine was named after the text as given
+    # (dgxh100-with-gpu0-nic0-at-+0.5): a name that resolves to nothing, so verify
+    # could not derive the machine of synth's own files for it
+    err = one_line(both_ways(fraction == "+0.5", "topo", "show", "dgxh100", "--degrade",
+                             f"gpu0-nic0={fraction}"), 2)
+    assert "expected a fraction" in err
+    machine = resolve("dgxh100", edits=("gpu0-nic0=5e-1",))
+    assert resolve(machine.name).links == machine.links
+
+
+@pytest.mark.parametrize("old, new", [("86.80", "nan"), ("86.80", "inf"),
+                                      ("86.80", "1e-308"), ("86.80", "1e308"),
+                                      ("           8 ", "99999999999999999999 ")])
+def test_a_log_row_no_call_could_take_is_one_line_and_writes_nothing(old, new, tmp_path):
+    # nan and inf passed the `time <= 0` test and failed the fit (exit 3, one with
+    # scipy's warning as two more lines); 1e308 us and a size of 10^20 B were fitted
+    from tests.test_calibrate import log_text
+
+    log, out = tmp_path / "ar.log", tmp_path / "fitted.yaml"
+    text = log_text("allreduce")
+    assert old in text
+    log.write_text(text.replace(old, new, 1))
+    err = one_line(both_ways(new == "nan", "calibrate", str(log), "--topo", "dgxa100",
+                             "-o", str(out)), 2)
+    assert "line 17: expected a size from 1 B to 1 PB and a time" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("key", ["call_us", "nvlink"])
+def test_a_figure_of_400_digits_is_one_line(key, tmp_path):
+    # math.isfinite(10**400) raises OverflowError: exit 3, "a bug in synth"
+    path = write_topology(tmp_path / "t.yaml", SMALL + f"costs: {{{key}: 1{'0' * 400}}}\n")
+    err = one_line(both_ways(key == "call_us", "topo", "show", path), 2)
+    assert f"costs.{key}: expected a number" in err
+
+
+def test_an_oversubscription_of_400_digits_is_one_line(tmp_path):
+    # as costs: above, in checked(): OverflowError, exit 3
+    path = write_topology(tmp_path / "t.yaml", SMALL.replace("gpus: 2", "gpus: 2\nnics: [nic0]")
+                          + "  - {between: [gpu0, nic0], gbps: 25}\nnetwork: {fabric: clos, "
+                          f"gbps: 50, alpha_us: 2, over: 1{'0' * 400}}}\n")
+    err = one_line(synth_main("topo", "show", path), 2)
+    assert "network.over: expected an oversubscription" in err
+
+
+@pytest.fixture
+def late(monkeypatch):
+    """A clock the test moves: every deadline has passed once late["now"] is set, so a
+    test says at which point a limit ran out, whatever the machine's speed."""
+    from synth.deadline import Deadline
+
+    state = {"now": False}
+    affords = Deadline.affords
+    monkeypatch.setattr(Deadline, "passed", lambda self: state["now"] or False)
+    monkeypatch.setattr(Deadline, "affords",
+                        lambda self, seconds: not state["now"] and affords(self, seconds))
+    return state
+
+
+def _after(monkeypatch, module, name, state):
+    real = getattr(module, name)
+
+    def then_late(*args, **kwargs):
+        out = real(*args, **kwargs)
+        state["now"] = True
+        return out
+
+    monkeypatch.setattr(module, name, then_late)
+
+
+def test_topo_show_looks_at_the_limit_while_it_lists_a_large_machine(monkeypatch, late):
+    # on 1024 GPUs the lists of routes, rank links and groups, the boxes and the
+    # diameter's graph took two or three seconds past --time-limit before a check
+    import synth.topology.report as report
+
+    _after(monkeypatch, report, "lower_with_routes", late)
+    err = one_line(synth_main("topo", "show", "dgxh100x2", "--time-limit", "100"), 1)
+    assert "ran out while describing dgxh100x2 (16 GPUs)" in err
+
+
+def test_topo_show_json_looks_at_the_limit_while_it_writes(monkeypatch, late):
+    # json.dumps of a 1024-GPU machine's 29 MB took two seconds past the limit
+    import synth.topology.report as report
+
+    _after(monkeypatch, report, "topology_summary", late)
+    result = synth_main("topo", "show", "dgxh100x2", "--json", "--time-limit", "100")
+    assert "ran out while writing dgxh100x2 as JSON" in one_line(result, 1)
+    assert result.stdout == ""
+
+
+def test_finding_the_boxes_stops_at_the_limit(late):
+    from synth.deadline import Deadline
+    from synth.topology.hierarchy import find_boxes
+    from synth.topology.linkmodel import TimeLimit, diameter
+
+    model = lower(resolve("dgxh100x2"))
+    assert len(find_boxes(model)[0]) == 2
+    late["now"] = True
+    assert find_boxes(model, Deadline()) == ([], "out of time finding the boxes")
+    with pytest.raises(TimeLimit, match="diameter"):
+        diameter(model, Deadline())
+
+
+def test_a_calibrated_file_keeps_a_link_narrowed_twice(tmp_path):
+    # degrade: is a mapping: the second 0.5 overwrote the first, and the file was
+    # another machine than the one measured (gpu0's link at half, not a quarter)
+    from tests.test_calibrate import log_text
+
+    log, out = tmp_path / "ar.log", tmp_path / "fitted.yaml"
+    log.write_text(log_text("allreduce"))
+    edits = "gpu0-nvswitch=0.5,gpu0-nvswitch=0.5"
+    done = synth_main("calibrate", str(log), "--topo", "dgxa100", "--degrade", edits,
+                      "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    measured = resolve("dgxa100", edits=tuple(edits.split(",")))
+    assert set(resolve(str(out)).links) == set(measured.links)
+
+
+def test_collective_is_for_the_logs_that_do_not_say(tmp_path):
+    # --collective took precedence over the log's own all_reduce_perf, and the rows of
+    # an allreduce were fitted as an alltoall's (docs/cli.md: the log, its name, else
+    # the flag, which serves the logs given with it that say nothing)
+    from tests.test_calibrate import log_text
+
+    said, nameless, out = tmp_path / "ar.log", tmp_path / "x.log", tmp_path / "fit.yaml"
+    said.write_text(log_text("allreduce"))
+    nameless.write_text(log_text("allgather").replace("all_gather_perf", "my_test"))
+    done = synth_main("calibrate", str(said), str(nameless), "--topo", "dgxa100",
+                      "--collective", "allgather", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    rows = [line.split()[0] for line in done.stdout.splitlines()[1:33]]
+    assert rows == ["allreduce"] * 16 + ["allgather"] * 16
+
+
+def test_compare_builds_no_baseline_the_time_left_does_not_afford(monkeypatch, late):
+    # compare built every baseline again after the frontier, unchecked: on a degraded
+    # cluster (the ring packs 314 rings) four seconds past a 10 s limit
+    import synth.cli.synthesize as synthesize
+    import synth.construct.baselines as baselines
+
+    _after(monkeypatch, synthesize, "frontier_within", late)
+    built = []
+    real = baselines.build_baseline
+    monkeypatch.setattr(baselines, "build_baseline",
+                        lambda *a: built.append(late["now"]) or real(*a))
+    result = synth_main("compare", "allgather", "--topo", "ring:4", "--time-limit", "100")
+    assert "baselines left out by the time limit" in one_line(result, 0)
+    assert True not in built and "synth S" in result.stdout
+
+
+def test_report_builds_no_baseline_the_time_left_does_not_afford(monkeypatch, late,
+                                                                tmp_path):
+    # as compare: report built every baseline again after the frontier, and once more
+    # to say which do not apply, unchecked
+    import synth.cli.synthesize as synthesize
+    import synth.construct.baselines as baselines
+
+    _after(monkeypatch, synthesize, "frontier_within", late)
+    built = []
+    real = baselines.build_baseline
+    monkeypatch.setattr(baselines, "build_baseline",
+                        lambda *a: built.append(late["now"]) or real(*a))
+    result = synth_main("report", "allgather", "--topo", "ring:4", "-o", tmp_path / "r",
+                        "--time-limit", "100")
+    assert "baselines left out by the time limit" in one_line(result, 0)
+    assert True not in built and (tmp_path / "r" / "index.html").exists()
+
+
+def test_calibrate_predicts_each_distinct_call_once(monkeypatch):
+    # a log of the same sizes run again and again (2,000 rows of 16 calls) took a
+    # minute: one prediction per row per evaluation of the fit. Counted, not timed
+    import synth.predict.calibrate as calibrate
+    from synth.predict.machine import machine_of
+    from synth.topology.figures import defaults
+
+    calls = []
+    real = calibrate.choose
+    monkeypatch.setattr(calibrate, "choose", lambda *a: calls.append(a) or real(*a))
+    machine = machine_of(resolve("dgxa100"))
+    samples = [calibrate.Sample(machine, "allreduce", 1 << k, 10.0 + k)
+               for k in range(3, 19)] * 50
+    theta = [getattr(defaults("ampere"), t) for t in calibrate.TIMES] \
+        + [1.0] * len(calibrate.RATIOS)
+    fitted = calibrate.predict(samples, theta)
+    assert len(calls) == 16 and len(fitted) == 800
+    assert fitted[0].choice is fitted[16].choice
+
+
+def test_lowering_makes_one_fraction_per_width_and_looks_at_the_limit(monkeypatch, late):
+    # fc:1049's 1.1 million links each made a Fraction from a string (13 s) before the
+    # lowering first looked at --time-limit: 24 s of a 10 s limit. Counted, not timed
+    import synth.topology.linkmodel as linkmodel
+
+    made = []
+    monkeypatch.setattr(linkmodel, "Fraction",
+                        lambda *a: made.append(a) or Fraction(*a))
+    model = linkmodel.lower(resolve("fc:16"))
+    assert len(model.links) == 240 and len(made) < 10
+    late["now"] = True
+    with pytest.raises(linkmodel.TimeLimit, match="lowering fc:16"):
+        linkmodel.lower_with_routes(resolve("fc:16"), 1e300)
+
+
+@pytest.mark.parametrize("edits", [("nic0,nic0",), ("nic0", "box1.nic0")])
+def test_a_part_removed_twice_is_said_so(edits):
+    # the second edit said the machine had no NIC of that name, which it has
+    args = [a for e in edits for a in ("--without", e)]
+    err = one_line(synth_main("topo", "show", "dgxh100x2", *args), 2)
+    assert "nic0 is already removed by an earlier edit" in err

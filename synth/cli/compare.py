@@ -87,7 +87,7 @@ def compare_command(collective, spec, boxes, without, degrade, root, sizes, max_
     from synth.compare import comparison, format_comparison, make_rows, nccl_choices
     from synth.deadline import job_deadline
     from synth.output import degraded_line, degraded_summary
-    from synth.construct.baselines import baselines
+    from synth.construct.baselines import baselines_within
     from synth.cli.synthesize import frontier_within
     from synth.predict.timing import prices
     from synth.search.pareto import Limits
@@ -99,16 +99,21 @@ def compare_command(collective, spec, boxes, without, degrade, root, sizes, max_
     result = frontier_within(topo, collective, root, limits, cost_model, time_limit,
                              0.7, 0.9, method)
     calibrated = cost_model == "calibrated"
+    deadline = job_deadline(time_limit)
+    # each baseline only if the time left affords it: built again here in full, those of
+    # a degraded cluster (no symmetry to share) took 4 s past a 10 s limit
+    built, unbuilt = baselines_within(result.model, collective, result.root, deadline)
     rows = make_rows([p.schedule for p in result.points],
-                     [(base.name, base.schedule) for base in
-                      baselines(result.model, collective, result.root)],
+                     [(base.name, base.schedule) for base in built],
                      prices(topo) if calibrated else None)
     nccl = nccl_choices(topo, collective, sizes) if calibrated else None
     data = comparison(rows, result.bounds, sizes, nccl)
-    data.update(collective=collective, topology=topo.name, complete=result.complete,
-                interrupted=result.interrupted)
-    degraded = degraded_summary(topo, collective, result.root, result.bounds,
-                                job_deadline(time_limit))
+    data.update(collective=collective, topology=topo.name,
+                complete=result.complete and not unbuilt, interrupted=result.interrupted)
+    if unbuilt:
+        click.echo(f"synth: note: some baselines left out by the time limit ({unbuilt})",
+                   err=True)
+    degraded = degraded_summary(topo, collective, result.root, result.bounds, deadline)
     if degraded is not None:
         data["degraded"] = degraded
     if as_json:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from synth.errors import BadInput
 from synth.files import quote, read_text
+from synth.schedule.cost import MAX_SIZE
 
 NAMES = {"all_reduce": "allreduce", "all_gather": "allgather",
          "reduce_scatter": "reducescatter", "alltoall": "alltoall",
@@ -41,6 +42,7 @@ OPS = {"sum", "prod", "max", "min", "avg", "none", "mulsum", "premulsum"}
 ALGORITHMS = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree",
               "collnetdirect": "collnet_direct", "collnetchain": "collnet_chain", "pat": "pat"}
 PROTOCOLS = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
+MIN_US, MAX_US = 1e-3, 1e9  # a row's time: nccl-tests prints 0.01 us at least; 1000 s
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,10 @@ def parse_log(text: str, where: str, collective: str | None = None) -> Log:
             ranks.add(int(m.group(1)))
         elif line and line[0].isdigit() and " NCCL " not in line:
             rows.append(_row(line, number, where))
-    coll = collective or program or _program(Path(where).name)
+    # the log, then its name, then --collective, for the logs that do not say (docs/
+    # cli.md): the flag took precedence, so an allreduce log given among others with
+    # --collective alltoall was fitted as an alltoall
+    coll = program or _program(Path(where).name) or collective
     if coll is None:
         raise BadInput(f"{where}: cannot tell which collective the log measured (no "
                        "'..._perf' in it or its name); give --collective")
@@ -154,6 +159,9 @@ def _row(line: str, number: int, where: str) -> Row:
     except (IndexError, ValueError):
         raise BadInput(f"{where}: line {number}: not a result row of nccl-tests: "
                        f"{quote(line[:80])}") from None
-    if nbytes <= 0 or time_us <= 0:
-        raise BadInput(f"{where}: line {number}: size and time must be positive")
+    # finite and within what a call can take: nan and inf passed `<= 0`, and a time
+    # of 1e-308 us made the fit's residuals infinite (exit 3); sizes as --size's
+    if not (0 < nbytes <= MAX_SIZE and MIN_US <= time_us <= MAX_US):
+        raise BadInput(f"{where}: line {number}: expected a size from 1 B to 1 PB and a "
+                       f"time from {MIN_US:g} to {MAX_US:g} us")
     return Row(nbytes, time_us, algbw, busbw, number)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 
 from synth.errors import BadInput
 from synth.files import quote
-from synth.topology.physical import GPU, MIN_GBPS, Link, Topology, validate
+from synth.topology.physical import GPU, MIN_GBPS, Topology, validate
 
 MAX_EDITS = 1024  # edits of one machine: more is no machine anyone runs on
 MAX_TEXT = 200
@@ -65,10 +65,10 @@ def parse_edit(text) -> Edit:
         box, part = int(prefix.group(1)), prefix.group(2)
     if "=" in part:
         part, _, value = part.rpartition("=")
-        try:
-            fraction = float(value)
-        except ValueError:
-            fraction = math.nan
+        # digits, a point and an exponent only: the text is the machine's name, and
+        # float() also takes "+0.5", " 0.5" and "0.5_0", names that resolve to nothing
+        plain = re.fullmatch(r"(\d+\.?\d*|\.\d+)([eE]-?\d+)?", value, re.ASCII)
+        fraction = float(value) if plain else math.nan
         if not (math.isfinite(fraction) and 0 < fraction <= 1):
             raise BadInput(f"edit {quote(text)}: expected a fraction F of the link's "
                            "bandwidth, 0 < F <= 1 (0.5: half width)")
@@ -92,13 +92,16 @@ def degraded(topo: Topology, texts) -> Topology:
     if len(texts) > MAX_EDITS:
         raise BadInput(f"{len(texts):,} edits of one machine (at most {MAX_EDITS})")
     edits = [parse_edit(t) for t in texts]
-    links = {(l.src, l.dst): l for l in topo.links}
+    links = {(l.src, l.dst): (l, l.gbps, l.count) for l in topo.links}
     gone: set[str] = set()
     said = [_apply(topo, edit, links, gone) for edit in edits]
     healthy = topo.healthy or topo
     done = topo.edits + tuple(e.text for e in edits)
     vertices = tuple(v for v in topo.vertices if v.name not in gone)
-    kept = tuple(l for l in links.values() if l.src not in gone and l.dst not in gone)
+    kept = tuple(l if (gbps, count) == (l.gbps, l.count) else
+                 replace(l, gbps=gbps, count=count)
+                 for l, gbps, count in links.values()
+                 if l.src not in gone and l.dst not in gone)
     note = ", ".join(changes(topo) + said)  # a file's edits, then the command line's
     machine = replace(topo, name=degraded_name(healthy.name, done), vertices=vertices,
                       links=kept, translations=(), edits=done, healthy=healthy,
@@ -115,7 +118,7 @@ def changes(topo: Topology) -> list[str]:
     one); [] for a healthy machine."""
     if topo.healthy is None:
         return []
-    links = {(l.src, l.dst): l for l in topo.healthy.links}
+    links = {(l.src, l.dst): (l, l.gbps, l.count) for l in topo.healthy.links}
     gone: set[str] = set()
     return [_apply(topo.healthy, parse_edit(t), links, gone) for t in topo.edits]
 
@@ -144,8 +147,9 @@ def split_name(spec: str) -> tuple[str, tuple[str, ...]]:
 
 
 def _apply(topo: Topology, edit: Edit, links: dict, gone: set[str]) -> str:
-    """Apply one edit to `links` (by (src, dst)) and `gone` (vertices removed); what it
-    did, in words."""
+    """Apply one edit to `links` (by (src, dst): the link, its GB/s and lanes so far;
+    a Link is made once, at the end, as a bare name edits a thousand links on 512
+    boxes) and `gone` (vertices removed); what it did, in words."""
     whole = _named(topo, edit.part, edit.box, gone)
     if whole:
         kinds = {topo.vertex(name).kind for name in whole}
@@ -172,19 +176,20 @@ def _apply(topo: Topology, edit: Edit, links: dict, gone: set[str]) -> str:
     return _said(edit, pairs)
 
 
-def _narrowed(link: Link, edit: Edit) -> Link | None:
-    """The link after the edit; None when it is gone."""
+def _narrowed(state: tuple, edit: Edit) -> tuple | None:
+    """(link, GB/s, lanes) after the edit; None when the link is gone."""
+    link, was, count = state
     if edit.fraction is not None:
-        gbps = float(f"{link.gbps * edit.fraction:.9g}")  # no 2.5000000000000004
+        gbps = float(f"{was * edit.fraction:.9g}")  # no 2.5000000000000004
         if gbps < MIN_GBPS:
-            raise BadInput(f"edit {quote(edit.text)}: {link.gbps:g} GB/s x {edit.fraction:g} "
+            raise BadInput(f"edit {quote(edit.text)}: {was:g} GB/s x {edit.fraction:g} "
                            f"is below {MIN_GBPS:g} GB/s a lane")
-        return replace(link, gbps=gbps)
-    lanes = link.count if edit.lanes is None else edit.lanes
-    if lanes > link.count:
-        raise BadInput(f"edit {quote(edit.text)}: {link.src}-{link.dst} has {link.count} "
-                       f"lane{'s' * (link.count != 1)}, not {lanes}")
-    return None if lanes == link.count else replace(link, count=link.count - lanes)
+        return link, gbps, count
+    lanes = count if edit.lanes is None else edit.lanes
+    if lanes > count:
+        raise BadInput(f"edit {quote(edit.text)}: {link.src}-{link.dst} has {count} "
+                       f"lane{'s' * (count != 1)}, not {lanes}")
+    return None if lanes == count else (link, was, count - lanes)
 
 
 def _said(edit: Edit, pairs) -> str:
@@ -217,27 +222,45 @@ def _named(topo: Topology, name: str, box: int | None, gone: set[str]) -> list[s
             if f"n{b}.{name}" in names and f"n{b}.{name}" not in gone]
 
 
+_NAMES: list = [None, {}]  # (topo.vertices, by name) of the machine edited last
+
+
 def _vertex_names(topo: Topology) -> dict:
-    return {v.name: v for v in topo.vertices}
+    # built once per machine, not per name looked up (thousands an edit on 512 boxes);
+    # the cache holds the tuple itself, so `is` cannot match another machine's
+    if _NAMES[0] is not topo.vertices:
+        _NAMES[:] = [topo.vertices, {v.name: v for v in topo.vertices}]
+    return _NAMES[1]
 
 
 def _link_pairs(topo: Topology, edit: Edit, links: dict, gone: set[str]) -> list:
     """The (A, B) pairs the link `edit.part` means: every split of it at a '-' whose two
     sides name vertices that a link joins (in the same box, or one between boxes); one
     split only, or the edit is ambiguous."""
-    boxes = {v.name: v.box for v in topo.vertices}
+    names = _vertex_names(topo)
     found = {}
     for at in (m.start() for m in re.finditer("-", edit.part)):
         a, b = edit.part[:at], edit.part[at + 1:]
-        pairs = [(x, y) for x in _named(topo, a, edit.box, gone)
-                 for y in _named(topo, b, edit.box, gone)
-                 if ((x, y) in links or (y, x) in links)
-                 and (boxes[x] == boxes[y] or None in (boxes[x], boxes[y]))]
+        xs = _named(topo, a, edit.box, gone)
+        ys = _named(topo, b, edit.box, gone) if xs else []
+        # each x meets only the ys of its own box and those between boxes: pairing
+        # every x with every y took half a second an edit on 512 boxes
+        by_box: dict = {}
+        for y in ys:
+            by_box.setdefault(names[y].box, []).append(y)
+        pairs = [(x, y) for x in xs
+                 for y in (ys if names[x].box is None
+                           else by_box.get(names[x].box, []) + by_box.get(None, []))
+                 if (x, y) in links or (y, x) in links]
         if pairs:
             found[(a, b)] = pairs
     if len(found) > 1:
         raise BadInput(f"edit {quote(edit.text)} is ambiguous: "
                        + " or ".join(f"{a} to {b}" for a, b in found))
+    if not found and _named(topo, edit.part, edit.box, set()):
+        # `--without nic0,nic0`: the machine has it, an earlier edit took it away
+        raise BadInput(f"edit {quote(edit.text)}: {edit.part} is already removed by an "
+                       "earlier edit")
     if not found:
         raise BadInput(f"edit {quote(edit.text)}: {topo.name} has no NIC, switch or link "
                        f"of that name (synth topo show lists them{_hint(topo, edit)})")

@@ -66,7 +66,9 @@ def options_text(net: Network) -> str:
     parts = [net.fabric]
     parts += [f"leaf={net.leaf}"] if net.leaf else []
     parts += [f"pod={net.pod}"] if net.pod else []
-    parts += [f"over={net.over:g}"] if net.over != 1 else []
+    # every digit NAMExK takes (6 decimals): :g wrote over=1.000001 as over=1, a name
+    # that resolves to another machine, so synth's own files for it failed verify
+    parts += [f"over={net.over:.12g}"] if net.over != 1 else []
     return ",".join(parts)
 
 

@@ -133,7 +133,9 @@ def figures_to_dict(figures: Figures) -> dict:
 
 def _number(x, key: str) -> float:
     lo, hi = LIMITS[key]
-    ok = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    # an int is compared, never converted: isfinite(10**400) raised OverflowError
+    ok = isinstance(x, (int, float)) and not isinstance(x, bool) \
+        and (isinstance(x, int) or math.isfinite(x))
     if not (ok and lo <= x <= hi):
         raise BadInput(f"costs.{key}: expected a number from {lo:g} to {hi:g}, got {quote(x)}")
     return float(x)

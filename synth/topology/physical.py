@@ -305,9 +305,13 @@ def topology_to_dict(topo: Topology) -> dict:
         doc["costs"] = figures_to_dict(topo.figures)
     pending = topo.edits if topo.healthy is None else ()
     gone = [t for t in pending if "=" not in t]
-    narrowed = dict(t.rsplit("=", 1) for t in pending if "=" in t)
+    narrowed: dict[str, float] = {}
+    for link, _, f in (t.rpartition("=") for t in pending if "=" in t):
+        # `degrade:` holds a link once: one narrowed twice (--degrade L=0.5,L=0.5, as
+        # synth calibrate writes it) is narrowed by the product, not by the last alone
+        narrowed[link] = narrowed.get(link, 1.0) * float(f)
     doc.update({"without": gone} if gone else {})
-    doc.update({"degrade": {k: float(v) for k, v in narrowed.items()}} if narrowed else {})
+    doc.update({"degrade": narrowed} if narrowed else {})
     return doc
 
 
@@ -388,7 +392,7 @@ def checked(net: Network, name: str = "") -> Network:
     """`net` when its options fit its fabric; BadInput, one line naming the key (as
     `network.KEY` of a file, or as `KEY=VALUE` of NAMExK `name`)."""
     def where(key):
-        return f"{name}: {key}={getattr(net, key):g}" if name else f"network.{key}"
+        return f"{name}: {key}={getattr(net, key):.12g}" if name else f"network.{key}"
 
     if net.fabric not in FABRICS:
         raise BadInput(f"network.fabric: expected one of {', '.join(FABRICS)}, got "
@@ -403,8 +407,10 @@ def checked(net: Network, name: str = "") -> Network:
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 4096:
             raise BadInput(f"network.{key}: expected a whole number of boxes from 1 to "
                            f"4096, got {quote(value)}")
+    # an int is compared, never converted: isfinite(10**400) raised OverflowError
     if not (isinstance(net.over, (int, float)) and not isinstance(net.over, bool)
-            and math.isfinite(net.over) and 1 <= net.over <= MAX_OVER):
+            and (isinstance(net.over, int) or math.isfinite(net.over))
+            and 1 <= net.over <= MAX_OVER):
         raise BadInput(f"{where('over') if name else 'network.over'}: expected an "
                        f"oversubscription R (R:1) from 1 to {MAX_OVER:g}, got "
                        f"{quote(net.over)}")

@@ -8,22 +8,25 @@ from synth.deadline import Deadline
 from synth.topology.degrade import changes
 from synth.topology.fabric import describe, tiers_of
 from synth.topology.hierarchy import find_hierarchy
-from synth.topology.linkmodel import diameter, lower_with_routes
+from synth.topology.linkmodel import diameter, in_time, lower_with_routes
 from synth.topology.physical import GPU, NIC, Topology
 
 
 def topology_summary(topo: Topology, deadline: Deadline = Deadline()) -> dict:
-    """What `synth topo show` prints; TimeLimit past the deadline (routing, the
-    diameter; finding the boxes says it ran out of time instead)."""
+    """What `synth topo show` prints; TimeLimit past the deadline (routing, listing
+    the routes, rank links and groups, the diameter; finding the boxes says it ran out
+    of time instead)."""
     lowering = lower_with_routes(topo, deadline)
     model = lowering.model
+    # the lists below take a second on 1024 GPUs: each looks at the deadline as it goes
+    doing = f"describing {topo.name} ({model.ranks} GPUs)"
     gpus = topo.gpus
     out_gbps, in_gbps = Counter(), Counter()
     for link in topo.links:
         out_gbps[link.src] += link.bandwidth
         in_gbps[link.dst] += link.bandwidth
     nic_users: dict[str, set[int]] = {v.name: set() for v in topo.vertices if v.kind == NIC}
-    for (src, _), path in lowering.routes.items():
+    for (src, _), path in in_time(lowering.routes.items(), deadline, doing):
         # the first NIC on a route is the one its GPU sends into the network through
         first = next((v for v in path if v in nic_users), None)
         if first is not None:
@@ -42,10 +45,12 @@ def topology_summary(topo: Topology, deadline: Deadline = Deadline()) -> dict:
                  for name, users in nic_users.items()],
         "links": [{"src": l.src, "dst": l.dst, "gbps": l.gbps, "count": l.count,
                    "alpha_us": l.alpha_us} for l in topo.links],
-        "rank_links": [[l.src, l.dst, float(l.capacity), l.alpha_us] for l in model.links],
+        "rank_links": [[l.src, l.dst, float(l.capacity), l.alpha_us]
+                       for l in in_time(model.links, deadline, doing)],
         "groups": [{"name": g.name, "capacity": float(g.capacity),
                     "links": [list(p) for p in g.links],
-                    "physical": list(lowering.group_sources[g.name])} for g in model.groups],
+                    "physical": list(lowering.group_sources[g.name])}
+                   for g in in_time(model.groups, deadline, doing, 64)],
         "per_gpu": [{"rank": r, "name": name, "out_gbps": out_gbps[name],
                      "in_gbps": in_gbps[name]} for r, name in enumerate(gpus)],
         "diameter": diameter(model, deadline),

@@ -38,7 +38,7 @@ from synth.topology.hierarchy import find_boxes
 from synth.topology.linkmodel import LinkModel
 
 __all__ = ["ALGORITHMS", "Baseline", "baselines", "baselines_within", "build_baseline",
-           "find_boxes", "not_applicable", "pack_rings", "survey"]
+           "find_boxes", "not_applicable", "pack_rings", "survey", "survey_within"]
 
 ALGORITHMS = {
     "ring": ring_baseline,
@@ -105,19 +105,30 @@ def baselines_within(model: LinkModel, collective: str, root: int | None,
     """The baselines built before `deadline`, each algorithm only if the time left
     affords it at the pace measured so far (PACE), and why the rest were not ("": all
     were tried); none past MAX_PAIRS rank pairs (counted, not built)."""
-    found, pairs = [], model.ranks ** 2
+    found, _, why = survey_within(model, collective, root, deadline)
+    return found, why
+
+
+def survey_within(model: LinkModel, collective: str, root: int | None, deadline: Deadline
+                  ) -> tuple[list[Baseline], list[tuple[str, str]], str]:
+    """baselines_within's, with what survey also says: (built, [(algorithm, why it does
+    not apply)], why the rest were not built)."""
+    found, skipped, pairs = [], [], model.ranks ** 2
     if pairs > MAX_PAIRS:
-        return found, (f"not built: {model.ranks} ranks make {pairs:,} rank pairs, over the "
-                       f"{MAX_PAIRS:,} whose schedules fit in memory")
+        return found, skipped, (f"not built: {model.ranks} ranks make {pairs:,} rank "
+                                f"pairs, over the {MAX_PAIRS:,} whose schedules fit in memory")
     for name in ALGORITHMS:
         need = PACE.seconds(pairs)
         if not deadline.affords(need):
-            return found, f"not built: about {need:.1f} s needed, {deadline.left():.1f} s left"
+            return found, skipped, (f"not built: about {need:.1f} s needed, "
+                                    f"{deadline.left():.1f} s left")
         with PACE.timing(pairs):
             built = build_baseline(model, collective, root, name)
-        if not isinstance(built, str):
+        if isinstance(built, str):
+            skipped.append((name, built))
+        else:
             found.append(built)
-    return found, ""
+    return found, skipped, ""
 
 
 def build_baseline(model: LinkModel, collective: str, root: int | None, name: str
