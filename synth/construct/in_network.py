@@ -35,7 +35,8 @@ from synth.topology.hierarchy import Hierarchy
 from synth.topology.linkmodel import LinkModel, Switch, switch_rounds
 
 MAX_PIECES = 64  # chunks of a shard per batch, to fill a port of fractional capacity
-MAX_SENDS = 400_000  # of a batch program across boxes (512 GPUs in 64 boxes: 64,512)
+MAX_SENDS = 1_100_000  # of a batch program across boxes (2048 GPUs in 256 boxes: 1,044,480,
+# its six pipelines built in 354 s and 3 GB here; 512 GPUs in 64 boxes: 64,512)
 # building and pricing one batch program across boxes, per rank its operations and sends
 # name (the prior: an idle core's, 13 us at 512 GPUs; measured, the slowest)
 ACROSS = Pace(1.3e-5, least=10_000)
