@@ -39,9 +39,11 @@ MAX_CHUNKS chunks.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 from synth.construct.baselines.graphs import all_linked
+from synth.construct.relayed_network import Loads
 from synth.construct.tree_schedules import DEPTHS, add_pipelines, levels, pipelined
 from synth.deadline import Deadline
 from synth.schedule.collectives import make_collective
@@ -53,12 +55,16 @@ from synth.topology.linkmodel import LinkModel, box_places, hop_distances
 MAX_CHUNKS = 1 << 23  # N^2 x batches: past it, verifying takes gigabytes (~170 B a chunk)
 ROUTED_RANKS = 256  # routing every piece's path in Python: about 10 s at 256 ranks
 REROUTE_PASSES = 4  # rip-up and reroute passes over every pair
+MAX_SPLIT = 8  # pieces a routed pair's traffic is split into a batch, at most
+ROUTING_SHARE = 0.5  # of the time left, what rerouting and splitting may take
+SPLIT_CHUNKS = 1 << 20  # nor past this many chunks in the deepest pipeline (~30 s verified)
 
 
 RELAYED, ROUTED = "relayed at rail peers", "routed along shortest paths"
 
-# A hop of a piece: (step of the batch, source rank, destination rank, from, to)
-Hop = tuple[int, int, int, int, int]
+# A hop of a piece: (step of the batch, source rank, destination rank, which of the
+# pair's pieces in a batch, from, to)
+Hop = tuple[int, int, int, int, int, int]
 
 
 def relay_hops(model: LinkModel) -> list[Hop] | str:
@@ -81,12 +87,12 @@ def relay_hops(model: LinkModel) -> list[Hop] | str:
             if s == d:
                 continue
             if box[s] == box[d]:
-                hops.append((1, s, d, s, d))
+                hops.append((1, s, d, 0, s, d))
                 continue
             relay = at[(box[s], place[d])]  # in box[s], on d's rail
             if relay != s:
-                hops.append((1, s, d, s, relay))
-            hops.append((2, s, d, relay, d))
+                hops.append((1, s, d, 0, s, relay))
+            hops.append((2, s, d, 0, relay, d))
     missing = next(((u, v) for *_, u, v in hops if (u, v) not in model.link), None)
     return f"no link {missing[0]}->{missing[1]}" if missing else hops
 
@@ -97,23 +103,31 @@ def relayed_alltoall(model: LinkModel, batches: int) -> Schedule | str:
     return hops if isinstance(hops, str) else forwarded(model, hops, batches, RELAYED)
 
 
-def forwarded(model: LinkModel, hops: list[Hop], batches: int, method: str) -> Schedule:
-    """The alltoall whose pieces take `hops`, batch 0 of `batches` pipelined ones: piece
-    0 of each pair (chunk (s N + d) C, C = batches), batch b taking piece b."""
-    n = model.ranks
-    sends = [(step, Send((s * n + d) * batches, u, v, "copy")) for step, s, d, u, v in hops]
-    info = {"method": method + (f", {batches} batches" if batches > 1 else "")}
-    return pipelined(model, make_collective("alltoall", n, batches), levels(sends), 1,
+def forwarded(model: LinkModel, hops: list[Hop], batches: int, method: str,
+              pieces: int = 1) -> Schedule:
+    """The alltoall whose pieces take `hops`, batch 0 of `batches` pipelined ones, each
+    pair's traffic `pieces` pieces a batch: piece j of pair (s, d) in batch 0 is chunk
+    (s N + d) C + j (C = pieces x batches), batch b taking the b-th `pieces` of them."""
+    n, chunks = model.ranks, pieces * batches
+    sends = [(step, Send((s * n + d) * chunks + j, u, v, "copy"))
+             for step, s, d, j, u, v in hops]
+    split = f", each pair in {pieces} pieces" if pieces > 1 else ""
+    info = {"method": method + split + (f", {batches} batches" if batches > 1 else "")}
+    return pipelined(model, make_collective("alltoall", n, chunks), levels(sends), pieces,
                      batches, info)
 
 
-def balanced_routes(model: LinkModel) -> dict[tuple[int, int], list[int]] | str:
-    """A shortest path of rank links for every ordered pair, as ranks: each hop onto the
-    link least loaded (pieces over capacity) among those that keep the path shortest,
-    pairs taken in order; then REROUTE_PASSES times every pair's path taken out and
-    chosen again against all the others' (rip-up and reroute), keeping the routing
-    whose busiest link is least busy (torus:8x8: 1.39 x the flow bound's load in one
-    pass, 1.05 x after four). Or why not: some rank cannot reach another."""
+def balanced_routes(model: LinkModel, layers: int = 1,
+                    deadline: Deadline | None = None) -> tuple[list[dict], list[float]] | str:
+    """`layers` routings of every ordered pair (a dict (s, d) -> path, as ranks), each a
+    shortest path chosen against the load of all chosen before it, links and groups
+    alike (cheapest_path), pairs in order; then REROUTE_PASSES times every pair of the
+    layer taken out and chosen again against all the others (rip-up and reroute),
+    keeping the layer's routing whose busiest link or group is least busy (torus:8x8:
+    1.39 x the flow bound's load in one pass, 1.05 x after four). Returns the layers and
+    after each the highest load of a link or group (chunks over capacity, all layers so
+    far); fewer layers once the deadline passes. Or why not: some rank cannot reach
+    another."""
     n = model.ranks
     dist = hop_distances(model)
     if any(len(dist[s]) < n for s in range(n)):
@@ -121,41 +135,86 @@ def balanced_routes(model: LinkModel) -> dict[tuple[int, int], list[int]] | str:
     out: dict[int, list[int]] = defaultdict(list)
     for l in model.links:
         out[l.src].append(l.dst)
-    width = {pair: float(l.capacity) for pair, l in model.link.items()}
-    load: dict[tuple[int, int], float] = defaultdict(float)
+    loads, deadline = Loads(model), Deadline.of(deadline)
+    pairs = [(s, d) for s in range(n) for d in range(n) if s != d]
+    routed, peaks = [], []
+    while len(routed) < layers and not (routed and deadline.passed()):
+        routed.append(_route_layer(loads, out, dist, pairs, deadline))
+        peaks.append(loads.settle())
+    return routed, peaks
 
+
+def _route_layer(loads: Loads, out, dist, pairs, deadline: Deadline) -> dict:
+    """One piece of every pair routed onto `loads` (balanced_routes), the loads left
+    holding the routing kept."""
     def route(s: int, d: int) -> list[int]:
-        path = [s]
-        while path[-1] != d:
-            u = path[-1]
-            path.append(min((v for v in out[u] if dist[v][d] == dist[u][d] - 1),
-                            key=lambda v: ((load[(u, v)] + 1) / width[(u, v)], v)))
-        for u, v in zip(path, path[1:]):
-            load[(u, v)] += 1
+        path = cheapest_path(loads, out, dist, s, d)
+        loads.add(list(zip(path, path[1:])))
         return path
 
-    pairs = [(s, d) for s in range(n) for d in range(n) if s != d]
     routes = {pair: route(*pair) for pair in pairs}
-    best = (max(load[e] / width[e] for e in load), dict(routes))
+    best = (loads.settle(), dict(routes))
     for _ in range(REROUTE_PASSES):
+        if deadline.passed():
+            break
         for pair in pairs:
             path = routes[pair]
-            for u, v in zip(path, path[1:]):
-                load[(u, v)] -= 1
+            loads.remove(list(zip(path, path[1:])))
             routes[pair] = route(*pair)
-        busiest = max(load[e] / width[e] for e in load)
-        if busiest < best[0]:
-            best = (busiest, dict(routes))
+        if loads.settle() < best[0]:
+            best = (loads.peak, dict(routes))
+    if best[1] != routes:  # put the kept routing's load back
+        for pair in pairs:
+            loads.remove(list(zip(routes[pair], routes[pair][1:])))
+            loads.add(list(zip(best[1][pair], best[1][pair][1:])))
+        loads.settle()
     return best[1]
 
 
-def routed_hops(model: LinkModel) -> list[Hop] | str:
-    """Every piece along its balanced route (balanced_routes), one hop a step: or why
-    not."""
-    routes = balanced_routes(model)
-    if isinstance(routes, str):
-        return routes
-    return [(step, s, d, u, v) for (s, d), path in routes.items()
+def cheapest_path(loads: Loads, out, dist, s: int, d: int) -> list[int]:
+    """The shortest path from s to d whose chunk would load the links and groups least:
+    the highest load it makes (none below the highest already), then the sum of squares
+    it adds, hop by hop backward from d over the shortest paths (each hop's cost taken
+    alone: a group two hops share is counted once for each)."""
+    layers, step = [[s]], {}  # step[u]: u's next hops towards d
+    while layers[-1][0] != d:
+        for u in layers[-1]:
+            step[u] = [v for v in out[u] if dist[v][d] == dist[u][d] - 1]
+        layers.append(list(dict.fromkeys(v for u in layers[-1] for v in step[u])))
+    best = {d: ((0.0, 0.0), d)}
+    for layer in reversed(layers[:-1]):
+        for u in layer:
+            best[u] = min(((max(peak, best[v][0][0]), spread + best[v][0][1]), v)
+                          for v in step[u] for peak, spread in (_hop_cost(loads, u, v),))
+    path = [s]
+    while path[-1] != d:
+        path.append(best[path[-1]][1])
+    return path
+
+
+def _hop_cost(loads: Loads, u: int, v: int) -> tuple[float, float]:
+    """(The highest load once a chunk more crosses u -> v, the sum of squares it adds.)"""
+    peak, spread = loads.peak, 0.0
+    for r in loads.of[(u, v)]:
+        capacity = loads.capacity[r]
+        before = loads.load[r] / capacity
+        after = before + 1 / capacity
+        peak, spread = max(peak, after), spread + after * after - before * before
+    return peak, spread
+
+
+def routed_hops(model: LinkModel, pieces: int = 1,
+                deadline: Deadline | None = None) -> list[Hop] | str:
+    """Every pair's traffic in `pieces` pieces, each along its balanced route
+    (balanced_routes, one layer a piece), one hop a step; or why not."""
+    found = balanced_routes(model, pieces, deadline)
+    return found if isinstance(found, str) else _hops(found[0])
+
+
+def _hops(layers: list[dict]) -> list[Hop]:
+    """Piece j of every pair along layers[j]'s path for it, one hop a step."""
+    return [(step, s, d, piece, u, v) for piece, routes in enumerate(layers)
+            for (s, d), path in routes.items()
             for step, (u, v) in enumerate(zip(path, path[1:]), start=1)]
 
 
@@ -165,9 +224,10 @@ def forwarded_search(model: LinkModel, limits: Limits,
     step limits and MAX_CHUNKS chunks (at 512 GPUs, 32 batches), each verified: relayed
     at rail peers where the boxes allow, else routed along shortest paths where not
     every pair is linked (where every pair is, the direct alltoall does it all) up to
-    ROUTED_RANKS ranks. `stopped` says which, or why neither applies."""
-    search = Search()
-    hops, method, what = relay_hops(model), RELAYED, f"{RELAYED}, 2 steps a batch"
+    ROUTED_RANKS ranks, each pair's traffic split as split_routes finds best. `stopped`
+    says which, or why neither applies."""
+    search, deadline = Search(), Deadline.of(deadline)
+    hops, method, what, pieces = relay_hops(model), RELAYED, f"{RELAYED}, 2 steps a batch", 1
     if isinstance(hops, str):
         why = hops
         if all_linked(model, range(model.ranks)):
@@ -176,16 +236,39 @@ def forwarded_search(model: LinkModel, limits: Limits,
         if model.ranks > ROUTED_RANKS:
             search.stopped = f"not relayed: {why}; not routed past {ROUTED_RANKS} ranks"
             return search
-        hops, method, what = routed_hops(model), ROUTED, f"{ROUTED} (not relayed: {why})"
-        if isinstance(hops, str):
-            search.stopped = f"not relayed: {why}; not routed: {hops}"
+        found = split_routes(model, deadline.share(ROUTING_SHARE))  # the rest: pipelines
+        method, what = ROUTED, f"{ROUTED} (not relayed: {why})"
+        if isinstance(found, str):
+            search.stopped = f"not relayed: {why}; not routed: {found}"
             return search
-    deadline = Deadline.of(deadline)
+        hops, pieces = found
     if deadline.passed():
         search.stopped, search.complete = "out of time", False
         return search
-    depths = [d for d in DEPTHS if model.ranks ** 2 * d <= MAX_CHUNKS] or [1]
-    add_pipelines(search, lambda batches: forwarded(model, hops, batches, method), limits,
-                  deadline, depths)
+    depths = [d for d in DEPTHS if model.ranks ** 2 * pieces * d <= MAX_CHUNKS] or [1]
+    add_pipelines(search, lambda batches: forwarded(model, hops, batches, method, pieces),
+                  limits, deadline, depths)
     search.stopped = search.stopped or what
     return search
+
+
+def split_routes(model: LinkModel, deadline: Deadline | None = None
+                 ) -> tuple[list[Hop], int] | str:
+    """(hops, pieces): the routed alltoall with each pair's traffic in the number of
+    pieces a batch, up to MAX_SPLIT, whose balanced routes (one layer a piece) cost the
+    least per piece in a deep pipeline's steady state (the busiest link's or group's
+    load rounded up to whole rounds, over the pieces), the fewest of equal cost; no more
+    than keep the deepest pipeline within SPLIT_CHUNKS chunks (where one piece already
+    passes it, one). With pieces of one chunk, every piece's load on a NIC is whole: 64
+    pieces over 7 NICs take 10 a NIC, 1.09 x their share, where 3 pieces a pair (192
+    over 7: 28) take 1.02 x. Or why not."""
+    n = model.ranks
+    deepest = max([d for d in DEPTHS if n * n * d <= MAX_CHUNKS] or [1])
+    most = max(1, min(MAX_SPLIT, SPLIT_CHUNKS // (n * n * deepest)))
+    found = balanced_routes(model, most, deadline)
+    if isinstance(found, str):
+        return found
+    layers, peaks = found
+    pieces = min(range(1, len(layers) + 1),
+                 key=lambda k: (math.ceil(peaks[k - 1] - 1e-9) / k, k))
+    return _hops(layers[:pieces]), pieces
