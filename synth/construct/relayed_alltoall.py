@@ -24,17 +24,26 @@ A topology file's boxes are those the decomposition finds (synth.topology.hierar
 ranks at the same place in their boxes being rail peers.
 
 Where no relay applies and not every pair is linked (ndv2xK, whose boxes are NVLink
-cube-meshes with one NIC; dgx1; tori), every piece is routed along a shortest path, one
-hop a step, each hop onto the link least loaded among those that keep the path
-shortest, then rerouted against the others' load a few times (balanced_routes). On
-ndv2xK the NIC is the bottleneck and this reaches the bound in the steady state;
-shortest paths balanced greedily are not the best multicommodity flow, so tori stay
-above it.
+cube-meshes with one NIC; dgx1; tori; a rail machine missing a NIC, dgxh100x4 without
+box1.nic2, whose GPU without one reaches the other boxes only through its box's other
+GPUs), every piece is routed along a shortest path, one hop a step: the path whose
+chunk loads the links and the groups (a NIC's links together) least, given the pieces
+routed before it, then rerouted against the others' load a few times
+(balanced_routes). Each pair's traffic may be split into several pieces a batch, each
+routed on its own (split_routes), where whole pieces cannot share the busiest links
+evenly: on dgxh100x2 without box1.nic2, box 1's 64 pieces across take 10 of one of
+its 7 NICs, 1.09 x their share, where 3 pieces a pair (192: 28 a NIC) take 1.02 x. On
+ndv2xK the NIC is the bottleneck and this reaches the bound in the steady state; on
+dgxh100x4 without box1.nic2 1.02 x of it (192 pieces over 7 NICs, 28 on the
+busiest); shortest paths balanced greedily are not the best multicommodity flow, so
+tori stay above it.
 
 Cost: up to 2 N (N - 1) sends a batch (a piece between boxes off its source's rail
 takes two): about half a million at 512 GPUs; each pipeline is built and verified
 whole, which takes about 170 bytes a chunk (N^2 chunks a batch): so the depth stops at
-MAX_CHUNKS chunks.
+MAX_CHUNKS chunks. Routing weighs every hop of every shortest path of every pair, once
+a pass (1 + REROUTE_PASSES passes a piece): about a second at torus:8x8, a minute at
+torus:16x16 (256 ranks); past ROUTING_SHARE of the time left no pass more starts.
 """
 
 from __future__ import annotations
@@ -259,9 +268,8 @@ def split_routes(model: LinkModel, deadline: Deadline | None = None
     least per piece in a deep pipeline's steady state (the busiest link's or group's
     load rounded up to whole rounds, over the pieces), the fewest of equal cost; no more
     than keep the deepest pipeline within SPLIT_CHUNKS chunks (where one piece already
-    passes it, one). With pieces of one chunk, every piece's load on a NIC is whole: 64
-    pieces over 7 NICs take 10 a NIC, 1.09 x their share, where 3 pieces a pair (192
-    over 7: 28) take 1.02 x. Or why not."""
+    passes it, one): whole pieces load a NIC in whole chunks (module docstring). Or why
+    not."""
     n = model.ranks
     deepest = max([d for d in DEPTHS if n * n * d <= MAX_CHUNKS] or [1])
     most = max(1, min(MAX_SPLIT, SPLIT_CHUNKS // (n * n * deepest)))
