@@ -5,7 +5,8 @@ from the healthy machine's, and bad edits are one line and exit 2.
 
 Cheap by design: bounds and `topo show` in-process, one exact frontier on dgxh100 (about
 a second: it reaches the bound in one step) and one decomposed frontier on dgxh100x2 (a
-few seconds, capped at 6 steps).
+few seconds, capped at 6 steps); the degraded rail machines' alltoall is built in-process
+up to 32 batches (about 3 s each, no deadline).
 """
 
 import json
