@@ -42,8 +42,10 @@ Cost: up to 2 N (N - 1) sends a batch (a piece between boxes off its source's ra
 takes two): about half a million at 512 GPUs; each pipeline is built and verified
 whole, which takes about 170 bytes a chunk (N^2 chunks a batch): so the depth stops at
 MAX_CHUNKS chunks. Routing weighs every hop of every shortest path of every pair, once
-a pass (1 + REROUTE_PASSES passes a piece): about a second at torus:8x8, a minute at
-torus:16x16 (256 ranks); past ROUTING_SHARE of the time left no pass more starts.
+a pass (1 + REROUTE_PASSES passes a piece; hop costs kept until their load changes,
+HopCosts): under a second at torus:8x8, 26 s at torus:16x16 (256 ranks, 5 s a pass,
+about 3 x the hop-by-hop choice it replaced); rerouting stops at ROUTING_SHARE of the
+time left, keeping the pieces rerouted so far.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ MAX_CHUNKS = 1 << 23  # N^2 x batches: past it, verifying takes gigabytes (~170 
 ROUTED_RANKS = 256  # routing every piece's path in Python: about 10 s at 256 ranks
 REROUTE_PASSES = 4  # rip-up and reroute passes over every pair
 MAX_SPLIT = 8  # pieces a routed pair's traffic is split into a batch, at most
-ROUTING_SHARE = 0.5  # of the time left, what rerouting and splitting may take
+ROUTING_SHARE = 0.3  # of the time left, what rerouting and splitting may take
 SPLIT_CHUNKS = 1 << 20  # nor past this many chunks in the deepest pipeline (~30 s verified)
 
 
@@ -144,34 +146,41 @@ def balanced_routes(model: LinkModel, layers: int = 1,
     out: dict[int, list[int]] = defaultdict(list)
     for l in model.links:
         out[l.src].append(l.dst)
+    # toward[d][u]: u's next hops on its shortest paths to d
+    toward = [{u: [v for v in out[u] if dist[v][d] == dist[u][d] - 1]
+               for u in range(n) if u != d} for d in range(n)]
     loads, deadline = Loads(model), Deadline.of(deadline)
     pairs = [(s, d) for s in range(n) for d in range(n) if s != d]
     routed, peaks = [], []
     while len(routed) < layers and not (routed and deadline.passed()):
-        routed.append(_route_layer(loads, out, dist, pairs, deadline))
+        routed.append(_route_layer(loads, toward, pairs, deadline))
         peaks.append(loads.settle())
     return routed, peaks
 
 
-def _route_layer(loads: Loads, out, dist, pairs, deadline: Deadline) -> dict:
+def _route_layer(loads: Loads, toward, pairs, deadline: Deadline) -> dict:
     """One piece of every pair routed onto `loads` (balanced_routes), the loads left
-    holding the routing kept."""
+    holding the routing kept; a pass cut short at the deadline keeps what it rerouted."""
+    costs = HopCosts(loads)
+
     def route(s: int, d: int) -> list[int]:
-        path = cheapest_path(loads, out, dist, s, d)
-        loads.add(list(zip(path, path[1:])))
+        path = cheapest_path(costs, toward[d], s, d)
+        costs.change(list(zip(path, path[1:])), +1)
         return path
 
     routes = {pair: route(*pair) for pair in pairs}
     best = (loads.settle(), dict(routes))
     for _ in range(REROUTE_PASSES):
-        if deadline.passed():
-            break
         for pair in pairs:
+            if deadline.passed():
+                break
             path = routes[pair]
-            loads.remove(list(zip(path, path[1:])))
+            costs.change(list(zip(path, path[1:])), -1)
             routes[pair] = route(*pair)
         if loads.settle() < best[0]:
             best = (loads.peak, dict(routes))
+        if deadline.passed():
+            break
     if best[1] != routes:  # put the kept routing's load back
         for pair in pairs:
             loads.remove(list(zip(routes[pair], routes[pair][1:])))
@@ -180,36 +189,64 @@ def _route_layer(loads: Loads, out, dist, pairs, deadline: Deadline) -> dict:
     return best[1]
 
 
-def cheapest_path(loads: Loads, out, dist, s: int, d: int) -> list[int]:
+class HopCosts:
+    """Each hop's cost once a chunk more crosses it: (the highest load of its link and
+    groups then, the sum of squares it adds), kept until the load on one of them
+    changes (change)."""
+
+    def __init__(self, loads: Loads):
+        self.loads, self.known = loads, {}
+        self.hops_of = defaultdict(list)  # a link or group -> the hops on it
+        for pair, on in loads.of.items():
+            for r in on:
+                self.hops_of[r].append(pair)
+
+    def __call__(self, u: int, v: int) -> tuple[float, float]:
+        known = self.known.get((u, v))
+        if known is None:
+            peak, spread, loads = 0.0, 0.0, self.loads
+            for r in loads.of[(u, v)]:
+                capacity = loads.capacity[r]
+                before = loads.load[r] / capacity
+                after = before + 1 / capacity
+                peak, spread = max(peak, after), spread + after * after - before * before
+            known = self.known[(u, v)] = (peak, spread)
+        return known
+
+    def change(self, pairs, by: int) -> None:
+        """A chunk more (by = 1) or less (-1) on each of `pairs`."""
+        (self.loads.add if by > 0 else self.loads.remove)(pairs)
+        for pair in pairs:
+            for r in self.loads.of[pair]:
+                for hop in self.hops_of[r]:
+                    self.known.pop(hop, None)
+
+
+def cheapest_path(costs: HopCosts, toward: dict[int, list[int]], s: int, d: int
+                  ) -> list[int]:
     """The shortest path from s to d whose chunk would load the links and groups least:
     the highest load it makes (none below the highest already), then the sum of squares
-    it adds, hop by hop backward from d over the shortest paths (each hop's cost taken
-    alone: a group two hops share is counted once for each)."""
-    layers, step = [[s]], {}  # step[u]: u's next hops towards d
+    it adds, hop by hop backward from d over the shortest paths, toward[u] being u's
+    next hops on them (each hop's cost taken alone: a group two hops share is counted
+    once for each)."""
+    layers = [[s]]
     while layers[-1][0] != d:
-        for u in layers[-1]:
-            step[u] = [v for v in out[u] if dist[v][d] == dist[u][d] - 1]
-        layers.append(list(dict.fromkeys(v for u in layers[-1] for v in step[u])))
-    best = {d: ((0.0, 0.0), d)}
+        layers.append(list(dict.fromkeys(v for u in layers[-1] for v in toward[u])))
+    best = {d: ((costs.loads.peak, 0.0), d)}
     for layer in reversed(layers[:-1]):
         for u in layer:
-            best[u] = min(((max(peak, best[v][0][0]), spread + best[v][0][1]), v)
-                          for v in step[u] for peak, spread in (_hop_cost(loads, u, v),))
+            choice = None
+            for v in toward[u]:
+                peak, spread = costs(u, v)
+                (after, added), _ = best[v]
+                option = ((peak if peak > after else after, spread + added), v)
+                if choice is None or option < choice:
+                    choice = option
+            best[u] = choice
     path = [s]
     while path[-1] != d:
         path.append(best[path[-1]][1])
     return path
-
-
-def _hop_cost(loads: Loads, u: int, v: int) -> tuple[float, float]:
-    """(The highest load once a chunk more crosses u -> v, the sum of squares it adds.)"""
-    peak, spread = loads.peak, 0.0
-    for r in loads.of[(u, v)]:
-        capacity = loads.capacity[r]
-        before = loads.load[r] / capacity
-        after = before + 1 / capacity
-        peak, spread = max(peak, after), spread + after * after - before * before
-    return peak, spread
 
 
 def routed_hops(model: LinkModel, pieces: int = 1,
