@@ -67,7 +67,7 @@ MAX_CHUNKS = 1 << 23  # N^2 x batches: past it, verifying takes gigabytes (~170 
 ROUTED_RANKS = 256  # routing every piece's path in Python: about 10 s at 256 ranks
 REROUTE_PASSES = 4  # rip-up and reroute passes over every pair
 MAX_SPLIT = 8  # pieces a routed pair's traffic is split into a batch, at most
-ROUTING_SHARE = 0.3  # of the time left, what rerouting and splitting may take
+ROUTING_SHARE = 0.2  # of the time left, what rerouting and splitting may take
 SPLIT_CHUNKS = 1 << 20  # nor past this many chunks in the deepest pipeline (~30 s verified)
 
 
