@@ -485,7 +485,7 @@ def test_a_file_without_nvlinks_says_so_on_stderr_once(tmp_path):
 
 def test_the_builtins_use_the_one_table_of_link_rates():
     from synth.topology.catalog import GEN_GBPS
-    from synth.topology.physical import NVLINK_GBPS, PCIE_LANE_GBPS, XGMI_GBPS
+    from synth.topology.rates import NVLINK_GBPS, PCIE_LANE_GBPS, XGMI_GBPS
 
     # line rates per link and direction: NVLink2, 3, 4 all 25 GB/s, NVLink5 50; PCIe x16
     # Gen3 16, Gen4 32, Gen5 64 GB/s

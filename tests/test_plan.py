@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from synth.errors import BadInput
+from synth.errors import BadInput, NoAnswer
+from synth.frontier import synthesize
 from synth.export.msccl_sim import check_msccl_xml
 from synth.export.mscclpp_sim import check_mscclpp_plan
 from synth.plan.nccl_log import parse_log
 from synth.plan.make import make_plan
-from synth.plan.planner import envelope
+from synth.plan.planner import envelope, power_of_two_lanes, runtime_variants
 from synth.plan.torch_trace import parse_trace
 from synth.plan.traffic import bandwidth, physical_use
 from synth.plan.reading import load_workload
@@ -565,3 +566,22 @@ def cut_whole(fmt, text, n):
     gpus = json.loads(text)["gpus"]
     return n % 16 == 0 and all((n // 16) % g[key] == 0 for g in gpus
                                for key in ("input_chunks", "output_chunks"))
+
+
+def test_a_plan_with_no_time_left_says_so_and_plans_nothing():
+    # no floor of a second a collective: with nothing left before the first is planned,
+    # the plan stops at once, saying how many it planned (18 collectives at a floor of
+    # 1 s each ran a 10 s plan to 15 s)
+    with pytest.raises(NoAnswer, match=r"^no plan: the search's share of the time limit "
+                                       r"\(0 s\) ran out with 0 of the workload's 3 "
+                                       r"collectives planned$"):  # tp, ep, dp
+        make_plan(parse_workload(TOGETHER, TOPO, "together"), TOPO, Limits(time_limit=0))
+
+
+def test_runtime_variants_out_of_time_are_left_out_not_fatal():
+    # the power-of-two-lanes variants are extras: a search for them that the time limit
+    # stops leaves the plan without them (it raised NoAnswer, and the plan failed)
+    sub = view(TOPO, list(range(8)), "box")
+    result = synthesize(sub, "allreduce", None, Limits(time_limit=30))
+    assert power_of_two_lanes(sub) is not None  # 18 NVLink lanes: there is a variant
+    assert runtime_variants(sub, result, Limits(time_limit=0)) == []

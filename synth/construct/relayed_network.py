@@ -91,6 +91,17 @@ class Loads:
                 self.load[r] += 1
                 self.peak = max(self.peak, self.load[r] / self.capacity[r])
 
+    def remove(self, pairs) -> None:
+        """Take one chunk off each pair; `peak` stays the highest so far until settle()."""
+        for pair in pairs:
+            for r in self.of[pair]:
+                self.load[r] -= 1
+
+    def settle(self) -> float:
+        """`peak` made the highest load now, and returned."""
+        self.peak = max((n / self.capacity[r] for r, n in self.load.items()), default=0.0)
+        return self.peak
+
 
 def crossing_pairs(boxes, lane: int, owner: int, b: int, i: int, j: int) -> list:
     """The rank links one chunk of a piece uses to cross from box b (GPU i) to the owner

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from synth.errors import NoAnswer
 from synth.frontier import in_cost_model, synthesize
 from synth.plan.overlap import overlap
 from synth.plan.planner import (Entry, Plan, candidates_of, check_alike, envelope,
@@ -39,17 +40,28 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
     for i, (comm, coll, root) in enumerate(keys):
         group = workload.communicators[comm][0]
         left = limits.time_limit - (time.monotonic() - start)
-        share = max(left / (len(keys) - i), 1.0)
+        if left <= 0:
+            raise NoAnswer(f"no plan: the search's share of the time limit "
+                           f"({limits.time_limit:.3g} s) ran out with {i} of the "
+                           f"workload's {len(keys)} collectives planned")
+        # no floor of a second a collective (18 of them ran 1.5 x a 10 s limit); a share
+        # too short for even the quickest answer says so
+        share = left / (len(keys) - i)
         sub = view(topo, group, f"{topo.name}:{comm}")
         on_event("search", f"{coll} on {comm} ({len(group)} GPUs)")
         began = time.monotonic()
-        result = in_cost_model(synthesize(sub, coll, root, Limits(
-            limits.max_steps, limits.max_chunks, share * 3 / 4, limits.backend),
-            method=method), sub, cost_model)
+        try:
+            result = in_cost_model(synthesize(sub, coll, root, Limits(
+                limits.max_steps, limits.max_chunks, share * 3 / 4, limits.backend),
+                method=method), sub, cost_model)
+        except NoAnswer as e:
+            raise NoAnswer(f"no plan: {coll} on {comm} ({i + 1} of {len(keys)} collectives) "
+                           f"had {share * 3 / 4:.2g} s of the search's share of the "
+                           f"time limit ({limits.time_limit:.3g} s): {e}") from None
         calibrated = cost_model == "calibrated"
         groups = workload.communicators[comm]
         variants = runtime_variants(sub, result, Limits(
-            limits.max_steps, limits.max_chunks, max(share / 4, 1.0), limits.backend))
+            limits.max_steps, limits.max_chunks, share / 4, limits.backend))
         p = prices(sub) if calibrated else None
         cands = [with_groups(c, topo, groups) for c in candidates_of(result, p) + variants]
         made = (nccl_reference(sub, coll, result.model, root) if calibrated

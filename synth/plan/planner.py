@@ -30,7 +30,7 @@ import networkx as nx
 
 from synth.bounds import Bounds
 from synth.construct.baselines import baselines
-from synth.errors import BadInput
+from synth.errors import BadInput, NoAnswer
 from synth.frontier import Result, synthesize
 from synth.plan.traffic import busiest_rate
 from synth.plan.workload import Call, Workload
@@ -176,7 +176,10 @@ def runtime_variants(sub: Topology, result: Result, limits: Limits) -> list[Cand
     fewer = power_of_two_lanes(sub)
     if fewer is None:
         return []
-    found = synthesize(fewer, result.collective, result.root, limits)
+    try:
+        found = synthesize(fewer, result.collective, result.root, limits)
+    except NoAnswer:  # none in the time given: the variants are extras, the plan goes on
+        return []
     p = prices(sub) if result.cost_model == "calibrated" else None
     return [replace(c, label=f"{c.label} (power-of-two lanes)")
             for c in candidates_of(found, p)]

@@ -23,15 +23,16 @@ from synth.topology.degrade import degraded, split_name
 from synth.topology.fabric import (describe, options_text, split_options, switch_count,
                                    switches_and_links, with_options)
 from synth.topology.linkmodel import MAX_RANK_LINKS
-from synth.topology.physical import (GPU, MAX_GPUS, MAX_LINKS, MAX_VERTICES, NIC,
-                                     NVLINK_GBPS, Link, Topology, Vertex,
-                                     load_topology_file, topology_from_dict, validate)
+from synth.topology.physical import (GPU, MAX_GPUS, MAX_LINKS, MAX_VERTICES, NIC, Link,
+                                     Topology, Vertex, load_topology_file,
+                                     topology_from_dict, validate)
+from synth.topology.rates import NVLINK_GBPS
 
 TOPOLOGY_DIR = Path(__file__).resolve().parents[2] / "topologies"
 # sources `--topo` imports on the fly: NCCL topology XML, nvidia-smi topo -m output
 IMPORTED = (".xml", ".txt")
 
-# Generated topologies use NVLink2-class links: 25 GB/s (the table in physical.py), 0.7
+# Generated topologies use NVLink2-class links: 25 GB/s (the table in rates.py), 0.7
 # us (TE-CCL's V100 NVLink alpha)
 GEN_GBPS = NVLINK_GBPS[2]
 GEN_ALPHA_US = 0.7

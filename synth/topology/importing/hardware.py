@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from synth.topology.physical import GA102_NVLINK_GBPS, NVLINK_GBPS as BY_GENERATION
-from synth.topology.physical import PCIE_LANE_GBPS, XGMI_GBPS
+from synth.topology.rates import GA102_NVLINK_GBPS, NVLINK_GBPS as BY_GENERATION
+from synth.topology.rates import PCIE_LANE_GBPS, XGMI_GBPS
 
 # GB/s per NVLink and direction, by the GPU's SM version: its NVLink generation's line
 # rate (NCCL's SMxx_NVLINK_BW counts about 80% of it: 18, 20, 20, 12, 20.6, 40.1)
@@ -53,7 +53,7 @@ PCIE_FALLBACK_GENERATION = 3
 
 def pcie_gbps(speed: str, width: int) -> tuple[float, str]:
     """(GB/s, how it was found) of a PCIe link from the XML's link_speed and link_width:
-    width x the generation's lane rate (physical.PCIE_LANE_GBPS)."""
+    width x the generation's lane rate (rates.PCIE_LANE_GBPS)."""
     number = (speed or "").split("GT/s")[0].strip().removesuffix(".0")
     gen = PCIE_GENERATION.get(number)
     note = f"PCIe link_speed {speed or '(none)'!r}, link_width {width} (read)"
@@ -120,7 +120,7 @@ class AmdGpu:
 
     gcn: str
     what: str  # the products and architecture, for notes
-    xgmi_gbps: float  # one xGMI link's line rate each way (physical.XGMI_GBPS)
+    xgmi_gbps: float  # one xGMI link's line rate each way (rates.XGMI_GBPS)
     arch: str  # whose NCCL tables stand in for RCCL's in cost model 2
     link_share: float  # of a link's line rate, what RCCL counts (costs.nvlink)
 

@@ -18,7 +18,7 @@ src/graph/xml.cc; ncclTopoAddGpu and ncclTopoAddXGMI in src/graph/topo.cc):
   (RCCL counts count x its per-link figure), `tclass` the peer's PCI class.
 - GPUs of PCI class 0x120000 as well as 0x03xxxx (MI300X is the former).
 
-A link's rate is its line rate by `gcn` (physical.XGMI_GBPS, from AMD's data sheets):
+A link's rate is its line rate by `gcn` (rates.XGMI_GBPS, from AMD's data sheets):
 RCCL's dump gives none. Each pair must be listed from both ends with one count; a file
 where the two ends disagree is refused, naming both lines.
 """
