@@ -33,7 +33,7 @@ from synth.construct.relayed_network import relayed_search, relayed_switches
 from synth.construct.paced import TIMING, timing_size, verified_within
 from synth.construct.relayed_alltoall import forwarded_search
 from synth.construct.tree_schedules import COLLECTIVES as PACKED
-from synth.construct.tree_schedules import tree_search
+from synth.construct.tree_schedules import tree_search, tree_search_again
 from synth.deadline import Deadline, OutOfTime, Pace
 from synth.errors import BadInput, NoAnswer
 from synth.schedule.collectives import make_collective
@@ -234,6 +234,14 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
                                 searches, on_event)
         candidates += exact
         points = pareto_filter(points + exact)
+    if "trees" in searches and not _interrupted(searches):  # the time the others left
+        first = searches["trees"]
+        searches["trees"] = tree_search_again(first, model, name, coll.root, limits,
+                                              deadline.share(TREES_AGAIN),
+                                              _plain(b).rounds_per_chunk)
+        if searches["trees"] is not first:
+            points, candidates = pareto_filter(points + searches["trees"].points), \
+                candidates + searches["trees"].points
     _baselines_kept(points, searches)
     covered = _covered(model, b, limits, searches, points)
     # a cluster whose boxes differ falls back to the methods that need no alike boxes:
@@ -342,6 +350,7 @@ def _covered(model: LinkModel, b: Bounds, limits: Limits, searches: dict,
 
 
 TREES_SHARE = 0.25  # of the time limit, at most, for packing trees (from their start)
+TREES_AGAIN = 0.8  # of the time left, where their share ran out before any point
 GREEDY_SHARE = 0.25  # the same for greedy matching
 BASELINES_FIRST = 0.1  # of the time left: baselines this cheap are built first
 

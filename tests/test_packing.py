@@ -343,3 +343,30 @@ def test_capacities_of_awkward_ratio_are_packed_on_coarser_lanes_near_the_bound(
         verify_schedule(schedule_to_dict(p.schedule))
     best = min(search.points, key=lambda p: p.ratio)
     assert b.rounds_per_chunk <= best.ratio <= b.rounds_per_chunk * Fraction(101, 100)
+
+
+def test_trees_are_packed_again_only_where_the_first_share_built_nothing():
+    # the frontier's second try: a first try the time stopped before any point is
+    # replaced by a packing in the time left (ring:4's allgather: two trees per root,
+    # 3 rounds a chunk over its 2 links each way, the bound 3/2 per chunk); a first try
+    # that built points, or one that was not stopped by the time, is kept as it was
+    from synth.construct.tree_schedules import tree_search_again
+    from synth.deadline import Deadline
+    from synth.search.pareto import Search
+    model = lower_with_routes(resolve("ring:4")).model
+    limits = Limits(time_limit=60)
+    stopped = Search(stopped="out of time", complete=False)
+    again = tree_search_again(stopped, model, "allgather", None, limits, Deadline.after(60))
+    assert again is not stopped and again.points
+    for p in again.points:
+        verify_schedule(schedule_to_dict(p.schedule))
+    assert min(Fraction(p.rounds, p.chunks) for p in again.points) >= Fraction(3, 2)
+    built = Search(points=[again.points[0]], stopped="out of time", complete=False)
+    assert tree_search_again(built, model, "allgather", None, limits,
+                             Deadline.after(60)) is built
+    done = Search(stopped="2 trees per root")
+    assert tree_search_again(done, model, "allgather", None, limits,
+                             Deadline.after(60)) is done
+    # no time left: the first try stands
+    assert tree_search_again(stopped, model, "allgather", None, limits,
+                             Deadline.after(0)) is stopped

@@ -195,6 +195,19 @@ def _tree_at(ranges: list[tuple[int, Tree]], chunk: int) -> Tree:
     return next(t for f, t in reversed(ranges) if f <= chunk)
 
 
+def tree_search_again(first: Search, model: LinkModel, name: str, root: int | None,
+                      limits: Limits, deadline: Deadline, bound: Fraction | None = None
+                      ) -> Search:
+    """The packing again, by `deadline`, where the first try's share ran out before it
+    built any point: the searches after it may have ended early (the exact search stops
+    once an instance finds nothing in its budget), leaving time that share did not have.
+    `first` where nothing better comes of it."""
+    if first.stopped != "out of time" or first.points or deadline.passed():
+        return first
+    again = tree_search(model, name, root, limits, deadline, bound)
+    return again if again.points else first
+
+
 def tree_search(model: LinkModel, name: str, root: int | None, limits: Limits,
                 deadline: Deadline | float | None = None, bound: Fraction | None = None
                 ) -> Search:
