@@ -73,7 +73,7 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
     that is cheap: the searches may overrun a little, as a solver stops).
 
     replaces: the (least, most) steps the search covered. Files of earlier runs in that
-    range that are not on this frontier are removed (their names follow point_stem), so
+    range, in the formats written now, that are not on this frontier are removed (their names follow point_stem), so
     the folder holds the frontier; files outside it, every file after a run of one
     instance (replaces=None), and every file when the deadline left a point unwritten,
     stay. started_ns: when this run started (time.time_ns());
@@ -113,22 +113,25 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
             primary[i] = paths.get("json", next(iter(paths.values())))
     if replaces is not None and points and not late:
         _remove_stale(directory, points[0].schedule.collective.name, replaces,
-                      {path.name for path in written}, started_ns)
+                      {path.name for path in written}, {EXTENSIONS[f] for f in formats},
+                      started_ns)
     if failed:
         raise BadInput(failed)
     return primary
 
 
 def _remove_stale(directory: Path, collective: str, steps: tuple[int, int], keep: set[str],
-                  started_ns: int | None = None):
+                  extensions: set[str], started_ns: int | None = None):
     """Remove earlier frontier files of `collective` whose steps lie in `steps`: only
-    names synth writes, only regular files (or links) older than this run; best effort
-    (another run may remove one at the same moment)."""
+    names synth writes, with `extensions` (the formats this run writes: a run in one
+    format leaves another's files alone), only regular files (or links) older than this
+    run; best effort (another run may remove one at the same moment)."""
     pattern = re.compile(rf"{collective}-s([1-9]\d*)-r[1-9]\d*-c[1-9]\d*"
                          r"(\.mscclpp\.json|\.json|\.xml)")
     for old in directory.glob(f"{collective}-s*-r*-c*.*"):
         m = pattern.fullmatch(old.name)
-        if not m or old.name in keep or not steps[0] <= int(m.group(1)) <= steps[1]:
+        if (not m or old.name in keep or m.group(2) not in extensions
+                or not steps[0] <= int(m.group(1)) <= steps[1]):
             continue
         try:
             st = old.lstat()

@@ -70,8 +70,23 @@ def test_files_written_after_a_run_started_are_another_runs_and_stay(tmp_path):
     new.write_text("{}")  # written by a run going on beside this one
     odd = folder / "allgather-s02-r3-c1.json"  # not a name synth writes
     odd.write_text("{}")
-    _remove_stale(folder, "allgather", (1, 10), set(), started)
+    _remove_stale(folder, "allgather", (1, 10), set(), {".json"}, started)
     assert not old.exists() and new.exists() and odd.exists()
+
+
+def test_a_run_in_one_format_leaves_another_formats_files(tmp_path):
+    # a frontier written as JSON, then the same run in MSCCL XML: the XML run removed
+    # the earlier JSON files of the very points it wrote again, where docs/cli.md says
+    # only files of points no longer on the frontier go
+    out = tmp_path / "out"
+    args = ["allgather", "--topo", "ring:4", "--time-limit", "30", "--out", str(out),
+            "--no-progress"]
+    assert synth_main(*args).returncode == 0
+    jsons = sorted(p.name for p in out.rglob("*.json"))
+    assert jsons
+    assert synth_main(*args, "--format", "msccl-xml").returncode == 0
+    assert sorted(p.name for p in out.rglob("*.json")) == jsons
+    assert sorted(p.name for p in out.rglob("*.xml"))
 
 
 def test_an_empty_out_is_refused():

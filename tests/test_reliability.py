@@ -180,7 +180,7 @@ def test_stale_files_that_vanish_during_clean_up_are_no_error(tmp_path, monkeypa
     listed = sorted(folder.iterdir())
     monkeypatch.setattr(Path, "glob", lambda self, pattern: iter([listed[0], ghost,
                                                                    *listed[1:]]))
-    _remove_stale(folder, "allgather", (1, 10), {names[2]})  # no FileNotFoundError
+    _remove_stale(folder, "allgather", (1, 10), {names[2]}, {".json", ".xml"})  # no error
     monkeypatch.undo()
     assert sorted(p.name for p in folder.iterdir()) == sorted(names[2:])
 
