@@ -169,3 +169,16 @@ def test_cli_refuses_a_log_of_another_machine_or_a_malformed_one(tmp_path):
                       "--collective", "allreduce")
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
     assert "line 2: not a result row" in done.stderr and not out.exists()
+
+
+def test_dash_writes_the_calibrated_file_on_standard_output(tmp_path, monkeypatch):
+    # -o - is standard output, as for synth export: it wrote a file named '-' in the
+    # current folder; the fit goes to stderr so that stdout is the file alone
+    path = tmp_path / "all_reduce_perf.txt"
+    path.write_text(log_text("allreduce", "Simple"))
+    monkeypatch.chdir(tmp_path)
+    done = synth_main("calibrate", str(path), "--topo", "dgxa100", "-o", "-")
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "-").exists()
+    assert yaml.safe_load(done.stdout)["costs"]["call_us"] > 0
+    assert "median error" in done.stderr

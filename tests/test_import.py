@@ -659,3 +659,12 @@ def test_an_mi250_dump_keeps_its_asymmetric_xgmi_counts(tmp_path, gcn):
     # between them: 2/3 rounds per chunk (more than a die's own 3 shares over 5 links)
     assert bounds(lower_with_routes(topo), make_collective("allgather", 4)
                   ).rounds_per_chunk == Fraction(2, 3)
+
+
+def test_topo_import_dash_is_standard_output(tmp_path, monkeypatch):
+    # -o - prints the file, as no -o does (it wrote a file named '-')
+    monkeypatch.chdir(tmp_path)
+    done = synth_main("topo", "import", fixture("topo-m-sglang30401-h100-8nic.txt"), "-o", "-")
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "-").exists()
+    assert yaml.safe_load(done.stdout)["gpus"]

@@ -52,24 +52,32 @@ def calibrate(logs, spec, boxes, without, degrade, output, collective):
         samples += [Sample(machine, log.collective, r.nbytes, r.time_us, log.algorithm,
                            log.protocol, log.launches) for r in log.rows]
     theta, fitted = fit(samples, topo.figures or defaults(machine.arch))
+    to_stdout = output == "-"  # the file on standard output, the fit beside it on stderr
+
+    def say(text):
+        click.echo(text, err=to_stdout)
+
     figures = replace(figures_for(machine, theta),
                       source=f"synth calibrate on {', '.join(logs)} ({len(samples)} rows)")
-    click.echo(f"{'collective':<14}{'size':>12}{'measured us':>13}{'fitted us':>11}"
+    say(f"{'collective':<14}{'size':>12}{'measured us':>13}{'fitted us':>11}"
                f"{'error':>8}  NCCL runs")
     for f in fitted:
         s = f.sample
-        click.echo(f"{s.collective:<14}{s.nbytes:>12}{s.time_us:>13.1f}"
+        say(f"{s.collective:<14}{s.nbytes:>12}{s.time_us:>13.1f}"
                    f"{f.choice.predicted_us:>11.1f}{f.error:>+8.1%}  {f.choice.name}")
     errors = sorted(abs(f.error) for f in fitted)
-    click.echo(f"median error {errors[len(errors) // 2]:.1%}, worst {errors[-1]:.1%}")
+    say(f"median error {errors[len(errors) // 2]:.1%}, worst {errors[-1]:.1%}")
     start = topo.figures or defaults(machine.arch)
     for name in TIMES + RATIOS:
-        click.echo(f"  {name:<17} {getattr(start, name):>9.4g} -> {getattr(figures, name):.4g}")
+        say(f"  {name:<17} {getattr(start, name):>9.4g} -> {getattr(figures, name):.4g}")
     box, k = box_and_boxes(spec, boxes)
     # the machine measured: the healthy box, K of it, and every edit, a file's first
     doc = topology_to_dict(replace(box.healthy or box, figures=figures, repeat=k,
                                    edits=box.edits + without + degrade, healthy=None))
     text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=100)
-    write_atomic(output, f"# {topo.name} calibrated by synth calibrate (docs/cost-model.md)\n"
-                 + text)
+    text = f"# {topo.name} calibrated by synth calibrate (docs/cost-model.md)\n" + text
+    if to_stdout:
+        click.echo(text, nl=False)
+        return
+    write_atomic(output, text)
     click.echo(f"wrote {output}")

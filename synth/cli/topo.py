@@ -107,7 +107,7 @@ def topo_import(source, output, gpu, nic_gbps, fabric, name):
     said = (f"imported {topo.ranks} GPUs, {len(topo.vertices) - topo.ranks} switches and "
             f"NICs, {len(topo.links) // 2} links ({inferred} parts inferred, "
             f"{len(topo.assumptions)} assumptions)")
-    if output:
+    if output and output != "-":  # -: standard output, as without -o
         write_atomic(output, text)
         click.echo(f"{said}: wrote {output}", err=True)
     else:
