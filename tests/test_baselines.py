@@ -270,3 +270,24 @@ def test_verifier_rejects_a_dropped_send(topology, collective, algorithm):
         del broken["steps"][where]["sends"][0]
         with pytest.raises(ScheduleInvalid):
             verify_schedule(broken)
+
+
+def test_the_ring_is_priced_per_rank_pair_and_channel():
+    # ring:8 packs 2 channels (one each way): 64 rank pairs x 2 = 128 units at the
+    # ring's own pace; the others are priced per rank pair (64) at the shared pace (a
+    # 314-channel ring on a degraded clos cluster was priced as 1 channel: 0.2 s, took
+    # 1.8 s, and compare ended 10% past its limit)
+    from synth.construct import baselines as b
+    assert b._pace(model("ring:8"), "ring", 64) == (b.RING_PACE, 128)
+    assert b._pace(model("ring:8"), "direct", 64) == (b.PACE, 64)
+
+
+def test_a_baseline_that_does_not_fit_leaves_the_cheaper_ones_after_it(monkeypatch):
+    # the ring priced out of the time left, the others still built (the loop stopped
+    # at the first that did not fit, and the ring comes first)
+    from synth.construct import baselines as b
+    from synth.deadline import Deadline
+    monkeypatch.setattr(b.RING_PACE, "seconds", lambda units: 1e9)
+    built, why = b.baselines_within(model("fc:8"), "allgather", None, Deadline.after(60))
+    assert built and all(x.algorithm != "ring" for x in built)
+    assert why.startswith("not built: about 1000000000.0 s needed")
