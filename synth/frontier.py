@@ -234,7 +234,8 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
                                 searches, on_event)
         candidates += exact
         points = pareto_filter(points + exact)
-    if "trees" in searches and not _interrupted(searches):  # the time the others left
+    if "trees" in searches and not _interrupted(searches) and \
+            all(p.ratio > b.rounds_per_chunk for p in points):  # the time the others left
         first = searches["trees"]
         searches["trees"] = tree_search_again(first, model, name, coll.root, limits,
                                               deadline.share(TREES_AGAIN),

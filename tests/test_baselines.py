@@ -278,8 +278,10 @@ def test_the_ring_is_priced_per_rank_pair_and_channel():
     # 314-channel ring on a degraded clos cluster was priced as 1 channel: 0.2 s, took
     # 1.8 s, and compare ended 10% past its limit)
     from synth.construct import baselines as b
-    assert b._pace(model("ring:8"), "ring", 64) == (b.RING_PACE, 128)
-    assert b._pace(model("ring:8"), "direct", 64) == (b.PACE, 64)
+    assert b._pace(model("ring:8"), "allgather", "ring", 64) == (b.RING_PACE, 128)
+    assert b._pace(model("ring:8"), "allgather", "direct", 64) == (b.PACE, 64)
+    # no ring is built for alltoall: not packed to be priced
+    assert b._pace(model("ring:8"), "alltoall", "ring", 64) == (b.PACE, 64)
 
 
 def test_a_baseline_that_does_not_fit_leaves_the_cheaper_ones_after_it(monkeypatch):

@@ -370,3 +370,17 @@ def test_trees_are_packed_again_only_where_the_first_share_built_nothing():
     # no time left: the first try stands
     assert tree_search_again(stopped, model, "allgather", None, limits,
                              Deadline.after(0)) is stopped
+
+
+def test_ctrl_c_in_the_second_packing_is_kept(monkeypatch):
+    # an interrupted second try built nothing, but the interrupt must reach the command
+    # (handing back the first try hid it, and the job went on as if not interrupted)
+    from synth.construct import tree_schedules
+    from synth.deadline import Deadline
+    from synth.search.pareto import Search
+    monkeypatch.setattr(tree_schedules, "tree_search",
+                        lambda *a, **k: Search(stopped="interrupted", complete=False))
+    first = Search(stopped="out of time", complete=False)
+    again = tree_schedules.tree_search_again(first, lower_with_routes(resolve("ring:4")).model,
+                                             "allgather", None, Limits(), Deadline.after(60))
+    assert again.stopped == "interrupted"

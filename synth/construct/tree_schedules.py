@@ -205,7 +205,7 @@ def tree_search_again(first: Search, model: LinkModel, name: str, root: int | No
     if first.stopped != "out of time" or first.points or deadline.passed():
         return first
     again = tree_search(model, name, root, limits, deadline, bound)
-    return again if again.points else first
+    return again if again.points or again.stopped == "interrupted" else first
 
 
 def tree_search(model: LinkModel, name: str, root: int | None, limits: Limits,

@@ -55,6 +55,8 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
                 limits.max_steps, limits.max_chunks, share * 3 / 4, limits.backend),
                 method=method), sub, cost_model)
         except NoAnswer as e:
+            if "time limit" not in str(e):
+                raise
             raise NoAnswer(f"no plan: {coll} on {comm} ({i + 1} of {len(keys)} collectives) "
                            f"had {share * 3 / 4:.2g} s of the search's share of the "
                            f"time limit ({limits.time_limit:.3g} s): {e}") from None

@@ -201,7 +201,8 @@ def _asker(model: LinkModel, name: str, root: int | None, limits: Limits,
         if (out.status == UNKNOWN and out.schedule is None and budget >= per_call
                 and out.method != "too large"
                 and (search.hopeless is None or size < search.hopeless[0])):
-            search.hopeless = (size, f"S={steps} C={chunks} found nothing in {budget:.0f} s")
+            search.hopeless = (size, f"S={steps} C={chunks} found nothing in "
+                                     f"{out.seconds:.0f} s")
         return out
 
     return ask

@@ -20,6 +20,7 @@ verifier. The algorithms, one module each:
 
 from __future__ import annotations
 
+import time
 from functools import lru_cache
 
 from synth.construct.baselines.baseline import Baseline
@@ -27,6 +28,7 @@ from synth.construct.baselines.direct import direct_baseline
 from synth.construct.baselines.hierarchical import hierarchical_baseline
 from synth.construct.baselines.nvls import nvls_baseline
 from synth.construct.baselines.recursive import BOTH, DOUBLING, HALVING, recursive_baseline
+from synth.construct.baselines.rings import COLLECTIVES as RING_COLLECTIVES
 from synth.construct.baselines.rings import pack_rings, ring_baseline
 from synth.construct.baselines.trees import tree_baseline
 from synth.construct.moves import missing_link
@@ -123,23 +125,25 @@ def survey_within(model: LinkModel, collective: str, root: int | None, deadline:
                                 f"pairs, over the {MAX_PAIRS:,} whose schedules fit in memory")
     why = ""
     for name in ALGORITHMS:
-        pace, units = _pace(model, name, pairs)
+        pace, units = _pace(model, collective, name, pairs, deadline)
         need = pace.seconds(units)
         if not deadline.affords(need):  # the next may still fit
             why = why or f"not built: about {need:.1f} s needed, {deadline.left():.1f} s left"
             continue
-        with pace.timing(units):
-            built = build_baseline(model, collective, root, name)
-        if isinstance(built, str):
+        started = time.monotonic()
+        built = build_baseline(model, collective, root, name)
+        if isinstance(built, str):  # refused at once: no measure of the pace
             skipped.append((name, built))
         else:
+            pace.record(units, time.monotonic() - started)
             found.append(built)
     return found, skipped, why
 
 
-def _pace(model: LinkModel, name: str, pairs: int) -> tuple[Pace, int]:
+def _pace(model: LinkModel, collective: str, name: str, pairs: int,
+          deadline: Deadline = Deadline()) -> tuple[Pace, int]:
     """The pace that prices building `name`'s baseline, and its units of work."""
-    if name != "ring":
+    if name != "ring" or collective not in RING_COLLECTIVES or deadline.passed():
         return PACE, pairs
     packing = pack_rings(model)  # cached: the ring's own build packs the same
     return RING_PACE, pairs * (len(packing.channels) if packing else 1)
