@@ -1,9 +1,9 @@
 """`synth topo import`: NCCL's topology XML and nvidia-smi topo -m, from real sources.
 
 Every fixture under tests/fixtures/topologies/ is a published file (SOURCES.md names
-where) but mi300x_rccl.xml, written from the MI300X platform's public structure in the
-form RCCL dumps; each test checks the import against what that machine's documentation
-says:
+where) but mi300x_rccl.xml, dgxb200-topo.xml and dgxh200-topo.xml, written from those
+machines' public structure in the form RCCL and NCCL dump; each test checks the import
+against what that machine's documentation says:
 GPU count, NVLinks per GPU, NICs and their speed, which NIC shares a PCIe switch with
 which GPU. The last part checks that an import gets its built-in's figures (NVLS, the
 PCIe paths NCCL uses, one table of link rates), on those files and on small sources
@@ -521,6 +521,10 @@ def test_the_builtins_use_the_one_table_of_link_rates():
     ("topo-m-dlperf-v100-sxm2-8gpu.txt", None, "dgx1", Fraction(7, 6), Fraction(7, 24)),
     # RCCL's dump: 7 chunks over 7 xGMI links, 1; allreduce 14 eighths over 7, 1/4
     ("mi300x_rccl.xml", None, "mi300x", Fraction(1), Fraction(1, 4)),
+    # dumps written from the DGX B200's and DGX H200's public structure: 18 lanes to
+    # switches that reduce (NVLS), at 50 GB/s (NVLink5, SM100) and 25 (NVLink4, SM90)
+    ("dgxb200-topo.xml", None, "dgxb200", Fraction(7, 18), Fraction(1, 18)),
+    ("dgxh200-topo.xml", None, "dgxh200", Fraction(7, 18), Fraction(1, 18)),
 ])
 def test_an_imported_machine_has_its_builtins_bounds(name, gpu, builtin, allgather,
                                                      allreduce):
@@ -546,6 +550,41 @@ def test_two_imported_h100_boxes_have_dgxh100x2s_bounds(name, gpu, nic):
         assert ours == bounds(theirs, make_collective(coll, 16)), coll
         if coll == "allgather":
             assert ours.rounds_per_chunk == Fraction(3, 4)
+
+
+@pytest.mark.parametrize("name, builtin, gbps, generation, arch", [
+    ("dgxb200-topo.xml", "dgxb200", 50, "NVLink5 line rate (SM100)", "blackwell"),
+    ("dgxh200-topo.xml", "dgxh200", 25, "NVLink4 line rate (SM90)", "hopper"),
+])
+def test_a_dgx_b200_or_h200_dump_has_the_structure_and_figures_of_its_builtin(
+        name, builtin, gbps, generation, arch):
+    mine, theirs = imported(fixture(name)), resolve(builtin)
+    assert mine.ranks == theirs.ranks == 8
+    # 9 + 9 links to two NVLink5 switch chips, or 5 + 5 + 4 + 4 to four NVSwitches:
+    # one vertex of 18 lanes a GPU, at the built-in's rate, reducing as it does (NVLS)
+    assert set(lanes_to(mine, "nvswitch").values()) == set(
+        lanes_to(theirs, "nvswitch").values()) == {(18, gbps)}
+    assert [v.can for v in mine.vertices if v.kind == "nvswitch"] == [
+        v.can for v in theirs.vertices if v.kind == "nvswitch"] == [("multicast", "reduce")]
+    assert f"NVLink: {gbps} GB/s per link and direction, the {generation}" in \
+        mine.assumptions
+    # one 400 Gb/s ConnectX-7 beside each GPU, joined by rails as the built-in's boxes
+    assert switch_mates(mine) == {f"gpu{i}": [f"mlx5_{i}"] for i in range(8)}
+    assert (mine.network.fabric, mine.network.gbps) == (theirs.network.fabric,
+                                                        theirs.network.gbps) == ("rails", 50)
+    # cost model 2: the architecture's NCCL tables and default efficiencies, as the
+    # built-in's `costs: {arch: ...}`
+    assert mine.figures == theirs.figures and mine.figures.arch == arch
+
+
+@pytest.mark.parametrize("name, builtin", [("dgxb200-topo.xml", "dgxb200x2"),
+                                           ("dgxh200-topo.xml", "dgxh200x2")])
+def test_two_imported_b200_or_h200_boxes_have_the_builtins_bounds(name, builtin):
+    mine = lower_with_routes(join_boxes(imported(fixture(name)), 2, "x2"))
+    theirs = lower_with_routes(resolve(builtin))
+    for coll in ("allgather", "allreduce"):
+        assert bounds(mine, make_collective(coll, 16)) == bounds(
+            theirs, make_collective(coll, 16)), coll
 
 
 # --- RCCL's dump: AMD GPUs, their gcn architecture and xGMI links -------------------
