@@ -190,3 +190,15 @@ def test_the_frontier_of_a_torus_reaches_the_bound_by_greedy_matching(tmp_path):
     assert any(Fraction(p["rounds"], p["chunks"]) == Fraction(35, 4) for p in greedy)
     verified = synth_main("verify", *[p["file"] for p in greedy])
     assert verified.returncode == 0, verified.stderr
+
+
+def test_asking_about_a_folded_point_is_priced_as_every_rank_it_unfolds_to():
+    # greedy points on a torus hold one orbit's sends (symmetry); the exporters unfold
+    # them to every rank's, so the work of asking is that of the unfolded schedule (priced
+    # as one rank's, ring:1024's point was asked about for 15 s past a 5 s limit)
+    from synth.construct.paced import export_size
+    search = greedy_search(model("torus:4x4"), "allgather", None, Limits(), dims=(4, 4))
+    folded = [p.schedule for p in search.points if p.schedule.symmetry is not None]
+    assert folded
+    for s in folded:
+        assert export_size(s) == export_size(s.unfolded())
