@@ -50,3 +50,21 @@ def test_a_call_cut_short_by_the_deadline_stops_nothing(monkeypatch):
     _, search = _search()
     assert [(s, c) for s, c, _ in asked] == [(2, 4), (2, 3), (3, 4), (3, 3), (4, 4), (4, 3)]
     assert search.stopped == "reached --max-steps 4"
+
+
+def test_an_instance_the_cache_answers_is_still_read_after_a_give_up(monkeypatch):
+    # every call finds nothing in its budget, but S=3 C=4's answer is remembered: the
+    # give-up skips asking the solver, not reading what an earlier run proved
+    asked = _scripted(monkeypatch, lambda call: Outcome(UNKNOWN, None, call[2], "exact"))
+    read = []
+
+    def remembered(model, coll, steps, rounds, backend, minimize, floor):
+        read.append((steps, coll.chunks))
+        return Outcome("unsat", None, 0.0, "exact") if (steps, coll.chunks) == (3, 4) else None
+
+    monkeypatch.setattr(pareto, "remembered", remembered)
+    _search()
+    # S=3 C=4 goes on to solve_instance, which reads the cache first (scripted here);
+    # every other larger instance is looked up and, remembered by no one, skipped
+    assert [(s, c) for s, c, _ in asked] == [(2, 4), (2, 3), (3, 4)]
+    assert {(3, 4), (3, 3), (4, 4), (4, 3)} <= set(read)

@@ -61,11 +61,7 @@ def solve_instance(model: LinkModel, collective: Collective, steps: int, rounds:
     """Is there a schedule with `steps` steps and at most `rounds` rounds? Find one;
     with `minimize`, one with the fewest rounds (Outcome.optimal says if proven)."""
     options = dict(minimize=minimize, rounds_floor=rounds_floor)
-    key = cache.instance_key(
-        model_to_dict(model),
-        {"name": collective.name, "ranks": collective.ranks, "chunks": collective.chunks,
-         "root": collective.root},
-        {"steps": steps, "rounds": rounds, **options}, backend)
+    key = _key(model, collective, steps, rounds, backend, minimize, rounds_floor)
     remembered = _from_cache(key, model, collective, steps, rounds, rounds_floor)
     if remembered is not None:
         return remembered
@@ -100,6 +96,24 @@ def too_large(model: LinkModel, name: str, steps: int, chunks: int) -> str:
     if size > MAX_VARIABLES:
         return f"about {size:,} variables (limit {MAX_VARIABLES:,})"
     return ""
+
+
+def remembered(model: LinkModel, collective: Collective, steps: int, rounds: int,
+               backend: str = "cpsat", minimize: bool = False, rounds_floor: int = 0
+               ) -> Outcome | None:
+    """solve_instance's answer where the cache holds it (checked as solve_instance
+    checks it), else None: nothing is solved."""
+    key = _key(model, collective, steps, rounds, backend, minimize, rounds_floor)
+    return _from_cache(key, model, collective, steps, rounds, rounds_floor)
+
+
+def _key(model, collective, steps, rounds, backend, minimize, rounds_floor) -> str:
+    return cache.instance_key(
+        model_to_dict(model),
+        {"name": collective.name, "ranks": collective.ranks, "chunks": collective.chunks,
+         "root": collective.root},
+        {"steps": steps, "rounds": rounds, "minimize": minimize,
+         "rounds_floor": rounds_floor}, backend)
 
 
 def _from_cache(key: str, model: LinkModel, collective: Collective, steps: int,

@@ -36,8 +36,8 @@ from synth.schedule.collectives import DUAL, make_collective
 from synth.schedule.ir import Schedule
 from synth.search.constraints import SAT, UNKNOWN, UNSAT
 from synth.search.encoding import variables_for
-from synth.search.instance import (DEFAULT_WORKERS, Outcome, TooLarge, solve_instance,
-                                   too_large)
+from synth.search.instance import (DEFAULT_WORKERS, Outcome, TooLarge, remembered,
+                                   solve_instance, too_large)
 from synth.topology.linkmodel import LinkModel
 
 INSTANCE_SHARE = 0.2  # of the search's time limit, at most, for one solver call
@@ -178,10 +178,11 @@ def _asker(model: LinkModel, name: str, root: int | None, limits: Limits,
             raise TimeoutError
         size = variables_for(DUAL.get(name, name), model.ranks, chunks, len(model.links),
                              steps)
-        if search.hopeless and size >= search.hopeless[0]:
-            search.complete = False
-            return Outcome(UNKNOWN, None, 0.0, "skipped")
         coll = make_collective(name, model.ranks, chunks, root)
+        if search.hopeless and size >= search.hopeless[0] and remembered(
+                model, coll, steps, rounds, limits.backend, minimize, floor) is None:
+            search.complete = False  # not asked (an answer remembered is still read)
+            return Outcome(UNKNOWN, None, 0.0, "skipped")
         on_event("ask", (steps, rounds, chunks))
         # one hard instance may not eat the whole budget: the search moves on, and the
         # points after it are no longer proven
