@@ -723,3 +723,15 @@ def test_a_part_removed_twice_is_said_so(edits):
     args = [a for e in edits for a in ("--without", e)]
     err = one_line(synth_main("topo", "show", "dgxh100x2", *args), 2)
     assert "nic0 is already removed by an earlier edit" in err
+
+
+@pytest.mark.parametrize("size,said", [("1.5B", "1.5 bytes"), ("0.1KB", "102.4 bytes")])
+def test_a_size_that_is_not_whole_bytes_is_refused(size, said):
+    # it was cut to whole bytes without a word (--size 1.5B answered for "1 bytes")
+    line = one_line(synth_main("allgather", "--topo", "ring:4", "--size", size), 2)
+    assert f"{said} is not a whole number of bytes" in line
+
+
+def test_a_fraction_that_makes_whole_bytes_is_taken_exactly():
+    from synth.schedule.cost import parse_size
+    assert parse_size("1.5KB") == 1536 and parse_size("0.25MB") == 262144

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 
 from synth.errors import BadInput
 from synth.files import quote
@@ -83,8 +84,11 @@ def parse_size(text: str, bound: bool = False) -> int:
         raise BadInput(f"size {quote(text)}: expected a number with an optional unit (KB, "
                        "MB, GB)")
     number, scale = m.group(1), SIZE_UNITS[m.group(2)]
-    # whole numbers exactly (a float holds 2**53 at most), fractions through a float
-    nbytes = int(number) * scale if number.isdigit() else int(float(number) * scale)
+    exact = Fraction(number) * scale  # exactly: 1.5KB is 1536 bytes
+    if exact.denominator != 1:  # 1.5B was taken as 1 byte without a word
+        raise BadInput(f"size {quote(text)}: {float(exact):g} bytes is not a whole number "
+                       "of bytes")
+    nbytes = int(exact)
     if bound:
         return nbytes
     if not 0 < nbytes <= MAX_SIZE:
