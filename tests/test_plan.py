@@ -585,3 +585,13 @@ def test_runtime_variants_out_of_time_are_left_out_not_fatal():
     result = synthesize(sub, "allreduce", None, Limits(time_limit=30))
     assert power_of_two_lanes(sub) is not None  # 18 NVLink lanes: there is a variant
     assert runtime_variants(sub, result, Limits(time_limit=0)) == []
+
+
+def test_calls_together_with_no_time_left_keep_their_own_schedules(together):
+    # no floor of a second a tag (nor for planning again on the residual links): with no
+    # time, each later call keeps a candidate of its own, priced on the residual links
+    from synth.plan.overlap import overlap
+    done = overlap(together, TOPO, "fwd", Limits(time_limit=0))
+    assert len(done.choices) == 2
+    ep = next(e for e in together.entries if e.communicator == "ep")
+    assert done.choices[1].schedule in [c.schedule for c in ep.candidates]

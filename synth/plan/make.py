@@ -82,6 +82,6 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
         on_event("search", f"the calls tagged {tag} together")
         left = limits.time_limit - (time.monotonic() - start)
         plan.overlaps.append(overlap(plan, topo, tag, replace(
-            limits, time_limit=max(left / (len(tags) - i), 1.0))))
+            limits, time_limit=max(left / (len(tags) - i), 0.0))))
     plan.seconds = time.monotonic() - start
     return plan

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from synth.errors import NoAnswer
 from synth.frontier import synthesize
 from synth.plan.planner import (Candidate, Entry, Plan, candidates_of, nccl_pick,
                                 nccl_reference, reference_of, typical, with_groups)
@@ -113,9 +114,13 @@ def _on_residual(on: Topology, entry: Entry, n: int, nccl: bool, limits: Limits
     if nccl:
         made = reference_of(entry.collective, model, entry.root) or entry.reference
     else:
-        result = synthesize(sub, entry.collective, entry.root, replace(
-            limits, time_limit=max(limits.time_limit, 1.0)))
-        made = candidates_of(result, prices(sub) if calibrated else None)
+        try:
+            result = synthesize(sub, entry.collective, entry.root, limits)
+            made = candidates_of(result, prices(sub) if calibrated else None)
+        except NoAnswer:
+            made = []
+        # no time left to plan it again (there is no floor): its own, on the residual
+        made = made or entry.candidates
     # as they run on every group at once, on the residual links
     return min((with_groups(c, on, entry.groups) for c in made),
                key=lambda c: c.time_us(n))
