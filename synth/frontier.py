@@ -241,8 +241,8 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
                                               deadline.share(TREES_AGAIN),
                                               _plain(b).rounds_per_chunk)
         if searches["trees"] is not first:
-            points, candidates = pareto_filter(points + searches["trees"].points), \
-                candidates + searches["trees"].points
+            candidates += searches["trees"].points
+            points = pareto_filter(points + searches["trees"].points)
     _baselines_kept(points, searches)
     covered = _covered(model, b, limits, searches, points)
     # a cluster whose boxes differ falls back to the methods that need no alike boxes:

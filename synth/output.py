@@ -73,8 +73,8 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
     that is cheap: the searches may overrun a little, as a solver stops).
 
     replaces: the (least, most) steps the search covered. Files of earlier runs in that
-    range, in the formats written now, that are not on this frontier are removed (their names follow point_stem), so
-    the folder holds the frontier; files outside it, every file after a run of one
+    range, in the formats written now, that are not on this frontier are removed (their
+    names follow point_stem), so the folder holds the frontier; files outside it, every file after a run of one
     instance (replaces=None), and every file when the deadline left a point unwritten,
     stay. started_ns: when this run started (time.time_ns());
     a file written since then is another run's, running at the same time, and stays.

@@ -60,11 +60,11 @@ def calibrate(logs, spec, boxes, without, degrade, output, collective):
     figures = replace(figures_for(machine, theta),
                       source=f"synth calibrate on {', '.join(logs)} ({len(samples)} rows)")
     say(f"{'collective':<14}{'size':>12}{'measured us':>13}{'fitted us':>11}"
-               f"{'error':>8}  NCCL runs")
+        f"{'error':>8}  NCCL runs")
     for f in fitted:
         s = f.sample
         say(f"{s.collective:<14}{s.nbytes:>12}{s.time_us:>13.1f}"
-                   f"{f.choice.predicted_us:>11.1f}{f.error:>+8.1%}  {f.choice.name}")
+            f"{f.choice.predicted_us:>11.1f}{f.error:>+8.1%}  {f.choice.name}")
     errors = sorted(abs(f.error) for f in fitted)
     say(f"median error {errors[len(errors) // 2]:.1%}, worst {errors[-1]:.1%}")
     start = topo.figures or defaults(machine.arch)

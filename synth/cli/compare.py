@@ -87,8 +87,7 @@ def compare_command(collective, spec, boxes, without, degrade, root, sizes, max_
     from synth.compare import comparison, format_comparison, make_rows, nccl_choices
     from synth.deadline import job_deadline
     from synth.output import degraded_line, degraded_summary
-    from synth.construct.baselines import baselines_within
-    from synth.cli.synthesize import frontier_within
+    from synth.cli.synthesize import baselines_by, frontier_within
     from synth.predict.timing import prices
     from synth.search.pareto import Limits
     from synth.topology.catalog import resolve
@@ -100,12 +99,9 @@ def compare_command(collective, spec, boxes, without, degrade, root, sizes, max_
                              0.7, 0.9, method)
     calibrated = cost_model == "calibrated"
     deadline = job_deadline(time_limit)
-    # each baseline only if the time left affords it: built again here in full, those of
-    # a degraded cluster (no symmetry to share) took 4 s past a 10 s limit
-    # and by 95% of the limit: timing the rows, NCCL's choices and the degraded machine's
-    # bound come after them (at the limit itself, the command ended 7% past it)
-    built, unbuilt = baselines_within(result.model, collective, result.root,
-                                      deadline.reserving(0.05 * time_limit))
+    # the baselines by 95% of the limit: timing the rows, NCCL's choices and the degraded
+    # machine's bound come after them (at the limit itself, compare ended 7% past it)
+    built, _, unbuilt = baselines_by(result, collective, deadline.reserving(0.05 * time_limit))
     rows = make_rows([p.schedule for p in result.points],
                      [(base.name, base.schedule) for base in built],
                      prices(topo) if calibrated else None)
@@ -113,9 +109,6 @@ def compare_command(collective, spec, boxes, without, degrade, root, sizes, max_
     data = comparison(rows, result.bounds, sizes, nccl)
     data.update(collective=collective, topology=topo.name,
                 complete=result.complete and not unbuilt, interrupted=result.interrupted)
-    if unbuilt:
-        click.echo(f"synth: note: some baselines left out by the time limit ({unbuilt})",
-                   err=True)
     degraded = degraded_summary(topo, collective, result.root, result.bounds, deadline)
     if degraded is not None:
         data["degraded"] = degraded

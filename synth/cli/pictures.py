@@ -87,9 +87,8 @@ def report_command(collective, spec, boxes, without, degrade, out_dir, root, tim
     against message size, then the frontier table, the comparison, the plots, the
     topology and every frontier schedule drawn. The page works offline and keeps to 5
     MB: a drawing too big for it is drawn smaller there, the full one a file beside it."""
-    from synth.construct.baselines import survey_within
     from synth.deadline import job_deadline
-    from synth.cli.synthesize import frontier_within
+    from synth.cli.synthesize import baselines_by, frontier_within
     from synth.pictures.report import write_report
     from synth.search.pareto import Limits
     from synth.topology.catalog import resolve
@@ -102,16 +101,10 @@ def report_command(collective, spec, boxes, without, degrade, out_dir, root, tim
     # the page's drawings and plots follow, unpaced: a third of the limit
     result = frontier_within(topology, collective, root, limits, cost_model, time_limit,
                              0.5, 0.65, method)
-    # each baseline only if the time left affords it: built again here in full, those of
-    # a degraded cluster (the ring packs 314 rings) took 5 s past a 12 s limit
-    # and they end where the page's third begins
-    built, skipped, unbuilt = survey_within(result.model, collective, result.root,
-                                            job_deadline(time_limit).reserving(time_limit / 3))
+    # the baselines end where the page's third begins
+    built, skipped, _ = baselines_by(result, collective,
+                                     job_deadline(time_limit).reserving(time_limit / 3))
     base = [(x.name, x.schedule) for x in built]
-    skipped = dict(skipped)
-    if unbuilt:
-        click.echo(f"synth: note: some baselines left out by the time limit ({unbuilt})",
-                   err=True)
     page = write_report(topology, result, base, sizes, out_dir, backend, color, skipped)
     n, k = len(result.points), len(base)
     click.echo(f"wrote {page} ({n} frontier point{'s' * (n != 1)}, {k} baseline"

@@ -238,6 +238,20 @@ def frontier_within(topo, name: str, root, limits, cost_model: str, time_limit: 
                   deadline.reserving((1 - choosing_end) * time_limit))
 
 
+def baselines_by(result, collective: str, deadline):
+    """The baselines compare and report show beside the frontier, each built only if the
+    time left before `deadline` affords it (built again here in full: a degraded
+    cluster's ring packs 314 channels), with a note on stderr for those left out:
+    (built, {algorithm: why it does not apply}, why some were not built)."""
+    from synth.construct.baselines import survey_within
+
+    built, skipped, unbuilt = survey_within(result.model, collective, result.root, deadline)
+    if unbuilt:
+        click.echo(f"synth: note: some baselines left out by the time limit ({unbuilt})",
+                   err=True)
+    return built, dict(skipped), unbuilt
+
+
 def _ending(result, paths, interrupted: bool, name: str, topology: str,
             time_limit: float) -> int:
     """The last line on stderr and the exit code: interrupted (130), nothing found or

@@ -62,9 +62,9 @@ def solve_instance(model: LinkModel, collective: Collective, steps: int, rounds:
     with `minimize`, one with the fewest rounds (Outcome.optimal says if proven)."""
     options = dict(minimize=minimize, rounds_floor=rounds_floor)
     key = _key(model, collective, steps, rounds, backend, minimize, rounds_floor)
-    remembered = _from_cache(key, model, collective, steps, rounds, rounds_floor)
-    if remembered is not None:
-        return remembered
+    known = _from_cache(key, model, collective, steps, rounds, rounds_floor)
+    if known is not None:
+        return known
     if collective.name in DUAL:
         dual = make_collective(DUAL[collective.name], collective.ranks, collective.chunks,
                                collective.root)
