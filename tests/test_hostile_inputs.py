@@ -712,9 +712,62 @@ def test_lowering_makes_one_fraction_per_width_and_looks_at_the_limit(monkeypatc
                         lambda *a: made.append(a) or Fraction(*a))
     model = linkmodel.lower(resolve("fc:16"))
     assert len(model.links) == 240 and len(made) < 10
+    machine = resolve("fc:16")
     late["now"] = True
     with pytest.raises(linkmodel.TimeLimit, match="lowering fc:16"):
-        linkmodel.lower_with_routes(resolve("fc:16"), 1e300)
+        linkmodel.lower_with_routes(machine, 1e300)
+
+
+@pytest.mark.parametrize("args,doing", [
+    (("topo", "show", "fc:64"), "building fc:64"),
+    (("allgather", "--topo", "fc:64"), "building fc:64"),
+    (("compare", "allgather", "--topo", "fc:64"), "building fc:64"),
+    (("bounds", "allgather", "--topo", "fc:64"), "building fc:64"),
+    (("topo", "show", "fc:64", "--without", "gpu0-gpu1"), "building fc:64"),
+])
+def test_building_a_machine_looks_at_the_limit(late, args, doing):
+    # fc:1049 took 4 s to build and 3 s more to edit before any command first looked at
+    # --time-limit (topo show at 3 s ended at 5.7 s). Counted, not timed: the limit has
+    # passed from the start, and the command stops while building, saying so
+    late["now"] = True
+    line = one_line(synth_main(*args, "--time-limit", "60"), 1)
+    assert f"the time limit (60 s) ran out while {doing}" in line
+
+
+def test_editing_a_machine_looks_at_the_limit(late):
+    from synth.deadline import Deadline
+    from synth.topology.catalog import resolve
+    from synth.topology.degrade import degraded
+    from synth.topology.linkmodel import TimeLimit
+
+    machine = resolve("fc:64")
+    assert len(degraded(machine, ["gpu0-gpu1"]).links) == 64 * 63 - 2
+    late["now"] = True
+    with pytest.raises(TimeLimit, match=r"editing fc:64 \(4,032 links\)"):
+        degraded(machine, ["gpu0-gpu1"], Deadline())
+
+
+def test_a_failed_stage_is_freed_by_the_exit_not_before_it(monkeypatch):
+    # freeing fc:1049's lowering after its time limit ran out took 0.6 s past the limit:
+    # the failure (and with it what the stage built) is kept until os._exit
+    import gc
+
+    import synth.cli.app as app
+    from synth.errors import BadInput
+
+    kept = []
+    monkeypatch.setattr(app.sys, "argv", ["synth", "topo", "show", "nosuchmachine"])
+    monkeypatch.setattr(app, "timed_job", lambda: True)
+    monkeypatch.setattr(app.atexit, "_run_exitfuncs", lambda: None)
+
+    def exit_now(code):
+        kept.extend(o for o in gc.get_referrers(BadInput) if isinstance(o, BadInput))
+        raise SystemExit(code)
+
+    monkeypatch.setattr(app.os, "_exit", exit_now)
+    with pytest.raises(SystemExit) as stop:
+        app.main()
+    assert stop.value.code == 2 and kept
 
 
 @pytest.mark.parametrize("edits", [("nic0,nic0",), ("nic0", "box1.nic0")])

@@ -9,7 +9,7 @@ import click
 
 from synth.cli.app import cli
 from synth.cli.options import (BOXES, DEGRADED, MODEL, ROOT, SEARCH, SIZES, SOLVER_CHOICE,
-                               TIME_LIMIT, TOPO, examples, json_option)
+                               TIME_LIMIT, TOPO, examples, json_option, resolve_in_time)
 
 
 @cli.command("bounds", short_help="Lower bounds on steps and bandwidth.", epilog=examples(
@@ -28,11 +28,10 @@ def bounds_command(collective, spec, boxes, without, degrade, root, time_limit, 
     from synth.deadline import job_deadline
     from synth.errors import NoAnswer
     from synth.output import degraded_line, degraded_summary
-    from synth.topology.catalog import resolve
     from synth.topology.linkmodel import TimeLimit, lower_with_routes
 
     deadline = job_deadline(time_limit)
-    topo = resolve(spec, boxes, without + degrade)
+    topo = resolve_in_time(spec, boxes, without + degrade, time_limit)
     try:
         lowering = lower_with_routes(topo, deadline)
     except TimeLimit as e:
@@ -90,9 +89,8 @@ def compare_command(collective, spec, boxes, without, degrade, root, sizes, max_
     from synth.cli.synthesize import baselines_by, frontier_within
     from synth.predict.timing import prices
     from synth.search.pareto import Limits
-    from synth.topology.catalog import resolve
 
-    topo = resolve(spec, boxes, without + degrade)
+    topo = resolve_in_time(spec, boxes, without + degrade, time_limit)
     limits = Limits(max_steps, max_chunks, time_limit, SOLVER_CHOICE[solver][0])
     # the baselines, their times and NCCL's choices follow: a tenth of the limit
     result = frontier_within(topo, collective, root, limits, cost_model, time_limit,

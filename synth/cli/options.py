@@ -19,6 +19,21 @@ from synth.deadline import DEFAULT_TIME_LIMIT
 
 DEFAULT_SIZES = "1KB,1MB,64MB,1GB"
 
+
+def resolve_in_time(spec, boxes, edits, time_limit: float):
+    """The machine TOPO (with --boxes, --without, --degrade) names, built within the
+    command's --time-limit: fc:1049's million links take seconds to build and edit.
+    NoAnswer, one line, when the limit runs out first."""
+    from synth.deadline import job_deadline
+    from synth.errors import NoAnswer
+    from synth.topology.catalog import resolve
+    from synth.topology.linkmodel import TimeLimit
+
+    try:
+        return resolve(spec, boxes, edits, job_deadline(time_limit))
+    except TimeLimit as e:
+        raise NoAnswer(f"the time limit ({time_limit:g} s) ran out while {e}") from None
+
 SOLVER_CHOICE = {
     "auto": ("cpsat", "auto: CP-SAT, faster than Z3 on most instances in bench/"),
     "cpsat": ("cpsat", "asked for"),

@@ -15,7 +15,8 @@ import click
 
 from synth.cli.app import cli, topo
 from synth.cli.options import (BOXES, COLOR, DEGRADED, MODEL, ROOT, SEARCH, SIZES,
-                               SOLVER_CHOICE, TIME_LIMIT, TOPO, examples, out_option)
+                               SOLVER_CHOICE, TIME_LIMIT, TOPO, examples, out_option,
+                               resolve_in_time)
 from synth.errors import BadInput, NoAnswer
 
 PICTURE = out_option("output", "FILE.svg|FILE.png",
@@ -91,11 +92,10 @@ def report_command(collective, spec, boxes, without, degrade, out_dir, root, tim
     from synth.cli.synthesize import baselines_by, frontier_within
     from synth.pictures.report import write_report
     from synth.search.pareto import Limits
-    from synth.topology.catalog import resolve
 
     if Path(out_dir).exists() and not Path(out_dir).is_dir():
         raise BadInput(f"{out_dir}: exists and is not a folder")
-    topology = resolve(spec, boxes, without + degrade)
+    topology = resolve_in_time(spec, boxes, without + degrade, time_limit)
     backend = SOLVER_CHOICE[solver][0]
     limits = Limits(max_steps, max_chunks, time_limit, backend)
     # the page's drawings and plots follow, unpaced: a third of the limit

@@ -13,8 +13,9 @@ import time
 import click
 
 from synth.cli.app import cli
-from synth.cli.options import (BOXES, DEGRADED, MODEL, SEARCH, SOLVER_CHOICE, TIME_LIMIT, TOPO,
-                               Renamed, examples, json_option, out_option)
+from synth.cli.options import (BOXES, DEGRADED, MODEL, Renamed, SEARCH, SOLVER_CHOICE,
+                               TIME_LIMIT, TOPO, examples, json_option, out_option,
+                               resolve_in_time)
 from synth.signals import interrupts_deferred
 
 
@@ -63,14 +64,13 @@ def plan_command(workload, spec, boxes, without, degrade, out_dir, time_limit, m
     from synth.plan.make import make_plan
     from synth.plan.reading import load_workload
     from synth.search.pareto import Limits
-    from synth.topology.catalog import resolve
 
     wanted = [] if formats == "none" else [f.strip() for f in formats.split(",")]
     unknown = [f for f in wanted if f not in RUNTIMES]
     if unknown:
         raise BadInput(f"unknown format {unknown[0]!r} (expected msccl-xml, mscclpp or none)")
     deadline = job_deadline(time_limit)  # from the command's start, as a user counts
-    topo = resolve(spec, boxes, without + degrade)
+    topo = resolve_in_time(spec, boxes, without + degrade, time_limit)
     work = load_workload(workload, topo, steps)
     # synthesis until SYNTHESIS_END of the limit, exports (rendered and simulated) until
     # EXPORTS_END of it: the report and writing the files are left the rest

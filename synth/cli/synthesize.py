@@ -10,8 +10,9 @@ import time
 import click
 
 from synth.cli.app import cli
-from synth.cli.options import (BOXES, DEGRADED, MODEL, ROOT, SEARCH, SOLVER_CHOICE, TIME_LIMIT,
-                               TOPO, Size, apply, examples, json_option, out_option)
+from synth.cli.options import (BOXES, DEGRADED, MODEL, ROOT, SEARCH, SOLVER_CHOICE, Size,
+                               TIME_LIMIT, TOPO, apply, examples, json_option, out_option,
+                               resolve_in_time)
 from synth.errors import BadInput, NoAnswer, SynthError
 from synth.signals import interrupts_deferred
 
@@ -26,10 +27,9 @@ def _synthesis_command(name: str):
                 plots, nbytes, cost_model, root=None):
         from synth.construct.hints import read_hints
         from synth.output import parse_formats
-        from synth.topology.catalog import resolve
 
         formats = parse_formats(formats)
-        topo = resolve(spec, boxes, without + degrade)
+        topo = resolve_in_time(spec, boxes, without + degrade, time_limit)
         hints = read_hints(hints_path, topo.ranks) if hints_path is not None else None
         backend, why = SOLVER_CHOICE[solver]
         if rounds is not None or chunks is not None:

@@ -53,7 +53,8 @@ def topo_show(spec, boxes, without, degrade, time_limit, as_json):
 
     deadline = job_deadline(time_limit)
     try:
-        summary = topology_summary(resolve(spec, boxes, without + degrade), deadline)
+        summary = topology_summary(resolve(spec, boxes, without + degrade, deadline),
+                                   deadline)
     except TimeLimit as e:
         raise NoAnswer(f"the time limit ({time_limit:g} s) ran out while {e}") from None
     if not as_json:

@@ -17,12 +17,13 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+from synth.deadline import Deadline
 from synth.errors import BadInput
 from synth.files import quote
 from synth.topology.degrade import degraded, split_name
 from synth.topology.fabric import (describe, options_text, split_options, switch_count,
                                    switches_and_links, with_options)
-from synth.topology.linkmodel import MAX_RANK_LINKS
+from synth.topology.linkmodel import MAX_RANK_LINKS, in_time
 from synth.topology.physical import (GPU, MAX_GPUS, MAX_LINKS, MAX_VERTICES, NIC, Link,
                                      Topology, Vertex, load_topology_file,
                                      topology_from_dict, validate)
@@ -52,17 +53,19 @@ def builtin_names() -> list[str]:
     return sorted(p.stem for p in TOPOLOGY_DIR.glob("*.yaml"))
 
 
-def resolve(spec: str, boxes: int | None = None, edits=()) -> Topology:
+def resolve(spec: str, boxes: int | None = None, edits=(),
+            deadline: Deadline = Deadline()) -> Topology:
     """Turn a topology name, generator, NAMExK form or file path into a Topology; with
     `boxes`, K copies of that one box joined by its network: section (`--boxes K`: a
     file of one's own repeated like a built-in's NAMExK); then degraded by a file's
     `without:`/`degrade:` and `edits` (`--without`, `--degrade`: synth.topology.degrade),
-    on the whole machine, so that one box may differ."""
+    on the whole machine, so that one box may differ. TimeLimit past `deadline` while
+    building or editing a machine of a million links (fc:1049)."""
     if isinstance(spec, str) and not _a_file(spec):
         healthy, named = split_name(spec)  # a degraded machine's name (a file names it)
         if named:
-            return resolve(healthy, boxes, named + tuple(edits))
-    topo = _resolve(spec)
+            return resolve(healthy, boxes, named + tuple(edits), deadline)
+    topo = _resolve(spec, deadline)
     pending = topo.edits  # a file's own edits, applied once its boxes are joined
     if pending:
         topo = replace(topo, edits=())
@@ -77,10 +80,10 @@ def resolve(spec: str, boxes: int | None = None, edits=()) -> Topology:
                            "box, joined by its network: section")
         topo = join_boxes(topo, boxes, name=f"{topo.name}x{boxes}")
     try:
-        topo = degraded(topo, pending)
+        topo = degraded(topo, pending, deadline)
     except BadInput as e:
         raise BadInput(f"{spec}: {e}") from None
-    return degraded(topo, edits)
+    return degraded(topo, edits, deadline)
 
 
 def box_and_boxes(spec: str, boxes: int | None = None) -> tuple[Topology, int]:
@@ -121,13 +124,13 @@ def cluster_name(box: Topology, k: int) -> str:
     return f"{box.name}x{k}" + ("" if same else f":{options_text(box.network)}")
 
 
-def _resolve(spec: str) -> Topology:
+def _resolve(spec: str, deadline: Deadline = Deadline()) -> Topology:
     if not isinstance(spec, str) or not spec.strip():
         raise BadInput("an empty topology name (try: synth topo list)")
     if len(spec) > 4096:
         raise BadInput(f"a topology name of {len(spec):,} characters (try: synth topo list)")
     if ":" in spec and spec.split(":", 1)[0] in GENERATORS:
-        return generate(spec)
+        return generate(spec, deadline)
     if spec in builtin_names():
         return load_topology_file(TOPOLOGY_DIR / f"{spec}.yaml")
     cluster = named_cluster(spec)
@@ -169,7 +172,7 @@ def _exists(path: str) -> bool:
 
 # --- generators -------------------------------------------------------------------
 
-def generate(spec: str) -> Topology:
+def generate(spec: str, deadline: Deadline = Deadline()) -> Topology:
     kind, _, arg = spec.partition(":")
     try:
         dims = [int(x) for x in arg.split("x")]
@@ -193,10 +196,10 @@ def generate(spec: str) -> Topology:
                        "lowering can hold in memory")
     if kind == "switch":
         return _on_switch(spec, n)
-    pairs = _generator_pairs(kind, dims, n)
+    pairs = _generator_pairs(kind, dims, n, deadline)
     gpus = tuple(Vertex(f"gpu{i}", GPU) for i in range(n))
     links = []
-    for a, b in sorted(pairs):
+    for a, b in in_time(sorted(pairs), deadline, f"building {spec}", 65536):
         links.append(Link(f"gpu{a}", f"gpu{b}", GEN_GBPS, 1, GEN_ALPHA_US))
         links.append(Link(f"gpu{b}", f"gpu{a}", GEN_GBPS, 1, GEN_ALPHA_US))
     shifts = {"ring": (n,), "fc": (n,), "torus": tuple(dims),
@@ -205,8 +208,10 @@ def generate(spec: str) -> Topology:
                     translations=shifts)
 
 
-def _generator_pairs(kind: str, dims: list[int], n: int) -> set[tuple[int, int]]:
-    """Undirected GPU pairs (a < b) that the generator links."""
+def _generator_pairs(kind: str, dims: list[int], n: int, deadline: Deadline = Deadline()
+                     ) -> set[tuple[int, int]]:
+    """Undirected GPU pairs (a < b) that the generator links; TimeLimit past `deadline`
+    among fc's half a million."""
     pairs = set()
 
     def add(a, b):
@@ -220,8 +225,8 @@ def _generator_pairs(kind: str, dims: list[int], n: int) -> set[tuple[int, int]]
         for i in range(n - 1):
             add(i, i + 1)
     elif kind == "fc":
-        for a, b in itertools.combinations(range(n), 2):
-            add(a, b)
+        pairs.update(in_time(itertools.combinations(range(n), 2), deadline,
+                             f"building fc:{n}", 65536))
     elif kind == "hypercube":
         for a in range(n):
             for bit in range(dims[0]):

@@ -31,8 +31,10 @@ import math
 import re
 from dataclasses import dataclass, replace
 
+from synth.deadline import Deadline
 from synth.errors import BadInput
 from synth.files import quote
+from synth.topology.linkmodel import in_time
 from synth.topology.physical import GPU, MIN_GBPS, Topology, validate
 
 MAX_EDITS = 1024  # edits of one machine: more is no machine anyone runs on
@@ -82,17 +84,19 @@ def parse_edit(text) -> Edit:
     return Edit(text, part, box, lanes, fraction)
 
 
-def degraded(topo: Topology, texts) -> Topology:
+def degraded(topo: Topology, texts, deadline: Deadline = Deadline()) -> Topology:
     """`topo` with the edits applied, in order; BadInput, one line naming the edit, for
     a name the machine lacks, more lanes than a link has, or a machine whose GPUs no
-    longer all reach each other."""
+    longer all reach each other. TimeLimit past `deadline` (a million links: seconds)."""
     texts = tuple(texts)
     if not texts:
         return topo
     if len(texts) > MAX_EDITS:
         raise BadInput(f"{len(texts):,} edits of one machine (at most {MAX_EDITS})")
     edits = [parse_edit(t) for t in texts]
-    links = {(l.src, l.dst): (l, l.gbps, l.count) for l in topo.links}
+    doing = f"editing {topo.name} ({len(topo.links):,} links)"
+    links = {(l.src, l.dst): (l, l.gbps, l.count)
+             for l in in_time(topo.links, deadline, doing, 65536)}
     gone: set[str] = set()
     said = [_apply(topo, edit, links, gone) for edit in edits]
     healthy = topo.healthy or topo
@@ -100,7 +104,7 @@ def degraded(topo: Topology, texts) -> Topology:
     vertices = tuple(v for v in topo.vertices if v.name not in gone)
     kept = tuple(l if (gbps, count) == (l.gbps, l.count) else
                  replace(l, gbps=gbps, count=count)
-                 for l, gbps, count in links.values()
+                 for l, gbps, count in in_time(links.values(), deadline, doing, 65536)
                  if l.src not in gone and l.dst not in gone)
     note = ", ".join(changes(topo) + said)  # a file's edits, then the command line's
     machine = replace(topo, name=degraded_name(healthy.name, done), vertices=vertices,

@@ -132,29 +132,29 @@ def lower_with_routes(topo: Topology, deadline: Deadline | float | None = None
                        "switches that long are not a GPU cluster)")
     gpus = topo.gpus
     rank_of = {name: r for r, name in enumerate(gpus)}
-    graph = topo.graph()
-    if deadline.passed():  # the graph of fc:1049's 1.1 million links: seconds
-        raise TimeLimit(doing)
     unit = Fraction(str(topo.unit_gbps))
     # one Fraction per distinct width: made per link, fc:1049's took 13 s, unchecked
-    exact = {(g, c): Fraction(str(g)) * c / unit for g, c in {(l.gbps, l.count)
-                                                              for l in topo.links}}
+    exact = {(g, c): Fraction(str(g)) * c / unit
+             for g, c in {(l.gbps, l.count) for l in in_time(topo.links, deadline, doing)}}
     capacities = {(l.src, l.dst): exact[l.gbps, l.count]
                   for l in in_time(topo.links, deadline, doing)}
-    alphas = {(l.src, l.dst): l.alpha_us for l in topo.links}
+    alphas = {(l.src, l.dst): l.alpha_us for l in in_time(topo.links, deadline, doing)}
 
     routes: dict[tuple[int, int], tuple[str, ...]] = {}
-    order = {v: i for i, v in enumerate(graph.nodes)}
-    # each vertex's successors with their bandwidth, and whether it is a GPU, read once:
-    # through networkx's views they cost as much as the search itself
-    adjacency = {u: [(v, d["link"].bandwidth) for v, d in graph.adj[u].items()]
-                 for u in graph.nodes}
-    ends = {v for v, kind in graph.nodes(data="kind") if kind == GPU}
+    order = {v.name: i for i, v in enumerate(topo.vertices)}
+    # each vertex's successors with their bandwidth, and whether it is a GPU, read once
+    # from the links: a networkx graph of fc:1049's 1.1 million links took 3.7 s, unchecked
+    adjacency: dict[str, list] = {v.name: [] for v in topo.vertices}
+    for l in in_time(topo.links, deadline, doing):
+        adjacency[l.src].append((l.dst, l.bandwidth))
+    ends = {v.name for v in topo.vertices if v.kind == GPU}
     for a, name in enumerate(gpus):
         if deadline.passed():
             raise TimeLimit(doing)
-        for dst, path in _widest_shortest_routes(adjacency, ends, name, order).items():
-            routes[(a, rank_of[dst])] = path
+        found = _widest_shortest_routes(adjacency, ends, name, order)
+        # in rank order here, so that routes is sorted with no sort of a million pairs
+        for b, path in sorted((rank_of[dst], path) for dst, path in found.items()):
+            routes[(a, b)] = path
 
     def capacity(u, v):
         return capacities[(u, v)]
@@ -163,10 +163,8 @@ def lower_with_routes(topo: Topology, deadline: Deadline | float | None = None
     users: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
     # the narrowest hop picked by float, its capacity taken exact: a million routes
     # through a spine compared as Fractions took half a minute
-    width = {hop: float(c) for hop, c in capacities.items()}
-    for i, (pair, path) in enumerate(sorted(routes.items())):
-        if i % 4096 == 0 and deadline.passed():
-            raise TimeLimit(doing)
+    width = {hop: float(c) for hop, c in in_time(capacities.items(), deadline, doing)}
+    for pair, path in in_time(routes.items(), deadline, doing):
         hops = list(zip(path, path[1:]))
         links.append(RankLink(pair[0], pair[1], capacities[min(hops, key=width.get)],
                               max(alphas[h] for h in hops)))
@@ -175,7 +173,7 @@ def lower_with_routes(topo: Topology, deadline: Deadline | float | None = None
 
     link_capacity = {(l.src, l.dst): l.capacity for l in links}
     merged: dict[tuple, tuple[Fraction, list[tuple[str, str]]]] = {}
-    for hop, members in users.items():
+    for hop, members in in_time(users.items(), deadline, doing):
         if len(members) < 2:
             continue
         key = tuple(members)
@@ -198,7 +196,7 @@ def lower_with_routes(topo: Topology, deadline: Deadline | float | None = None
     groups.sort(key=lambda g: g.name)
     box_of = {v.name: v.box for v in topo.vertices}
     boxes = tuple(box_of[g] for g in gpus) if topo.boxes > 1 else ()
-    switches = _capable_switches(topo, routes, sources)
+    switches = _capable_switches(topo, routes, sources, deadline, doing)
     model = LinkModel(topo.name, topo.unit_gbps, len(gpus), tuple(links), tuple(groups),
                       boxes, switches)
     return Lowering(topo, model, routes, sources)
@@ -215,7 +213,8 @@ def _can_bind(cap: Fraction, members) -> bool:
     return False
 
 
-def _capable_switches(topo: Topology, routes, sources) -> tuple[Switch, ...]:
+def _capable_switches(topo: Topology, routes, sources, deadline: Deadline, doing: str
+                       ) -> tuple[Switch, ...]:
     """The switches that reduce or multicast, with the links through them and their
     ports (Switch): the group whose physical hops hold the hop just before (up) or just
     after (down) the switch on a rank's routes; a rank whose routes disagree gets none."""
@@ -224,7 +223,7 @@ def _capable_switches(topo: Topology, routes, sources) -> tuple[Switch, ...]:
     through = defaultdict(list)
     ports: dict[str, dict[str, dict[int, set]]] = defaultdict(
         lambda: {"up": defaultdict(set), "down": defaultdict(set)})
-    for (a, b), path in sorted(routes.items()):
+    for (a, b), path in in_time(routes.items(), deadline, doing):  # in rank order
         for i, v in enumerate(path[1:-1], start=1):
             if v in capable:
                 through[v].append((a, b))
