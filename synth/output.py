@@ -21,11 +21,15 @@ FORMATS = ("json", "msccl-xml", "mscclpp")  # files: synth.export.EXTENSIONS
 
 
 def parse_formats(text: str) -> list[str]:
+    """--format's comma-separated list; BadInput for an unknown or empty one (an empty
+    --format is a script's unset variable more often than a wish for the default)."""
     formats = [f.strip() for f in text.split(",") if f.strip()]
     for f in formats:
         if f not in FORMATS:
             raise BadInput(f"unknown format '{f}' (expected {', '.join(FORMATS)})")
-    return formats or ["json"]
+    if not formats:
+        raise BadInput(f"--format: no format given (expected {', '.join(FORMATS)})")
+    return formats
 
 
 def output_dir(root: str | Path, topology: str, collective: str) -> Path:

@@ -770,6 +770,13 @@ def test_a_failed_stage_is_freed_by_the_exit_not_before_it(monkeypatch):
     assert stop.value.code == 2 and kept
 
 
+@pytest.mark.parametrize("formats", ["", " , "])
+def test_an_empty_format_is_refused(formats):
+    # it meant json without a word; plan refused it: an unset variable in a script
+    line = one_line(synth_main("allgather", "--topo", "ring:4", "--format", formats), 2)
+    assert "--format: no format given" in line
+
+
 @pytest.mark.parametrize("edits", [("nic0,nic0",), ("nic0", "box1.nic0")])
 def test_a_part_removed_twice_is_said_so(edits):
     # the second edit said the machine had no NIC of that name, which it has
