@@ -132,6 +132,31 @@ def test_where_an_even_share_of_the_switch_falls_short_the_program_split_reaches
     assert pack_trees(model, roots).rate == 1 / b.rounds_per_chunk
 
 
+def test_the_program_split_stops_at_the_deadline_and_the_even_splits_stand(monkeypatch):
+    # the split's linear program ran 6 s past a report's deadline on a degraded 64-GPU
+    # cluster (HiGHS had no time limit): past the deadline no program split is made,
+    # only the even one
+    import scipy.optimize
+
+    from synth.construct import splitting
+    from synth.deadline import Deadline
+
+    model = lower_with_routes(random_switched_topology(4)).model
+    everyone = list(range(model.ranks))
+    assert len(list(candidate_splits(model, everyone))) == 2  # one even, one program
+    told = []  # HiGHS is told the time left
+    solve = scipy.optimize.linprog
+    monkeypatch.setattr(scipy.optimize, "linprog",
+                        lambda *a, **k: told.append(k["options"]) or solve(*a, **k))
+    splitting.program_split(model, everyone, deadline=Deadline.after(60))
+    assert 0 < told[0]["time_limit"] <= 60
+    assert len(list(candidate_splits(model, everyone, None, Deadline(0.0)))) == 1  # even
+    with pytest.raises(splitting.OutOfTime):
+        splitting.program_split(model, everyone, deadline=Deadline(0.0))
+    packing = pack_trees(model, everyone, Deadline.after(60))
+    assert packing.rate == Fraction(3, 10)  # the program's split, given the time
+
+
 @pytest.mark.parametrize("topo,root", [(resolve("dgx1"), 3), (resolve("ring:5"), None),
                                        (random_direct_topology(2), None)], ids=_id)
 def test_one_tree_more_per_root_does_not_pack_edmonds_says_so(topo, root):

@@ -203,10 +203,8 @@ def _best_lanes(model: LinkModel, roots: list[int], sinks: list[int] | None,
     rate. None when nothing gets through; OutOfTime past the deadline before any split
     was measured."""
     best = None
-    for split in candidate_splits(model, roots, sinks):
+    for split in candidate_splits(model, roots, sinks, deadline):
         if deadline.passed():
-            if best is None:
-                raise OutOfTime
             break
         scale = math.lcm(*(l.capacity.denominator for l in split.links))
         # measuring multiplies lanes by up to len(roots), and they must fit int32: past
@@ -219,6 +217,8 @@ def _best_lanes(model: LinkModel, roots: list[int], sinks: list[int] | None,
         if best is not None and target is not None and best[0] >= target:
             break
     if best is None:
+        if deadline.passed():
+            raise OutOfTime
         return None
     rate, split = best
     scale = math.lcm(rate.denominator, *(l.capacity.denominator for l in split.links))

@@ -50,13 +50,15 @@ from fractions import Fraction
 
 import numpy as np
 
+from synth.deadline import Deadline, OutOfTime
 from synth.schedule.transform import reverse_model
 from synth.topology.linkmodel import Group, LinkModel, RankLink, box_places
 
 DENOMINATOR = 10_000  # an LP vertex here has small denominators; past this, the nearest
 
 
-def candidate_splits(model: LinkModel, roots: list[int], sinks: list[int] | None = None):
+def candidate_splits(model: LinkModel, roots: list[int], sinks: list[int] | None = None,
+                     deadline: Deadline = Deadline()):
     """Splits of `model` (models without groups, the same links), simplest first, each
     made only when asked for: the model itself when it has no groups; else even splits
     (rail peers alone between boxes, then every link), then the program's split of
@@ -64,7 +66,8 @@ def candidate_splits(model: LinkModel, roots: list[int], sinks: list[int] | None
     few, wide links where every pair would make many thin ones (dgx2x2: 1/4 against
     1/64 of a chunk per round), and an even split keeps denominators small: far fewer
     lanes and trees, and often the same rate as the program's split. The caller
-    measures each one's rate and stops when it has what it wants."""
+    measures each one's rate and stops when it has what it wants. The program's splits
+    end where `deadline` passes first (a degraded 64-GPU cluster's took 6 s)."""
     if not model.groups:
         yield model
         return
@@ -73,16 +76,22 @@ def candidate_splits(model: LinkModel, roots: list[int], sinks: list[int] | None
     for base in bases:
         yield _even(base)
     for base in bases:
-        yield program_split(base, roots, sinks)
+        try:
+            split = program_split(base, roots, sinks, deadline)
+        except OutOfTime:
+            return
+        yield split
 
 
-def program_split(model: LinkModel, roots: list[int], sinks: list[int] | None = None
-                  ) -> LinkModel:
+def program_split(model: LinkModel, roots: list[int], sinks: list[int] | None = None,
+                  deadline: Deadline = Deadline()) -> LinkModel:
     """The split that lets the most trees rooted at `roots` (each rank once: [root] for
     a broadcast, every rank for an allgather) through: the linear program of the
-    module docstring, one variable per link class. Links it gives nothing are dropped."""
+    module docstring, one variable per link class. Links it gives nothing are dropped.
+    OutOfTime past `deadline`."""
     ranks, links = rank_classes(model, roots)
-    return _kept(model, links, _best_split(model, roots, ranks, links, sinks))
+    split = _split_program(model, roots, ranks, links, sinks, (False,), deadline)[0][0]
+    return _kept(model, links, split)
 
 
 def _even(model: LinkModel) -> LinkModel:
@@ -140,14 +149,8 @@ def rank_classes(model: LinkModel, roots: list[int]) -> tuple[list[int], list[in
     return colour, [numbering[k] for k in edge_keys]
 
 
-def _best_split(model: LinkModel, roots: list[int], ranks: list[int], links: list[int],
-                sinks: list[int] | None) -> dict[int, Fraction]:
-    """The capacity of each link class: the linear program of the module docstring
-    (flows to `sinks`; None: to every rank, one per class, as trees span them all)."""
-    return _split_program(model, roots, ranks, links, sinks, (False,))[0][0]
-
-
-def allreduce_split(model: LinkModel) -> tuple[LinkModel, LinkModel, float]:
+def allreduce_split(model: LinkModel, deadline: Deadline = Deadline()
+                    ) -> tuple[LinkModel, LinkModel, float]:
     """Two splits of `model`, for allgather trees and for reducescatter trees (packed
     on the reversed links), that together fit every link and group, at the most trees
     per root per round that both phases reach at once: the program of the module
@@ -155,10 +158,11 @@ def allreduce_split(model: LinkModel) -> tuple[LinkModel, LinkModel, float]:
     every group's) and both phases' flows. Reducescatter + allgather trees over them,
     overlapped in one pipeline, move every link at most its capacity: on mesh:4x4 the
     allreduce bound, where one packing used both ways gets 1.3 x it. Also the rate the
-    program promises (trees per root per round, each phase)."""
+    program promises (trees per root per round, each phase). OutOfTime past `deadline`."""
     everyone = list(range(model.ranks))
     ranks, links = rank_classes(model, everyone)
-    (down, up), rate = _split_program(model, everyone, ranks, links, None, (False, True))
+    (down, up), rate = _split_program(model, everyone, ranks, links, None, (False, True),
+                                      deadline)
     return _kept(model, links, down), reverse_model(_kept(model, links, up)), rate
 
 
@@ -170,11 +174,13 @@ def _kept(model: LinkModel, links: list[int], split: dict[int, Fraction]) -> Lin
 
 
 def _split_program(model: LinkModel, roots: list[int], ranks: list[int],
-                   links: list[int], sinks: list[int] | None, phases: tuple[bool, ...]
-                   ) -> tuple[list[dict[int, Fraction]], float]:
+                   links: list[int], sinks: list[int] | None, phases: tuple[bool, ...],
+                   deadline: Deadline) -> tuple[list[dict[int, Fraction]], float]:
     """One capacity per link class and phase (a phase True runs on the reversed
-    links), all phases at one rate lam with their flows to `sinks`, their capacities'
-    sum within each class's and each group's; and lam."""
+    links), all phases at one rate lam with their flows to `sinks` (None: to every
+    rank, one per class, as trees span them all), their capacities' sum within each
+    class's and each group's; and lam. OutOfTime past `deadline`, building the program
+    or solving it (HiGHS is told the time left)."""
     from scipy.optimize import linprog  # here: 0.1 s to import, and rarely needed
     from scipy.sparse import coo_matrix
 
@@ -200,6 +206,8 @@ def _split_program(model: LinkModel, roots: list[int], ranks: list[int],
 
     for p, backwards in enumerate(phases):
         for j, v in enumerate(sinks):
+            if deadline.passed():
+                raise OutOfTime
             base = n_split + 1 + (p * len(sinks) + j) * per_sink
             for i in range(m):  # the flow within the phase's split
                 ub([(base + i, 1.0), (p * n_classes + links[i], -1.0)], 0.0)
@@ -243,7 +251,10 @@ def _split_program(model: LinkModel, roots: list[int], ranks: list[int],
     cost = np.zeros(n_vars)
     cost[lam_col] = -1.0
     result = linprog(cost, A_ub=a_ub.tocsr(), b_ub=ub_rhs, A_eq=a_eq.tocsr(), b_eq=eq_rhs,
-                     bounds=bounds, method="highs")
+                     bounds=bounds, method="highs",
+                     options={"time_limit": deadline.solver_seconds()})
+    if result.status == 1 and deadline.passed():  # HiGHS stopped at the time left
+        raise OutOfTime
     if result.status != 0:  # cannot happen for a feasible model (x = 0 is a solution)
         raise RuntimeError(f"splitting {model.name}: {result.message}")
     split = [min(max(Fraction(float(v)).limit_denominator(DENOMINATOR), Fraction(0)),

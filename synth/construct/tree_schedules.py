@@ -320,7 +320,7 @@ def _allreduce_points(model, limits, deadline, search, bound) -> Search:
     if steady != bound and model.ranks <= MAX_RANKS and not deadline.passed():
         # one packing used both ways can overload a link with the two phases (mesh:4x4
         # 1.3 x the bound): split the links between them first, where that promises more
-        split_down, split_up, rate = allreduce_split(model)
+        split_down, split_up, rate = allreduce_split(model, deadline)
         phase = bound and 1 / (model.ranks * bound)  # each phase's rate at the bound
         promising = steady is None or rate > 1.001 / (model.ranks * steady)
         down2 = promising and pack_trees(split_down, everyone, deadline, phase)
