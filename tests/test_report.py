@@ -181,6 +181,24 @@ def test_the_report_keeps_to_its_limit(ring4, tmp_path, monkeypatch, report_page
         assert (tmp_path / href).is_file(), href
 
 
+def test_past_its_deadline_the_page_says_which_schedules_it_did_not_draw(ring4, tmp_path):
+    """report drew every schedule however long it took (7 s of a 12 s limit on a
+    degraded 64-GPU cluster): past the deadline a schedule is named, not drawn, with the
+    command that draws it, and the rest of the page is still there."""
+    from synth.deadline import Deadline
+
+    topo, result, base = ring4
+    page = write_report(topo, result, base, [KB], tmp_path, deadline=Deadline(0.0))
+    text = page.read_text()
+    assert text.count("Not drawn: the time limit ran out first") == len(result.points) >= 2
+    for p in result.points:
+        stem = next(f.stem for f in tmp_path.glob("*.json")
+                    if f.stem.endswith(f"s{p.steps}-r{p.rounds}-c{p.chunks}"))
+        assert f"synth draw {stem}.json" in text
+        assert not (tmp_path / f"{stem}.svg").exists()
+    assert len(refs(page).images) == 3 + 1  # the plots and the topology
+
+
 # --- plots: labels never collide, lines told apart ------------------------------------
 
 def _boxes(texts, renderer):

@@ -19,6 +19,8 @@ from synth.cli.options import (BOXES, COLOR, DEGRADED, MODEL, ROOT, SEARCH, SIZE
                                resolve_in_time)
 from synth.errors import BadInput, NoAnswer
 
+PAGE_END = 0.95  # of report's limit: its drawings end by then, writing its files follows
+
 PICTURE = out_option("output", "FILE.svg|FILE.png",
                      "Where to write the picture; its suffix picks the format.",
                      required=True)
@@ -98,14 +100,16 @@ def report_command(collective, spec, boxes, without, degrade, out_dir, root, tim
     topology = resolve_in_time(spec, boxes, without + degrade, time_limit)
     backend = SOLVER_CHOICE[solver][0]
     limits = Limits(max_steps, max_chunks, time_limit, backend)
-    # the page's drawings and plots follow, unpaced: a third of the limit
+    # the page's drawings and plots follow: a third of the limit
     result = frontier_within(topology, collective, root, limits, cost_model, time_limit,
                              0.5, 0.65, method)
     # the baselines end where the page's third begins
     built, skipped, _ = baselines_by(result, collective,
                                      job_deadline(time_limit).reserving(time_limit / 3))
     base = [(x.name, x.schedule) for x in built]
-    page = write_report(topology, result, base, sizes, out_dir, backend, color, skipped)
+    # the page's drawings end by PAGE_END of the limit: writing its files follows
+    page = write_report(topology, result, base, sizes, out_dir, backend, color, skipped,
+                        job_deadline(time_limit).reserving(time_limit * (1 - PAGE_END)))
     n, k = len(result.points), len(base)
     click.echo(f"wrote {page} ({n} frontier point{'s' * (n != 1)}, {k} baseline"
                f"{'s' * (k != 1)})")

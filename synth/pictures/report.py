@@ -21,6 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from synth.compare import comparison, make_rows, nccl_choices
+from synth.deadline import Deadline
 from synth.export.loads import RUNTIMES
 from synth.files import write_folder
 from synth.frontier import Result
@@ -131,13 +132,18 @@ def _speedup_section(topo: Topology, result: Result, rows: list) -> tuple[str, o
     return words, speedup_figure(curve, f"{result.collective}{root} on {topo.name}", model)
 
 
-def _schedule_versions(schedule, color: str, full: int, room: int):
+def _schedule_versions(schedule, color: str, full: int, room: int,
+                       deadline: Deadline = Deadline()):
     """Coarser drawings of a schedule for a page, most detailed first: its matrices in
     fewer, bigger blocks of ranks, then fewer panels. A drawing's size goes about with
     its matrices' cells: a version reckoned over `room` bytes from the full drawing's
-    `full` bytes is skipped unmade."""
+    `full` bytes is skipped unmade. None past `deadline` (the page links the file)."""
     n = schedule.collective.ranks
+    if deadline.passed():
+        return
     for most in (32, 16, 8):
+        if deadline.passed():
+            return
         if n > most and full * ((most + 1) / (n + 1)) ** 2 <= room:
             yield (render_bytes(schedule_graph(schedule, color, max_ranks=most), "svg"),
                    f"drawn smaller: ranks in at most {most} blocks")
@@ -146,11 +152,18 @@ def _schedule_versions(schedule, color: str, full: int, room: int):
            "drawn smaller: fewer panels" + (", ranks in at most 8 blocks" if n > 8 else ""))
 
 
-def _schedule_parts(result: Result, color: str) -> tuple[dict, list]:
-    """({file: its full drawing}, [(heading, Picture, file, alt, caption)]) for every
-    frontier point: a pipeline drawn as one batch (its program) and its timeline."""
-    files, parts = {}, []
+def _schedule_parts(result: Result, color: str, deadline: Deadline
+                    ) -> tuple[dict, list, list[str]]:
+    """({file: its full drawing}, [(heading, Picture, file, alt, caption)], [the page's
+    words for each point not drawn]) for every frontier point: a pipeline drawn as one
+    batch (its program) and its timeline; past `deadline` no more are drawn."""
+    files, parts, undrawn = {}, [], []
     for p in result.points:
+        if deadline.passed():
+            undrawn.append(f"<h3>{_e(f'S{p.steps} R{p.rounds} C{p.chunks}')}</h3><p>Not "
+                           "drawn: the time limit ran out first (<code>synth draw "
+                           f"{_e(point_stem(p))}.json</code> draws it).</p>")
+            continue
         svg = render_bytes(schedule_graph(p.schedule, color), "svg")
         name = f"{point_stem(p)}.svg"
         files[Path(name)] = svg
@@ -159,11 +172,11 @@ def _schedule_parts(result: Result, color: str) -> tuple[dict, list]:
                f"a pipeline of {pipe.batches} batch{'' if pipe.batches == 1 else 'es'}: "
                f"one batch's {len(p.schedule.steps)}-step program and the timeline")
         picture = Picture(svg, lambda room, s=p.schedule, full=len(svg):
-                          _schedule_versions(s, color, full, room))
+                          _schedule_versions(s, color, full, room, deadline))
         parts.append((f"S{p.steps} R{p.rounds} C{p.chunks}", picture, name, point_stem(p),
                       f"{p.steps} steps, {p.rounds} rounds, {p.chunks} chunks per share, "
                       f"{how}"))
-    return files, parts
+    return files, parts, undrawn
 
 
 def _placed(fitted, name: str, data: bytes, alt: str, caption: str, lazy: bool = False) -> str:
@@ -179,13 +192,14 @@ def _placed(fitted, name: str, data: bytes, alt: str, caption: str, lazy: bool =
 
 def write_report(topo: Topology, result: Result, baselines: list, sizes: list[int],
                  directory: str | Path, solver: str = "cpsat", color: str = "chunk",
-                 skipped: dict | None = None) -> Path:
+                 skipped: dict | None = None, deadline: Deadline = Deadline()) -> Path:
     """Write DIR/index.html and the files it links to; returns the page's path.
 
     `baselines` is a list of (name, Schedule); `skipped` optionally {algorithm: why}
     for the baselines that do not apply. The page keeps to PAGE_LIMIT bytes
     (synth.pictures.page.fit_pictures): a picture that does not fit is drawn smaller
-    or only linked; every full drawing is a file beside the page.
+    or only linked; every full drawing is a file beside the page. Past `deadline` the
+    schedules left are not drawn (the page says so and how to draw them).
     """
     directory = Path(directory)
     files = {Path(f"{point_stem(p)}.json"): schedule_json(schedule_to_dict(p.schedule))
@@ -221,7 +235,7 @@ def write_report(topo: Topology, result: Result, baselines: list, sizes: list[in
     files[Path("topology.svg")] = topo_svg
     figures.append(("topology.svg", Picture(topo_svg), topo.name,
                     "GPUs, switches, NICs and links (lanes x GB/s per direction)."))
-    drawings, schedules = _schedule_parts(result, color)
+    drawings, schedules, undrawn = _schedule_parts(result, color, deadline)
     files.update(drawings)
 
     text = _page_text(topo, result, summary, data, sizes, solver, skipped, speed_words)
@@ -231,7 +245,7 @@ def write_report(topo: Topology, result: Result, baselines: list, sizes: list[in
              for fit, (name, pic, alt, caption) in zip(fitted, figures)]
     drawn = [f"<h3>{_e(head)}</h3>" + _placed(fit, name, pic.full, alt, caption, lazy=True)
              for fit, (head, pic, name, alt, caption)
-             in zip(fitted[len(figures):], schedules)]
+             in zip(fitted[len(figures):], schedules)] + undrawn
     speed = shown[:1] if speed_fig is not None else []
     rest = shown[len(speed):]
     for slot, html_ in (("speedup", speed), ("plots", rest[:-1]), ("topology", rest[-1:]),
