@@ -199,6 +199,19 @@ def test_past_its_deadline_the_page_says_which_schedules_it_did_not_draw(ring4, 
     assert len(refs(page).images) == 3 + 1  # the plots and the topology
 
 
+def test_a_drawing_the_time_left_does_not_afford_is_not_begun(ring4, tmp_path, monkeypatch):
+    """One drawing of a 64-rank schedule takes 1-3 s: begun just before the page's
+    deadline it ran past it. At the pace of the slowest drawing so far, one that would
+    end past the deadline is not begun."""
+    from synth.deadline import Deadline
+
+    topo, result, base = ring4
+    monkeypatch.setattr(report_module.DRAWING, "seconds", lambda units: 3600.0 * units)
+    page = write_report(topo, result, base, [KB], tmp_path, deadline=Deadline.after(600))
+    assert page.read_text().count("Not drawn: the time limit ran out first") == \
+        len(result.points)
+
+
 # --- plots: labels never collide, lines told apart ------------------------------------
 
 def _boxes(texts, renderer):

@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from synth.compare import comparison, make_rows, nccl_choices
-from synth.deadline import Deadline
+from synth.deadline import Deadline, Pace
 from synth.export.loads import RUNTIMES
 from synth.files import write_folder
 from synth.frontier import Result
@@ -39,6 +39,11 @@ from synth.predict.timing import prices
 from synth.schedule.cost import format_size
 from synth.schedule.file import schedule_json, schedule_to_dict
 from synth.topology.physical import Topology
+
+# seconds per schedule drawn for the page, the slowest so far (a 64-rank drawing takes
+# 1-3 s): none is begun that this pace says would end past the page's deadline
+DRAWING = Pace(0.5)
+
 
 def _e(text) -> str:
     return html.escape(str(text))
@@ -137,34 +142,39 @@ def _schedule_versions(schedule, color: str, full: int, room: int,
     """Coarser drawings of a schedule for a page, most detailed first: its matrices in
     fewer, bigger blocks of ranks, then fewer panels. A drawing's size goes about with
     its matrices' cells: a version reckoned over `room` bytes from the full drawing's
-    `full` bytes is skipped unmade. None past `deadline` (the page links the file)."""
+    `full` bytes is skipped unmade. None begun that would end past `deadline` (the
+    page links the file)."""
     n = schedule.collective.ranks
-    if deadline.passed():
-        return
     for most in (32, 16, 8):
-        if deadline.passed():
-            return
         if n > most and full * ((most + 1) / (n + 1)) ** 2 <= room:
-            yield (render_bytes(schedule_graph(schedule, color, max_ranks=most), "svg"),
-                   f"drawn smaller: ranks in at most {most} blocks")
-    yield (render_bytes(schedule_graph(schedule, color, max_ranks=min(n, 8),
-                                       room=(PANEL_AREA / 16, math.inf)), "svg"),
-           "drawn smaller: fewer panels" + (", ranks in at most 8 blocks" if n > 8 else ""))
+            if not deadline.affords(DRAWING.seconds(1)):
+                return
+            with DRAWING.timing(1):
+                svg = render_bytes(schedule_graph(schedule, color, max_ranks=most), "svg")
+            yield svg, f"drawn smaller: ranks in at most {most} blocks"
+    if not deadline.affords(DRAWING.seconds(1)):
+        return
+    with DRAWING.timing(1):
+        svg = render_bytes(schedule_graph(schedule, color, max_ranks=min(n, 8),
+                                          room=(PANEL_AREA / 16, math.inf)), "svg")
+    yield svg, "drawn smaller: fewer panels" + (", ranks in at most 8 blocks" if n > 8 else "")
 
 
 def _schedule_parts(result: Result, color: str, deadline: Deadline
                     ) -> tuple[dict, list, list[str]]:
     """({file: its full drawing}, [(heading, Picture, file, alt, caption)], [the page's
     words for each point not drawn]) for every frontier point: a pipeline drawn as one
-    batch (its program) and its timeline; past `deadline` no more are drawn."""
+    batch (its program) and its timeline; none is begun that would end past `deadline`
+    at the pace of the slowest drawn so far."""
     files, parts, undrawn = {}, [], []
     for p in result.points:
-        if deadline.passed():
+        if not deadline.affords(DRAWING.seconds(1)):
             undrawn.append(f"<h3>{_e(f'S{p.steps} R{p.rounds} C{p.chunks}')}</h3><p>Not "
                            "drawn: the time limit ran out first (<code>synth draw "
                            f"{_e(point_stem(p))}.json</code> draws it).</p>")
             continue
-        svg = render_bytes(schedule_graph(p.schedule, color), "svg")
+        with DRAWING.timing(1):
+            svg = render_bytes(schedule_graph(p.schedule, color), "svg")
         name = f"{point_stem(p)}.svg"
         files[Path(name)] = svg
         pipe = p.schedule.pipeline
