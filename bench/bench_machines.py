@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The machines of 2026 (issue 29): allgather, reducescatter, allreduce and alltoall on
-DGX B200, GB200 NVL72 and MI300X, one box and several, against each machine's bound.
+DGX B200, GB200 NVL72, MI300X and MI250, one box and several, against each machine's bound.
 
     python bench/bench_machines.py [--out bench/results/machines-DATE] [--time-limit 300]
                                    [--model line-rate|calibrated] [--only dgxb200,...]
@@ -24,7 +24,8 @@ from pathlib import Path
 from frontier_runs import REPO, finish, frontier_run, ratio, sweep_parser  # bench/
 from machine import recorded_machine  # bench/machine.py
 
-MACHINES = ["dgxb200", "dgxb200x8", "gb200nvl72", "gb200nvl72x4", "mi300x", "mi300xx8"]
+MACHINES = ["dgxb200", "dgxb200x8", "gb200nvl72", "gb200nvl72x4", "mi300x", "mi300xx8",
+            "mi250", "mi250x4"]
 GOALS = {"allgather": 1.02, "reducescatter": 1.02, "allreduce": 1.02, "alltoall": 1.05}
 
 

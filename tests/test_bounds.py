@@ -13,6 +13,7 @@ from synth.schedule.collectives import COLLECTIVES
 from synth.schedule.cost import schedule_cost
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower, lower_with_routes
+from synth.topology.physical import topology_from_dict
 
 
 def bounds_of(topo, name, root=None):
@@ -60,6 +61,22 @@ def test_allreduce_bound_allows_overlapping_phases():
     assert bounds_of("line:3", "allreduce").rounds_per_chunk == 1
     assert bounds_of("switch:4", "allreduce").rounds_per_chunk == \
         Fraction(3, 2)  # the classic 2(N-1)/N per port
+
+
+def test_allreduce_counts_transfers_between_packages_joined_by_narrow_links():
+    # three packages of two GPUs, 4 lanes inside each, a ring of single lanes between
+    # them (MI250's shape, cut to three packages): each chunk crosses between the 3
+    # packages 2 x (3 - 1) = 4 times, and a package has 2 lanes out: 4 / (3 x 2) = 2/3
+    # of a round per chunk. The thinnest cut (a package's 2 lanes: 1/2) and the ports
+    # (2 x 5 transfers over 6 GPUs x 5 lanes: 1/3) say less.
+    pairs = [("gpu0", "gpu1", 4), ("gpu2", "gpu3", 4), ("gpu4", "gpu5", 4),
+             ("gpu1", "gpu2", 1), ("gpu3", "gpu4", 1), ("gpu5", "gpu0", 1)]
+    topo = topology_from_dict({"name": "packages", "gpus": 6, "links": [
+        {"between": [a, b], "gbps": 50, "count": n} for a, b, n in pairs]})
+    b = bounds_of(topo, "allreduce")
+    assert b.rounds_per_chunk == Fraction(2, 3) and "packages" in b.note
+    # links of one width split nothing: the ring's count is the ports' 2 x 7 / (8 x 2)
+    assert bounds_of("ring:8", "allreduce").rounds_per_chunk == Fraction(7, 8)
 
 
 @pytest.mark.parametrize("spec, steps, rpc", [("ring:8", 4, Fraction(7, 2)),

@@ -1,8 +1,8 @@
 """`synth topo import`: NCCL's topology XML and nvidia-smi topo -m, from real sources.
 
 Every fixture under tests/fixtures/topologies/ is a published file (SOURCES.md names
-where) but mi300x_rccl.xml, dgxb200-topo.xml and dgxh200-topo.xml, written from those
-machines' public structure in the form RCCL and NCCL dump; each test checks the import
+where) but mi300x_rccl.xml, mi250_rccl.xml, dgxb200-topo.xml and dgxh200-topo.xml,
+written from those machines' public structure in the form RCCL and NCCL dump; each test checks the import
 against what that machine's documentation says:
 GPU count, NVLinks per GPU, NICs and their speed, which NIC shares a PCIe switch with
 which GPU. The last part checks that an import gets its built-in's figures (NVLS, the
@@ -505,10 +505,12 @@ def test_the_builtins_use_the_one_table_of_link_rates():
         x16 = {l.gbps for l in topo.links if kinds[l.src] == "gpu"
                and kinds[l.dst] in ("nic", "pcie_switch")}
         assert x16 == ({16 * PCIE_LANE_GBPS[pcie[name]]} if name in pcie else set()), name
-    # and AMD's: mi300x's xGMI links are the gfx942 line rate an RCCL dump is read at
-    mi300x = resolve("mi300x")
-    assert {l.gbps for l in mi300x.links if l.src in mi300x.gpus
-            and l.dst in mi300x.gpus} == {XGMI_GBPS["gfx942"]} == {64}
+    # and AMD's: mi300x's and mi250's xGMI links are the gfx942 and gfx90a line rates an
+    # RCCL dump is read at
+    for name, gcn, gbps in (("mi300x", "gfx942", 64), ("mi250", "gfx90a", 50)):
+        topo = resolve(name)
+        assert {l.gbps for l in topo.links if l.src in topo.gpus
+                and l.dst in topo.gpus} == {XGMI_GBPS[gcn]} == {gbps}, name
 
 
 @pytest.mark.parametrize("name, gpu, builtin, allgather, allreduce", [
@@ -521,6 +523,9 @@ def test_the_builtins_use_the_one_table_of_link_rates():
     ("topo-m-dlperf-v100-sxm2-8gpu.txt", None, "dgx1", Fraction(7, 6), Fraction(7, 24)),
     # RCCL's dump: 7 chunks over 7 xGMI links, 1; allreduce 14 eighths over 7, 1/4
     ("mi300x_rccl.xml", None, "mi300x", Fraction(1), Fraction(1, 4)),
+    # Frontier's MI250X node: a package takes 6 chunks in over its 5 links to the other
+    # packages, 6/5; allreduce 2 x (4 - 1) crossings between packages over 4 x 5 links
+    ("mi250_rccl.xml", None, "mi250", Fraction(6, 5), Fraction(3, 10)),
     # dumps written from the DGX B200's and DGX H200's public structure: 18 lanes to
     # switches that reduce (NVLS), at 50 GB/s (NVLink5, SM100) and 25 (NVLink4, SM90)
     ("dgxb200-topo.xml", None, "dgxb200", Fraction(7, 18), Fraction(1, 18)),
@@ -614,6 +619,44 @@ def test_two_imported_mi300x_boxes_have_mi300xx2s_bounds():
     for coll in ("allgather", "allreduce"):
         assert bounds(mine, make_collective(coll, 16)) == bounds(theirs,
                                                                 make_collective(coll, 16))
+
+
+def test_an_mi250_dump_has_the_structure_and_figures_of_the_builtin_mi250():
+    # the counts RCCL writes (rocm-smi's max / min bandwidth of the pair) are the lanes:
+    # 4 inside each package, 2 between GCDs 0-6 and 2-4, 1 between six other pairs, as
+    # topologies/mi250.yaml has them from OLCF's Frontier node diagram
+    mine, builtin = imported(fixture("mi250_rccl.xml")), resolve("mi250")
+
+    def xgmi(topo):
+        return {(l.src, l.dst): (l.count, l.gbps, l.alpha_us) for l in topo.links
+                if l.src in topo.gpus and l.dst in topo.gpus and l.src < l.dst}
+    four, two = {(0, 1), (2, 3), (4, 5), (6, 7)}, {(0, 6), (2, 4)}
+    one = {(0, 2), (1, 3), (1, 5), (3, 7), (4, 6), (5, 7)}
+    expected = {(f"gpu{a}", f"gpu{b}"): (n, 50, 0.7)
+                for pairs, n in ((four, 4), (two, 2), (one, 1)) for a, b in pairs}
+    assert xgmi(mine) == xgmi(builtin) == expected
+    # a 200 Gb/s Slingshot NIC beside each package's odd GCD, none beside the even ones
+    assert switch_mates(mine) == {f"gpu{k}": [f"cxi{k // 2}"] if k % 2 else []
+                                  for k in range(8)}
+    assert mine.network.gbps == builtin.network.gbps == 25
+    # cost model 2: Ampere's tables, 36 of 50 GB/s a link counted, as the built-in
+    assert mine.figures == builtin.figures
+    assert (mine.figures.arch, mine.figures.nvlink) == ("ampere", 0.72)
+    assert "8 GPUs (gfx90a, MI250X/MI250 (CDNA 2))" in mine.description
+
+
+def test_two_imported_mi250_nodes_on_one_switch_have_mi250x2s_bounds():
+    # a dump does not say how NICs are cabled: --fabric single-switch is the built-in's
+    # stand-in for a dragonfly group. Allgather: a node takes 8 of 16 chunks in through 4
+    # NICs of half a lane, 8 / 2 = 4; allreduce: 2 x (2 - 1) crossings over 2 x 2 units,
+    # 1/2; alltoall: 8 x 8 chunks out of a node over 2 units, 32
+    box = imported(fixture("mi250_rccl.xml"), fabric="single-switch")
+    mine = lower_with_routes(join_boxes(box, 2, "x2"))
+    theirs = lower_with_routes(resolve("mi250x2"))
+    for coll, rounds in (("allgather", 4), ("allreduce", Fraction(1, 2)), ("alltoall", 32)):
+        ours = bounds(mine, make_collective(coll, 16))
+        assert ours == bounds(theirs, make_collective(coll, 16)), coll
+        assert ours.rounds_per_chunk == rounds, coll
 
 
 def rccl_dump(edit=None):

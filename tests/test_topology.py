@@ -23,9 +23,9 @@ DGX1_MULTIPLICITY = [
 ]
 
 
-def test_builtins_are_the_ten_named():
+def test_builtins_are_the_eleven_named():
     assert builtin_names() == ["dgx1", "dgx2", "dgxa100", "dgxb200", "dgxh100", "dgxh200",
-                               "gb200nvl72", "gb200tray", "mi300x", "ndv2"]
+                               "gb200nvl72", "gb200tray", "mi250", "mi300x", "ndv2"]
 
 
 def test_dgx1_matches_hardware_md():

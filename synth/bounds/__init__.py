@@ -56,7 +56,8 @@ __all__ = ["Bounds", "Clock", "bandwidth_bound_shares", "bounds", "collective_bo
 
 NOTES = {
     "allreduce": "2(N-1) transfers per chunk over the links, a buffer across the "
-                 "thinnest cut, 2(K-1) across boxes (no in-network reduction)",
+                 "thinnest cut, 2(K-1) across boxes or packages (no in-network "
+                 "reduction)",
     "alltoall": "max concurrent flow (linear program) over one share per pair",
 }
 

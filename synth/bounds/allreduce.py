@@ -34,7 +34,8 @@ def allreduce_rounds_per_chunk(topo: Topology, lowering: Lowering, graph: nx.DiG
       the least max-flow between GPU 0 and another GPU, either way. Skipped past
       CUT_LIMIT GPUs (2(N-1) max-flows).
     - boxes: the traffic count with boxes as ranks: 2(K-1) transfers per chunk, each
-      leaving one box and entering another.
+      leaving one box and entering another; and with packages as ranks
+      (`across_packages`: MI250's two dies, joined wider than to the other dies).
 
     Ports are computed once per orbit of the graph's automorphisms, the flows with GPU 0
     once per orbit of those fixing GPU 0 (`symmetry`, synth.bounds.orbits).
@@ -56,7 +57,7 @@ def allreduce_rounds_per_chunk(topo: Topology, lowering: Lowering, graph: nx.DiG
             thinnest = flow if thinnest is None else min(thinnest, flow)
         if thinnest is not None:
             best = max(best, 1 / thinnest)
-    return max(best, across_boxes(topo, graph))
+    return max(best, across_boxes(topo, graph), across_packages(graph, gpus))
 
 
 def across_boxes(topo: Topology, graph: nx.DiGraph) -> Fraction:
@@ -75,6 +76,32 @@ def across_boxes(topo: Topology, graph: nx.DiGraph) -> Fraction:
         into = sum((out_capacity(graph.reverse(copy=False), m) for m in members),
                    Fraction(0))
         worst = max(worst, Fraction(2 * (len(members) - 1)) / min(out, into))
+    return worst
+
+
+def across_packages(graph: nx.DiGraph, gpus: list[str]) -> Fraction:
+    """The traffic count with packages as ranks, where direct links of several widths
+    join GPUs: for each width, the groups of GPUs that links at least that wide join
+    (on MI250 the two dies of a package, 4 xGMI links apart, against 1 or 2 to other
+    packages). Each chunk crosses between the K groups 2(K-1) times, as across_boxes
+    counts between boxes: true of any partition of the GPUs where nothing between the
+    groups reduces, so the widths only choose which partitions to try. Where wide
+    links inside a group are cheap and the narrow ones between groups are the
+    bottleneck, this is the highest count; 0 where no width splits the GPUs."""
+    on_gpus = set(gpus)
+    direct = [(u, v, c) for u, v, c in graph.edges(data="capacity")
+              if u in on_gpus and v in on_gpus]
+    worst = Fraction(0)
+    for width in sorted({c for _, _, c in direct}):
+        joined = nx.Graph()
+        joined.add_nodes_from(gpus)
+        joined.add_edges_from((u, v) for u, v, c in direct if c >= width)
+        groups = list(nx.connected_components(joined))
+        if len(groups) < 2:
+            continue
+        out = sum((out_capacity(graph, g) for g in groups), Fraction(0))
+        into = sum((out_capacity(graph.reverse(copy=False), g) for g in groups), Fraction(0))
+        worst = max(worst, Fraction(2 * (len(groups) - 1)) / min(out, into))
     return worst
 
 
