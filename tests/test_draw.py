@@ -55,7 +55,7 @@ def test_a_labels_overlap_is_summed_over_its_neighbours_as_over_every_box():
     # 64-rank panel of thousands of arrows. Filed by grid cell, the sum is the same
     import random
 
-    from synth.pictures.schedule import _Boxes
+    from synth.pictures.arrow_labels import _Boxes
 
     rng = random.Random(7)
     boxes, filed = [], _Boxes()

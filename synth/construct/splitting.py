@@ -257,13 +257,22 @@ def _split_program(model: LinkModel, roots: list[int], ranks: list[int],
         raise OutOfTime
     if result.status != 0:  # cannot happen for a feasible model (x = 0 is a solution)
         raise RuntimeError(f"splitting {model.name}: {result.message}")
+    split = _rounded(model, links, caps, phase_cols, result.x[:n_split])
+    return ([{c: split[p * n_classes + c] for c in range(n_classes)}
+             for p in range(len(phases))], float(result.x[lam_col]))
+
+
+def _rounded(model: LinkModel, links: list[int], caps: dict[int, Fraction],
+             phase_cols: list[list[int]], x) -> list[Fraction]:
+    """The program's capacities (per phase and link class, `x`) as small fractions
+    within each class's capacity; a rounding that overshoots a class or a group
+    shrinks every one by the worst overshoot."""
+    n_classes = len(phase_cols)
     split = [min(max(Fraction(float(v)).limit_denominator(DENOMINATOR), Fraction(0)),
-                 caps[c % n_classes]) for c, v in enumerate(result.x[:n_split])]
-    # a rounding that overshoots a class or a group shrinks everything by the worst
-    # overshoot
+                 caps[c % n_classes]) for c, v in enumerate(x)]
+    index = {(l.src, l.dst): i for i, l in enumerate(model.links)}
     used = [(sum(split[col] for pair in g.links for col in phase_cols[links[index[pair]]]),
              g.capacity) for g in model.groups]
     used += [(sum(split[col] for col in phase_cols[c]), caps[c]) for c in range(n_classes)]
     shrink = min((cap / total for total, cap in used if total > cap), default=Fraction(1))
-    return ([{c: split[p * n_classes + c] * shrink for c in range(n_classes)}
-             for p in range(len(phases))], float(result.x[lam_col]))
+    return [v * shrink for v in split]

@@ -29,6 +29,7 @@ from fractions import Fraction
 import graphviz
 
 from synth.errors import BadInput
+from synth.pictures.arrow_labels import place_arrow_labels
 from synth.pictures.graphviz import (FONT, _fraction, _html, _plural, palette,
                                      palette_colour, point, rank_positions, text_width)
 from synth.pictures.loads import chunk_spans, link_loads, load_text
@@ -341,7 +342,8 @@ def _graph_panel(g, schedule: Schedule, i: int, here: dict, rank_colours, colour
                penwidth="1.4" if chunks <= 3 else f"{min(4.0, 1 + 0.4 * chunks):.1f}",
                style="dashed" if any(x.op == "reduce" for x in sends) else "solid")
         arrows.append(((a, b), curve, label, text_width(plain)))
-    spots = _place_labels([(c, w) for _, c, _, w in arrows], list(here.values()))
+    spots = place_arrow_labels([(c, w) for _, c, _, w in arrows], list(here.values()),
+                               RANK_R + 2)
     for ((a, b), _, label, _), spot in zip(arrows, spots):
         g.node(f"s{i}l{a}_{b}", label=f"<{label}>", shape="plaintext", fixedsize="false",
                width="0", height="0", margin="0.02", fontsize="10", style="filled",
@@ -394,76 +396,6 @@ def _spline(curve) -> str:
     """graphviz's pos for a bezier curve with an arrowhead at its tip."""
     start, c1, c2, end, tip = curve
     return f"e,{point(tip)} " + " ".join(point(p) for p in (start, c1, c2, end))
-
-
-LABEL_H = 12.0
-
-
-def _place_labels(arrows, nodes) -> list[tuple[float, float]]:
-    """A spot for each arrow's label ((curve, width) pairs, in order): beside its curve,
-    outside first, at the middle first, wherever it overlaps the rank circles and the
-    labels already placed least."""
-    boxes = _Boxes()  # centre x, y, half w, half h: the rank circles, then the labels
-    for x, y in nodes:
-        boxes.add((x, y, RANK_R + 2, RANK_R + 2))
-    out = []
-    for (start, c1, c2, end, _), width in arrows:
-        dx, dy = end[0] - start[0], end[1] - start[1]
-        d = math.hypot(dx, dy) or 1.0
-        nx_, ny_ = -dy / d, dx / d
-        hw, hh = width / 2 + 1, LABEL_H / 2
-        off = 3.0 + abs(nx_) * hw + abs(ny_) * hh
-        best = None
-        rank = 0
-        for t in (0.5, 0.4, 0.6, 0.3, 0.7, 0.22, 0.78, 0.15, 0.85):
-            u = 1 - t
-            px = u ** 3 * start[0] + 3 * u * u * t * c1[0] + 3 * u * t * t * c2[0] + t ** 3 * end[0]
-            py = u ** 3 * start[1] + 3 * u * u * t * c1[1] + 3 * u * t * t * c2[1] + t ** 3 * end[1]
-            for side in (1, -1):
-                spot = (px + side * nx_ * off, py + side * ny_ * off)
-                score = (boxes.overlap((spot[0], spot[1], hw, hh)), rank)
-                rank += 1
-                if best is None or score < best[0]:
-                    best = (score, spot)
-        out.append(best[1])
-        boxes.add((best[1][0], best[1][1], hw, hh))
-    return out
-
-
-class _Boxes:
-    """Boxes (centre x, centre y, half w, half h) filed by the grid cells they cover, so
-    that a box's overlap with all of them looks only at its neighbours (each label
-    compared with every other took 20 s on a 64-rank panel of thousands of arrows). The
-    sum runs over the boxes in the order they were added, as a sum over all would."""
-
-    CELL = 64.0
-
-    def __init__(self):
-        self.boxes: list[tuple[float, float, float, float]] = []
-        self.cells: dict[tuple[int, int], list[int]] = {}
-
-    def _cells(self, b):
-        def span(centre, half):
-            return range(math.floor((centre - half) / self.CELL),
-                         math.floor((centre + half) / self.CELL) + 1)
-
-        return [(i, j) for i in span(b[0], b[2]) for j in span(b[1], b[3])]
-
-    def add(self, b) -> None:
-        for cell in self._cells(b):
-            self.cells.setdefault(cell, []).append(len(self.boxes))
-        self.boxes.append(b)
-
-    def overlap(self, b) -> float:
-        near = sorted({k for cell in self._cells(b) for k in self.cells.get(cell, ())})
-        return sum(_overlap(b, self.boxes[k]) for k in near)
-
-
-def _overlap(p, q) -> float:
-    """Overlapping area of two boxes given as (centre x, centre y, half w, half h)."""
-    w = min(p[0] + p[2], q[0] + q[2]) - max(p[0] - p[2], q[0] - q[2])
-    h = min(p[1] + p[3], q[1] + q[3]) - max(p[1] - p[3], q[1] - q[3])
-    return w * h if w > 0 and h > 0 else 0.0
 
 
 def _panel_title(schedule: Schedule, i: int, small: int = 10) -> str:
