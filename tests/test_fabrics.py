@@ -14,6 +14,7 @@ import yaml
 from synth.bounds import collective_bounds
 from synth.construct.decompose import decompose
 from synth.schedule.file import schedule_to_dict
+from synth.schedule.orbits import Orbits
 from synth.search.pareto import Limits
 from synth.topology.catalog import resolve
 from synth.topology.hierarchy import find_hierarchy
@@ -103,6 +104,29 @@ def test_a_three_tier_allgather_frontier_is_verified_and_crosses_the_pods_little
     checked = synth_main("verify", *files)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert checked.stdout.count(f"on {THREE_TIERS} as synth derives it") == len(files)
+
+
+def test_a_decomposition_behind_pods_is_written_once_per_box(tmp_path):
+    # THREE_TIERS: boxes 0, 1 in pod 0 and 2, 3 in pod 1, each pod on leaves of its own.
+    # Shifting the box index by one is no symmetry (box 1 goes to pod 1, box 3 to pod
+    # 0, but each pod's leaves stay), so the file was written rank by rank. Shifting the
+    # pod index, and the box index within every pod at once, are symmetries: dims
+    # (pods 2, boxes a pod 2, GPUs 8) along axes 0 and 1, box 0 the representative
+    # box, so the file lists the sends into box 0 alone, a quarter of them.
+    lowering = lower_with_routes(resolve(THREE_TIERS))
+    hierarchy, _ = find_hierarchy(lowering)
+    found = decompose(lowering.model, hierarchy, "allreduce",
+                      Limits(max_steps=12, max_chunks=1, time_limit=60))
+    point = found.points[-1]
+    assert point.schedule.symmetry == Orbits((2, 2, 8), (0, 1))
+    assert {x.dst for step in point.schedule.steps for x in step.sends} <= set(range(8))
+    every = sum(len(step.sends) for step in point.schedule.unfolded().steps)
+    assert sum(len(step.sends) for step in point.schedule.steps) * 4 == every
+    path = tmp_path / "ar.json"
+    path.write_text(json.dumps(schedule_to_dict(point.schedule)))
+    checked = synth_main("verify", str(path))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "dims [2, 2, 8] along axes [0, 1]" in checked.stdout
 
 
 @pytest.mark.parametrize("topo, says", [

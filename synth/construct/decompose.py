@@ -414,11 +414,21 @@ def _build_order(designs: list[Design]) -> list[Design]:
 
 def box_orbits(model: LinkModel, hierarchy: Hierarchy) -> Orbits | None:
     """The shifts of the box index, where ranks are numbered box by box and they are
-    symmetries of the links and groups; else None."""
+    symmetries of the links and groups; else, where the boxes sit in alike pods of
+    consecutive boxes behind an oversubscribed tier (no shift of one box maps a pod
+    onto a pod), the shifts of the pod index and of the box index within every pod at
+    once, if those are; else None."""
     k, g = len(hierarchy.boxes), len(hierarchy.boxes[0])
     if hierarchy.boxes != tuple(tuple(range(b * g, (b + 1) * g)) for b in range(k)):
         return None
-    return orbits_of(model, (k, g), (0,))
+    found = orbits_of(model, (k, g), (0,))
+    pods = hierarchy.pods
+    if found is None and len(pods) > 1 and len(pods[0]) > 1:
+        m = len(pods[0])
+        if pods == tuple(tuple(range(p * m, (p + 1) * m)) for p in range(k // m)) and \
+                k == m * len(pods):
+            found = orbits_of(model, (len(pods), m, g), (0, 1))
+    return found
 
 
 def _build(model: LinkModel, hierarchy: Hierarchy, name: str, design: Design,
