@@ -8,13 +8,15 @@ schedule actually built, and deeper pipelines buy bandwidth with steps.
 
 import json
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from fractions import Fraction
 from functools import lru_cache
 
 import pytest
 
 from synth.bounds import bounds
+from synth.construct import decompose as decompose_module
+from synth.construct.batches import batch_loads, batch_moves
 from synth.construct.decompose import _build, _designs, decompose, level_allgathers
 from synth.deadline import Deadline
 from synth.schedule.collectives import make_collective
@@ -197,6 +199,51 @@ def test_pricing_agrees_with_the_schedules_built(spec, name):
         # the compact file and its expansion are the same schedule to the verifier
         verify_schedule(schedule_to_dict(built.expanded()))
         assert built.expanded().rounds == built.rounds
+
+
+THREE_TIERS = "dgxh100x4:clos,leaf=2,pod=2,over=7"
+ONE_CHUNK = Limits(max_steps=12, max_chunks=1, time_limit=30)
+
+
+@lru_cache(maxsize=None)
+def level_options(spec):
+    _, lowering = lowered(spec)
+    h, _ = hierarchy_of(spec)
+    return decompose_module._level_options(lowering.model, h, ONE_CHUNK, Deadline.after(30),
+                                           lambda kind, data: None)
+
+
+@pytest.mark.parametrize("spec", ["dgx2x2", THREE_TIERS])
+@pytest.mark.parametrize("name", ["allgather", "reducescatter", "allreduce"])
+def test_a_batch_is_priced_from_its_levels_as_its_moves_load_the_links(spec, name):
+    # the loads batch_loads counts from the levels are those of the moves listed, step by
+    # step, pair by pair (dgx2x2: two GPUs on a NIC; the three-tier fabric: the across
+    # level itself decomposed by pods)
+    h, _ = hierarchy_of(spec)
+    options = level_options(spec)
+    levels = (options[0],) if name != "allreduce" else (options[0], options[-1])
+    pieces = decompose_module._base(levels) * 2
+    moves = batch_moves(name, h, levels, pieces, 0, pieces)
+    loads, sends = batch_loads(name, h, levels, pieces)
+    assert loads == [Counter((s, d) for _, s, d, _ in step) for step in moves]
+    assert sends == sum(map(len, moves))
+
+
+def test_designs_are_priced_without_listing_a_batch(monkeypatch):
+    # at 1024 GPUs a batch is about a million moves a piece: listing one to price each
+    # level pairing outlasted the decomposition's share; only the pods' own level, built
+    # whole, lists its moves
+    _, lowering = lowered(THREE_TIERS)
+    h, _ = hierarchy_of(THREE_TIERS)
+    listed = []
+
+    def listing(name, hierarchy, *args):
+        listed.append(hierarchy)
+        return batch_moves(name, hierarchy, *args)
+    monkeypatch.setattr(decompose_module, "batch_moves", listing)
+    assert decompose_module._designs(lowering.model, h, "allreduce", ONE_CHUNK,
+                                     lambda kind, data: None)
+    assert listed and h not in listed and h.reversed() not in listed
 
 
 def test_levels_are_synthesized_on_their_own_link_models():

@@ -5,6 +5,7 @@ move is listed."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from synth.construct.moves import Moves, in_parallel, in_sequence
@@ -149,3 +150,47 @@ def batch_steps(hierarchy: Hierarchy, levels: tuple[Levels, ...]) -> int | None:
         return None
     return sum(sum(1 for step in s.expanded().steps if step.sends)
                for lv in levels for s in (lv.across, lv.inside))
+
+
+Loads = list  # list[Counter]: per step of a batch, moves per (src, dst) rank pair
+
+
+def batch_loads(name: str, hierarchy: Hierarchy, levels: tuple[Levels, ...],
+                pieces: int) -> tuple[Loads, int]:
+    """(per step of one batch, its moves per rank pair; the moves in all), as
+    batch_moves(name, hierarchy, levels, pieces, 0, pieces) lists them, by arithmetic
+    from the levels alone: each peer group runs the across level pieces / its chunks
+    times, each box the inside level once per box of origin, pieces / its chunks times
+    (reducescatter: the same on the reversed links, run backwards; allreduce: both).
+    Nothing is listed, so pricing a design costs O(rank pairs used), not O(moves): at
+    1024 GPUs a batch lists about a million moves a piece. Not where GPUs cross through
+    gateways (hierarchy.proxy: their paths add moves, and receipts made drop some)."""
+    assert not hierarchy.proxy, "gateways: list the moves (batch_moves)"
+    if name == "allgather":
+        return _allgather_loads(hierarchy, levels[0], pieces)
+    rs, count = _allgather_loads(hierarchy.reversed(), levels[0], pieces)
+    rs = [Counter({(d, s): n for (s, d), n in load.items()}) for load in reversed(rs)]
+    if name == "reducescatter":
+        return rs, count
+    ag, more = _allgather_loads(hierarchy, levels[1], pieces)
+    return rs + ag, count + more
+
+
+def _allgather_loads(hierarchy: Hierarchy, levels: Levels, pieces: int
+                     ) -> tuple[Loads, int]:
+    boxes, peers = hierarchy.boxes, hierarchy.peers
+    loads, count = [], 0
+    for level, places, times in (
+            (levels.across, peers, pieces // levels.across.collective.chunks),
+            (levels.inside, boxes, len(boxes) * (pieces // levels.inside.collective.chunks))):
+        for step in level.expanded().steps:
+            if not step.sends:
+                continue
+            pairs = Counter((x.src, x.dst) for x in step.sends)
+            load = Counter()
+            for ranks in places:
+                for (u, v), n in pairs.items():
+                    load[(ranks[u], ranks[v])] += n * times
+            loads.append(load)
+            count += len(step.sends) * times * len(places)
+    return loads, count

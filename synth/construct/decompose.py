@@ -51,8 +51,8 @@ from fractions import Fraction
 from typing import Callable
 
 from synth.bounds import step_bound
-from synth.construct.batches import (MAX_BATCH_MOVES, Levels, batch_moves, batch_size,
-                                     batch_steps)
+from synth.construct.batches import (MAX_BATCH_MOVES, Levels, batch_loads, batch_moves,
+                                     batch_size, batch_steps)
 from synth.construct.moves import Moves, scaled_rounds
 from synth.construct.paced import WRITE, costs, size
 from synth.deadline import Deadline, OutOfTime, Pace
@@ -282,10 +282,13 @@ class _Priced:
     while the pipeline fills, all s steps in the steady state, a suffix while it drains;
     so any depth costs O(s) window prices, each priced once per lane count."""
 
-    def __init__(self, moves: Moves):
-        self.loads = [Counter((s, d) for _, s, d, _ in step) for step in moves]
-        self.steps = len(moves)
-        self.sends = sum(len(step) for step in moves)
+    def __init__(self, moves: Moves | None = None, loads: list[Counter] | None = None,
+                 sends: int = 0):
+        """From one batch's moves, or from its `loads` per step and `sends` in all."""
+        if moves is not None:
+            loads = [Counter((s, d) for _, s, d, _ in step) for step in moves]
+            sends = sum(len(step) for step in moves)
+        self.loads, self.steps, self.sends = loads, len(loads), sends
         self._rounds: dict[tuple[int, int, int], int] = {}
 
     def window(self, model: LinkModel, lo: int, hi: int, lanes: int) -> int:
@@ -317,8 +320,14 @@ class _Priced:
                 + sum(self.window(model, u, s - 1, lanes) for u in range(1, s)))
 
 
-def _price(moves: Moves) -> _Priced:
-    return _Priced(moves)
+def _price(name: str, hierarchy: Hierarchy, levels: tuple[Levels, ...], pieces: int,
+           deadline: Deadline) -> _Priced:
+    """One batch of `pieces` a share priced: from the levels' loads (batch_loads), or
+    where GPUs cross through gateways from its moves listed."""
+    if not hierarchy.proxy:
+        loads, sends = batch_loads(name, hierarchy, levels, pieces)
+        return _Priced(loads=loads, sends=sends)
+    return _Priced(batch_moves(name, hierarchy, levels, pieces, 0, pieces, deadline))
 
 
 def _designs(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
@@ -356,7 +365,7 @@ def _designs(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
                 refused.append(size)
             continue
         try:
-            priced = _price(batch_moves(name, hierarchy, levels, base, 0, base, deadline))
+            priced = _price(name, hierarchy, levels, base, deadline)
         except OutOfTime:
             break
         for depth in depths:
