@@ -238,10 +238,17 @@ def _across_pods(sub: LinkModel, pods, limits: Limits, deadline: Deadline,
     found = decompose(sub, Hierarchy(tuple(tuple(p) for p in pods)), "allgather",
                       replace(limits, max_chunks=1), on_event, depths=(1,),
                       deadline=deadline)
-    least = min(found.points, key=lambda p: (Fraction(p.schedule.rounds,
-                                                      p.schedule.collective.chunks),
-                                             p.steps), default=None)
-    return [least.schedule] if least else []
+    if not found.points:
+        return []
+
+    def ratio(p):
+        return Fraction(p.schedule.rounds, p.schedule.collective.chunks)
+    # the fewest chunks within WORTH of the least bandwidth, as _pareto keeps: the outer
+    # batch takes the lcm of its levels' chunks, so a hair's gain in many chunks (a
+    # baseline's 17 lanes) made every outer design many times larger to price and build
+    least = min(map(ratio, found.points))
+    return [min((p for p in found.points if ratio(p) <= least * (1 + WORTH)),
+                key=lambda p: (p.schedule.collective.chunks, ratio(p), p.steps)).schedule]
 
 
 def shared_out(model: LinkModel, hierarchy: Hierarchy) -> LinkModel:
