@@ -59,7 +59,7 @@ from synth.deadline import Deadline, OutOfTime, Pace
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import verified
 from synth.schedule.ir import Pipeline, Schedule, Send, Step
-from synth.schedule.orbits import Orbits, orbits_of
+from synth.schedule.orbits import Orbits, box_grid
 from synth.schedule.transform import reverse_model
 from synth.search.pareto import Limits, Point, Search, frontier
 from synth.topology.hierarchy import Hierarchy
@@ -429,22 +429,14 @@ def _build_order(designs: list[Design]) -> list[Design]:
 # --- building ------------------------------------------------------------------------
 
 def box_orbits(model: LinkModel, hierarchy: Hierarchy) -> Orbits | None:
-    """The shifts of the box index, where ranks are numbered box by box and they are
-    symmetries of the links and groups; else, where the boxes sit in alike pods of
-    consecutive boxes behind an oversubscribed tier (no shift of one box maps a pod
-    onto a pod), the shifts of the pod index and of the box index within every pod at
-    once, if those are; else None."""
+    """Translations moving whole boxes (synth.schedule.orbits.box_grid: the shifts of
+    the box index, or behind pods or leaf groups those of the runs of boxes and of the
+    box within each run), where ranks are numbered box by box and they are symmetries
+    of the links and groups; else None."""
     k, g = len(hierarchy.boxes), len(hierarchy.boxes[0])
     if hierarchy.boxes != tuple(tuple(range(b * g, (b + 1) * g)) for b in range(k)):
         return None
-    found = orbits_of(model, (k, g), (0,))
-    pods = hierarchy.pods
-    if found is None and len(pods) > 1 and len(pods[0]) > 1:
-        m = len(pods[0])
-        if pods == tuple(tuple(range(p * m, (p + 1) * m)) for p in range(k // m)) and \
-                k == m * len(pods):
-            found = orbits_of(model, (len(pods), m, g), (0, 1))
-    return found
+    return box_grid(model, k)
 
 
 def _build(model: LinkModel, hierarchy: Hierarchy, name: str, design: Design,
