@@ -237,13 +237,49 @@ def test_designs_are_priced_without_listing_a_batch(monkeypatch):
     h, _ = hierarchy_of(THREE_TIERS)
     listed = []
 
-    def listing(name, hierarchy, *args):
+    def listing(name, hierarchy, *args, **kwargs):
         listed.append(hierarchy)
-        return batch_moves(name, hierarchy, *args)
+        return batch_moves(name, hierarchy, *args, **kwargs)
     monkeypatch.setattr(decompose_module, "batch_moves", listing)
     assert decompose_module._designs(lowering.model, h, "allreduce", ONE_CHUNK,
                                      lambda kind, data: None)
-    assert listed and h not in listed and h.reversed() not in listed
+    assert h not in listed and h.reversed() not in listed
+
+
+@pytest.mark.parametrize("spec", ["dgx2x2", THREE_TIERS])
+@pytest.mark.parametrize("name", ["allgather", "reducescatter", "allreduce"])
+def test_a_design_is_built_from_box_0s_receives_alone(spec, name, monkeypatch):
+    # the boxes move onto each other (dgx2x2: the box index shifts; THREE_TIERS: the pods
+    # and the boxes within them), the inside level runs alike in every box and the
+    # across level moves with the boxes: so the moves into box 0, listed alone (a K-th:
+    # at 1024 GPUs a design's million moves a piece took minutes to list and fold), are
+    # the folded program, step by step, with the rounds of the whole batch
+    _, lowering = lowered(spec)
+    model = lowering.model
+    h, _ = hierarchy_of(spec)
+    orbits = decompose_module.box_orbits(model, h)
+    designs = decompose_module._designs(model, h, name, ONE_CHUNK, lambda kind, data: None)
+    for design in designs[:3] + designs[-1:]:
+        coll = make_collective(name, model.ranks, design.chunks)
+        moves = [step for step in batch_moves(name, h, design.levels,
+                                              design.batches * design.pieces, 0,
+                                              design.pieces) if step]
+        whole = decompose_module._Priced(moves)
+        folded = decompose_module._folded(moves, whole, model, coll, orbits)
+        steps, priced = decompose_module._box_zero(model, h, name, design, coll,
+                                                   Deadline(), orbits)
+        assert [(x.rounds, set(x.sends)) for x in steps] == \
+            [(x.rounds, set(x.sends)) for x in folded]
+        assert priced.rounds_per_step(model, design.batches, 1) == \
+            whole.rounds_per_step(model, design.batches, 1)
+    listed = []
+
+    def listing(*args, into=None, **kwargs):
+        listed.append(into)
+        return batch_moves(*args, into=into, **kwargs)
+    monkeypatch.setattr(decompose_module, "batch_moves", listing)
+    built = decompose_module._build(model, h, name, designs[-1], Deadline(), orbits)
+    assert built.symmetry == orbits and listed == [0]
 
 
 def test_levels_are_synthesized_on_their_own_link_models():

@@ -28,20 +28,32 @@ class Levels:
     inside: Schedule
 
 
-def _embed(level: Schedule, ranks, chunk_of) -> Moves:
-    """The level's steps on global ranks (level rank j is ranks[j]) and chunks; empty
-    steps are left out (they would be priced a round, and assemble drops them)."""
-    return [[(chunk_of[x.chunk], ranks[x.src], ranks[x.dst], x.op) for x in step.sends]
-            for step in level.expanded().steps if step.sends]
+def _embed(steps, ranks, chunk_of, at: tuple[int, int] | None = None) -> Moves:
+    """The level's steps (expanded) on global ranks (level rank j is ranks[j]) and
+    chunks; empty steps are left out (they would be priced a round, and assemble drops
+    them). With `at` = (end, j), only the moves whose source (end 0) or destination
+    (end 1) is level rank j, each step kept even where none is left."""
+    if at is None:
+        return [[(chunk_of[x.chunk], ranks[x.src], ranks[x.dst], x.op) for x in step.sends]
+                for step in steps if step.sends]
+    end, j = at
+    return [[(chunk_of[x.chunk], ranks[x.src], ranks[x.dst], x.op) for x in step.sends
+             if (x.src, x.dst)[end] == j] for step in steps if step.sends]
 
 
 def allgather_batch(hierarchy: Hierarchy, levels: Levels, share_chunks: int, batch: int,
-                    pieces: int, deadline: Deadline = Deadline()) -> Moves:
+                    pieces: int, deadline: Deadline = Deadline(),
+                    at: tuple[int, int] | None = None) -> Moves:
     """One batch of the decomposed allgather: chunks batch * pieces .. + pieces - 1 of
     every rank's share (share_chunks chunks a share, the chunk numbering) cross the
     network within each peer group, then spread inside every box. OutOfTime past the
-    deadline (at 512 GPUs a batch takes half a minute)."""
+    deadline (at 512 GPUs a batch takes half a minute). With `at` = (end, b) (no
+    gateways), only the moves out of box b (end 0) or into it (end 1), each step kept
+    even where none is left: a K-th of them."""
+    assert at is None or not hierarchy.proxy
     boxes, peers = hierarchy.boxes, hierarchy.peers
+    across_steps = levels.across.expanded().steps
+    inside_steps = levels.inside.expanded().steps
     ca, ci = levels.across.collective.chunks, levels.inside.collective.chunks
     first = batch * pieces
     proxy = hierarchy.proxy or range(len(boxes[0]))
@@ -66,18 +78,18 @@ def allgather_batch(hierarchy: Hierarchy, levels: Levels, share_chunks: int, bat
         for lane in range(la):
             chunk_of = [chunk(group[x // ca], (x % ca) * la + lane)
                         for x in range(len(group) * ca)]
-            across.append(_embed(levels.across, via, chunk_of))
+            across.append(_embed(across_steps, via, chunk_of, at))
     to_gateways = along(hierarchy.to_proxy, [(box, box) for box in boxes])
     from_gateways = along(hierarchy.from_proxy, [(box, origin) for box in boxes
                                                  for origin in boxes if origin != box])
     inside, li = [], pieces // ci
-    for box in boxes:
+    for box in (boxes if at is None else boxes[at[1]:at[1] + 1]):
         deadline.check("building a batch")
         for origin in boxes:  # after `across`, local rank i holds origin[i]'s pieces
             for lane in range(li):
                 chunk_of = [chunk(origin[x // ci], (x % ci) * li + lane)
                             for x in range(len(box) * ci)]
-                inside.append(_embed(levels.inside, box, chunk_of))
+                inside.append(_embed(inside_steps, box, chunk_of))
     moves = in_sequence(to_gateways, in_parallel(*across), from_gateways,
                         in_parallel(*inside))
     return first_receipts(moves, share_chunks) if hierarchy.proxy else moves
@@ -109,18 +121,23 @@ def reversed_moves(moves: Moves) -> Moves:
 
 def batch_moves(name: str, hierarchy: Hierarchy, levels: tuple[Levels, ...],
                 share_chunks: int, batch: int, pieces: int,
-                deadline: Deadline = Deadline()) -> Moves:
+                deadline: Deadline = Deadline(), into: int | None = None) -> Moves:
     """One batch of `name`. levels: (allgather's) or (reducescatter's, allgather's), the
     reducescatter's synthesized on the reversed links. Allreduce runs a batch's
-    reducescatter then its allgather, so in the pipeline the two overlap across batches."""
+    reducescatter then its allgather, so in the pipeline the two overlap across batches.
+    With `into` = b (no gateways), only the moves into box b, each step kept even where
+    none is left."""
+    at = None if into is None else (1, into)
     if name == "allgather":
-        return allgather_batch(hierarchy, levels[0], share_chunks, batch, pieces, deadline)
+        return allgather_batch(hierarchy, levels[0], share_chunks, batch, pieces, deadline,
+                               at)
+    # run backwards, a move into box b is one out of it
     rs = reversed_moves(allgather_batch(hierarchy.reversed(), levels[0], share_chunks, batch,
-                                        pieces, deadline))
+                                        pieces, deadline, None if at is None else (0, into)))
     if name == "reducescatter":
         return rs
     return in_sequence(rs, allgather_batch(hierarchy, levels[1], share_chunks, batch, pieces,
-                                           deadline))
+                                           deadline, at))
 
 
 def batch_size(hierarchy: Hierarchy, levels: tuple[Levels, ...], pieces: int) -> int:

@@ -452,21 +452,63 @@ def _build(model: LinkModel, hierarchy: Hierarchy, name: str, design: Design,
                               "pieces": design.pieces,
                               "levels": [_level_info(lv) for lv in design.levels]}}
     share_chunks = design.batches * design.pieces
+    coll = make_collective(name, model.ranks, design.chunks)
+    steps = _box_zero(model, hierarchy, name, design, coll, deadline, orbits)
+    if steps is not None:
+        steps, priced = steps
+        return verified(Schedule(coll, model, steps, info, _pipeline(model, design, priced),
+                                 orbits))
     moves = batch_moves(name, hierarchy, design.levels, share_chunks, 0, design.pieces,
                         deadline)
     moves = [step for step in moves if step]
-    coll = make_collective(name, model.ranks, design.chunks)
     priced = _Priced(moves)
     steps = _folded(moves, priced, model, coll, orbits)
     if steps is None:
         orbits = None
         steps = tuple(Step(priced.window(model, i, i, 1), ranged(step, coll.share_chunks))
                       for i, step in enumerate(moves))
-    pipeline = None
-    if design.batches > 1:
-        pipeline = Pipeline(design.batches, design.pieces,
-                            tuple(priced.rounds_per_step(model, design.batches, 1)))
-    return verified(Schedule(coll, model, steps, info, pipeline, orbits))
+    return verified(Schedule(coll, model, steps, info, _pipeline(model, design, priced),
+                             orbits))
+
+
+def _pipeline(model: LinkModel, design: Design, priced: _Priced) -> Pipeline | None:
+    if design.batches == 1:
+        return None
+    return Pipeline(design.batches, design.pieces,
+                    tuple(priced.rounds_per_step(model, design.batches, 1)))
+
+
+def _box_zero(model: LinkModel, hierarchy: Hierarchy, name: str, design: Design, coll,
+              deadline: Deadline, orbits: Orbits | None
+              ) -> tuple[tuple[Step, ...], _Priced] | None:
+    """The program's steps as the sends into box 0 alone, listed alone (a K-th of the
+    moves: at 1024 GPUs about a million a piece, whose listing, folding and checking
+    took a minute and more a design), with each step's rounds from the whole batch's
+    loads (batch_loads); and its pricing. Where `orbits` move whole boxes and the
+    across levels move with them (the inside level runs alike in every box, for every
+    box of origin, so it does), the whole program is the orbits' images of those sends.
+    None where that does not hold or GPUs cross through gateways."""
+    if orbits is None or hierarchy.proxy or not all(
+            _moves_with(orbits, lv.across) for lv in design.levels):
+        return None
+    loads, sends = batch_loads(name, hierarchy, design.levels, design.pieces)
+    moves = batch_moves(name, hierarchy, design.levels, design.batches * design.pieces, 0,
+                        design.pieces, deadline, into=0)
+    if len(moves) != len(loads) or not all(moves):
+        return None
+    priced = _Priced(loads=loads, sends=sends)
+    return tuple(Step(priced.window(model, i, i, 1), ranged(step, orbits.block(
+        coll.num_chunks))) for i, step in enumerate(moves)), priced
+
+
+def _moves_with(orbits: Orbits, across: Schedule) -> bool:
+    """Whether the across level (on the K boxes' ranks of one peer group) is mapped onto
+    itself by `orbits` acting on the boxes alone (its dims but the GPUs')."""
+    boxes = Orbits(orbits.dims[:-1], orbits.axes, "blocks")
+    if boxes.ranks != across.collective.ranks:
+        return False
+    num = across.collective.num_chunks
+    return all(boxes.fold(step.sends, num) is not None for step in across.expanded().steps)
 
 
 def _folded(moves, priced, model, coll, orbits) -> tuple[Step, ...] | None:
