@@ -282,6 +282,19 @@ def test_a_design_is_built_from_box_0s_receives_alone(spec, name, monkeypatch):
     assert built.symmetry == orbits and listed == [0]
 
 
+def test_the_deepest_pipeline_fills_the_step_limit():
+    # dgxh100x2: a batch is 2 steps (across the rail in one, inside the box in one), so
+    # within 12 steps the deepest pipeline is 11 batches; DEPTHS alone stop at 8 (9
+    # steps), as 12 batches take 13. Hinted depths are kept as given.
+    _, lowering = lowered("dgxh100x2")
+    h, _ = hierarchy_of("dgxh100x2")
+    found = decompose(lowering.model, h, "allgather", ONE_CHUNK)
+    deepest = max(found.points, key=lambda p: p.steps)
+    assert (deepest.steps, deepest.schedule.batches) == (12, 11)
+    hinted = decompose(lowering.model, h, "allgather", ONE_CHUNK, depths=(1, 2, 4, 8))
+    assert max(p.schedule.batches for p in hinted.points) == 8
+
+
 def test_levels_are_synthesized_on_their_own_link_models():
     _, lowering = lowered("dgx2x2")
     h, _ = hierarchy_of("dgx2x2")
