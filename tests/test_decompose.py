@@ -295,6 +295,38 @@ def test_the_deepest_pipeline_fills_the_step_limit():
     assert max(p.schedule.batches for p in hinted.points) == 8
 
 
+def test_a_build_is_paced_by_box_0s_moves_and_the_machine(monkeypatch):
+    # a design built from box 0's moves alone lists a K-th of its batch (THREE_TIERS: 4
+    # boxes), and its verifier reads the whole machine (links and group members), which
+    # at 1024 GPUs behind a spine is most of the work: paced by the batch's moves alone,
+    # the first build's minute there made every deeper design look too long to start
+    from synth.deadline import Pace
+    _, lowering = lowered(THREE_TIERS)
+    model = lowering.model
+    h, _ = hierarchy_of(THREE_TIERS)
+    paced, built = [], []
+
+    class Recorded(Pace):
+        def timing(self, units):
+            paced.append(units)
+            return super().timing(units)
+    real = decompose_module._build
+
+    def build(model, hierarchy, name, design, *args):
+        built.append((hierarchy, design))  # the pods' own level is built on its way
+        return real(model, hierarchy, name, design, *args)
+    monkeypatch.setattr(decompose_module, "BUILD", Recorded(3e-6, least=1000))
+    monkeypatch.setattr(decompose_module, "_build", build)
+    found = decompose(model, h, "allgather", ONE_CHUNK)
+    machine = len(model.links) + sum(len(g.links) for g in model.groups)
+    assert len(paced) == len(built)
+    mine = [(units, design) for units, (where, design) in zip(paced, built) if where == h]
+    assert found.points and len(mine) == len(found.points)
+    for units, design in mine:
+        moves = design.sends * design.pieces // decompose_module._base(design.levels)
+        assert units == machine + moves // 4
+
+
 def test_levels_are_synthesized_on_their_own_link_models():
     _, lowering = lowered("dgx2x2")
     h, _ = hierarchy_of("dgx2x2")

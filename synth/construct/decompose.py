@@ -73,7 +73,8 @@ MAX_LANES = 4  # pieces per batch: up to this many times the levels' common chun
 MAX_STEPS = 128  # default cap on a composed schedule's steps
 WORTH = Fraction(1, 100)  # a design with more sends must gain this much bandwidth
 # seconds to build and verify a schedule, per move its batch lists (Design.sends at the
-# levels' chunks, times the lanes), as measured (the prior: an idle core's, 3 us;
+# levels' chunks, times the lanes; a K-th where box 0's are listed alone) and per link
+# and group member of the machine, as measured (the prior: an idle core's, 3 us;
 # dgxh100x16's 585,216 moves took 1.8 s); a design that would not fit is not started
 BUILD = Pace(3e-6, least=1000)
 LEVEL_SHARE = 0.2  # of the time limit, at most, for all the levels' exact frontiers
@@ -123,18 +124,25 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
                               _too_many(min(refused)) if refused else
                               f"no pipeline fits in --max-steps "
                               f"{limits.max_steps or MAX_STEPS}")
+        machine = len(model.links) + sum(len(g.links) for g in model.groups)
         for design in _build_order(designs):
             moves = design.sends * design.pieces // _base(design.levels)
             if moves > MAX_BATCH_MOVES:
                 search.stopped = search.stopped or _too_many(moves)
                 continue
-            # building and verifying it, then writing it (its ranged sends are fewer)
-            if not deadline.affords(BUILD.seconds(moves) + WRITE["json"].seconds(moves)):
+            # building and verifying it, then writing it (its ranged sends are fewer):
+            # the moves listed (box 0's alone where _box_zero applies) and the machine,
+            # which the verifier reads and every file holds (at 1024 GPUs behind a spine
+            # it is most of the work: paced by the moves alone, the first build's
+            # minute made every other design look too large to start)
+            units = machine + (moves // len(hierarchy.boxes) if _folds(hierarchy, design,
+                                                                        orbits) else moves)
+            if not deadline.affords(BUILD.seconds(units) + WRITE["json"].seconds(units)):
                 search.stopped = "out of time"
                 continue
             on_event("build", (design.steps, design.rounds, design.chunks))
             started = time.monotonic()
-            with BUILD.timing(moves):
+            with BUILD.timing(units):
                 built = _build(model, hierarchy, name, design, deadline, orbits)
             built.info["solve_seconds"] = round(time.monotonic() - started, 3)  # build+verify
             deadline.hold(WRITE["json"], size(built), costs(built))
@@ -442,7 +450,7 @@ def box_orbits(model: LinkModel, hierarchy: Hierarchy) -> Orbits | None:
     k, g = len(hierarchy.boxes), len(hierarchy.boxes[0])
     if hierarchy.boxes != tuple(tuple(range(b * g, (b + 1) * g)) for b in range(k)):
         return None
-    return box_grid(model, k)
+    return box_grid(model, k, len(hierarchy.pods[0]) if hierarchy.pods else None)
 
 
 def _build(model: LinkModel, hierarchy: Hierarchy, name: str, design: Design,
@@ -494,8 +502,7 @@ def _box_zero(model: LinkModel, hierarchy: Hierarchy, name: str, design: Design,
     across levels move with them (the inside level runs alike in every box, for every
     box of origin, so it does), the whole program is the orbits' images of those sends.
     None where that does not hold or GPUs cross through gateways."""
-    if orbits is None or hierarchy.proxy or not all(
-            _moves_with(orbits, lv.across) for lv in design.levels):
+    if not _folds(hierarchy, design, orbits):
         return None
     loads, sends = batch_loads(name, hierarchy, design.levels, design.pieces)
     moves = batch_moves(name, hierarchy, design.levels, design.batches * design.pieces, 0,
@@ -505,6 +512,12 @@ def _box_zero(model: LinkModel, hierarchy: Hierarchy, name: str, design: Design,
     priced = _Priced(loads=loads, sends=sends)
     return tuple(Step(priced.window(model, i, i, 1), ranged(step, orbits.block(
         coll.num_chunks))) for i, step in enumerate(moves)), priced
+
+
+def _folds(hierarchy: Hierarchy, design: Design, orbits: Orbits | None) -> bool:
+    """Whether _box_zero builds the design from box 0's moves alone."""
+    return orbits is not None and not hierarchy.proxy and all(
+        _moves_with(orbits, lv.across) for lv in design.levels)
 
 
 def _moves_with(orbits: Orbits, across: Schedule) -> bool:

@@ -147,7 +147,7 @@ def box_orbits(model: LinkModel) -> Orbits | None:
     rank, made a file of 251 MB, over what synth verify reads."""
     g = ranks_per_box(model)
     return None if g is None or g == model.ranks else box_grid(model, model.ranks // g,
-                                                               "pairs")
+                                                               chunks="pairs")
 
 
 def balanced_routes(model: LinkModel, layers: int = 1,

@@ -214,21 +214,23 @@ def orbits_of(model: LinkModel, dims: tuple[int, ...], axes: tuple[int, ...],
     return orbits
 
 
-def box_grid(model: LinkModel, boxes: int, chunks: str = "blocks") -> Orbits | None:
+def box_grid(model: LinkModel, boxes: int, run: int | None = None,
+             chunks: str = "blocks") -> Orbits | None:
     """Orbits that move whole boxes, for `boxes` alike boxes of consecutive ranks: the
     shifts of the box index (dims (K, G), axis 0) where they are symmetries; else, for
     the first m dividing K that works, the shifts of the index of runs of m boxes and of
     the box index within every run at once (dims (K / m, m, G), axes 0 and 1: a fabric's
     leaf groups or pods, behind whose oversubscribed uplinks one box shift moves a box
-    across a pod's edge); else None. Each try is first checked on the links at rank 0,
-    so the wrong m costs O(its links), not O(all of them)."""
+    across a pod's edge); else None. `run`, where known (the pods'), is tried first.
+    Each try is first checked on the links at rank 0, so the wrong m mostly costs
+    O(their links), not O(all of them)."""
     n = model.ranks
     if boxes < 2 or n % boxes:
         return None
     g = n // boxes
     at_zero = [l for l in model.links if l.src == 0 or l.dst == 0]
-    tries = [((boxes, g), (0,))] + [((boxes // m, m, g), (0, 1))
-                                    for m in range(2, boxes) if boxes % m == 0]
+    runs = sorted((m for m in range(2, boxes) if boxes % m == 0), key=lambda m: m != run)
+    tries = [((boxes, g), (0,))] + [((boxes // m, m, g), (0, 1)) for m in runs]
     for dims, axes in tries:
         if _near_zero(model, at_zero, dims, axes):
             found = orbits_of(model, dims, axes, chunks)
