@@ -54,7 +54,7 @@ from synth.bounds import step_bound
 from synth.construct.batches import (MAX_BATCH_MOVES, Levels, batch_loads, batch_moves,
                                      batch_size, batch_steps)
 from synth.construct.moves import Moves, scaled_rounds
-from synth.construct.paced import WRITE, costs, size
+from synth.construct.paced import WRITE, held, machine_size
 from synth.deadline import Deadline, OutOfTime, Pace
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import verified
@@ -124,7 +124,7 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
                               _too_many(min(refused)) if refused else
                               f"no pipeline fits in --max-steps "
                               f"{limits.max_steps or MAX_STEPS}")
-        machine = len(model.links) + sum(len(g.links) for g in model.groups)
+        machine = machine_size(model)
         for design in _build_order(designs):
             moves = design.sends * design.pieces // _base(design.levels)
             if moves > MAX_BATCH_MOVES:
@@ -145,7 +145,7 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
             with BUILD.timing(units):
                 built = _build(model, hierarchy, name, design, deadline, orbits)
             built.info["solve_seconds"] = round(time.monotonic() - started, 3)  # build+verify
-            deadline.hold(WRITE["json"], size(built), costs(built))
+            held(built, deadline)
             search.points.append(Point(built, proven=False))
             on_event("point", search.points[-1])
     except OutOfTime:

@@ -196,6 +196,12 @@ class _Raw(str):
 _TOPOLOGY_TEXT: dict = {}
 
 
+def topology_kept(model: LinkModel) -> bool:
+    """Whether the model's text is made and kept (schedule_text)."""
+    hit = _TOPOLOGY_TEXT.get(id(model))
+    return hit is not None and hit[0] is model
+
+
 def _topology_text(model: LinkModel) -> str:
     """_pretty(model_to_dict(model), 1): the topology as a schedule file holds it (at
     depth 1), for the last model asked (by identity, as capacity_tables keys them)."""
