@@ -20,7 +20,7 @@ from synth.construct.batches import batch_loads, batch_moves
 from synth.construct.decompose import _build, _designs, decompose, level_allgathers
 from synth.deadline import Deadline
 from synth.schedule.collectives import make_collective
-from synth.schedule.file import schedule_to_dict
+from synth.schedule.file import schedule_to_dict, topology_kept
 from synth.schedule.ir import Schedule, Send, Step
 from synth.schedule.verify import ScheduleInvalid, verify_schedule
 from synth.search.pareto import Limits
@@ -304,7 +304,7 @@ def test_a_build_is_paced_by_box_0s_moves_and_the_machine(monkeypatch):
     _, lowering = lowered(THREE_TIERS)
     model = lowering.model
     h, _ = hierarchy_of(THREE_TIERS)
-    paced, built = [], []
+    paced, built, kept = [], [], []
 
     class Recorded(Pace):
         def timing(self, units):
@@ -314,6 +314,9 @@ def test_a_build_is_paced_by_box_0s_moves_and_the_machine(monkeypatch):
 
     def build(model, hierarchy, name, design, *args):
         built.append((hierarchy, design))  # the pods' own level is built on its way
+        # the machine's text, which every file holds, is made (and timed as writing)
+        # before the first build: guessed at its prior, at 1024 GPUs no design fit
+        kept.append(topology_kept(model))
         return real(model, hierarchy, name, design, *args)
     monkeypatch.setattr(decompose_module, "BUILD", Recorded(3e-6, least=1000))
     monkeypatch.setattr(decompose_module, "_build", build)
@@ -325,6 +328,7 @@ def test_a_build_is_paced_by_box_0s_moves_and_the_machine(monkeypatch):
     for units, design in mine:
         moves = design.sends * design.pieces // decompose_module._base(design.levels)
         assert units == machine + moves // 4
+    assert all(kept)
 
 
 def test_levels_are_synthesized_on_their_own_link_models():

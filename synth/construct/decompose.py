@@ -57,7 +57,7 @@ from synth.construct.moves import Moves, scaled_rounds
 from synth.construct.paced import WRITE, held, machine_size
 from synth.deadline import Deadline, OutOfTime, Pace
 from synth.schedule.collectives import make_collective
-from synth.schedule.file import verified
+from synth.schedule.file import topology_kept, topology_text, verified
 from synth.schedule.ir import Pipeline, Schedule, Send, Step
 from synth.schedule.orbits import Orbits, box_grid
 from synth.schedule.transform import reverse_model
@@ -125,6 +125,13 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
                               f"no pipeline fits in --max-steps "
                               f"{limits.max_steps or MAX_STEPS}")
         machine = machine_size(model)
+        if designs and not topology_kept(model):
+            # every file holds the machine: its text, made once for all of them, measures
+            # what writing takes here (at 1024 GPUs behind a spine a million links: a
+            # guess at the prior, with room for a guess, came to minutes, and no design
+            # looked affordable)
+            with WRITE["json"].timing(machine):
+                topology_text(model)
         for design in _build_order(designs):
             moves = design.sends * design.pieces // _base(design.levels)
             if moves > MAX_BATCH_MOVES:
@@ -132,17 +139,18 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
                 continue
             # building and verifying it, then writing it (its ranged sends are fewer):
             # the moves listed (box 0's alone where _box_zero applies) and the machine,
-            # which the verifier reads and every file holds (at 1024 GPUs behind a spine
-            # it is most of the work: paced by the moves alone, the first build's
-            # minute made every other design look too large to start)
-            units = machine + (moves // len(hierarchy.boxes) if _folds(hierarchy, design,
-                                                                        orbits) else moves)
-            if not deadline.affords(BUILD.seconds(units) + WRITE["json"].seconds(units)):
+            # which the verifier reads (at 1024 GPUs behind a spine it is most of the
+            # work: paced by the moves alone, the first build's minute made every other
+            # design look too long to start)
+            listed = (moves // len(hierarchy.boxes) if _folds(hierarchy, design, orbits)
+                      else moves)
+            if not deadline.affords(BUILD.seconds(machine + listed)
+                                    + WRITE["json"].seconds(listed)):
                 search.stopped = "out of time"
                 continue
             on_event("build", (design.steps, design.rounds, design.chunks))
             started = time.monotonic()
-            with BUILD.timing(units):
+            with BUILD.timing(machine + listed):
                 built = _build(model, hierarchy, name, design, deadline, orbits)
             built.info["solve_seconds"] = round(time.monotonic() - started, 3)  # build+verify
             held(built, deadline)

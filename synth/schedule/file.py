@@ -185,7 +185,7 @@ def schedule_text(schedule: Schedule) -> str:
     writes the whole machine, and at 1024 GPUs behind a spine (a million rank links)
     that took about 20 s a file, for each of its points."""
     doc = schedule_to_dict(schedule, topology={})
-    doc["topology"] = _Raw(_topology_text(schedule.model))
+    doc["topology"] = _Raw(topology_text(schedule.model))
     return schedule_json(doc)
 
 
@@ -202,9 +202,10 @@ def topology_kept(model: LinkModel) -> bool:
     return hit is not None and hit[0] is model
 
 
-def _topology_text(model: LinkModel) -> str:
+def topology_text(model: LinkModel) -> str:
     """_pretty(model_to_dict(model), 1): the topology as a schedule file holds it (at
-    depth 1), for the last model asked (by identity, as capacity_tables keys them)."""
+    depth 1), made once and kept for the last model asked (by identity, as
+    capacity_tables keys them)."""
     hit = _TOPOLOGY_TEXT.get(id(model))
     if hit is not None and hit[0] is model:
         return hit[1]
