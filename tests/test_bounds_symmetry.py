@@ -160,3 +160,49 @@ def test_a_claim_the_links_refuse_is_not_used(monkeypatch):
     monkeypatch.setattr(_Checker, "__call__", lambda self, perm: True)
     assert collective_bounds(lower_with_routes(box), "allgather").rounds_per_chunk == \
         Fraction(3, 4)
+
+
+# two GPUs on an NVSwitch, a 50 GB/s NIC each: the box of the fabric tests below
+TWO_GPU_BOX = """
+name: pair
+gpus: 2
+switches: [{name: nvswitch, kind: nvswitch}]
+nics: [nic0, nic1]
+links:
+  - {between: [gpu0, nvswitch], gbps: 25, count: 4}
+  - {between: [gpu1, nvswitch], gbps: 25, count: 4}
+  - {between: [gpu0, nic0], gbps: 50}
+  - {between: [gpu1, nic1], gbps: 50}
+network: {fabric: clos, gbps: 50, leaf: 1, pod: 2, over: 7}
+"""
+
+
+def three_tiers():
+    """Four such boxes, each on two rail leaves of its own (leaf=1), boxes 0-1 and 2-3 in
+    pods, the pods joined 7:1 above: no switch between boxes is linked to every box."""
+    return join_boxes(topology_from_dict(yaml.safe_load(TWO_GPU_BOX)), 4, "pairx4")
+
+
+def test_a_three_tier_fabric_is_one_orbit():
+    # by hand: any box can be moved onto any other (within a pod, its leaves follow it;
+    # across pods, the pods' spines too), and inside a box gpu0 onto gpu1 (its two
+    # leaves swap), so every GPU is alike; the switches that touch no box 0 vertex
+    # (box 1's leaves, pod 1's spine) must move with the boxes for any of it to hold
+    topo = three_tiers()
+    gpus = frozenset(f"n{b}.gpu{g}" for b in range(4) for g in range(2))
+    assert found_orbits(topo) == exact_orbits(topo) == {gpus}
+    for name in ("allgather", "reducescatter", "allreduce"):
+        assert values(topo, name) == values(topo, name, symmetric=False), name
+
+
+def test_a_three_tier_fabric_with_a_root_keeps_its_pods_apart():
+    # n0.gpu0 fixed: pod 1's boxes are still swapped with each other, and box 0's own
+    # gpu1 is alone; box 1 shares the root's pod, so it stays apart from pod 1
+    topo = three_tiers()
+    found = found_orbits(topo, "n0.gpu0")
+    assert {frozenset({"n0.gpu0"}), frozenset({"n0.gpu1"})} <= found
+    assert any({"n2.gpu0", "n3.gpu0"} <= part for part in found)
+    for part in found:  # never joined across what the true orbits keep apart
+        assert any(part <= true for true in exact_orbits(topo, "n0.gpu0"))
+    for name in ("broadcast", "reduce"):
+        assert values(topo, name, 0) == values(topo, name, 0, symmetric=False), name

@@ -8,17 +8,19 @@ schedule actually built, and deeper pipelines buy bandwidth with steps.
 
 import json
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from fractions import Fraction
 from functools import lru_cache
 
 import pytest
 
 from synth.bounds import bounds
+from synth.construct import decompose as decompose_module
+from synth.construct.batches import batch_loads, batch_moves
 from synth.construct.decompose import _build, _designs, decompose, level_allgathers
 from synth.deadline import Deadline
 from synth.schedule.collectives import make_collective
-from synth.schedule.file import schedule_to_dict
+from synth.schedule.file import schedule_to_dict, topology_kept
 from synth.schedule.ir import Schedule, Send, Step
 from synth.schedule.verify import ScheduleInvalid, verify_schedule
 from synth.search.pareto import Limits
@@ -197,6 +199,136 @@ def test_pricing_agrees_with_the_schedules_built(spec, name):
         # the compact file and its expansion are the same schedule to the verifier
         verify_schedule(schedule_to_dict(built.expanded()))
         assert built.expanded().rounds == built.rounds
+
+
+THREE_TIERS = "dgxh100x4:clos,leaf=2,pod=2,over=7"
+ONE_CHUNK = Limits(max_steps=12, max_chunks=1, time_limit=30)
+
+
+@lru_cache(maxsize=None)
+def level_options(spec):
+    _, lowering = lowered(spec)
+    h, _ = hierarchy_of(spec)
+    return decompose_module._level_options(lowering.model, h, ONE_CHUNK, Deadline.after(30),
+                                           lambda kind, data: None)
+
+
+@pytest.mark.parametrize("spec", ["dgx2x2", THREE_TIERS])
+@pytest.mark.parametrize("name", ["allgather", "reducescatter", "allreduce"])
+def test_a_batch_is_priced_from_its_levels_as_its_moves_load_the_links(spec, name):
+    # the loads batch_loads counts from the levels are those of the moves listed, step by
+    # step, pair by pair (dgx2x2: two GPUs on a NIC; the three-tier fabric: the across
+    # level itself decomposed by pods)
+    h, _ = hierarchy_of(spec)
+    options = level_options(spec)
+    levels = (options[0],) if name != "allreduce" else (options[0], options[-1])
+    pieces = decompose_module._base(levels) * 2
+    moves = batch_moves(name, h, levels, pieces, 0, pieces)
+    loads, sends = batch_loads(name, h, levels, pieces)
+    assert loads == [Counter((s, d) for _, s, d, _ in step) for step in moves]
+    assert sends == sum(map(len, moves))
+
+
+def test_designs_are_priced_without_listing_a_batch(monkeypatch):
+    # at 1024 GPUs a batch is about a million moves a piece: listing one to price each
+    # level pairing outlasted the decomposition's share; only the pods' own level, built
+    # whole, lists its moves
+    _, lowering = lowered(THREE_TIERS)
+    h, _ = hierarchy_of(THREE_TIERS)
+    listed = []
+
+    def listing(name, hierarchy, *args, **kwargs):
+        listed.append(hierarchy)
+        return batch_moves(name, hierarchy, *args, **kwargs)
+    monkeypatch.setattr(decompose_module, "batch_moves", listing)
+    assert decompose_module._designs(lowering.model, h, "allreduce", ONE_CHUNK,
+                                     lambda kind, data: None)
+    assert h not in listed and h.reversed() not in listed
+
+
+@pytest.mark.parametrize("spec", ["dgx2x2", THREE_TIERS])
+@pytest.mark.parametrize("name", ["allgather", "reducescatter", "allreduce"])
+def test_a_design_is_built_from_box_0s_receives_alone(spec, name, monkeypatch):
+    # the boxes move onto each other (dgx2x2: the box index shifts; THREE_TIERS: the pods
+    # and the boxes within them), the inside level runs alike in every box and the
+    # across level moves with the boxes: so the moves into box 0, listed alone (a K-th:
+    # at 1024 GPUs a design's million moves a piece took minutes to list and fold), are
+    # the folded program, step by step, with the rounds of the whole batch
+    _, lowering = lowered(spec)
+    model = lowering.model
+    h, _ = hierarchy_of(spec)
+    orbits = decompose_module.box_orbits(model, h)
+    designs = decompose_module._designs(model, h, name, ONE_CHUNK, lambda kind, data: None)
+    for design in designs[:3] + designs[-1:]:
+        coll = make_collective(name, model.ranks, design.chunks)
+        moves = [step for step in batch_moves(name, h, design.levels,
+                                              design.batches * design.pieces, 0,
+                                              design.pieces) if step]
+        whole = decompose_module._Priced(moves)
+        folded = decompose_module._folded(moves, whole, model, coll, orbits)
+        steps, priced = decompose_module._box_zero(model, h, name, design, coll,
+                                                   Deadline(), orbits)
+        assert [(x.rounds, set(x.sends)) for x in steps] == \
+            [(x.rounds, set(x.sends)) for x in folded]
+        assert priced.rounds_per_step(model, design.batches, 1) == \
+            whole.rounds_per_step(model, design.batches, 1)
+    listed = []
+
+    def listing(*args, into=None, **kwargs):
+        listed.append(into)
+        return batch_moves(*args, into=into, **kwargs)
+    monkeypatch.setattr(decompose_module, "batch_moves", listing)
+    built = decompose_module._build(model, h, name, designs[-1], Deadline(), orbits)
+    assert built.symmetry == orbits and listed == [0]
+
+
+def test_the_deepest_pipeline_fills_the_step_limit():
+    # dgxh100x2: a batch is 2 steps (across the rail in one, inside the box in one), so
+    # within 12 steps the deepest pipeline is 11 batches; DEPTHS alone stop at 8 (9
+    # steps), as 12 batches take 13. Hinted depths are kept as given.
+    _, lowering = lowered("dgxh100x2")
+    h, _ = hierarchy_of("dgxh100x2")
+    found = decompose(lowering.model, h, "allgather", ONE_CHUNK)
+    deepest = max(found.points, key=lambda p: p.steps)
+    assert (deepest.steps, deepest.schedule.batches) == (12, 11)
+    hinted = decompose(lowering.model, h, "allgather", ONE_CHUNK, depths=(1, 2, 4, 8))
+    assert max(p.schedule.batches for p in hinted.points) == 8
+
+
+def test_a_build_is_paced_by_box_0s_moves_and_the_machine(monkeypatch):
+    # a design built from box 0's moves alone lists a K-th of its batch (THREE_TIERS: 4
+    # boxes), and its verifier reads the whole machine (links and group members), which
+    # at 1024 GPUs behind a spine is most of the work: paced by the batch's moves alone,
+    # the first build's minute there made every deeper design look too long to start
+    from synth.deadline import Pace
+    _, lowering = lowered(THREE_TIERS)
+    model = lowering.model
+    h, _ = hierarchy_of(THREE_TIERS)
+    paced, built, kept = [], [], []
+
+    class Recorded(Pace):
+        def timing(self, units):
+            paced.append(units)
+            return super().timing(units)
+    real = decompose_module._build
+
+    def build(model, hierarchy, name, design, *args):
+        built.append((hierarchy, design))  # the pods' own level is built on its way
+        # the machine's text, which every file holds, is made (and timed as writing)
+        # before the first build: guessed at its prior, at 1024 GPUs no design fit
+        kept.append(topology_kept(model))
+        return real(model, hierarchy, name, design, *args)
+    monkeypatch.setattr(decompose_module, "BUILD", Recorded(3e-6, least=1000))
+    monkeypatch.setattr(decompose_module, "_build", build)
+    found = decompose(model, h, "allgather", ONE_CHUNK)
+    machine = len(model.links) + sum(len(g.links) for g in model.groups)
+    assert len(paced) == len(built)
+    mine = [(units, design) for units, (where, design) in zip(paced, built) if where == h]
+    assert found.points and len(mine) == len(found.points)
+    for units, design in mine:
+        moves = design.sends * design.pieces // decompose_module._base(design.levels)
+        assert units == machine + moves // 4
+    assert all(kept)
 
 
 def test_levels_are_synthesized_on_their_own_link_models():

@@ -12,12 +12,14 @@ import pytest
 import yaml
 
 from synth.bounds import collective_bounds
-from synth.construct.decompose import decompose
+from synth.construct.decompose import _across_pods, decompose, shared_out
+from synth.deadline import Deadline
 from synth.schedule.file import schedule_to_dict
+from synth.schedule.orbits import Orbits
 from synth.search.pareto import Limits
 from synth.topology.catalog import resolve
 from synth.topology.hierarchy import find_hierarchy
-from synth.topology.linkmodel import lower_with_routes
+from synth.topology.linkmodel import lower_with_routes, restrict
 from tests.in_process import synth_main
 
 THREE_TIERS = "dgxh100x4:clos,leaf=2,pod=2,over=7"
@@ -103,6 +105,49 @@ def test_a_three_tier_allgather_frontier_is_verified_and_crosses_the_pods_little
     checked = synth_main("verify", *files)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert checked.stdout.count(f"on {THREE_TIERS} as synth derives it") == len(files)
+
+
+def test_a_decomposition_behind_pods_is_written_once_per_box(tmp_path):
+    # THREE_TIERS: boxes 0, 1 in pod 0 and 2, 3 in pod 1, each pod on leaves of its own.
+    # Shifting the box index by one is no symmetry (box 1 goes to pod 1, box 3 to pod
+    # 0, but each pod's leaves stay), so the file was written rank by rank. Shifting the
+    # pod index, and the box index within every pod at once, are symmetries: dims
+    # (pods 2, boxes a pod 2, GPUs 8) along axes 0 and 1, box 0 the representative
+    # box, so the file lists the sends into box 0 alone, a quarter of them.
+    lowering = lower_with_routes(resolve(THREE_TIERS))
+    hierarchy, _ = find_hierarchy(lowering)
+    found = decompose(lowering.model, hierarchy, "allreduce",
+                      Limits(max_steps=12, max_chunks=1, time_limit=60))
+    point = found.points[-1]
+    assert point.schedule.symmetry == Orbits((2, 2, 8), (0, 1))
+    assert {x.dst for step in point.schedule.steps for x in step.sends} <= set(range(8))
+    every = sum(len(step.sends) for step in point.schedule.unfolded().steps)
+    assert sum(len(step.sends) for step in point.schedule.steps) * 4 == every
+    path = tmp_path / "ar.json"
+    path.write_text(json.dumps(schedule_to_dict(point.schedule)))
+    checked = synth_main("verify", str(path))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "dims [2, 2, 8] along axes [0, 1]" in checked.stdout
+
+
+def test_the_pods_level_takes_few_chunks_for_a_hairs_bandwidth():
+    # dgxh100x16:clos,pod=4,over=7: the across level of 16 boxes, decomposed by its 4
+    # pods of 4, builds two one-batch designs: both levels direct in one step, 3 chunks
+    # a share, 50 rounds (50/3 = 16.67 a chunk), and recursive doubling across the pods
+    # with 17 lanes, 282 rounds (16.59, 0.5% less). The outer batch takes the lcm of
+    # its levels' chunks, and recursive doubling is no shift of the pods: the 17 made
+    # every outer design 17 pieces a batch, priced and built rank by rank, never
+    # written once per box
+    lowering = lower_with_routes(resolve("dgxh100x16:clos,pod=4,over=7"))
+    hierarchy, _ = find_hierarchy(lowering)
+    group = hierarchy.peers[0]
+    sub = restrict(shared_out(lowering.model, hierarchy), group, "across")
+    level, = _across_pods(sub, hierarchy.pods, Limits(max_chunks=1, time_limit=30),
+                          Deadline.after(30), lambda kind, data: None)
+    assert (level.num_steps, level.rounds, level.collective.chunks) == (2, 50, 3)
+    grid = Orbits((4, 4), (0, 1))  # the pods shifted, and the boxes within each
+    assert all(grid.fold(step.sends, level.collective.num_chunks) is not None
+               for step in level.expanded().steps)
 
 
 @pytest.mark.parametrize("topo, says", [

@@ -9,11 +9,12 @@ import pytest
 
 from synth.bounds import bounds
 from synth.construct.relayed_alltoall import (ROUTED, forwarded, forwarded_search,
-                                              relayed_alltoall, routed_hops)
+                                              relay_hops, relayed_alltoall, routed_hops)
 from synth.construct.tree_schedules import steady_rounds_per_chunk
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import schedule_to_dict
 from synth.schedule.ir import Step
+from synth.schedule.orbits import Orbits
 from synth.schedule.verify import ScheduleInvalid, verify_schedule
 from synth.search.pareto import Limits
 from synth.topology.catalog import resolve
@@ -89,3 +90,27 @@ def test_routed_where_not_every_pair_is_linked_and_no_boxes_relay():
     one = forwarded(model, routed_hops(model), 1, ROUTED)  # the routed alltoall, 1 batch
     assert len(one.steps) == 4  # the torus's diameter: one hop a step
     assert forwarded_search(lowered("dgxh100")[0], Limits()).points == []  # direct does it
+
+
+@pytest.mark.parametrize("name, dims, axes", [
+    ("dgxh100x4", (4, 8), (0,)),  # rails: the box index shifts
+    # boxes 0, 1 and 2, 3 in pods behind 7:1 uplinks: shifting the box index moves box
+    # 1 into the other pod, so the pods' index shifts, and the box's within each pod
+    ("dgxh100x4:clos,leaf=2,pod=2,over=7", (2, 2, 8), (0, 1))])
+def test_the_relayed_alltoall_is_written_once_per_box(name, dims, axes, tmp_path):
+    # the relay of (s, d) is s's box's GPU at d's place, so moving whole boxes maps the
+    # schedule onto itself: the file lists the sends into box 0 (ranks 0-7) alone, a
+    # quarter of them; unfolded, it is the schedule written rank by rank. At 1024 GPUs
+    # that was 251 MB, which synth verify refuses to read
+    model, _ = lowered(name)
+    search = forwarded_search(model, Limits(max_steps=5))
+    for point in search.points:
+        s = point.schedule
+        assert s.symmetry == Orbits(dims, axes, "pairs")
+        assert {x.dst for step in s.steps for x in step.sends} <= set(range(8))
+        whole = forwarded(model, relay_hops(model), s.batches, "relayed at rail peers")
+        assert [(st.rounds, set(st.sends)) for st in s.unfolded().expanded().steps] == \
+            [(st.rounds, set(st.sends)) for st in whole.expanded().steps]
+        path = tmp_path / f"{s.num_steps}.json"
+        path.write_text(json.dumps(schedule_to_dict(s)))
+        assert synth_cli("verify", str(path)).returncode == 0

@@ -125,3 +125,33 @@ def test_a_write_that_fails_midway_leaves_nothing_behind(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert target.read_text() == before  # the old file whole, not half a new one
     assert os.listdir(target.parent) == ["r.json"]  # no temporary left over
+
+
+def test_the_machine_is_made_into_text_once_for_every_file_on_it(tmp_path, monkeypatch):
+    # every file holds the whole machine: at 1024 GPUs behind a spine a million rank
+    # links, about 20 s of text a file, made again for each point of a job
+    import synth.schedule.file as file_module
+    made = []
+    real = file_module.model_to_dict
+    monkeypatch.setattr(file_module, "model_to_dict", lambda m: made.append(m) or real(m))
+    first, second = ring_allgather(4), ring_allgather(4)
+    second = Schedule(second.collective, first.model, second.steps[::-1], {})  # one model
+    for i, s in enumerate((first, second)):
+        path = write_schedule(s, tmp_path / f"{i}.json")
+        assert path.read_text() == file_module.schedule_json(file_module.schedule_to_dict(s))
+    assert len(made) == 1 + 2  # the text once; then schedule_to_dict's own, above
+
+
+def test_a_files_size_counts_the_machine_it_holds_until_its_text_is_kept():
+    # ring:4 lowered: 8 rank links (each neighbour, both ways), no groups; the one-way
+    # ring allgather: 3 steps of 4 sends. Units: 12 sends + 3 steps + 8 links; once a
+    # point on the model has held its writing, the machine's text is kept for every
+    # file on it, and the next point counts its own 15
+    from synth.construct.paced import held, size
+    from synth.deadline import Deadline
+    schedule = ring_allgather(4)
+    assert (len(schedule.model.links), len(schedule.model.groups)) == (8, 0)
+    assert size(schedule) == 12 + 3 + 8
+    held(schedule, Deadline.after(60))
+    again = Schedule(schedule.collective, schedule.model, schedule.steps[::-1], {})
+    assert size(again) == 12 + 3

@@ -15,12 +15,14 @@ Candidates, from what synth knows of the machine:
 
 - a generator's grid (Topology.translations): the shift along each axis, its
   reflection (c -> -c, or about the root), and the swap of two axes of one length;
-- a cluster of K alike boxes (NAMExK, --boxes K: vertices "n{b}.NAME" in box b): box b
-  to box b+1, the switches between boxes fixed; with a root, the other boxes rotated
-  among themselves;
+- a cluster of K alike boxes (NAMExK, --boxes K: vertices "n{b}.NAME" in box b): the
+  boxes rotated within each run of m consecutive ones, and the runs among themselves,
+  for every m dividing K (m = 1: box b to box b+1), which a fabric's leaf groups and
+  pods are; with a root, its box stays;
 - a box's own automorphisms, found by the search below on box 0 (where its links leave
-  the box is part of each vertex's colour) and applied to every box at once, each switch
-  between boxes following the box vertices it links;
+  the box is part of each vertex's colour) and applied to every box at once;
+- in both, each switch between boxes follows the vertices below it, tier by tier from
+  the NICs up (a leaf the NICs it links, a pod's spine its leaves);
 - a graph that is none of these, of at most SEARCH_LINKS links: the search on all of it.
 
 The search is individualisation and refinement (as in graph isomorphism tools, without
@@ -221,17 +223,22 @@ def _boxes(topo: Topology) -> dict[int, dict[str, str]] | None:
 
 
 def _box_maps(graph: nx.DiGraph, topo: Topology, fixed: str | None):
-    """Whole boxes moved (the switches between boxes fixed), then each automorphism
-    of box 0 found by the search, applied to every box at once."""
+    """Whole boxes moved (_box_moves), then each automorphism of box 0 found by the
+    search, applied to every box at once; the switches between boxes follow both
+    (_Follow)."""
     boxes = _boxes(topo)
     if boxes is None:
         return
     order = sorted(boxes)
     home = next((b for b in order if fixed in boxes[b].values()), None)
-    moved = [b for b in order if b != home]
-    if len(moved) > 1:
-        step = dict(zip(moved, moved[1:] + moved[:1]))
-        yield {name: boxes[step[b]][local] for b in moved for local, name in boxes[b].items()}
+    follow = _Follow(graph, [v.name for v in topo.vertices if v.box is None],
+                     set(topo.gpus))
+    for step in _box_moves(order, home):
+        lifted = {name: boxes[step[b]][local] for b in step
+                  for local, name in boxes[b].items()}
+        outside = follow(lifted)
+        if outside is not None:
+            yield lifted | outside
     first = boxes[order[0]]
     inside = set(first.values())
     colour, gpus = {}, set(topo.gpus)
@@ -248,40 +255,86 @@ def _box_maps(graph: nx.DiGraph, topo: Topology, fixed: str | None):
         local_root = next(local for local, name in boxes[home].items() if name == fixed)
         root = first[local_root]
     name_of = {name: local for local, name in first.items()}
-    between = [v.name for v in topo.vertices if v.box is None]
     for perm in _Local(box_graph, colour).maps(box_gpus, root, _UnionFind(inside)):
         local = {name_of[a]: name_of[b] for a, b in perm.items()}
         lifted = {boxes[b][x]: boxes[b][y] for b in order for x, y in local.items()}
-        outside = _follow(graph, between, first, local)
+        outside = follow(lifted)
         if outside is not None:
             yield lifted | outside
 
 
-def _follow(graph: nx.DiGraph, between: list[str], first: dict[str, str],
-            local: dict[str, str]) -> dict[str, str] | None:
-    """Where each switch between boxes goes when box 0's vertices move by `local`: to
-    the switch linked to the images of its box-0 neighbours (itself where it has none);
-    None where that is not one switch."""
-    name_of = {name: x for x, name in first.items()}
-    touches = {}
-    for w in between:
-        near = {name_of[u] for u in nx.all_neighbors(graph, w) if u in name_of}
-        touches[w] = frozenset(near)
-    by_touch: dict[frozenset, list[str]] = {}
-    for w, near in touches.items():
-        by_touch.setdefault(near, []).append(w)
-    out = {}
-    for w, near in touches.items():
-        if not near:
+def _box_moves(order: list[int], home: int | None):
+    """Candidate permutations of the boxes (box -> box, the boxes moved), none moving
+    `home`: for every m dividing their number, the boxes rotated within each run of m
+    consecutive ones, and the runs rotated among themselves (m = 1: all boxes in one
+    cycle). A fabric's leaf groups and pods are such runs (synth.topology.fabric), so
+    these join every box where its tiers are alike; a cluster on one switch or on rails
+    needs only the one cycle. The boxes of home's run, and the runs but home's, move
+    without it."""
+    k = len(order)
+    for m in range(1, k + 1):
+        if k % m:
             continue
-        image = frozenset(local.get(x, x) for x in near)
-        if image == near:
-            continue
-        targets = by_touch.get(image, [])
-        if len(targets) != 1 or len(by_touch[near]) != 1:
-            return None
-        out[w] = targets[0]
-    return out
+        runs = [order[i:i + m] for i in range(0, k, m)]
+        if m > 1:  # within each run
+            step = {}
+            for run in runs:
+                moved = [b for b in run if b != home]
+                step |= dict(zip(moved, moved[1:] + moved[:1]))
+            if any(a != b for a, b in step.items()):
+                yield step
+        others = [run for run in runs if home not in run]
+        if len(others) > 1:  # the runs among themselves
+            yield {b: c for run, nxt in zip(others, others[1:] + others[:1])
+                   for b, c in zip(run, nxt)}
+
+
+class _Follow:
+    """Where each switch between boxes goes when the box vertices move by a map: tier by
+    tier from the NICs up (a switch's tier its hop distance from the GPUs), to the
+    switch whose links down (to box vertices and to the tier below) are the images of
+    its own; itself where they are its own. A leaf over boxes of other leaves follows
+    as the one over box 0 does, a pod's spine its leaves. None where the image is not
+    one switch; the result is still checked link by link (_Checker)."""
+
+    def __init__(self, graph: nx.DiGraph, between: list[str], gpus: set[str]):
+        depth = _depths(graph, gpus)
+        self.order = sorted((w for w in between if w in depth), key=depth.get)
+        self.down = {w: frozenset(u for u in nx.all_neighbors(graph, w)
+                                  if depth.get(u, -1) < depth[w]) for w in self.order}
+        self.by_down: dict[frozenset, list[str]] = {}
+        for w in self.order:
+            self.by_down.setdefault(self.down[w], []).append(w)
+
+    def __call__(self, moved: dict[str, str]) -> dict[str, str] | None:
+        out: dict[str, str] = {}
+        for w in self.order:
+            below = self.down[w]
+            if not below:
+                continue
+            image = frozenset(moved.get(u, out.get(u, u)) for u in below)
+            if image == below:
+                continue
+            targets = self.by_down.get(image, [])
+            if len(targets) != 1 or len(self.by_down[below]) != 1:
+                return None
+            out[w] = targets[0]
+        return out
+
+
+def _depths(graph: nx.DiGraph, gpus: set[str]) -> dict[str, int]:
+    """Each vertex's hop distance from the nearest GPU, either way along the links."""
+    depth = {g: 0 for g in gpus if g in graph}
+    layer = list(depth)
+    while layer:
+        nxt = []
+        for u in layer:
+            for v in nx.all_neighbors(graph, u):
+                if v not in depth:
+                    depth[v] = depth[u] + 1
+                    nxt.append(v)
+        layer = nxt
+    return depth
 
 
 # --- the search ----------------------------------------------------------------------

@@ -5,6 +5,7 @@ move is listed."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from synth.construct.moves import Moves, in_parallel, in_sequence
@@ -27,20 +28,32 @@ class Levels:
     inside: Schedule
 
 
-def _embed(level: Schedule, ranks, chunk_of) -> Moves:
-    """The level's steps on global ranks (level rank j is ranks[j]) and chunks; empty
-    steps are left out (they would be priced a round, and assemble drops them)."""
-    return [[(chunk_of[x.chunk], ranks[x.src], ranks[x.dst], x.op) for x in step.sends]
-            for step in level.expanded().steps if step.sends]
+def _embed(steps, ranks, chunk_of, at: tuple[int, int] | None = None) -> Moves:
+    """The level's steps (expanded) on global ranks (level rank j is ranks[j]) and
+    chunks; empty steps are left out (they would be priced a round, and assemble drops
+    them). With `at` = (end, j), only the moves whose source (end 0) or destination
+    (end 1) is level rank j, each step kept even where none is left."""
+    if at is None:
+        return [[(chunk_of[x.chunk], ranks[x.src], ranks[x.dst], x.op) for x in step.sends]
+                for step in steps if step.sends]
+    end, j = at
+    return [[(chunk_of[x.chunk], ranks[x.src], ranks[x.dst], x.op) for x in step.sends
+             if (x.src, x.dst)[end] == j] for step in steps if step.sends]
 
 
 def allgather_batch(hierarchy: Hierarchy, levels: Levels, share_chunks: int, batch: int,
-                    pieces: int, deadline: Deadline = Deadline()) -> Moves:
+                    pieces: int, deadline: Deadline = Deadline(),
+                    at: tuple[int, int] | None = None) -> Moves:
     """One batch of the decomposed allgather: chunks batch * pieces .. + pieces - 1 of
     every rank's share (share_chunks chunks a share, the chunk numbering) cross the
     network within each peer group, then spread inside every box. OutOfTime past the
-    deadline (at 512 GPUs a batch takes half a minute)."""
+    deadline (at 512 GPUs a batch takes half a minute). With `at` = (end, b) (no
+    gateways), only the moves out of box b (end 0) or into it (end 1), each step kept
+    even where none is left: a K-th of them."""
+    assert at is None or not hierarchy.proxy
     boxes, peers = hierarchy.boxes, hierarchy.peers
+    across_steps = levels.across.expanded().steps
+    inside_steps = levels.inside.expanded().steps
     ca, ci = levels.across.collective.chunks, levels.inside.collective.chunks
     first = batch * pieces
     proxy = hierarchy.proxy or range(len(boxes[0]))
@@ -65,18 +78,18 @@ def allgather_batch(hierarchy: Hierarchy, levels: Levels, share_chunks: int, bat
         for lane in range(la):
             chunk_of = [chunk(group[x // ca], (x % ca) * la + lane)
                         for x in range(len(group) * ca)]
-            across.append(_embed(levels.across, via, chunk_of))
+            across.append(_embed(across_steps, via, chunk_of, at))
     to_gateways = along(hierarchy.to_proxy, [(box, box) for box in boxes])
     from_gateways = along(hierarchy.from_proxy, [(box, origin) for box in boxes
                                                  for origin in boxes if origin != box])
     inside, li = [], pieces // ci
-    for box in boxes:
+    for box in (boxes if at is None else boxes[at[1]:at[1] + 1]):
         deadline.check("building a batch")
         for origin in boxes:  # after `across`, local rank i holds origin[i]'s pieces
             for lane in range(li):
                 chunk_of = [chunk(origin[x // ci], (x % ci) * li + lane)
                             for x in range(len(box) * ci)]
-                inside.append(_embed(levels.inside, box, chunk_of))
+                inside.append(_embed(inside_steps, box, chunk_of))
     moves = in_sequence(to_gateways, in_parallel(*across), from_gateways,
                         in_parallel(*inside))
     return first_receipts(moves, share_chunks) if hierarchy.proxy else moves
@@ -108,18 +121,23 @@ def reversed_moves(moves: Moves) -> Moves:
 
 def batch_moves(name: str, hierarchy: Hierarchy, levels: tuple[Levels, ...],
                 share_chunks: int, batch: int, pieces: int,
-                deadline: Deadline = Deadline()) -> Moves:
+                deadline: Deadline = Deadline(), into: int | None = None) -> Moves:
     """One batch of `name`. levels: (allgather's) or (reducescatter's, allgather's), the
     reducescatter's synthesized on the reversed links. Allreduce runs a batch's
-    reducescatter then its allgather, so in the pipeline the two overlap across batches."""
+    reducescatter then its allgather, so in the pipeline the two overlap across batches.
+    With `into` = b (no gateways), only the moves into box b, each step kept even where
+    none is left."""
+    at = None if into is None else (1, into)
     if name == "allgather":
-        return allgather_batch(hierarchy, levels[0], share_chunks, batch, pieces, deadline)
+        return allgather_batch(hierarchy, levels[0], share_chunks, batch, pieces, deadline,
+                               at)
+    # run backwards, a move into box b is one out of it
     rs = reversed_moves(allgather_batch(hierarchy.reversed(), levels[0], share_chunks, batch,
-                                        pieces, deadline))
+                                        pieces, deadline, None if at is None else (0, into)))
     if name == "reducescatter":
         return rs
     return in_sequence(rs, allgather_batch(hierarchy, levels[1], share_chunks, batch, pieces,
-                                           deadline))
+                                           deadline, at))
 
 
 def batch_size(hierarchy: Hierarchy, levels: tuple[Levels, ...], pieces: int) -> int:
@@ -149,3 +167,47 @@ def batch_steps(hierarchy: Hierarchy, levels: tuple[Levels, ...]) -> int | None:
         return None
     return sum(sum(1 for step in s.expanded().steps if step.sends)
                for lv in levels for s in (lv.across, lv.inside))
+
+
+Loads = list  # list[Counter]: per step of a batch, moves per (src, dst) rank pair
+
+
+def batch_loads(name: str, hierarchy: Hierarchy, levels: tuple[Levels, ...],
+                pieces: int) -> tuple[Loads, int]:
+    """(per step of one batch, its moves per rank pair; the moves in all), as
+    batch_moves(name, hierarchy, levels, pieces, 0, pieces) lists them, by arithmetic
+    from the levels alone: each peer group runs the across level pieces / its chunks
+    times, each box the inside level once per box of origin, pieces / its chunks times
+    (reducescatter: the same on the reversed links, run backwards; allreduce: both).
+    Nothing is listed, so pricing a design costs O(rank pairs used), not O(moves): at
+    1024 GPUs a batch lists about a million moves a piece. Not where GPUs cross through
+    gateways (hierarchy.proxy: their paths add moves, and receipts made drop some)."""
+    assert not hierarchy.proxy, "gateways: list the moves (batch_moves)"
+    if name == "allgather":
+        return _allgather_loads(hierarchy, levels[0], pieces)
+    rs, count = _allgather_loads(hierarchy.reversed(), levels[0], pieces)
+    rs = [Counter({(d, s): n for (s, d), n in load.items()}) for load in reversed(rs)]
+    if name == "reducescatter":
+        return rs, count
+    ag, more = _allgather_loads(hierarchy, levels[1], pieces)
+    return rs + ag, count + more
+
+
+def _allgather_loads(hierarchy: Hierarchy, levels: Levels, pieces: int
+                     ) -> tuple[Loads, int]:
+    boxes, peers = hierarchy.boxes, hierarchy.peers
+    loads, count = [], 0
+    for level, places, times in (
+            (levels.across, peers, pieces // levels.across.collective.chunks),
+            (levels.inside, boxes, len(boxes) * (pieces // levels.inside.collective.chunks))):
+        for step in level.expanded().steps:
+            if not step.sends:
+                continue
+            pairs = Counter((x.src, x.dst) for x in step.sends)
+            load = Counter()
+            for ranks in places:
+                for (u, v), n in pairs.items():
+                    load[(ranks[u], ranks[v])] += n * times
+            loads.append(load)
+            count += len(step.sends) * times * len(places)
+    return loads, count

@@ -51,15 +51,15 @@ from fractions import Fraction
 from typing import Callable
 
 from synth.bounds import step_bound
-from synth.construct.batches import (MAX_BATCH_MOVES, Levels, batch_moves, batch_size,
-                                     batch_steps)
+from synth.construct.batches import (MAX_BATCH_MOVES, Levels, batch_loads, batch_moves,
+                                     batch_size, batch_steps)
 from synth.construct.moves import Moves, scaled_rounds
-from synth.construct.paced import WRITE, costs, size
+from synth.construct.paced import WRITE, held, machine_size
 from synth.deadline import Deadline, OutOfTime, Pace
 from synth.schedule.collectives import make_collective
-from synth.schedule.file import verified
+from synth.schedule.file import topology_kept, topology_text, verified
 from synth.schedule.ir import Pipeline, Schedule, Send, Step
-from synth.schedule.orbits import Orbits, orbits_of
+from synth.schedule.orbits import Orbits, box_grid
 from synth.schedule.transform import reverse_model
 from synth.search.pareto import Limits, Point, Search, frontier
 from synth.topology.hierarchy import Hierarchy
@@ -73,7 +73,8 @@ MAX_LANES = 4  # pieces per batch: up to this many times the levels' common chun
 MAX_STEPS = 128  # default cap on a composed schedule's steps
 WORTH = Fraction(1, 100)  # a design with more sends must gain this much bandwidth
 # seconds to build and verify a schedule, per move its batch lists (Design.sends at the
-# levels' chunks, times the lanes), as measured (the prior: an idle core's, 3 us;
+# levels' chunks, times the lanes; a K-th where box 0's are listed alone) and per link
+# and group member of the machine, as measured (the prior: an idle core's, 3 us;
 # dgxh100x16's 585,216 moves took 1.8 s); a design that would not fit is not started
 BUILD = Pace(3e-6, least=1000)
 LEVEL_SHARE = 0.2  # of the time limit, at most, for all the levels' exact frontiers
@@ -117,27 +118,42 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
     refused = []
     try:
         designs = _designs(model, hierarchy, name, limits, on_event, depths or DEPTHS,
-                           deadline, refused)
+                           deadline, refused, fill=depths is None)
         if not designs:
             search.stopped = ("out of time" if deadline.passed() else
                               _too_many(min(refused)) if refused else
                               f"no pipeline fits in --max-steps "
                               f"{limits.max_steps or MAX_STEPS}")
+        machine = machine_size(model)
+        if designs and not topology_kept(model):
+            # every file holds the machine: its text, made once for all of them, measures
+            # what writing takes here (at 1024 GPUs behind a spine a million links: a
+            # guess at the prior, with room for a guess, came to minutes, and no design
+            # looked affordable)
+            with WRITE["json"].timing(machine):
+                topology_text(model)
         for design in _build_order(designs):
             moves = design.sends * design.pieces // _base(design.levels)
             if moves > MAX_BATCH_MOVES:
                 search.stopped = search.stopped or _too_many(moves)
                 continue
-            # building and verifying it, then writing it (its ranged sends are fewer)
-            if not deadline.affords(BUILD.seconds(moves) + WRITE["json"].seconds(moves)):
+            # building and verifying it, then writing it (its ranged sends are fewer):
+            # the moves listed (box 0's alone where _box_zero applies) and the machine,
+            # which the verifier reads (at 1024 GPUs behind a spine it is most of the
+            # work: paced by the moves alone, the first build's minute made every other
+            # design look too long to start)
+            listed = (moves // len(hierarchy.boxes) if _folds(hierarchy, design, orbits)
+                      else moves)
+            if not deadline.affords(BUILD.seconds(machine + listed)
+                                    + WRITE["json"].seconds(listed)):
                 search.stopped = "out of time"
                 continue
             on_event("build", (design.steps, design.rounds, design.chunks))
             started = time.monotonic()
-            with BUILD.timing(moves):
+            with BUILD.timing(machine + listed):
                 built = _build(model, hierarchy, name, design, deadline, orbits)
             built.info["solve_seconds"] = round(time.monotonic() - started, 3)  # build+verify
-            deadline.hold(WRITE["json"], size(built), costs(built))
+            held(built, deadline)
             search.points.append(Point(built, proven=False))
             on_event("point", search.points[-1])
     except OutOfTime:
@@ -238,10 +254,17 @@ def _across_pods(sub: LinkModel, pods, limits: Limits, deadline: Deadline,
     found = decompose(sub, Hierarchy(tuple(tuple(p) for p in pods)), "allgather",
                       replace(limits, max_chunks=1), on_event, depths=(1,),
                       deadline=deadline)
-    least = min(found.points, key=lambda p: (Fraction(p.schedule.rounds,
-                                                      p.schedule.collective.chunks),
-                                             p.steps), default=None)
-    return [least.schedule] if least else []
+    if not found.points:
+        return []
+
+    def ratio(p):
+        return Fraction(p.schedule.rounds, p.schedule.collective.chunks)
+    # the fewest chunks within WORTH of the least bandwidth, as _pareto keeps: the outer
+    # batch takes the lcm of its levels' chunks, so a hair's gain in many chunks (a
+    # baseline's 17 lanes) made every outer design many times larger to price and build
+    least = min(map(ratio, found.points))
+    return [min((p for p in found.points if ratio(p) <= least * (1 + WORTH)),
+                key=lambda p: (p.schedule.collective.chunks, ratio(p), p.steps)).schedule]
 
 
 def shared_out(model: LinkModel, hierarchy: Hierarchy) -> LinkModel:
@@ -282,10 +305,13 @@ class _Priced:
     while the pipeline fills, all s steps in the steady state, a suffix while it drains;
     so any depth costs O(s) window prices, each priced once per lane count."""
 
-    def __init__(self, moves: Moves):
-        self.loads = [Counter((s, d) for _, s, d, _ in step) for step in moves]
-        self.steps = len(moves)
-        self.sends = sum(len(step) for step in moves)
+    def __init__(self, moves: Moves | None = None, loads: list[Counter] | None = None,
+                 sends: int = 0):
+        """From one batch's moves, or from its `loads` per step and `sends` in all."""
+        if moves is not None:
+            loads = [Counter((s, d) for _, s, d, _ in step) for step in moves]
+            sends = sum(len(step) for step in moves)
+        self.loads, self.steps, self.sends = loads, len(loads), sends
         self._rounds: dict[tuple[int, int, int], int] = {}
 
     def window(self, model: LinkModel, lo: int, hi: int, lanes: int) -> int:
@@ -317,13 +343,20 @@ class _Priced:
                 + sum(self.window(model, u, s - 1, lanes) for u in range(1, s)))
 
 
-def _price(moves: Moves) -> _Priced:
-    return _Priced(moves)
+def _price(name: str, hierarchy: Hierarchy, levels: tuple[Levels, ...], pieces: int,
+           deadline: Deadline) -> _Priced:
+    """One batch of `pieces` a share priced: from the levels' loads (batch_loads), or
+    where GPUs cross through gateways from its moves listed."""
+    if not hierarchy.proxy:
+        loads, sends = batch_loads(name, hierarchy, levels, pieces)
+        return _Priced(loads=loads, sends=sends)
+    return _Priced(batch_moves(name, hierarchy, levels, pieces, 0, pieces, deadline))
 
 
 def _designs(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
              on_event, depths: tuple[int, ...] = DEPTHS,
-             deadline: Deadline = Deadline(), refused: list | None = None) -> list[Design]:
+             deadline: Deadline = Deadline(), refused: list | None = None,
+             fill: bool = False) -> list[Design]:
     """Every design within the step limit, priced until `deadline`; the Pareto-optimal
     ones. A level pairing whose batch would list more than MAX_BATCH_MOVES moves is not
     priced (its size goes to `refused`)."""
@@ -356,10 +389,15 @@ def _designs(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
                 refused.append(size)
             continue
         try:
-            priced = _price(batch_moves(name, hierarchy, levels, base, 0, base, deadline))
+            priced = _price(name, hierarchy, levels, base, deadline)
         except OutOfTime:
             break
-        for depth in depths:
+        # and, unless the depths were asked for, the one whose pipeline fills the step
+        # limit exactly: the fill's share is least there (dgxh100x128:clos,pod=16,over=7
+        # allgather, 3 steps a batch: 126 batches, where DEPTHS' deepest within 128
+        # steps, 96, gave 1.0195 x the bound)
+        deepest = max_steps - priced.steps + 1
+        for depth in (sorted(set(depths) | {deepest}) if fill and deepest > 0 else depths):
             if deadline.passed():
                 return _pareto(designs)  # the designs priced so far
             for lanes in range(1, MAX_LANES + 1):
@@ -413,12 +451,14 @@ def _build_order(designs: list[Design]) -> list[Design]:
 # --- building ------------------------------------------------------------------------
 
 def box_orbits(model: LinkModel, hierarchy: Hierarchy) -> Orbits | None:
-    """The shifts of the box index, where ranks are numbered box by box and they are
-    symmetries of the links and groups; else None."""
+    """Translations moving whole boxes (synth.schedule.orbits.box_grid: the shifts of
+    the box index, or behind pods or leaf groups those of the runs of boxes and of the
+    box within each run), where ranks are numbered box by box and they are symmetries
+    of the links and groups; else None."""
     k, g = len(hierarchy.boxes), len(hierarchy.boxes[0])
     if hierarchy.boxes != tuple(tuple(range(b * g, (b + 1) * g)) for b in range(k)):
         return None
-    return orbits_of(model, (k, g), (0,))
+    return box_grid(model, k, len(hierarchy.pods[0]) if hierarchy.pods else None)
 
 
 def _build(model: LinkModel, hierarchy: Hierarchy, name: str, design: Design,
@@ -434,21 +474,68 @@ def _build(model: LinkModel, hierarchy: Hierarchy, name: str, design: Design,
                               "pieces": design.pieces,
                               "levels": [_level_info(lv) for lv in design.levels]}}
     share_chunks = design.batches * design.pieces
+    coll = make_collective(name, model.ranks, design.chunks)
+    steps = _box_zero(model, hierarchy, name, design, coll, deadline, orbits)
+    if steps is not None:
+        steps, priced = steps
+        return verified(Schedule(coll, model, steps, info, _pipeline(model, design, priced),
+                                 orbits))
     moves = batch_moves(name, hierarchy, design.levels, share_chunks, 0, design.pieces,
                         deadline)
     moves = [step for step in moves if step]
-    coll = make_collective(name, model.ranks, design.chunks)
     priced = _Priced(moves)
     steps = _folded(moves, priced, model, coll, orbits)
     if steps is None:
         orbits = None
         steps = tuple(Step(priced.window(model, i, i, 1), ranged(step, coll.share_chunks))
                       for i, step in enumerate(moves))
-    pipeline = None
-    if design.batches > 1:
-        pipeline = Pipeline(design.batches, design.pieces,
-                            tuple(priced.rounds_per_step(model, design.batches, 1)))
-    return verified(Schedule(coll, model, steps, info, pipeline, orbits))
+    return verified(Schedule(coll, model, steps, info, _pipeline(model, design, priced),
+                             orbits))
+
+
+def _pipeline(model: LinkModel, design: Design, priced: _Priced) -> Pipeline | None:
+    if design.batches == 1:
+        return None
+    return Pipeline(design.batches, design.pieces,
+                    tuple(priced.rounds_per_step(model, design.batches, 1)))
+
+
+def _box_zero(model: LinkModel, hierarchy: Hierarchy, name: str, design: Design, coll,
+              deadline: Deadline, orbits: Orbits | None
+              ) -> tuple[tuple[Step, ...], _Priced] | None:
+    """The program's steps as the sends into box 0 alone, listed alone (a K-th of the
+    moves: at 1024 GPUs about a million a piece, whose listing, folding and checking
+    took a minute and more a design), with each step's rounds from the whole batch's
+    loads (batch_loads); and its pricing. Where `orbits` move whole boxes and the
+    across levels move with them (the inside level runs alike in every box, for every
+    box of origin, so it does), the whole program is the orbits' images of those sends.
+    None where that does not hold or GPUs cross through gateways."""
+    if not _folds(hierarchy, design, orbits):
+        return None
+    loads, sends = batch_loads(name, hierarchy, design.levels, design.pieces)
+    moves = batch_moves(name, hierarchy, design.levels, design.batches * design.pieces, 0,
+                        design.pieces, deadline, into=0)
+    if len(moves) != len(loads) or not all(moves):
+        return None
+    priced = _Priced(loads=loads, sends=sends)
+    return tuple(Step(priced.window(model, i, i, 1), ranged(step, orbits.block(
+        coll.num_chunks))) for i, step in enumerate(moves)), priced
+
+
+def _folds(hierarchy: Hierarchy, design: Design, orbits: Orbits | None) -> bool:
+    """Whether _box_zero builds the design from box 0's moves alone."""
+    return orbits is not None and not hierarchy.proxy and all(
+        _moves_with(orbits, lv.across) for lv in design.levels)
+
+
+def _moves_with(orbits: Orbits, across: Schedule) -> bool:
+    """Whether the across level (on the K boxes' ranks of one peer group) is mapped onto
+    itself by `orbits` acting on the boxes alone (its dims but the GPUs')."""
+    boxes = Orbits(orbits.dims[:-1], orbits.axes, "blocks")
+    if boxes.ranks != across.collective.ranks:
+        return False
+    num = across.collective.num_chunks
+    return all(boxes.fold(step.sends, num) is not None for step in across.expanded().steps)
 
 
 def _folded(moves, priced, model, coll, orbits) -> tuple[Step, ...] | None:

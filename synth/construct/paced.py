@@ -14,7 +14,7 @@ from fractions import Fraction
 
 from synth.deadline import Deadline, OutOfTime, Pace
 from synth.schedule.cost import schedule_cost
-from synth.schedule.file import schedule_json, schedule_to_dict, verified
+from synth.schedule.file import schedule_text, topology_kept, verified
 from synth.schedule.ir import Schedule
 
 # seconds per unit of size: verifying (size), timing in cost model 2 (timing_size), and
@@ -36,8 +36,19 @@ EXPORT = {"msccl-xml": Pace(2e-4, least=1000), "mscclpp": Pace(1e-4, least=1000)
 
 def size(schedule: Schedule) -> int:
     """Units of work in the schedule as written: each send and each rank of a switch
-    operation of its program, and each expanded step."""
-    return _program(schedule) + schedule.num_steps
+    operation of its program, each expanded step, and, until its text is made and kept
+    for every file on it (synth.schedule.file.schedule_text), each link and group
+    member of the machine every file holds (at 1024 GPUs behind a spine a million rank
+    links, most of a file: left out, a point's write was held a second where it took
+    20, and the job's last points found no time to be written)."""
+    return _program(schedule) + schedule.num_steps + (
+        0 if topology_kept(schedule.model) else machine_size(schedule.model))
+
+
+def machine_size(model) -> int:
+    """A model's links and group members: what a file holds and the verifier reads of
+    the machine."""
+    return len(model.links) + sum(len(g.links) for g in model.groups)
 
 
 def timing_size(schedule: Schedule) -> int:
@@ -83,14 +94,22 @@ def verified_within(schedule: Schedule, deadline: Deadline) -> Schedule:
         raise OutOfTime("verifying a schedule")
     with VERIFY.timing(units):
         verified(schedule)
-    if not WRITE["json"].measured and units >= WRITE["json"].least:
-        # the first point large enough measures what writing takes on this machine (its
-        # text, made and dropped): other work's pace says little of it, and what a job
-        # holds for its points follows this one
-        with WRITE["json"].timing(units):
-            schedule_json(schedule_to_dict(schedule))
-    deadline.hold(WRITE["json"], units, costs(schedule))
+    held(schedule, deadline)
     return schedule
+
+
+def held(schedule: Schedule, deadline: Deadline) -> None:
+    """The deadline holds the work of writing the schedule's file. The first point
+    large enough measures what writing takes on this machine (its text, made and
+    dropped): other work's pace says little of it, and what a job holds for its points
+    follows this one; the machine's text, made then or for the first point on it, is
+    kept for every file on it, so the points hold their own sends alone."""
+    units = size(schedule)
+    if not topology_kept(schedule.model) or (not WRITE["json"].measured and
+                                             units >= WRITE["json"].least):
+        with WRITE["json"].timing(units):
+            schedule_text(schedule)
+    deadline.hold(WRITE["json"], size(schedule), costs(schedule))
 
 
 def costs(schedule: Schedule) -> tuple:

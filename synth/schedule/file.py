@@ -26,11 +26,12 @@ SWITCH_OPS = ("multicast", "switch_reduce")
 MAX_ROUNDS = 10 ** 9  # a step's rounds, as the verifier allows
 
 
-def schedule_to_dict(schedule: Schedule) -> dict:
+def schedule_to_dict(schedule: Schedule, topology: dict | None = None) -> dict:
     """The file's document: version 1, or version 2 when the schedule uses a compact form
     (chunk ranges or a pipeline; pre and post are then written as ranges too), 3 with
     switch operations, 4 when it is written once per orbit (`symmetry`: pre, post and
-    steps then hold the representatives' entries only)."""
+    steps then hold the representatives' entries only). `topology`: in place of the
+    model's (schedule_text puts its text there)."""
     coll, model = schedule.collective, schedule.model
     compact, orbits = schedule.compact, schedule.symmetry
     if orbits is not None and schedule.in_network:
@@ -41,7 +42,7 @@ def schedule_to_dict(schedule: Schedule) -> dict:
         "format": FORMAT, "version": version,
         "collective": coll.name, "root": coll.root,
         "ranks": coll.ranks, "chunks": coll.chunks, "num_chunks": coll.num_chunks,
-        "topology": model_to_dict(model),
+        "topology": model_to_dict(model) if topology is None else topology,
         **({"symmetry": orbits.to_dict()} if orbits else {}),
         "pre": _condition([x for x in coll.pre_ranges() if mine(x[0])], compact),
         "post": _condition([x for x in coll.post_ranges() if mine(x[0])], compact),
@@ -175,7 +176,43 @@ def model_from_dict(doc: dict, ranks: int) -> LinkModel:
 
 
 def write_schedule(schedule: Schedule, path: str | Path, follow_links: bool = True) -> Path:
-    return write_atomic(path, schedule_json(schedule_to_dict(schedule)), follow_links)
+    return write_atomic(path, schedule_text(schedule), follow_links)
+
+
+def schedule_text(schedule: Schedule) -> str:
+    """schedule_json(schedule_to_dict(schedule)), the same text, with the topology's
+    made once per model and kept for the next schedule on it: every point of a job
+    writes the whole machine, and at 1024 GPUs behind a spine (a million rank links)
+    that took about 20 s a file, for each of its points."""
+    doc = schedule_to_dict(schedule, topology={})
+    doc["topology"] = _Raw(topology_text(schedule.model))
+    return schedule_json(doc)
+
+
+class _Raw(str):
+    """Text _pretty writes as it is (already JSON)."""
+
+
+_TOPOLOGY_TEXT: dict = {}
+
+
+def topology_kept(model: LinkModel) -> bool:
+    """Whether the model's text is made and kept (schedule_text)."""
+    hit = _TOPOLOGY_TEXT.get(id(model))
+    return hit is not None and hit[0] is model
+
+
+def topology_text(model: LinkModel) -> str:
+    """_pretty(model_to_dict(model), 1): the topology as a schedule file holds it (at
+    depth 1), made once and kept for the last model asked (by identity, as
+    capacity_tables keys them)."""
+    hit = _TOPOLOGY_TEXT.get(id(model))
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    text = _pretty(model_to_dict(model), 1)
+    _TOPOLOGY_TEXT.clear()
+    _TOPOLOGY_TEXT[id(model)] = (model, text)
+    return text
 
 
 def schedule_json(doc: dict) -> str:
@@ -190,6 +227,8 @@ LINE = 80  # characters: a value this short is written on one line
 
 
 def _pretty(value, depth: int) -> str:
+    if isinstance(value, _Raw):
+        return value
     if isinstance(value, (dict, list)) and value and not _short(value):
         pad = " " * (depth + 1)
         if isinstance(value, dict):

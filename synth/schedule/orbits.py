@@ -212,3 +212,42 @@ def orbits_of(model: LinkModel, dims: tuple[int, ...], axes: tuple[int, ...],
                for members, cap in groups):
             return None
     return orbits
+
+
+def box_grid(model: LinkModel, boxes: int, run: int | None = None,
+             chunks: str = "blocks") -> Orbits | None:
+    """Orbits that move whole boxes, for `boxes` alike boxes of consecutive ranks: the
+    shifts of the box index (dims (K, G), axis 0) where they are symmetries; else, for
+    the first m dividing K that works, the shifts of the index of runs of m boxes and of
+    the box index within every run at once (dims (K / m, m, G), axes 0 and 1: a fabric's
+    leaf groups or pods, behind whose oversubscribed uplinks one box shift moves a box
+    across a pod's edge); else None. `run`, where known (the pods'), is tried first.
+    Each try is first checked on the links at rank 0, so the wrong m mostly costs
+    O(their links), not O(all of them)."""
+    n = model.ranks
+    if boxes < 2 or n % boxes:
+        return None
+    g = n // boxes
+    at_zero = [l for l in model.links if l.src == 0 or l.dst == 0]
+    runs = sorted((m for m in range(2, boxes) if boxes % m == 0), key=lambda m: m != run)
+    tries = [((boxes, g), (0,))] + [((boxes // m, m, g), (0, 1)) for m in runs]
+    for dims, axes in tries:
+        if _near_zero(model, at_zero, dims, axes):
+            found = orbits_of(model, dims, axes, chunks)
+            if found is not None:
+                return found
+    return None
+
+
+def _near_zero(model: LinkModel, at_zero: list, dims: tuple[int, ...],
+               axes: tuple[int, ...]) -> bool:
+    """Whether each unit translation along `axes` maps every link at rank 0 (`at_zero`)
+    onto a link of the same capacity and alpha: orbits_of's check where it is cheap."""
+    grid = Translations(dims)
+    for axis in axes:
+        unit = grid._weights[axis]
+        for l in at_zero:
+            image = model.link.get((grid.shift(l.src, unit), grid.shift(l.dst, unit)))
+            if image is None or (image.capacity, image.alpha_us) != (l.capacity, l.alpha_us):
+                return False
+    return True
