@@ -170,14 +170,14 @@ def capacities(model: LinkModel, hierarchy: Hierarchy, inside) -> tuple[Fraction
     boxes, k = hierarchy.boxes, len(hierarchy.boxes)
     x, y = boxes[0][0], boxes[1][0]
     capacity = {g.name: Fraction(g.capacity) for g in model.groups}
-    port = dict(inside[0].down).get(boxes[0][1])
-    nv = capacity.get(port, Fraction(model.link[(boxes[0][0], boxes[0][1])].capacity))
-    into = {b[0] for b in boxes[1:]}  # x's rail peers
+    port = dict(inside[0].down).get(x)
+    nv = capacity.get(port, Fraction(model.link[(boxes[0][1], x)].capacity))
     nic = Fraction(model.link[(x, y)].capacity) * (k - 1)
     for g in model.groups:
-        if (x, y) in g.links:  # a group out of x: how many of x's rail links share it
-            shared = sum((x, z) in g.links for z in into)
-            nic = min(nic, capacity[g.name] * (k - 1) / max(1, shared))
+        if (x, y) in g.links:  # x's NIC out, or y's in: how many rail links share it
+            shared = max(sum((x, b[0]) in g.links for b in boxes),
+                         sum((b[0], y) in g.links for b in boxes))
+            nic = min(nic, capacity[g.name] * (k - 1) / shared)
     return nv, nic
 
 
