@@ -26,8 +26,13 @@ same turned round (SCCL's duality: copies become reductions, a multicast a switc
 reduction, run from the last step to the first). Allreduce is the reducescatter's
 three steps then the allgather's, pipelined, so that the reductions of one batch run
 beside the multicasts of an earlier one; its NICs carry both, so it balances at a
-larger r than the allgather, short of the in-network bound (module
-docs: docs/guide/05-in-network.md).
+larger r than the allgather, short of the in-network bound (by how much, and why no
+schedule gets much closer: docs/guide/05-in-network.md).
+
+The reducescatter is turned round here (turned) rather than by
+synth.schedule.transform.reverse_schedule, which wants the allgather built on the
+reversed model: each turned step is priced on the model itself, and the verifier
+checks the result like any schedule.
 """
 
 from __future__ import annotations
