@@ -28,10 +28,10 @@ from synth.construct.decompose import decompose
 from synth.construct.greedy import COLLECTIVES as GREEDY
 from synth.construct.greedy import greedy_search
 from synth.construct.hints import Hints
-from synth.construct.in_network import ONE_STEP, box_switches, nvls_search, reducing_switch
-from synth.construct.relayed_network import relayed_search, relayed_switches
 from synth.construct.paced import TIMING, timing_size, verified_within
 from synth.construct.relayed_alltoall import forwarded_search
+from synth.construct.switch_searches import KEYS as IN_NETWORK
+from synth.construct.switch_searches import switch_searches
 from synth.construct.tree_schedules import COLLECTIVES as PACKED
 from synth.construct.tree_schedules import tree_search, tree_search_again
 from synth.deadline import Deadline, OutOfTime, Pace
@@ -167,7 +167,7 @@ def default_max_steps(b: Bounds) -> int:
 
 METHODS = ("auto", "exact", "decomposed")
 # built, not searched: they prove nothing
-CONSTRUCTED = ("decomposed", "greedy", "trees", "forwarded", "in-network", "baselines")
+CONSTRUCTED = ("decomposed", "greedy", "trees", "forwarded", *IN_NETWORK, "baselines")
 BOUNDS_SHARE = 0.4  # of the time limit, at most, for the bounds (the rest: the searches)
 DECOMPOSED_SHARE = 0.5  # of the time left, at most, for the decomposition (then the rest)
 
@@ -287,15 +287,9 @@ def _constructions(model: LinkModel, name: str, root, limits: Limits, deadline: 
     if name == "alltoall" and not _interrupted(searches):
         on_event("search", "alltoall forwarded: relayed at rail peers, or routed")
         searches["forwarded"] = forwarded_search(model, limits, deadline)
-    if not _interrupted(searches) and (
-            (name == "allreduce" and (reducing_switch(model) or box_switches(model, hierarchy)))
-            or (name in ONE_STEP and reducing_switch(model))):
-        on_event("search", f"{name} in the network: switch reductions and multicasts")
-        searches["in-network"] = nvls_search(model, limits, deadline, hierarchy, name, root)
-    elif name == "allreduce" and not _interrupted(searches) and \
-            relayed_switches(model, hierarchy):  # boxes alike inside, a NIC missing
-        on_event("search", f"{name} in each box's switch, balanced over every NIC")
-        searches["in-network"] = relayed_search(model, limits, deadline, hierarchy)
+    if not _interrupted(searches):  # NVLS, SHARP, and NVLS beside the NICs
+        searches.update(switch_searches(model, name, root, limits, deadline, hierarchy,
+                                        on_event))
     if "baselines" not in searches and not _interrupted(searches):
         on_event("stage", "building the baselines")
         searches["baselines"] = _baselines(model, name, root, limits, deadline)

@@ -16,8 +16,9 @@ import pytest
 
 from synth.bounds import bounds
 from synth.construct.baselines import baselines
-from synth.construct.in_network import (TURNS, across_boxes_allreduce, box_switches,
+from synth.construct.in_network import (across_boxes_allreduce, box_switches,
                                         nvls_search, turns_allreduce, turns_program)
+from synth.construct.nic_assisted import METHOD as NIC_METHOD
 from synth.errors import BadInput
 from synth.export import IN_NETWORK, render
 from synth.export.loads import chosen, forget, loads_of, phrase, refusal, where, with_runtimes
@@ -354,23 +355,28 @@ def test_the_summary_and_table_say_which_runtime_loads_each_point_and_why(sharp4
 
 
 def test_the_command_line_table_and_json_carry_the_loads(nvls4x2, tmp_path):
-    # 13 steps on nvls4x2: the in-turn allreduce in 8 batches, which MSCCL++ loads, has
-    # the least latency there (an exact schedule of one chunk a share has at least 13
-    # rounds for at most 8 chunks: no match for its 45/64)
+    # 13 steps on nvls4x2: the allreduce through NVLS and the NICs in 8 batches, which
+    # MSCCL++ loads, costs the least there (before it, the in-turn allreduce's 45/64).
+    # By hand (synth.construct.nic_assisted): r = (nK - 1 + K) c_nic / ((K - 1)(2 c_nv
+    # + c_nic)) = 9/5, 5 pieces a share, R = 9; a batch is 8 x 5 = 40 chunks, six steps,
+    # alone 6, 9, 8, 8, 9, 6 rounds (NVLink 11, 15, 15, 11 pieces over 2 lanes; NICs 9
+    # over 1). The 13 expanded steps run 1..6 program steps at once: 6, 9, 13, 16, 18,
+    # 18, 18, 18, 18, 16, 13, 9, 6 = 178 rounds for 320 chunks
     args = ("allreduce", "--topo", nvls4x2[0], "--boxes", "2", "--steps", "13",
             "--max-chunks", "1", "--time-limit", "3", "--out", tmp_path, "--model",
             "line-rate")
     run = synth_main(*args, "--json")
     assert run.returncode == 0, run.stderr
-    (turns,) = [p for p in json.loads(run.stdout)["frontier"] if TURNS in p["method"]]
-    assert (turns["loads"], turns["not_loaded"]["msccl-xml"]["why"]) == (
+    (ours,) = [p for p in json.loads(run.stdout)["frontier"] if NIC_METHOD in p["method"]]
+    assert (ours["rounds"], ours["chunks"]) == (178, 320)
+    assert (ours["loads"], ours["not_loaded"]["msccl-xml"]["why"]) == (
         "MSCCL++", "the schedule has switch operations")
     run = synth_main(*args)
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
-    row = next(x for x in lines if TURNS in x)
-    assert row.split()[:3] == ["13", "45", "64"] and " MSCCL++ " in row
-    assert "MSCCL XML does not load S13 R45 C64: the schedule has switch operations" in lines
+    row = next(x for x in lines if NIC_METHOD in x)
+    assert row.split()[:3] == ["13", "178", "320"] and " MSCCL++ " in row
+    assert "MSCCL XML does not load S13 R178 C320: the schedule has switch operations" in lines
 
 
 def bounds_of(topo):
