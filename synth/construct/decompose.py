@@ -39,6 +39,11 @@ depth P and pieces per batch are sums over the loads of the ~2s windows of one b
 steps (synth.construct.moves.scaled_rounds): all designs are priced without building
 any, and only the Pareto-optimal ones are built, the cheapest in steps and in bandwidth
 first.
+
+Long because: at 1024 GPUs pricing designs from their levels' loads, listing box 0's
+moves and writing one box's program (issue 29's fabric) were added beside the design
+search they serve; they should move to a module of their own (a note for the next
+change here), but were merged as they were measured.
 """
 
 from __future__ import annotations
