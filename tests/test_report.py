@@ -194,7 +194,7 @@ def test_past_its_deadline_the_page_says_which_schedules_it_did_not_draw(ring4, 
     for p in result.points:
         stem = next(f.stem for f in tmp_path.glob("*.json")
                     if f.stem.endswith(f"s{p.steps}-r{p.rounds}-c{p.chunks}"))
-        assert f"synth draw {stem}.json" in text
+        assert f"synth draw {stem}.json -o {stem}.svg" in text
         assert not (tmp_path / f"{stem}.svg").exists()
     assert len(refs(page).images) == 3 + 1  # the plots and the topology
 
@@ -210,6 +210,28 @@ def test_a_drawing_the_time_left_does_not_afford_is_not_begun(ring4, tmp_path, m
     page = write_report(topo, result, base, [KB], tmp_path, deadline=Deadline.after(600))
     assert page.read_text().count("Not drawn: the time limit ran out first") == \
         len(result.points)
+
+
+def test_a_small_report_short_of_time_still_draws_its_schedules(ring4, tmp_path,
+                                                              monkeypatch):
+    """Every drawing was guessed at half a second (a 64-rank one's pace), so a 4-rank
+    report under a 3 s limit, with about half a second left for its pictures, drew none.
+    A drawing's guess goes with its ranks."""
+    import synth.deadline as deadline_module
+    from synth.deadline import Deadline
+
+    class HalfASecondLeft(Deadline):
+        def affords(self, seconds: float) -> bool:
+            return seconds <= 0.5
+
+    monkeypatch.setattr(deadline_module, "machine_slowdown", lambda: 1.0)  # an idle core
+    topo, result, base = ring4
+    page = write_report(topo, result, base, [KB], tmp_path, deadline=HalfASecondLeft())
+    assert "Not drawn" not in page.read_text()
+    for p in result.points:
+        stem = next(f.stem for f in tmp_path.glob("*.json")
+                    if f.stem.endswith(f"s{p.steps}-r{p.rounds}-c{p.chunks}"))
+        assert (tmp_path / f"{stem}.svg").stat().st_size > 0
 
 
 # --- plots: labels never collide, lines told apart ------------------------------------

@@ -127,9 +127,10 @@ def deprecated(old: str, new: str) -> None:
 def out_option(dest: str, metavar: str, help: str, *, default: str | None = None,
                required: bool = False, old: tuple[str, ...] = ("--output",)):
     """`-o, --out`: where a command writes (a folder or a file, as `metavar` says)."""
+    # click 8.3+ counts an explicit default=None as a value: required would never fire
+    given = {} if default is None else {"default": default, "show_default": True}
     return click.option("-o", "--out", dest, cls=Renamed, old=old, metavar=metavar,
-                        default=default, show_default=default is not None,
-                        required=required, help=help)
+                        required=required, help=help, **given)
 
 
 def examples(*lines: str) -> str:

@@ -40,9 +40,10 @@ from synth.schedule.cost import format_size
 from synth.schedule.file import schedule_json, schedule_to_dict
 from synth.topology.physical import Topology
 
-# seconds per schedule drawn for the page, the slowest so far (a 64-rank drawing takes
-# 1-3 s): none is begun that this pace says would end past the page's deadline
-DRAWING = Pace(0.5)
+# seconds per rank drawn for the page, the slowest so far (a 64-rank drawing takes 1-3 s,
+# a 4-rank one a few hundredths): none is begun that this pace says would end past the
+# page's deadline; drawings of fewer than 8 ranks are mostly overhead, not measured
+DRAWING = Pace(0.03, least=8)
 
 
 def _e(text) -> str:
@@ -147,14 +148,14 @@ def _schedule_versions(schedule, color: str, full: int, room: int,
     n = schedule.collective.ranks
     for most in (32, 16, 8):
         if n > most and full * ((most + 1) / (n + 1)) ** 2 <= room:
-            if not deadline.affords(DRAWING.seconds(1)):
+            if not deadline.affords(DRAWING.seconds(most)):
                 return
-            with DRAWING.timing(1):
+            with DRAWING.timing(most):
                 svg = render_bytes(schedule_graph(schedule, color, max_ranks=most), "svg")
             yield svg, f"drawn smaller: ranks in at most {most} blocks"
-    if not deadline.affords(DRAWING.seconds(1)):
+    if not deadline.affords(DRAWING.seconds(min(n, 8))):
         return
-    with DRAWING.timing(1):
+    with DRAWING.timing(min(n, 8)):
         svg = render_bytes(schedule_graph(schedule, color, max_ranks=min(n, 8),
                                           room=(PANEL_AREA / 16, math.inf)), "svg")
     yield svg, "drawn smaller: fewer panels" + (", ranks in at most 8 blocks" if n > 8 else "")
@@ -168,12 +169,14 @@ def _schedule_parts(result: Result, color: str, deadline: Deadline
     at the pace of the slowest drawn so far."""
     files, parts, undrawn = {}, [], []
     for p in result.points:
-        if not deadline.affords(DRAWING.seconds(1)):
+        ranks = p.schedule.collective.ranks
+        if not deadline.affords(DRAWING.seconds(ranks)):
             undrawn.append(f"<h3>{_e(f'S{p.steps} R{p.rounds} C{p.chunks}')}</h3><p>Not "
                            "drawn: the time limit ran out first (<code>synth draw "
-                           f"{_e(point_stem(p))}.json</code> draws it).</p>")
+                           f"{_e(point_stem(p))}.json -o {_e(point_stem(p))}.svg</code> "
+                           "draws it).</p>")
             continue
-        with DRAWING.timing(1):
+        with DRAWING.timing(ranks):
             svg = render_bytes(schedule_graph(p.schedule, color), "svg")
         name = f"{point_stem(p)}.svg"
         files[Path(name)] = svg
