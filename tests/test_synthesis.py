@@ -109,6 +109,28 @@ def test_every_collective_on_small_graphs_verifies_and_respects_bounds(spec):
                                                            reverse=True)
 
 
+def test_where_a_switch_multicasts_but_does_not_add_the_bounds_still_hold(tmp_path):
+    # three GPUs on a switch that copies but does not sum, twice as wide into each GPU
+    # as out of it: an allreduce sends each GPU's reduced third once and the switch
+    # hands it to both others, so a GPU sends 1 buffer in all. Counting 2(N-1)
+    # transfers against what GPUs send said 4/3 rounds per chunk; the search found 1.
+    lines = ["name: copies", "unit_gbps: 25", "gpus: 3", "switches:",
+             "  - {name: sw, kind: nvswitch, can: [multicast]}", "links:"]
+    for g in range(3):
+        lines += [f"  - {{from: gpu{g}, to: sw, gbps: 25}}",
+                  f"  - {{from: sw, to: gpu{g}, gbps: 25, count: 2}}"]
+    path = tmp_path / "copies.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    for name in COLLECTIVES:
+        result = run_frontier(str(path), name, time_limit=30, max_chunks=4)
+        for p in result.points:
+            verify_schedule(schedule_to_dict(p.schedule))
+            assert p.steps >= result.bounds.steps, name
+            assert p.ratio >= result.bounds.rounds_per_chunk, name
+    allreduce = run_frontier(str(path), "allreduce", time_limit=30, max_chunks=4)
+    assert min(p.ratio for p in allreduce.points) == allreduce.bounds.rounds_per_chunk == 1
+
+
 CROSS_CHECK = [  # (topology, collective, steps, rounds, chunks)
     ("dgx1", "allgather", 2, 3, 2), ("dgx1", "allgather", 2, 2, 2),
     ("dgx1", "broadcast", 2, 2, 2), ("ring:4", "allreduce", 2, 2, 2),

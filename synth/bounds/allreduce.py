@@ -28,7 +28,9 @@ def allreduce_rounds_per_chunk(topo: Topology, lowering: Lowering, graph: nx.DiG
       GPUs' total out (and in) capacity, and h times all links' capacity, bound how
       many a round moves. A GPU's out capacity is its narrowest cut from the other
       GPUs (`port_sum`), not its links' sum: a 64 GB/s PCIe link feeding a 50 GB/s NIC
-      passes 50.
+      passes 50. Where a switch multicasts (and none reduces: then this is the bound
+      without switch operations), one send out of a GPU can arrive at several: only
+      arrivals are counted, against the GPUs' in capacity, and one link each.
     - cut: every set of vertices that splits the GPUs must pass a whole buffer out
       (its contributions, as partial sums or final values): 1 / the thinnest such cut,
       the least max-flow between GPU 0 and another GPU, either way. Skipped past
@@ -41,11 +43,13 @@ def allreduce_rounds_per_chunk(topo: Topology, lowering: Lowering, graph: nx.DiG
     once per orbit of those fixing GPU 0 (`symmetry`, synth.bounds.orbits).
     """
     n = len(gpus)
-    hops = min(len(path) - 1 for path in lowering.routes.values())
+    spread = _multicasts(topo, alone=True)
+    hops = 1 if spread else min(len(path) - 1 for path in lowering.routes.values())
     total = sum((c for _, _, c in graph.edges(data="capacity")), Fraction(0))
     every = symmetry.orbits()
-    ports = [port_sum(graph, gpus, clock, every),
-             port_sum(graph.reverse(copy=False), gpus, clock, every)]
+    ports = [port_sum(graph.reverse(copy=False), gpus, clock, every)]
+    if not spread:
+        ports.append(port_sum(graph, gpus, clock, every))
     best = max(Fraction(2 * (n - 1) * hops) / total,
                *(Fraction(2 * (n - 1)) / port for port in ports))
     if n <= CUT_LIMIT:
@@ -57,29 +61,47 @@ def allreduce_rounds_per_chunk(topo: Topology, lowering: Lowering, graph: nx.DiG
             thinnest = flow if thinnest is None else min(thinnest, flow)
         if thinnest is not None:
             best = max(best, 1 / thinnest)
-    return max(best, across_boxes(topo, graph), across_packages(graph, gpus))
+    return max(best, across_boxes(topo, graph),
+               across_packages(graph, gpus, clock, arrivals_only=spread))
+
+
+def _multicasts(topo: Topology, alone: bool = False, between_boxes: bool = False) -> bool:
+    """Whether some switch multicasts (`alone`: and none reduces; `between_boxes`: one
+    outside every box), so one send can arrive at several GPUs or boxes."""
+    if alone and any("reduce" in v.can for v in topo.vertices):
+        return False
+    return any("multicast" in v.can for v in topo.vertices
+               if not between_boxes or v.box is None)
+
+
+def _transfers_bound(graph: nx.DiGraph, groups: list[set[str]], arrivals_only: bool
+                     ) -> Fraction:
+    """2(K-1) transfers per chunk between K groups over what the groups pass out and
+    take in (only in, where a send out can arrive at several groups)."""
+    into = sum((out_capacity(graph.reverse(copy=False), g) for g in groups), Fraction(0))
+    out = into if arrivals_only else \
+        sum((out_capacity(graph, g) for g in groups), Fraction(0))
+    return Fraction(2 * (len(groups) - 1)) / min(out, into)
 
 
 def across_boxes(topo: Topology, graph: nx.DiGraph) -> Fraction:
     """The traffic count with boxes as ranks: 2(K-1) transfers per chunk, each leaving
     one box and entering another (0 on one box). Holds whatever a box does inside, so
-    also where its switches reduce, as long as no switch between boxes does."""
+    also where its switches reduce, as long as no switch between boxes does; where one
+    between them multicasts, only what boxes take in is counted."""
     boxes = sorted({v.box for v in topo.vertices if v.box is not None})
     if len(boxes) < 2:
         return Fraction(0)
     # the same count with the parts a fabric's tier splits the machine into (leaf groups,
     # pods) as ranks: each part's uplinks carry 2(P-1) transfers per chunk in all
-    worst = Fraction(0)
-    for members in [[{v.name for v in topo.vertices if v.box == b} for b in boxes]] \
-            + fabric_parts(topo):
-        out = sum((out_capacity(graph, m) for m in members), Fraction(0))
-        into = sum((out_capacity(graph.reverse(copy=False), m) for m in members),
-                   Fraction(0))
-        worst = max(worst, Fraction(2 * (len(members) - 1)) / min(out, into))
-    return worst
+    spread = _multicasts(topo, between_boxes=True)
+    return max(_transfers_bound(graph, members, spread) for members in
+               [[{v.name for v in topo.vertices if v.box == b} for b in boxes]]
+               + fabric_parts(topo))
 
 
-def across_packages(graph: nx.DiGraph, gpus: list[str]) -> Fraction:
+def across_packages(graph: nx.DiGraph, gpus: list[str], clock: Clock | None = None,
+                    arrivals_only: bool = False) -> Fraction:
     """The traffic count with packages as ranks, where direct links of several widths
     join GPUs: for each width, the groups of GPUs that links at least that wide join
     (on MI250 the two dies of a package, 4 xGMI links apart, against 1 or 2 to other
@@ -87,22 +109,39 @@ def across_packages(graph: nx.DiGraph, gpus: list[str]) -> Fraction:
     counts between boxes: true of any partition of the GPUs where nothing between the
     groups reduces, so the widths only choose which partitions to try. Where wide
     links inside a group are cheap and the narrow ones between groups are the
-    bottleneck, this is the highest count; 0 where no width splits the GPUs."""
+    bottleneck, this is the highest count; 0 where no width splits the GPUs. Cost: a
+    union-find over the direct links per width, until `clock` expires."""
     on_gpus = set(gpus)
-    direct = [(u, v, c) for u, v, c in graph.edges(data="capacity")
-              if u in on_gpus and v in on_gpus]
+    direct = [(u, v, d["capacity"]) for u in gpus for v, d in graph.adj[u].items()
+              if v in on_gpus]
+    widths = {c for _, _, c in direct}
     worst = Fraction(0)
-    for width in sorted({c for _, _, c in direct}):
-        joined = nx.Graph()
-        joined.add_nodes_from(gpus)
-        joined.add_edges_from((u, v) for u, v, c in direct if c >= width)
-        groups = list(nx.connected_components(joined))
-        if len(groups) < 2:
-            continue
-        out = sum((out_capacity(graph, g) for g in groups), Fraction(0))
-        into = sum((out_capacity(graph.reverse(copy=False), g) for g in groups), Fraction(0))
-        worst = max(worst, Fraction(2 * (len(groups) - 1)) / min(out, into))
+    for width in sorted(widths):
+        if clock is not None and clock.expired():
+            break
+        groups = _joined(gpus, [(u, v) for u, v, c in direct if c >= width])
+        if len(groups) >= 2:
+            worst = max(worst, _transfers_bound(graph, groups, arrivals_only))
     return worst
+
+
+def _joined(gpus: list[str], pairs: list[tuple[str, str]]) -> list[set[str]]:
+    """The groups of GPUs that `pairs` join (union-find: linear, where networkx's
+    components of a 512-GPU clique took most of a second)."""
+    parent = {g: g for g in gpus}
+
+    def root(g: str) -> str:
+        while parent[g] != g:
+            parent[g] = parent[parent[g]]
+            g = parent[g]
+        return g
+
+    for u, v in pairs:
+        parent[root(u)] = root(v)
+    groups: dict[str, set[str]] = {}
+    for g in gpus:
+        groups.setdefault(root(g), set()).add(g)
+    return list(groups.values())
 
 
 CUT_LIMIT = 64
