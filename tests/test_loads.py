@@ -170,6 +170,28 @@ def test_a_pipelines_batch_program_is_made_once_however_often_it_is_asked(monkey
     assert loads_of(pipelined) == {"msccl-xml": None, "mscclpp": None}  # then asked
 
 
+def test_the_batch_programs_remembered_are_few_and_go_with_their_schedules():
+    # each entry holds an unfolded batch program's steps: kept for every schedule ever
+    # asked about, a long plan or compare held them all
+    import gc
+    from dataclasses import replace
+
+    import synth.export.loads as loads
+    from synth.construct.tree_schedules import tree_search
+
+    model = lower_with_routes(resolve("ring:4")).model
+    pipelined = next(p.schedule for p in tree_search(
+        model, "allgather", None, Limits(max_chunks=8)).points if p.schedule.pipeline)
+    forget()
+    copies = [replace(pipelined) for _ in range(loads._FORMS + 5)]
+    forms = {loads._batch_form(c) for c in copies}
+    assert len(forms) == 1 and None not in forms  # all the same program
+    assert len(loads._batch_forms) == loads._FORMS
+    del copies
+    gc.collect()
+    assert len(loads._batch_forms) == 0
+
+
 def test_msccl_xml_refuses_a_direct_allgather_past_its_threadblocks_mscclpp_loads_it():
     # 34 GPUs on one switch, each sends its chunk to 33 peers in one step. XML: a
     # threadblock has one send and one receive peer; chunk c travels on channel c mod K.

@@ -50,7 +50,9 @@ _PROGRAMS = 2  # built programs kept for render (they can be large)
 _by_schedule: dict = {}  # (id, fmt, inplace) -> (weakref to the schedule, answer)
 _by_form: OrderedDict = OrderedDict()  # (fmt, inplace, form key) -> answer
 _programs: OrderedDict = OrderedDict()  # (fmt, inplace, form key) -> (form, note, program)
-_batch_forms: dict = {}  # id -> (weakref to the schedule, its batch program's form key)
+# id -> (weakref to the schedule, its batch program's form key): the last _FORMS asked,
+# each gone with its schedule (a key holds the unfolded program's steps)
+_batch_forms: OrderedDict = OrderedDict()
 
 
 def lowered(schedule, fmt: str, inplace: bool = False, deadline: Deadline = Deadline()):
@@ -395,6 +397,7 @@ def _batch_form(schedule):
 
     known = _batch_forms.get(id(schedule))
     if known is not None and known[0]() is schedule:
+        _batch_forms.move_to_end(id(schedule))
         return known[1]
     batch = one_batch(schedule)
     form = None if batch is None else _form_key(batch)
@@ -406,7 +409,10 @@ def _batch_form(schedule):
     try:
         _batch_forms[id(schedule)] = (weakref.ref(schedule, gone), form)
     except TypeError:  # not weakly referable: made again when asked again
-        pass
+        return form
+    _batch_forms.move_to_end(id(schedule))
+    while len(_batch_forms) > _FORMS:
+        _batch_forms.popitem(last=False)
     return form
 
 
