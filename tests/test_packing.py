@@ -155,6 +155,12 @@ def test_the_program_split_stops_at_the_deadline_and_the_even_splits_stand(monke
         splitting.program_split(model, everyone, deadline=Deadline(0.0))
     packing = pack_trees(model, everyone, Deadline.after(60))
     assert packing.rate == Fraction(3, 10)  # the program's split, given the time
+    # HiGHS's limit is the time left, taken a moment before the deadline: stopped by it
+    # just before the deadline passed was an internal error (a RuntimeError, exit 3)
+    stopped = scipy.optimize.OptimizeResult(status=1, message="Time limit reached")
+    monkeypatch.setattr(scipy.optimize, "linprog", lambda *a, **k: stopped)
+    with pytest.raises(splitting.OutOfTime):
+        splitting.program_split(model, everyone, deadline=Deadline.after(60))
 
 
 @pytest.mark.parametrize("topo,root", [(resolve("dgx1"), 3), (resolve("ring:5"), None),

@@ -101,11 +101,13 @@ def main(argv=None) -> None:
     except BrokenPipeError:  # the reader stopped reading (synth topo list | head -1)
         _stdout_open()
         code = 0
-    except MemoryError:
+    except MemoryError as e:
+        failed = e
         click.echo("synth: error: out of memory (try a smaller topology or instance)",
                    err=True)
         code = 2
     except OSError as e:  # a file or pipe failed where no one expected it
+        failed = e
         click.echo(f"synth: error: {_one_line(e.strerror or str(e))}", err=True)
         code = 2
     except Exception as e:  # noqa: BLE001 -- a bug: one line, exit 3, unless asked

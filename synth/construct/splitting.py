@@ -253,8 +253,8 @@ def _split_program(model: LinkModel, roots: list[int], ranks: list[int],
     result = linprog(cost, A_ub=a_ub.tocsr(), b_ub=ub_rhs, A_eq=a_eq.tocsr(), b_eq=eq_rhs,
                      bounds=bounds, method="highs",
                      options={"time_limit": deadline.solver_seconds()})
-    if result.status == 1 and deadline.passed():  # HiGHS stopped at the time left
-        raise OutOfTime
+    if result.status == 1:  # HiGHS stopped at its time limit (solver_seconds: the time
+        raise OutOfTime     # left, maybe a little before the deadline itself passes)
     if result.status != 0:  # cannot happen for a feasible model (x = 0 is a solution)
         raise RuntimeError(f"splitting {model.name}: {result.message}")
     split = _rounded(model, links, caps, phase_cols, result.x[:n_split])
