@@ -26,6 +26,21 @@ class OutOfTime(Exception):
     """The deadline passed inside a stage; what the stage found before it stands."""
 
 
+class TimeLimit(OutOfTime):
+    """The deadline passed while a machine was built, edited or lowered; its argument
+    says which (the command's one line: "ran out while DOING")."""
+
+
+def in_time(items, deadline: Deadline, doing: str, every: int = 4096):
+    """`items` one by one, TimeLimit(doing) once the deadline has passed: a pass over
+    the hundreds of thousands of routes or rank links of a machine of 1024 GPUs looks
+    at the deadline every `every` of them, not only once it is over."""
+    for i, item in enumerate(items):
+        if i % every == 0 and deadline.passed():
+            raise TimeLimit(doing)
+        yield item
+
+
 class Held:
     """Work set aside, from the end of a job's searches, for what follows them on what
     they found (writing each point kept): shared by a Deadline and every share of it,

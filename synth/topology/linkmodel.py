@@ -30,7 +30,7 @@ from functools import cached_property, lru_cache
 
 import networkx as nx
 
-from synth.deadline import Deadline, OutOfTime
+from synth.deadline import Deadline, TimeLimit, in_time  # noqa: F401 (TimeLimit: importers)
 from synth.errors import BadInput
 from synth.topology.physical import GPU, Topology
 
@@ -102,10 +102,6 @@ class Lowering:
 MAX_RANK_LINKS = 1_100_000
 MAX_ROUTE_VERTICES = 40_000_000  # the routes' vertices in all: about 0.3 GB
 MAX_ROUTE = 66  # vertices on one route (estimated from above): real clusters need < 12
-
-
-class TimeLimit(OutOfTime):
-    """The deadline passed before the lowering was done."""
 
 
 def lower(topo: Topology) -> LinkModel:
@@ -344,16 +340,6 @@ def diameter(model: LinkModel, deadline: Deadline = Deadline()) -> int:
             raise TimeLimit(doing)
         most = max(most, max(nx.single_source_shortest_path_length(graph, r).values()))
     return most
-
-
-def in_time(items, deadline: Deadline, doing: str, every: int = 4096):
-    """`items` one by one, TimeLimit(doing) once the deadline has passed: a pass over
-    the hundreds of thousands of routes or rank links of a machine of 1024 GPUs looks
-    at the deadline every `every` of them, not only once it is over."""
-    for i, item in enumerate(items):
-        if i % every == 0 and deadline.passed():
-            raise TimeLimit(doing)
-        yield item
 
 
 def rank_graph(model: LinkModel) -> nx.DiGraph:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import networkx as nx
 
+from synth.deadline import Deadline, in_time
 from synth.errors import BadInput
 from synth.files import load_yaml, quote
 from synth.topology.figures import Figures, figures_from_dict, figures_to_dict
@@ -111,6 +112,7 @@ class Topology:
     # catalog.resolve has joined its boxes
     edits: tuple[str, ...] = ()
     healthy: "Topology | None" = None
+    said: tuple[str, ...] = ()  # what each edit did, in words (degrade.changes)
 
     @property
     def gpus(self) -> list[str]:
@@ -402,10 +404,11 @@ def _capabilities(x, kind: str, where: str) -> tuple[str, ...]:
     return tuple(sorted(set(names)))
 
 
-def validate(topo: Topology) -> None:
-    """Whole-topology checks: no duplicate links, every GPU reaches every other."""
+def validate(topo: Topology, deadline: Deadline = Deadline()) -> None:
+    """Whole-topology checks: no duplicate links, every GPU reaches every other.
+    TimeLimit past `deadline` (a million links: about a second)."""
     seen = set()
-    for link in topo.links:
+    for link in in_time(topo.links, deadline, f"checking {topo.name}", 16384):
         if (link.src, link.dst) in seen:
             raise BadInput(f"duplicate link {link.src} -> {link.dst} (use count for "
                            "parallel lanes)")
