@@ -290,9 +290,12 @@ def _limit_said(time_limit: float, searches_stopped: bool) -> str:
     ended early, and when ("stopped at the time limit" read as the limit spent)."""
     from synth.deadline import job_seconds
 
-    if searches_stopped:
-        return f"stopped at the time limit ({time_limit:g} s)"
-    return f"cut short by the time limit ({time_limit:g} s) at {job_seconds():.0f} s"
+    spent = job_seconds()
+    if searches_stopped:  # a search's share of the limit can end well before the limit
+        early = f" at {spent:.0f} s, the searches' share of it spent" \
+            if spent < 0.9 * time_limit else ""
+        return f"stopped at the time limit ({time_limit:g} s){early}"
+    return f"cut short by the time limit ({time_limit:g} s) at {spent:.0f} s"
 
 
 class _Progress:
