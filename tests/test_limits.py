@@ -10,8 +10,8 @@ derived from the input's size.
 """
 
 import json
-import re
 import math
+import re
 import threading
 import time
 import tracemalloc
