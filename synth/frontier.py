@@ -180,7 +180,10 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
 
     method: "auto" decomposes multi-node topologies and then searches exactly in the
     time left; "exact" or "decomposed" do only that. hints: synth.construct.hints, for the
-    decomposition. Raises NoAnswer when "decomposed" does not apply.
+    decomposition. on_event(kind, data): progress ("stage", "search", "ask", "build",
+    "point"), and ("frontier", the points in hand, every one verified) once the
+    baselines and again once the constructions are done (synth.anytime writes them).
+    Raises NoAnswer when "decomposed" does not apply.
     """
     if method not in METHODS:
         raise BadInput(f"unknown method '{method}' (expected {', '.join(METHODS)})")
@@ -215,8 +218,8 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
         # fraction of a second, and whatever follows may take all the time there is
         on_event("stage", "building the baselines")
         searches["baselines"] = _baselines(model, name, coll.root, limits, deadline)
-        _verify_baselines(pareto_filter(searches["baselines"].points), searches, deadline,
-                          checked)
+        on_event("frontier", _verify_baselines(pareto_filter(searches["baselines"].points),
+                                               searches, deadline, checked))
     if hierarchy is not None:
         on_event("search", f"{name} by decomposition: {hierarchy.describe()}")
         searches["decomposed"] = decompose(model, hierarchy, name, limits, on_event,
@@ -228,6 +231,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     # the baselines on the frontier so far are verified now, while there is time (what
     # the exact search adds can only push more off it)
     points = _verify_baselines(pareto_filter(built), searches, deadline, checked)
+    on_event("frontier", points)  # every point verified: a caller may write them now
     candidates = list(built)  # every candidate, for the runtimes' own frontiers
     if method != "decomposed" and not _interrupted(searches):
         exact = _exact_searches(lowering, name, coll.root, b, limits, deadline, built,

@@ -65,7 +65,8 @@ def point_stem(point: Point) -> str:
 
 def write_points(points: list[Point], directory: Path, formats: list[str],
                  replaces: tuple[int, int] | None = None, started_ns: int | None = None,
-                 deadline: Deadline = Deadline(), grace: float = 0.0) -> list[Path | None]:
+                 deadline: Deadline = Deadline(), grace: float = 0.0,
+                 already: dict[int, Path] | None = None) -> list[Path | None]:
     """Write every point in each format (json: STEM.json, msccl-xml: STEM.xml, mscclpp:
     STEM.mscclpp.json). Returns one path per point, in order: its JSON file, else its
     first format's; None where none was written. A point an exporter cannot express
@@ -82,8 +83,9 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
     instance (replaces=None), and every file when the deadline left a point unwritten,
     stay. started_ns: when this run started (time.time_ns());
     a file written since then is another run's, running at the same time, and stays.
-    Files are written in the folder synth chose: a symbolic link there is replaced, not
-    followed (nothing is written outside --out)."""
+    already: {id(schedule): its JSON file} written earlier in this run (synth.anytime),
+    not written again. Files are written in the folder synth chose: a symbolic link
+    there is replaced, not followed (nothing is written outside --out)."""
     from synth.export import EXTENSIONS, render
 
     if points and not deadline.affords(-grace):  # past the deadline and its grace
@@ -96,6 +98,9 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
     for i in sorted(range(len(points)), key=lambda i: size(points[i].schedule)):
         p, paths = points[i], {}
         for fmt in formats:
+            if fmt == "json" and already and id(p.schedule) in already:
+                paths[fmt] = already[id(p.schedule)]
+                continue
             path = directory / f"{point_stem(p)}{EXTENSIONS[fmt]}"
             units = (size if fmt == "json" else timing_size)(p.schedule)
             first = not written and not paths

@@ -35,7 +35,7 @@ STAGES = [
     ["synth.construct"],
     ["synth.frontier"],
     ["synth.export"],
-    ["synth.output", "synth.compare"],
+    ["synth.output", "synth.compare", "synth.anytime"],
     ["synth.plan", "synth.answer"],
     ["synth.run"],
     ["synth.pictures"],

@@ -153,6 +153,7 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
               nbytes=None, cost_model="calibrated"):
     from dataclasses import replace
 
+    from synth.anytime import EarlyFiles
     from synth.construct.paced import writing
     from synth.deadline import job_deadline
     from synth.export.loads import chosen
@@ -171,8 +172,16 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     reporter = _Progress(progress if progress is not None else terminal, terminal,
                          heartbeat=progress is None and not terminal)
     reporter.say(f"solver: {backend} ({why})")
+    early = EarlyFiles(directory, started_ns, deadline, reporter.say) \
+        if "json" in formats else None
+
+    def on_event(kind: str, data) -> None:
+        if kind == "frontier" and early is not None:  # on disk while the search goes on
+            early.write(data)
+        reporter.event(kind, data)
+
     try:
-        result = synthesize(topo, name, root, limits, reporter.event, method, hints,
+        result = synthesize(topo, name, root, limits, on_event, method, hints,
                             deadline.reserving(CHOOSING_SHARE * time_limit).holding())
     finally:
         reporter.done()
@@ -192,7 +201,10 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     with interrupts_deferred() as caught:  # a second Ctrl-C must not lose the points
         try:
             paths = write_points(result.points, directory, formats, covered, started_ns,
-                                 deadline, GRACE_SHARE * time_limit)
+                                 deadline, GRACE_SHARE * time_limit,
+                                 early.intact() if early is not None else None)
+            if early is not None:  # the early files of points no longer on the frontier
+                early.settle(paths)
             if plots and result.points and not deadline.passed():
                 from synth.construct.baselines import baselines
                 from synth.pictures.plots import write_plots
