@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""When the best point is on disk, against ForestColl's published bar (issue 28).
+
+    python bench/bench_answer_time.py                  # every job, one at a time
+    python bench/bench_answer_time.py --jobs dgx2x2    # jobs whose name has a substring
+    python bench/bench_answer_time.py --record         # also bench/results/answer-time-DATE.*
+
+Each job is `synth allgather --topo T -o DIR --json` as a user runs it, in a fresh
+process with the answer cache off (SYNTH_CACHE=0), one at a time. The script watches
+DIR every 0.05 s: synth writes the frontier in hand as the search goes on
+(synth/anytime.py), so a file can be there long before the job ends. Recorded per job:
+
+- best_s: seconds from the start until the file of the final frontier's best point (in
+  rounds per chunk; a pipeline's fill keeps it a little above the cut bound) was on
+  disk; within_1pct_s: until some file within 1.01 x the bound was;
+- end_s: when the job ended (it goes on searching for points with fewer steps);
+- best / bound: the best point of the final frontier;
+- peak MiB: the job's peak resident memory (GNU time's %M).
+
+ForestColl's side (its public Python, measured on this kind of machine and quoted in
+issue 28; not installable from the package registries, so not rerun here): ndv2x4
+13-16 s; dgx2x2 94-122 s (161.29 GB/s) in 40 MB; dgxa100x4 55-61 s. This is a
+benchmark, not a test: it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from fractions import Fraction
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.machine import recorded_machine  # noqa: E402
+
+JOBS = ("ndv2x4", "dgx2x2", "dgxa100x4")
+FORESTCOLL = {"ndv2x4": "13-16 s", "dgx2x2": "94-122 s, 40 MB", "dgxa100x4": "55-61 s"}
+
+
+def bound_of(topo: str) -> Fraction:
+    out = subprocess.run([sys.executable, "-m", "synth", "bounds", "allgather", "--topo",
+                          topo, "--json"], capture_output=True, text=True, check=True,
+                         cwd=REPO)
+    return Fraction(json.loads(out.stdout)["rounds_per_chunk"])
+
+
+def ratio_of(path: Path, bound: Fraction) -> Fraction | None:
+    """A schedule file's rounds per chunk over the bound; None while it cannot be read."""
+    try:
+        cost = json.loads(path.read_text())["cost"]
+    except (OSError, ValueError, KeyError):
+        return None
+    return Fraction(cost["rounds"], cost["chunks"]) / bound
+
+
+def run_job(topo: str, limit: float) -> dict:
+    bound = bound_of(topo)
+    with tempfile.TemporaryDirectory() as out:
+        command = ["/usr/bin/time", "-f", "%M", sys.executable, "-m", "synth", "allgather",
+                   "--topo", topo, "--time-limit", f"{limit:g}", "-o", out, "--json"]
+        env = {**os.environ, "SYNTH_CACHE": "0"}
+        start = time.monotonic()
+        job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=REPO, env=env)
+        within = None
+        seen: dict[str, float] = {}  # file name -> when first seen whole
+        while job.poll() is None:
+            for path in Path(out).rglob("allgather-*.json"):
+                if path.name in seen:
+                    continue
+                ratio = ratio_of(path, bound)
+                if ratio is None:
+                    continue  # being written: looked at again
+                seen[path.name] = round(time.monotonic() - start, 2)
+                if ratio <= Fraction(101, 100) and within is None:
+                    within = seen[path.name]
+            time.sleep(0.05)
+        end = round(time.monotonic() - start, 2)
+        stdout, stderr = job.communicate()
+    if job.returncode != 0:
+        return {"error": f"exit {job.returncode}: {stderr.strip().splitlines()[-1:]}"}
+    summary = json.loads(stdout)
+    best = min(summary["frontier"], key=lambda p: Fraction(p["rounds"], p["chunks"]))
+    return {"best_s": seen.get(Path(best["file"]).name, end), "within_1pct_s": within,
+            "end_s": end, "best_over_bound": float(Fraction(best["rounds"], best["chunks"])
+                                                   / bound),
+            "points": len(summary["frontier"]),
+            "peak_mib": round(int(stderr.strip().splitlines()[-1]) / 1024)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", default="", help="only jobs whose name has a substring")
+    parser.add_argument("--time-limit", type=float, default=300.0)
+    parser.add_argument("--record", action="store_true")
+    args = parser.parse_args()
+    machine = recorded_machine(REPO, "bench_answer_time", args.record)
+    if machine is None:
+        return 2
+    with open("/proc/loadavg") as f:
+        machine["load_before"] = f.read().split()[:3]
+    rows = []
+    for topo in JOBS:
+        if args.jobs and args.jobs not in topo:
+            continue
+        row = {"job": f"{topo} allgather", **run_job(topo, args.time_limit),
+               "forestcoll": FORESTCOLL[topo]}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    with open("/proc/loadavg") as f:
+        machine["load_after"] = f.read().split()[:3]
+    if args.record:
+        write_record(machine, rows, args.time_limit)
+    return 0
+
+
+def write_record(machine: dict, rows: list[dict], limit: float) -> None:
+    day = time.strftime("%Y-%m-%d")
+    folder = REPO / "bench" / "results"
+    (folder / f"answer-time-{day}.json").write_text(
+        json.dumps({"machine": machine, "rows": rows}, indent=1) + "\n")
+    lines = [f"# Time to the best point on disk, {machine['date']}", "",
+             f"`python3 bench/bench_answer_time.py --record`, commit {machine['commit']}, "
+             f"{machine['cpu']}, {machine['memory_gib']} GiB, Python {machine['python']}, "
+             f"load average before {' '.join(machine['load_before'])}, after "
+             f"{' '.join(machine['load_after'])}; --time-limit {limit:g}; the answer cache "
+             "off; jobs one at a time in fresh processes.", "",
+             "| job | best point on disk s | within 1% s | job ends s | best / bound | points "
+             "| peak MiB | ForestColl (issue 28) |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['job']} | error: {r['error']} ||||||| ")
+            continue
+        lines.append(f"| {r['job']} | {r['best_s']}"
+                     f" | {r['within_1pct_s'] if r['within_1pct_s'] is not None else '-'} | "
+                     f"{r['end_s']} | {r['best_over_bound']:.4f} | {r['points']} | "
+                     f"{r['peak_mib']} | {r['forestcoll']} |")
+    (folder / f"answer-time-{day}.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
