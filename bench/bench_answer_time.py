@@ -92,7 +92,8 @@ def run_job(topo: str, limit: float) -> dict:
         return {"error": f"exit {job.returncode}: {stderr.strip().splitlines()[-1:]}"}
     summary = json.loads(stdout)
     best = min(summary["frontier"], key=lambda p: Fraction(p["rounds"], p["chunks"]))
-    return {"best_s": seen.get(Path(best["file"]).name, end), "within_1pct_s": within,
+    written = Path(best["file"]).name if best["file"] else None  # None: never written
+    return {"best_s": seen.get(written, end), "within_1pct_s": within,
             "end_s": end, "best_over_bound": float(Fraction(best["rounds"], best["chunks"])
                                                    / bound),
             "points": len(summary["frontier"]),

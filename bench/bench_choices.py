@@ -4,7 +4,7 @@
     python bench/bench_choices.py [--out bench/results/choices-DATE] [--time-limit 60]
 
 For each job below, one frontier (synth.frontier.synthesize) seen by both models
-(synth.frontier.in_cost_model): the points each keeps, the fastest point at 1 KB, 1 MB,
+(synth.cost_choice.in_cost_model): the points each keeps, the fastest point at 1 KB, 1 MB,
 64 MB and 1 GB with its time, and what each compares with there (the line-rate model's
 NCCL-style ring or tree; cost model 2's NCCL 2.30.7 as it runs), with the speed-up,
 rounded down. The README's "where choices changed" cites this record. A benchmark, not
@@ -26,7 +26,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from synth.answer import reference_at, timer  # noqa: E402
-from synth.frontier import in_cost_model, synthesize  # noqa: E402
+from synth.cost_choice import in_cost_model  # noqa: E402
+from synth.frontier import synthesize  # noqa: E402
 from synth.schedule.cost import format_size  # noqa: E402
 from synth.search.pareto import Limits  # noqa: E402
 from synth.topology.catalog import resolve  # noqa: E402

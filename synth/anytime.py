@@ -3,10 +3,13 @@ soon as the search hands it over, so that the best schedule so far is on disk mi
 before the job ends (packed trees reach the bound in a second or two where the exact
 search then runs for the rest of the limit).
 
-The job's last write (synth.output.write_points) is still the frontier: an early file
-whose point is still on it is that point's file (not written again), and the others,
-this run's own files left unchanged since, are removed then. A file another program
-has changed or replaced since is left alone.
+Only new names are written early: a file already there (an earlier run's, another
+run's, a link) is left to the last write, which keeps its rules for them. The job's last
+write (synth.output.write_points) is the frontier: an early file whose point is still on
+it is that point's file (not written again). Once every point of the frontier has its
+file, this run's early files no longer on it, unchanged since, are removed; a file
+another program has changed or replaced since is never removed. Where the last write
+left a point unwritten, or failed, every early file stays (each a verified schedule).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pathlib import Path
 
 from synth.deadline import Deadline
 from synth.files import OutputError
-from synth.output import write_points
+from synth.output import point_stem, write_points
 from synth.search.pareto import Point
 
 
@@ -27,12 +30,14 @@ class EarlyFiles:
     def __init__(self, directory: Path, started_ns: int, deadline: Deadline, say=None):
         self.directory, self.started_ns, self.deadline = directory, started_ns, deadline
         self.say = say or (lambda text: None)
-        self.files: dict[int, tuple[Path, tuple]] = {}  # id(schedule) -> file, identity
+        # id(schedule) -> (the schedule, kept so its id is not reused; file; identity)
+        self.files: dict[int, tuple[object, Path, tuple]] = {}
         self.failed = False  # a write failed: no more until the last one
 
     def write(self, points: list[Point]) -> None:
         """Write each of `points` not written yet, as the time left affords it."""
-        new = [p for p in points if id(p.schedule) not in self.files]
+        new = [p for p in points if id(p.schedule) not in self.files
+               and not os.path.lexists(self.directory / f"{point_stem(p)}.json")]
         if not new or self.failed or self.deadline.passed():
             return
         wrote = 0
@@ -44,7 +49,7 @@ class EarlyFiles:
                 self.failed = True
                 break
             if path is not None:
-                self.files[id(p.schedule)] = (path, _identity(path))
+                self.files[id(p.schedule)] = (p.schedule, path, _identity(path))
                 wrote += 1
         if wrote:
             self.say(f"  wrote {wrote} point{'s' * (wrote != 1)} found so far to "
@@ -53,14 +58,16 @@ class EarlyFiles:
     def intact(self) -> dict[int, Path]:
         """{id(schedule): its early file} for the files unchanged since written: the
         last write need not write them again (at 1024 GPUs a file is tens of MB)."""
-        return {key: path for key, (path, identity) in self.files.items()
+        return {key: path for key, (_, path, identity) in self.files.items()
                 if _identity(path) == identity}
 
     def settle(self, paths: list[Path | None]) -> None:
         """Remove each early file, unchanged since, that is not among `paths` (the last
-        write's: the frontier's files)."""
-        kept = {path for path in paths if path is not None}
-        for path, identity in self.files.values():
+        write's: the frontier's files), unless some point has none."""
+        if None in paths:
+            return
+        kept = set(paths)
+        for _, path, identity in self.files.values():
             if path not in kept and _identity(path) == identity:
                 try:
                     path.unlink()

@@ -28,13 +28,14 @@ from synth.construct.decompose import decompose
 from synth.construct.greedy import COLLECTIVES as GREEDY
 from synth.construct.greedy import greedy_search
 from synth.construct.hints import Hints
-from synth.construct.paced import TIMING, timing_size, verified_within
+from synth.construct.paced import verified_within
 from synth.construct.relayed_alltoall import forwarded_search
 from synth.construct.switch_searches import KEYS as IN_NETWORK
 from synth.construct.switch_searches import switch_searches
 from synth.construct.tree_schedules import COLLECTIVES as PACKED
 from synth.construct.tree_schedules import tree_search, tree_search_again
-from synth.deadline import Deadline, OutOfTime, Pace
+from synth.cost_choice import ROUTING
+from synth.deadline import Deadline, OutOfTime
 from synth.errors import BadInput, NoAnswer
 from synth.schedule.collectives import make_collective
 from synth.schedule.cost import schedule_cost
@@ -57,7 +58,7 @@ class Result:
     seconds: float = 0.0
     steps_searched: tuple[int, int] = (1, 0)  # the step counts some search covered
     not_decomposed: str = ""  # why a cluster (a network switch) was not decomposed
-    cost_model: str = "line-rate"  # what chose the points (COST_MODELS)
+    cost_model: str = "line-rate"  # what chose the points (synth.cost_choice.COST_MODELS)
     left_out: list[Point] = field(default_factory=list)  # line-rate points it did not keep
     topology: Topology | None = None
     # every verified candidate (the frontier is their Pareto front), for the runtimes'
@@ -66,7 +67,7 @@ class Result:
     runtimes_stopped: str = ""
     out_of_time: bool = False  # the deadline passed: the points are those found by then
     # cost model 2's lines of the points timed (id of the schedule -> lines), once
-    # in_cost_model has run; a point the deadline left untimed has none
+    # synth.cost_choice.in_cost_model has run; a point the deadline left untimed has none
     lines: dict | None = None
 
     @property
@@ -77,87 +78,6 @@ class Result:
     def interrupted(self) -> bool:
         """Whether Ctrl-C (or SIGTERM) ended a search: the points are those found so far."""
         return any(s.stopped == "interrupted" for s in self.searches.values())
-
-
-COST_MODELS = ("calibrated", "line-rate")
-
-
-def pricing_seconds(result: Result) -> float:
-    """The estimated seconds of cost model 2's prices for the result's machine (which
-    route it again)."""
-    return ROUTING.seconds(len(result.model.links) + len(result.model.groups))
-
-
-def timing_seconds(result: Result) -> float:
-    """The estimated seconds of timing every point in cost model 2, prices included."""
-    return pricing_seconds(result) + sum(TIMING.seconds(timing_size(p.schedule))
-                                         for p in result.points)
-
-
-def in_cost_model(result: Result, topo: Topology, cost_model: str,
-                  protocols: dict | None = None, deadline: Deadline = Deadline()) -> Result:
-    """The frontier as `cost_model` chooses it. "line-rate" keeps every point (the
-    Pareto frontier of latency and us/MB, whose bounds and proofs are exact);
-    "calibrated" times the points in cost model 2 (synth.predict.timing, with the
-    topology's figures), the smallest first, each only if the time left affords it
-    (TIMING), keeps those that are the fastest at some size, and where points say which
-    runtimes load them (Point.loads), per runtime those that are the fastest it loads at
-    some size (timed in `protocols`[runtime], where given: the protocols it runs), and
-    those left untimed, which it cannot judge (out_of_time says so); it lists the
-    others in left_out."""
-    if cost_model not in COST_MODELS:
-        raise BadInput(f"unknown cost model '{cost_model}' (expected "
-                       f"{' or '.join(COST_MODELS)})")
-    result = replace(result, cost_model=cost_model, topology=topo)
-    if cost_model == "calibrated" and result.points:
-        from synth.predict.timing import prices, schedule_lines
-        result.lines = {}
-        if not deadline.affords(pricing_seconds(result)):  # prices(topo) routes it again
-            result.out_of_time = True
-            return result
-        p = prices(topo)
-        for point in sorted(result.points, key=lambda pt: timing_size(pt.schedule)):
-            units = timing_size(point.schedule)
-            if not deadline.affords(TIMING.seconds(units)):
-                result.out_of_time = True
-                continue
-            with TIMING.timing(units):
-                result.lines[id(point.schedule)] = schedule_lines(point.schedule, p)
-        timed = [pt for pt in result.points if id(pt.schedule) in result.lines]
-        kept = {id(pt) for pt in _fastest_somewhere(timed, result.lines)}
-        for fmt in sorted({f for pt in timed for f in pt.loads or ()}):
-            loadable = [pt for pt in timed if pt.loads and pt.loads.get(fmt, 1) is None]
-            kept |= {id(pt) for pt in _fastest_somewhere(loadable, result.lines,
-                                                         (protocols or {}).get(fmt))}
-        result.left_out = [pt for pt in timed if id(pt) not in kept]
-        out = {id(pt) for pt in result.left_out}  # by identity: comparing is O(schedule)
-        result.points = [pt for pt in result.points if id(pt) not in out]
-    return result
-
-
-# routing a topology, per rank link and group, as this command's own routing took (cost
-# model 2's prices route the topology again); the prior an idle core's pace (25 us)
-ROUTING = Pace(2.5e-5, least=10_000)
-
-
-def _fastest_somewhere(points: list[Point], lines: dict,
-                       protocols: tuple[str, ...] | None = None) -> list[Point]:
-    """The points that are the fastest in cost model 2 at one or more of its SIZES (of
-    equal times the one with fewer steps), each timed in `protocols` (a runtime's; None:
-    every one): synth.predict.timing.fastest_somewhere's rule, over lines computed once,
-    within the deadline."""
-    from synth.predict.timing import SIZES, fastest
-    if not points:
-        return []
-    lines = {id(pt.schedule): [x for x in lines[id(pt.schedule)]
-                               if protocols is None or x.protocol in protocols]
-             for pt in points}
-    points = [pt for pt in points if lines[id(pt.schedule)]]
-    winners = set()
-    for n in SIZES:
-        times = [fastest(lines[id(pt.schedule)], n).time_us(n) for pt in points]
-        winners.add(min(range(len(points)), key=lambda i: (times[i], points[i].steps)))
-    return [pt for i, pt in enumerate(points) if i in winners]
 
 
 def default_max_steps(b: Bounds) -> int:
@@ -218,8 +138,8 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
         # fraction of a second, and whatever follows may take all the time there is
         on_event("stage", "building the baselines")
         searches["baselines"] = _baselines(model, name, coll.root, limits, deadline)
-        on_event("frontier", _verify_baselines(pareto_filter(searches["baselines"].points),
-                                               searches, deadline, checked))
+        _hand_over(on_event, _verify_baselines(pareto_filter(searches["baselines"].points),
+                                               searches, deadline, checked), searches)
     if hierarchy is not None:
         on_event("search", f"{name} by decomposition: {hierarchy.describe()}")
         searches["decomposed"] = decompose(model, hierarchy, name, limits, on_event,
@@ -231,7 +151,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     # the baselines on the frontier so far are verified now, while there is time (what
     # the exact search adds can only push more off it)
     points = _verify_baselines(pareto_filter(built), searches, deadline, checked)
-    on_event("frontier", points)  # every point verified: a caller may write them now
+    _hand_over(on_event, points, searches)
     candidates = list(built)  # every candidate, for the runtimes' own frontiers
     if method != "decomposed" and not _interrupted(searches):
         exact = _exact_searches(lowering, name, coll.root, b, limits, deadline, built,
@@ -359,6 +279,15 @@ def baselines_cheap(ranks: int, deadline: Deadline) -> bool:
     take at most BASELINES_FIRST of the time left (16 GPUs: about 0.2 s)."""
     return len(ALGORITHMS) * BASELINE_PACE.seconds(ranks ** 2) <= \
         BASELINES_FIRST * deadline.left()
+
+
+def _hand_over(on_event, points: list[Point], searches: dict[str, Search]) -> None:
+    """on_event("frontier", points), every one verified: the caller may write them now.
+    A Ctrl-C meanwhile ends the job as one during a search does, the points kept."""
+    try:
+        on_event("frontier", points)
+    except KeyboardInterrupt:
+        searches["anytime files"] = Search(stopped="interrupted")
 
 
 def _interrupted(searches: dict[str, Search]) -> bool:

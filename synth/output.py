@@ -88,8 +88,9 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
     there is replaced, not followed (nothing is written outside --out)."""
     from synth.export import EXTENSIONS, render
 
+    already = already or {}
     if points and not deadline.affords(-grace):  # past the deadline and its grace
-        return [None] * len(points)
+        return [already.get(id(p.schedule)) for p in points]
     if points:
         write_atomic(directory.parent / MARKER, points[0].schedule.model.name + "\n",
                      follow_links=False)
@@ -98,7 +99,7 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
     for i in sorted(range(len(points)), key=lambda i: size(points[i].schedule)):
         p, paths = points[i], {}
         for fmt in formats:
-            if fmt == "json" and already and id(p.schedule) in already:
+            if fmt == "json" and id(p.schedule) in already:
                 paths[fmt] = already[id(p.schedule)]
                 continue
             path = directory / f"{point_stem(p)}{EXTENSIONS[fmt]}"
@@ -177,7 +178,7 @@ def point_summary(point: Point, result: Result, path: Path | None) -> dict:
 
 
 def _timed(point: Point, result: Result) -> bool:
-    """Whether cost model 2 timed the point (frontier.in_cost_model: not every point,
+    """Whether cost model 2 timed the point (cost_choice.in_cost_model: not every point,
     when the deadline came first)."""
     return result.lines is None or id(point.schedule) in result.lines
 

@@ -2,6 +2,7 @@
 disk before the exact search starts, and the job's last write leaves the frontier."""
 
 import json
+import os
 
 import synth.frontier
 from synth.schedule.verify import verify_schedule
@@ -62,3 +63,83 @@ def test_an_early_file_dropped_from_the_frontier_is_removed_unless_changed_since
     (name, text), = changed.items()
     assert name not in final and (folder / name).read_text() == text
     assert set(_on_disk(folder)) == final | {name}
+
+
+def test_a_last_write_the_time_left_does_not_afford_removes_no_early_file(tmp_path,
+                                                                         monkeypatch):
+    # past the deadline the last write writes nothing: the early files were its points'
+    # files, and settling then removed every one of them (a review found it)
+    import synth.deadline
+    import synth.export.loads
+
+    folder = tmp_path / "dgx1" / "allgather"
+    early = {}
+    exact = synth.frontier._exact_searches
+
+    def look_then_search(*args, **kwargs):
+        early.update(_on_disk(folder))
+        return exact(*args, **kwargs)
+
+    chosen = synth.export.loads.chosen
+    late = {"now": False}
+
+    def chosen_then_late(*args, **kwargs):
+        out = chosen(*args, **kwargs)
+        late["now"] = True
+        return out
+
+    affords = synth.deadline.Deadline.affords
+    monkeypatch.setattr(synth.frontier, "_exact_searches", look_then_search)
+    monkeypatch.setattr(synth.export.loads, "chosen", chosen_then_late)
+    monkeypatch.setattr(synth.deadline.Deadline, "affords",
+                        lambda self, s: not late["now"] and affords(self, s))
+    result = synth_main("allgather", "--topo", "dgx1", "--time-limit", "60", "--out",
+                        tmp_path, "--json", "--model", "line-rate")
+    assert early
+    assert _on_disk(folder) == early  # every one still there, unchanged
+    if result.returncode == 0:
+        assert "not written" in result.stderr
+
+
+def test_an_early_write_leaves_a_file_already_there_to_the_last_write(tmp_path,
+                                                                      monkeypatch):
+    # an early write replaced an earlier run's file of the same name, and when that
+    # point then fell off the frontier removed it, though a run stopped by Ctrl-C
+    # removes nothing
+    from synth.search.pareto import Search
+
+    folder = tmp_path / "dgx1" / "allgather"
+    early = {}
+
+    def interrupted(lowering, name, root, b, limits, deadline, points, searches, on_event):
+        early.update(_on_disk(folder))
+        searches[name] = Search(stopped="interrupted")  # as Ctrl-C in the exact search
+        return []
+
+    monkeypatch.setattr(synth.frontier, "_exact_searches", interrupted)
+    args = ("allgather", "--topo", "dgx1", "--time-limit", "60", "--out", tmp_path,
+            "--model", "line-rate")
+    assert synth_main(*args).returncode == 130
+    fell = set(early) - set(_on_disk(folder))  # written early, then off the frontier
+    assert fell
+    for f in folder.iterdir():
+        f.unlink()
+    for name in fell:  # the same names, an earlier run's files
+        (folder / name).write_text("theirs\n")
+        os.utime(folder / name, ns=(0, 0))
+    assert synth_main(*args).returncode == 130
+    assert all((folder / name).read_text() == "theirs\n" for name in fell)
+
+
+def test_ctrl_c_while_writing_early_keeps_the_points_and_says_so(tmp_path, monkeypatch):
+    import synth.anytime
+
+    def interrupted(self, points):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(synth.anytime.EarlyFiles, "write", interrupted)
+    result = synth_main("allgather", "--topo", "dgx1", "--time-limit", "60", "--out",
+                        tmp_path, "--model", "line-rate")
+    assert result.returncode == 130
+    assert "allgather on dgx1" in result.stdout  # the table of the points kept
+    assert "points kept" in result.stderr or "point kept" in result.stderr

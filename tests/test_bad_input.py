@@ -69,7 +69,6 @@ def test_bad_schedule_files(path, tmp_path):
     ["topo", "draw", "dgx1", "-o", "picture.gif"],
     ["topo", "draw", "dgx1"],  # no -o: was an internal error (click took None for a path)
     ["draw", "nonexistent.json"],
-    ["calibrate", "nonexistent.log", "--topo", "dgx1"],
     ["run", "nonexistent.json"],
 ])
 def test_bad_command_lines(args, tmp_path):

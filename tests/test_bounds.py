@@ -78,6 +78,31 @@ def test_allreduce_counts_transfers_between_packages_joined_by_narrow_links():
     assert bounds_of("ring:8", "allreduce").rounds_per_chunk == Fraction(7, 8)
 
 
+def test_a_switch_that_copies_counts_arrivals_whatever_switch_no_route_crosses():
+    # three GPUs on a switch that multicasts but does not add, two lanes into each GPU
+    # and one out. A send out can arrive at both others, so 2(N-1) = 4 transfers a
+    # chunk bound only the 6 lanes in (2/3); the bound is GPU 0's one lane out, which
+    # a whole buffer must cross: 1. Counted against the 3 lanes out it said 4/3, which
+    # the exact search beats (test_synthesis). A switch that could add, on a path no
+    # route takes, changes nothing: it turned the count back to sends.
+    def copies(far: bool):
+        doc = {"name": "copies", "gpus": 3, "unit_gbps": 25,
+               "switches": [{"name": "sw", "kind": "nvswitch", "can": ["multicast"]}],
+               "links": [link for g in range(3) for link in (
+                   {"from": f"gpu{g}", "to": "sw", "gbps": 25},
+                   {"from": "sw", "to": f"gpu{g}", "gbps": 25, "count": 2})]}
+        if far:
+            doc["switches"] += [{"name": "far", "kind": "nvswitch", "can": ["reduce"]},
+                                {"name": "pcie", "kind": "pcie_switch"}]
+            doc["links"] += [{"between": ["gpu0", "pcie"], "gbps": 1},
+                             {"between": ["pcie", "far"], "gbps": 1},
+                             {"between": ["far", "gpu1"], "gbps": 1}]
+        return topology_from_dict(doc)
+
+    assert bounds_of(copies(False), "allreduce").rounds_per_chunk == 1
+    assert bounds_of(copies(True), "allreduce").rounds_per_chunk == 1
+
+
 @pytest.mark.parametrize("spec, steps, rpc", [("ring:8", 4, Fraction(7, 2)),
                                               ("fc:8", 1, Fraction(1)),
                                               ("line:4", 3, Fraction(3))])

@@ -33,7 +33,7 @@ STAGES = [
     ["synth.bounds"],
     ["synth.search"],
     ["synth.construct"],
-    ["synth.frontier"],
+    ["synth.frontier", "synth.cost_choice"],
     ["synth.export"],
     ["synth.output", "synth.compare", "synth.anytime"],
     ["synth.plan", "synth.answer"],

@@ -22,7 +22,8 @@ from matplotlib.text import Text
 from PIL import Image
 
 from synth.construct.baselines import ALGORITHMS, baselines
-from synth.frontier import in_cost_model, synthesize
+from synth.cost_choice import in_cost_model
+from synth.frontier import synthesize
 from synth.html import markdown_html
 from synth.pictures import report as report_module
 from synth.pictures.labels import crosses, overlaps, place_labels

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from synth.bounds.allreduce import (across_boxes, allreduce_rounds_per_chunk,
-                                    in_network_allreduce)
+                                    in_network_allreduce, multicasts_between_boxes)
 from synth.bounds.alltoall import alltoall_bound
 from synth.bounds.flows import Clock, all_sinks, least_flow, max_ratio_cut, unit_graph
 from synth.bounds.orbits import Symmetry
@@ -111,7 +111,8 @@ def bounds(lowering: Lowering, collective: Collective,
     if collective.name == "allreduce" and any("reduce" in w.can for w in model.switches):
         plain, rpc = rpc, in_network_allreduce(graph, gpus, clock, symmetry)
         if not any("reduce" in v.can for v in lowering.topology.vertices if v.box is None):
-            rpc = max(rpc, across_boxes(lowering.topology, graph))  # boxes reduce alone
+            rpc = max(rpc, across_boxes(lowering.topology, graph,  # boxes reduce alone
+                                        multicasts_between_boxes(lowering)))
         us_per_byte = float(rpc) / shares_in_buffer / (model.unit_gbps * 1e3)
         note = (f"with in-network reduction ({', '.join(w.name for w in model.switches)}): "
                 "each chunk crosses the thinnest cut between GPUs at least once each way, and "

@@ -43,7 +43,7 @@ def allreduce_rounds_per_chunk(topo: Topology, lowering: Lowering, graph: nx.DiG
     once per orbit of those fixing GPU 0 (`symmetry`, synth.bounds.orbits).
     """
     n = len(gpus)
-    spread = _multicasts(topo, alone=True)
+    spread = multicasts_alone(lowering)
     hops = 1 if spread else min(len(path) - 1 for path in lowering.routes.values())
     total = sum((c for _, _, c in graph.edges(data="capacity")), Fraction(0))
     every = symmetry.orbits()
@@ -61,17 +61,26 @@ def allreduce_rounds_per_chunk(topo: Topology, lowering: Lowering, graph: nx.DiG
             thinnest = flow if thinnest is None else min(thinnest, flow)
         if thinnest is not None:
             best = max(best, 1 / thinnest)
-    return max(best, across_boxes(topo, graph),
+    return max(best, across_boxes(topo, graph, spread and multicasts_between_boxes(lowering)),
                across_packages(graph, gpus, clock, arrivals_only=spread))
 
 
-def _multicasts(topo: Topology, alone: bool = False, between_boxes: bool = False) -> bool:
-    """Whether some switch multicasts (`alone`: and none reduces; `between_boxes`: one
-    outside every box), so one send can arrive at several GPUs or boxes."""
-    if alone and any("reduce" in v.can for v in topo.vertices):
-        return False
-    return any("multicast" in v.can for v in topo.vertices
-               if not between_boxes or v.box is None)
+def multicasts_alone(lowering: Lowering) -> bool:
+    """Whether a switch some route crosses multicasts and none of them reduces: then a
+    schedule may copy in the network, so one send can arrive at several GPUs (where
+    one reduces too, the bound with switch operations is the in-network one, and this
+    module's counts are the bound without them)."""
+    routed = lowering.model.switches
+    return any("multicast" in w.can for w in routed) and \
+        not any("reduce" in w.can for w in routed)
+
+
+def multicasts_between_boxes(lowering: Lowering) -> bool:
+    """Whether a switch some route crosses, outside every box, multicasts: one send
+    out of a box can then arrive in several boxes."""
+    topo = lowering.topology
+    return any("multicast" in w.can and topo.vertex(w.name).box is None
+               for w in lowering.model.switches)
 
 
 def _transfers_bound(graph: nx.DiGraph, groups: list[set[str]], arrivals_only: bool
@@ -84,18 +93,18 @@ def _transfers_bound(graph: nx.DiGraph, groups: list[set[str]], arrivals_only: b
     return Fraction(2 * (len(groups) - 1)) / min(out, into)
 
 
-def across_boxes(topo: Topology, graph: nx.DiGraph) -> Fraction:
+def across_boxes(topo: Topology, graph: nx.DiGraph, arrivals_only: bool = False) -> Fraction:
     """The traffic count with boxes as ranks: 2(K-1) transfers per chunk, each leaving
     one box and entering another (0 on one box). Holds whatever a box does inside, so
-    also where its switches reduce, as long as no switch between boxes does; where one
-    between them multicasts, only what boxes take in is counted."""
+    also where its switches reduce, as long as no switch between boxes does.
+    arrivals_only: a switch between boxes may copy (it multicasts), so only what the
+    boxes take in is counted."""
     boxes = sorted({v.box for v in topo.vertices if v.box is not None})
     if len(boxes) < 2:
         return Fraction(0)
     # the same count with the parts a fabric's tier splits the machine into (leaf groups,
     # pods) as ranks: each part's uplinks carry 2(P-1) transfers per chunk in all
-    spread = _multicasts(topo, between_boxes=True)
-    return max(_transfers_bound(graph, members, spread) for members in
+    return max(_transfers_bound(graph, members, arrivals_only) for members in
                [[{v.name for v in topo.vertices if v.box == b} for b in boxes]]
                + fabric_parts(topo))
 

@@ -172,7 +172,8 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     reporter = _Progress(progress if progress is not None else terminal, terminal,
                          heartbeat=progress is None and not terminal)
     reporter.say(f"solver: {backend} ({why})")
-    early = EarlyFiles(directory, started_ns, deadline, reporter.say) \
+    searches_end = deadline.reserving(CHOOSING_SHARE * time_limit)  # early files too
+    early = EarlyFiles(directory, started_ns, searches_end, reporter.line) \
         if "json" in formats else None
 
     def on_event(kind: str, data) -> None:
@@ -182,7 +183,7 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
 
     try:
         result = synthesize(topo, name, root, limits, on_event, method, hints,
-                            deadline.reserving(CHOOSING_SHARE * time_limit).holding())
+                            searches_end.holding())
     finally:
         reporter.done()
     if steps is not None:
@@ -346,10 +347,14 @@ class _Progress:
         elif kind == "build":
             self.doing = f"building S={data[0]} R={data[1]} C={data[2]}"
         elif kind == "point":
-            self.say("")
-            if self.enabled:
-                self.last = time.monotonic()
-                click.echo(f"  found S={data.steps} R={data.rounds} C={data.chunks}", err=True)
+            self.line(f"  found S={data.steps} R={data.rounds} C={data.chunks}")
+
+    def line(self, text: str) -> None:
+        """A line that stays (on a terminal, the overwritten line is cleared first)."""
+        self.say("")
+        if self.enabled:
+            self.last = time.monotonic()
+            click.echo(text, err=True)
 
     def _beat(self) -> None:
         while not self.stop.wait(1.0):

@@ -45,6 +45,8 @@ second.
 
 from __future__ import annotations
 
+import math
+
 from collections import defaultdict
 from fractions import Fraction
 
@@ -253,8 +255,10 @@ def _split_program(model: LinkModel, roots: list[int], ranks: list[int],
     result = linprog(cost, A_ub=a_ub.tocsr(), b_ub=ub_rhs, A_eq=a_eq.tocsr(), b_eq=eq_rhs,
                      bounds=bounds, method="highs",
                      options={"time_limit": deadline.solver_seconds()})
-    if result.status == 1:  # HiGHS stopped at its time limit (solver_seconds: the time
-        raise OutOfTime     # left, maybe a little before the deadline itself passes)
+    # HiGHS stopped at its time limit (solver_seconds: the time left, maybe a moment
+    # before the deadline itself passes); with no deadline, status 1 is its iterations'
+    if result.status == 1 and math.isfinite(deadline.moment):
+        raise OutOfTime
     if result.status != 0:  # cannot happen for a feasible model (x = 0 is a solution)
         raise RuntimeError(f"splitting {model.name}: {result.message}")
     split = _rounded(model, links, caps, phase_cols, result.x[:n_split])

@@ -21,7 +21,7 @@ their batch program, so a family of points costs one program per runtime.
 with_runtimes(result) marks every frontier point with what loads it and adds, per
 runtime, the candidates no other point that runtime loads beats (the runtime's own Pareto
 frontier: a point that only loses to points the runtime cannot load is the runtime's
-best there); synth.frontier.in_cost_model then keeps those that are the fastest such at
+best there); synth.cost_choice.in_cost_model then keeps those that are the fastest such at
 some size.
 """
 
@@ -187,9 +187,9 @@ def phrase(why: str, width: int = 120) -> str:
 def chosen(result: Result, topo, cost_model: str, deadline: Deadline | None = None
            ) -> Result:
     """The frontier as the commands show it: with_runtimes, then
-    synth.frontier.in_cost_model, each runtime timed in the protocols it runs, both by
+    synth.cost_choice.in_cost_model, each runtime timed in the protocols it runs, both by
     `deadline` (the job's: what is not done by then is left undone and said so)."""
-    from synth.frontier import in_cost_model, timing_seconds
+    from synth.cost_choice import in_cost_model, timing_seconds
 
     deadline = Deadline.of(deadline)
     asking = deadline

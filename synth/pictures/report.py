@@ -28,6 +28,7 @@ from synth.frontier import Result
 from synth.html import page
 from synth.output import loads_lines, point_stem, result_summary
 from synth.pictures.graphviz import render_bytes
+from synth.pictures.matrix import MAX_RANKS
 from synth.pictures.page import PAGE_LIMIT, Picture, figure, fit_pictures
 from synth.pictures.plots import figure_bytes, frontier_figure, plot_files, time_figure
 from synth.pictures.schedule import PANEL_AREA, schedule_graph
@@ -40,9 +41,9 @@ from synth.schedule.cost import format_size
 from synth.schedule.file import schedule_json, schedule_to_dict
 from synth.topology.physical import Topology
 
-# seconds per rank drawn for the page, the slowest so far (a 64-rank drawing takes 1-3 s,
-# a 4-rank one a few hundredths): none is begun that this pace says would end past the
-# page's deadline; drawings of fewer than 8 ranks are mostly overhead, not measured
+# seconds per rank drawn for the page (a matrix draws at most MAX_RANKS), the slowest so
+# far (a 64-rank drawing takes 1-3 s, a 4-rank one a few hundredths): none is begun that
+# this pace says would end past the page's deadline; a drawing counts at least 8 ranks
 DRAWING = Pace(0.03, least=8)
 
 
@@ -169,7 +170,7 @@ def _schedule_parts(result: Result, color: str, deadline: Deadline
     at the pace of the slowest drawn so far."""
     files, parts, undrawn = {}, [], []
     for p in result.points:
-        ranks = p.schedule.collective.ranks
+        ranks = max(min(p.schedule.collective.ranks, MAX_RANKS), DRAWING.least)  # drawn
         if not deadline.affords(DRAWING.seconds(ranks)):
             undrawn.append(f"<h3>{_e(f'S{p.steps} R{p.rounds} C{p.chunks}')}</h3><p>Not "
                            "drawn: the time limit ran out first (<code>synth draw "

@@ -9,7 +9,8 @@ import time
 from dataclasses import replace
 
 from synth.errors import NoAnswer
-from synth.frontier import in_cost_model, synthesize
+from synth.cost_choice import in_cost_model
+from synth.frontier import synthesize
 from synth.plan.overlap import overlap
 from synth.plan.planner import (Entry, Plan, candidates_of, check_alike, envelope,
                                 nccl_reference, reference_of, runtime_variants,

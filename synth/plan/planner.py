@@ -120,7 +120,7 @@ class Plan:
     entries: list[Entry] = field(default_factory=list)
     overlaps: list = field(default_factory=list)  # synth.plan.overlap.Overlapped per tag
     seconds: float = 0.0
-    cost_model: str = "calibrated"  # what its times are (synth.frontier.COST_MODELS)
+    cost_model: str = "calibrated"  # what its times are (synth.cost_choice.COST_MODELS)
 
     def step_time(self, which: str) -> float:
         """Predicted communication time of one training step (us): every call one after

@@ -1,0 +1,95 @@
+"""The frontier as a cost model chooses it (synth.frontier.Result in, Result out): the
+line-rate model keeps every Pareto point; cost model 2 keeps those that are the
+fastest at some size, per runtime too, each timed only if the time left affords it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from synth.construct.paced import TIMING, timing_size
+from synth.deadline import Deadline, Pace
+from synth.errors import BadInput
+from synth.search.pareto import Point
+from synth.topology.physical import Topology
+
+Result = "synth.frontier.Result"  # what these take and give (imported there, not here)
+
+COST_MODELS = ("calibrated", "line-rate")
+
+
+def pricing_seconds(result: Result) -> float:
+    """The estimated seconds of cost model 2's prices for the result's machine (which
+    route it again)."""
+    return ROUTING.seconds(len(result.model.links) + len(result.model.groups))
+
+
+def timing_seconds(result: Result) -> float:
+    """The estimated seconds of timing every point in cost model 2, prices included."""
+    return pricing_seconds(result) + sum(TIMING.seconds(timing_size(p.schedule))
+                                         for p in result.points)
+
+
+def in_cost_model(result: Result, topo: Topology, cost_model: str,
+                  protocols: dict | None = None, deadline: Deadline = Deadline()) -> Result:
+    """The frontier as `cost_model` chooses it. "line-rate" keeps every point (the
+    Pareto frontier of latency and us/MB, whose bounds and proofs are exact);
+    "calibrated" times the points in cost model 2 (synth.predict.timing, with the
+    topology's figures), the smallest first, each only if the time left affords it
+    (TIMING), keeps those that are the fastest at some size, and where points say which
+    runtimes load them (Point.loads), per runtime those that are the fastest it loads at
+    some size (timed in `protocols`[runtime], where given: the protocols it runs), and
+    those left untimed, which it cannot judge (out_of_time says so); it lists the
+    others in left_out."""
+    if cost_model not in COST_MODELS:
+        raise BadInput(f"unknown cost model '{cost_model}' (expected "
+                       f"{' or '.join(COST_MODELS)})")
+    result = replace(result, cost_model=cost_model, topology=topo)
+    if cost_model == "calibrated" and result.points:
+        from synth.predict.timing import prices, schedule_lines
+        result.lines = {}
+        if not deadline.affords(pricing_seconds(result)):  # prices(topo) routes it again
+            result.out_of_time = True
+            return result
+        p = prices(topo)
+        for point in sorted(result.points, key=lambda pt: timing_size(pt.schedule)):
+            units = timing_size(point.schedule)
+            if not deadline.affords(TIMING.seconds(units)):
+                result.out_of_time = True
+                continue
+            with TIMING.timing(units):
+                result.lines[id(point.schedule)] = schedule_lines(point.schedule, p)
+        timed = [pt for pt in result.points if id(pt.schedule) in result.lines]
+        kept = {id(pt) for pt in _fastest_somewhere(timed, result.lines)}
+        for fmt in sorted({f for pt in timed for f in pt.loads or ()}):
+            loadable = [pt for pt in timed if pt.loads and pt.loads.get(fmt, 1) is None]
+            kept |= {id(pt) for pt in _fastest_somewhere(loadable, result.lines,
+                                                         (protocols or {}).get(fmt))}
+        result.left_out = [pt for pt in timed if id(pt) not in kept]
+        out = {id(pt) for pt in result.left_out}  # by identity: comparing is O(schedule)
+        result.points = [pt for pt in result.points if id(pt) not in out]
+    return result
+
+
+# routing a topology, per rank link and group, as this command's own routing took (cost
+# model 2's prices route the topology again); the prior an idle core's pace (25 us)
+ROUTING = Pace(2.5e-5, least=10_000)
+
+
+def _fastest_somewhere(points: list[Point], lines: dict,
+                       protocols: tuple[str, ...] | None = None) -> list[Point]:
+    """The points that are the fastest in cost model 2 at one or more of its SIZES (of
+    equal times the one with fewer steps), each timed in `protocols` (a runtime's; None:
+    every one): synth.predict.timing.fastest_somewhere's rule, over lines computed once,
+    within the deadline."""
+    from synth.predict.timing import SIZES, fastest
+    if not points:
+        return []
+    lines = {id(pt.schedule): [x for x in lines[id(pt.schedule)]
+                               if protocols is None or x.protocol in protocols]
+             for pt in points}
+    points = [pt for pt in points if lines[id(pt.schedule)]]
+    winners = set()
+    for n in SIZES:
+        times = [fastest(lines[id(pt.schedule)], n).time_us(n) for pt in points]
+        winners.add(min(range(len(points)), key=lambda i: (times[i], points[i].steps)))
+    return [pt for i, pt in enumerate(points) if i in winners]
