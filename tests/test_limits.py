@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import synth.construct.tree_schedules
+import synth.cost_choice
 import synth.frontier
 import synth.output
 from synth.construct.in_network import reducing_switch
@@ -360,8 +361,8 @@ def test_points_whose_timing_would_not_fit_are_kept_untimed_and_counted(tmp_path
     # timing the points of more than 2 steps in cost model 2 is made a trillion units
     # of work: the job ends long before its limit, with those points kept but untimed,
     # and its last line says how many (not only that the limit was reached)
-    real = synth.frontier.timing_size
-    monkeypatch.setattr(synth.frontier, "timing_size",
+    real = synth.cost_choice.timing_size
+    monkeypatch.setattr(synth.cost_choice, "timing_size",
                         lambda s: real(s) if s.num_steps <= 2 else 10 ** 12)
     result = synth_main("allgather", "--topo", "ring:8", "--out", tmp_path, "--json")
     assert result.returncode == 0, result.stderr
