@@ -102,7 +102,8 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     time left; "exact" or "decomposed" do only that. hints: synth.construct.hints, for the
     decomposition. on_event(kind, data): progress ("stage", "search", "ask", "build",
     "point"), and ("frontier", the points in hand, every one verified) once the
-    baselines and again once the constructions are done (synth.anytime writes them).
+    baselines are built, as each construction begins, and once they are all done
+    (synth.anytime writes them).
     Raises NoAnswer when "decomposed" does not apply.
     """
     if method not in METHODS:
@@ -146,7 +147,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
                                            hints.batches, deadline.share(DECOMPOSED_SHARE))
     if method == "auto":
         _constructions(model, name, coll.root, limits, deadline, total, b, hierarchy,
-                       searches, on_event, topo.translations)
+                       searches, _staged(on_event, searches, checked), topo.translations)
     built = [p for key in CONSTRUCTED for p in searches.get(key, Search()).points]
     # the baselines on the frontier so far are verified now, while there is time (what
     # the exact search adds can only push more off it)
@@ -288,6 +289,23 @@ def _hand_over(on_event, points: list[Point], searches: dict[str, Search]) -> No
         on_event("frontier", points)
     except KeyboardInterrupt:
         searches["anytime files"] = Search(stopped="interrupted")
+
+
+def _staged(on_event, searches: dict[str, Search], checked: set):
+    """on_event, but each construction begun first hands over what the ones before it
+    built (on a cluster, the decomposition's points while the trees are packed)."""
+    def staged(kind: str, data) -> None:
+        if kind == "search":
+            _hand_over(on_event, _in_hand(searches, checked), searches)
+        on_event(kind, data)
+    return staged
+
+
+def _in_hand(searches: dict[str, Search], checked: set) -> list[Point]:
+    """The Pareto front of what the constructions built so far, every point verified
+    (each construction verifies its own; baselines not verified yet left out)."""
+    return pareto_filter([p for key in CONSTRUCTED for p in searches.get(key, Search()).points
+                          if "baseline" not in p.schedule.info or id(p) in checked])
 
 
 def _interrupted(searches: dict[str, Search]) -> bool:

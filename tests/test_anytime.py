@@ -143,3 +143,27 @@ def test_ctrl_c_while_writing_early_keeps_the_points_and_says_so(tmp_path, monke
     assert result.returncode == 130
     assert "allgather on dgx1" in result.stdout  # the table of the points kept
     assert "points kept" in result.stderr or "point kept" in result.stderr
+
+
+def test_on_a_cluster_the_decompositions_points_are_on_disk_while_trees_are_packed(
+        tmp_path, monkeypatch):
+    # the decomposition answers a cluster in seconds; the trees and the switch searches
+    # after it took most of a minute with nothing on disk
+    from synth.search.pareto import Search
+
+    folder = tmp_path / "dgxh100x2" / "allgather"
+    seen = {}
+
+    def trees_stopped(*args, **kwargs):
+        seen.update(_on_disk(folder))
+        return Search(stopped="interrupted")  # as Ctrl-C there: the job ends
+
+    monkeypatch.setattr(synth.frontier, "tree_search", trees_stopped)
+    result = synth_main("allgather", "--topo", "dgxh100x2", "--time-limit", "60", "--out",
+                        tmp_path, "--model", "line-rate")
+    assert result.returncode == 130, result.stderr
+    decomposed = [json.loads(data) for data in seen.values()
+                  if json.loads(data)["synthesis"]["method"].startswith("decomposed")]
+    assert decomposed
+    for doc in decomposed:
+        verify_schedule(doc)
