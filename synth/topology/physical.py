@@ -15,7 +15,7 @@ from pathlib import Path
 
 import networkx as nx
 
-from synth.deadline import Deadline, in_time
+from synth.deadline import Deadline, TimeLimit, in_time
 from synth.errors import BadInput
 from synth.files import load_yaml, quote
 from synth.topology.figures import Figures, figures_from_dict, figures_to_dict
@@ -417,9 +417,11 @@ def validate(topo: Topology, deadline: Deadline = Deadline()) -> None:
     # plain successor lists, not networkx: fc:1049's 1.1 million links took 3.7 s as a
     # graph, before any time limit is looked at
     succ, pred = defaultdict(list), defaultdict(list)
-    for link in topo.links:
+    for link in in_time(topo.links, deadline, f"checking {topo.name}", 16384):
         succ[link.src].append(link.dst)
         pred[link.dst].append(link.src)
+    if deadline.passed():  # each search below is a pass over the links
+        raise TimeLimit(f"checking {topo.name}")
     reach, back = _reached(succ, gpus[0]), _reached(pred, gpus[0])
     for gpu in gpus:
         if gpu not in reach:
