@@ -142,9 +142,9 @@ def test_the_time_limit_keeps_the_points_found_writes_them_and_says_so(tmp_path,
     kept = f": {len(written)} point{'s' * (len(written) != 1)} kept"
     unwritten = len(points) - len(written)
     # the test's clock ran out at once: the line says the searches' share ended early
-    said = re.fullmatch(r"synth: stopped at the time limit \(6 s\) at (\d+) s, the "
+    said = re.fullmatch(r"synth: stopped at the time limit \(6 s\) at ([\d.]+) s, the "
                         r"searches' share of it spent(.*)\n", result.stderr)
-    assert said and int(said[1]) < 6, result.stderr
+    assert said and float(said[1]) < 6, result.stderr
     assert said[2] == kept + (f", {unwritten} not written" if unwritten else "")
     assert written and synth_main("verify", *written).returncode == 0
 
@@ -169,7 +169,7 @@ def test_a_file_the_time_left_cannot_afford_is_not_written_and_no_old_file_is_re
         assert (p["file"] is not None) == (p["steps"] <= 5)
     written = [p["file"] for p in points if p["file"]]
     # the job ends in seconds, the files set aside: the line says when, not "at the limit"
-    assert re.fullmatch(rf"synth: cut short by the time limit \(300 s\) at \d+ s: "
+    assert re.fullmatch(rf"synth: cut short by the time limit \(300 s\) at [\d.]+ s: "
                         rf"{len(written)} points kept, {len(points) - len(written)} not "
                         r"written\n", result.stderr), result.stderr
     assert old.read_text() == "{}"  # a run that could not write everything removes nothing
@@ -371,7 +371,7 @@ def test_points_whose_timing_would_not_fit_are_kept_untimed_and_counted(tmp_path
     assert untimed and all(p["file"] for p in points)
     assert all(not p.get("predicted_us") for p in untimed), untimed[0]
     assert all(p.get("predicted_us") for p in points if p["steps"] <= 2)
-    assert re.fullmatch(rf"synth: cut short by the time limit \(300 s\) at \d+ s: "
+    assert re.fullmatch(rf"synth: cut short by the time limit \(300 s\) at [\d.]+ s: "
                         rf"{len(points)} points kept, {len(untimed)} not timed in cost "
                         r"model 2 \(it would not fit\)\n", result.stderr), result.stderr
 

@@ -304,11 +304,12 @@ def _limit_said(time_limit: float, searches_stopped: bool) -> str:
     from synth.deadline import job_seconds
 
     spent = job_seconds()
+    at = f"{spent:.1f}" if spent < 10 else f"{spent:.0f}"  # not "at 0 s"
     if searches_stopped:  # a search's share of the limit can end well before the limit
-        early = f" at {spent:.0f} s, the searches' share of it spent" \
+        early = f" at {at} s, the searches' share of it spent" \
             if spent < 0.9 * time_limit else ""
         return f"stopped at the time limit ({time_limit:g} s){early}"
-    return f"cut short by the time limit ({time_limit:g} s) at {spent:.0f} s"
+    return f"cut short by the time limit ({time_limit:g} s) at {at} s"
 
 
 class _Progress:
