@@ -106,8 +106,7 @@ def _lowering(schedule, fmt: str, inplace: bool, keep: bool,
     if not keep:
         return None
     _programs[key] = (form, note, program)
-    while len(_programs) > _PROGRAMS:
-        _programs.popitem(last=False)
+    _newest(_programs, key, _PROGRAMS)
     return form, note, program
 
 
@@ -330,22 +329,33 @@ def _answer(schedule, fmt, inplace):
 
 
 def _remember(schedule, fmt, inplace, error, key=None, batch=None):
-    answer, key_here = (True if error is None else error), (id(schedule), fmt, inplace)
-
-    def gone(ref, k=key_here, table=_by_schedule):  # only its own entry: ids are reused
-        if table.get(k, (None,))[0] is ref:
-            del table[k]
-
-    try:
-        _by_schedule[key_here] = (weakref.ref(schedule, gone), answer)
-    except TypeError:  # not weakly referable: not remembered by object
-        pass
+    answer = True if error is None else error
+    _weakly(_by_schedule, (id(schedule), fmt, inplace), schedule, answer)
     for k in (key, batch):
         if k is not None:
             _by_form[k] = answer
-            _by_form.move_to_end(k)
-    while len(_by_form) > _FORMS:
-        _by_form.popitem(last=False)
+            _newest(_by_form, k, _FORMS)
+
+
+def _weakly(table: dict, key, obj, value) -> bool:
+    """table[key] = (a weak reference to obj, value), the entry gone with obj (only its
+    own: ids are reused); False where obj cannot be weakly referred to (not kept)."""
+    def gone(ref, k=key, t=table):
+        if t.get(k, (None,))[0] is ref:
+            del t[k]
+
+    try:
+        table[key] = (weakref.ref(obj, gone), value)
+    except TypeError:
+        return False
+    return True
+
+
+def _newest(table: OrderedDict, key, most: int) -> None:
+    """table's entry `key` made its newest, the oldest dropped past `most` entries."""
+    table.move_to_end(key)
+    while len(table) > most:
+        table.popitem(last=False)
 
 
 def _built(form, note, fmt, inplace, fewest=True, deadline: Deadline = Deadline()):
@@ -401,18 +411,8 @@ def _batch_form(schedule):
         return known[1]
     batch = one_batch(schedule)
     form = None if batch is None else _form_key(batch)
-
-    def gone(ref, k=id(schedule), table=_batch_forms):  # only its own entry
-        if table.get(k, (None,))[0] is ref:
-            del table[k]
-
-    try:
-        _batch_forms[id(schedule)] = (weakref.ref(schedule, gone), form)
-    except TypeError:  # not weakly referable: made again when asked again
-        return form
-    _batch_forms.move_to_end(id(schedule))
-    while len(_batch_forms) > _FORMS:
-        _batch_forms.popitem(last=False)
+    if _weakly(_batch_forms, id(schedule), schedule, form):  # else made again when asked
+        _newest(_batch_forms, id(schedule), _FORMS)
     return form
 
 
