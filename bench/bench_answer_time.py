@@ -109,8 +109,7 @@ def main() -> int:
     machine = recorded_machine(REPO, "bench_answer_time", args.record)
     if machine is None:
         return 2
-    with open("/proc/loadavg") as f:
-        machine["load_before"] = f.read().split()[:3]
+    machine["load_before"] = [f"{x:.2f}" for x in os.getloadavg()]
     rows = []
     for topo in JOBS:
         if args.jobs and args.jobs not in topo:
@@ -119,8 +118,7 @@ def main() -> int:
                "forestcoll": FORESTCOLL[topo]}
         rows.append(row)
         print(json.dumps(row), flush=True)
-    with open("/proc/loadavg") as f:
-        machine["load_after"] = f.read().split()[:3]
+    machine["load_after"] = [f"{x:.2f}" for x in os.getloadavg()]
     if args.record:
         write_record(machine, rows, args.time_limit)
     return 0
