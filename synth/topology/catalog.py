@@ -17,13 +17,13 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from synth.deadline import Deadline
+from synth.deadline import Deadline, in_time
 from synth.errors import BadInput
 from synth.files import quote
 from synth.topology.degrade import degraded, split_name
 from synth.topology.fabric import (describe, options_text, split_options, switch_count,
                                    switches_and_links, with_options)
-from synth.topology.linkmodel import MAX_RANK_LINKS, in_time
+from synth.topology.linkmodel import MAX_RANK_LINKS
 from synth.topology.physical import (GPU, MAX_GPUS, MAX_LINKS, MAX_VERTICES, NIC, Link,
                                      Topology, Vertex, load_topology_file,
                                      topology_from_dict, validate)

@@ -31,10 +31,9 @@ import math
 import re
 from dataclasses import dataclass, replace
 
-from synth.deadline import Deadline
+from synth.deadline import Deadline, in_time
 from synth.errors import BadInput
 from synth.files import quote
-from synth.topology.linkmodel import in_time
 from synth.topology.physical import GPU, MIN_GBPS, Topology, validate
 
 MAX_EDITS = 1024  # edits of one machine: more is no machine anyone runs on

@@ -30,7 +30,7 @@ from functools import cached_property, lru_cache
 
 import networkx as nx
 
-from synth.deadline import Deadline, TimeLimit, in_time  # noqa: F401 (TimeLimit: importers)
+from synth.deadline import Deadline, TimeLimit, in_time
 from synth.errors import BadInput
 from synth.topology.physical import GPU, Topology
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from synth.deadline import Deadline
+from synth.deadline import Deadline, in_time
 from synth.topology.degrade import changes
 from synth.topology.fabric import describe, tiers_of
 from synth.topology.hierarchy import find_hierarchy
-from synth.topology.linkmodel import diameter, in_time, lower_with_routes
+from synth.topology.linkmodel import diameter, lower_with_routes
 from synth.topology.physical import GPU, NIC, Topology
 
 
