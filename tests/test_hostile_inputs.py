@@ -454,7 +454,7 @@ def test_ctrl_c_while_the_files_are_written_waits_for_them(tmp_path, monkeypatch
     write_points = synth.output.write_points
 
     def interrupted_midway(points, *args, **kwargs):
-        os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C, as the files are written
+        signal.raise_signal(signal.SIGINT)  # a second Ctrl-C, as the files are written
         return write_points(points, *args, **kwargs)
 
     monkeypatch.setattr(synth.output, "write_points", interrupted_midway)
