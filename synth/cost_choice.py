@@ -17,20 +17,9 @@ Result = "synth.frontier.Result"  # what these take and give (imported there, no
 COST_MODELS = ("calibrated", "line-rate")
 
 
-def pricing_seconds(result: Result) -> float:
-    """The estimated seconds of cost model 2's prices for the result's machine (which
-    route it again)."""
-    return ROUTING.seconds(len(result.model.links) + len(result.model.groups))
-
-
-def timing_seconds(result: Result) -> float:
-    """The estimated seconds of timing every point in cost model 2, prices included."""
-    return pricing_seconds(result) + sum(TIMING.seconds(timing_size(p.schedule))
-                                         for p in result.points)
-
-
 def in_cost_model(result: Result, topo: Topology, cost_model: str,
-                  protocols: dict | None = None, deadline: Deadline = Deadline()) -> Result:
+                  protocols: dict | None = None, deadline: Deadline = Deadline(),
+                  lines: dict | None = None) -> Result:
     """The frontier as `cost_model` chooses it. "line-rate" keeps every point (the
     Pareto frontier of latency and us/MB, whose bounds and proofs are exact);
     "calibrated" times the points in cost model 2 (synth.predict.timing, with the
@@ -39,35 +28,49 @@ def in_cost_model(result: Result, topo: Topology, cost_model: str,
     runtimes load them (Point.loads), per runtime those that are the fastest it loads at
     some size (timed in `protocols`[runtime], where given: the protocols it runs), and
     those left untimed, which it cannot judge (out_of_time says so); it lists the
-    others in left_out."""
+    others in left_out. `lines`: the points timed already (timed's), not timed again."""
     if cost_model not in COST_MODELS:
         raise BadInput(f"unknown cost model '{cost_model}' (expected "
                        f"{' or '.join(COST_MODELS)})")
     result = replace(result, cost_model=cost_model, topology=topo)
     if cost_model == "calibrated" and result.points:
-        from synth.predict.timing import prices, schedule_lines
-        result.lines = {}
-        if not deadline.affords(pricing_seconds(result)):  # prices(topo) routes it again
-            result.out_of_time = True
-            return result
-        p = prices(topo)
-        for point in sorted(result.points, key=lambda pt: timing_size(pt.schedule)):
-            units = timing_size(point.schedule)
-            if not deadline.affords(TIMING.seconds(units)):
-                result.out_of_time = True
-                continue
-            with TIMING.timing(units):
-                result.lines[id(point.schedule)] = schedule_lines(point.schedule, p)
-        timed = [pt for pt in result.points if id(pt.schedule) in result.lines]
-        kept = {id(pt) for pt in _fastest_somewhere(timed, result.lines)}
-        for fmt in sorted({f for pt in timed for f in pt.loads or ()}):
-            loadable = [pt for pt in timed if pt.loads and pt.loads.get(fmt, 1) is None]
-            kept |= {id(pt) for pt in _fastest_somewhere(loadable, result.lines,
+        result.lines, result.out_of_time = timed(result.points, topo, result.model,
+                                                 deadline, lines)
+        done = [pt for pt in result.points if id(pt.schedule) in result.lines]
+        kept = {id(pt) for pt in winners(done, result.lines)}
+        for fmt in sorted({f for pt in done for f in pt.loads or ()}):
+            loadable = [pt for pt in done if pt.loads and pt.loads.get(fmt, 1) is None]
+            kept |= {id(pt) for pt in winners(loadable, result.lines,
                                                          (protocols or {}).get(fmt))}
-        result.left_out = [pt for pt in timed if id(pt) not in kept]
+        result.left_out = [pt for pt in done if id(pt) not in kept]
         out = {id(pt) for pt in result.left_out}  # by identity: comparing is O(schedule)
         result.points = [pt for pt in result.points if id(pt) not in out]
     return result
+
+
+def timed(points: list[Point], topo: Topology, model, deadline: Deadline = Deadline(),
+          lines: dict | None = None) -> tuple[dict, bool]:
+    """Cost model 2's lines of the points on `topo` (lowered to `model`) as
+    {id(schedule): synth.predict.timing's lines}, the smallest first, each only if the
+    time left affords it (TIMING), after the prices (ROUTING); those in `lines` are
+    kept, not timed again. Also whether any point was left untimed."""
+    from synth.predict.timing import prices, schedule_lines
+
+    lines = dict(lines or {})
+    todo = [pt for pt in points if id(pt.schedule) not in lines]
+    if not todo:
+        return lines, False
+    if not deadline.affords(ROUTING.seconds(len(model.links) + len(model.groups))):
+        return lines, True
+    p, untimed = prices(topo), False
+    for point in sorted(todo, key=lambda pt: timing_size(pt.schedule)):
+        units = timing_size(point.schedule)
+        if not deadline.affords(TIMING.seconds(units)):
+            untimed = True
+            continue
+        with TIMING.timing(units):
+            lines[id(point.schedule)] = schedule_lines(point.schedule, p)
+    return lines, untimed
 
 
 # routing a topology, per rank link and group, as this command's own routing took (cost
@@ -75,7 +78,7 @@ def in_cost_model(result: Result, topo: Topology, cost_model: str,
 ROUTING = Pace(2.5e-5, least=10_000)
 
 
-def _fastest_somewhere(points: list[Point], lines: dict,
+def winners(points: list[Point], lines: dict,
                        protocols: tuple[str, ...] | None = None) -> list[Point]:
     """The points that are the fastest in cost model 2 at one or more of its SIZES (of
     equal times the one with fewer steps), each timed in `protocols` (a runtime's; None:

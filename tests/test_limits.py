@@ -371,8 +371,9 @@ def test_points_whose_timing_would_not_fit_are_kept_untimed_and_counted(tmp_path
     assert untimed and all(p["file"] for p in points)
     assert all(not p.get("predicted_us") for p in untimed), untimed[0]
     assert all(p.get("predicted_us") for p in points if p["steps"] <= 2)
+    kept = f"{len(points)} point{'s' * (len(points) != 1)} kept"
     assert re.fullmatch(rf"synth: cut short by the time limit \(300 s\) at [\d.]+ s: "
-                        rf"{len(points)} points kept, {len(untimed)} not timed in cost "
+                        rf"{kept}, {len(untimed)} not timed in cost "
                         r"model 2 \(it would not fit\)\n", result.stderr), result.stderr
 
 

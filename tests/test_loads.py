@@ -478,28 +478,46 @@ def test_an_exporter_stops_at_its_deadline_and_nothing_is_remembered():
     assert loads_within(ring, Deadline()) == {"msccl-xml": None, "mscclpp": None}
 
 
-def test_asking_the_runtimes_leaves_cost_model_2_its_timing(monkeypatch):
-    # asking which runtime loads each point stops before the job's deadline, leaving
-    # cost model 2 time to time the points: the frontier is judged, and an answer at a
-    # size given, by those times (dgxh100x2 at 30 s under load timed none of its 12)
+def test_the_points_are_timed_before_any_runtime_is_asked_the_fastest_asked_first(
+        monkeypatch):
+    # at 512 GPUs asking a runtime about one point takes a minute (its program), and the
+    # asking used to come first: dgx2x32 at 300 s timed 1 of its 11 points, dgxh100x64
+    # none of 16, so the table answered no size. Now every point is timed first, and
+    # the runtimes are asked about the fastest at some size first
     import synth.export.loads as loads
+    import synth.predict.timing as timing
     from synth.deadline import Deadline
     from synth.frontier import synthesize
+    from synth.predict.timing import fastest
 
-    topo = resolve("ring:4")
-    result = synthesize(topo, "allgather", None, Limits(max_steps=4, time_limit=30))
-    given = []
+    topo = resolve("dgx1")
+    result = synthesize(topo, "allgather", None, Limits(max_steps=3, time_limit=30))
+    assert len(result.points) > 1
+    events, real_lines = [], timing.schedule_lines
+
+    def timing_lines(schedule, p):
+        events.append(("timed", id(schedule)))
+        return real_lines(schedule, p)
 
     def asking(schedule, deadline):  # an exporter that would take all the time it gets
-        given.append(deadline.moment)
+        events.append(("asked", id(schedule)))
         return None
 
+    monkeypatch.setattr(timing, "schedule_lines", timing_lines)
     monkeypatch.setattr(loads, "loads_within", asking)
-    job = Deadline.after(60.0)
-    judged = chosen(result, topo, "calibrated", job)
-    # a twentieth of the time left when asking began, at least (less the moments since)
-    assert given and max(given) <= job.moment - 60.0 / 20 * 0.99
+    judged = chosen(result, topo, "calibrated", Deadline.after(60.0))
+    ids = {id(p.schedule) for p in result.points}
+    first_ask = next(i for i, (kind, _) in enumerate(events) if kind == "asked")
+    assert {x for kind, x in events[:first_ask] if kind == "timed"} >= ids
     assert judged.lines and all(id(p.schedule) in judged.lines for p in judged.points)
+    p = prices(topo)
+    at_1gb = min(result.points, key=lambda pt: (fastest(real_lines(pt.schedule, p), 2 ** 30)
+                                                .time_us(2 ** 30), pt.steps))
+    smallest = min(result.points, key=lambda pt: (fastest(real_lines(pt.schedule, p), 1024)
+                                                  .time_us(1024), pt.steps))
+    asked = [x for kind, x in events if kind == "asked"]
+    assert at_1gb is not smallest  # dgx1's two points: each the fastest at one end
+    assert set(asked[:2]) == {id(at_1gb.schedule), id(smallest.schedule)}
 
 
 def test_points_too_large_to_ask_in_time_are_kept_and_written_not_asked(tmp_path,

@@ -187,22 +187,28 @@ def chosen(result: Result, topo, cost_model: str, deadline: Deadline | None = No
            ) -> Result:
     """The frontier as the commands show it: with_runtimes, then
     synth.cost_choice.in_cost_model, each runtime timed in the protocols it runs, both by
-    `deadline` (the job's: what is not done by then is left undone and said so)."""
-    from synth.cost_choice import in_cost_model, timing_seconds
+    `deadline` (the job's: what is not done by then is left undone and said so). In
+    cost model 2 the points are timed first, and the runtimes asked about the fastest
+    at some size first: the times are the answer the user reads, and at 512 GPUs asking
+    a runtime about one point takes a minute (building its program)."""
+    from synth.cost_choice import in_cost_model, timed, winners
 
     deadline = Deadline.of(deadline)
-    asking = deadline
-    if cost_model == "calibrated" and deadline.left() < math.inf:  # the timing is what
-        # cost model 2 judges by: asking the runtimes leaves it its estimate (and a
-        # twentieth of the time left for the asking's own last steps), up to half
-        left = deadline.left()
-        asking = deadline.reserving(min(max(timing_seconds(result), left / 20), left / 2))
-    return in_cost_model(with_runtimes(result, topo, cost_model, deadline=asking), topo,
-                         cost_model, RUNTIME_PROTOCOLS, deadline)
+    lines = None
+    if cost_model == "calibrated" and topo is not None and result.points:
+        lines, _ = timed(result.points, topo, result.model, deadline)
+        first = {id(p) for p in winners([p for p in result.points
+                                         if id(p.schedule) in lines], lines)}
+        result = replace(result, points=sorted(result.points,
+                                               key=lambda p: id(p) not in first))
+    return in_cost_model(with_runtimes(result, topo, cost_model, deadline=deadline,
+                                       lines=lines),
+                         topo, cost_model, RUNTIME_PROTOCOLS, deadline, lines)
 
 
 def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
-                  budget_s: float = BUDGET_S, deadline: Deadline | None = None) -> Result:
+                  budget_s: float = BUDGET_S, deadline: Deadline | None = None,
+                  lines: dict | None = None) -> Result:
     """`result` with every point's `loads` set, and per runtime its own points added
     (verified, with their `loads`): in the line-rate model the candidates no other
     candidate it loads beats on both costs (its own Pareto frontier); in cost model 2
@@ -210,7 +216,8 @@ def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
     one of timing.SIZES, timed in the protocols it runs. The frontier's points are all
     judged while the deadline lasts (past it, `loads` None: not asked); the other
     candidates only while they could be a runtime's, for at most `budget_s` CPU seconds
-    and within the deadline (then `runtimes_stopped` says so)."""
+    and within the deadline (then `runtimes_stopped` says so). `lines`: the candidates
+    timed so far ({id(schedule): lines}), to which those timed here are added."""
     deadline = Deadline.of(deadline)
     points, extra, stopped = list(result.points), [], ""
     try:
@@ -218,7 +225,8 @@ def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
         have = {id(p.schedule) for p in points}
         pool = result.candidates + points
         until = time.process_time() + budget_s
-        walks = (_fastest_walks(pool, topo, deadline) if cost_model == "calibrated" and topo
+        walks = (_fastest_walks(pool, topo, deadline, lines)
+                 if cost_model == "calibrated" and topo
                  else _pareto_walks(pool))
         for fmt, walk in walks:
             for c in walk:
@@ -266,27 +274,25 @@ def _pareto_walks(pool):
     return [(fmt, walk()) for fmt in RUNTIMES]
 
 
-def _fastest_walks(pool, topo, deadline: Deadline):
+def _fastest_walks(pool, topo, deadline: Deadline, lines: dict | None = None):
     """Per runtime, for each size of timing.SIZES the candidates fastest first (in the
     protocols the runtime runs), until one it loads (told by send); of the candidates,
-    those timed while the deadline affords it, the smallest first."""
-    from synth.construct.paced import TIMING, timing_size
-    from synth.predict.timing import SIZES, fastest, prices, schedule_lines
+    those timed already (in `lines`, which gains the others timed here) and those timed
+    while the deadline affords it, the smallest first."""
+    from synth.cost_choice import timed
+    from synth.predict.timing import SIZES, fastest
 
-    p = prices(topo)
-    lines = {}
-    for c in sorted(pool, key=lambda c: timing_size(c.schedule)):
-        units = timing_size(c.schedule)
-        if not deadline.affords(TIMING.seconds(units)):
-            break
-        with TIMING.timing(units):
-            lines[id(c)] = schedule_lines(c.schedule, p)
-    pool = [c for c in pool if id(c) in lines]
+    if lines is None:
+        lines = {}
+    if pool:
+        lines.update(timed(pool, topo, pool[0].schedule.model, deadline, lines)[0])
+    pool = [c for c in pool if id(c.schedule) in lines]
 
     def walk(protocols):
         for n in SIZES:
             def at(c):
-                line = fastest([x for x in lines[id(c)] if x.protocol in protocols], n)
+                line = fastest([x for x in lines[id(c.schedule)] if x.protocol in protocols],
+                               n)
                 return (line.time_us(n), c.steps)
             for c in sorted(pool, key=at):
                 if (yield c) is not None:
