@@ -185,6 +185,27 @@ def test_groups_are_charged_what_the_whole_step_puts_on_them():
     assert (schedule.num_steps, schedule.rounds) == (15, 15)
 
 
+@pytest.mark.parametrize("dims, axes", [((4, 4), (0, 1)), ((3, 8), (0,)), ((2, 3, 4), (0, 1))])
+def test_each_link_is_a_translate_of_the_link_its_orbit_names(dims, axes):
+    # link_orbits (one array pass, for the 2 million group links at 512 GPUs) names for
+    # each (a, b) a link (a', r) into a representative r and, by the translation that
+    # takes r to b, a' to a: checked here by shifting coordinates one rank at a time
+    from synth.schedule.orbits import Orbits
+    from synth.topology.symmetry import Translations
+
+    orbits, grid = Orbits(dims, axes), Translations(dims)
+    n = grid.order
+    pairs = [(a, b) for a in range(n) for b in range(n) if a != b]
+    named = orbits.link_orbits(pairs)
+    assert len(named) == len(pairs)
+    moves = [v for v in range(n) if all(c == 0 for i, c in enumerate(grid.coordinates(v))
+                                        if i not in axes)]
+    for (a, b), (a2, r) in zip(pairs, named):
+        assert r in orbits.representatives
+        (v,) = [v for v in moves if grid.shift(r, v) == b]
+        assert grid.shift(a2, v) == a
+
+
 def test_refining_a_compact_schedule_refines_its_unfolding(torus):
     """Chunks cut in 2: the blocks grow with them, the rounds are the whole step's."""
     schedule = greedy(torus, "allreduce", chunks=1)

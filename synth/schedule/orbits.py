@@ -160,14 +160,34 @@ class Orbits:
         rep, v = self.split(b)
         return (self.back(a, v), rep)
 
+    def link_orbits(self, pairs) -> list[tuple[int, int]]:
+        """link_orbit of each (a, b) of `pairs`, in one array pass: at 512 GPUs a
+        machine's 2 million group links took 7 s one at a time."""
+        import numpy as np
+
+        pairs = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+        reps, moves = (np.array(x, dtype=np.int64) for x in self._parts)
+        v = moves[pairs[:, 1]]
+        back = ((self._coordinates[pairs[:, 0]] - self._coordinates[v])
+                % np.array(self.dims)) @ np.array(self._grid._weights)
+        return list(zip(back.tolist(), reps[pairs[:, 1]].tolist()))
+
     def classes(self, model: LinkModel) -> list[tuple[tuple, object, list[str]]]:
         """The groups by the load they carry under H: (their links' orbit
-        representatives, with repetition; capacity; the names of the groups alike)."""
+        representatives, with repetition; capacity; the names of the groups alike).
+        Remembered for the last model asked about (each schedule of a job asks)."""
+        hit = _CLASSES.get((id(model), self))
+        if hit is not None and hit[0] is model:
+            return hit[1]
+        orbit = iter(self.link_orbits([pair for g in model.groups for pair in g.links]))
         found = defaultdict(list)
         for g in model.groups:
-            key = (tuple(sorted(self.link_orbit(a, b) for a, b in g.links)), g.capacity)
+            key = (tuple(sorted(next(orbit) for _ in g.links)), g.capacity)
             found[key].append(g.name)
-        return [(links, cap, names) for (links, cap), names in found.items()]
+        classes = [(links, cap, names) for (links, cap), names in found.items()]
+        _CLASSES.clear()  # one model at a time, as _QUOTIENTS
+        _CLASSES[(id(model), self)] = (model, classes)
+        return classes
 
     def quotient(self, model: LinkModel) -> LinkModel:
         """`model` with each class of groups as one group on orbit representatives:
@@ -188,6 +208,7 @@ class Orbits:
 
 
 _QUOTIENTS: dict = {}
+_CLASSES: dict = {}
 
 
 def orbits_of(model: LinkModel, dims: tuple[int, ...], axes: tuple[int, ...],
