@@ -7,7 +7,8 @@ small enough to encode. Allreduce gets three exact searches sharing that time: a
 directly, and the reducescatter and allgather frontiers, whose every pairing (cut to a
 common number of chunks per rank) is a composed allreduce candidate. Every collective
 but alltoall also gets packed spanning trees (gather and scatter: a flow's paths),
-pipelined (synth.construct.tree_schedules), and with method "auto" the baselines are
+pipelined (synth.construct.tree_schedules), and with method "auto" (or "constructed",
+which leaves out the exact search) the baselines are
 candidates too. All candidates meet on one frontier,
 Pareto in latency and us/MB. Every schedule returned has passed the verifier.
 """
@@ -85,7 +86,9 @@ def default_max_steps(b: Bounds) -> int:
     return 2 * b.steps + 2 if b.collective == "allreduce" else b.steps + 3
 
 
-METHODS = ("auto", "exact", "decomposed")
+METHODS = ("auto", "exact", "decomposed", "constructed")
+BUILDING = ("auto", "constructed")  # the methods that run every construction
+SEARCHING = ("auto", "exact")  # the methods that run the exact search
 # built, not searched: they prove nothing
 CONSTRUCTED = ("decomposed", "greedy", "trees", "forwarded", *IN_NETWORK, "baselines")
 BOUNDS_SHARE = 0.4  # of the time limit, at most, for the bounds (the rest: the searches)
@@ -98,8 +101,10 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     """The Pareto frontier of `name` on `topo` within `limits`, by `deadline` (default:
     limits.time_limit from now; every stage gets it, or a share of what is left).
 
-    method: "auto" decomposes multi-node topologies and then searches exactly in the
-    time left; "exact" or "decomposed" do only that. hints: synth.construct.hints, for the
+    method: "auto" decomposes multi-node topologies, runs the other constructions and
+    then searches exactly in the time left; "exact" or "decomposed" do only that;
+    "constructed" all but the exact search (an answer in the constructions' time and
+    memory: the exact search took 2.5 GB on dgx2x2, for points with fewer steps). hints: synth.construct.hints, for the
     decomposition. on_event(kind, data): progress ("stage", "search", "ask", "build",
     "point"), and ("frontier", the points in hand, every one verified) once the
     baselines are built, as each construction begins, and once they are all done
@@ -134,7 +139,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     on_event("stage", "computing the lower bounds")
     b = bounds(lowering, coll, deadline.share(BOUNDS_SHARE))
     searches, checked = {}, set()  # checked: the baselines verified so far (by id)
-    if method == "auto" and baselines_cheap(model.ranks, deadline):
+    if method in BUILDING and baselines_cheap(model.ranks, deadline):
         # the quickest answer first (anytime): on small clusters the baselines take a
         # fraction of a second, and whatever follows may take all the time there is
         on_event("stage", "building the baselines")
@@ -145,7 +150,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
         on_event("search", f"{name} by decomposition: {hierarchy.describe()}")
         searches["decomposed"] = decompose(model, hierarchy, name, limits, on_event,
                                            hints.batches, deadline.share(DECOMPOSED_SHARE))
-    if method == "auto":
+    if method in BUILDING:
         _constructions(model, name, coll.root, limits, deadline, total, b, hierarchy,
                        searches, _staged(on_event, searches, checked), topo.translations)
     built = [p for key in CONSTRUCTED for p in searches.get(key, Search()).points]
@@ -154,7 +159,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     points = _verify_baselines(pareto_filter(built), searches, deadline, checked)
     _hand_over(on_event, points, searches)
     candidates = list(built)  # every candidate, for the runtimes' own frontiers
-    if method != "decomposed" and not _interrupted(searches):
+    if method in SEARCHING and not _interrupted(searches):
         exact = _exact_searches(lowering, name, coll.root, b, limits, deadline, built,
                                 searches, on_event)
         candidates += exact
@@ -172,7 +177,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     covered = _covered(model, b, limits, searches, points)
     # a cluster whose boxes differ falls back to the methods that need no alike boxes:
     # say why, as its users expect the decomposition
-    not_decomposed = why if (hierarchy is None and name in DECOMPOSED and method == "auto"
+    not_decomposed = why if (hierarchy is None and name in DECOMPOSED and method in BUILDING
                              and any(v.kind == "net_switch" for v in topo.vertices)
                              and topo.network_joined()) else ""
     out_of_time = deadline.passed() or timed_out(searches)
@@ -193,7 +198,7 @@ def timed_out(searches: dict) -> bool:
 def _constructions(model: LinkModel, name: str, root, limits: Limits, deadline: Deadline,
                    total: float, b: Bounds, hierarchy, searches: dict, on_event,
                    translations: tuple[int, ...] = ()) -> None:
-    """The constructions of method "auto", into `searches`: quick and bounded, so that
+    """The constructions of methods "auto" and "constructed", into `searches`: quick and bounded, so that
     the exact search's time-out cannot starve them: trees, alltoall by forwarding,
     computed in the network, then the baselines, which join the frontier so that it is
     never slower than one of them. Greedy matching first, where no boxes are decomposed

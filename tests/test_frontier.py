@@ -14,6 +14,7 @@ from synth.schedule.file import schedule_to_dict
 from synth.schedule.verify import verify_schedule
 from synth.search.pareto import Limits
 from synth.topology.catalog import resolve
+from tests.in_process import synth_main
 from tests.test_reliability import synth_cli
 
 SIZES = [1 << k for k in range(0, 41, 2)]  # 1 byte to 1 TB
@@ -83,6 +84,24 @@ def test_only_auto_adds_the_baselines():
     searched = {(p.steps, p.rounds, p.chunks, p.proven) for p in exact.points}
     assert all((p.steps, p.rounds, p.chunks, p.proven) in searched for p in auto.points
                if "baseline" not in p.schedule.info and "trees" not in p.schedule.info)
+
+
+def test_constructed_builds_everything_auto_builds_but_asks_no_solver(tmp_path):
+    # --method constructed: an answer in the constructions' time and memory (on dgx2x2
+    # allgather the exact search took 2.5 GB for points with fewer steps)
+    runs = {}
+    for method in ("constructed", "auto"):
+        run = synth_main("allgather", "--topo", "dgx1", "--method", method, "--out",
+                         tmp_path / method, "--json")
+        assert run.returncode == 0, run.stderr
+        runs[method] = json.loads(run.stdout)
+    built, auto = runs["constructed"], runs["auto"]
+    assert built["solver_calls"] == 0 and auto["solver_calls"] > 0
+    assert "allgather" in auto["stopped"] and "allgather" not in built["stopped"]
+    assert set(built["stopped"]) == set(auto["stopped"]) - {"allgather"}
+    assert built["frontier"] and not any(p["method"] == "exact" for p in built["frontier"])
+    files = [p["file"] for p in built["frontier"]]
+    assert synth_main("verify", *files).returncode == 0
 
 
 def test_compare_names_a_baseline_on_the_frontier():

@@ -225,10 +225,10 @@ MAX_CHUNKS = click.option("--max-chunks", type=click.IntRange(1, 256), default=8
                           help="Largest chunks per share searched.")
 
 METHOD = click.option(
-    "--method", type=click.Choice(["auto", "exact", "decomposed"]), default="auto",
-    show_default=True,
+    "--method", type=click.Choice(["auto", "exact", "decomposed", "constructed"]),
+    default="auto", show_default=True,
     help="auto: on multi-node topologies, decompose into boxes and the network first, "
-         "then search exactly in the time left.")
+         "then search exactly in the time left; constructed: all but the exact search.")
 
 # how a frontier is searched: the same four wherever one is
 SEARCH = apply(MAX_STEPS, MAX_CHUNKS, METHOD, SOLVER)
