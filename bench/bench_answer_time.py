@@ -4,9 +4,10 @@
     python bench/bench_answer_time.py                  # every job, one at a time
     python bench/bench_answer_time.py --jobs dgx2x2    # jobs whose name has a substring
     python bench/bench_answer_time.py --record         # also bench/results/answer-time-DATE.*
+    python bench/bench_answer_time.py --method constructed --record   # ...-DATE-constructed.*
 
-Each job is `synth allgather --topo T --model line-rate -o DIR --json` as a user runs
-it, in a fresh process with the answer cache off (SYNTH_CACHE=0), one at a time. The
+Each job is `synth allgather --topo T --model line-rate --method M -o DIR --json` as a
+user runs it (M: auto, or constructed, which leaves out the exact search), in a fresh process with the answer cache off (SYNTH_CACHE=0), one at a time. The
 line-rate model is ForestColl's (GB/s of algorithmic bandwidth); in cost model 2 the
 frontier leaves out points that are never the fastest at any size (on dgx2x2 the
 packed trees' pipelines of 500 chunks and more, whose pieces cost more than they save). The script watches
@@ -63,12 +64,12 @@ def ratio_of(path: Path, bound: Fraction) -> Fraction | None:
     return Fraction(cost["rounds"], cost["chunks"]) / bound
 
 
-def run_job(topo: str, limit: float) -> dict:
+def run_job(topo: str, limit: float, method: str = "auto") -> dict:
     bound = bound_of(topo)
     with tempfile.TemporaryDirectory() as out:
         command = ["/usr/bin/time", "-f", "%M", sys.executable, "-m", "synth", "allgather",
                    "--topo", topo, "--time-limit", f"{limit:g}", "--model", "line-rate",
-                   "-o", out, "--json"]
+                   "--method", method, "-o", out, "--json"]
         env = {**os.environ, "SYNTH_CACHE": "0"}
         start = time.monotonic()
         job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -104,6 +105,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", default="", help="only jobs whose name has a substring")
     parser.add_argument("--time-limit", type=float, default=300.0)
+    parser.add_argument("--method", default="auto", choices=("auto", "constructed"))
     parser.add_argument("--record", action="store_true")
     args = parser.parse_args()
     machine = recorded_machine(REPO, "bench_answer_time", args.record)
@@ -114,26 +116,28 @@ def main() -> int:
     for topo in JOBS:
         if args.jobs and args.jobs not in topo:
             continue
-        row = {"job": f"{topo} allgather", **run_job(topo, args.time_limit),
+        row = {"job": f"{topo} allgather", **run_job(topo, args.time_limit, args.method),
                "forestcoll": FORESTCOLL[topo]}
         rows.append(row)
         print(json.dumps(row), flush=True)
     machine["load_after"] = [f"{x:.2f}" for x in os.getloadavg()]
     if args.record:
-        write_record(machine, rows, args.time_limit)
+        write_record(machine, rows, args.time_limit, args.method)
     return 0
 
 
-def write_record(machine: dict, rows: list[dict], limit: float) -> None:
-    day = time.strftime("%Y-%m-%d")
+def write_record(machine: dict, rows: list[dict], limit: float, method: str) -> None:
+    name = f"answer-time-{time.strftime('%Y-%m-%d')}" + ("" if method == "auto"
+                                                          else f"-{method}")
     folder = REPO / "bench" / "results"
-    (folder / f"answer-time-{day}.json").write_text(
-        json.dumps({"machine": machine, "rows": rows}, indent=1) + "\n")
+    (folder / f"{name}.json").write_text(
+        json.dumps({"machine": machine, "method": method, "rows": rows}, indent=1) + "\n")
     lines = [f"# Time to the best point on disk, {machine['date']}", "",
              f"`python3 bench/bench_answer_time.py --record`, commit {machine['commit']}, "
              f"{machine['cpu']}, {machine['memory_gib']} GiB, Python {machine['python']}, "
              f"load average before {' '.join(machine['load_before'])}, after "
-             f"{' '.join(machine['load_after'])}; --time-limit {limit:g}; the answer cache "
+             f"{' '.join(machine['load_after'])}; --time-limit {limit:g}; --method {method}; "
+             "the answer cache "
              "off; --model line-rate; jobs one at a time in fresh processes.", "",
              "| job | best point on disk s | within 1% s | job ends s | best / bound | points "
              "| peak MiB | ForestColl (issue 28) |",
@@ -146,7 +150,7 @@ def write_record(machine: dict, rows: list[dict], limit: float) -> None:
                      f" | {r['within_1pct_s'] if r['within_1pct_s'] is not None else '-'} | "
                      f"{r['end_s']} | {r['best_over_bound']:.4f} | {r['points']} | "
                      f"{r['peak_mib']} | {r['forestcoll']} |")
-    (folder / f"answer-time-{day}.md").write_text("\n".join(lines) + "\n")
+    (folder / f"{name}.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
