@@ -45,11 +45,11 @@ METHOD = "in-network (NVLS): switch reduce, then multicast"
 
 def reducing_switch(model: LinkModel) -> Switch | None:
     """A switch that reduces and multicasts between every ordered pair of ranks."""
-    return _capable(model, range(model.ranks))
+    return capable_switch(model, range(model.ranks))
 
 
-def _pipelined(model: LinkModel, coll, program: tuple[Step, ...], batches: int,
-               stride: int, info: dict, memo: dict | None = None) -> Schedule:
+def pipelined_schedule(model: LinkModel, coll, program: tuple[Step, ...], batches: int,
+                       stride: int, info: dict, memo: dict | None = None) -> Schedule:
     """`program` as one batch of `batches`, each expanded step's rounds from the program
     steps running in it (transform.window_rounds; `memo` keeps the rounds of each window
     of program steps for the next depth of the same program)."""
@@ -74,16 +74,16 @@ def nvls_allreduce(model: LinkModel, switch: Switch, batches: int, pieces: int,
                    program: tuple[Step, ...] | None = None,
                    memo: dict | None = None) -> Schedule:
     """The two-step allreduce (module docstring) in `batches` pipelined batches of
-    `pieces` chunks per shard (`program` and `memo`: nvls_program's and _pipelined's, to
+    `pieces` chunks per shard (`program` and `memo`: nvls_program's and pipelined_schedule's, to
     share between depths)."""
     program = program or nvls_program(model, switch, pieces)
     stride = model.ranks * pieces
     coll = make_collective("allreduce", model.ranks, stride * batches)
     info = {"method": METHOD + (f", {batches} batches" if batches > 1 else "")}
-    return _pipelined(model, coll, program, batches, stride, info, memo)
+    return pipelined_schedule(model, coll, program, batches, stride, info, memo)
 
 
-def _capable(model: LinkModel, ranks) -> Switch | None:
+def capable_switch(model: LinkModel, ranks) -> Switch | None:
     """A switch that reduces and multicasts between every pair of `ranks`. O(links of
     the capable switches): the N^2 pairs are never listed (16 million at 4096 ranks)."""
     ranks = set(ranks)
@@ -108,9 +108,9 @@ def box_switches(model: LinkModel, hierarchy: Hierarchy | None
     GPUs cross through gateways, or there is one box."""
     if hierarchy is None or hierarchy.proxy or len(hierarchy.boxes) < 2:
         return None
-    inside = [_capable(model, box) for box in hierarchy.boxes]
+    inside = [capable_switch(model, box) for box in hierarchy.boxes]
     inside = inside if all(inside) else None
-    across = [_capable(model, peers) for peers in hierarchy.peers]
+    across = [capable_switch(model, peers) for peers in hierarchy.peers]
     across = across if all(across) else None
     return (inside, across) if inside or across else None
 
@@ -132,7 +132,7 @@ def across_boxes_allreduce(model: LinkModel, hierarchy: Hierarchy, inside, acros
 
     `pieces` chunks per shard (a multiple of K), pipelined: the box and network steps
     of different batches overlap (`program` and `memo`: across_program's and
-    _pipelined's, to share between depths)."""
+    pipelined_schedule's, to share between depths)."""
     program = program or across_program(model, hierarchy, inside, across, pieces)
     stride = len(hierarchy.boxes[0]) * pieces
     coll = make_collective("allreduce", model.ranks, stride * batches)
@@ -140,7 +140,7 @@ def across_boxes_allreduce(model: LinkModel, hierarchy: Hierarchy, inside, acros
              if on]
     info = {"method": f"in-network ({', '.join(where)})"
             + (f", {batches} batches" if batches > 1 else "")}
-    return _pipelined(model, coll, program, batches, stride, info, memo)
+    return pipelined_schedule(model, coll, program, batches, stride, info, memo)
 
 
 def across_program(model: LinkModel, hierarchy: Hierarchy, inside, across,
@@ -173,10 +173,10 @@ def across_program(model: LinkModel, hierarchy: Hierarchy, inside, across,
                 up += [Send(chunk, x, owner, "reduce", part) for x in rest]
                 down += [Send(chunk, owner, x, "copy", part) for x in rest]
 
-    return tuple(_step(model, m) for m in (gather, up, down, spread))
+    return tuple(step_of(model, m) for m in (gather, up, down, spread))
 
 
-def _step(model: LinkModel, moves) -> Step:
+def step_of(model: LinkModel, moves) -> Step:
     """A step of `moves` (sends and switch operations) in the fewest rounds."""
     sends = tuple(x for x in moves if isinstance(x, Send))
     ops = tuple(x for x in moves if isinstance(x, SwitchOp))
@@ -207,13 +207,14 @@ def turns_allreduce(model: LinkModel, hierarchy: Hierarchy, inside, batches: int
     into one GPU and later store everything: a sum left on one GPU and a store of what
     the switch did not just sum, which MSCCL++ runs through switch channels of one GPU
     (docs/runtimes.md, "Switch channels"; not run on hardware), which this one does not
-    need. The NICs carry what a reducescatter and allgather among the peers carry. Pipelined over `batches` (`program` and `memo`: turns_program's and
-    _pipelined's, to share between depths)."""
+    need. The NICs carry what a reducescatter and allgather among the peers carry.
+    Pipelined over `batches` (`program` and `memo`: turns_program's and
+    pipelined_schedule's, to share between depths)."""
     program = program or turns_program(model, hierarchy, inside, pieces)
     stride = len(hierarchy.boxes) * len(hierarchy.boxes[0]) * pieces
     coll = make_collective("allreduce", model.ranks, stride * batches)
     info = {"method": TURNS + (f", {batches} batches" if batches > 1 else "")}
-    return _pipelined(model, coll, program, batches, stride, info, memo)
+    return pipelined_schedule(model, coll, program, batches, stride, info, memo)
 
 
 def turns_program(model: LinkModel, hierarchy: Hierarchy, inside,
@@ -236,7 +237,7 @@ def turns_program(model: LinkModel, hierarchy: Hierarchy, inside,
             steps[3].append(SwitchOp("multicast", c, (owner,),
                                      tuple(x for x in box if x != owner), inside[h].name,
                                      pieces))
-    return tuple(_step(model, m) for m in steps)
+    return tuple(step_of(model, m) for m in steps)
 
 
 TURNS_PIECES = (1, 2, 4)  # pieces a shard: the least steady-state rounds per chunk

@@ -42,7 +42,7 @@ import time
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from synth.construct.in_network import _capable, _pipelined, _step
+from synth.construct.in_network import capable_switch, pipelined_schedule, step_of
 from synth.construct.tree_schedules import DEPTHS, add_pipelines
 from synth.deadline import Deadline, OutOfTime, Pace
 from synth.schedule.collectives import make_collective
@@ -87,7 +87,7 @@ def nic_switches(model: LinkModel, hierarchy: Hierarchy | None) -> list | None:
     if any((a, b) not in links for group in hierarchy.peers for a in group for b in group
            if a != b):
         return None
-    inside = [_capable(model, box) for box in hierarchy.boxes]
+    inside = [capable_switch(model, box) for box in hierarchy.boxes]
     return inside if all(inside) else None
 
 
@@ -114,7 +114,7 @@ def allgather_program(model: LinkModel, hierarchy: Hierarchy, inside, split: Spl
                     if rest:
                         steps[2].append(SwitchOp("multicast", share + first, (other[i],),
                                                  rest, inside[b].name, count))
-    return tuple(_step(model, moves) for moves in steps)
+    return tuple(step_of(model, moves) for moves in steps)
 
 
 def turned(model: LinkModel, program: tuple[Step, ...]) -> tuple[Step, ...]:
@@ -126,7 +126,7 @@ def turned(model: LinkModel, program: tuple[Step, ...]) -> tuple[Step, ...]:
         sends = [replace(x, src=x.dst, dst=x.src, op="reduce") for x in step.sends]
         ops = [SwitchOp("switch_reduce", x.chunk, x.dsts, x.srcs, x.via, x.count)
                for x in step.switch_ops]
-        out.append(_step(model, sends + ops))
+        out.append(step_of(model, sends + ops))
     return tuple(out)
 
 
@@ -165,7 +165,7 @@ def nic_schedule(model: LinkModel, name: str, split: Split, batches: int,
         steps, stride = _renumbered(program, p, p * batches), p
     info = {"method": METHOD + (f", {batches} batches" if batches > 1 else ""),
             "pieces": p, "forwarders": split.forwarders}
-    return _pipelined(model, coll, steps, batches, stride, info, memo)
+    return pipelined_schedule(model, coll, steps, batches, stride, info, memo)
 
 
 def capacities(model: LinkModel, hierarchy: Hierarchy, inside) -> tuple[Fraction, Fraction]:

@@ -36,7 +36,7 @@ from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
 
-from synth.construct.in_network import _capable, _pipelined, _step
+from synth.construct.in_network import capable_switch, pipelined_schedule, step_of
 from synth.construct.tree_schedules import DEPTHS, add_pipelines
 from synth.deadline import Deadline, OutOfTime, Pace
 from synth.schedule.collectives import make_collective
@@ -193,7 +193,7 @@ def relayed_program(model: LinkModel, hierarchy: Hierarchy, inside,
                 steps[2].append(Send(start, via, owner, "reduce", n))
                 steps[3].append(Send(start, owner, via, "copy", n))
         start += n
-    return tuple(_step(model, moves) for moves in steps if moves)
+    return tuple(step_of(model, moves) for moves in steps if moves)
 
 
 def _order(plan: Plan):
@@ -212,7 +212,7 @@ def relayed_allreduce(model: LinkModel, hierarchy: Hierarchy, inside, batches: i
     """`program` (relayed_program, `pieces` chunks) pipelined over `batches`."""
     coll = make_collective("allreduce", model.ranks, pieces * batches)
     info = {"method": METHOD + (f", {batches} batches" if batches > 1 else "")}
-    return _pipelined(model, coll, program, batches, pieces, info, memo)
+    return pipelined_schedule(model, coll, program, batches, pieces, info, memo)
 
 
 def relayed_switches(model: LinkModel, hierarchy: Hierarchy | None) -> list | None:
@@ -221,7 +221,7 @@ def relayed_switches(model: LinkModel, hierarchy: Hierarchy | None) -> list | No
     else None (across_boxes_allreduce covers boxes whose every GPU crosses)."""
     if hierarchy is None or not hierarchy.proxy or len(hierarchy.boxes) < 2:
         return None
-    inside = [_capable(model, box) for box in hierarchy.boxes]
+    inside = [capable_switch(model, box) for box in hierarchy.boxes]
     return inside if all(inside) else None
 
 
