@@ -104,11 +104,11 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     method: "auto" decomposes multi-node topologies, runs the other constructions and
     then searches exactly in the time left; "exact" or "decomposed" do only that;
     "constructed" all but the exact search (an answer in the constructions' time and
-    memory: the exact search took 2.5 GB on dgx2x2, for points with fewer steps). hints: synth.construct.hints, for the
-    decomposition. on_event(kind, data): progress ("stage", "search", "ask", "build",
-    "point"), and ("frontier", the points in hand, every one verified) once the
-    baselines are built, as each construction begins, and once they are all done
-    (synth.anytime writes them).
+    memory: the exact search took 2.5 GB on dgx2x2, for points with fewer steps).
+    hints: synth.construct.hints, for the decomposition. on_event(kind, data): progress
+    ("stage", "search", "ask", "build", "point"), and ("frontier", the points in hand,
+    every one verified) once the baselines are built, as each construction begins, and
+    once they are all done (synth.anytime writes them).
     Raises NoAnswer when "decomposed" does not apply.
     """
     if method not in METHODS:
@@ -118,23 +118,11 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     deadline = deadline or Deadline.after(limits.time_limit)
     total = deadline.left()
     on_event = on_event or (lambda kind, data: None)
-    on_event("stage", "routing every GPU pair")
-    try:
-        lowering = lower_with_routes(topo, deadline)
-    except TimeLimit as e:
-        raise NoAnswer(f"no schedule: the time limit ({limits.time_limit:g} s) ran out "
-                       f"while {e}") from None
+    lowering = _lowered(topo, limits, deadline, on_event)
     model = lowering.model
-    ROUTING.record(len(model.links) + len(model.groups), time.monotonic() - start)
     coll = make_collective(name, model.ranks, 1, root)
     hints = hints or Hints()
-    hierarchy, why = None, f"{name} is not decomposed (only {', '.join(DECOMPOSED)} are)"
-    if method != "exact" and name in DECOMPOSED:
-        hierarchy, why = find_hierarchy(lowering, hints.boxes, deadline)
-        if hierarchy is None and hints.boxes is not None:
-            raise BadInput(f"hints: {why}")
-    if method == "decomposed" and hierarchy is None:
-        raise NoAnswer(f"cannot decompose {name} on {topo.name}: {why}")
+    hierarchy, why = _hierarchy(lowering, name, method, hints, deadline)
     # the bounds may take at most a share of the time (a partial bound is still one)
     on_event("stage", "computing the lower bounds")
     b = bounds(lowering, coll, deadline.share(BOUNDS_SHARE))
@@ -164,15 +152,9 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
                                 searches, on_event)
         candidates += exact
         points = pareto_filter(points + exact)
-    if "trees" in searches and not _interrupted(searches) and \
-            all(p.ratio > b.rounds_per_chunk for p in points):  # the time the others left
-        first = searches["trees"]
-        searches["trees"] = tree_search_again(first, model, name, coll.root, limits,
-                                              deadline.share(TREES_AGAIN),
-                                              _plain(b).rounds_per_chunk)
-        if searches["trees"] is not first:
-            candidates += searches["trees"].points
-            points = pareto_filter(points + searches["trees"].points)
+    again = _trees_again(model, name, coll.root, limits, deadline, b, searches, points)
+    candidates += again
+    points = pareto_filter(points + again) if again else points
     _baselines_kept(points, searches)
     covered = _covered(model, b, limits, searches, points)
     # a cluster whose boxes differ falls back to the methods that need no alike boxes:
@@ -184,6 +166,48 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     return Result(name, coll.root, model, b, points, searches,
                   time.monotonic() - start, (max(1, limits.min_steps), covered),
                   not_decomposed, out_of_time=out_of_time, candidates=candidates)
+
+
+def _lowered(topo: Topology, limits: Limits, deadline: Deadline, on_event):
+    """The topology's lowering (every GPU pair routed), its pace recorded; NoAnswer
+    when the time limit runs out first."""
+    start = time.monotonic()
+    on_event("stage", "routing every GPU pair")
+    try:
+        lowering = lower_with_routes(topo, deadline)
+    except TimeLimit as e:
+        raise NoAnswer(f"no schedule: the time limit ({limits.time_limit:g} s) ran out "
+                       f"while {e}") from None
+    model = lowering.model
+    ROUTING.record(len(model.links) + len(model.groups), time.monotonic() - start)
+    return lowering
+
+
+def _hierarchy(lowering, name: str, method: str, hints: Hints, deadline: Deadline):
+    """(the boxes and network the decomposition works on, or None; why not). BadInput
+    when hints name boxes that are not there; NoAnswer when "decomposed" cannot run."""
+    hierarchy, why = None, f"{name} is not decomposed (only {', '.join(DECOMPOSED)} are)"
+    if method != "exact" and name in DECOMPOSED:
+        hierarchy, why = find_hierarchy(lowering, hints.boxes, deadline)
+        if hierarchy is None and hints.boxes is not None:
+            raise BadInput(f"hints: {why}")
+    if method == "decomposed" and hierarchy is None:
+        raise NoAnswer(f"cannot decompose {name} on {lowering.topology.name}: {why}")
+    return hierarchy, why
+
+
+def _trees_again(model: LinkModel, name: str, root, limits: Limits, deadline: Deadline,
+                 b: Bounds, searches: dict, points: list[Point]) -> list[Point]:
+    """The trees' second try, in the time the others left, where no point reached the
+    bound (their new points; searches["trees"] says what it did)."""
+    if "trees" not in searches or _interrupted(searches) or \
+            any(p.ratio <= b.rounds_per_chunk for p in points):
+        return []
+    first = searches["trees"]
+    searches["trees"] = tree_search_again(first, model, name, root, limits,
+                                          deadline.share(TREES_AGAIN),
+                                          _plain(b).rounds_per_chunk)
+    return [] if searches["trees"] is first else list(searches["trees"].points)
 
 
 # how a search says the time limit stopped it (or kept it from starting)
