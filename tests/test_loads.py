@@ -452,7 +452,7 @@ def test_msccl_xml_refuses_by_arithmetic_what_no_channel_count_can_hold(monkeypa
     def counted(*args):
         raise AssertionError("a channel count was counted")
 
-    monkeypatch.setattr("synth.export.msccl._threadblocks_needed", counted)
+    monkeypatch.setattr("synth.export.msccl._threadblocks_on", counted)
     with pytest.raises(BadInput, match=r"on 1 channel a threadblock of rank 0 needs at "
                                        r"least 4096 steps \(limit 64\), and on up to 32 "
                                        r"channels a threadblock of rank 0 needs at least "

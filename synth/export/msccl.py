@@ -295,13 +295,34 @@ def _threadblocks_needed(steps, k: int) -> tuple[int, int]:
     """(most threadblocks on one rank, on one channel of one rank) on k channels, as
     _Program would make them, from the transfers alone: _lane_tbs pairs receive and
     send peers, so a rank's channel needs as many as its larger side."""
-    ins, outs = _lane_peers((s for sends in steps for s in sends), k)
-    per_gpu, per_chan = defaultdict(int), 0
-    for key in set(ins) | set(outs):
-        n = max(len(ins[key]), len(outs[key]))
-        per_gpu[key[0]] += n
-        per_chan = max(per_chan, n)
-    return max(per_gpu.values(), default=0), per_chan
+    return _threadblocks_on(_transfer_array(steps), k)
+
+
+def _transfer_array(steps):
+    """The transfers of `steps` as rows (src, dst, chunk): counted for every channel
+    count at once in arrays (at 512 GPUs, 31 counts one send at a time took 19 s)."""
+    import numpy as np
+
+    rows = [(x.src, x.dst, x.chunk) for sends in steps for x in sends]
+    return np.array(rows, dtype=np.int64).reshape(len(rows), 3)
+
+
+def _threadblocks_on(transfers, k: int) -> tuple[int, int]:
+    """_threadblocks_needed of the transfers of _transfer_array."""
+    import numpy as np
+
+    if not len(transfers):
+        return 0, 0
+    n = int(transfers[:, :2].max()) + 1
+    channel = transfers[:, 2] % k
+
+    def peers(rank, peer):  # distinct peers per (rank, channel)
+        lanes = np.unique((rank * k + channel) * n + peer) // n
+        return np.bincount(lanes, minlength=n * k)
+
+    need = np.maximum(peers(transfers[:, 1], transfers[:, 0]),
+                      peers(transfers[:, 0], transfers[:, 1]))
+    return int(need.reshape(n, k).sum(axis=1).max()), int(need.max())
 
 
 def _surely_over(steps, k: int, n: int) -> str | None:
@@ -355,6 +376,7 @@ def build(schedule, inplace: bool = False, deadline: Deadline = Deadline()):
     pairs = Counter((x.dst, x.src) for sends in steps for x in sends)
     most_from_one = max(pairs.values(), default=0)
     busiest = min((min(pair) for pair, n in pairs.items() if n == most_from_one), default=0)
+    transfers = None  # made at the first channel count the bound above leaves open
     for k in range(1, most + 1):
         first = first or why  # why one channel did not do: often the real reason
         if -(-most_from_one // k) > MAX_STEPS:
@@ -362,7 +384,9 @@ def build(schedule, inplace: bool = False, deadline: Deadline = Deadline()):
                    f"{-(-most_from_one // k)} steps (limit {MAX_STEPS})")
             continue
         deadline.check("exporting to MSCCL XML")  # each try below takes seconds at scale
-        per_gpu, per_chan = _threadblocks_needed(steps, k)
+        if transfers is None:
+            transfers = _transfer_array(steps)
+        per_gpu, per_chan = _threadblocks_on(transfers, k)
         if per_gpu > MAX_TBS:
             why = f"a rank needs {per_gpu} threadblocks (limit {MAX_TBS})"
             continue
