@@ -7,7 +7,7 @@ import re
 import stat
 from pathlib import Path
 
-from synth.construct.paced import WRITE, size, timing_size
+from synth.construct.paced import WRITE, size, unrolled_size
 from synth.deadline import Deadline
 from synth.errors import BadInput
 from synth.files import inside, quote, read_text, safe_component, write_atomic
@@ -103,7 +103,7 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
                 paths[fmt] = already[id(p.schedule)]
                 continue
             path = directory / f"{point_stem(p)}{EXTENSIONS[fmt]}"
-            units = (size if fmt == "json" else timing_size)(p.schedule)
+            units = (size if fmt == "json" else unrolled_size)(p.schedule)
             first = not written and not paths
             if not deadline.affords(WRITE[fmt].seconds(units) - (grace if first else 0)):
                 late = True

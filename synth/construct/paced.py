@@ -18,13 +18,13 @@ from synth.schedule.file import schedule_text, topology_kept, verified
 from synth.schedule.ir import Schedule
 
 # seconds per unit of size: verifying (size), timing in cost model 2 (timing_size), and
-# writing a file (json: size; the runtimes' formats spell out every batch: timing_size).
+# writing a file (json: size; the runtimes' formats spell out every batch: unrolled_size).
 # The priors are an idle core's pace (verifying and writing tree and decomposed
-# schedules: 6-9 us a unit; timing: 0.15 us a unit on those, but 3 us on in-network
-# pipelines, so the dearer), scaled until measured by how much slower than their priors
-# this command's other work ran (synth.deadline.Pace)
+# schedules: 6-9 us a unit; timing: about 1 us a unit on those, up to 11 us on
+# in-network pipelines of few batches, so the dearer), scaled until measured by how
+# much slower than their priors this command's other work ran (synth.deadline.Pace)
 VERIFY = Pace(1e-5, least=1000)
-TIMING = Pace(4e-6, least=10_000)
+TIMING = Pace(1e-5, least=10_000)
 WRITE = {"json": Pace(1e-5, least=1000), "msccl-xml": Pace(2e-5, least=1000),
          "mscclpp": Pace(2e-5, least=1000)}
 # asking an exporter whether its runtime loads a schedule (synth.export.loads), per unit
@@ -52,8 +52,18 @@ def machine_size(model) -> int:
 
 
 def timing_size(schedule: Schedule) -> int:
-    """Units of work in timing the schedule in cost model 2, which sums the loads of
-    the program steps active in each expanded step: the program once per batch."""
+    """Units of work in timing the schedule in cost model 2: the program's loads once,
+    and per expanded step the program steps active in it (synth.predict.timing keeps
+    each set of active steps' bottleneck, so a pipeline's steady state is priced once;
+    counted once per batch, dgx2x32's 125-batch pipeline looked 125 times dearer than
+    it was, and a 300 s job timed 3 of its 11 points)."""
+    return _program(schedule) + schedule.num_steps * min(len(schedule.steps),
+                                                         schedule.batches)
+
+
+def unrolled_size(schedule: Schedule) -> int:
+    """Units of work in writing a runtime's file that spells out every batch: the
+    program once per batch, and each expanded step."""
     return _program(schedule) * schedule.batches + schedule.num_steps
 
 
