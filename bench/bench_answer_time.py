@@ -7,11 +7,12 @@
     python bench/bench_answer_time.py --method constructed --record   # ...-DATE-constructed.*
 
 Each job is `synth allgather --topo T --model line-rate --method M -o DIR --json` as a
-user runs it (M: auto, or constructed, which leaves out the exact search), in a fresh process with the answer cache off (SYNTH_CACHE=0), one at a time. The
-line-rate model is ForestColl's (GB/s of algorithmic bandwidth); in cost model 2 the
-frontier leaves out points that are never the fastest at any size (on dgx2x2 the
-packed trees' pipelines of 500 chunks and more, whose pieces cost more than they save). The script watches
-DIR every 0.05 s: synth writes the frontier in hand as the search goes on
+user runs it (M: auto, or constructed, which leaves out the exact search), in a fresh
+process with the answer cache off (SYNTH_CACHE=0), one at a time. The line-rate model is
+ForestColl's (GB/s of algorithmic bandwidth); in cost model 2 the frontier leaves out
+points that are never the fastest at any size (on dgx2x2 the packed trees' pipelines of
+500 chunks and more, whose pieces cost more than they save). The script watches DIR
+every 0.05 s: synth writes the frontier in hand as the search goes on
 (synth/anytime.py), so a file can be there long before the job ends. Recorded per job:
 
 - best_s: seconds from the start until the file of the final frontier's best point (in

@@ -222,11 +222,11 @@ def timed_out(searches: dict) -> bool:
 def _constructions(model: LinkModel, name: str, root, limits: Limits, deadline: Deadline,
                    total: float, b: Bounds, hierarchy, searches: dict, on_event,
                    translations: tuple[int, ...] = ()) -> None:
-    """The constructions of methods "auto" and "constructed", into `searches`: quick and bounded, so that
-    the exact search's time-out cannot starve them: trees, alltoall by forwarding,
-    computed in the network, then the baselines, which join the frontier so that it is
-    never slower than one of them. Greedy matching first, where no boxes are decomposed
-    (tori, meshes, one switch: on a cluster the decomposition is far better)."""
+    """The constructions of methods "auto" and "constructed", into `searches`: quick and
+    bounded, so that the exact search's time-out cannot starve them: trees, alltoall by
+    forwarding, computed in the network, then the baselines, which join the frontier so
+    that it is never slower than one of them. Greedy matching first, where no boxes are
+    decomposed (tori, meshes, one switch: on a cluster the decomposition is far better)."""
     if name in GREEDY and hierarchy is None and not _interrupted(searches):
         on_event("search", f"{name} by greedy link-chunk matching")
         searches["greedy"] = greedy_search(model, name, root, limits,

@@ -645,7 +645,8 @@ def test_the_threadblock_count_build_rules_out_by_arithmetic_is_the_one_it_would
         for tb in program.tbs:
             per_gpu[tb.rank] = per_gpu.get(tb.rank, 0) + 1
             per_chan[(tb.rank, tb.chan)] = per_chan.get((tb.rank, tb.chan), 0) + 1
-        assert msccl_export._threadblocks_needed(steps, k) == (max(per_gpu.values()),
+        transfers = msccl_export._transfer_array(steps)
+        assert msccl_export._threadblocks_on(transfers, k) == (max(per_gpu.values()),
                                                                max(per_chan.values()))
 
 

@@ -104,6 +104,13 @@ def test_constructed_builds_everything_auto_builds_but_asks_no_solver(tmp_path):
     assert synth_main("verify", *files).returncode == 0
 
 
+def test_constructed_refuses_one_instance_which_only_the_solver_answers():
+    run = synth_main("allgather", "--topo", "ring:4", "--method", "constructed",
+                     "--steps", "2", "--rounds", "3", "--chunks", "1")
+    assert run.returncode == 2 and run.stderr.count("\n") == 1
+    assert "--method constructed runs no solver" in run.stderr
+
+
 def test_compare_names_a_baseline_on_the_frontier():
     # in the line-rate model, whose frontier the ring joins (test above)
     result = synth_cli("compare", "broadcast", "--topo", "dgx1", "--root", "3", "--json",

@@ -36,6 +36,9 @@ def _synthesis_command(name: str):
             if None in (steps, rounds, chunks):
                 raise BadInput("give --steps, --rounds and --chunks together (one instance), "
                                "or --steps alone")
+            if method == "constructed":
+                raise BadInput("--method constructed runs no solver, and one instance "
+                               "(--steps, --rounds, --chunks) is the exact search's")
             return _one_instance(topo, name, root, steps, rounds, chunks, backend,
                                  time_limit, out_dir, formats, as_json)
         return _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why,

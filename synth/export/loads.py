@@ -196,14 +196,27 @@ def chosen(result: Result, topo, cost_model: str, deadline: Deadline | None = No
     deadline = Deadline.of(deadline)
     lines = None
     if cost_model == "calibrated" and topo is not None and result.points:
-        lines, _ = timed(result.points, topo, result.model, deadline)
+        lines = {}
+        try:
+            timed(result.points, topo, result.model, deadline, lines)
+        except KeyboardInterrupt:  # the times so far are kept; nothing more is asked
+            searches = dict(result.searches, runtimes=Search(stopped="interrupted"))
+            return in_cost_model(replace(result, searches=searches,
+                                         runtimes_stopped="interrupted"),
+                                 topo, cost_model, RUNTIME_PROTOCOLS, Deadline.after(0),
+                                 lines)
         first = {id(p) for p in winners([p for p in result.points
                                          if id(p.schedule) in lines], lines)}
         result = replace(result, points=sorted(result.points,
                                                key=lambda p: id(p) not in first))
-    return in_cost_model(with_runtimes(result, topo, cost_model, deadline=deadline,
+    # the asking ends a quarter of the time left early: an exporter's first try at a new
+    # scale runs past its paced estimate (a 512-GPU MSCCL++ program took 40 s), and the
+    # runtimes' own points found are timed after it
+    asking = deadline.reserving(deadline.left() / 4) if deadline.left() < math.inf \
+        else deadline
+    return in_cost_model(with_runtimes(result, topo, cost_model, deadline=asking,
                                        lines=lines),
-                         topo, cost_model, RUNTIME_PROTOCOLS, deadline, lines)
+                         topo, cost_model, RUNTIME_PROTOCOLS, deadline, lines, asked=True)
 
 
 def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
@@ -285,7 +298,7 @@ def _fastest_walks(pool, topo, deadline: Deadline, lines: dict | None = None):
     if lines is None:
         lines = {}
     if pool:
-        lines.update(timed(pool, topo, pool[0].schedule.model, deadline, lines)[0])
+        timed(pool, topo, pool[0].schedule.model, deadline, lines)
     pool = [c for c in pool if id(c.schedule) in lines]
 
     def walk(protocols):

@@ -291,13 +291,6 @@ def _lane_peers(transfers, k: int):
     return ins, outs
 
 
-def _threadblocks_needed(steps, k: int) -> tuple[int, int]:
-    """(most threadblocks on one rank, on one channel of one rank) on k channels, as
-    _Program would make them, from the transfers alone: _lane_tbs pairs receive and
-    send peers, so a rank's channel needs as many as its larger side."""
-    return _threadblocks_on(_transfer_array(steps), k)
-
-
 def _transfer_array(steps):
     """The transfers of `steps` as rows (src, dst, chunk): counted for every channel
     count at once in arrays (at 512 GPUs, 31 counts one send at a time took 19 s)."""
@@ -308,7 +301,10 @@ def _transfer_array(steps):
 
 
 def _threadblocks_on(transfers, k: int) -> tuple[int, int]:
-    """_threadblocks_needed of the transfers of _transfer_array."""
+    """(most threadblocks on one rank, on one channel of one rank) on k channels, as
+    _Program would make them, from the transfers (_transfer_array's) alone: _lane_tbs
+    pairs receive and send peers, so a rank's channel needs as many as its larger
+    side."""
     import numpy as np
 
     if not len(transfers):
@@ -354,7 +350,7 @@ def _surely_over(steps, k: int, n: int) -> str | None:
 
 
 def _threadblocks_per_rank(steps, k: int) -> dict:
-    """Per rank, the threadblocks _Program makes on k channels (_threadblocks_needed)."""
+    """Per rank, the threadblocks _Program makes on k channels (_threadblocks_on)."""
     ins, outs = _lane_peers((s for sends in steps for s in sends), k)
     per_gpu = defaultdict(int)
     for key in set(ins) | set(outs):

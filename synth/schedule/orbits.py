@@ -176,7 +176,8 @@ class Orbits:
         """The groups by the load they carry under H: (their links' orbit
         representatives, with repetition; capacity; the names of the groups alike).
         Remembered for the last model asked about (each schedule of a job asks)."""
-        hit = _CLASSES.get((id(model), self))
+        key = (id(model), self.dims, self.axes)  # the chunks rule moves no link
+        hit = _CLASSES.get(key)
         if hit is not None and hit[0] is model:
             return hit[1]
         orbit = iter(self.link_orbits([pair for g in model.groups for pair in g.links]))
@@ -186,14 +187,14 @@ class Orbits:
             found[key].append(g.name)
         classes = [(links, cap, names) for (links, cap), names in found.items()]
         _CLASSES.clear()  # one model at a time, as _QUOTIENTS
-        _CLASSES[(id(model), self)] = (model, classes)
+        _CLASSES[key] = (model, classes)
         return classes
 
     def quotient(self, model: LinkModel) -> LinkModel:
         """`model` with each class of groups as one group on orbit representatives:
         the representatives' sends put on its links and groups exactly the loads the
         whole step puts on any link or group of their orbits."""
-        key = (id(model), self)
+        key = (id(model), self.dims, self.axes)
         hit = _QUOTIENTS.get(key)
         if hit is not None and hit[0] is model:
             return hit[1]
