@@ -192,11 +192,13 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     if steps is not None:
         result.points = [p for p in result.points if p.steps == steps]
         result.candidates = [p for p in result.candidates if p.steps == steps]
-    # the points are timed, and the runtimes' own found, in what their files leave,
-    # less a margin (a point left untimed is kept): an exporter's try, or a timing,
-    # started just in time may still run past its estimate on a busy machine
+    # the points are timed, and the runtimes' own found, in what their files leave (a
+    # file already on disk leaves its time: dgx2x32's 13 early files held 40 s that the
+    # job then ended without using), less a margin (a point left untimed is kept): an
+    # exporter's try, or a timing, started just in time may still run past its estimate
+    on_disk = early.intact() if early is not None else {}
     result = chosen(result, topo, cost_model, deadline.reserving(
-        sum(writing(p.schedule) for p in result.points)
+        sum(writing(p.schedule) for p in result.points if id(p.schedule) not in on_disk)
         + FINISH_SHARE * time_limit).share(0.8))
     interrupted = result.interrupted
     # replace the earlier files of the steps this search covered; after Ctrl-C, none
