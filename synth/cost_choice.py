@@ -61,7 +61,7 @@ def timed(points: list[Point], topo: Topology, model, deadline: Deadline = Deadl
     (ROUTING: timing a first point prices the machine, which is then remembered);
     those in `lines` already are not timed again. Whether any point was left untimed.
     A Ctrl-C keeps the lines made so far."""
-    from synth.predict.timing import prices, schedule_lines
+    from synth.predict.timing import priced_model, prices, schedule_lines
 
     lines = {} if lines is None else lines
     todo = [pt for pt in points if id(pt.schedule) not in lines]
@@ -76,6 +76,9 @@ def timed(points: list[Point], topo: Topology, model, deadline: Deadline = Deadl
         if not deadline.affords(TIMING.seconds(units)):
             untimed = True
             continue
+        # a folded schedule's orbit prices are made once per machine, outside the pace
+        # (in it, dgx2x32's first point made the rest look 20 times dearer)
+        priced_model(point.schedule, p)
         with TIMING.timing(units):
             lines[id(point.schedule)] = schedule_lines(point.schedule, p)
     return untimed

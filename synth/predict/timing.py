@@ -118,9 +118,8 @@ def schedule_lines(schedule: Schedule, p: Prices) -> list[Line]:
     pipeline's expanded step carries the loads of the program steps active in it (a
     batch's chunks differ, its loads do not), so each program step is counted once:
     O(program + expanded steps x steps in flight)."""
-    f, model = p.figures, schedule.model
-    if schedule.symmetry is not None:
-        model, p = schedule.symmetry.quotient(model), orbit_prices(p, schedule.symmetry, model)
+    f = p.figures
+    model, p = priced_model(schedule, p)
     chunks = schedule.collective.buffer_chunks
     program = [step_loads(model, step.switch_ops, step.sends, weight=_switch_weight)
                for step in schedule.steps]
@@ -162,6 +161,16 @@ def _bottleneck(p: Prices, loads: list, nvls: float, ports: set):
     busy += [(load / (p.group_gbps[name] * (nvls if name in ports else 1.0)),
               p.group_kind[name]) for name, load in groups.items()]
     return max(busy, key=lambda b: b[0])
+
+
+def priced_model(schedule: Schedule, p: Prices) -> tuple:
+    """(the link model the schedule's steps are priced on, its prices): the machine's,
+    or for a schedule written once per orbit the quotient and its orbit prices (made
+    once per machine: a pass over every link and group link, seconds at 512 GPUs)."""
+    if schedule.symmetry is None:
+        return schedule.model, p
+    return (schedule.symmetry.quotient(schedule.model),
+            orbit_prices(p, schedule.symmetry, schedule.model))
 
 
 def orbit_prices(p: Prices, orbits, model) -> Prices:
