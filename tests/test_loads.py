@@ -536,6 +536,22 @@ def test_the_points_are_timed_before_any_runtime_is_asked_the_fastest_asked_firs
     assert any(p.schedule is slower.schedule and p.loads is None for p in judged.points)
 
 
+def test_a_search_the_limit_stopped_is_still_said_once_every_point_is_timed():
+    # timing every point (nothing left untimed) must not erase that a search ran out of
+    # time: dgx2x32's job at 300 s ended without its "stopped at the time limit" line
+    from synth.cost_choice import in_cost_model
+    from synth.deadline import Deadline
+
+    topo, result, _ = _dgx1_allgather_and_a_slower_point()
+    stopped = in_cost_model(replace(result, out_of_time=True), topo, "calibrated",
+                            deadline=Deadline.after(60.0))
+    assert all(id(p.schedule) in stopped.lines for p in stopped.points)
+    assert stopped.out_of_time
+    calm = in_cost_model(replace(result, out_of_time=False), topo, "calibrated",
+                         deadline=Deadline.after(60.0))
+    assert not calm.out_of_time
+
+
 def test_each_schedule_is_asked_about_once_whatever_the_walks_meet(monkeypatch):
     # the runtimes' walks meet the same points at every size: a point the time did not
     # afford was asked again each time (at 512 GPUs 560 asks past the deadline, 56 s)
