@@ -271,11 +271,38 @@ def switch_operations(schedule) -> dict:
                             "gstore, came in v0.10.0")
                 found[t].append((op, (d,), tuple(sorted({d, *op.dsts})), d, None))
     out = defaultdict(list)
+    moving = _Moving(steps)
     for t in sorted(found):
         for op, readers, writers, d, spread in found[t]:
-            _alone(steps, t, op, spread, readers, writers)
+            _alone(moving, t, op, spread, readers, writers)
             out[t].append((op.chunk, readers, writers, d))
     return out
+
+
+class _Moving:
+    """Per step, its sends and switch operations by the chunks they move, indexed when
+    first asked: _alone looks at one chunk's, not at every move of the step (at 512 GPUs
+    an NVLS allreduce's thousands of operations each scanned every send: minutes)."""
+
+    def __init__(self, steps):
+        self.steps, self._index = steps, {}
+
+    def __len__(self):
+        return len(self.steps)
+
+    def of(self, u: int, k: int) -> tuple[list, list]:
+        """(the sends, the switch operations) of step u that move chunk k."""
+        if u not in self._index:
+            sends, ops = defaultdict(list), defaultdict(list)
+            for x in self.steps[u].sends:
+                for c in x.chunks():
+                    sends[c].append(x)
+            for x in self.steps[u].switch_ops:
+                for c in x.chunks():
+                    ops[c].append(x)
+            self._index[u] = (sends, ops)
+        sends, ops = self._index[u]
+        return sends.get(k, []), ops.get(k, [])
 
 
 def _refuse(why):
@@ -307,7 +334,7 @@ def _its_multicast(steps, t, op, group):
                  and set(x.dsts) == set(group) - {d}), None)
 
 
-def _alone(steps, t, op, spread, readers, writers):
+def _alone(moving: _Moving, t, op, spread, readers, writers):
     """BadInput unless op's chunk moves in no other way on a member of its glres in its
     step (and in the next, with `spread`, the multicast it is fused with: its members
     learn in that step that the glres is done), and, after a glres alone, in the next
@@ -317,21 +344,22 @@ def _alone(steps, t, op, spread, readers, writers):
     members = {*readers, *writers}
 
     def touches(x):
-        return k in x.chunks() and not members.isdisjoint({*x.srcs, *x.dsts})
+        return not members.isdisjoint({*x.srcs, *x.dsts})
 
     for u in (t, t + 1) if spread is not None else (t,):
-        if any(k in x.chunks() and members & {x.src, x.dst} for x in steps[u].sends) or any(
-                touches(x) and all(x is not y for y in own) for x in steps[u].switch_ops):
+        sends, ops = moving.of(u, k)
+        if any(members & {x.src, x.dst} for x in sends) or any(
+                touches(x) and all(x is not y for y in own) for x in ops):
             _refuse(f"chunk {k} moves in step {u} beside its {op.op}")
     nxt = t + 1
-    if spread is not None or nxt >= len(steps):
+    if spread is not None or nxt >= len(moving):
         return
-    if any(touches(x) for x in steps[nxt].switch_ops):
+    sends, ops = moving.of(nxt, k)
+    if any(touches(x) for x in ops):
         _refuse(f"chunk {k} is in switch operations in steps {t} and {nxt} that are not a "
                 "switch_reduce and the multicast of its sum (the members of a glres learn "
                 "that it is done in the next step)")
-    early = sorted({x.src for x in steps[nxt].sends if k in x.chunks()
-                    and x.src in writers and x.src != d})
+    early = sorted({x.src for x in sends if x.src in writers and x.src != d})
     if early:
         _refuse(f"step {nxt} sends chunk {k} from rank {early[0]}, which learns only in that "
                 f"step's waits that the glres of step {t} stored it there")
