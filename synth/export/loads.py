@@ -242,7 +242,13 @@ def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
     try:
         points = [replace(p, loads=loads_within(p.schedule, deadline)) for p in points]
         have = {id(p.schedule) for p in points}
-        pool = result.candidates + points
+        # the runtimes' own points only once every frontier point is answered: where the
+        # time did not afford those, an exporter's try on a candidate can run minutes
+        # past it (at 512 GPUs a candidate's MSCCL++ program ran past the limit)
+        pool = result.candidates + points if all(p.loads is not None for p in points) \
+            else points
+        if pool is points and result.candidates:
+            stopped = "stopped at the time limit: the runtimes' own points may be missing"
         until = time.process_time() + budget_s
         walks = (_fastest_walks(pool, topo, deadline, lines)
                  if cost_model == "calibrated" and topo
