@@ -125,7 +125,13 @@ def test_ctrl_c_inside_a_native_import_is_an_interrupt_not_a_bug(monkeypatch, ca
         raise AssertionError("the Ctrl-C never came")
 
     monkeypatch.setattr(synth.frontier, "synthesize", importing)
-    with pytest.raises(SystemExit) as stop:
-        main(["allgather", "--topo", "ring:4", "--time-limit", "5"])
+    # Python's own handler, whatever this process inherited: a test run started in the
+    # background by a shell ignores SIGINT, and the Ctrl-C never came
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(SystemExit) as stop:
+            main(["allgather", "--topo", "ring:4", "--time-limit", "5"])
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert stop.value.code == 130
     assert capsys.readouterr().err == "synth: interrupted\n"
