@@ -206,6 +206,24 @@ def test_each_link_is_a_translate_of_the_link_its_orbit_names(dims, axes):
         assert grid.shift(a2, v) == a
 
 
+def test_a_machines_classes_are_made_once_and_again_for_another_machine(monkeypatch):
+    # each schedule of a job asks (timing, the quotient): at 512 GPUs a pass over 2
+    # million group links; a model equal in value but another object is made anew
+    from synth.schedule.orbits import Orbits, box_grid
+
+    model = lower(resolve("dgxh100x4"))
+    orbits, made = box_grid(model, 4), []
+    assert model.groups and orbits is not None
+    real = Orbits.link_orbits
+    monkeypatch.setattr(Orbits, "link_orbits", lambda self, pairs: made.append(1) or
+                        real(self, pairs))
+    first = orbits.classes(model)
+    assert orbits.classes(model) is first and orbits.quotient(model) is orbits.quotient(model)
+    assert len(made) == 1
+    other = lower(resolve("dgxh100x4"))
+    assert orbits.classes(other) == first and len(made) == 2
+
+
 def test_refining_a_compact_schedule_refines_its_unfolding(torus):
     """Chunks cut in 2: the blocks grow with them, the rounds are the whole step's."""
     schedule = greedy(torus, "allreduce", chunks=1)

@@ -225,6 +225,10 @@ def chosen(result: Result, topo, cost_model: str, deadline: Deadline | None = No
                          topo, cost_model, RUNTIME_PROTOCOLS, deadline, lines, asked=True)
 
 
+# what with_runtimes says when the time limit cut the runtimes' own points short
+OUT_OF_TIME = "stopped at the time limit: the runtimes' own points may be missing"
+
+
 def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
                   budget_s: float = BUDGET_S, deadline: Deadline | None = None,
                   lines: dict | None = None) -> Result:
@@ -248,7 +252,7 @@ def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
         pool = result.candidates + points if all(p.loads is not None for p in points) \
             else points
         if pool is points and result.candidates:
-            stopped = "stopped at the time limit: the runtimes' own points may be missing"
+            stopped = OUT_OF_TIME
         until = time.process_time() + budget_s
         walks = (_fastest_walks(pool, topo, deadline, lines)
                  if cost_model == "calibrated" and topo
@@ -267,8 +271,7 @@ def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
                 else:
                     asked = answers[id(c.schedule)] = loads_within(c.schedule, deadline)
                 if asked is None:  # its programs would not fit: a smaller one may
-                    stopped = ("stopped at the time limit: the runtimes' own points "
-                               "may be missing")
+                    stopped = OUT_OF_TIME
                     continue
                 if asked[fmt] is not None:
                     continue
@@ -277,8 +280,7 @@ def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
                     try:  # verified if that and writing it fit (synth.construct.paced)
                         schedule = verified_within(c.schedule, deadline)
                     except OutOfTime:
-                        stopped = ("stopped at the time limit: the runtimes' own points "
-                                   "may be missing")
+                        stopped = OUT_OF_TIME
                         break
                     have.add(id(c.schedule))
                     extra.append(replace(c, schedule=schedule, loads=asked))

@@ -179,24 +179,24 @@ def orbit_prices(p: Prices, orbits, model) -> Prices:
     class (and the kind of that one), so that the busiest link or group of a step is
     found among them. Remembered for the last (p, orbits, model): a job's points share
     them, and at 512 GPUs they cost seconds."""
-    key = (id(p), orbits.dims, orbits.axes, id(model))  # the chunks rule moves no link
-    hit = _ORBIT_PRICES.get(key)
-    if hit is not None and hit[0] is p and hit[1] is model:
-        return hit[2]
-    link_gbps, link_kind = {}, {}
-    for pair, rep in zip(p.link_gbps, orbits.link_orbits(list(p.link_gbps))):
-        gbps = p.link_gbps[pair]
-        if rep not in link_gbps or gbps < link_gbps[rep]:
-            link_gbps[rep], link_kind[rep] = gbps, p.link_kind[pair]
-    group_gbps, group_kind = {}, {}
-    for _, _, names in orbits.classes(model):
-        slowest = min(names, key=lambda name: p.group_gbps[name])
-        group_gbps[names[0]], group_kind[names[0]] = p.group_gbps[slowest], p.group_kind[slowest]
-    priced = replace(p, link_gbps=link_gbps, link_kind=link_kind, group_gbps=group_gbps,
-                     group_kind=group_kind)
-    _ORBIT_PRICES.clear()
-    _ORBIT_PRICES[key] = (p, model, priced)
-    return priced
+    from synth.schedule.orbits import last_made
+
+    def make():
+        link_gbps, link_kind = {}, {}
+        for pair, rep in zip(p.link_gbps, orbits.link_orbits(list(p.link_gbps))):
+            gbps = p.link_gbps[pair]
+            if rep not in link_gbps or gbps < link_gbps[rep]:
+                link_gbps[rep], link_kind[rep] = gbps, p.link_kind[pair]
+        group_gbps, group_kind = {}, {}
+        for _, _, names in orbits.classes(model):
+            slowest = min(names, key=lambda name: p.group_gbps[name])
+            group_gbps[names[0]] = p.group_gbps[slowest]
+            group_kind[names[0]] = p.group_kind[slowest]
+        return replace(p, link_gbps=link_gbps, link_kind=link_kind, group_gbps=group_gbps,
+                       group_kind=group_kind)
+
+    # the chunks rule moves no link: dims and axes are the whole key
+    return last_made(_ORBIT_PRICES, (orbits.dims, orbits.axes), (p, model), make)
 
 
 _ORBIT_PRICES: dict = {}

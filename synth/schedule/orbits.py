@@ -176,33 +176,26 @@ class Orbits:
         """The groups by the load they carry under H: (their links' orbit
         representatives, with repetition; capacity; the names of the groups alike).
         Remembered for the last model asked about (each schedule of a job asks)."""
-        key = (id(model), self.dims, self.axes)  # the chunks rule moves no link
-        hit = _CLASSES.get(key)
-        if hit is not None and hit[0] is model:
-            return hit[1]
-        orbit = iter(self.link_orbits([pair for g in model.groups for pair in g.links]))
-        found = defaultdict(list)
-        for g in model.groups:
-            key = (tuple(sorted(next(orbit) for _ in g.links)), g.capacity)
-            found[key].append(g.name)
-        classes = [(links, cap, names) for (links, cap), names in found.items()]
-        _CLASSES.clear()  # one model at a time, as _QUOTIENTS
-        _CLASSES[key] = (model, classes)
-        return classes
+        def make():
+            orbit = iter(self.link_orbits([pair for g in model.groups for pair in g.links]))
+            found = defaultdict(list)
+            for g in model.groups:
+                found[(tuple(sorted(next(orbit) for _ in g.links)), g.capacity)].append(
+                    g.name)
+            return [(links, cap, names) for (links, cap), names in found.items()]
+
+        # the chunks rule moves no link: dims and axes are the whole key
+        return last_made(_CLASSES, (self.dims, self.axes), (model,), make)
 
     def quotient(self, model: LinkModel) -> LinkModel:
         """`model` with each class of groups as one group on orbit representatives:
         the representatives' sends put on its links and groups exactly the loads the
         whole step puts on any link or group of their orbits."""
-        key = (id(model), self.dims, self.axes)
-        hit = _QUOTIENTS.get(key)
-        if hit is not None and hit[0] is model:
-            return hit[1]
-        groups = tuple(Group(names[0], links, cap) for links, cap, names in self.classes(model))
-        quotient = replace(model, groups=groups)
-        _QUOTIENTS.clear()  # one model at a time: schedules of one job share it
-        _QUOTIENTS[key] = (model, quotient)
-        return quotient
+        def make():
+            return replace(model, groups=tuple(Group(names[0], links, cap)
+                                               for links, cap, names in self.classes(model)))
+
+        return last_made(_QUOTIENTS, (self.dims, self.axes), (model,), make)
 
     def to_dict(self) -> dict:
         return {"dims": list(self.dims), "axes": list(self.axes), "chunks": self.chunks}
@@ -210,6 +203,20 @@ class Orbits:
 
 _QUOTIENTS: dict = {}
 _CLASSES: dict = {}
+
+
+def last_made(table: dict, key, anchors: tuple, make):
+    """make(), remembered as `table`'s one entry under `key` while each of `anchors` is
+    the very object it was made for (compared by identity: an id can be reused): one
+    machine at a time, whose schedules in a job share what is made from it."""
+    hit = table.get(key)
+    if hit is not None and len(hit[0]) == len(anchors) and all(
+            a is b for a, b in zip(hit[0], anchors)):
+        return hit[1]
+    value = make()
+    table.clear()
+    table[key] = (anchors, value)
+    return value
 
 
 def orbits_of(model: LinkModel, dims: tuple[int, ...], axes: tuple[int, ...],
