@@ -175,7 +175,12 @@ def format_answer(a: dict) -> str:
             # rounded down: a speed-up is never shown larger than it is
             ratio = (f", {math.floor(r['speedup'] * 100) / 100:.2f} x the reference"
                      if r["speedup"] else "")
-            lines.append(f"  {r['runtime']:<9} load {r['file']}: {r['us']:.1f} us{ratio}")
+            # a file slower than NCCL's own is not one to load, even for this runtime
+            slower = r["speedup"] is not None and r["speedup"] < 1
+            verb, tail = (("fastest file", ": slower, so NCCL's own algorithm should run "
+                           "this size") if slower else ("load", ""))
+            lines.append(f"  {r['runtime']:<9} {verb} {r['file']}: {r['us']:.1f} us"
+                         f"{ratio}{tail}")
         else:
             first = r["not_loadable"][0] if r["not_loadable"] else "no point"
             lines.append(f"  {r['runtime']:<9} none of the {len(r['not_loadable'])} fastest "

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from synth.answer import format_answer
 from synth.export.msccl_sim import check_msccl_xml
 from synth.export.mscclpp_sim import check_mscclpp_plan
 from tests.test_reliability import one_line, synth_cli
@@ -91,3 +92,24 @@ def test_a_size_that_does_not_parse_is_one_line(tmp_path):
     said = one_line(synth_cli("allgather", "--topo", "ring:4", "--size", "lots",
                               "--out", str(tmp_path)), 2)
     assert "lots" in said and not list(tmp_path.iterdir())
+
+
+def test_a_runtime_file_slower_than_the_reference_is_not_offered_as_a_load():
+    # an MSCCL XML file at 108.5 us against NCCL at 69.3 us (0.6387 x), an MSCCL++ one
+    # at 50.0 us (1.386 x): only the faster is a load, and the answer is that one
+    def entry(runtime, file, us, speedup):
+        return {"runtime": runtime, "file": file, "us": us, "point": file,
+                "speedup": speedup, "not_loadable": []}
+    answer = {"bytes": MIB, "fastest": "allreduce-s4-r14-c128",
+              "fastest_method": "reducescatter + allgather", "fastest_us": 29.4,
+              "fastest_loads_in": [], "reference": "NCCL tree/LL128",
+              "reference_us": 69.3, "reference_is": "NCCL's own choice",
+              "runtimes": {"msccl-xml": entry("MSCCL XML", "a.xml", 108.5, 0.6387),
+                           "mscclpp": entry("MSCCL++", "b.mscclpp.json", 50.0, 1.386)},
+              "choice": {"runtime": "mscclpp", "file": "b.mscclpp.json", "us": 50.0}}
+    lines = format_answer(answer).splitlines()
+    assert lines[1] == ("  MSCCL XML fastest file a.xml: 108.5 us, 0.63 x the reference: "
+                        "slower, so NCCL's own algorithm should run this size")
+    assert lines[2] == "  MSCCL++   load b.mscclpp.json: 50.0 us, 1.38 x the reference"
+    assert lines[-1] == ("for 1,048,576 bytes load b.mscclpp.json (MSCCL++): 50.0 us "
+                         "predicted, against NCCL tree/LL128 at 69.3 us, 1.38 x")
