@@ -174,6 +174,30 @@ def test_a_pipelines_batch_program_is_made_once_however_often_it_is_asked(monkey
     assert asking and len(made) == asking  # remembered: not made again
 
 
+def test_both_runtimes_lower_one_runtime_form_made_once(monkeypatch):
+    # at 512 GPUs making a pipeline's runtime form (its batch program, verified) took
+    # 21 s, and each runtime's ask made it again
+    import synth.export.loads as loads
+    from synth.construct.tree_schedules import tree_search
+
+    model = lower_with_routes(resolve("ring:4")).model
+    pipelined = next(p.schedule for p in tree_search(
+        model, "allgather", None, Limits(max_chunks=8)).points if p.schedule.pipeline)
+    made = []
+    real = loads.runtime_form
+    monkeypatch.setattr(loads, "runtime_form", lambda s, **kw: made.append(s) or real(s, **kw))
+    forget()
+    assert loads_of(pipelined) == {"msccl-xml": None, "mscclpp": None}
+    assert made == [pipelined]
+    for fmt in ("msccl-xml", "mscclpp"):  # the exports are those of the form made afresh
+        assert render(pipelined, fmt) == fresh_render(pipelined, fmt)
+    # a form made for MSCCL++ with switch operations is not MSCCL XML's to lower
+    in_network = schedule_from_dict(nvls_doc())
+    forget()
+    assert refusal(in_network, "mscclpp") is None
+    assert refusal(in_network, "msccl-xml") == IN_NETWORK
+
+
 def test_the_batch_programs_remembered_are_few_and_go_with_their_schedules():
     # each entry holds an unfolded batch program's steps: kept for every schedule ever
     # asked about, a long plan or compare held them all
