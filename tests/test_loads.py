@@ -239,6 +239,40 @@ def test_msccl_xml_refuses_a_direct_allgather_past_its_threadblocks_mscclpp_load
     assert where(agrees_with_render(ring)) == "both"
 
 
+def test_a_remembered_refusal_keeps_nothing_of_the_export_it_stopped(monkeypatch):
+    # kept as raised, a refusal's traceback held the frames it passed through, with the
+    # exporter's program: 40-50 MB a refused point on dgx2x2's tree pipelines
+    import gc
+    import weakref
+
+    import synth.export.msccl as msccl
+
+    model = lower_with_routes(resolve("switch:34")).model
+    direct = next(b.schedule for b in baselines(model, "allgather", None)
+                  if b.name == "direct")
+    class Local:  # an object only the exporter's frames refer to
+        pass
+
+    locals_seen = []
+    real = msccl.build
+
+    def build(form, *args):
+        mine = Local()
+        locals_seen.append(weakref.ref(mine))
+        return real(form, *args)
+    monkeypatch.setattr(msccl, "build", build)
+    forget()
+    why = refusal(direct, "msccl-xml")
+    assert why.startswith("cannot export to MSCCL XML: on 1 channel")
+    for _ in range(2):  # asked again: the same refusal, remembered, raised as it was
+        with pytest.raises(BadInput) as again:
+            render(direct, "msccl-xml")
+        assert str(again.value) == why
+    del again
+    gc.collect()
+    assert len(locals_seen) == 1 and locals_seen[0]() is None
+
+
 def test_answers_are_renders_on_every_point_of_several_machines(nvls4x2):
     _, _, model, hierarchy, _ = nvls4x2
     points = [p.schedule for p in nvls_search(model, Limits(max_steps=13), None,

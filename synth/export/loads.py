@@ -27,6 +27,7 @@ some size.
 
 from __future__ import annotations
 
+import copy
 import gc
 import math
 import time
@@ -73,14 +74,14 @@ def _lowering(schedule, fmt: str, inplace: bool, keep: bool,
     if known is True and not keep:
         return None
     if isinstance(known, BadInput):
-        raise known
+        raise copy.copy(known)  # the kept one gathers no traceback (_remember)
     batch = _batch_key(schedule, fmt, inplace)  # pipelines of one program: one answer
     answer = _by_form.get(batch) if batch else None
     if isinstance(answer, BadInput) or (answer is True and not keep):
         _remember(schedule, fmt, inplace, None if answer is True else answer)
         if answer is True:
             return None
-        raise answer
+        raise copy.copy(answer)
     try:
         form, note = _form_of(schedule, fmt)
     except BadInput as e:
@@ -94,7 +95,7 @@ def _lowering(schedule, fmt: str, inplace: bool, keep: bool,
     answer = _by_form.get(key)
     if isinstance(answer, BadInput):
         _remember(schedule, fmt, inplace, answer)
-        raise answer
+        raise copy.copy(answer)
     if answer is True and not keep:
         _remember(schedule, fmt, inplace, None)
         return None
@@ -382,7 +383,10 @@ def _answer(schedule, fmt, inplace):
 
 
 def _remember(schedule, fmt, inplace, error, key=None, batch=None):
-    answer = True if error is None else error
+    # a refusal is kept as a copy without its traceback: the one raised held the frames
+    # it passed through alive, with the program being built (40-50 MB each on dgx2x2's
+    # tree pipelines, 200 MB in a job), and gathers more frames at every raise
+    answer = True if error is None else copy.copy(error)
     _weakly(_by_schedule, (id(schedule), fmt, inplace), schedule, answer)
     for k in (key, batch):
         if k is not None:
