@@ -87,6 +87,37 @@ def unfold(doc):
     return out
 
 
+def listed_per_orbit(doc):
+    """The version 4 document with its topology listed per orbit, by the letter of
+    docs/schedule-file.md: the links into representatives, and one group of each group
+    orbit, with the names of its translates (by the translations in increasing order
+    of the rank their vector names)."""
+    sym, n = doc["symmetry"], doc["ranks"]
+    dims, axes = sym["dims"], sym["axes"]
+    vectors = sorted(_translations(dims, axes), key=lambda v: _rank(v, dims))
+
+    def move(u, v):
+        return _rank([a + b for a, b in zip(_coords(u, dims), v)], dims)
+
+    reps = {u for u in range(n) if all(x == 0 for a, x in enumerate(_coords(u, dims))
+                                       if a in axes)}
+    topo = doc["topology"]
+    named = {(frozenset(map(tuple, g["links"])), g["capacity"]): g["name"]
+             for g in topo.get("groups", [])}
+    seen, groups = set(), []
+    for g in topo.get("groups", []):
+        if (frozenset(map(tuple, g["links"])), g["capacity"]) in seen:
+            continue
+        images = [(frozenset((move(a, v), move(b, v)) for a, b in g["links"]),
+                   g["capacity"]) for v in vectors]
+        seen |= set(images)
+        groups.append(dict(g, names=[named[image] for image in images]))
+    out = copy.deepcopy(doc)
+    out["topology"] = dict(topo, orbits=True, groups=groups,
+                           links=[l for l in topo["links"] if l[1] in reps])
+    return out
+
+
 def verdict(doc):
     """'ok', or the kind of rejection."""
     try:
@@ -279,6 +310,77 @@ def test_the_decomposition_writes_box_0s_receives(spec, name):
         assert schedule_lines(schedule, p) == schedule_lines(unfolded, p)
 
 
+@pytest.mark.parametrize("spec, name", [("dgxh100x2", "allreduce"), ("dgx2x4", "allgather")])
+def test_a_file_lists_the_machine_once_per_orbit(tmp_path, spec, name):
+    """Written, a version 4 file lists the links into box 0 and one group of each orbit
+    with the names of its translates: 1 / K of the machine's links (at 512 GPUs the
+    machine was 17.8 MB of every 20 MB file); read back, it is the whole machine synth
+    derives, and the file is judged as the one listing the whole machine."""
+    from synth.schedule.file import write_schedule
+    from synth.schedule.machine import first_difference, read_verified
+
+    topo = resolve(spec)
+    lowering = lower_with_routes(topo)
+    h, _ = find_hierarchy(lowering)
+    schedule = decompose(lowering.model, h, name, Limits(max_steps=8, time_limit=30), None,
+                         (1,)).points[0].schedule
+    boxes, per_box = schedule.symmetry.dims
+    doc = json.loads(write_schedule(schedule, tmp_path / "s.json").read_text())
+    whole = schedule_to_dict(schedule)
+    listed, machine = doc["topology"], whole["topology"]
+    assert listed["orbits"] is True and "orbits" not in machine
+    assert sorted(listed["links"]) == sorted(l for l in machine["links"] if l[1] < per_box)
+    assert len(listed["links"]) * boxes == len(machine["links"])
+    names = [x for g in listed["groups"] for x in g["names"]]
+    assert sorted(names) == sorted(g["name"] for g in machine["groups"])
+    assert all(len(g["names"]) == boxes for g in listed["groups"])
+    assert doc == dict(listed_per_orbit(whole), cost=doc["cost"])
+    assert verdict(doc) == verdict(whole) == "ok"
+    back = read_verified(tmp_path / "s.json", topo)
+    assert first_difference(back.model, lowering.model) is None
+    assert back.steps == schedule.steps
+
+
+def test_a_machine_listed_per_orbit_is_checked_on_what_it_lists(tmp_path):
+    """A link that enters no representative, a group member whose orbit is no listed
+    link, orbits in a version other than 4: refused; a listed link made narrower is a
+    narrower link for all its translates; names that are not one per translation are
+    one line from the reader, and a machine that is not the one the file names one
+    line from check_machine."""
+    from synth.schedule.file import embedded_model
+    from synth.schedule.machine import check_machine
+
+    topo = resolve("ndv2x2")
+    lowering = lower_with_routes(topo)
+    h, _ = find_hierarchy(lowering)
+    schedule = decompose(lowering.model, h, "allgather", Limits(max_steps=8, time_limit=30),
+                         None, (1,)).points[0].schedule
+    doc = listed_per_orbit(schedule_to_dict(schedule))
+    assert verdict(doc) == "ok"
+    into_box_1 = _edit(doc, lambda d: d["topology"]["links"].append([0, 9, 1, 0.7]))
+    with pytest.raises(ScheduleInvalid, match="link 0->9 does not enter a representative"):
+        verify_schedule(into_box_1)
+    orphan = _edit(doc, lambda d: d["topology"]["groups"].append(
+        {"name": "stray", "names": ["a", "b"], "capacity": 1, "links": [[9, 12]]}))
+    with pytest.raises(ScheduleInvalid, match="group 'stray' holds 9->12, whose orbit"):
+        verify_schedule(orphan)
+    assert verdict(_edit(doc, lambda d: d.__setitem__("version", 2))) == "malformed"
+    used = Counter((x["src"], x["dst"]) for s in doc["steps"] for x in s["sends"])
+    busiest = max(used, key=used.get)
+    narrow = _edit(doc, lambda d: next(l for l in d["topology"]["links"]
+                                       if tuple(l[:2]) == busiest).__setitem__(2, 0))
+    with pytest.raises(ScheduleInvalid):
+        verify_schedule(narrow)
+    few = _edit(doc, lambda d: d["topology"]["groups"][0]["names"].pop())
+    assert verdict(few) == "ok"  # names are the reader's, not the checker's
+    with pytest.raises(ValueError, match="names 1 translates, not 2"):
+        embedded_model(few)
+    wide = _edit(doc, lambda d: d["topology"]["links"][0].__setitem__(2, 99))
+    with pytest.raises(ScheduleInvalid, match="embedded model is not ndv2x2"):
+        check_machine(wide, topo)
+    assert check_machine(doc, topo) == "on ndv2x2 as synth derives it"
+
+
 def test_the_decomposition_means_what_it_wrote_before(monkeypatch):
     """Without the box shift (as before version 4) the same designs are written send by
     send: expanded, both are the same sends step by step, and the compact program holds
@@ -404,7 +506,7 @@ def _change(draw, steps, reps, g):
 @settings(max_examples=150, deadline=None)
 @given(doc=random_compact())
 def test_a_compact_file_is_judged_as_its_unfolding(doc):
-    assert verdict(doc) == verdict(unfold(doc))
+    assert verdict(doc) == verdict(unfold(doc)) == verdict(listed_per_orbit(doc))
 
 
 # --- files the verifier must reject -------------------------------------------------

@@ -316,7 +316,7 @@ def test_a_build_is_paced_by_box_0s_moves_and_the_machine(monkeypatch):
         built.append((hierarchy, design))  # the pods' own level is built on its way
         # the machine's text, which every file holds, is made (and timed as writing)
         # before the first build: guessed at its prior, at 1024 GPUs no design fit
-        kept.append(topology_kept(model))
+        kept.append(topology_kept(model, args[-1]))
         return real(model, hierarchy, name, design, *args)
     monkeypatch.setattr(decompose_module, "BUILD", Recorded(3e-6, least=1000))
     monkeypatch.setattr(decompose_module, "_build", build)

@@ -133,7 +133,7 @@ def test_the_machine_is_made_into_text_once_for_every_file_on_it(tmp_path, monke
     import synth.schedule.file as file_module
     made = []
     real = file_module.model_to_dict
-    monkeypatch.setattr(file_module, "model_to_dict", lambda m: made.append(m) or real(m))
+    monkeypatch.setattr(file_module, "model_to_dict", lambda m, *a: made.append(m) or real(m, *a))
     first, second = ring_allgather(4), ring_allgather(4)
     second = Schedule(second.collective, first.model, second.steps[::-1], {})  # one model
     for i, s in enumerate((first, second)):

@@ -130,13 +130,13 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
                               f"no pipeline fits in --max-steps "
                               f"{limits.max_steps or MAX_STEPS}")
         machine = machine_size(model)
-        if designs and not topology_kept(model):
+        if designs and not topology_kept(model, orbits):
             # every file holds the machine: its text, made once for all of them, measures
             # what writing takes here (at 1024 GPUs behind a spine a million links: a
             # guess at the prior, with room for a guess, came to minutes, and no design
             # looked affordable)
             with WRITE["json"].timing(machine):
-                topology_text(model)
+                topology_text(model, orbits)
         for design in _build_order(designs):
             moves = design.sends * design.pieces // _base(design.levels)
             if moves > MAX_BATCH_MOVES:

@@ -42,7 +42,7 @@ def size(schedule: Schedule) -> int:
     links, most of a file: left out, a point's write was held a second where it took
     20, and the job's last points found no time to be written)."""
     return _program(schedule) + schedule.num_steps + (
-        0 if topology_kept(schedule.model) else machine_size(schedule.model))
+        0 if topology_kept(schedule.model, schedule.symmetry) else machine_size(schedule.model))
 
 
 def machine_size(model) -> int:
@@ -115,7 +115,7 @@ def held(schedule: Schedule, deadline: Deadline) -> None:
     follows this one; the machine's text, made then or for the first point on it, is
     kept for every file on it, so the points hold their own sends alone."""
     units = size(schedule)
-    if not topology_kept(schedule.model) or (not WRITE["json"].measured and
+    if not topology_kept(schedule.model, schedule.symmetry) or (not WRITE["json"].measured and
                                              units >= WRITE["json"].least):
         with WRITE["json"].timing(units):
             schedule_text(schedule)

@@ -16,6 +16,7 @@ from synth.files import SCHEDULE_LIMIT, load_json, quote, write_atomic
 from synth.schedule.collectives import make_collective
 from synth.schedule.cost import cost_summary
 from synth.schedule.ir import Pipeline, Schedule, Send, Step, SwitchOp
+from synth.schedule.orbit_machine import expanded, listed
 from synth.schedule.orbits import RULES, Orbits
 from synth.schedule.verify import ScheduleInvalid, verify_schedule
 from synth.topology.linkmodel import Group, LinkModel, RankLink, Switch
@@ -79,13 +80,18 @@ def _condition(ranges, compact: bool) -> list[list[int]]:
     return sorted([r, k] for r, first, n in ranges for k in range(first, first + n))
 
 
-def model_to_dict(model: LinkModel) -> dict:
-    doc = {
-        "name": model.name, "unit_gbps": model.unit_gbps,
-        "links": [[l.src, l.dst, _number(l.capacity), l.alpha_us] for l in model.links],
-        "groups": [{"name": g.name, "links": [list(p) for p in g.links],
-                    "capacity": _number(g.capacity)} for g in model.groups],
-    }
+def model_to_dict(model: LinkModel, orbits: Orbits | None = None) -> dict:
+    """The topology as a file holds it: the whole machine, or with `orbits` (a version 4
+    file's) one member of each orbit of its links and groups where that says the
+    machine exactly (synth.schedule.orbit_machine; `orbits: true`)."""
+    per_orbit = listed(orbits, model) if orbits is not None and orbits.order > 1 else None
+    links, groups = per_orbit or (model.links, [(g, None) for g in model.groups])
+    doc = {"name": model.name, "unit_gbps": model.unit_gbps,
+           **({"orbits": True} if per_orbit else {}),
+           "links": [[l.src, l.dst, _number(l.capacity), l.alpha_us] for l in links],
+           "groups": [{"name": g.name, **({"names": names} if names else {}),
+                       "links": [list(p) for p in g.links],
+                       "capacity": _number(g.capacity)} for g, names in groups]}
     if model.boxes:  # an extra key (readers ignore keys they do not know)
         doc["boxes"] = list(model.boxes)
     if model.switches:  # what version 3's switch operations may use
@@ -105,7 +111,9 @@ def schedule_from_dict(doc: dict) -> Schedule:
             raise BadInput(f"not a {FORMAT} file of version 1 to 4")
         coll = make_collective(doc["collective"], _int(doc["ranks"]), _int(doc["chunks"]),
                                doc.get("root"))
-        model = model_from_dict(doc["topology"], coll.ranks)
+        symmetry = _read_symmetry(doc["symmetry"], coll.ranks) if doc["version"] == 4 \
+            else None
+        model = model_from_dict(doc["topology"], coll.ranks, symmetry)
         steps = tuple(Step(_int(s["rounds"], 1, MAX_ROUNDS),
                            tuple(_read_send(x, coll) for x in s["sends"]
                                  if x.get("op") not in SWITCH_OPS),
@@ -120,7 +128,6 @@ def schedule_from_dict(doc: dict) -> Schedule:
             if len(pipeline.rounds) != len(steps) + pipeline.batches - 1:
                 raise ValueError("pipeline.rounds has the wrong length")
         info = doc.get("synthesis")  # an extra key: anything but an object is ignored
-        symmetry = _read_symmetry(doc["symmetry"], coll) if doc["version"] == 4 else None
         return Schedule(coll, model, steps, dict(info) if isinstance(info, dict) else {},
                         pipeline, symmetry)
     except KeyError as e:
@@ -129,10 +136,18 @@ def schedule_from_dict(doc: dict) -> Schedule:
         raise BadInput(f"schedule file: malformed ({str(e)[:80]})") from None
 
 
-def _read_symmetry(x: dict, coll) -> Orbits:
+def embedded_model(doc: dict) -> LinkModel:
+    """The whole machine a schedule document holds (a version 4 file's may be listed per
+    orbit of its symmetry). KeyError, TypeError or ValueError where it is malformed."""
+    ranks = _int(doc["ranks"])
+    symmetry = _read_symmetry(doc["symmetry"], ranks) if doc.get("version") == 4 else None
+    return model_from_dict(doc["topology"], ranks, symmetry)
+
+
+def _read_symmetry(x: dict, ranks: int) -> Orbits:
     dims = tuple(_int(d, 1) for d in x["dims"])
     axes = tuple(_int(a, 0, len(dims) - 1) for a in x["axes"])
-    if math.prod(dims) != coll.ranks or len(set(axes)) != len(axes) or x["chunks"] not in RULES:
+    if math.prod(dims) != ranks or len(set(axes)) != len(axes) or x["chunks"] not in RULES:
         raise ValueError("symmetry: dims must multiply to the ranks, axes be distinct, "
                          f"chunks one of {', '.join(RULES)}")
     return Orbits(dims, axes, x["chunks"])
@@ -155,11 +170,18 @@ def _read_switch_op(x: dict, coll) -> SwitchOp:
                     str(x["via"]), count)
 
 
-def model_from_dict(doc: dict, ranks: int) -> LinkModel:
+def model_from_dict(doc: dict, ranks: int, orbits: Orbits | None = None) -> LinkModel:
+    """The topology of a file (model_to_dict's), the whole machine; `orbits`: a version 4
+    file's symmetry, which a topology listed per orbit needs."""
     links = tuple(RankLink(_int(l[0]), _int(l[1]), _fraction(l[2]),
                            _finite(l[3]) if len(l) > 3 else 0.0) for l in doc["links"])
     groups = tuple(Group(str(g["name"]), tuple((_int(a), _int(b)) for a, b in g["links"]),
                          _fraction(g["capacity"])) for g in doc.get("groups", []))
+    if doc.get("orbits") is True:
+        if orbits is None:
+            raise ValueError("topology.orbits is for version 4 files (their symmetry)")
+        links, groups = expanded(orbits, links, list(zip(groups, (
+            [str(n) for n in g["names"]] for g in doc.get("groups", [])))))
     unit = _finite(doc["unit_gbps"])
     if unit <= 0:
         raise ValueError(f"topology.unit_gbps must be positive, got {quote(unit)}")
@@ -185,7 +207,7 @@ def schedule_text(schedule: Schedule) -> str:
     writes the whole machine, and at 1024 GPUs behind a spine (a million rank links)
     that took about 20 s a file, for each of its points."""
     doc = schedule_to_dict(schedule, topology={})
-    doc["topology"] = _Raw(topology_text(schedule.model))
+    doc["topology"] = _Raw(topology_text(schedule.model, schedule.symmetry))
     return schedule_json(doc)
 
 
@@ -196,23 +218,29 @@ class _Raw(str):
 _TOPOLOGY_TEXT: dict = {}
 
 
-def topology_kept(model: LinkModel) -> bool:
-    """Whether the model's text is made and kept (schedule_text)."""
-    hit = _TOPOLOGY_TEXT.get(id(model))
+def topology_kept(model: LinkModel, orbits: Orbits | None = None) -> bool:
+    """Whether the model's text (for files written per `orbits`) is made and kept
+    (schedule_text)."""
+    hit = _TOPOLOGY_TEXT.get(_text_key(model, orbits))
     return hit is not None and hit[0] is model
 
 
-def topology_text(model: LinkModel) -> str:
-    """_pretty(model_to_dict(model), 1): the topology as a schedule file holds it (at
-    depth 1), made once and kept for the last model asked (by identity, as
-    capacity_tables keys them)."""
-    hit = _TOPOLOGY_TEXT.get(id(model))
+def topology_text(model: LinkModel, orbits: Orbits | None = None) -> str:
+    """_pretty(model_to_dict(model, orbits), 1): the topology as a schedule file holds it
+    (at depth 1), made once and kept for the last model asked (by identity, as
+    capacity_tables keys them) and symmetry (a version 4 file lists it per orbit)."""
+    key = _text_key(model, orbits)
+    hit = _TOPOLOGY_TEXT.get(key)
     if hit is not None and hit[0] is model:
         return hit[1]
-    text = _pretty(model_to_dict(model), 1)
+    text = _pretty(model_to_dict(model, orbits), 1)
     _TOPOLOGY_TEXT.clear()
-    _TOPOLOGY_TEXT[id(model)] = (model, text)
+    _TOPOLOGY_TEXT[key] = (model, text)
     return text
+
+
+def _text_key(model: LinkModel, orbits: Orbits | None):
+    return id(model), None if orbits is None else (orbits.dims, orbits.axes)
 
 
 def schedule_json(doc: dict) -> str:

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from synth.errors import BadInput
 from synth.files import SCHEDULE_LIMIT, load_json
-from synth.schedule.file import model_from_dict, model_to_dict, schedule_from_dict
+from synth.schedule.file import (embedded_model, model_from_dict, model_to_dict,
+                                 schedule_from_dict)
 from synth.schedule.ir import Schedule
 from synth.schedule.verify import ScheduleInvalid, verify_schedule
 from synth.topology.catalog import GENERATORS, builtin_names, resolve
@@ -75,7 +76,7 @@ def check_machine(doc: dict, topo: Topology | None = None) -> str:
     except BadInput as e:
         raise ScheduleInvalid(f"the topology it names cannot be derived: {e}") from None
     try:
-        embedded = model_from_dict(doc["topology"], int(doc["ranks"]))
+        embedded = embedded_model(doc)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as e:
         raise BadInput(f"topology: {e}") from None
     difference = first_difference(embedded, derived)

@@ -51,10 +51,11 @@ class MalformedSchedule(BadInput):
 # takes off a group it would otherwise pay several times (see _steps); switched: the
 # file uses switch operations (a version 3 form); problem: the first ScheduleInvalid
 # one of them raised while parsing, raised after it; symmetry: None or (dims, axes,
-# chunks rule) of a version 4 file
+# chunks rule) of a version 4 file; per_orbit: its topology lists one member of each
+# orbit of links and groups (topology.orbits), the links those into representatives
 Schedule = namedtuple("Schedule", "collective n c g root links groups pre post steps "
                                   "version pipeline compact credits switched problem "
-                                  "symmetry", defaults=(None,))
+                                  "symmetry per_orbit", defaults=(None, False))
 
 
 def _ranks(kind, k, n, c, root):
@@ -155,7 +156,9 @@ def _links(topo, n):
     return links
 
 
-def _groups(topo, links):
+def _groups(topo, links, per_orbit=False):
+    """[(name, member links, capacity)]; a member must be a listed link, or with
+    `per_orbit` any link whose orbit's is (checked with the symmetry, orbits.py)."""
     groups = []
     for i, grp in enumerate(_typed(topo.get("groups", []), list, "topology.groups", "a list")):
         p = f"topology.groups[{i}]"
@@ -166,7 +169,7 @@ def _groups(topo, links):
             if not isinstance(link, list) or len(link) != 2:
                 _bad(q, "expected [src, dst]")
             link = (_int(link[0], f"{q}[0]"), _int(link[1], f"{q}[1]"))
-            if link not in links:
+            if link not in links and not per_orbit:
                 _bad(q, f"{link[0]}->{link[1]} is not in topology.links")
             members.add(link)
         groups.append((name, members, _number(_get(grp, "capacity", p), f"{p}.capacity")))
@@ -351,7 +354,10 @@ def parse(doc):
         _bad("root", f"{coll} takes no root")
     topo = _get(doc, "topology", "", dict, "an object")
     links = _links(topo, n)
-    groups = _groups(topo, links)
+    per_orbit = topo.get("orbits", False)
+    if per_orbit not in (True, False) or (per_orbit and version != 4):
+        _bad("topology.orbits", "expected true or false, and true only in version 4")
+    groups = _groups(topo, links, per_orbit)
     (pre, ranged_pre), (post, ranged_post) = _pairs(doc, "pre", n), _pairs(doc, "post", n)
     switches = _switches(topo, links, groups) if version == 3 else {}  # a version 3 key
     steps, counted, credits, switched, problem = _steps(doc, n, switches, groups)
@@ -359,7 +365,7 @@ def parse(doc):
     compact = pipeline is not None or ranged_pre or ranged_post or counted
     symmetry = _symmetry(doc) if version == 4 else None  # a version 4 key
     return Schedule(coll, n, c, g, root, links, groups, pre, post, steps, version,
-                    pipeline, compact, credits, switched, problem, symmetry)
+                    pipeline, compact, credits, switched, problem, symmetry, per_orbit)
 
 
 

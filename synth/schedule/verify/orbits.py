@@ -9,7 +9,10 @@ read at another rank being a representative's value moved (_OrbitState). A link'
 load is the load of the link of its orbit that enters a representative, and a
 group's is the sum of those of its links' orbits (_orbit_groups), so capacities are
 checked on the representatives' sends alone. Time and memory grow with the
-representatives' program, the links and the groups, not with the ranks' sends.
+representatives' program, the links and the groups, not with the ranks' sends. A
+topology listed per orbit (topology.orbits) is the translates of what it lists, which
+H maps onto itself by construction: its links must enter representatives, and its
+groups' members be translates of them (_check_listed_per_orbit).
 """
 
 import math
@@ -41,7 +44,10 @@ def _verify_orbits(s, doc):
                               "written once per orbit cannot")
     _check_orbit_table(s, rule, len([d for a, d in enumerate(dims) if a in axes and d > 1]))
     grp = Group(dims, axes, rule, s.n, s.g)
-    _check_automorphisms(s, grp, _alphas(doc))
+    if s.per_orbit:  # the machine is the translates of what is listed: H maps it onto itself
+        _check_listed_per_orbit(s, grp)
+    else:
+        _check_automorphisms(s, grp, _alphas(doc))
     q = s._replace(groups=_orbit_groups(s, grp))  # capacities: on orbit representatives
     spans, cuts = _canonical_spans(s, grp)
     if s.pipeline is not None:
@@ -119,6 +125,21 @@ def _check_automorphisms(s, grp, alphas):
                 raise ScheduleInvalid(f"{what} maps group {_cut(repr(name))} onto links that "
                                       "are no group of the same capacity: it is not a "
                                       "symmetry of the topology")
+
+
+def _check_listed_per_orbit(s, grp):
+    """A topology listed per orbit: every link enters a representative (so no two are
+    one orbit's), and every group member's orbit is a listed link's."""
+    for a, b in s.links:
+        if grp.split(b)[1]:
+            raise ScheduleInvalid(f"topology.orbits: link {a}->{b} does not enter a "
+                                  "representative", None, None, (a, b))
+    for name, members, _ in s.groups:
+        for a, b in members:
+            rep, v = grp.split(b)
+            if (grp.shift(a, v, -1), rep) not in s.links:
+                raise ScheduleInvalid(f"topology.orbits: group {_cut(repr(name))} holds "
+                                      f"{a}->{b}, whose orbit is no listed link")
 
 
 def _orbit_groups(s, grp):
