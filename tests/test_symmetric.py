@@ -66,6 +66,10 @@ def test_no_symmetry_where_boxes_differ_or_are_too_few():
 
 
 def test_past_64_ranks_allgather_and_allreduce_trees_reach_the_bound():
+    # packed under the box shifts, each point is written once per orbit of them: box
+    # 0's receives (a 512-GPU allreduce's file was 56 MB), judged as its unfolding
+    from tests.test_compact import unfold, verdict
+
     for collective in ("allgather", "allreduce"):
         model, bound = lowered("dgxh100x9", collective)  # 72 ranks
         search = tree_search(model, collective, None, Limits(max_steps=20), None, bound)
@@ -73,6 +77,13 @@ def test_past_64_ranks_allgather_and_allreduce_trees_reach_the_bound():
         deepest = max(search.points, key=lambda p: p.schedule.batches)
         verify_schedule(schedule_to_dict(deepest.schedule))
         assert steady_rounds_per_chunk(deepest.schedule) == bound
+        for point in (deepest, min(search.points, key=lambda p: p.schedule.batches)):
+            assert point.schedule.symmetry.dims == (9, 8)
+            doc = schedule_to_dict(point.schedule)
+            full = unfold(doc)
+            assert verdict(doc) == verdict(full) == "ok"
+            assert 9 * sum(len(s["sends"]) for s in doc["steps"]) == \
+                sum(len(s["sends"]) for s in full["steps"])
 
 
 def test_past_64_ranks_broadcast_trees_and_gather_paths_reach_the_bound():

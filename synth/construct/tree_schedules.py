@@ -40,7 +40,9 @@ from synth.construct.symmetric import box_symmetry, pack_symmetric
 from synth.deadline import Deadline, OutOfTime, Pace
 from synth.schedule.collectives import make_collective
 from synth.schedule.ir import Pipeline, Schedule, Send, Step
-from synth.schedule.transform import mirror_schedule, reverse_model, reverse_schedule
+from synth.schedule.orbits import box_grid, last_made
+from synth.schedule.transform import (mirror_schedule, reverse_model, reverse_schedule,
+                                      written_per_orbit)
 from synth.search.pareto import Limits, Point, Search
 from synth.topology.linkmodel import LinkModel, rounds_for_load
 
@@ -170,16 +172,17 @@ def allreduce_schedule(model: LinkModel, up: Packing, down: Packing, batches: in
         ups, downs = _ranges(up, root), _ranges(down, root)
         cuts = sorted({0, k} | {f for f, _ in ups + downs if f < k})
         for a, b in zip(cuts, cuts[1:]):
-            first = position * k + a
+            # root p's chunks of batch j are p k P + j k .. + k - 1 (stride k): a root's
+            # chunks are one block, which moves with it where boxes alike shift
+            first = position * k * batches + a
             gather += [(level, Send(x.chunk, x.dst, x.src, "reduce", x.count))
                        for level, x in _down(_tree_at(ups, a), first, b - a)]
             spread += _down(_tree_at(downs, a), first, b - a)
-    per_batch = k * len(down.roots)
-    coll = make_collective("allreduce", model.ranks, per_batch * batches)
+    coll = make_collective("allreduce", model.ranks, k * len(down.roots) * batches)
     what = "reduce + broadcast trees" if len(down.roots) == 1 else \
         "reducescatter + allgather trees"
     return pipelined(model, coll, list(reversed(levels(gather))) + levels(spread),
-                     per_batch, batches, _info(down, batches, what))
+                     k, batches, _info(down, batches, what))
 
 
 def _at_scale(packing: Packing, scale: int) -> Packing:
@@ -257,7 +260,8 @@ def _tree_points(model, name, root, limits, deadline, search, bound) -> Search:
         schedule = build_one(packed_on, packing, batches)
         return reverse_schedule(schedule, model) if reversed_ else schedule
 
-    add_pipelines(search, build, limits, deadline, edges=_edges(packing))
+    add_pipelines(search, build, limits, deadline, edges=_edges(packing),
+                  orbits=_box_shifts(model))
     search.stopped = search.stopped or _packed(packing)
     return search
 
@@ -314,7 +318,8 @@ def _allreduce_points(model, limits, deadline, search, bound) -> Search:
         search.stopped = "some rank cannot be reached"
         return search
     add_pipelines(search, lambda batches: allreduce_schedule(model, up, down, batches),
-                  limits, deadline, edges=_edges(up) + _edges(down))
+                  limits, deadline, edges=_edges(up) + _edges(down),
+                  orbits=_box_shifts(model))
     described = f"{_packed(down)} each way"
     steady = _steady(search.points)
     if steady != bound and model.ranks <= MAX_RANKS and not deadline.passed():
@@ -408,11 +413,26 @@ def steady_rounds_per_chunk(schedule: Schedule) -> Fraction | None:
         return Fraction(schedule.rounds, schedule.collective.chunks) if depth == 1 else None
     if pipe.batches < depth:
         return None
-    return Fraction(pipe.rounds[depth - 1], pipe.stride)
+    # a batch is a P-th of the chunks (C / P of them), whatever its stride
+    return Fraction(pipe.rounds[depth - 1] * pipe.batches, schedule.collective.chunks)
+
+
+def _box_shifts(model: LinkModel):
+    """Past MAX_RANKS, the shifts of alike boxes (synth.schedule.orbits.box_grid) under
+    which the packing is symmetric (pack_symmetric): its schedules are written once per
+    orbit (version 4), a K-th of the sends (a 512-GPU allreduce's file was 56 MB). None
+    below, or where the boxes are not alike. Made once per machine."""
+    if model.ranks <= MAX_RANKS or not model.boxes:
+        return None
+    return last_made(_BOX_SHIFTS, "boxes", (model,),
+                     lambda: box_grid(model, len(set(model.boxes))))
+
+
+_BOX_SHIFTS: dict = {}
 
 
 def add_pipelines(search: Search, build, limits: Limits, deadline: Deadline,
-                  depths=DEPTHS, edges: int = 0) -> None:
+                  depths=DEPTHS, edges: int = 0, orbits=None) -> None:
     """build(P) for each depth P in `depths`, verified, as points of `search` where its
     steps are within the limits, deepest first. Anytime: the shallowest is built first
     (the fewest steps, and quick: there is an answer), then the deepest (nearest the
@@ -421,7 +441,8 @@ def add_pipelines(search: Search, build, limits: Limits, deadline: Deadline,
     share their work, so the first is the dearest), the first not unless the time left
     affords `edges` (the trees' edges, their copies counted) at the pace measured so
     far (PIPELINE), and none is kept whose verification the time left does not afford
-    (synth.construct.paced)."""
+    (synth.construct.paced). Each is written once per orbit of `orbits` where they map
+    it onto itself (synth.schedule.transform.written_per_orbit)."""
     lo, hi = max(1, limits.min_steps), min(limits.max_steps or MAX_STEPS, MAX_STEPS)
     ordered = sorted(set(depths))
     ordered = list(dict.fromkeys(ordered[:1] + ordered[-1:] + ordered[::-1]))
@@ -431,7 +452,7 @@ def add_pipelines(search: Search, build, limits: Limits, deadline: Deadline,
             search.stopped, search.complete = "out of time", False
             break
         started = time.monotonic()
-        schedule = build(batches)
+        schedule = written_per_orbit(build(batches), orbits)
         elapsed = time.monotonic() - started
         if batches == ordered[0]:
             PIPELINE.record(edges, elapsed)

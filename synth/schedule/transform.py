@@ -204,3 +204,33 @@ def one_batch(schedule: Schedule) -> Schedule | None:
              for step in schedule.steps]
     info = {**schedule.info, "batch_of": {"batches": pipe.batches, "stride": pipe.stride}}
     return Schedule(batch, schedule.model, tuple(steps), info)
+
+
+# the collectives whose pre- and postcondition translations keep, by chunks rule (a
+# rooted collective's root would move): docs/schedule-file.md, "Version 4"
+KEPT = {"blocks": ("allgather", "reducescatter", "allreduce"), "pairs": ("alltoall",)}
+
+
+def written_per_orbit(schedule: Schedule, orbits) -> Schedule:
+    """The same schedule written once per orbit of `orbits` (version 4: the sends into
+    the representatives, synth.schedule.orbits) where they map every step onto itself and
+    keep a pipeline's batches in their chunk blocks; else the schedule itself. O(sends x
+    axes)."""
+    coll = schedule.collective
+    if orbits is None or schedule.symmetry is not None or schedule.in_network or \
+            orbits.ranks != coll.ranks or coll.name not in KEPT[orbits.chunks] or \
+            coll.num_chunks % (coll.ranks ** (1 if orbits.chunks == "blocks" else 2)):
+        return schedule
+    g, steps = coll.num_chunks, []
+    for step in schedule.steps:
+        folded = orbits.fold(step.sends, g)
+        if folded is None:
+            return schedule
+        steps.append(replace(step, sends=folded))
+    if schedule.pipeline is not None:
+        block, last = orbits.block(g), (schedule.pipeline.batches - 1) * \
+            schedule.pipeline.stride
+        if not block or any(x.chunk // block != (x.chunk + x.count - 1 + last) // block
+                            for step in steps for x in step.sends):
+            return schedule
+    return replace(schedule, steps=tuple(steps), symmetry=orbits)
