@@ -11,7 +11,8 @@ What it measures. Each job runs in a child process, `python3 -m synth ARGS --out
 file of 25,000 batches, tests/test_limits.scattered_pipeline), with an empty solver
 cache of its own. Per run: the wall seconds around the child (interpreter start-up
 included, as a user's clock counts them), its CPU seconds and peak resident memory
-(os.wait4's rusage), the exit code, the last line on stderr, and wall / limit. The
+(os.wait4's rusage), the exit code, the last line on stderr, wall / limit, and the
+files the job wrote (how many, the largest in MiB). The
 machine is shared (2 cores, other jobs running): the load average before and after each
 run is recorded beside it, since wall seconds on a loaded machine say as much about
 the load as about the code; CPU seconds and peak memory say more about the code.
@@ -102,13 +103,15 @@ def run(job: str, code: Path, work: Path, kill_after: float, max_rss_mb: int) ->
         time.sleep(0.2)
     wall = time.monotonic() - start
     err = proc.stderr.read().strip().splitlines()
+    sizes = [f.stat().st_size for f in out.rglob("*") if f.is_file()] if out.exists() else []
     shutil.rmtree(out, ignore_errors=True)
     return {"job": job, "limit_s": limit, "wall_s": round(wall, 2),
             "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
             "peak_mb": round(usage.ru_maxrss / 1024), "exit": verdict or
             os.waitstatus_to_exitcode(status), "last_line": err[-1][:200] if err else "",
             "wall_over_limit": round(wall / limit, 3) if limit else None,
-            "load_before": round(load, 1), "load_after": round(os.getloadavg()[0], 1)}
+            "load_before": round(load, 1), "load_after": round(os.getloadavg()[0], 1),
+            "files": len(sizes), "largest_file_mb": round(max(sizes, default=0) / 2**20, 2)}
 
 
 def _rss_mb(pid: int) -> float:
@@ -121,6 +124,14 @@ def _rss_mb(pid: int) -> float:
     return 0.0
 
 
+def _files(run: dict) -> str:
+    """The files written and the largest, in MiB ('-' in records made before they were
+    counted)."""
+    if "files" not in run:
+        return "-"
+    return f"{run['files']}, {run['largest_file_mb']}"
+
+
 def markdown(record: dict) -> str:
     m = record["machine"]
     lines = [f"# Limits that hold: {m['date']}", "",
@@ -129,13 +140,13 @@ def markdown(record: dict) -> str:
              + f"; {m['cpu']}, {m['memory_gib']} GiB, Python {m['python']}; "
              "a shared machine (the load average of its 2 cores is recorded per run).", "",
              "| job | code | limit s | wall s | wall / limit | CPU s | peak MB | exit | "
-             "load | last line on stderr |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "load | files, largest MB | last line on stderr |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in record["runs"]:
         lines.append(f"| {r['job']} | {r['code']} | {r['limit_s'] or '-'} | {r['wall_s']} | "
                      f"{r['wall_over_limit'] or '-'} | {r['cpu_s']} | {r['peak_mb']} | "
                      f"{r['exit']} | {r['load_before']}-{r['load_after']} | "
-                     f"{r['last_line'].replace('|', '/')} |")
+                     f"{_files(r)} | {r['last_line'].replace('|', '/')} |")
     return "\n".join(lines) + "\n"
 
 
