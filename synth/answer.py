@@ -176,9 +176,9 @@ def format_answer(a: dict) -> str:
             ratio = (f", {math.floor(r['speedup'] * 100) / 100:.2f} x the reference"
                      if r["speedup"] else "")
             # a file slower than NCCL's own is not one to load, even for this runtime
-            slower = r["speedup"] is not None and r["speedup"] < 1
-            verb, tail = (("fastest file", ": slower, so NCCL's own algorithm should run "
-                           "this size") if slower else ("load", ""))
+            slower = r["us"] >= a["reference_us"]  # as the last line judges (_choice)
+            verb, tail = (("fastest file", ": not faster, so NCCL's own algorithm should "
+                           "run this size") if slower else ("load", ""))
             lines.append(f"  {r['runtime']:<9} {verb} {r['file']}: {r['us']:.1f} us"
                          f"{ratio}{tail}")
         else:

@@ -109,7 +109,13 @@ def test_a_runtime_file_slower_than_the_reference_is_not_offered_as_a_load():
               "choice": {"runtime": "mscclpp", "file": "b.mscclpp.json", "us": 50.0}}
     lines = format_answer(answer).splitlines()
     assert lines[1] == ("  MSCCL XML fastest file a.xml: 108.5 us, 0.63 x the reference: "
-                        "slower, so NCCL's own algorithm should run this size")
+                        "not faster, so NCCL's own algorithm should run this size")
     assert lines[2] == "  MSCCL++   load b.mscclpp.json: 50.0 us, 1.38 x the reference"
     assert lines[-1] == ("for 1,048,576 bytes load b.mscclpp.json (MSCCL++): 50.0 us "
                          "predicted, against NCCL tree/LL128 at 69.3 us, 1.38 x")
+    # a file as fast as the reference is no load either, as the last line judges
+    answer["runtimes"]["mscclpp"].update(us=69.3, speedup=1.0)
+    answer["choice"] = {"runtime": None, "file": None, "us": 69.3}
+    lines = format_answer(answer).splitlines()
+    assert lines[2].startswith("  MSCCL++   fastest file b.mscclpp.json: 69.3 us, 1.00 x")
+    assert lines[-1].startswith("for 1,048,576 bytes load nothing")

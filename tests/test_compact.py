@@ -365,6 +365,14 @@ def test_a_machine_listed_per_orbit_is_checked_on_what_it_lists(tmp_path):
     with pytest.raises(ScheduleInvalid, match="group 'stray' holds 9->12, whose orbit"):
         verify_schedule(orphan)
     assert verdict(_edit(doc, lambda d: d.__setitem__("version", 2))) == "malformed"
+    # 1 == True in Python, but the reader reads only true as listed per orbit: the
+    # checker must not judge such a file by other rules than the reader reads it by
+    for one in (1, 1.0, "true"):
+        assert verdict(_edit(doc, lambda d: d["topology"].__setitem__("orbits", one))) \
+            == "malformed"
+    for rank in (16, -1):  # a member's rank out of range, which no orbit arithmetic sees
+        stray = _edit(doc, lambda d: d["topology"]["groups"][0]["links"].append([rank, 1]))
+        assert verdict(stray) == "malformed"
     used = Counter((x["src"], x["dst"]) for s in doc["steps"] for x in s["sends"])
     busiest = max(used, key=used.get)
     narrow = _edit(doc, lambda d: next(l for l in d["topology"]["links"]

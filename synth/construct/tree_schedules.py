@@ -160,8 +160,8 @@ def allreduce_schedule(model: LinkModel, up: Packing, down: Packing, batches: in
     r that carries it (packed on the reversed links, so its edges run child to parent
     here), deepest level first, then copied down its `down` tree. One root: reduce +
     broadcast trees; every rank a root: reducescatter + allgather trees, root r owning
-    chunks r k .. r k + k - 1 of each batch. Pipelined, one batch's reduction overlaps
-    an earlier batch's copies."""
+    chunks r k P + j k .. + k - 1 of batch j (P batches, stride k). Pipelined, one
+    batch's reduction overlaps an earlier batch's copies."""
     # the two packings count trees in lanes of their own: compare them in common ones
     scale = math.lcm(up.lanes_per_capacity, down.lanes_per_capacity)
     if max(p.per_root * scale // p.lanes_per_capacity for p in (up, down)) <= MAX_UNITS:

@@ -173,9 +173,10 @@ def _read_switch_op(x: dict, coll) -> SwitchOp:
 def model_from_dict(doc: dict, ranks: int, orbits: Orbits | None = None) -> LinkModel:
     """The topology of a file (model_to_dict's), the whole machine; `orbits`: a version 4
     file's symmetry, which a topology listed per orbit needs."""
-    links = tuple(RankLink(_int(l[0]), _int(l[1]), _fraction(l[2]),
+    rank = lambda r: _int(r, 0, ranks - 1)  # noqa: E731 (a translation indexes by it)
+    links = tuple(RankLink(rank(l[0]), rank(l[1]), _fraction(l[2]),
                            _finite(l[3]) if len(l) > 3 else 0.0) for l in doc["links"])
-    groups = tuple(Group(str(g["name"]), tuple((_int(a), _int(b)) for a, b in g["links"]),
+    groups = tuple(Group(str(g["name"]), tuple((rank(a), rank(b)) for a, b in g["links"]),
                          _fraction(g["capacity"])) for g in doc.get("groups", []))
     if doc.get("orbits") is True:
         if orbits is None:

@@ -20,40 +20,54 @@ from synth.topology.linkmodel import Group, LinkModel, RankLink
 
 def listed(orbits, model: LinkModel
            ) -> tuple[list[RankLink], list[tuple[Group, list[str]]]] | None:
-    """The links of `model` into representatives, and a group of each group orbit with the
-    names of its translates by orbits.elements (the first: its own); None where this
-    cannot say the machine exactly: a translate of a link is no link of the model with
-    the same capacity and alpha, a translate of a group no group of the same capacity,
-    a group is its own translate, or two groups hold the same links."""
-    perms = [orbits.permutation(v) for v in orbits.elements]
+    """The links of `model` into representatives, and a group of each group orbit (the
+    first in model order) with the names of its translates by orbits.elements (the
+    first: its own); None where this cannot say the machine exactly: a translate of a
+    link is no link of the model with the same capacity and alpha, a translate of a
+    group no group of the same capacity, a group is its own translate, or two groups
+    hold the same links."""
     into = [l for l in model.links if orbits.split(l.dst)[1] == 0]
-    if not _links_are_translates(into, model, perms):
+    if not _links_are_translates(into, model, orbits):
         return None
-    named = {(frozenset(g.links), g.capacity): g.name for g in model.groups}
-    if len(named) != len(model.groups):
+    groups = model.groups
+    index = {(frozenset(g.links), g.capacity): i for i, g in enumerate(groups)}
+    if len(index) != len(groups):
         return None
-    seen, out = set(), []
-    for g in model.groups:
-        if (frozenset(g.links), g.capacity) in seen:
-            continue
-        names = []
-        for perm in perms:
-            image = (frozenset((perm[a], perm[b]) for a, b in g.links), g.capacity)
-            if image not in named or image in seen:
-                return None  # not a group, or a translate met twice: g is its own
-            seen.add(image)
-            names.append(named[image])
-        out.append((g, names))
-    return into, out
+    first = list(range(len(groups)))  # the first group of each one's orbit, so far
+    for perm in _perms(orbits):
+        for i, j in enumerate(_images(groups, perm, index)):
+            if j is None:
+                return None
+            first[i] = min(first[i], j)
+    kept = [i for i in range(len(groups)) if first[i] == i]
+    names = {i: [] for i in kept}
+    for perm in _perms(orbits):
+        for i, j in zip(kept, _images([groups[i] for i in kept], perm, index)):
+            names[i].append(groups[j].name)
+    if any(len(set(names[i])) != len(names[i]) for i in kept):
+        return None  # a group its own translate: its orbit has fewer than |H| groups
+    return into, [(groups[i], names[i]) for i in kept]
 
 
-def _links_are_translates(into: list[RankLink], model: LinkModel, perms) -> bool:
+def _perms(orbits):
+    """Each translation's permutation of the ranks, by orbits.elements, one at a time
+    (all at once: |H| x N integers, 660 MB for a 64 x 64 torus)."""
+    return (orbits.permutation(v) for v in orbits.elements)
+
+
+def _images(groups, perm, index) -> list:
+    """The index of each group's translate by `perm` (None: no group)."""
+    return [index.get((frozenset((perm[a], perm[b]) for a, b in g.links), g.capacity))
+            for g in groups]
+
+
+def _links_are_translates(into: list[RankLink], model: LinkModel, orbits) -> bool:
     """Whether every translate of each link into a representative (`into`) is a link of
     the same capacity and alpha, and they are all the links."""
-    if len(into) * len(perms) != len(model.links):
+    if len(into) * orbits.order != len(model.links):
         return False
     link = model.link
-    for perm in perms:
+    for perm in _perms(orbits):
         for l in into:
             image = link.get((perm[l.src], perm[l.dst]))
             if image is None or (image.capacity, image.alpha_us) != (l.capacity, l.alpha_us):
@@ -66,16 +80,17 @@ def expanded(orbits, links: list[RankLink], groups: list[tuple[Group, list[str]]
     """Every translate of the listed links (in (src, dst) order) and groups (the names
     given, in the order listed); ValueError where a group's names are not one per
     translation, or two links are one."""
-    perms = [orbits.permutation(v) for v in orbits.elements]
-    out = sorted((RankLink(p[l.src], p[l.dst], l.capacity, l.alpha_us)
-                  for p in perms for l in links), key=lambda l: (l.src, l.dst))
+    for g, names in groups:
+        if len(names) != orbits.order:
+            raise ValueError(f"topology.orbits: group {g.name[:40]!r} names "
+                             f"{len(names)} translates, not {orbits.order}")
+    out, made = [], [[] for _ in groups]
+    for i, p in enumerate(_perms(orbits)):
+        out += [RankLink(p[l.src], p[l.dst], l.capacity, l.alpha_us) for l in links]
+        for translates, (g, names) in zip(made, groups):
+            translates.append(Group(names[i], tuple((p[a], p[b]) for a, b in g.links),
+                                    g.capacity))
+    out.sort(key=lambda l: (l.src, l.dst))
     if any(a.src == b.src and a.dst == b.dst for a, b in zip(out, out[1:])):
         raise ValueError("topology.orbits: two listed links are translates of one link")
-    made = []
-    for g, names in groups:
-        if len(names) != len(perms):
-            raise ValueError(f"topology.orbits: group {g.name[:40]!r} names "
-                             f"{len(names)} translates, not {len(perms)}")
-        made += [Group(name, tuple((p[a], p[b]) for a, b in g.links), g.capacity)
-                 for p, name in zip(perms, names)]
-    return tuple(out), tuple(made)
+    return tuple(out), tuple(g for translates in made for g in translates)

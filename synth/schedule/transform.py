@@ -214,8 +214,8 @@ KEPT = {"blocks": ("allgather", "reducescatter", "allreduce"), "pairs": ("alltoa
 def written_per_orbit(schedule: Schedule, orbits) -> Schedule:
     """The same schedule written once per orbit of `orbits` (version 4: the sends into
     the representatives, synth.schedule.orbits) where they map every step onto itself and
-    keep a pipeline's batches in their chunk blocks; else the schedule itself. O(sends x
-    axes)."""
+    keep every range (every batch's) in its chunk block; else the schedule itself.
+    O(sends x axes)."""
     coll = schedule.collective
     if orbits is None or schedule.symmetry is not None or schedule.in_network or \
             orbits.ranks != coll.ranks or coll.name not in KEPT[orbits.chunks] or \
@@ -227,10 +227,11 @@ def written_per_orbit(schedule: Schedule, orbits) -> Schedule:
         if folded is None:
             return schedule
         steps.append(replace(step, sends=folded))
-    if schedule.pipeline is not None:
-        block, last = orbits.block(g), (schedule.pipeline.batches - 1) * \
-            schedule.pipeline.stride
-        if not block or any(x.chunk // block != (x.chunk + x.count - 1 + last) // block
-                            for step in steps for x in step.sends):
-            return schedule
+    # a range (every batch's, in a pipeline) must stay in one block, which fold assumes
+    block = orbits.block(g)
+    last = (schedule.pipeline.batches - 1) * schedule.pipeline.stride \
+        if schedule.pipeline is not None else 0
+    if not block or any(x.chunk // block != (x.chunk + x.count - 1 + last) // block
+                        for step in steps for x in step.sends):
+        return schedule
     return replace(schedule, steps=tuple(steps), symmetry=orbits)

@@ -156,7 +156,7 @@ def _links(topo, n):
     return links
 
 
-def _groups(topo, links, per_orbit=False):
+def _groups(topo, links, n, per_orbit=False):
     """[(name, member links, capacity)]; a member must be a listed link, or with
     `per_orbit` any link whose orbit's is (checked with the symmetry, orbits.py)."""
     groups = []
@@ -168,7 +168,7 @@ def _groups(topo, links, per_orbit=False):
             q = f"{p}.links[{j}]"
             if not isinstance(link, list) or len(link) != 2:
                 _bad(q, "expected [src, dst]")
-            link = (_int(link[0], f"{q}[0]"), _int(link[1], f"{q}[1]"))
+            link = (_int(link[0], f"{q}[0]", 0, n - 1), _int(link[1], f"{q}[1]", 0, n - 1))
             if link not in links and not per_orbit:
                 _bad(q, f"{link[0]}->{link[1]} is not in topology.links")
             members.add(link)
@@ -355,9 +355,9 @@ def parse(doc):
     topo = _get(doc, "topology", "", dict, "an object")
     links = _links(topo, n)
     per_orbit = topo.get("orbits", False)
-    if per_orbit not in (True, False) or (per_orbit and version != 4):
+    if type(per_orbit) is not bool or (per_orbit and version != 4):  # not 1, not 1.0
         _bad("topology.orbits", "expected true or false, and true only in version 4")
-    groups = _groups(topo, links, per_orbit)
+    groups = _groups(topo, links, n, per_orbit)
     (pre, ranged_pre), (post, ranged_post) = _pairs(doc, "pre", n), _pairs(doc, "post", n)
     switches = _switches(topo, links, groups) if version == 3 else {}  # a version 3 key
     steps, counted, credits, switched, problem = _steps(doc, n, switches, groups)
