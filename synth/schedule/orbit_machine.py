@@ -29,36 +29,28 @@ def listed(orbits, model: LinkModel
     into = [l for l in model.links if orbits.split(l.dst)[1] == 0]
     if not _links_are_translates(into, model, orbits):
         return None
-    groups = model.groups
-    index = {(frozenset(g.links), g.capacity): i for i, g in enumerate(groups)}
-    if len(index) != len(groups):
+    named = {(frozenset(g.links), g.capacity): g.name for g in model.groups}
+    if len(named) != len(model.groups):
         return None
-    first = list(range(len(groups)))  # the first group of each one's orbit, so far
-    for perm in _perms(orbits):
-        for i, j in enumerate(_images(groups, perm, index)):
-            if j is None:
-                return None
-            first[i] = min(first[i], j)
-    kept = [i for i in range(len(groups)) if first[i] == i]
-    names = {i: [] for i in kept}
-    for perm in _perms(orbits):
-        for i, j in zip(kept, _images([groups[i] for i in kept], perm, index)):
-            names[i].append(groups[j].name)
-    if any(len(set(names[i])) != len(names[i]) for i in kept):
-        return None  # a group its own translate: its orbit has fewer than |H| groups
-    return into, [(groups[i], names[i]) for i in kept]
+    seen, out = set(), []
+    for g in model.groups:
+        if (frozenset(g.links), g.capacity) in seen:
+            continue
+        names = []
+        for links in orbits.translates(g.links).tolist():  # one per element of H
+            image = (frozenset(map(tuple, links)), g.capacity)
+            if image not in named or image in seen:
+                return None  # not a group, or a translate met twice: g is its own
+            seen.add(image)
+            names.append(named[image])
+        out.append((g, names))
+    return into, out
 
 
 def _perms(orbits):
     """Each translation's permutation of the ranks, by orbits.elements, one at a time
     (all at once: |H| x N integers, 660 MB for a 64 x 64 torus)."""
     return (orbits.permutation(v) for v in orbits.elements)
-
-
-def _images(groups, perm, index) -> list:
-    """The index of each group's translate by `perm` (None: no group)."""
-    return [index.get((frozenset((perm[a], perm[b]) for a, b in g.links), g.capacity))
-            for g in groups]
 
 
 def _links_are_translates(into: list[RankLink], model: LinkModel, orbits) -> bool:

@@ -172,6 +172,17 @@ class Orbits:
                 % np.array(self.dims)) @ np.array(self._grid._weights)
         return list(zip(back.tolist(), reps[pairs[:, 1]].tolist()))
 
+    def translates(self, pairs):
+        """Every translate of the rank pairs by each element of H (in `elements` order):
+        an array of shape (|H|, len(pairs), 2), made in one pass."""
+        import numpy as np
+
+        pairs = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+        shifts = self._coordinates[np.array(self.elements, dtype=np.int64)]
+        moved = (self._coordinates[pairs][None, :, :, :] + shifts[:, None, None, :]) \
+            % np.array(self.dims)
+        return moved @ np.array(self._grid._weights)
+
     def classes(self, model: LinkModel) -> list[tuple[tuple, object, list[str]]]:
         """The groups by the load they carry under H: (their links' orbit
         representatives, with repetition; capacity; the names of the groups alike).
