@@ -120,7 +120,8 @@ def test_split_ranges_give_the_extra_forwarder_to_the_first_pieces():
 
 def test_cli_lists_the_method_near_the_bound_on_dgxh100x2(tmp_path):
     made = synth_main("allgather", "--topo", "dgxh100x2", "--time-limit", "10", "--model",
-                      "line-rate", "--out", str(tmp_path / "out"), "--json")
+                      "line-rate", "--method", "constructed", "--out", str(tmp_path / "out"),
+                      "--json")
     assert made.returncode == 0, made.stderr[-2000:]
     summary = json.loads(made.stdout)
     assert summary["bounds"]["rounds_per_chunk"] == "3/4"

@@ -77,8 +77,8 @@ def test_past_64_ranks_allgather_and_allreduce_trees_reach_the_bound():
         deepest = max(search.points, key=lambda p: p.schedule.batches)
         verify_schedule(schedule_to_dict(deepest.schedule))
         assert steady_rounds_per_chunk(deepest.schedule) == bound
-        for point in (deepest, min(search.points, key=lambda p: p.schedule.batches)):
-            assert point.schedule.symmetry.dims == (9, 8)
+        assert all(p.schedule.symmetry.dims == (9, 8) for p in search.points)
+        for point in (min(search.points, key=lambda p: p.schedule.batches),):
             doc = schedule_to_dict(point.schedule)
             full = unfold(doc)
             assert verdict(doc) == verdict(full) == "ok"
