@@ -147,6 +147,15 @@ def test_msccl_xml_is_answered_without_time_for_switch_operations():
         "msccl-xml": IN_NETWORK, "mscclpp": None}
 
 
+def ring_tree_pipeline():
+    """A pipelined tree allgather on ring:4 (a batch program to ask about)."""
+    from synth.construct.tree_schedules import tree_search
+
+    model = lower_with_routes(resolve("ring:4")).model
+    return next(p.schedule for p in tree_search(
+        model, "allgather", None, Limits(max_chunks=8)).points if p.schedule.pipeline)
+
+
 def test_a_pipelines_batch_program_is_made_once_however_often_it_is_asked(monkeypatch):
     # a candidate the time left did not afford was asked again at every size of every
     # runtime's walk, each time making its batch program (unfolding a folded schedule):
@@ -154,13 +163,10 @@ def test_a_pipelines_batch_program_is_made_once_however_often_it_is_asked(monkey
     import time
 
     import synth.schedule.transform as transform
-    from synth.construct.tree_schedules import tree_search
     from synth.deadline import Deadline
     from synth.export.loads import loads_within
 
-    model = lower_with_routes(resolve("ring:4")).model
-    pipelined = next(p.schedule for p in tree_search(
-        model, "allgather", None, Limits(max_chunks=8)).points if p.schedule.pipeline)
+    pipelined = ring_tree_pipeline()
     made = []
     real = transform.one_batch
     monkeypatch.setattr(transform, "one_batch", lambda s: made.append(s) or real(s))
@@ -178,11 +184,7 @@ def test_both_runtimes_lower_one_runtime_form_made_once(monkeypatch):
     # at 512 GPUs making a pipeline's runtime form (its batch program, verified) took
     # 21 s, and each runtime's ask made it again
     import synth.export.loads as loads
-    from synth.construct.tree_schedules import tree_search
-
-    model = lower_with_routes(resolve("ring:4")).model
-    pipelined = next(p.schedule for p in tree_search(
-        model, "allgather", None, Limits(max_chunks=8)).points if p.schedule.pipeline)
+    pipelined = ring_tree_pipeline()
     made = []
     real = loads.runtime_form
     monkeypatch.setattr(loads, "runtime_form", lambda s, **kw: made.append(s) or real(s, **kw))
@@ -205,11 +207,7 @@ def test_the_batch_programs_remembered_are_few_and_go_with_their_schedules():
     from dataclasses import replace
 
     import synth.export.loads as loads
-    from synth.construct.tree_schedules import tree_search
-
-    model = lower_with_routes(resolve("ring:4")).model
-    pipelined = next(p.schedule for p in tree_search(
-        model, "allgather", None, Limits(max_chunks=8)).points if p.schedule.pipeline)
+    pipelined = ring_tree_pipeline()
     forget()
     copies = [replace(pipelined) for _ in range(loads._FORMS + 5)]
     forms = {loads._batch_form(c) for c in copies}

@@ -41,7 +41,7 @@ from synth.schedule.collectives import make_collective
 from synth.construct.paced import verified_within
 from synth.deadline import Deadline, OutOfTime
 from synth.schedule.ir import Schedule, Send, Step
-from synth.schedule.orbits import Orbits
+from synth.schedule.orbits import KEPT, Orbits
 from synth.schedule.transform import compose_allreduce, reverse_model, reverse_schedule
 from synth.search.pareto import Limits, Point, Search
 from synth.topology.linkmodel import LinkModel, switch_rounds
@@ -73,8 +73,7 @@ def greedy_search(model: LinkModel, name: str, root: int | None, limits: Limits,
     counts = [c for c in CHUNKS if c <= limits.max_chunks]
     search.stopped = f"built at {', '.join(map(str, counts))} chunks a share"
     last = None  # rounds per chunk of the last schedule built
-    translated = name in ("allgather", "reducescatter", "allreduce") and \
-        translations_of(model, dims) is not None
+    translated = name in KEPT["blocks"] and translations_of(model, dims) is not None
     written = model.ranks if translated else 1  # translated: rank 0's sends are written
     for chunks in counts:
         sends = _sends(model.ranks, name, chunks) // written

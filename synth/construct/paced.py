@@ -41,8 +41,9 @@ def size(schedule: Schedule) -> int:
     member of the machine every file holds (at 1024 GPUs behind a spine a million rank
     links, most of a file: left out, a point's write was held a second where it took
     20, and the job's last points found no time to be written)."""
-    return _program(schedule) + schedule.num_steps + (
-        0 if topology_kept(schedule.model, schedule.symmetry) else machine_size(schedule.model))
+    kept = topology_kept(schedule.model, schedule.symmetry)
+    return _program(schedule) + schedule.num_steps + (0 if kept else
+                                                      machine_size(schedule.model))
 
 
 def machine_size(model) -> int:
@@ -115,8 +116,8 @@ def held(schedule: Schedule, deadline: Deadline) -> None:
     follows this one; the machine's text, made then or for the first point on it, is
     kept for every file on it, so the points hold their own sends alone."""
     units = size(schedule)
-    if not topology_kept(schedule.model, schedule.symmetry) or (not WRITE["json"].measured and
-                                             units >= WRITE["json"].least):
+    kept = topology_kept(schedule.model, schedule.symmetry)
+    if not kept or (not WRITE["json"].measured and units >= WRITE["json"].least):
         with WRITE["json"].timing(units):
             schedule_text(schedule)
     deadline.hold(WRITE["json"], size(schedule), costs(schedule))

@@ -32,6 +32,9 @@ from synth.topology.linkmodel import Group, LinkModel
 from synth.topology.symmetry import Translations
 
 RULES = ("blocks", "pairs")
+# the collectives whose pre- and postcondition translations keep, by chunks rule (a
+# rooted collective's root would move): docs/schedule-file.md, "Version 4"
+KEPT = {"blocks": ("allgather", "reducescatter", "allreduce"), "pairs": ("alltoall",)}
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from synth.schedule.collectives import DUAL, make_collective
 from synth.schedule.ir import Pipeline, Schedule, Step, SwitchOp
+from synth.schedule.orbits import KEPT
 from synth.topology.linkmodel import Group, LinkModel, RankLink, Switch, switch_rounds
 
 COMBINING_OF = {v: k for k, v in DUAL.items()}  # allgather -> reducescatter, ...
@@ -204,11 +205,6 @@ def one_batch(schedule: Schedule) -> Schedule | None:
              for step in schedule.steps]
     info = {**schedule.info, "batch_of": {"batches": pipe.batches, "stride": pipe.stride}}
     return Schedule(batch, schedule.model, tuple(steps), info)
-
-
-# the collectives whose pre- and postcondition translations keep, by chunks rule (a
-# rooted collective's root would move): docs/schedule-file.md, "Version 4"
-KEPT = {"blocks": ("allgather", "reducescatter", "allreduce"), "pairs": ("alltoall",)}
 
 
 def written_per_orbit(schedule: Schedule, orbits) -> Schedule:
