@@ -248,7 +248,7 @@ def test_ranks_per_box_are_runs_of_equally_many_consecutive_ranks():
 
 
 # built-in clusters: every built-in box with a network section, two of them
-CLUSTERS = {"dgx2x2": 16, "dgxa100x2": 8, "dgxb200x2": 8, "dgxh100x2": 8, "dgxh200x2": 8,
+CLUSTERS = {"dgx1ibx2": 8, "dgx2x2": 16, "dgxa100x2": 8, "dgxb200x2": 8, "dgxh100x2": 8, "dgxh200x2": 8,
             "gb200nvl72x2": 72, "gb200trayx2": 4, "mi250x2": 8, "mi300xx2": 8,
             "ndv2x2": 8}  # ranks per node: the box's GPUs
 

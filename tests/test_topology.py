@@ -5,6 +5,7 @@ from fractions import Fraction
 
 import pytest
 
+from synth.bounds import collective_bounds
 from synth.errors import BadInput
 from synth.topology.catalog import builtin_names, resolve
 from synth.topology.linkmodel import hop_distances, lower, lower_with_routes
@@ -23,9 +24,10 @@ DGX1_MULTIPLICITY = [
 ]
 
 
-def test_builtins_are_the_eleven_named():
-    assert builtin_names() == ["dgx1", "dgx2", "dgxa100", "dgxb200", "dgxh100", "dgxh200",
-                               "gb200nvl72", "gb200tray", "mi250", "mi300x", "ndv2"]
+def test_builtins_are_the_twelve_named():
+    assert builtin_names() == ["dgx1", "dgx1ib", "dgx2", "dgxa100", "dgxb200", "dgxh100",
+                               "dgxh200", "gb200nvl72", "gb200tray", "mi250", "mi300x",
+                               "ndv2"]
 
 
 def test_dgx1_matches_hardware_md():
@@ -37,6 +39,35 @@ def test_dgx1_matches_hardware_md():
             assert caps.get((i, j), 0) == DGX1_MULTIPLICITY[i][j]
         assert sum(caps.get((i, j), 0) for j in range(8)) == 6  # six NVLinks per GPU
     assert model.groups == ()
+
+
+def test_dgx1ib_is_dgx1_with_a_nic_shared_by_each_gpu_pair():
+    topo = resolve("dgx1ib")
+    caps = {(l.src, l.dst): l.capacity for l in lower(topo).links}
+    nvlink = {(i, j): DGX1_MULTIPLICITY[i][j] for i in range(8) for j in range(8)
+              if DGX1_MULTIPLICITY[i][j]}
+    assert caps == nvlink  # one box: the NICs join nothing, NVLink is all it routes over
+    into_nics = {(l.src, l.dst) for l in topo.links if l.dst.startswith("nic")}
+    assert into_nics == {(f"pcie{k}", f"nic{k}") for k in range(4)}
+    for k in range(4):  # GPUs 2k and 2k+1 on PCIe Gen3 switch k, 16 GB/s
+        assert {(l.src, l.bandwidth) for l in topo.links if l.dst == f"pcie{k}"} == \
+            {(f"gpu{2 * k}", 16), (f"gpu{2 * k + 1}", 16), (f"nic{k}", 16)}
+
+
+def test_dgx1ibx4_bounds_are_each_boxes_four_edr_nics():
+    # 4 boxes of 8 GPUs, each with 4 NICs of 100 Gb/s (12.5 GB/s) on one switch: 50 GB/s
+    # into and out of a box. Allgather: a box takes in 24 of the 32 shares, 3/4 of the 1
+    # MB output, 0.75 / 50 * 1000 = 15 us/MB. Allreduce: a box sends out and takes in 2 x
+    # 3/4 of its buffer, 1.5 / 50 * 1000 = 30 us/MB. Alltoall: a box sends 8 x 24 shares
+    # of 1/32 MB, 6 MB, 6 / 50 * 1000 = 120 us/MB. In 25 GB/s units (two NICs a unit):
+    # 24 shares over 2 units, 12 rounds per chunk
+    model = lower_with_routes(resolve("dgx1ibx4"))
+    expected = {"allgather": 15.0, "reducescatter": 15.0, "allreduce": 30.0,
+                "alltoall": 120.0}
+    for collective, us_per_mb in expected.items():
+        b = collective_bounds(model, collective, None)
+        assert b.us_per_byte * 1e6 == pytest.approx(us_per_mb), collective
+    assert collective_bounds(model, "allgather", None).rounds_per_chunk == 12
 
 
 def test_topo_show_dgx1_json_agrees_with_hardware_md():
