@@ -24,8 +24,8 @@ every 0.05 s: synth writes the frontier in hand as the search goes on
 
 ForestColl's side (its public Python, measured on this kind of machine and quoted in
 issue 28; not installable from the package registries, so not rerun here): ndv2x4
-13-16 s; DGX-1 x 4 with its NICs (dgx1ibx4) 47-59 s; dgx2x2 94-122 s (161.29 GB/s) in 40 MB; dgxa100x4 55-61 s. This is a
-benchmark, not a test: it asserts nothing.
+13-16 s; DGX-1 x 4 with its NICs (dgx1ibx4) 47-59 s; dgx2x2 94-122 s (161.29 GB/s) in
+40 MB; dgxa100x4 55-61 s. This is a benchmark, not a test: it asserts nothing.
 """
 
 from __future__ import annotations
