@@ -124,18 +124,21 @@ def main() -> int:
         print(json.dumps(row), flush=True)
     machine["load_after"] = [f"{x:.2f}" for x in os.getloadavg()]
     if args.record:
-        write_record(machine, rows, args.time_limit, args.method)
+        write_record(machine, rows, args.time_limit, args.method, args.jobs)
     return 0
 
 
-def write_record(machine: dict, rows: list[dict], limit: float, method: str) -> None:
-    name = f"answer-time-{time.strftime('%Y-%m-%d')}" + ("" if method == "auto"
-                                                          else f"-{method}")
+def write_record(machine: dict, rows: list[dict], limit: float, method: str,
+                 jobs: str) -> None:
+    # a subset of the jobs is named for it: it must not overwrite the day's whole record
+    name = (f"answer-time-{time.strftime('%Y-%m-%d')}" + (f"-{jobs}" if jobs else "")
+            + ("" if method == "auto" else f"-{method}"))
     folder = REPO / "bench" / "results"
     (folder / f"{name}.json").write_text(
         json.dumps({"machine": machine, "method": method, "rows": rows}, indent=1) + "\n")
     lines = [f"# Time to the best point on disk, {machine['date']}", "",
-             f"`python3 bench/bench_answer_time.py --record`, commit {machine['commit']}, "
+             f"`python3 bench/bench_answer_time.py {' '.join(sys.argv[1:])}`, commit "
+             f"{machine['commit']}, "
              f"{machine['cpu']}, {machine['memory_gib']} GiB, Python {machine['python']}, "
              f"load average before {' '.join(machine['load_before'])}, after "
              f"{' '.join(machine['load_after'])}; --time-limit {limit:g}; --method {method}; "
