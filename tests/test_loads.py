@@ -528,14 +528,71 @@ def test_an_exporter_stops_at_its_deadline_and_nothing_is_remembered():
     from synth.deadline import Deadline, OutOfTime
     from synth.export.loads import loads_within
 
-    ring = next(b.schedule for b in baselines(lower_with_routes(resolve("ring:4")).model,
-                                              "allgather", None) if b.name.startswith("ring"))
+    ring = _ring4_allgather()
     for fmt in ("msccl-xml", "mscclpp"):
         with pytest.raises(OutOfTime):  # past the deadline before the exporter's first try
             refusal(ring, fmt, deadline=Deadline(time.monotonic() - 1))
     assert loads_within(ring, Deadline(time.monotonic() - 1)) is None  # not asked
     # the refusals above were not remembered as answers: asked in time, both load
     assert loads_within(ring, Deadline()) == {"msccl-xml": None, "mscclpp": None}
+
+
+def _ring4_allgather():
+    return next(b.schedule for b in baselines(lower_with_routes(resolve("ring:4")).model,
+                                              "allgather", None) if b.name.startswith("ring"))
+
+
+def test_an_exporters_search_gets_twice_its_paced_time_at_least_the_floor(monkeypatch):
+    # a refusal tries every split into thread blocks: torus:16x16's 255-step point held
+    # a 0.6 s synthesis 190 s, however far the job's deadline was. An ask is handed the
+    # earlier of that deadline and twice its paced estimate (at least 10 s)
+    import time
+
+    import synth.export.loads as loads
+    from synth.construct.paced import EXPORT, export_size
+    from synth.deadline import Deadline, OutOfTime
+
+    handed = []
+
+    def searching(schedule, fmt, inplace=False, deadline=Deadline()):
+        handed.append(deadline.moment)
+        raise OutOfTime("exporting")  # what the exporter does at the deadline handed it
+
+    ring = _ring4_allgather()
+    monkeypatch.setattr(loads, "refusal", searching)
+    forget()
+    for floor in (10.0, 0.0):
+        monkeypatch.setattr(loads, "ASK_FLOOR_S", floor)
+        far = Deadline(time.monotonic() + 3600)
+        before = time.monotonic()
+        assert loads.loads_within(ring, far) is None  # not asked
+        after = time.monotonic()
+        limit = max(2 * EXPORT["msccl-xml"].seconds(export_size(ring)), floor)
+        assert before + limit <= handed[-1] <= after + limit < far.moment
+    assert handed[0] >= handed[1]  # the floor, above the small ring's estimate
+    # the job's deadline, where it affords the estimate but comes before twice it
+    near = Deadline(time.monotonic() + 1.5 * EXPORT["msccl-xml"].seconds(export_size(ring)))
+    assert loads.loads_within(ring, near) is None and handed[-1] == near.moment
+
+
+def test_points_not_asked_say_whether_the_time_limit_or_the_exporters_pace_stopped_them(
+        monkeypatch):
+    import time
+
+    import synth.export.loads as loads
+    from synth.deadline import Deadline
+
+    ring = Point(_ring4_allgather(), False)
+    model = lower_with_routes(resolve("ring:4")).model
+    result = Result("allgather", None, model, None, [ring], candidates=[ring])
+    monkeypatch.setattr(loads, "loads_within", lambda schedule, deadline: None)
+    far = with_runtimes(result, deadline=Deadline(time.monotonic() + 3600))
+    assert far.points[0].loads is None
+    assert far.runtimes_stopped.startswith("not asked about every point: an exporter's "
+                                           "search would not fit the time left")
+    passed = with_runtimes(result, deadline=Deadline(time.monotonic() - 1))
+    assert passed.runtimes_stopped == ("stopped at the time limit: the runtimes' own "
+                                       "points may be missing")
 
 
 def _dgx1_allgather_and_a_slower_point():
