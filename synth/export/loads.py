@@ -19,10 +19,9 @@ object and per runtime form: the pipelines of one construction at different dept
 their batch program, so a family of points costs one program per runtime.
 
 with_runtimes(result) marks every frontier point with what loads it and adds, per
-runtime, the candidates no other point that runtime loads beats (the runtime's own Pareto
-frontier: a point that only loses to points the runtime cannot load is the runtime's
-best there); synth.cost_choice.in_cost_model then keeps those that are the fastest such at
-some size.
+runtime, the candidates no other point that runtime loads beats (its own Pareto frontier:
+a point that only loses to points it cannot load is its best there);
+synth.cost_choice.in_cost_model then keeps those that are the fastest at some size.
 """
 
 from __future__ import annotations
@@ -45,20 +44,16 @@ from synth.search.pareto import Search
 
 RUNTIMES = {"msccl-xml": "MSCCL XML", "mscclpp": "MSCCL++"}
 BUDGET_S = 30.0  # CPU seconds of checks for the runtimes' own frontiers (frontier points: all)
-# an exporter's search for one schedule is cut (not asked) past this many times its
-# paced estimate, and never before ASK_FLOOR_S: a refusal tries every split, and
-# torus:16x16's 255-step point held a 0.6 s synthesis 190 s (21 MSCCL++ tries of 14 s,
-# 3.8 GB) to end "not asked" at the time limit all the same
-ASK_OVERRUN = 2.0
-ASK_FLOOR_S = 10.0
+# an exporter's search is cut (not asked) past ASK_OVERRUN x its paced estimate, at
+# least ASK_FLOOR_S: torus:16x16's 255-step point held a 0.6 s synthesis 190 s
+ASK_OVERRUN, ASK_FLOOR_S = 2.0, 10.0
 _FORMS = 64  # runtime forms whose answer is kept
 _PROGRAMS = 2  # built programs kept for render (they can be large)
 
 _by_schedule: dict = {}  # (id, fmt, inplace) -> (weakref to the schedule, answer)
 _by_form: OrderedDict = OrderedDict()  # (fmt, inplace, form key) -> answer
 _programs: OrderedDict = OrderedDict()  # (fmt, inplace, form key) -> (form, note, program)
-# id -> (weakref to the schedule, its batch program's form key): the last _FORMS asked,
-# each gone with its schedule (a key holds the unfolded program's steps)
+# id -> (weakref, batch form key): the last _FORMS asked, each gone with its schedule
 _batch_forms: OrderedDict = OrderedDict()
 _last_form: dict = {}  # the last schedule's runtime form (orbits.last_made)
 
@@ -239,9 +234,8 @@ def chosen(result: Result, topo, cost_model: str, deadline: Deadline | None = No
                                          if id(p.schedule) in lines], lines)}
         result = replace(result, points=sorted(result.points,
                                                key=lambda p: id(p) not in first))
-    # the asking ends a quarter of the time left early: an exporter's first try at a new
-    # scale runs past its paced estimate (a 512-GPU MSCCL++ program took 40 s), and the
-    # runtimes' own points found are timed after it
+    # the asking ends a quarter of the time left early: a first try at a new scale runs
+    # past its estimate (512 GPUs: 40 s), and the runtimes' own points are timed after
     asking = deadline.reserving(deadline.left() / 4) if deadline.left() < math.inf \
         else deadline
     return in_cost_model(with_runtimes(result, topo, cost_model, deadline=asking,
@@ -249,18 +243,11 @@ def chosen(result: Result, topo, cost_model: str, deadline: Deadline | None = No
                          topo, cost_model, RUNTIME_PROTOCOLS, deadline, lines, asked=True)
 
 
-# what with_runtimes says when the time limit cut the runtimes' own points short
+# what with_runtimes says of points not asked: the time limit passed, or it did not
 OUT_OF_TIME = "stopped at the time limit: the runtimes' own points may be missing"
-# ... and when the time limit is still far, but an exporter's search would not fit the
-# time left, or was cut for running past its paced time (loads_within)
 NOT_ASKED = ("not asked about every point: an exporter's search would not fit the time "
              "left or ran past twice its expected time (`synth export FILE --to FORMAT` "
              "asks about one): the runtimes' own points may be missing")
-
-
-def _unasked(deadline: Deadline) -> str:
-    """What with_runtimes says of a point loads_within did not ask about."""
-    return OUT_OF_TIME if deadline.passed() else NOT_ASKED
 
 
 def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
@@ -280,13 +267,12 @@ def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
     try:
         points = [replace(p, loads=loads_within(p.schedule, deadline)) for p in points]
         have = {id(p.schedule) for p in points}
-        # the runtimes' own points only once every frontier point is answered: where the
-        # time did not afford those, an exporter's try on a candidate can run minutes
-        # past it (at 512 GPUs a candidate's MSCCL++ program ran past the limit)
+        # the runtimes' own points only once every frontier point is answered: else a
+        # candidate's try can run minutes past the time (512 GPUs: past the limit)
         pool = result.candidates + points if all(p.loads is not None for p in points) \
             else points
         if pool is points and result.candidates:
-            stopped = _unasked(deadline)
+            stopped = OUT_OF_TIME if deadline.passed() else NOT_ASKED
         until = time.process_time() + budget_s
         walks = (_fastest_walks(pool, topo, deadline, lines)
                  if cost_model == "calibrated" and topo
@@ -305,7 +291,7 @@ def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
                 else:
                     asked = answers[id(c.schedule)] = loads_within(c.schedule, deadline)
                 if asked is None:  # its programs would not fit: a smaller one may
-                    stopped = _unasked(deadline)
+                    stopped = OUT_OF_TIME if deadline.passed() else NOT_ASKED
                     continue
                 if asked[fmt] is not None:
                     continue
@@ -402,9 +388,8 @@ def _answer(schedule, fmt, inplace):
 
 
 def _remember(schedule, fmt, inplace, error, key=None, batch=None):
-    # a refusal is kept as a copy without its traceback: the one raised held the frames
-    # it passed through alive, with the program being built (40-50 MB each on dgx2x2's
-    # tree pipelines, 200 MB in a job), and gathers more frames at every raise
+    # a refusal is kept as a copy without its traceback: the one raised held its frames
+    # alive with the program being built (40-50 MB each on dgx2x2's tree pipelines)
     answer = True if error is None else copy.copy(error)
     _weakly(_by_schedule, (id(schedule), fmt, inplace), schedule, answer)
     for k in (key, batch):

@@ -39,18 +39,9 @@ The recipe (docs/runtimes.md, "The plan synth writes"):
   sources are then free), after the waits (the data arrived), after the reductions;
   acquires before the reductions and before the final copies. An acquire only waits for
   releases of earlier steps or of earlier points of the same step, so there is no cycle.
-- Ops of a thread block: handshake (rlxsignal and rlxwait on its memory channels, signal
-  and wait on its port channels, nop); then per step: acquires, nop; memory puts (one op
-  per source buffer type, up to 8 coalesced entries), nop; or port puts (after a nop if
-  requests were pushed since the last one): all but each peer's last entry as plain
-  puts (then a nop, unless each of them was pushed by the thread that pushes the peer's
-  last entry), then each peer's last entry as pws, or as pwsf when any of the peer's
-  sources is written in a launch (by the rank or a peer: the proxy reads the source
-  later, and pwsf waits until it has); releases (after a nop); signal the memory
-  destinations; wait for every source, nop (unless an acquire's nop follows); releases;
-  acquires, nop; one re per run of consecutive chunks whose sums arrived (more than 8
-  sources are chained), nop; releases. Then the final copies. Ops with nothing to do are
-  left out.
+- Ops of a thread block: synth.export.mscclpp_emit writes them (the handshake; per step
+  the acquires, puts, releases, signals and waits, reductions; then the final copies),
+  as docs/runtimes.md spells out op by op.
 - max_message_size is the largest size that keeps every buffer offset within the
   executor's 32-bit fields (unless given; a larger one is refused), min_message_size
   at most 2^31 - 1 (every release reads it as a 32-bit int).
@@ -144,10 +135,8 @@ class _Plan:
         self._handoffs()
 
     def drop(self):
-        """Break the cycles of a plan no longer wanted (thread blocks name each other in
-        their hand-offs), so that it is freed at once: builds run with the cycle
-        collector off (synth.export.loads), and torus:16x16's refused 255-step point
-        held every try's plan, 3.8 GB after 21 tries."""
+        """Break a plan's cycles (thread blocks name each other in their hand-offs): the
+        builds run with the cycle collector off (synth.export.loads)."""
         for tbs in self.tbs.values():
             for tb in tbs:
                 tb.acquire.clear()
@@ -394,12 +383,10 @@ def build(schedule, inplace: bool = False, fewest: bool = True,
                 plan.drop()
                 hi, plan = mid, found
         size = max(len(tbs) for tbs in plan.tbs.values())
+        if best is not None:  # the larger of the two is dropped
+            (best[1] if size < best[0] else plan).drop()
         if best is None or size < best[0]:
-            if best is not None:
-                best[1].drop()
             best = (size, plan)
-        else:
-            plan.drop()
         if plan.t == 1:  # smaller groups only add thread blocks
             break
     if best is None:
