@@ -32,7 +32,7 @@ A value a rank relays or accumulates without a slot of its own goes to scratch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from synth.errors import BadInput
 from synth.schedule.collectives import Collective
@@ -43,8 +43,10 @@ INPUT_IN_OUTPUT = frozenset({"allgather", "gather", "broadcast", "allreduce", "r
 OUTPUT_IN_INPUT = frozenset({"reducescatter", "scatter"})
 
 
-@dataclass(frozen=True, order=True)
-class Slot:
+class Slot(NamedTuple):
+    """A chunk's place in one of a rank's buffers. A tuple, not a dataclass: the
+    exporters key millions of dict entries by slots, and a tuple hashes and compares in
+    C (a dataclass's generated __hash__ and __eq__ took a third of an MSCCL++ build)."""
     buf: str  # "i", "o" or "s"
     idx: int
 

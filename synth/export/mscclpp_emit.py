@@ -31,8 +31,12 @@ def thread_block_ops(plan, tb) -> list:
     to do."""
     out = _Ops(plan, tb)
     out.handshake()
-    for t in range(len(plan.flow.steps)):
-        out.step(t, tb.steps.get(t))
+    # the steps with work or hand-offs (a step with neither writes no op: with many
+    # thread blocks most are idle in most steps, and visiting them was half the build)
+    last = len(plan.flow.steps)
+    for t in sorted({*tb.steps, *(q[0] for q in tb.acquire), *(p[0] for p in tb.release)}):
+        if t < last:
+            out.step(t, tb.steps.get(t))
     out.final_copies((len(plan.flow.steps), ACQ_SEND))
     return out.ops or [{"name": "nop"}]
 
