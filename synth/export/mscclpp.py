@@ -383,10 +383,12 @@ def build(schedule, inplace: bool = False, fewest: bool = True,
                 plan.drop()
                 hi, plan = mid, found
         size = max(len(tbs) for tbs in plan.tbs.values())
-        if best is not None:  # the larger of the two is dropped
-            (best[1] if size < best[0] else plan).drop()
         if best is None or size < best[0]:
+            if best is not None:
+                best[1].drop()
             best = (size, plan)
+        else:
+            plan.drop()
         if plan.t == 1:  # smaller groups only add thread blocks
             break
     if best is None:

@@ -32,7 +32,7 @@ def thread_block_ops(plan, tb) -> list:
     out = _Ops(plan, tb)
     out.handshake()
     # the steps with work or hand-offs (a step with neither writes no op: with many
-    # thread blocks most are idle in most steps, and visiting them was half the build)
+    # thread blocks most are idle in most steps, and visiting them was a third of a build)
     last = len(plan.flow.steps)
     for t in sorted({*tb.steps, *(q[0] for q in tb.acquire), *(p[0] for p in tb.release)}):
         if t < last:
