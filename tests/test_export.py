@@ -284,6 +284,34 @@ def test_xml_wrong_dependencies_are_rejected(frontier):
         check_msccl_xml("\n".join(broken))
 
 
+def test_a_sum_counting_a_contribution_twice_is_a_wrong_result(frontier):
+    # a rank's reduction given its own destination as the source: o[k] + o[k] counts
+    # every contribution already there twice, which no later sum can undo
+    schedule = frontier("ring:4", "allreduce")[-1]
+    lines = to_msccl_xml(schedule).splitlines()
+    i = next(i for i, line in enumerate(lines) if 'type="re" srcbuf="s"' in line)
+    dst = re.search(r'dstbuf="(\w)" dstoff="(\d+)"', lines[i])
+    lines[i] = re.sub(r'srcbuf="s" srcoff="\d+"',
+                      f'srcbuf="{dst[1]}" srcoff="{dst[2]}"', lines[i])
+    with pytest.raises(MscclInvalid, match=r"= a sum counting \d+:\d+ twice, expected"):
+        check_msccl_xml("\n".join(lines))
+
+    plan = json.loads(render(schedule, "mscclpp")[0])
+    ops = plan["gpus"][0]["threadblocks"][0]["ops"]
+    op = next(op for op in ops if op["name"] == "re" and op["src_buff"][0] == op["dst_buff"][0])
+    op["src_buff"][1] = dict(op["dst_buff"][0])
+    with pytest.raises(PlanInvalid, match=r"= a sum counting \d+:\d+ twice, expected"):
+        check_mscclpp_plan(plan)
+
+
+def test_the_plan_simulator_runs_launches_past_eight_bit_clocks(frontier):
+    # clocks count a thread block's ops, launch after launch: 20 launches of 24 ops run
+    # past 255, so the clocks must widen (they are as narrow as the count allows)
+    plan = json.loads(render(frontier("ring:4", "allreduce")[-1], "mscclpp")[0])
+    report = check_mscclpp_plan(plan, launches=20)
+    assert report["max_ops_per_threadblock"] == 24
+
+
 def test_xml_dependency_cycle_deadlocks():
     # gpu 0's first step waits on a copy of a second threadblock that waits on it
     first = ('<step s="0" type="s" srcbuf="o" srcoff="0" dstbuf="o" dstoff="0" cnt="1" '

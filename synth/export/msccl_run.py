@@ -7,8 +7,8 @@ message, and a send until the connection has room (`slots` messages; MSCCL's Sim
 protocol buffers two one-chunk sends, the default of one is stricter). A fused step
 (rcs, rrs, rrcs) streams: it takes its message, then sends on once there is room. The k-th send on
 a connection is the k-th receive. No process able to move while some are unfinished is a
-deadlock. Data is symbolic: each slot holds a sorted tuple of (rank, chunk) contributions
-(reductions concatenate, so a double count shows). Reading a slot never written,
+deadlock. Data is symbolic: each slot holds the (rank, chunk) contributions it sums
+(synth.export.sim_buffers; a double count shows). Reading a slot never written,
 reducing in a collective that does not combine, writing the input buffer of an
 out-of-place call, and two threadblocks touching a slot (one writing) without a chain of
 program order, dependencies and messages between them (vector clocks) are errors. At the
@@ -24,7 +24,7 @@ from collections import deque
 import numpy as np
 
 from synth.errors import NoAnswer
-from synth.export.sim_buffers import COMBINING
+from synth.export.sim_buffers import COMBINING, combine, show
 
 # step type: (reads src, writes dst, receives, sends, reduces)
 TYPES = {
@@ -184,9 +184,9 @@ class _Run:
         if st["type"] in ("re",):
             dst_now = [self.get(tb, (g, st["dst"][0], st["dst"][1] + i), where)
                        for i in range(cnt)]
-            result = [tuple(sorted(a + b)) for a, b in zip(dst_now, src)]
+            result = [combine(a, b) for a, b in zip(dst_now, src)]
         elif reduces:
-            result = [tuple(sorted(a + b)) for a, b in zip(incoming, src)]
+            result = [combine(a, b) for a, b in zip(incoming, src)]
         elif receives:
             result = list(incoming)
         else:
@@ -229,10 +229,4 @@ class _Run:
         for (r, buf, idx), want in sorted(self.p["end"].items()):
             got = self.value.get((r, buf, idx))
             if got != want:
-                _fail(f"gpu {r} ends with {buf}[{idx}] = {_show(got)}, expected {_show(want)}")
-
-
-def _show(v):
-    if v is None:
-        return "nothing"
-    return "{" + ", ".join(f"{r}:{k}" for r, k in v) + "}"
+                _fail(f"gpu {r} ends with {buf}[{idx}] = {show(got)}, expected {show(want)}")

@@ -33,10 +33,11 @@ chain (D3), writing a slot before every earlier access of it is ordered before t
 write, in this launch or the previous one (D4), two ops of one thread block touching the
 same chunk, one writing, without a nop between them (D5, D6), a port put's source
 written before its transfer is known complete, or a put no signal covers (D7), and wrong
-results (D8: symbolic multisets of (rank, chunk) contributions; reading a slot that
-holds nothing; writing the input of an out-of-place plan), and a peer's access to a
-rank's input outside its kernel (D9: the caller writes the input before the kernel
-starts, so it counts as written then, and may write it again once the kernel ends).
+results (D8: symbolic sums of (rank, chunk) contributions, a double count kept apart;
+reading a slot that holds nothing; writing the input of an out-of-place plan), and a
+peer's access to a rank's input outside its kernel (D9: the caller writes the input
+before the kernel starts, so it counts as written then, and may write it again once the
+kernel ends).
 glres (switch channels) reads the range on every member of its source channel's group and
 writes the sum to every member of its destination channel's group (the same group or
 another, one of them perhaps the rank alone), all as its thread block. Only the ops synth emits and the port ops are
@@ -45,12 +46,13 @@ sem_acquire, sem_release; any other accepted op is reported as not simulated.
 """
 
 from collections import deque
+from functools import reduce
 
 import numpy
 
 from synth.errors import NoAnswer
 from synth.export.mscclpp_proxy import _Proxy
-from synth.export.sim_buffers import COMBINING
+from synth.export.sim_buffers import COMBINING, combine, show
 
 
 class PlanInvalid(NoAnswer):
@@ -68,6 +70,18 @@ def _join(a, b):
     if a is b:
         return a
     return numpy.maximum(a, b)
+
+
+def _clock_type(launches, tbs):
+    """The narrowest integer that holds every clock entry: a thread block's count of its
+    ops so far, one more a launch (the caller's writes). A vector clock has an entry per
+    thread block of the plan and each thread block holds several: at 512 ranks of 38
+    thread blocks, int64 clocks took most of 21 GB."""
+    most = launches * (max((len(tb.ops) for tb in tbs), default=0) + 1)
+    for kind in (numpy.uint8, numpy.uint16, numpy.uint32):
+        if most <= numpy.iinfo(kind).max:
+            return kind
+    return numpy.int64
 
 
 def _canon(p, rank, buf, idx):
@@ -94,26 +108,27 @@ class Launches:
     permission and port-source reuse (D3-D7) as they happen.
     """
 
-    def __init__(self, p):
+    def __init__(self, p, launches):
         self.p, self.tbs, self.flat, self.paired = p, p["tbs"], p["flat"], p["paired"]
+        self.launches, self.clock = launches, _clock_type(launches, self.tbs)
         self.proxies = {(k, g): _Proxy(k, g) for k in range(p["n"])
                         for g in range(len(self.flat["port"][k]))}
         self.size = size = len(self.tbs)
         for tb in self.tbs:
-            tb.vc, tb.perm = numpy.zeros(size, numpy.int64), numpy.zeros(size, numpy.int64)
+            tb.vc, tb.perm = numpy.zeros(size, self.clock), numpy.zeros(size, self.clock)
             tb.pend_vc, tb.pend_perm = tb.vc, tb.perm
         self.by_rank = {}
         for tb in self.tbs:
             self.by_rank.setdefault(tb.rank, []).append(tb)
-        self.incoming, self.waited, self.access = {}, {}, {}
+        self.incoming, self.access = {}, {}  # incoming: signals not yet waited for
         self.sem = {}  # (rank, id) -> [value, deque of release clocks (None: initial)]
         for k, values in enumerate(p["sems"]):
             for s, v in enumerate(values):
                 self.sem[(k, s)] = [v, deque([None] * v)]
         self.combining = p["coll"] in COMBINING
 
-    def run(self, launches):
-        for launch in range(launches):
+    def run(self):
+        for launch in range(self.launches):
             self.launch = launch
             self.start_launch()
             self.run_until_stuck()
@@ -127,7 +142,7 @@ class Launches:
         self.value = dict(self.p["start"])
         self.sent, self.done = {}, {}
         self.puts = {}  # proxy -> last put seq of this launch
-        zero = numpy.zeros(self.size, numpy.int64)
+        zero = numpy.zeros(self.size, self.clock)
         for rank, tbs in self.by_rank.items():
             tbs[0].seq += 1  # the caller's writes of the input, before the kernel starts
             seen, allowed = zero, zero  # all the rank's threads knew when its kernel ended
@@ -230,7 +245,7 @@ class Launches:
             got = self.value.get(slot)
             if got != want:
                 _fail(f"launch {self.launch + 1}: gpu {slot[0]} ends with "
-                      f"{slot[1]}[{slot[2]}] = {_show(got)}, expected {_show(want)}")
+                      f"{slot[1]}[{slot[2]}] = {show(got)}, expected {show(want)}")
 
     # --- one op --------------------------------------------------------------------------
 
@@ -240,7 +255,7 @@ class Launches:
         if op[0] == "wait":
             for g in op[3]:
                 key = (op[1], tb.rank, g)
-                if len(self.incoming.get(key, ())) <= self.waited.get(key, 0):
+                if not self.incoming.get(key):
                     return key
         elif op[0] == "sem_acquire":
             for s in op[1]:
@@ -269,7 +284,7 @@ class Launches:
     def signal(self, tb, kind, g, record):
         peer, theirs = self.paired[(kind, tb.rank, g)]
         key = (kind, peer, theirs)
-        self.incoming.setdefault(key, []).append(record)
+        self.incoming.setdefault(key, deque()).append(record)
         self.sent[(kind, tb.rank, g)] = self.sent.get((kind, tb.rank, g), 0) + 1
         self.wake(key)
 
@@ -295,9 +310,7 @@ class Launches:
         kind, relaxed = op[1], op[2]
         for g in op[3]:
             key = (kind, tb.rank, g)
-            n = self.waited.get(key, 0)
-            strong, base, perm, port = self.incoming[key][n]
-            self.waited[key] = n + 1
+            strong, base, perm, port = self.incoming[key].popleft()  # the k-th signal
             self.done[key] = self.done.get(key, 0) + 1
             tb.pend_vc = _join(tb.pend_vc, base if relaxed else strong)
             tb.pend_perm = _join(tb.pend_perm, perm)
@@ -376,7 +389,7 @@ class Launches:
             _fail(f"{where}: reduces, but {self.p['coll']} does not combine")
         src, dst = op[2]
         parts = [self.read(tb, s, where) for s in src]
-        self.write(tb, dst, [tuple(sorted(sum(vals, ()))) for vals in zip(*parts)], where)
+        self.write(tb, dst, [reduce(combine, vals) for vals in zip(*parts)], where)
 
     def op_glres(self, tb, op, where):
         """The switch loads the chunks of every member of the source group and sums them
@@ -387,7 +400,7 @@ class Launches:
             _fail(f"{where}: reduces, but {self.p['coll']} does not combine")
         src, dst = op[2]
         parts = [self.read(tb, s, where) for s in src]
-        total = [tuple(sorted(sum(vals, ()))) for vals in zip(*parts)]
+        total = [reduce(combine, vals) for vals in zip(*parts)]
         for d in dst:
             self.write(tb, d, total, where)
 
@@ -469,9 +482,3 @@ class Launches:
             entry[0], entry[1], entry[2] = here, {}, []
         elif record:
             entry[1][here[0]] = here
-
-
-def _show(v):
-    if v is None:
-        return "nothing"
-    return "{" + ", ".join(f"{r}:{k}" for r, k in v) + "}"

@@ -393,7 +393,7 @@ def check_mscclpp_plan(plan, root=None, launches=2, ranks_per_node=None):
     `ranks_per_node` G (the ranks started on each node, in rank order), also the
     transports the executor gives each channel (S10); without, one node."""
     p = _static(plan, root, ranks_per_node)
-    Launches(p).run(max(1, launches))
+    Launches(p, max(1, launches)).run()
     ops = {}
     for tb in p["tbs"]:
         for op in tb.ops:

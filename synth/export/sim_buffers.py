@@ -3,9 +3,11 @@ slot by slot: the table both runtime simulators (synth.export.msccl_sim,
 synth.export.mscclpp_sim) check a file against. NCCL's layout, the same for both
 runtimes. Part of the independent checker: it imports the standard library only.
 
-Data is symbolic: a slot holds a sorted tuple of (rank, chunk) contributions (a
-reduction concatenates them, so a double count shows). C is the chunks per share, N the
-ranks:
+Data is symbolic: a slot holds the (rank, chunk) contributions it sums, as a sorted
+tuple of (chunk, mask of ranks) pairs: a sum of N ranks' chunk is one pair, not N (at 512
+ranks the tuples of pairs took tens of GB). A sum that would count a contribution twice
+is a Twice, which no result equals and no later sum undoes (sums only add). C is the
+chunks per share, N the ranks:
 
     collective      rank r starts with (out of place / in place)  rank r ends with
     allgather       i[j] / o[r*C+j] = chunk r*C+j                  o[k] = chunk k
@@ -24,13 +26,54 @@ COMBINING = frozenset({"reducescatter", "allreduce", "reduce"})
 ROOTED = frozenset({"broadcast", "reduce", "gather", "scatter"})
 
 
+class Twice:
+    """A sum that counts the contribution (rank, chunk) more than once."""
+    __slots__ = ("rank", "chunk")
+
+    def __init__(self, rank, chunk):
+        self.rank, self.chunk = rank, chunk
+
+
+def combine(a, b):
+    """The sum of two values (a reduction's result)."""
+    if isinstance(a, Twice):
+        return a
+    if isinstance(b, Twice):
+        return b
+    if len(a) == 1 and len(b) == 1 and a[0][0] == b[0][0]:  # the common case: one chunk
+        (chunk, x), (_, y) = a[0], b[0]
+        return _twice(x & y, chunk) if x & y else ((chunk, x | y),)
+    merged = dict(a)
+    for chunk, mask in b:
+        held = merged.get(chunk, 0)
+        if held & mask:
+            return _twice(held & mask, chunk)
+        merged[chunk] = held | mask
+    return tuple(sorted(merged.items()))
+
+
+def _twice(common, chunk):
+    return Twice((common & -common).bit_length() - 1, chunk)
+
+
+def show(value):
+    """A value as a line says it: {rank:chunk, ...}."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, Twice):
+        return f"a sum counting {value.rank}:{value.chunk} twice"
+    pairs = sorted((r, chunk) for chunk, mask in value for r in range(mask.bit_length())
+                   if mask >> r & 1)
+    return "{" + ", ".join(f"{r}:{k}" for r, k in pairs) + "}"
+
+
 def layout(coll, n, c, root, inplace):
     """(i_chunks, o_chunks, start, end): start/end map (rank, buf, idx) to a value."""
     def one(rank, chunk):
-        return ((rank, chunk),)
+        return ((chunk, 1 << rank),)
 
     def total(chunk):
-        return tuple((q, chunk) for q in range(n))
+        return ((chunk, (1 << n) - 1),)
 
     start, end = {}, {}
     if coll in ("allgather", "gather"):
