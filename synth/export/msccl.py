@@ -218,34 +218,45 @@ class _Program:
         """For each op, the (threadblock, position) steps it must wait on explicitly:
         its dependencies minus those already implied by program order, earlier waits
         and received messages (vector clocks, visiting ops so that each comes after its
-        threadblock predecessor and its sender; virtual time guarantees an order)."""
+        threadblock predecessor and its sender; virtual time guarantees an order). An
+        op's clock is dropped once every op that reads it is visited: kept for every op,
+        they took 1.7 GB at 128 ranks."""
         index = {tb: i for i, tb in enumerate(self.tbs)}
         size = len(self.tbs)
-        clock, plans = {}, {tb: [] for tb in self.tbs}
+        clock, done, readers = {}, set(), _readers(self.tbs)
+        plans = {tb: [] for tb in self.tbs}
         nxt = {tb: 0 for tb in self.tbs}
+
+        def read(op):
+            readers[op] -= 1
+            return clock.pop(op) if readers[op] == 0 else clock[op]
+
         pending = sorted(self.tbs, key=lambda tb: index[tb])
         while pending:
             progressed = False
             for tb in pending:
                 while nxt[tb] < len(tb.ops):
                     op = tb.ops[nxt[tb]]
-                    if (op.sender is not None and op.sender not in clock) \
-                            or any(dep not in clock for dep in op.deps):
+                    if (op.sender is not None and op.sender not in done) \
+                            or any(dep not in done for dep in op.deps):
                         break
-                    now = (clock[tb.ops[nxt[tb] - 1]].copy() if nxt[tb]
+                    now = (read(tb.ops[nxt[tb] - 1]).copy() if nxt[tb]
                            else np.zeros(size, dtype=np.int32))
                     if op.sender is not None:
-                        np.maximum(now, clock[op.sender], out=now)
+                        np.maximum(now, read(op.sender), out=now)
                     need = []
                     for dep in sorted(op.deps, key=lambda d: d.order, reverse=True):
                         if dep.order >= op.order:
                             raise _NotOrdered()
+                        seen = read(dep)
                         if dep.tb is tb or now[index[dep.tb]] > pos[dep]:
                             continue
                         need.append((dep.tb, pos[dep]))
-                        np.maximum(now, clock[dep], out=now)
+                        np.maximum(now, seen, out=now)
                     now[index[tb]] = pos[op] + 1
-                    clock[op] = now
+                    done.add(op)
+                    if readers[op]:
+                        clock[op] = now
                     plans[tb].append((op, sorted(need, key=lambda item: (item[0].id, item[1]))))
                     nxt[tb] += 1
                     progressed = True
@@ -279,6 +290,20 @@ class _Program:
             return (f"a buffer of {chunks} chunks (the runtimes keep a step's offsets in 16 "
                     f"bits: at most {MAX_BUFFER})")
         return None
+
+
+def _readers(tbs) -> Counter:
+    """{op: how many visits read its clock}: its successor in its threadblock, its
+    message's receiver, the ops that depend on it."""
+    readers = Counter()
+    for tb in tbs:
+        for op in tb.ops[:-1]:
+            readers[op] += 1
+        for op in tb.ops:
+            if op.sender is not None:
+                readers[op.sender] += 1
+            readers.update(op.deps)
+    return readers
 
 
 def _lane_peers(transfers, k: int):
