@@ -257,6 +257,13 @@ def test_simulators_accept_the_reference_examples():
     assert check_mscclpp_plan(ring_plan())["max_ops_per_threadblock"] == 20
 
 
+def test_the_xml_simulator_runs_threadblocks_past_eight_bit_clocks():
+    # a ring of 300 ranks: each threadblock's 300 steps run past 255, so (given a step
+    # limit that allows them) the clocks must widen
+    report = check_msccl_xml(ring_xml(300), max_steps=300)
+    assert report["max_steps_per_threadblock"] == 300
+
+
 def test_xml_missing_receive_deadlocks():
     with pytest.raises(MscclInvalid, match="deadlock"):
         check_msccl_xml(ring_xml(drop=(0, 1)))
