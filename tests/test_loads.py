@@ -22,7 +22,8 @@ from synth.construct.in_network import (across_boxes_allreduce, box_switches,
 from synth.construct.nic_assisted import METHOD as NIC_METHOD
 from synth.errors import BadInput
 from synth.export import IN_NETWORK, render
-from synth.export.loads import chosen, forget, loads_of, phrase, refusal, where, with_runtimes
+from synth.export.loads import (RUNTIMES, chosen, forget, loads_of, phrase, refusal, where,
+                                with_runtimes)
 from synth.export.mscclpp_sim import check_mscclpp_plan
 from synth.frontier import Result, pareto_filter
 from synth.output import format_table, result_summary
@@ -206,16 +207,16 @@ def test_the_batch_programs_remembered_are_few_and_go_with_their_schedules():
     import gc
     from dataclasses import replace
 
-    import synth.export.loads as loads
+    from synth.export import answers
     pipelined = ring_tree_pipeline()
     forget()
-    copies = [replace(pipelined) for _ in range(loads._FORMS + 5)]
-    forms = {loads._batch_form(c) for c in copies}
+    copies = [replace(pipelined) for _ in range(answers.FORMS + 5)]
+    forms = {answers.batch_form(c) for c in copies}
     assert len(forms) == 1 and None not in forms  # all the same program
-    assert len(loads._batch_forms) == loads._FORMS
+    assert len(answers.batch_forms) == answers.FORMS
     del copies
     gc.collect()
-    assert len(loads._batch_forms) == 0
+    assert len(answers.batch_forms) == 0
 
 
 def test_msccl_xml_refuses_a_direct_allgather_past_its_threadblocks_mscclpp_loads_it():
@@ -387,6 +388,44 @@ def test_a_point_only_a_runtime_loads_joins_the_frontier_it_is_dominated_on(shar
     assert marked.points[1].schedule is turns.schedule
 
 
+def test_a_candidate_is_asked_about_one_runtime_at_a_time(sharp4x2, monkeypatch):
+    # the in-turn allreduce is met by MSCCL XML's walk (which refuses it) and MSCCL++'s
+    # (which loads it): each asks about its own runtime only, and the point that joins
+    # the frontier has both answers
+    import synth.export.loads as loads
+
+    _, model, hierarchy, inside, across = sharp4x2
+    best = Point(across_boxes_allreduce(model, hierarchy, inside, across, 1, 2), False)
+    turns = Point(turns_allreduce(model, hierarchy, inside, 1, 1), False)
+    asked, real = [], loads.loads_within
+
+    def recorded(schedule, deadline, formats=tuple(loads.RUNTIMES)):
+        asked.append((schedule is turns.schedule, tuple(formats)))
+        return real(schedule, deadline, formats)
+
+    monkeypatch.setattr(loads, "loads_within", recorded)
+    marked = with_runtimes(Result("allreduce", None, model, None, [best],
+                                  candidates=[best, turns]))
+    assert asked == [(False, ("msccl-xml", "mscclpp")),  # the frontier's point: both
+                     (True, ("msccl-xml",)), (True, ("mscclpp",))]
+    joined = marked.points[1]
+    assert joined.schedule is turns.schedule and joined.loads["mscclpp"] is None
+    assert "switch operations" in joined.loads["msccl-xml"]
+
+
+def test_a_joining_point_not_asked_in_time_about_a_runtime_says_so():
+    import time
+
+    import synth.export.loads as loads
+    from synth.deadline import Deadline
+
+    forget()
+    said = loads._every_runtime(_ring4_allgather(), {"msccl-xml": None},
+                                Deadline(time.monotonic() - 1))
+    assert said == {"msccl-xml": None, "mscclpp": loads.NOT_IN_TIME}
+    assert where(said) == "MSCCL XML"
+
+
 def test_cost_model_2_keeps_the_fastest_point_each_runtime_loads_at_every_size(nvls4x2):
     # among every candidate, not only the line-rate frontier's: MSCCL runs any of NCCL's
     # protocols, synth's MSCCL++ plans Simple (docs/runtimes.md)
@@ -405,6 +444,8 @@ def test_cost_model_2_keeps_the_fastest_point_each_runtime_loads_at_every_size(n
                 return (min(line.time_us(n) for line in schedule_lines(x.schedule, p)
                             if line.protocol in protocols), x.steps)
             assert id(min(able, key=at).schedule) in shown, (fmt, n)
+    # a point joins with what every runtime says, though one walk asked about it alone
+    assert all(set(x.loads) == set(RUNTIMES) for x in kept.points)
 
 
 # --- the command line ---------------------------------------------------------------------
@@ -587,7 +628,7 @@ def test_points_not_asked_say_whether_the_time_limit_or_the_exporters_pace_stopp
     ring = Point(_ring4_allgather(), False)
     model = lower_with_routes(resolve("ring:4")).model
     result = Result("allgather", None, model, None, [ring], candidates=[ring])
-    monkeypatch.setattr(loads, "loads_within", lambda schedule, deadline: None)
+    monkeypatch.setattr(loads, "loads_within", lambda schedule, deadline, formats=(): None)
     far = with_runtimes(result, deadline=Deadline(time.monotonic() + 3600))
     assert far.points[0].loads is None
     assert far.runtimes_stopped.startswith("not asked about every point: an exporter's "
@@ -635,7 +676,7 @@ def test_the_points_are_timed_before_any_runtime_is_asked_the_fastest_asked_firs
         events.append(("timed", id(schedule)))
         return real_lines(schedule, p)
 
-    def asking(schedule, deadline):  # as if each ask ran out of time
+    def asking(schedule, deadline, formats=()):  # as if each ask ran out of time
         events.append(("asked", id(schedule)))
         return None
 

@@ -30,12 +30,12 @@ import copy
 import gc
 import math
 import time
-import weakref
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import replace
 
 from synth.errors import BadInput
+from synth.export import answers
 from synth.export.form import RUNTIME_PROTOCOLS, runtime_form
 from synth.frontier import Result, pareto_key
 from synth.construct.paced import verified_within
@@ -47,14 +47,8 @@ BUDGET_S = 30.0  # CPU seconds of checks for the runtimes' own frontiers (fronti
 # an exporter's search is cut (not asked) past ASK_OVERRUN x its paced estimate, at
 # least ASK_FLOOR_S: torus:16x16's 255-step point held a 0.6 s synthesis 190 s
 ASK_OVERRUN, ASK_FLOOR_S = 2.0, 10.0
-_FORMS = 64  # runtime forms whose answer is kept
 _PROGRAMS = 2  # built programs kept for render (they can be large)
-
-_by_schedule: dict = {}  # (id, fmt, inplace) -> (weakref to the schedule, answer)
-_by_form: OrderedDict = OrderedDict()  # (fmt, inplace, form key) -> answer
 _programs: OrderedDict = OrderedDict()  # (fmt, inplace, form key) -> (form, note, program)
-# id -> (weakref, batch form key): the last _FORMS asked, each gone with its schedule
-_batch_forms: OrderedDict = OrderedDict()
 _last_form: dict = {}  # the last schedule's runtime form (orbits.last_made)
 
 
@@ -71,45 +65,45 @@ def _lowering(schedule, fmt: str, inplace: bool, keep: bool,
     """lowered; keep=False only asks whether there is a program (the MSCCL++ search
     stops at its first plan, not its best) and keeps none. OutOfTime (nothing
     remembered) when the deadline passes while the exporter tries."""
-    known = _answer(schedule, fmt, inplace)
+    known = answers.answer(schedule, fmt, inplace)
     if known is True and not keep:
         return None
     if isinstance(known, BadInput):
-        raise copy.copy(known)  # the kept one gathers no traceback (_remember)
-    batch = _batch_key(schedule, fmt, inplace)  # pipelines of one program: one answer
-    answer = _by_form.get(batch) if batch else None
+        raise copy.copy(known)  # the kept one gathers no traceback (answers.remember)
+    batch = answers.batch_key(schedule, fmt, inplace)  # pipelines of one program: one answer
+    answer = answers.by_form.get(batch) if batch else None
     if isinstance(answer, BadInput) or (answer is True and not keep):
-        _remember(schedule, fmt, inplace, None if answer is True else answer)
+        answers.remember(schedule, fmt, inplace, None if answer is True else answer)
         if answer is True:
             return None
         raise copy.copy(answer)
     try:
         form, note = _form_of(schedule, fmt)
     except BadInput as e:
-        _remember(schedule, fmt, inplace, e)
+        answers.remember(schedule, fmt, inplace, e)
         raise
-    key = (fmt, inplace, _form_key(form))
+    key = (fmt, inplace, answers.form_key(form))
     if key in _programs:
         _programs.move_to_end(key)
-        _remember(schedule, fmt, inplace, None)
+        answers.remember(schedule, fmt, inplace, None)
         return _programs[key]
-    answer = _by_form.get(key)
+    answer = answers.by_form.get(key)
     if isinstance(answer, BadInput):
-        _remember(schedule, fmt, inplace, answer)
+        answers.remember(schedule, fmt, inplace, answer)
         raise copy.copy(answer)
     if answer is True and not keep:
-        _remember(schedule, fmt, inplace, None)
+        answers.remember(schedule, fmt, inplace, None)
         return None
     try:
         form, note, program = _built(form, note, fmt, inplace, keep, deadline)
     except BadInput as e:
-        _remember(schedule, fmt, inplace, e, key, batch)
+        answers.remember(schedule, fmt, inplace, e, key, batch)
         raise
-    _remember(schedule, fmt, inplace, None, key, batch)
+    answers.remember(schedule, fmt, inplace, None, key, batch)
     if not keep:
         return None
     _programs[key] = (form, note, program)
-    _newest(_programs, key, _PROGRAMS)
+    answers.newest(_programs, key, _PROGRAMS)
     return form, note, program
 
 
@@ -130,7 +124,7 @@ def refusal(schedule, fmt: str, inplace: bool = False,
             deadline: Deadline = Deadline()) -> str | None:
     """None when `fmt`'s runtime loads `schedule`, else the line render refuses it with.
     OutOfTime when the deadline passes first."""
-    known = _answer(schedule, fmt, inplace)
+    known = answers.answer(schedule, fmt, inplace)
     if known is not None:
         return str(known) if isinstance(known, BadInput) else None
     try:
@@ -145,8 +139,9 @@ def loads_of(schedule) -> dict[str, str | None]:
     return {fmt: refusal(schedule, fmt) for fmt in RUNTIMES}
 
 
-def loads_within(schedule, deadline: Deadline) -> dict[str, str | None] | None:
-    """loads_of, if the time left affords asking: an answer not yet known costs about
+def loads_within(schedule, deadline: Deadline, formats=tuple(RUNTIMES)
+                 ) -> dict[str, str | None] | None:
+    """loads_of for `formats`, if the time left affords asking: an answer not yet known costs about
     what building the exporter's program costs, paced per unit of its size
     (synth.construct.paced.EXPORT), except MSCCL XML's for a schedule with switch
     operations, refused before any program; None (not asked) where the time left does
@@ -155,8 +150,8 @@ def loads_within(schedule, deadline: Deadline) -> dict[str, str | None] | None:
     from synth.construct.paced import EXPORT, export_size
 
     out = {}
-    for fmt in RUNTIMES:
-        if _answer(schedule, fmt, False) is not None or (fmt == "msccl-xml"
+    for fmt in formats:
+        if answers.answer(schedule, fmt, False) is not None or (fmt == "msccl-xml"
                                                          and schedule.in_network):
             out[fmt] = refusal(schedule, fmt)
             continue
@@ -181,10 +176,10 @@ def loads_within(schedule, deadline: Deadline) -> dict[str, str | None] | None:
 def _known(schedule, fmt: str, inplace: bool = False) -> bool:
     """Whether the answer for `fmt` is remembered (for the object or its batch program):
     asking costs nothing then."""
-    if _answer(schedule, fmt, inplace) is not None:
+    if answers.answer(schedule, fmt, inplace) is not None:
         return True
-    batch = _batch_key(schedule, fmt, inplace)
-    return batch is not None and batch in _by_form
+    batch = answers.batch_key(schedule, fmt, inplace)
+    return batch is not None and batch in answers.by_form
 
 
 def where(loads: dict[str, str | None]) -> str:
@@ -243,6 +238,7 @@ def chosen(result: Result, topo, cost_model: str, deadline: Deadline | None = No
                          topo, cost_model, RUNTIME_PROTOCOLS, deadline, lines, asked=True)
 
 
+NOT_IN_TIME = "not asked: the time limit came first"  # of one runtime, for one point
 # what with_runtimes says of points not asked: the time limit passed, or it did not
 OUT_OF_TIME = "stopped at the time limit: the runtimes' own points may be missing"
 NOT_ASKED = ("not asked about every point: an exporter's search would not fit the time "
@@ -277,19 +273,22 @@ def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
         walks = (_fastest_walks(pool, topo, deadline, lines)
                  if cost_model == "calibrated" and topo
                  else _pareto_walks(pool))
-        # each schedule asked once: the walks meet the same ones at every size (at 512
-        # GPUs, re-asking the points not asked in time took 0.1 s each, 560 times)
+        # each schedule asked once per runtime: the walks meet the same ones at every
+        # size (at 512 GPUs, re-asking the points not asked in time took 0.1 s each, 560
+        # times), and a candidate only about the runtime whose walk meets it (dgx2x2's
+        # trees: MSCCL++ was asked for MSCCL XML's walk, 2.8 s and 170 MB for nothing)
         answers = {id(p.schedule): p.loads for p in points}
         for fmt, walk in walks:
             for c in walk:
-                if id(c.schedule) in answers:
-                    asked = answers[id(c.schedule)]
-                elif time.process_time() > until or deadline.passed():
-                    stopped = (f"stopped after {budget_s:g} s or at the time limit: the "
-                               "runtimes' own points may be missing")
-                    break
-                else:
-                    asked = answers[id(c.schedule)] = loads_within(c.schedule, deadline)
+                asked = answers.get(id(c.schedule), {})
+                if asked is not None and fmt not in asked:
+                    if time.process_time() > until or deadline.passed():
+                        stopped = (f"stopped after {budget_s:g} s or at the time limit: "
+                                   "the runtimes' own points may be missing")
+                        break
+                    more = loads_within(c.schedule, deadline, (fmt,))
+                    asked = None if more is None else {**asked, **more}
+                    answers[id(c.schedule)] = asked
                 if asked is None:  # its programs would not fit: a smaller one may
                     stopped = OUT_OF_TIME if deadline.passed() else NOT_ASKED
                     continue
@@ -303,7 +302,8 @@ def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
                         stopped = OUT_OF_TIME
                         break
                     have.add(id(c.schedule))
-                    extra.append(replace(c, schedule=schedule, loads=asked))
+                    extra.append(replace(c, schedule=schedule,
+                                         loads=_every_runtime(c.schedule, asked, deadline)))
     except KeyboardInterrupt:  # the points found stay; the command ends as interrupted
         searches = dict(result.searches, runtimes=Search(stopped="interrupted"))
         return replace(result, points=sorted(points + extra, key=_order), searches=searches,
@@ -311,6 +311,15 @@ def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
     return replace(result, points=sorted(points + extra, key=_order),
                    searches=_baselines_counted(result.searches, points + extra),
                    runtimes_stopped=stopped)
+
+
+def _every_runtime(schedule, asked: dict, deadline: Deadline) -> dict:
+    """`asked` with the runtimes not yet asked about `schedule` asked now (a point joins
+    the frontier with what every runtime says of it), or, past the time, said to be not
+    asked."""
+    missing = [fmt for fmt in RUNTIMES if fmt not in asked]
+    more = loads_within(schedule, deadline, missing) if missing else {}
+    return {**asked, **(more if more is not None else dict.fromkeys(missing, NOT_IN_TIME))}
 
 
 def _pareto_walks(pool):
@@ -369,54 +378,9 @@ def _order(p):
 
 def forget() -> None:
     """Drop every remembered answer and program (a test asking render afresh)."""
-    _by_schedule.clear()
-    _by_form.clear()
+    answers.forget()
     _programs.clear()
-    _batch_forms.clear()
     _last_form.clear()
-
-
-# --- the memory of answers ---------------------------------------------------------------
-
-def _answer(schedule, fmt, inplace):
-    """The remembered answer for this schedule object: None (not asked), True (loads) or
-    the BadInput it was refused with."""
-    entry = _by_schedule.get((id(schedule), fmt, inplace))
-    if entry is None or entry[0]() is not schedule:
-        return None
-    return entry[1]
-
-
-def _remember(schedule, fmt, inplace, error, key=None, batch=None):
-    # a refusal is kept as a copy without its traceback: the one raised held its frames
-    # alive with the program being built (40-50 MB each on dgx2x2's tree pipelines)
-    answer = True if error is None else copy.copy(error)
-    _weakly(_by_schedule, (id(schedule), fmt, inplace), schedule, answer)
-    for k in (key, batch):
-        if k is not None:
-            _by_form[k] = answer
-            _newest(_by_form, k, _FORMS)
-
-
-def _weakly(table: dict, key, obj, value) -> bool:
-    """table[key] = (a weak reference to obj, value), the entry gone with obj (only its
-    own: ids are reused); False where obj cannot be weakly referred to (not kept)."""
-    def gone(ref, k=key, t=table):
-        if t.get(k, (None,))[0] is ref:
-            del t[k]
-
-    try:
-        table[key] = (weakref.ref(obj, gone), value)
-    except TypeError:
-        return False
-    return True
-
-
-def _newest(table: OrderedDict, key, most: int) -> None:
-    """table's entry `key` made its newest, the oldest dropped past `most` entries."""
-    table.move_to_end(key)
-    while len(table) > most:
-        table.popitem(last=False)
 
 
 def _built(form, note, fmt, inplace, fewest=True, deadline: Deadline = Deadline()):
@@ -448,53 +412,3 @@ def _no_cycle_collection():
     finally:
         if was:
             gc.enable()
-
-
-def _batch_key(schedule, fmt, inplace):
-    """A key for a pipeline's answer without its runtime form: its batch program
-    (transform.one_batch, the same for every depth of one construction's pipelines),
-    which the runtime form is made from alone; None where there is none."""
-    if schedule.pipeline is None or (fmt == "msccl-xml" and schedule.in_network):
-        return None
-    form = _batch_form(schedule)
-    return None if form is None else (fmt, inplace, "batch", form)
-
-
-def _batch_form(schedule):
-    """_form_key of the schedule's batch program, made once per schedule: one_batch
-    unfolds a folded schedule, and asking each runtime of each candidate again took
-    26 s of a 6 s compare on dgxh100x8."""
-    from synth.schedule.transform import one_batch
-
-    known = _batch_forms.get(id(schedule))
-    if known is not None and known[0]() is schedule:
-        _batch_forms.move_to_end(id(schedule))
-        return known[1]
-    batch = one_batch(schedule)
-    form = None if batch is None else _form_key(batch)
-    if _weakly(_batch_forms, id(schedule), schedule, form):  # else made again when asked
-        _newest(_batch_forms, id(schedule), _FORMS)
-    return form
-
-
-def _form_key(form):
-    """What an exporter's program depends on: the collective, the link model (its
-    boxes: memory or port channels) and the steps; the model by identity (one run
-    shares one), kept alive by the key."""
-    coll = form.collective
-    return (coll.name, coll.ranks, coll.chunks, coll.root, _Same(form.model), form.steps)
-
-
-class _Same:
-    """A key part equal only to itself (a link model is compared by identity)."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj):
-        self.obj = obj
-
-    def __hash__(self):
-        return id(self.obj)
-
-    def __eq__(self, other):
-        return isinstance(other, _Same) and other.obj is self.obj
