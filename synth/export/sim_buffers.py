@@ -4,10 +4,10 @@ synth.export.mscclpp_sim) check a file against. NCCL's layout, the same for both
 runtimes. Part of the independent checker: it imports the standard library only.
 
 Data is symbolic: a slot holds the (rank, chunk) contributions it sums, as a sorted
-tuple of (chunk, mask of ranks) pairs: a sum of N ranks' chunk is one pair, not N (at 512
-ranks the tuples of pairs took tens of GB). A sum that would count a contribution twice
-is a Twice, which no result equals and no later sum undoes (sums only add). C is the
-chunks per share, N the ranks:
+tuple of (chunk, mask of ranks) pairs: a sum of N ranks' chunk is one pair, not N pairs
+(at 128 ranks those took 0.6 of a plan check's 1 GB). A sum that would count a
+contribution twice is a Twice, which no result equals and no later sum undoes (sums
+only add). C is the chunks per share, N the ranks:
 
     collective      rank r starts with (out of place / in place)  rank r ends with
     allgather       i[j] / o[r*C+j] = chunk r*C+j                  o[k] = chunk k
