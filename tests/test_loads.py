@@ -448,6 +448,34 @@ def test_cost_model_2_keeps_the_fastest_point_each_runtime_loads_at_every_size(n
     assert all(set(x.loads) == set(RUNTIMES) for x in kept.points)
 
 
+def test_a_runtime_not_asked_in_time_for_a_joining_point_is_not_asked_again(nvls4x2,
+                                                                             monkeypatch):
+    # MSCCL XML's walk makes points join; asking MSCCL++ about any candidate finds no
+    # time: MSCCL++'s walk, meeting the joined ones later, does not ask again (the
+    # search would run past its cut a second time), and the loads line says so
+    import synth.export.loads as loads
+
+    _, topo, model, hierarchy, _ = nvls4x2
+    points = [p for p in nvls_search(model, Limits(max_steps=21), None, hierarchy).points]
+    points += [Point(b.schedule, False) for b in baselines(model, "allreduce", None)]
+    frontier = pareto_filter(points)
+    asked_pp, real = [], loads.loads_within
+
+    def recorded(schedule, deadline, formats=tuple(RUNTIMES)):
+        if all(p.schedule is not schedule for p in frontier) and "mscclpp" in formats:
+            asked_pp.append(id(schedule))
+            return None  # no time for MSCCL++'s search of a candidate
+        return real(schedule, deadline, formats)
+
+    monkeypatch.setattr(loads, "loads_within", recorded)
+    kept = chosen(Result("allreduce", None, model, None, frontier, candidates=points),
+                  topo, "calibrated")
+    joined = [x for x in kept.points if x.loads and x.loads["mscclpp"] == loads.NOT_IN_TIME]
+    assert joined and where(joined[0].loads) == "MSCCL XML"
+    assert len(asked_pp) == len(set(asked_pp))  # each candidate at most once
+    assert kept.runtimes_stopped == loads.NOT_ASKED
+
+
 # --- the command line ---------------------------------------------------------------------
 
 def test_the_summary_and_table_say_which_runtime_loads_each_point_and_why(sharp4x2):

@@ -238,7 +238,9 @@ def chosen(result: Result, topo, cost_model: str, deadline: Deadline | None = No
                          topo, cost_model, RUNTIME_PROTOCOLS, deadline, lines, asked=True)
 
 
-NOT_IN_TIME = "not asked: the time limit came first"  # of one runtime, for one point
+# of one runtime, for one point that joins the frontier: asking would not fit the time
+# left, or the exporter's search ran past its cut (then the loads: line says which)
+NOT_IN_TIME = "not asked: no time for the exporter's search"
 # what with_runtimes says of points not asked: the time limit passed, or it did not
 OUT_OF_TIME = "stopped at the time limit: the runtimes' own points may be missing"
 NOT_ASKED = ("not asked about every point: an exporter's search would not fit the time "
@@ -277,10 +279,10 @@ def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
         # size (at 512 GPUs, re-asking the points not asked in time took 0.1 s each, 560
         # times), and a candidate only about the runtime whose walk meets it (dgx2x2's
         # trees: MSCCL++ was asked for MSCCL XML's walk, 2.8 s and 170 MB for nothing)
-        answers = {id(p.schedule): p.loads for p in points}
+        told = {id(p.schedule): p.loads for p in points}
         for fmt, walk in walks:
             for c in walk:
-                asked = answers.get(id(c.schedule), {})
+                asked = told.get(id(c.schedule), {})
                 if asked is not None and fmt not in asked:
                     if time.process_time() > until or deadline.passed():
                         stopped = (f"stopped after {budget_s:g} s or at the time limit: "
@@ -288,7 +290,7 @@ def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
                         break
                     more = loads_within(c.schedule, deadline, (fmt,))
                     asked = None if more is None else {**asked, **more}
-                    answers[id(c.schedule)] = asked
+                    told[id(c.schedule)] = asked
                 if asked is None:  # its programs would not fit: a smaller one may
                     stopped = OUT_OF_TIME if deadline.passed() else NOT_ASKED
                     continue
@@ -302,8 +304,12 @@ def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
                         stopped = OUT_OF_TIME
                         break
                     have.add(id(c.schedule))
-                    extra.append(replace(c, schedule=schedule,
-                                         loads=_every_runtime(c.schedule, asked, deadline)))
+                    # kept for the other walk too: a runtime not asked in time is not
+                    # asked again there (its search would run past its cut again)
+                    told[id(c.schedule)] = _every_runtime(c.schedule, asked, deadline)
+                    if NOT_IN_TIME in told[id(c.schedule)].values():
+                        stopped = OUT_OF_TIME if deadline.passed() else NOT_ASKED
+                    extra.append(replace(c, schedule=schedule, loads=told[id(c.schedule)]))
     except KeyboardInterrupt:  # the points found stay; the command ends as interrupted
         searches = dict(result.searches, runtimes=Search(stopped="interrupted"))
         return replace(result, points=sorted(points + extra, key=_order), searches=searches,
