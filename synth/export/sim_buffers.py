@@ -27,11 +27,12 @@ ROOTED = frozenset({"broadcast", "reduce", "gather", "scatter"})
 
 
 class Twice:
-    """A sum that counts the contribution (rank, chunk) more than once."""
-    __slots__ = ("rank", "chunk")
+    """A sum that counts the contribution (rank, chunk) more than once; `held`, the
+    contributions it had when that happened (for the message: which are missing)."""
+    __slots__ = ("rank", "chunk", "held")
 
-    def __init__(self, rank, chunk):
-        self.rank, self.chunk = rank, chunk
+    def __init__(self, rank, chunk, held):
+        self.rank, self.chunk, self.held = rank, chunk, held
 
 
 def combine(a, b):
@@ -42,18 +43,21 @@ def combine(a, b):
         return b
     if len(a) == 1 and len(b) == 1 and a[0][0] == b[0][0]:  # the common case: one chunk
         (chunk, x), (_, y) = a[0], b[0]
-        return _twice(x & y, chunk) if x & y else ((chunk, x | y),)
+        return _twice(x & y, chunk, a, b) if x & y else ((chunk, x | y),)
     merged = dict(a)
     for chunk, mask in b:
         held = merged.get(chunk, 0)
         if held & mask:
-            return _twice(held & mask, chunk)
+            return _twice(held & mask, chunk, a, b)
         merged[chunk] = held | mask
     return tuple(sorted(merged.items()))
 
 
-def _twice(common, chunk):
-    return Twice((common & -common).bit_length() - 1, chunk)
+def _twice(common, chunk, a, b):
+    union = dict(a)
+    for k, mask in b:
+        union[k] = union.get(k, 0) | mask
+    return Twice((common & -common).bit_length() - 1, chunk, tuple(sorted(union.items())))
 
 
 def show(value):
@@ -61,7 +65,7 @@ def show(value):
     if value is None:
         return "nothing"
     if isinstance(value, Twice):
-        return f"a sum counting {value.rank}:{value.chunk} twice"
+        return f"a sum counting {value.rank}:{value.chunk} twice, of {show(value.held)}"
     pairs = sorted((r, chunk) for chunk, mask in value for r in range(mask.bit_length())
                    if mask >> r & 1)
     return "{" + ", ".join(f"{r}:{k}" for r, k in pairs) + "}"
