@@ -47,6 +47,10 @@ BUDGET_S = 30.0  # CPU seconds of checks for the runtimes' own frontiers (fronti
 # an exporter's search is cut (not asked) past ASK_OVERRUN x its paced estimate, at
 # least ASK_FLOOR_S: torus:16x16's 255-step point held a 0.6 s synthesis 190 s
 ASK_OVERRUN, ASK_FLOOR_S = 2.0, 10.0
+# an ask whose estimate does not fit the time left still gets PROBE_S: a refusal by
+# arithmetic comes before any program (MSCCL XML at 512 GPUs: 16 s cold, the runtime
+# form most of it, against an estimate of 157 s)
+PROBE_S = 30.0
 _PROGRAMS = 2  # built programs kept for render (they can be large)
 _programs: OrderedDict = OrderedDict()  # (fmt, inplace, form key) -> (form, note, program)
 _last_form: dict = {}  # the last schedule's runtime form (orbits.last_made)
@@ -146,7 +150,9 @@ def loads_within(schedule, deadline: Deadline, formats=tuple(RUNTIMES)
     (synth.construct.paced.EXPORT), except MSCCL XML's for a schedule with switch
     operations, refused before any program; None (not asked) where the time left does
     not afford it, or the deadline passes while the exporter tries, or the exporter
-    tries for more than ASK_OVERRUN times that (at least ASK_FLOOR_S)."""
+    tries for more than ASK_OVERRUN times that (at least ASK_FLOOR_S). Where the time
+    left does not afford the estimate but does PROBE_S, the exporter is given that
+    long: a refusal by arithmetic comes before any program."""
     from synth.construct.paced import EXPORT, export_size
 
     out = {}
@@ -159,15 +165,19 @@ def loads_within(schedule, deadline: Deadline, formats=tuple(RUNTIMES)
         expected = EXPORT[fmt].seconds(units)
         # the time is asked first: knowing a pipeline's batch program (_known) takes
         # seconds at 512 GPUs, and past the deadline each ask still took 4.5 s
-        if not deadline.affords(expected):
+        probe = not deadline.affords(expected)
+        if probe and not deadline.affords(PROBE_S):
             return None
         if _known(schedule, fmt):
             out[fmt] = refusal(schedule, fmt)
             continue
-        cut = deadline.within(max(ASK_OVERRUN * expected, ASK_FLOOR_S))
         try:
+            if probe:  # not timed: a refusal by arithmetic builds no program
+                out[fmt] = refusal(schedule, fmt, deadline=deadline.within(PROBE_S))
+                continue
             with EXPORT[fmt].timing(units):
-                out[fmt] = refusal(schedule, fmt, deadline=cut)
+                out[fmt] = refusal(schedule, fmt, deadline=deadline.within(
+                    max(ASK_OVERRUN * expected, ASK_FLOOR_S)))
         except OutOfTime:
             return None
     return out
