@@ -316,10 +316,11 @@ def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
                     have.add(id(c.schedule))
                     # kept for the other walk too: a runtime not asked in time is not
                     # asked again there (its search would run past its cut again)
-                    told[id(c.schedule)] = _every_runtime(c.schedule, asked, deadline)
-                    if NOT_IN_TIME in told[id(c.schedule)].values():
+                    said = told[id(c.schedule)] = _every_runtime(c.schedule, asked,
+                                                                 deadline)
+                    if NOT_IN_TIME in said.values():
                         stopped = OUT_OF_TIME if deadline.passed() else NOT_ASKED
-                    extra.append(replace(c, schedule=schedule, loads=told[id(c.schedule)]))
+                    extra.append(replace(c, schedule=schedule, loads=said))
     except KeyboardInterrupt:  # the points found stay; the command ends as interrupted
         searches = dict(result.searches, runtimes=Search(stopped="interrupted"))
         return replace(result, points=sorted(points + extra, key=_order), searches=searches,

@@ -24,7 +24,7 @@ from collections import deque
 import numpy as np
 
 from synth.errors import NoAnswer
-from synth.export.sim_buffers import COMBINING, combine, show
+from synth.export.sim_buffers import COMBINING, clock_type, combine, show
 
 # step type: (reads src, writes dst, receives, sends, reduces)
 TYPES = {
@@ -86,8 +86,7 @@ class _Run:
         self.order = sorted(self.tbs.values(), key=lambda tb: tb.gid)
         # vector clocks as arrays (joins are the simulator's inner loop) of the narrowest
         # integer a threadblock's step count fits: at 128 ranks int32 clocks took 0.8 GB
-        most = max((len(tb.steps) for tb in self.order), default=0) + 1
-        kind = np.uint8 if most <= 255 else np.uint16 if most <= 65535 else np.int64
+        kind = clock_type(max((len(tb.steps) for tb in self.order), default=0) + 1)
         for tb in self.order:
             tb.clock = np.zeros(len(self.order), dtype=kind)
         self.value = dict(p["start"])

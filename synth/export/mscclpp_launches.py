@@ -52,7 +52,7 @@ import numpy
 
 from synth.errors import NoAnswer
 from synth.export.mscclpp_proxy import _Proxy
-from synth.export.sim_buffers import COMBINING, combine, show
+from synth.export.sim_buffers import COMBINING, clock_type, combine, show
 
 
 class PlanInvalid(NoAnswer):
@@ -77,11 +77,7 @@ def _clock_type(launches, tbs):
     ops so far, one more a launch (the caller's writes). A vector clock has an entry per
     thread block of the plan and each thread block holds several: at 512 ranks of 38
     thread blocks, int64 clocks took most of 21 GB."""
-    most = launches * (max((len(tb.ops) for tb in tbs), default=0) + 1)
-    for kind in (numpy.uint8, numpy.uint16, numpy.uint32):
-        if most <= numpy.iinfo(kind).max:
-            return kind
-    return numpy.int64
+    return clock_type(launches * (max((len(tb.ops) for tb in tbs), default=0) + 1))
 
 
 def _canon(p, rank, buf, idx):

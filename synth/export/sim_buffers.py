@@ -43,21 +43,29 @@ def combine(a, b):
         return b
     if len(a) == 1 and len(b) == 1 and a[0][0] == b[0][0]:  # the common case: one chunk
         (chunk, x), (_, y) = a[0], b[0]
-        return _twice(x & y, chunk, a, b) if x & y else ((chunk, x | y),)
-    merged = dict(a)
-    for chunk, mask in b:
-        held = merged.get(chunk, 0)
-        if held & mask:
-            return _twice(held & mask, chunk, a, b)
-        merged[chunk] = held | mask
-    return tuple(sorted(merged.items()))
+        union, twice = ((chunk, x | y),), (x & y, chunk)
+    else:
+        merged, twice = dict(a), (0, None)
+        for chunk, mask in b:
+            held = merged.get(chunk, 0)
+            if held & mask and not twice[0]:
+                twice = (held & mask, chunk)
+            merged[chunk] = held | mask
+        union = tuple(sorted(merged.items()))
+    common, chunk = twice
+    if not common:
+        return union
+    return Twice((common & -common).bit_length() - 1, chunk, union)
 
 
-def _twice(common, chunk, a, b):
-    union = dict(a)
-    for k, mask in b:
-        union[k] = union.get(k, 0) | mask
-    return Twice((common & -common).bit_length() - 1, chunk, tuple(sorted(union.items())))
+def clock_type(most: int) -> str:
+    """The narrowest unsigned integer type (numpy's name) that holds every count up to
+    `most`: both simulators' vector clocks count steps or ops, and have an entry per
+    thread block of the file, so their width is most of their memory."""
+    for bits in (8, 16, 32):
+        if most < 2 ** bits:
+            return f"uint{bits}"
+    return "int64"
 
 
 def show(value):
