@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import copy
 import gc
-import math
 import time
 from collections import OrderedDict
 from contextlib import contextmanager
@@ -239,11 +238,9 @@ def chosen(result: Result, topo, cost_model: str, deadline: Deadline | None = No
                                          if id(p.schedule) in lines], lines)}
         result = replace(result, points=sorted(result.points,
                                                key=lambda p: id(p) not in first))
-    # the asking ends a quarter of the time left early: a first try at a new scale runs
-    # past its estimate (512 GPUs: 40 s), and the runtimes' own points are timed after
-    asking = deadline.reserving(deadline.left() / 4) if deadline.left() < math.inf \
-        else deadline
-    return in_cost_model(with_runtimes(result, topo, cost_model, deadline=asking,
+    # the asking has the whole deadline: each try is cut at it (loads_within), and the
+    # runtimes' own points are timed as the walks meet them
+    return in_cost_model(with_runtimes(result, topo, cost_model, deadline=deadline,
                                        lines=lines),
                          topo, cost_model, RUNTIME_PROTOCOLS, deadline, lines, asked=True)
 
