@@ -11,8 +11,10 @@ What it measures. Each job runs in a child process, `python3 -m synth ARGS --out
 file of 25,000 batches, tests/test_limits.scattered_pipeline), with an empty solver
 cache of its own. Per run: the wall seconds around the child (interpreter start-up
 included, as a user's clock counts them), its CPU seconds and peak resident memory
-(os.wait4's rusage), the exit code, the last line on stderr, wall / limit, and the
-files the job wrote (how many, the largest in MiB). The
+(os.wait4's rusage), the exit code, the last line on stderr, wall / limit, the
+files the job wrote (how many, the largest in MiB), and from its `--json` summary how
+many frontier points a runtime was asked about (not `?` in the table) and how many
+one loads. The
 machine is shared (2 cores, other jobs running): the load average before and after each
 run is recorded beside it, since wall seconds on a loaded machine say as much about
 the load as about the code; CPU seconds and peak memory say more about the code.
@@ -80,13 +82,14 @@ def run(job: str, code: Path, work: Path, kill_after: float, max_rss_mb: int) ->
     else:
         collective, topo, seconds = job.split()
         args = [collective, "--topo", topo, "--time-limit", seconds, "--out", str(out),
-                "--no-progress"]
+                "--no-progress", "--json"]
         limit = float(seconds)
     env = {**os.environ, "PYTHONPATH": str(code), "SYNTH_CACHE_DIR": str(work / "cache")}
     load = os.getloadavg()[0]
     start = time.monotonic()
+    summary = open(work / "summary.json", "w+")  # a file: a full pipe would stall the child
     proc = subprocess.Popen([sys.executable, "-m", "synth", *args], env=env, cwd=work,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=summary, stderr=subprocess.PIPE, text=True)
     verdict = None
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -105,13 +108,27 @@ def run(job: str, code: Path, work: Path, kill_after: float, max_rss_mb: int) ->
     err = proc.stderr.read().strip().splitlines()
     sizes = [f.stat().st_size for f in out.rglob("*") if f.is_file()] if out.exists() else []
     shutil.rmtree(out, ignore_errors=True)
-    return {"job": job, "limit_s": limit, "wall_s": round(wall, 2),
+    summary.seek(0)
+    return {**_answered(summary.read()), "job": job, "limit_s": limit, "wall_s": round(wall, 2),
             "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
             "peak_mb": round(usage.ru_maxrss / 1024), "exit": verdict or
             os.waitstatus_to_exitcode(status), "last_line": err[-1][:200] if err else "",
             "wall_over_limit": round(wall / limit, 3) if limit else None,
             "load_before": round(load, 1), "load_after": round(os.getloadavg()[0], 1),
             "files": len(sizes), "largest_file_mb": round(max(sizes, default=0) / 2**20, 2)}
+
+
+def _answered(stdout: str) -> dict:
+    """From the job's --json summary: its frontier points, how many of them some runtime
+    was asked about (`loads` not null: the table's column is not `?`), and how many a
+    runtime loads."""
+    try:
+        frontier = json.loads(stdout)["frontier"]
+    except (ValueError, KeyError, TypeError):
+        return {}
+    asked = [p["loads"] for p in frontier if p.get("loads") is not None]
+    return {"points": len(frontier), "asked": len(asked),
+            "loaded": sum(x != "neither" for x in asked)}
 
 
 def _rss_mb(pid: int) -> float:
@@ -132,6 +149,13 @@ def _files(run: dict) -> str:
     return f"{run['files']}, {run['largest_file_mb']}"
 
 
+def _asked(run: dict) -> str:
+    """'K of N, L load': points asked about of the frontier's, and loaded by a runtime."""
+    if "asked" not in run:
+        return "-"
+    return f"{run['asked']} of {run['points']}, {run['loaded']} load"
+
+
 def markdown(record: dict) -> str:
     m = record["machine"]
     lines = [f"# Limits that hold: {m['date']}", "",
@@ -140,13 +164,13 @@ def markdown(record: dict) -> str:
              + f"; {m['cpu']}, {m['memory_gib']} GiB, Python {m['python']}; "
              "a shared machine (the load average of its 2 cores is recorded per run).", "",
              "| job | code | limit s | wall s | wall / limit | CPU s | peak MB | exit | "
-             "load | files, largest MB | last line on stderr |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "load | files, largest MB | points asked, loaded | last line on stderr |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in record["runs"]:
         lines.append(f"| {r['job']} | {r['code']} | {r['limit_s'] or '-'} | {r['wall_s']} | "
                      f"{r['wall_over_limit'] or '-'} | {r['cpu_s']} | {r['peak_mb']} | "
                      f"{r['exit']} | {r['load_before']}-{r['load_after']} | "
-                     f"{_files(r)} | {r['last_line'].replace('|', '/')} |")
+                     f"{_files(r)} | {_asked(r)} | {r['last_line'].replace('|', '/')} |")
     return "\n".join(lines) + "\n"
 
 
