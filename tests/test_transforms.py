@@ -1,4 +1,4 @@
-"""Transforms (refine, reverse, compose) on schedules of every file version.
+"""Transforms (refine, reverse, compose, ranged) on schedules of every file version.
 
 Random small boxes, some behind a switch that reduces and multicasts, give schedules of
 version 1 (baselines), version 2 (pipelined trees with chunk ranges) and version 3
@@ -8,6 +8,8 @@ the costs the transform promises. Examples are drawn afresh each run (no databas
 derandomised): a failure prints the seed and the example to reproduce it.
 """
 
+from collections import Counter
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -18,7 +20,7 @@ from synth.construct.baselines import baselines
 from synth.construct.in_network import nvls_allreduce, one_step, reducing_switch
 from synth.construct.tree_schedules import tree_search
 from synth.schedule.file import schedule_to_dict
-from synth.schedule.ir import Step
+from synth.schedule.ir import Send, Step
 from synth.schedule.transform import compose_allreduce, refine
 from synth.schedule.verify import ScheduleInvalid, verify_schedule
 from synth.search.pareto import Limits
@@ -147,3 +149,45 @@ def test_compose_refuses_parts_that_do_not_match():
     ag = one_step(model, reducing_switch(model), "allgather", None, 2)
     with pytest.raises(ValueError, match="differ"):
         compose_allreduce(rs, ag)
+
+
+def _spelled(items):
+    """A step's sends or switch operations one chunk each, by the letter of
+    docs/schedule-file.md's version 2 (a range means each of its chunks)."""
+    return Counter(replace(x, chunk=c, count=1)
+                   for x in items for c in range(x.chunk, x.chunk + x.count))
+
+
+@FRESH
+@given(model=boxes(), name=st.sampled_from(["allgather", "reducescatter", "allreduce"]),
+       want=st.sampled_from([2, 3]))
+def test_ranged_writes_the_same_sends_as_ranges_within_shares(model, name, want):
+    for schedule in schedules_of(model, name, want):
+        plain = schedule.expanded()
+        ranged = plain.ranged()
+        per = plain.collective.share_chunks
+        assert valid(ranged)
+        for a, b in zip(plain.steps, ranged.steps, strict=True):
+            assert _spelled(b.sends) == Counter(a.sends)
+            assert _spelled(b.switch_ops) == Counter(a.switch_ops)
+            assert b.rounds == a.rounds
+            assert all(x.chunk // per == (x.chunk + x.count - 1) // per
+                       for x in (*b.sends, *b.switch_ops))
+        if plain.compact or any(x.count > 1 for s in schedule.steps for x in s.sends):
+            assert sum(map(len, (s.sends for s in ranged.steps))) < \
+                sum(map(len, (s.sends for s in plain.steps)))
+
+
+def test_ranged_keeps_a_repeated_send_and_a_broken_schedule_stays_broken():
+    model = lower_with_routes(topology_from_dict(REDUCING_BOX)).model
+    plain = schedules_of(model, "allgather", 2)[0].expanded()
+    first = plain.steps[0]
+    inside = [x for x in first.sends if x.chunk % plain.collective.share_chunks]
+    assert inside  # a send inside a share, not at its start: merged unless kept apart
+    twice = replace(plain, steps=(replace(first, sends=first.sends + tuple(inside[:1])),
+                                  *plain.steps[1:]))
+    assert _spelled(twice.ranged().steps[0].sends) == Counter(twice.steps[0].sends)
+    # a send dropped: the ranged form is rejected as the plain one is
+    dropped = replace(plain, steps=(replace(first, sends=first.sends[1:]), *plain.steps[1:]))
+    assert not valid(dropped)
+    assert not valid(dropped.ranged())
