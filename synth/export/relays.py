@@ -33,8 +33,7 @@ to the export and its simulation.
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections import Counter, defaultdict
+from collections import Counter
 
 from synth.errors import BadInput
 from synth.schedule.file import verified
@@ -80,7 +79,9 @@ class _Slots:
     """Which steps touch each (rank, chunk), and how; and the slots of the result."""
 
     def __init__(self, schedule: Schedule):
-        self.flags = defaultdict(dict)  # slot -> {step: READ | WRITE}
+        # slot -> [t0, how0, t1, how1, ...], steps ascending: a flat list, since a dict
+        # per slot and a sorted copy of its keys took 68 MB for dgx2x2's relayed trees
+        self.touches = {}
         for t, step in enumerate(schedule.steps):
             for x in step.sends:
                 self._touch((x.src, x.chunk), t, READ)
@@ -92,22 +93,31 @@ class _Slots:
                         self._touch((r, k), t, READ)
                     for r in op.dsts:
                         self._touch((r, k), t, into)
-        self.steps = {slot: sorted(d) for slot, d in self.flags.items()}
         self.collective = schedule.collective  # its result, listed when first asked
 
     def _touch(self, slot, t, how):
-        self.flags[slot][t] = self.flags[slot].get(t, 0) | how
+        seen = self.touches.get(slot)
+        if seen is None:
+            self.touches[slot] = [t, how]
+        elif seen[-2] == t:
+            seen[-1] |= how
+        else:
+            seen += (t, how)
 
     def at(self, slot, t) -> int:
-        return self.flags.get(slot, {}).get(t, 0)
+        seen = self.touches.get(slot, ())
+        for i in range(0, len(seen), 2):
+            if seen[i] == t:
+                return seen[i + 1]
+        return 0
 
     def dead_after(self, slot, t) -> bool:
         """Whether the value the slot holds after step t is never read: the next step to
         touch it only overwrites it (a copy), or none does and it is not in the result."""
-        steps = self.steps.get(slot, ())
-        i = bisect_right(steps, t)
-        if i < len(steps):
-            return self.flags[slot][steps[i]] == WRITE
+        seen = self.touches.get(slot, ())
+        for i in range(0, len(seen), 2):
+            if seen[i] > t:
+                return seen[i + 1] == WRITE
         return slot not in self.collective.post
 
 
