@@ -157,6 +157,33 @@ def test_plan_splits_into_thread_blocks_then_refuses(frontier, monkeypatch):
         to_mscclpp_plan(schedule)
 
 
+def test_asking_whether_a_plan_exists_tries_one_lane_then_the_most(frontier, monkeypatch):
+    # the 5-step point of 16 chunks has a thread block of 39 ops on one lane: over 30,
+    # a plan needs more lanes; the full search doubles them, the ask jumps to the most
+    from synth.export.form import runtime_form
+
+    schedule = next(s for s in frontier("dgx1", "allreduce") if s.collective.chunks >= 4
+                    and max(len(tb["ops"]) for g in to_mscclpp_plan(s)["gpus"]
+                            for tb in g["threadblocks"]) > 30)
+    form, _ = runtime_form(schedule)
+    monkeypatch.setattr(mscclpp_export, "MAX_OPS", 30)
+    tried = []
+    real = mscclpp_export._Plan.finish
+    monkeypatch.setattr(mscclpp_export._Plan, "finish",
+                        lambda plan: tried.append(plan.t) or real(plan))
+    asked = mscclpp_export.build(form, fewest=False)
+    most = min(form.collective.num_chunks, mscclpp_export.MAX_LANES)
+    assert tried == [1, most]
+    assert all(len(ops) <= 30 for ops in asked.ops.values())
+    tried.clear()
+    fewest = mscclpp_export.build(form)  # the export's own search finds a plan too
+    assert tried[:2] == [1, 2] and fewest.t < most
+    monkeypatch.setattr(mscclpp_export, "MAX_OPS", 4)
+    for search in (True, False):  # and where none fits, both refuse
+        with pytest.raises(BadInput, match="cannot export to MSCCL\\+\\+"):
+            mscclpp_export.build(form, fewest=search)
+
+
 def test_unsupported_forms_are_refused(frontier):
     with pytest.raises(BadInput, match="alltoall has no in-place form"):
         to_msccl_xml(frontier("ring:4", "alltoall")[0], inplace=True)

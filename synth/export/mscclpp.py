@@ -59,7 +59,7 @@ from synth.deadline import Deadline
 from synth.errors import BadInput
 from synth.export.layout import Layout
 from synth.export.mscclpp_emit import ACQ_RE, ACQ_SEND, RECV, REDUCED, SENT, thread_block_ops
-from synth.export.mscclpp_flow import _Flow
+from synth.export.mscclpp_flow import _Flow, most_peers
 
 MAX_OPS = 64
 MAX_MIN_MESSAGE = 2 ** 31 - 1  # min_message_size: a 32-bit int in every release
@@ -358,18 +358,25 @@ def build(schedule, inplace: bool = False, fewest: bool = True,
             plan.drop()
         return plan if why is None else None, plan.worst
 
-    widest = _most_peers(flow, boxes)
+    widest = most_peers(flow, boxes)
     for cap in CAPS:
         if widest <= cap < CAPS[0]:
             continue  # no group reaches cap peers: the same plans as the first cap's
         # the fewest lanes that fit: doubling (while more lanes make the longest thread
         # block shorter), then bisection
-        lo, hi, plan, longest = 0, 1, None, None
-        while lo < most:
+        lo, hi, plan, longest, widest_failed = 0, 1, None, None, False
+        while lo < most and not (hi == most and widest_failed):
             plan, worst = attempt(hi, cap)
             if plan is not None or (longest is not None and worst >= longest):
                 break
             lo, hi, longest = hi, min(2 * hi, most), worst
+            if not fewest and lo == 1 and hi < most:
+                # whether there is a plan: the most lanes next, where thread blocks are
+                # shortest (dgxh100x64's batch program: 2 tries, not 6, at 7-12 s each)
+                plan, _ = attempt(most, cap)
+                if plan is not None:
+                    return plan
+                widest_failed = True
         if plan is None:
             continue
         if not fewest:
@@ -395,22 +402,6 @@ def build(schedule, inplace: bool = False, fewest: bool = True,
         raise BadInput(f"cannot export to MSCCL++: no split into thread blocks (up to {most} "
                        f"chunk lanes, down to one peer each) fits the limits: {why}")
     return best[1]
-
-
-def _most_peers(flow: _Flow, boxes) -> int:
-    """The most peers of one channel type any rank exchanges with in the whole launch:
-    at least as many as in any one lane, so a cap of that many groups as no cap does."""
-    peers = defaultdict(set)
-    for moves, _, summed in flow.steps:
-        for _, a, b, _, _ in moves:
-            kind = "port" if boxes and boxes[a] != boxes[b] else "memory"
-            peers[(a, kind)].add(b)
-            peers[(b, kind)].add(a)
-        for _, readers, writers, d, _, _ in summed:
-            for m in {*readers, *writers} - {d}:
-                peers[(d, "memory")].add(m)
-                peers[(m, "memory")].add(d)
-    return max((len(p) for p in peers.values()), default=0)
 
 
 def max_message_size(layout: Layout, scratch: int) -> int:

@@ -363,3 +363,19 @@ def _alone(moving: _Moving, t, op, spread, readers, writers):
     if early:
         _refuse(f"step {nxt} sends chunk {k} from rank {early[0]}, which learns only in that "
                 f"step's waits that the glres of step {t} stored it there")
+
+
+def most_peers(flow: _Flow, boxes) -> int:
+    """The most peers of one channel type any rank exchanges with in the whole launch:
+    at least as many as in any one lane, so a cap of that many groups as no cap does."""
+    peers = defaultdict(set)
+    for moves, _, summed in flow.steps:
+        for _, a, b, _, _ in moves:
+            kind = "port" if boxes and boxes[a] != boxes[b] else "memory"
+            peers[(a, kind)].add(b)
+            peers[(b, kind)].add(a)
+        for _, readers, writers, d, _, _ in summed:
+            for m in {*readers, *writers} - {d}:
+                peers[(d, "memory")].add(m)
+                peers[(m, "memory")].add(d)
+    return max((len(p) for p in peers.values()), default=0)
