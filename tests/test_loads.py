@@ -181,6 +181,31 @@ def test_a_pipelines_batch_program_is_made_once_however_often_it_is_asked(monkey
     assert asking and len(made) == asking  # remembered: not made again
 
 
+def test_a_depth_whose_batch_program_was_answered_is_answered_where_no_ask_fits(
+        monkeypatch):
+    # dgxh100x64's decomposed depths share one batch program: its answer came after the
+    # first depth's ask (31 s), and the other depths then showed '?' because a new ask
+    # (or a probe) no longer fit, though making the batch program to look it up did
+    import synth.construct.paced as paced
+    import synth.export.loads as loads
+    from synth.construct.tree_schedules import tree_search
+    from synth.deadline import Deadline
+    from synth.export.loads import loads_within
+
+    model = lower_with_routes(resolve("ring:4")).model
+    depths = [p.schedule for p in tree_search(model, "allgather", None, Limits(max_chunks=8)
+                                              ).points if p.schedule.pipeline]
+    forget()
+    assert loads_of(depths[0]) == {"msccl-xml": None, "mscclpp": None}
+    never = type("Never", (), {"seconds": lambda self, units: 10.0 ** 9})()
+    monkeypatch.setattr(paced, "EXPORT", {fmt: never for fmt in RUNTIMES})
+    monkeypatch.setattr(loads, "PROBE_S", 10.0 ** 6)  # no ask, no probe fits
+    assert loads_within(depths[1], Deadline.after(60.0)) == {"msccl-xml": None,
+                                                             "mscclpp": None}
+    forget()  # nothing remembered: not asked
+    assert loads_within(depths[2], Deadline.after(60.0)) is None
+
+
 def test_both_runtimes_lower_one_runtime_form_made_once(monkeypatch):
     # at 512 GPUs making a pipeline's runtime form (its batch program, verified) took
     # 21 s, and each runtime's ask made it again

@@ -151,8 +151,10 @@ def loads_within(schedule, deadline: Deadline, formats=tuple(RUNTIMES)
     not afford it, or the deadline passes while the exporter tries, or the exporter
     tries for more than ASK_OVERRUN times that (at least ASK_FLOOR_S). Where the time
     left does not afford the estimate but does PROBE_S, the exporter is given that
-    long: a refusal by arithmetic comes before any program."""
-    from synth.construct.paced import EXPORT, export_size
+    long: a refusal by arithmetic comes before any program. An answer remembered for a
+    pipeline's batch program (another depth of one construction) is read whenever making
+    that program fits (BATCH), even where an ask would not."""
+    from synth.construct.paced import BATCH, EXPORT, export_size
 
     out = {}
     for fmt in formats:
@@ -161,15 +163,19 @@ def loads_within(schedule, deadline: Deadline, formats=tuple(RUNTIMES)
             out[fmt] = refusal(schedule, fmt)
             continue
         units = export_size(schedule)
+        # an answer remembered for the pipeline's batch program is looked up wherever
+        # making that program fits (seconds at 512 GPUs, where an ask takes a minute:
+        # dgxh100x64's depths waited on an ask that no longer fit, not on the answer)
+        if deadline.affords(BATCH.seconds(units)):
+            with BATCH.timing(units):
+                known = _known(schedule, fmt)
+            if known:
+                out[fmt] = refusal(schedule, fmt)
+                continue
         expected = EXPORT[fmt].seconds(units)
-        # the time is asked first: knowing a pipeline's batch program (_known) takes
-        # seconds at 512 GPUs, and past the deadline each ask still took 4.5 s
         probe = not deadline.affords(expected)
         if probe and not deadline.affords(PROBE_S):
             return None
-        if _known(schedule, fmt):
-            out[fmt] = refusal(schedule, fmt)
-            continue
         try:
             if probe:  # not timed: a refusal by arithmetic builds no program
                 out[fmt] = refusal(schedule, fmt, deadline=deadline.within(PROBE_S))
