@@ -202,6 +202,11 @@ def test_a_depth_whose_batch_program_was_answered_is_answered_where_no_ask_fits(
     monkeypatch.setattr(loads, "PROBE_S", 10.0 ** 6)  # no ask, no probe fits
     assert loads_within(depths[1], Deadline.after(60.0)) == {"msccl-xml": None,
                                                              "mscclpp": None}
+    # its batch program made for one runtime, the other's answer is read at no cost,
+    # even past the deadline
+    assert loads_within(depths[3], Deadline.after(60.0), ("msccl-xml",)) == {
+        "msccl-xml": None}
+    assert loads_within(depths[3], Deadline.after(0.0), ("mscclpp",)) == {"mscclpp": None}
     forget()  # nothing remembered: not asked
     assert loads_within(depths[2], Deadline.after(60.0)) is None
 

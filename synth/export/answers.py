@@ -94,6 +94,13 @@ def batch_form(schedule):
     return form
 
 
+def batch_made(schedule) -> bool:
+    """Whether batch_form has the schedule's batch program already (asking again costs
+    nothing)."""
+    known = batch_forms.get(id(schedule))
+    return known is not None and known[0]() is schedule
+
+
 def form_key(form):
     """What an exporter's program depends on: the collective, the link model (its
     boxes: memory or port channels) and the steps; the model by identity (one run

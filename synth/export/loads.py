@@ -166,8 +166,9 @@ def loads_within(schedule, deadline: Deadline, formats=tuple(RUNTIMES)
         # an answer remembered for the pipeline's batch program is looked up wherever
         # making that program fits (seconds at 512 GPUs, where an ask takes a minute:
         # dgxh100x64's depths waited on an ask that no longer fit, not on the answer)
-        if deadline.affords(BATCH.seconds(units)):
-            with BATCH.timing(units):
+        made = answers.batch_made(schedule)  # then free: the other runtime's made it
+        if made or deadline.affords(BATCH.seconds(units)):
+            with BATCH.timing(0 if made else units):
                 known = _known(schedule, fmt)
             if known:
                 out[fmt] = refusal(schedule, fmt)
