@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from synth.schedule.collectives import DUAL, make_collective
-from synth.schedule.ir import Pipeline, Schedule, Step, SwitchOp
+from synth.schedule.ir import Pipeline, Schedule, Send, Step, SwitchOp
 from synth.schedule.orbits import KEPT
 from synth.topology.linkmodel import Group, LinkModel, RankLink, Switch, switch_rounds
 
@@ -196,15 +196,23 @@ def one_batch(schedule: Schedule) -> Schedule | None:
         for x in moves:
             first, last = index[x.chunk], index[x.chunk + x.count - 1]
             if last - first + 1 == x.count:  # still consecutive: keep the range
-                out.append(replace(x, chunk=first))
+                out.append(_at(x, first, x.count))
             else:
-                out += [replace(x, chunk=index[k], count=1) for k in x.chunks()]
+                out += [_at(x, index[k], 1) for k in x.chunks()]
         return tuple(out)
 
     steps = [Step(step.rounds, renumbered(step.sends), renumbered(step.switch_ops))
              for step in schedule.steps]
     info = {**schedule.info, "batch_of": {"batches": pipe.batches, "stride": pipe.stride}}
     return Schedule(batch, schedule.model, tuple(steps), info)
+
+
+def _at(x, chunk: int, count: int):
+    """The send or switch operation x on chunks chunk .. chunk + count - 1, made
+    directly: dataclasses.replace took half of making a 512-GPU batch program (2.7 s)."""
+    if isinstance(x, Send):
+        return Send(chunk, x.src, x.dst, x.op, count)
+    return SwitchOp(x.op, chunk, x.srcs, x.dsts, x.via, count)
 
 
 def written_per_orbit(schedule: Schedule, orbits) -> Schedule:
