@@ -184,6 +184,29 @@ def test_asking_whether_a_plan_exists_tries_one_lane_then_the_most(frontier, mon
             mscclpp_export.build(form, fewest=search)
 
 
+@pytest.mark.parametrize("name", ["allreduce", "allgather"])
+def test_an_ask_and_the_export_agree_on_whether_a_plan_exists(name, monkeypatch):
+    # dgx1's recursive halving-doubling at 14 ops a thread block: the ask found a plan on
+    # 8 lanes while the export's doubling stopped at 2 (22 ops on 1 lane and on 2) and
+    # refused; the table said MSCCL++ loads a point whose file it then could not write
+    from synth.construct.baselines import baselines
+    from synth.export.form import runtime_form
+
+    model = lower_with_routes(resolve("dgx1")).model
+    forms = [runtime_form(b.schedule)[0] for b in baselines(model, name)]
+    for most_ops in (8, 9, 14):
+        monkeypatch.setattr(mscclpp_export, "MAX_OPS", most_ops)
+        for form in forms:
+            found = []
+            for fewest in (False, True):
+                try:
+                    mscclpp_export.build(form, fewest=fewest)
+                    found.append(True)
+                except BadInput:
+                    found.append(False)
+            assert found[0] == found[1], (form.info, most_ops)
+
+
 def test_unsupported_forms_are_refused(frontier):
     with pytest.raises(BadInput, match="alltoall has no in-place form"):
         to_msccl_xml(frontier("ring:4", "alltoall")[0], inplace=True)

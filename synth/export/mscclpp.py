@@ -336,9 +336,8 @@ class _Accesses:
 def build(schedule, inplace: bool = False, fewest: bool = True,
           deadline: Deadline = Deadline()) -> _Plan:
     """The plan with the fewest thread blocks the search finds; BadInput when it finds
-    none. fewest=False: the first plan it finds (whether there is one is the same
-    question, answered sooner: synth.export.loads). OutOfTime when the deadline passes
-    before a try."""
+    none. fewest=False: the first plan it finds (whether there is one, answered sooner:
+    synth.export.loads). OutOfTime when the deadline passes before a try."""
     coll = schedule.collective
     if inplace and coll.name not in IN_PLACE:
         raise BadInput(f"cannot export {coll.name} in place to MSCCL++ (in place: "
@@ -362,21 +361,7 @@ def build(schedule, inplace: bool = False, fewest: bool = True,
     for cap in CAPS:
         if widest <= cap < CAPS[0]:
             continue  # no group reaches cap peers: the same plans as the first cap's
-        # the fewest lanes that fit: doubling (while more lanes make the longest thread
-        # block shorter), then bisection
-        lo, hi, plan, longest, widest_failed = 0, 1, None, None, False
-        while lo < most and not (hi == most and widest_failed):
-            plan, worst = attempt(hi, cap)
-            if plan is not None or (longest is not None and worst >= longest):
-                break
-            lo, hi, longest = hi, min(2 * hi, most), worst
-            if not fewest and lo == 1 and hi < most:
-                # whether there is a plan: the most lanes next, where thread blocks are
-                # shortest (dgxh100x64's batch program: 2 tries, not 6, at 7-12 s each)
-                plan, _ = attempt(most, cap)
-                if plan is not None:
-                    return plan
-                widest_failed = True
+        lo, hi, plan = _first_fit(attempt, cap, most, early_widest=not fewest)
         if plan is None:
             continue
         if not fewest:
@@ -402,6 +387,32 @@ def build(schedule, inplace: bool = False, fewest: bool = True,
         raise BadInput(f"cannot export to MSCCL++: no split into thread blocks (up to {most} "
                        f"chunk lanes, down to one peer each) fits the limits: {why}")
     return best[1]
+
+
+def _first_fit(attempt, cap: int, most: int, early_widest: bool):
+    """(lo, hi, plan): a plan on hi lanes, lo having failed (0: none tried), or plan None.
+    Lanes double from 1 while the longest thread block shortens, then the most lanes
+    (more lanes split runs of consecutive chunks, one op each: no steady shortening);
+    early_widest (an ask): the most right after one (dgxh100x64: 2 tries, not 6). Both
+    orders try the same lane counts, so an ask and an export agree."""
+    lo, hi, longest, tried = 0, 1, None, set()
+    while hi not in tried:
+        plan, worst = attempt(hi, cap)
+        tried.add(hi)
+        if plan is not None:
+            return lo, hi, plan
+        if hi == most or (longest is not None and worst >= longest):
+            break
+        lo, hi, longest = hi, min(2 * hi, most), worst
+        if early_widest and lo == 1 and most not in tried:
+            plan, _ = attempt(most, cap)
+            tried.add(most)
+            if plan is not None:
+                return lo, most, plan
+    if most in tried:
+        return lo, hi, None
+    plan, _ = attempt(most, cap)
+    return hi, most, plan
 
 
 def max_message_size(layout: Layout, scratch: int) -> int:
