@@ -211,6 +211,25 @@ def test_a_depth_whose_batch_program_was_answered_is_answered_where_no_ask_fits(
     assert loads_within(depths[2], Deadline.after(60.0)) is None
 
 
+def test_the_batch_lookups_pace_is_not_measured_on_schedules_without_one(monkeypatch):
+    # a schedule with no pipeline has no batch program: timing its (instant) lookup made
+    # the pace about 0 a unit, and a 512-GPU batch program (seconds, not cut) then looked
+    # affordable with any time left
+    import synth.construct.paced as paced
+    from synth.deadline import Deadline, Pace
+    from synth.export.loads import loads_within
+
+    pace = Pace(5e-6, least=1)
+    monkeypatch.setattr(paced, "BATCH", pace)
+    plain = baselines(lower_with_routes(resolve("ring:4")).model, "allgather")[0].schedule
+    forget()
+    assert plain.pipeline is None
+    assert loads_within(plain, Deadline.after(60.0)) == {"msccl-xml": None, "mscclpp": None}
+    assert not pace.measured
+    assert loads_within(ring_tree_pipeline(), Deadline.after(60.0)) is not None
+    assert pace.measured  # a pipeline's lookup is what it paces
+
+
 def test_both_runtimes_lower_one_runtime_form_made_once(monkeypatch):
     # at 512 GPUs making a pipeline's runtime form (its batch program, verified) took
     # 21 s, and each runtime's ask made it again

@@ -154,25 +154,14 @@ def loads_within(schedule, deadline: Deadline, formats=tuple(RUNTIMES)
     long: a refusal by arithmetic comes before any program. An answer remembered for a
     pipeline's batch program (another depth of one construction) is read whenever making
     that program fits (BATCH), even where an ask would not."""
-    from synth.construct.paced import BATCH, EXPORT, export_size
+    from synth.construct.paced import EXPORT, export_size
 
-    out = {}
-    for fmt in formats:
-        if answers.answer(schedule, fmt, False) is not None or (fmt == "msccl-xml"
-                                                         and schedule.in_network):
-            out[fmt] = refusal(schedule, fmt)
-            continue
-        units = export_size(schedule)
-        # an answer remembered for the pipeline's batch program is looked up wherever
-        # making that program fits (seconds at 512 GPUs, where an ask takes a minute:
-        # dgxh100x64's depths waited on an ask that no longer fit, not on the answer)
-        made = answers.batch_made(schedule)  # then free: the other runtime's made it
-        if made or deadline.affords(BATCH.seconds(units)):
-            with BATCH.timing(0 if made else units):
-                known = _known(schedule, fmt)
-            if known:
-                out[fmt] = refusal(schedule, fmt)
-                continue
+    units = export_size(schedule)
+    # what is remembered first, for every runtime: an ask that does not fit must not
+    # keep another runtime's remembered answer from being read
+    out = {fmt: refusal(schedule, fmt) for fmt in formats
+           if _remembered(schedule, fmt, units, deadline)}
+    for fmt in [f for f in formats if f not in out]:
         expected = EXPORT[fmt].seconds(units)
         probe = not deadline.affords(expected)
         if probe and not deadline.affords(PROBE_S):
@@ -187,6 +176,26 @@ def loads_within(schedule, deadline: Deadline, formats=tuple(RUNTIMES)
         except OutOfTime:
             return None
     return out
+
+
+def _remembered(schedule, fmt: str, units: int, deadline: Deadline) -> bool:
+    """Whether `fmt`'s answer for the schedule is known without an ask: remembered for
+    it (or MSCCL XML's refusal of switch operations), or for its pipeline's batch program
+    where making that program fits (BATCH: seconds at 512 GPUs, where an ask takes a
+    minute; dgxh100x64's depths waited on an ask that no longer fit, not on the answer),
+    or costs nothing since it is made already (for the other runtime)."""
+    from synth.construct.paced import BATCH
+
+    if answers.answer(schedule, fmt, False) is not None or (fmt == "msccl-xml"
+                                                     and schedule.in_network):
+        return True
+    if schedule.pipeline is None:  # no batch program: nothing more to look up
+        return False
+    made = answers.batch_made(schedule)
+    if not made and not deadline.affords(BATCH.seconds(units)):
+        return False
+    with BATCH.timing(0 if made else units):  # a program made already is not timed
+        return _known(schedule, fmt)
 
 
 def _known(schedule, fmt: str, inplace: bool = False) -> bool:
