@@ -109,7 +109,9 @@ def run(job: str, code: Path, work: Path, kill_after: float, max_rss_mb: int) ->
     sizes = [f.stat().st_size for f in out.rglob("*") if f.is_file()] if out.exists() else []
     shutil.rmtree(out, ignore_errors=True)
     summary.seek(0)
-    return {**_answered(summary.read()), "job": job, "limit_s": limit, "wall_s": round(wall, 2),
+    answered = _answered(summary.read())
+    summary.close()
+    return {**answered, "job": job, "limit_s": limit, "wall_s": round(wall, 2),
             "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
             "peak_mb": round(usage.ru_maxrss / 1024), "exit": verdict or
             os.waitstatus_to_exitcode(status), "last_line": err[-1][:200] if err else "",

@@ -26,7 +26,7 @@ two steps. A send no candidate can carry is refused (BadInput, one line). The re
 checked by the independent verifier.
 
 Cost: O(sends) to index the slots' accesses and to follow the values, then at most 8
-candidates per rerouted send, each O(log accesses of its slots), tried again while
+candidates per rerouted send, each O(steps that touch its slots: a few), tried again while
 another send's relay opens a way (the built-ins' schedules take one pass); small next
 to the export and its simulation.
 """
@@ -107,8 +107,8 @@ class _Slots:
     def at(self, slot, t) -> int:
         seen = self.touches.get(slot, ())
         for i in range(0, len(seen), 2):
-            if seen[i] == t:
-                return seen[i + 1]
+            if seen[i] >= t:
+                return seen[i + 1] if seen[i] == t else 0
         return 0
 
     def dead_after(self, slot, t) -> bool:
