@@ -841,13 +841,36 @@ def test_points_too_large_to_ask_in_time_are_kept_and_written_not_asked(tmp_path
     assert synth_main("verify", *[p["file"] for p in points]).returncode == 0
 
 
+def test_a_runtime_form_is_not_started_where_its_pace_does_not_fit(monkeypatch):
+    # making the form is not cut once started (at 512 GPUs 6-10 s, more past it): an ask
+    # (or a probe) whose deadline does not afford it ends at once, nothing made
+    import synth.construct.paced as paced
+    import synth.export.loads as loads
+    from synth.deadline import Deadline
+    from synth.export.loads import loads_within
+
+    made = []
+    real = loads.runtime_form
+    monkeypatch.setattr(loads, "runtime_form", lambda *a, **k: made.append(a) or real(*a, **k))
+    from contextlib import nullcontext
+    never = type("Never", (), {"seconds": lambda self, units: 10.0 ** 9,
+                               "timing": lambda self, units: nullcontext()})()
+    monkeypatch.setattr(paced, "FORM", never)
+    schedule = baselines(lower_with_routes(resolve("ring:4")).model, "allgather")[0].schedule
+    forget()
+    assert loads_within(schedule, Deadline.after(60.0)) is None and made == []
+    assert loads_of(schedule) == {"msccl-xml": None, "mscclpp": None}  # no deadline
+    assert made
+
+
 def test_an_estimate_past_the_time_left_still_gets_a_short_probe(tmp_path, monkeypatch):
     # an estimate that does not fit (MSCCL XML at 512 GPUs: 157 s, where its refusal by
     # arithmetic takes 16 s) no longer leaves a point unasked: the exporter gets
     # PROBE_S, and ring:4's answers come well within that
     import synth.construct.paced as paced
 
-    monkeypatch.setattr(paced, "export_size", lambda s: 10 ** 12)
+    never = type("Never", (), {"seconds": lambda self, units: 10.0 ** 9})()
+    monkeypatch.setattr(paced, "EXPORT", {fmt: never for fmt in RUNTIMES})
     result = synth_main("allgather", "--topo", "ring:4", "--out", tmp_path, "--json")
     assert result.returncode == 0, result.stderr
     points = json.loads(result.stdout)["frontier"]

@@ -35,6 +35,10 @@ EXPORT = {"msccl-xml": Pace(2e-4, least=1000), "mscclpp": Pace(1e-4, least=1000)
 # making a pipeline's batch program to look up an answer remembered for it (per unit of
 # export_size): an idle core ran 5e-6 on dgxh100x64's decomposed points (2.5 s each)
 BATCH = Pace(5e-6, least=10_000)
+# making a schedule's runtime form (its batch program, verified, then every chunk and
+# rank spelled out: synth.export.form), per unit of export_size: 1.2e-5 on an idle core
+# for dgxh100x64's decomposed points (6 s each); not cut once started, so paced
+FORM = Pace(1.2e-5, least=10_000)
 
 
 def size(schedule: Schedule) -> int:

@@ -81,7 +81,7 @@ def _lowering(schedule, fmt: str, inplace: bool, keep: bool,
             return None
         raise copy.copy(answer)
     try:
-        form, note = _form_of(schedule, fmt)
+        form, note = _form_of(schedule, fmt, deadline)
     except BadInput as e:
         answers.remember(schedule, fmt, inplace, e)
         raise
@@ -110,17 +110,23 @@ def _lowering(schedule, fmt: str, inplace: bool, keep: bool,
     return form, note, program
 
 
-def _form_of(schedule, fmt: str):
+def _form_of(schedule, fmt: str, deadline: Deadline = Deadline()):
     """runtime_form for `fmt`, made once for the last schedule asked: both runtimes lower
     the same form of a schedule without switch operations (MSCCL XML refuses the others
     first), and at 512 GPUs making it (the batch program, verified) took 21 s of each
-    runtime's 32 s ask."""
-    from synth.schedule.orbits import last_made
+    runtime's 32 s ask. Making it is not cut once started, so it starts only where the
+    deadline affords it at its pace (FORM), else OutOfTime."""
+    from synth.construct.paced import FORM, export_size
+    from synth.schedule.orbits import last_made, made_for
 
     if fmt == "msccl-xml" and schedule.in_network:
         return runtime_form(schedule)  # refused: MSCCL XML has no switch operations
-    return last_made(_last_form, "form", (schedule,),
-                     lambda: runtime_form(schedule, switch_ops=True))
+    units = 0 if made_for(_last_form, "form", (schedule,)) else export_size(schedule)
+    if units and not deadline.affords(FORM.seconds(units)):
+        raise OutOfTime("making a runtime form")
+    with FORM.timing(units):
+        return last_made(_last_form, "form", (schedule,),
+                         lambda: runtime_form(schedule, switch_ops=True))
 
 
 def refusal(schedule, fmt: str, inplace: bool = False,

@@ -219,14 +219,19 @@ _QUOTIENTS: dict = {}
 _CLASSES: dict = {}
 
 
+def made_for(table: dict, key, anchors: tuple) -> bool:
+    """Whether last_made has `key` made for these very `anchors` (asking costs nothing)."""
+    hit = table.get(key)
+    return hit is not None and len(hit[0]) == len(anchors) and all(
+        a is b for a, b in zip(hit[0], anchors))
+
+
 def last_made(table: dict, key, anchors: tuple, make):
     """make(), remembered as `table`'s one entry under `key` while each of `anchors` is
     the very object it was made for (compared by identity: an id can be reused): one
     machine at a time, whose schedules in a job share what is made from it."""
-    hit = table.get(key)
-    if hit is not None and len(hit[0]) == len(anchors) and all(
-            a is b for a, b in zip(hit[0], anchors)):
-        return hit[1]
+    if made_for(table, key, anchors):
+        return table[key][1]
     value = make()
     table.clear()
     table[key] = (anchors, value)
