@@ -152,7 +152,8 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
                                 searches, on_event)
         candidates += exact
         points = pareto_filter(points + exact)
-    again = _trees_again(model, name, coll.root, limits, deadline, b, searches, points)
+    again = _trees_again(model, name, coll.root, limits, deadline, b, searches, points,
+                         topo.translations)
     candidates += again
     points = pareto_filter(points + again) if again else points
     _baselines_kept(points, searches)
@@ -197,7 +198,8 @@ def _hierarchy(lowering, name: str, method: str, hints: Hints, deadline: Deadlin
 
 
 def _trees_again(model: LinkModel, name: str, root, limits: Limits, deadline: Deadline,
-                 b: Bounds, searches: dict, points: list[Point]) -> list[Point]:
+                 b: Bounds, searches: dict, points: list[Point],
+                 translations: tuple[int, ...] = ()) -> list[Point]:
     """The trees' second try, in the time the others left, where no point reached the
     bound (their new points; searches["trees"] says what it did)."""
     if "trees" not in searches or _interrupted(searches) or \
@@ -206,7 +208,7 @@ def _trees_again(model: LinkModel, name: str, root, limits: Limits, deadline: De
     first = searches["trees"]
     searches["trees"] = tree_search_again(first, model, name, root, limits,
                                           deadline.share(TREES_AGAIN),
-                                          _plain(b).rounds_per_chunk)
+                                          _plain(b).rounds_per_chunk, translations)
     return [] if searches["trees"] is first else list(searches["trees"].points)
 
 
@@ -237,7 +239,7 @@ def _constructions(model: LinkModel, name: str, root, limits: Limits, deadline: 
         # a share of the time limit from now, as the decomposition may have used some
         searches["trees"] = tree_search(model, name, root, limits,
                                         deadline.within(TREES_SHARE * total),
-                                        _plain(b).rounds_per_chunk)
+                                        _plain(b).rounds_per_chunk, translations)
     if name == "alltoall" and not _interrupted(searches):
         on_event("search", "alltoall forwarded: relayed at rail peers, or routed")
         searches["forwarded"] = forwarded_search(model, limits, deadline)

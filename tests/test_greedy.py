@@ -178,20 +178,27 @@ def test_reducescatter_and_allreduce_under_translations_verify():
         assert schedule.collective.name == name
 
 
-def test_the_frontier_of_a_torus_reaches_the_bound_by_greedy_matching(tmp_path):
-    # the line-rate model keeps every Pareto point (cost model 2 only those fastest at
-    # some size): the bandwidth-bound point must be among them
+def test_greedy_matching_reaches_the_bound_on_a_torus():
     # torus:6x6: 35 chunks to receive over 4 links a GPU, at best 35/4 rounds a chunk
-    # (the constructions alone: the exact search cannot reach 36 ranks, and only ran out
-    # its 10 s)
+    search = greedy_search(model("torus:6x6"), "allgather", None, Limits(),
+                           bound=Fraction(35, 4), dims=(6, 6))
+    best = min(search.points, key=lambda p: p.ratio)
+    assert best.ratio == Fraction(35, 4)
+    check(best.schedule)
+
+
+def test_the_frontier_of_a_torus_reaches_both_bounds_at_once(tmp_path):
+    # torus:6x6: 35/4 rounds a chunk as above, and at least 6 steps (3 + 3 hops from a
+    # rank to the farthest one); trees packed under the torus's shifts and turns meet
+    # both in one point (the constructions alone: the exact search cannot reach 36 ranks)
     result = synth_main("allgather", "--topo", "torus:6x6", "--time-limit", "10",
                         "--method", "constructed", "--model", "line-rate", "--out",
                         tmp_path, "--json")
     assert result.returncode == 0, result.stderr
     points = json.loads(result.stdout)["frontier"]
-    greedy = [p for p in points if p["method"].startswith("greedy") and p["file"]]
-    assert any(Fraction(p["rounds"], p["chunks"]) == Fraction(35, 4) for p in greedy)
-    verified = synth_main("verify", *[p["file"] for p in greedy])
+    assert [(p["steps"], Fraction(p["rounds"], p["chunks"])) for p in points] == \
+        [(6, Fraction(35, 4))]
+    verified = synth_main("verify", *[p["file"] for p in points])
     assert verified.returncode == 0, verified.stderr
 
 

@@ -1,12 +1,13 @@
-"""Trees packed under the symmetry of alike boxes (synth.construct.symmetric), and the
-tree search past 64 ranks that uses them."""
+"""Trees packed under the symmetry of alike boxes and of a generator's grid
+(synth.construct.symmetric), and the tree search that uses them."""
 
 from dataclasses import replace
+from fractions import Fraction
 
 import pytest
 
 from synth.bounds import bounds
-from synth.construct.symmetric import box_symmetry, pack_symmetric
+from synth.construct.symmetric import box_symmetry, grid_symmetry, pack_symmetric
 from synth.construct.tree_schedules import (allgather_schedule, steady_rounds_per_chunk,
                                             tree_search)
 from synth.schedule.collectives import make_collective
@@ -14,7 +15,7 @@ from synth.schedule.file import schedule_to_dict
 from synth.schedule.verify import verify_schedule
 from synth.search.pareto import Limits
 from synth.topology.catalog import resolve
-from synth.topology.linkmodel import lower_with_routes
+from synth.topology.linkmodel import lower, lower_with_routes
 
 
 def lowered(name, collective="allgather"):
@@ -106,3 +107,30 @@ def test_past_64_ranks_boxes_that_differ_are_not_packed():
                          bound)
     assert not search.points
     assert search.stopped == "not packed: 72 ranks (at most 64 unless the boxes are alike)"
+
+
+@pytest.mark.parametrize("spec, rate", [
+    # a spanning tree has N - 1 edges; a rank's d links out carry them, so at best d
+    # trees per root in N - 1 lanes (a round's capacity): torus:8x8 4 in 63,
+    # hypercube:6 6 in 63, ring:9 2 in 8
+    ("torus:8x8", Fraction(4, 63)), ("hypercube:6", Fraction(6, 63)),
+    ("ring:9", Fraction(2, 8))])
+def test_trees_under_a_grids_shifts_and_turns_reach_the_rate_in_whole_trees(spec, rate):
+    topo = resolve(spec)
+    model = lower(topo)
+    everyone = list(range(model.ranks))
+    shifts = grid_symmetry(model, everyone, topo.translations)
+    packing = pack_symmetric(model, everyone, None, rate, shifts)
+    per_root, lanes = packing.per_root, packing.lanes_per_capacity
+    assert Fraction(per_root, lanes) == rate
+    load, capacity = {}, {(l.src, l.dst): l.capacity for l in model.links}
+    for root in everyone:  # counted here: each root's trees span every rank, and all
+        trees = [t for t in packing.trees if t.root == root]  # fit the lanes
+        assert sum(t.weight for t in trees) == per_root
+        for t in trees:
+            assert set(t.parent) | {root} == set(everyone)
+            for v, u in t.parent.items():
+                load[(u, v)] = load.get((u, v), 0) + t.weight
+    assert all(n <= capacity[pair] * lanes for pair, n in load.items())
+    schedule = allgather_schedule(model, packing, 1)
+    verify_schedule(schedule_to_dict(schedule))

@@ -1,13 +1,14 @@
-"""Trees for alike boxes: pack under the symmetry of the boxes, a few roots' worth.
+"""Trees for alike boxes and for grids: pack under a symmetry, a few roots' worth.
 
 Where the boxes of a multi-node model are alike, permuting whole boxes (each rank to
 the same place in another box) can map the network onto itself: links to links of the
-same capacity, groups to groups. Two such groups H of maps (box_symmetry):
+same capacity, groups to groups; so can a generator's grid shifts (a torus, a ring, a
+hypercube). Such groups H of maps (box_symmetry, grid_symmetry):
 
-- every rank a root (allgather; reducescatter and allreduce use its trees): the
-  translations, box b to box b + s, boxes counted round. They fix no rank, so the
-  images of the first s boxes' trees root every other rank exactly once: the packing
-  is the sum of the images of a packing P0 for those roots alone;
+- every rank a root (allgather; reducescatter and allreduce use its trees): box b to
+  box b + s, boxes counted round, or a grid's shifts. They fix no rank, so the images
+  of the first s boxes' trees (rank 0's, on a grid) root every other rank exactly once:
+  the packing is the sum of the images of a packing P0 for those roots alone;
 - one root (broadcast; reduce): the rotation of the other boxes among themselves, the
   root's box fixed. Each image of a packing from the root is one: the packing is the
   average of P0's images.
@@ -27,24 +28,21 @@ is tried first, as it is far faster and, on the rail links of the built-ins, eno
 the exact one runs when the greedy finds nothing (on dgx2x2's full link set, hundreds
 of times: about 18 s).
 
-The rate is the program's optimum over all trees, so no split of the switches is
-needed: groups are rows of their own. Its vertex is rational but often of large
-denominators, so whole weights come from a small integer program over the trees found
-(HiGHS): exactly the bound's rate in L = m x its denominator lanes per unit of
-capacity, for the least m that allows it. Where none does, the same program fits the
-most trees per root in the most lanes MAX_TREES allows (a little below the rate). Either
-way the weights are checked exactly
-against every row, so the trees always fit; the schedules built from them are verified
-whole.
+The rate is the program's optimum over all trees (groups are rows of their own). Its
+vertex is rational, often of large denominators, so whole weights come from a small
+integer program over the trees found (HiGHS): exactly the bound's rate in L = m x its
+denominator lanes per unit of capacity for the least m that allows it, else the most
+trees per root in the most lanes MAX_TREES allows (a little below the rate); checked
+exactly against every row, and the schedules built are verified whole. On a grid each
+tree comes with its images under the maps fixing rank 0 (Symmetry.fixing), which
+whole weights need: on torus:8x8 a tree and its three turns, 4 in 63 lanes.
 
 Cost: a program of (link orbits + group rows + roots) rows per round, and one greedy
-tree per chosen root, O(E log E) for E links. Between boxes only rail peers first:
-allgather reaches the bound with one tree per root on dgx2xK and dgxh100xK from K = 8
-(bench/results/trees-scale-*), the packing in under a second at 256 and 512 GPUs. At
-small K it may not: dgx2x2's trees reach 25/124 of a chunk per round against the bound's
-166/775 (the link model's limit), and on dgxh100x3 no whole weights within MULTIPLES
-exist over the trees found (it gets a little below 20/23). Below 65 GPUs
-tree_schedules packs by packing.py instead.
+tree per chosen root, O(E log E) for E links. Between boxes rail peers first: one tree
+per root reaches the allgather bound on dgx2xK and dgxh100xK from K = 8, in under a
+second at 512 GPUs (bench/results/trees-scale-*). At small K it may not (dgx2x2: 25/124
+a round against 166/775; dgxh100x3 a little below 20/23): there tree_schedules packs
+alike boxes of at most 64 GPUs by packing.py instead.
 """
 
 from __future__ import annotations
@@ -62,6 +60,7 @@ from synth.construct.packing import MAX_TREES, Packing, Tree
 from synth.construct.splitting import rails_only
 from synth.deadline import Deadline, OutOfTime
 from synth.topology.linkmodel import LinkModel, box_places
+from synth.topology.symmetry import Translations, translations_of
 
 MAX_ROUNDS = 400  # column generation rounds at most
 EPS = 1e-9
@@ -75,11 +74,15 @@ class Symmetry:
     `perms` (the identity first); `chosen`, the roots the program picks trees for (one
     per orbit of roots); `averaged`: whether the packing is the images' average (one
     root, each image a whole packing of it) or their sum (every rank a root, the
-    images of the chosen roots' trees rooting the rest)."""
+    images of the chosen roots' trees rooting the rest). `fixing`: maps of the network
+    onto itself that fix the one chosen root; a tree found is added with its images
+    under them, whose sum loads every link orbit they permute alike (whole weights at
+    the rate, where one tree's images alone would have fractional ones)."""
 
     perms: tuple[np.ndarray, ...]
     chosen: tuple[int, ...]
     averaged: bool
+    fixing: tuple[np.ndarray, ...] = ()
 
 
 def box_symmetry(model: LinkModel, roots: list[int]) -> Symmetry | None:
@@ -102,8 +105,7 @@ def _box_symmetry(model: LinkModel, roots: tuple[int, ...]) -> Symmetry | None:
     if not alike_sizes:
         return None
     at = {(b, p): r for r, (b, p) in enumerate(zip(box, place))}
-    links = {(l.src, l.dst): l.capacity for l in model.links}
-    groups = {(frozenset(g.links), g.capacity) for g in model.groups}
+    links, groups = _network(model)
     if one:
         fixed = box[roots[0]]
         others = [b for b in range(k) if b != fixed]
@@ -121,6 +123,51 @@ def _box_symmetry(model: LinkModel, roots: tuple[int, ...]) -> Symmetry | None:
             chosen = roots if one else [r for r in range(model.ranks) if box[r] < shift]
             return Symmetry(tuple(perms), tuple(chosen), one)
     return None
+
+
+def grid_symmetry(model: LinkModel, roots: list[int], dims: tuple[int, ...]
+                  ) -> Symmetry | None:
+    """Every rank a root: a generator's grid shifts (synth.topology.symmetry), where they
+    map `model` onto itself. They act regularly, so rank 0's trees and their images are
+    a packing, and every packing averages to one such: the program reaches the best
+    rate. None for one root or no such symmetry. O(N^2): the table of images."""
+    if len(roots) != model.ranks or translations_of(model, dims) is None:
+        return None
+    grid = Translations(tuple(dims))
+    table = grid.table()  # table[u, v]: u moved by v
+    return Symmetry(tuple(table[:, v] for v in range(model.ranks)), (0,), False,
+                    _fixing_zero(model, grid))
+
+
+def _fixing_zero(model: LinkModel, grid: Translations) -> tuple[np.ndarray, ...]:
+    """The maps u -> -u and the turns of equal-sized axes that are symmetries of `model`,
+    and the group they make, the identity left out (at most 2 x axes maps). On a square
+    torus a tree and its three images load the four directions alike."""
+    dims = np.array(grid.dims)
+    weights = np.cumprod(np.r_[dims[1:], 1][::-1])[::-1]
+    coords = np.array([grid.coordinates(r) for r in range(model.ranks)])
+    candidates = [-coords]
+    for size in sorted(set(grid.dims)):
+        axes = [i for i, d in enumerate(grid.dims) if d == size]
+        if len(axes) > 1:
+            turned = coords.copy()
+            turned[:, axes] = coords[:, axes[1:] + axes[:1]]
+            candidates.append(turned)
+    links, groups = _network(model)
+    makers = [m for c in candidates
+              if _maps_onto_itself(m := (c % dims) @ weights, links, groups)]
+    group = new = {tuple(range(model.ranks))}
+    while new:  # the closure: products of the makers
+        new = {n for g in new for m in makers
+               if (n := tuple(m[list(g)].tolist())) not in group}
+        group = group | new
+    return tuple(np.array(g) for g in sorted(group) if g != tuple(range(model.ranks)))
+
+
+def _network(model: LinkModel):
+    """The links (pair: capacity) and groups (links, capacity), for _maps_onto_itself."""
+    return ({(l.src, l.dst): l.capacity for l in model.links},
+            {(frozenset(g.links), g.capacity) for g in model.groups})
 
 
 def _maps_onto_itself(perm, links, groups) -> bool:
@@ -177,20 +224,21 @@ class _Program:
 
 def pack_symmetric(model: LinkModel, roots: list[int],
                    deadline: Deadline | float | None = None,
-                   target: Fraction | None = None) -> Packing | None:
-    """A packing from `roots` (every rank, or one) invariant under box_symmetry (module
-    docstring); None where the model has no such symmetry or some rank cannot be
-    reached. `target`, trees per root per round (1 / the bound), stops the search once
-    reached. Trees over rail peers alone between boxes come first (few links: dgx2x16
-    has 7,680 of them against 65,280), every link only where those fall short. Raises
-    OutOfTime past the deadline before any packing."""
+                   target: Fraction | None = None,
+                   symmetry: Symmetry | None = None) -> Packing | None:
+    """A packing from `roots` (every rank, or one) invariant under `symmetry` (default:
+    box_symmetry); None where there is none or some rank cannot be reached. `target`,
+    trees per root per round (1 / the bound), stops the search once reached. Trees over
+    rail peers alone between boxes first (dgx2x16: 7,680 links of 65,280), every link
+    where those fall short. OutOfTime past the deadline before any packing."""
     deadline = Deadline.of(deadline)
     deadline.check("packing trees")
-    found = box_symmetry(model, roots)
+    found = symmetry or box_symmetry(model, roots)
     if found is None:
         return None
     best = None
-    for links in [m for m in (rails_only(model),) if m is not None] + [model]:
+    rails = [] if symmetry else [m for m in (rails_only(model),) if m is not None]
+    for links in rails + [model]:  # (a grid's shifts need not keep the rails)
         try:
             deadline.check("packing trees")
             packing = _pack_on(links, found, deadline, target)
@@ -224,7 +272,7 @@ def _pack_on(model: LinkModel, symmetry: Symmetry, deadline: Deadline, target
         parent = _greedy_tree(model.ranks, out, widest[program.orbit_of], r)
         if parent is None:
             return None
-        columns.append((r, parent, program.uses(parent)))
+        columns += _with_images([(r, parent, program.uses(parent))], symmetry, program)
     goal = float(target) if target is not None else math.inf
     y = None
     for _ in range(MAX_ROUNDS):
@@ -245,8 +293,20 @@ def _pack_on(model: LinkModel, symmetry: Symmetry, deadline: Deadline, target
                            lambda r: _cheapest_tree(model, edge_cost, r))
         if not added:
             break  # no tree improves: lam is the best any packing of trees reaches
-        columns += added
+        columns += _with_images(added, symmetry, program)
     return _packing(model, program, columns, y, symmetry, target, deadline)
+
+
+def _with_images(columns, symmetry: Symmetry, program: _Program):
+    """`columns` and their trees' images under symmetry.fixing (each once)."""
+    out, seen = list(columns), {tuple(sorted(p.items())) for _, p, _ in columns}
+    for r, parent, _ in columns:
+        for perm in symmetry.fixing:
+            image = {int(perm[v]): int(perm[u]) for v, u in parent.items()}
+            if (key := tuple(sorted(image.items()))) not in seen:
+                seen.add(key)
+                out.append((r, image, program.uses(image)))
+    return out
 
 
 def _solve(program: _Program, columns, firsts, deadline: Deadline):

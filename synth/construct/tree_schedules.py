@@ -36,7 +36,7 @@ from synth.construct.packing import (MAX_UNITS, Packing, Paths, Tree, pack_paths
                                      pack_trees)
 from synth.construct.paced import verified_within
 from synth.construct.splitting import allreduce_split
-from synth.construct.symmetric import box_symmetry, pack_symmetric
+from synth.construct.symmetric import box_symmetry, grid_symmetry, pack_symmetric
 from synth.deadline import Deadline, OutOfTime, Pace
 from synth.schedule.collectives import make_collective
 from synth.schedule.ir import Pipeline, Schedule, Send, Step
@@ -199,25 +199,27 @@ def _tree_at(ranges: list[tuple[int, Tree]], chunk: int) -> Tree:
 
 
 def tree_search_again(first: Search, model: LinkModel, name: str, root: int | None,
-                      limits: Limits, deadline: Deadline, bound: Fraction | None = None
-                      ) -> Search:
+                      limits: Limits, deadline: Deadline, bound: Fraction | None = None,
+                      translations: tuple[int, ...] = ()) -> Search:
     """The packing again, by `deadline`, where the first try's share ran out before it
     built any point: the searches after it may have ended early (the exact search stops
     once an instance finds nothing in its budget), leaving time that share did not have.
     `first` where nothing better comes of it."""
     if first.stopped != "out of time" or first.points or deadline.passed():
         return first
-    again = tree_search(model, name, root, limits, deadline, bound)
+    again = tree_search(model, name, root, limits, deadline, bound, translations)
     return again if again.points or again.stopped == "interrupted" else first
 
 
 def tree_search(model: LinkModel, name: str, root: int | None, limits: Limits,
-                deadline: Deadline | float | None = None, bound: Fraction | None = None
-                ) -> Search:
+                deadline: Deadline | float | None = None, bound: Fraction | None = None,
+                translations: tuple[int, ...] = ()) -> Search:
     """`name` by packed trees, at every pipeline depth in DEPTHS within the step limits,
     each verified. None is `proven` (a construction proves nothing); the search is
     complete unless the deadline cut it short. `bound` (rounds per chunk), when given,
-    lets the packing stop trying splits once one reaches it."""
+    lets the packing stop trying splits once one reaches it. `translations`: the
+    topology's grid (Topology.translations), packed under where its shifts are
+    symmetries (synth.construct.symmetric.grid_symmetry)."""
     search = Search()
     if name not in COLLECTIVES:
         search.stopped = f"{name} is not built from trees (only {', '.join(COLLECTIVES)})"
@@ -233,7 +235,8 @@ def tree_search(model: LinkModel, name: str, root: int | None, limits: Limits,
                           "the boxes are alike)")
         return search
     try:
-        return _tree_points(model, name, root, limits, deadline, search, bound)
+        return _tree_points(model, name, root, limits, deadline, search, bound,
+                            translations)
     except OutOfTime:
         search.stopped, search.complete = "out of time", False
         return search
@@ -242,15 +245,16 @@ def tree_search(model: LinkModel, name: str, root: int | None, limits: Limits,
         return search
 
 
-def _tree_points(model, name, root, limits, deadline, search, bound) -> Search:
+def _tree_points(model, name, root, limits, deadline, search, bound, translations
+                 ) -> Search:
     if name == "allreduce":
-        return _allreduce_points(model, limits, deadline, search, bound)
+        return _allreduce_points(model, limits, deadline, search, bound, translations)
     if name in ("gather", "scatter"):
         return _path_points(model, name, root, limits, deadline, search, bound)
     reversed_ = name in ("reduce", "reducescatter")
     packed_on = reverse_model(model) if reversed_ else model
     roots = [root] if name in ("broadcast", "reduce") else list(range(model.ranks))
-    packing = _pack(packed_on, roots, deadline, bound and 1 / bound)
+    packing = _pack(packed_on, roots, deadline, bound and 1 / bound, translations)
     if packing is None:
         search.stopped = "some rank cannot be reached"
         return search
@@ -295,7 +299,7 @@ def _packed(packing: Packing) -> str:
             f"{len(packing.trees)} distinct")
 
 
-def _allreduce_points(model, limits, deadline, search, bound) -> Search:
+def _allreduce_points(model, limits, deadline, search, bound, translations) -> Search:
     """Reducescatter + allgather trees (every rank a root), one packing used both ways;
     unless that reaches the bound in the steady state, the same on links split between
     the two phases (splitting.allreduce_split), and then, if still short, reduce +
@@ -308,12 +312,12 @@ def _allreduce_points(model, limits, deadline, search, bound) -> Search:
     # where the allreduce bound is twice the allgather's per share (every built-in),
     # one packing at 2 / (N bound) per root per round, used both ways, reaches it
     target = bound and 2 / (model.ranks * bound)
-    down = _pack(model, everyone, deadline, target)
+    down = _pack(model, everyone, deadline, target, translations)
     # a network the same both ways (every link and group mirrored) packs the same trees
     # reversed: no second packing
     deadline.check("packing trees")
     mirrored = _mirrored(model, reverse)
-    up = down if mirrored else _pack(reverse, everyone, deadline, target)
+    up = down if mirrored else _pack(reverse, everyone, deadline, target, translations)
     if up is None or down is None:
         search.stopped = "some rank cannot be reached"
         return search
@@ -368,10 +372,15 @@ def _allreduce_points(model, limits, deadline, search, bound) -> Search:
     return search
 
 
-def _pack(model: LinkModel, roots: list[int], deadline, target: Fraction | None
-          ) -> Packing | None:
-    """pack_trees, or past MAX_RANKS the packing that the symmetry of alike boxes makes
-    small (synth.construct.symmetric)."""
+def _pack(model: LinkModel, roots: list[int], deadline, target: Fraction | None,
+          translations: tuple[int, ...] = ()) -> Packing | None:
+    """Under a grid's shifts where they are symmetries (rank 0's trees alone: torus:8x8
+    in a second, where pack_trees's max-flows take about 20), else pack_trees, or past
+    MAX_RANKS the packing that the symmetry of alike boxes makes small (both in
+    synth.construct.symmetric)."""
+    shifts = grid_symmetry(model, roots, translations)
+    if shifts is not None:
+        return pack_symmetric(model, roots, deadline, target, shifts)
     if model.ranks > MAX_RANKS:
         return pack_symmetric(model, roots, deadline, target)
     return pack_trees(model, roots, deadline, target)
