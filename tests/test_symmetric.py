@@ -134,3 +134,15 @@ def test_trees_under_a_grids_shifts_and_turns_reach_the_rate_in_whole_trees(spec
     assert all(n <= capacity[pair] * lanes for pair, n in load.items())
     schedule = allgather_schedule(model, packing, 1)
     verify_schedule(schedule_to_dict(schedule))
+
+
+def test_no_deeper_pipeline_is_built_once_one_is_at_the_bound():
+    # torus:6x6 allgather: 35 chunks over 4 links in (35/4 rounds a chunk) and 6 hops to
+    # the farthest rank; one batch of its grid trees meets both, so every deeper
+    # pipeline (more steps, no fewer rounds a chunk) could only be dominated
+    topo = resolve("torus:6x6")
+    search = tree_search(lower(topo), "allgather", None, Limits(), None, Fraction(35, 4),
+                         topo.translations)
+    assert [(p.schedule.batches, p.steps, p.ratio) for p in search.points] == \
+        [(1, 6, Fraction(35, 4))]
+    verify_schedule(schedule_to_dict(search.points[0].schedule))

@@ -265,7 +265,7 @@ def _tree_points(model, name, root, limits, deadline, search, bound, translation
         return reverse_schedule(schedule, model) if reversed_ else schedule
 
     add_pipelines(search, build, limits, deadline, edges=_edges(packing),
-                  orbits=_box_shifts(model))
+                  orbits=_box_shifts(model), bound=bound)
     search.stopped = search.stopped or _packed(packing)
     return search
 
@@ -323,9 +323,10 @@ def _allreduce_points(model, limits, deadline, search, bound, translations) -> S
         return search
     add_pipelines(search, lambda batches: allreduce_schedule(model, up, down, batches),
                   limits, deadline, edges=_edges(up) + _edges(down),
-                  orbits=_box_shifts(model))
+                  orbits=_box_shifts(model), bound=bound)
     described = f"{_packed(down)} each way"
-    steady = _steady(search.points)
+    at_bound = bound is not None and any(p.ratio <= bound for p in search.points)
+    steady = bound if at_bound else _steady(search.points)
     if steady != bound and model.ranks <= MAX_RANKS and not deadline.passed():
         # one packing used both ways can overload a link with the two phases (mesh:4x4
         # 1.3 x the bound): split the links between them first, where that promises more
@@ -341,7 +342,8 @@ def _allreduce_points(model, limits, deadline, search, bound, translations) -> S
             described += f"; on links split between the phases, {_packed(down2)} and " \
                 f"{_packed(up2)}"
     roots = range(model.ranks if model.ranks <= ALLREDUCE_ROOTS else 1)
-    if bound is not None and _steady(search.points) == bound or model.ranks > MAX_RANKS:
+    if at_bound or bound is not None and _steady(search.points) == bound or \
+            model.ranks > MAX_RANKS:
         roots = range(0)
     best, tried = None, 0
     for root in roots:
@@ -441,7 +443,8 @@ _BOX_SHIFTS: dict = {}
 
 
 def add_pipelines(search: Search, build, limits: Limits, deadline: Deadline,
-                  depths=DEPTHS, edges: int = 0, orbits=None) -> None:
+                  depths=DEPTHS, edges: int = 0, orbits=None,
+                  bound: Fraction | None = None) -> None:
     """build(P) for each depth P in `depths`, verified, as points of `search` where its
     steps are within the limits, deepest first. Anytime: the shallowest is built first
     (the fewest steps, and quick: there is an answer), then the deepest (nearest the
@@ -451,12 +454,17 @@ def add_pipelines(search: Search, build, limits: Limits, deadline: Deadline,
     affords `edges` (the trees' edges, their copies counted) at the pace measured so
     far (PIPELINE), and none is kept whose verification the time left does not afford
     (synth.construct.paced). Each is written once per orbit of `orbits` where they map
-    it onto itself (synth.schedule.transform.written_per_orbit)."""
+    it onto itself (synth.schedule.transform.written_per_orbit). Past a depth whose
+    point is at `bound` (rounds per chunk) none deeper is built: more batches add steps
+    and cannot go below it, so they could not join the frontier."""
     lo, hi = max(1, limits.min_steps), min(limits.max_steps or MAX_STEPS, MAX_STEPS)
     ordered = sorted(set(depths))
     ordered = list(dict.fromkeys(ordered[:1] + ordered[-1:] + ordered[::-1]))
     longest, found = PIPELINE.seconds(edges), []
     for batches in ordered:
+        if any(p.ratio <= bound and p.schedule.batches < batches for p in found
+               if bound is not None):
+            continue
         if deadline.passed() or not deadline.affords(longest):
             search.stopped, search.complete = "out of time", False
             break
