@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from fractions import Fraction
 
-from synth.construct.tree_schedules import DEPTHS, add_pipelines
+from synth.construct.pipelines import DEPTHS, add_pipelines
 from synth.deadline import Deadline, OutOfTime, Pace
 from synth.schedule.collectives import make_collective
 from synth.schedule.ir import Pipeline, Schedule, Send, Step, SwitchOp

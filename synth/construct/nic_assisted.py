@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from synth.construct.in_network import capable_switch, pipelined_schedule, step_of
-from synth.construct.tree_schedules import DEPTHS, add_pipelines
+from synth.construct.pipelines import DEPTHS, add_pipelines
 from synth.deadline import Deadline, OutOfTime, Pace
 from synth.schedule.collectives import make_collective
 from synth.schedule.ir import Schedule, Send, Step, SwitchOp

@@ -56,7 +56,7 @@ from dataclasses import replace
 
 from synth.construct.baselines.graphs import all_linked
 from synth.construct.relayed_network import Loads
-from synth.construct.tree_schedules import DEPTHS, add_pipelines, levels, pipelined
+from synth.construct.pipelines import DEPTHS, add_pipelines, levels, pipelined
 from synth.deadline import Deadline
 from synth.schedule.collectives import make_collective
 from synth.schedule.ir import Schedule, Send

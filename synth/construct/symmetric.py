@@ -3,7 +3,7 @@
 Where the boxes of a multi-node model are alike, permuting whole boxes (each rank to
 the same place in another box) can map the network onto itself: links to links of the
 same capacity, groups to groups; so can a generator's grid shifts (a torus, a ring, a
-hypercube). Such groups H of maps (box_symmetry, grid_symmetry):
+hypercube). Such groups H of maps (box_symmetry; grid_trees.grid_symmetry):
 
 - every rank a root (allgather; reducescatter and allreduce use its trees): box b to
   box b + s, boxes counted round, or a grid's shifts. They fix no rank, so the images
@@ -60,7 +60,6 @@ from synth.construct.packing import MAX_TREES, Packing, Tree
 from synth.construct.splitting import rails_only
 from synth.deadline import Deadline, OutOfTime
 from synth.topology.linkmodel import LinkModel, box_places
-from synth.topology.symmetry import Translations, translations_of
 
 MAX_ROUNDS = 400  # column generation rounds at most
 EPS = 1e-9
@@ -83,6 +82,7 @@ class Symmetry:
     chosen: tuple[int, ...]
     averaged: bool
     fixing: tuple[np.ndarray, ...] = ()
+    spelled_out: bool = True  # False: the packing is the chosen roots' trees alone
 
 
 def box_symmetry(model: LinkModel, roots: list[int]) -> Symmetry | None:
@@ -105,7 +105,7 @@ def _box_symmetry(model: LinkModel, roots: tuple[int, ...]) -> Symmetry | None:
     if not alike_sizes:
         return None
     at = {(b, p): r for r, (b, p) in enumerate(zip(box, place))}
-    links, groups = _network(model)
+    links, groups = network_of(model)
     if one:
         fixed = box[roots[0]]
         others = [b for b in range(k) if b != fixed]
@@ -116,7 +116,7 @@ def _box_symmetry(model: LinkModel, roots: tuple[int, ...]) -> Symmetry | None:
         candidates = [(np.array([at[((b + s) % k, p)] for b, p in zip(box, place)]), s)
                       for s in range(1, k) if k % s == 0]
     for perm, shift in candidates:
-        if _maps_onto_itself(perm, links, groups):
+        if maps_onto_itself(perm, links, groups):
             perms = [np.arange(model.ranks)]
             while len(perms) < (k - 1 if one else k // shift):
                 perms.append(perm[perms[-1]])
@@ -125,52 +125,13 @@ def _box_symmetry(model: LinkModel, roots: tuple[int, ...]) -> Symmetry | None:
     return None
 
 
-def grid_symmetry(model: LinkModel, roots: list[int], dims: tuple[int, ...]
-                  ) -> Symmetry | None:
-    """Every rank a root: a generator's grid shifts (synth.topology.symmetry), where they
-    map `model` onto itself. They act regularly, so rank 0's trees and their images are
-    a packing, and every packing averages to one such: the program reaches the best
-    rate. None for one root or no such symmetry. O(N^2): the table of images."""
-    if len(roots) != model.ranks or translations_of(model, dims) is None:
-        return None
-    grid = Translations(tuple(dims))
-    table = grid.table()  # table[u, v]: u moved by v
-    return Symmetry(tuple(table[:, v] for v in range(model.ranks)), (0,), False,
-                    _fixing_zero(model, grid))
-
-
-def _fixing_zero(model: LinkModel, grid: Translations) -> tuple[np.ndarray, ...]:
-    """The maps u -> -u and the turns of equal-sized axes that are symmetries of `model`,
-    and the group they make, the identity left out (at most 2 x axes maps). On a square
-    torus a tree and its three images load the four directions alike."""
-    dims = np.array(grid.dims)
-    weights = np.cumprod(np.r_[dims[1:], 1][::-1])[::-1]
-    coords = np.array([grid.coordinates(r) for r in range(model.ranks)])
-    candidates = [-coords]
-    for size in sorted(set(grid.dims)):
-        axes = [i for i, d in enumerate(grid.dims) if d == size]
-        if len(axes) > 1:
-            turned = coords.copy()
-            turned[:, axes] = coords[:, axes[1:] + axes[:1]]
-            candidates.append(turned)
-    links, groups = _network(model)
-    makers = [m for c in candidates
-              if _maps_onto_itself(m := (c % dims) @ weights, links, groups)]
-    group = new = {tuple(range(model.ranks))}
-    while new:  # the closure: products of the makers
-        new = {n for g in new for m in makers
-               if (n := tuple(m[list(g)].tolist())) not in group}
-        group = group | new
-    return tuple(np.array(g) for g in sorted(group) if g != tuple(range(model.ranks)))
-
-
-def _network(model: LinkModel):
+def network_of(model: LinkModel):
     """The links (pair: capacity) and groups (links, capacity), for _maps_onto_itself."""
     return ({(l.src, l.dst): l.capacity for l in model.links},
             {(frozenset(g.links), g.capacity) for g in model.groups})
 
 
-def _maps_onto_itself(perm, links, groups) -> bool:
+def maps_onto_itself(perm, links, groups) -> bool:
     if any(links.get((perm[a], perm[b])) != c for (a, b), c in links.items()):
         return False
     return all((frozenset((perm[a], perm[b]) for a, b in g), c) in groups
@@ -414,6 +375,9 @@ def _packing(model: LinkModel, program: _Program, columns, y, symmetry: Symmetry
             return None
         best = (Fraction(per_root, lanes), lanes, per_root, trimmed)
     _, lanes, per_root, trimmed = best
+    if not symmetry.spelled_out:
+        trees = tuple(Tree(r, parent, w) for (r, parent, _), w in trimmed)
+        return Packing(lanes, per_root, trees, tuple(firsts))
     weight: dict[tuple, int] = defaultdict(int)
     for perm in symmetry.perms:
         deadline.check("packing trees")

@@ -28,30 +28,28 @@ reversed links, run backwards (transform.mirror_schedule).
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import replace
 from fractions import Fraction
 
+from synth.construct.grid_trees import grid_points, grid_symmetry, on_grid
 from synth.construct.packing import (MAX_UNITS, Packing, Paths, Tree, pack_paths,
                                      pack_trees)
-from synth.construct.paced import verified_within
+from synth.construct.pipelines import DEPTHS, add_pipelines, levels, pipelined
 from synth.construct.splitting import allreduce_split
-from synth.construct.symmetric import box_symmetry, grid_symmetry, pack_symmetric
-from synth.deadline import Deadline, OutOfTime, Pace
+from synth.construct.symmetric import box_symmetry, pack_symmetric
+from synth.deadline import Deadline, OutOfTime
 from synth.schedule.collectives import make_collective
-from synth.schedule.ir import Pipeline, Schedule, Send, Step
+from synth.schedule.ir import Schedule, Send
 from synth.schedule.orbits import box_grid, last_made
 from synth.schedule.transform import (mirror_schedule, reverse_model, reverse_schedule,
-                                      written_per_orbit)
+                                      same_both_ways)
 from synth.search.pareto import Limits, Point, Search
-from synth.topology.linkmodel import LinkModel, rounds_for_load
+from synth.topology.linkmodel import LinkModel
 
 COLLECTIVES = ("allgather", "reducescatter", "broadcast", "reduce", "allreduce", "gather",
                "scatter")
 MAX_RANKS = 64  # past this, packing takes minutes (a broadcast on torus:8x8 about 30 s):
 # trees only where boxes alike give a symmetry to pack under (synth.construct.symmetric)
-DEPTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # pipeline batches tried
-MAX_STEPS = 1100  # a pipeline past this many steps is not built
 ALLREDUCE_ROOTS = 8  # allreduce tries every root up to this many ranks (else rank 0)
 
 
@@ -66,46 +64,9 @@ def _ranges(packing: Packing, root: int) -> list[tuple[int, Tree]]:
     return out
 
 
-def levels(sends_at: list[tuple[int, Send]]) -> list[tuple[Send, ...]]:
-    """(level, send) pairs as steps, level 1 first."""
-    by_level: dict[int, list[Send]] = {}
-    for level, send in sends_at:
-        by_level.setdefault(level, []).append(send)
-    return [tuple(sorted(by_level[d], key=lambda x: (x.src, x.dst, x.chunk)))
-            for d in sorted(by_level)]
-
-
 def _down(tree: Tree, chunk: int, count: int, op: str = "copy") -> list[tuple[int, Send]]:
     """Chunks chunk .. chunk + count - 1 down `tree`: (level, send) for every edge."""
     return [(tree.depth(v), Send(chunk, u, v, op, count)) for v, u in tree.parent.items()]
-
-
-def pipelined(model: LinkModel, coll, program, per_batch: int, batches: int,
-              info: dict) -> Schedule:
-    """`program` as batch 0 of a pipeline of `batches` batches (stride `per_batch`),
-    batch b starting at step b; every expanded step's rounds from all it carries."""
-    loads = []
-    for sends in program:
-        load: dict[tuple[int, int], int] = {}
-        for x in sends:
-            load[(x.src, x.dst)] = load.get((x.src, x.dst), 0) + x.count
-        loads.append(load)
-    steps = tuple(Step(rounds_for_load(model, load), sends)
-                  for load, sends in zip(loads, program))
-    if batches == 1:
-        return Schedule(coll, model, steps, info)
-    depth, window_rounds = len(steps), {}
-    rounds = []
-    for t in range(depth + batches - 1):  # expanded step t runs program steps lo..hi
-        window = (max(0, t - batches + 1), min(t, depth - 1))
-        if window not in window_rounds:
-            total: dict[tuple[int, int], int] = {}
-            for load in loads[window[0]:window[1] + 1]:
-                for pair, n in load.items():
-                    total[pair] = total.get(pair, 0) + n
-            window_rounds[window] = rounds_for_load(model, total)
-        rounds.append(window_rounds[window])
-    return Schedule(coll, model, steps, info, Pipeline(batches, per_batch, tuple(rounds)))
 
 
 def _info(packing: Packing, batches: int, what: str = "trees") -> dict:
@@ -230,9 +191,9 @@ def tree_search(model: LinkModel, name: str, root: int | None, limits: Limits,
         return search
     roots = [root] if name in ("broadcast", "reduce") else list(range(model.ranks))
     if model.ranks > MAX_RANKS and name not in ("gather", "scatter") and \
-            box_symmetry(model, roots) is None:
+            not on_grid(model, name, translations) and box_symmetry(model, roots) is None:
         search.stopped = (f"not packed: {model.ranks} ranks (at most {MAX_RANKS} unless "
-                          "the boxes are alike)")
+                          "the boxes are alike or a grid's shifts map it onto itself)")
         return search
     try:
         return _tree_points(model, name, root, limits, deadline, search, bound,
@@ -247,6 +208,9 @@ def tree_search(model: LinkModel, name: str, root: int | None, limits: Limits,
 
 def _tree_points(model, name, root, limits, deadline, search, bound, translations
                  ) -> Search:
+    if model.ranks > MAX_RANKS and on_grid(model, name, translations):
+        # written for rank 0 alone; up to 64 GPUs spelled out, as the runtimes read them
+        return grid_points(model, name, limits, deadline, search, bound, translations)
     if name == "allreduce":
         return _allreduce_points(model, limits, deadline, search, bound, translations)
     if name in ("gather", "scatter"):
@@ -316,7 +280,7 @@ def _allreduce_points(model, limits, deadline, search, bound, translations) -> S
     # a network the same both ways (every link and group mirrored) packs the same trees
     # reversed: no second packing
     deadline.check("packing trees")
-    mirrored = _mirrored(model, reverse)
+    mirrored = same_both_ways(model, reverse)
     up = down if mirrored else _pack(reverse, everyone, deadline, target, translations)
     if up is None or down is None:
         search.stopped = "some rank cannot be reached"
@@ -388,26 +352,12 @@ def _pack(model: LinkModel, roots: list[int], deadline, target: Fraction | None,
     return pack_trees(model, roots, deadline, target)
 
 
-def _mirrored(model: LinkModel, reverse: LinkModel) -> bool:
-    """Whether the reversed network is the network: the same links with the same
-    capacities, and the same groups (their links and capacities; names aside)."""
-    def network(m):
-        return ({(l.src, l.dst, l.capacity) for l in m.links},
-                sorted((sorted(g.links), g.capacity) for g in m.groups))
-    return network(model) == network(reverse)
-
-
 def _steady(points: list[Point]) -> Fraction | None:
     """The least steady_rounds_per_chunk of the deepest pipelines among `points`."""
     deepest = max((p.schedule.batches for p in points), default=None)
     steady = [s for p in points if p.schedule.batches == deepest
               and (s := steady_rounds_per_chunk(p.schedule)) is not None]
     return min(steady, default=None)
-
-
-# building a pipeline of packed trees, per tree edge (copies counted): the prior an idle
-# core's (dgxh100x64's allreduce, a million edges: 2 s), then the slowest measured
-PIPELINE = Pace(2e-6, least=10_000)
 
 
 def _edges(packing: Packing) -> int:
@@ -440,46 +390,3 @@ def _box_shifts(model: LinkModel):
 
 
 _BOX_SHIFTS: dict = {}
-
-
-def add_pipelines(search: Search, build, limits: Limits, deadline: Deadline,
-                  depths=DEPTHS, edges: int = 0, orbits=None,
-                  bound: Fraction | None = None) -> None:
-    """build(P) for each depth P in `depths`, verified, as points of `search` where its
-    steps are within the limits, deepest first. Anytime: the shallowest is built first
-    (the fewest steps, and quick: there is an answer), then the deepest (nearest the
-    bound, what trees are for), then the rest; none is started past the deadline or
-    once the time left is less than the longest build so far (the builds of a program
-    share their work, so the first is the dearest), the first not unless the time left
-    affords `edges` (the trees' edges, their copies counted) at the pace measured so
-    far (PIPELINE), and none is kept whose verification the time left does not afford
-    (synth.construct.paced). Each is written once per orbit of `orbits` where they map
-    it onto itself (synth.schedule.transform.written_per_orbit). Past a depth whose
-    point is at `bound` (rounds per chunk) none deeper is built: more batches add steps
-    and cannot go below it, so they could not join the frontier."""
-    lo, hi = max(1, limits.min_steps), min(limits.max_steps or MAX_STEPS, MAX_STEPS)
-    ordered = sorted(set(depths))
-    ordered = list(dict.fromkeys(ordered[:1] + ordered[-1:] + ordered[::-1]))
-    longest, found = PIPELINE.seconds(edges), []
-    for batches in ordered:
-        if any(p.ratio <= bound and p.schedule.batches < batches for p in found
-               if bound is not None):
-            continue
-        if deadline.passed() or not deadline.affords(longest):
-            search.stopped, search.complete = "out of time", False
-            break
-        started = time.monotonic()
-        schedule = written_per_orbit(build(batches), orbits)
-        elapsed = time.monotonic() - started
-        if batches == ordered[0]:
-            PIPELINE.record(edges, elapsed)
-        longest = max(longest, elapsed)
-        if not lo <= schedule.num_steps <= hi:
-            continue
-        try:
-            found.append(Point(verified_within(schedule, deadline), proven=False))
-        except OutOfTime:
-            search.stopped, search.complete = "out of time", False
-    search.points += sorted(found, key=lambda p: -p.schedule.batches)
-
-

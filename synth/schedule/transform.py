@@ -239,3 +239,12 @@ def written_per_orbit(schedule: Schedule, orbits) -> Schedule:
                         for step in steps for x in step.sends):
         return schedule
     return replace(schedule, steps=tuple(steps), symmetry=orbits)
+
+
+def same_both_ways(model: LinkModel, reverse: LinkModel) -> bool:
+    """Whether the reversed network is the network: the same links with the same
+    capacities, and the same groups (their links and capacities; names aside)."""
+    def network(m):
+        return ({(l.src, l.dst, l.capacity) for l in m.links},
+                sorted((sorted(g.links), g.capacity) for g in m.groups))
+    return network(model) == network(reverse)

@@ -1,0 +1,188 @@
+"""Trees on a grid (a torus, a ring, a hypercube): packed under its shifts, written once.
+
+A generator's grid shifts (synth.topology.symmetry) act regularly on the ranks: one
+maps rank 0 onto each rank. So the trees of rank 0 and their images are a packing with
+every rank a root, and every packing averages to one such; the program over rank 0's
+trees (synth.construct.symmetric) reaches the best rate. Each tree found joins with its
+images under the maps that fix rank 0 (u to -u, and the turns of axes of one size),
+since whole weights at the rate need them: on torus:8x8 a tree and its three turns
+load the four directions alike, 4 trees per root in 63 lanes.
+
+The allgather down those trees is a schedule the shifts map onto itself, so it is
+written once per orbit (version 4, synth.schedule.orbits): the sends into rank 0. Root
+r's tree is rank 0's moved by r, so its edge into 0 is the move by r of rank 0's tree's
+edge into -r: the representative's sends come from rank 0's trees alone, O(N x trees),
+where spelling every rank out costs N times more (torus:16x16: 261,120 sends a batch,
+against 1,020). Reducescatter is the same on the reversed links, run backwards;
+allreduce is reducescatter then allgather (synth.schedule.transform.compose_allreduce).
+
+Cost: the N x N table of shifts (the program's link orbits) and the packing; then
+O(N x trees x depth) per schedule. Up to MAX_GRID ranks.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import replace
+from fractions import Fraction
+
+import numpy as np
+
+from synth.construct.packing import Packing
+from synth.construct.pipelines import add_pipelines, levels, pipelined
+from synth.construct.symmetric import (Symmetry, maps_onto_itself, network_of,
+                                       pack_symmetric)
+from synth.schedule.collectives import make_collective
+from synth.schedule.ir import Schedule, Send
+from synth.schedule.orbits import Orbits, orbits_of
+from synth.schedule.transform import (compose_allreduce, reverse_model, reverse_schedule,
+                                      same_both_ways)
+from synth.search.pareto import Search
+from synth.topology.linkmodel import LinkModel
+from synth.topology.symmetry import Translations, translations_of
+
+MAX_GRID = 1024  # ranks: the table of shifts is N x N
+
+
+def grid_symmetry(model: LinkModel, roots: list[int], dims: tuple[int, ...],
+                  spelled_out: bool = True) -> Symmetry | None:
+    """Every rank a root: a generator's grid shifts (synth.topology.symmetry), where they
+    map `model` onto itself. They act regularly, so rank 0's trees and their images are
+    a packing, and every packing averages to one such: the program reaches the best
+    rate. None for one root or no such symmetry. O(N^2): the table of images.
+    `spelled_out`: the packing lists every root's trees (else rank 0's alone)."""
+    if len(roots) != model.ranks or translations_of(model, dims) is None:
+        return None
+    grid = Translations(tuple(dims))
+    table = grid.table()  # table[u, v]: u moved by v
+    return Symmetry(tuple(table[:, v] for v in range(model.ranks)), (0,), False,
+                    _fixing_zero(model, grid), spelled_out)
+
+
+def _fixing_zero(model: LinkModel, grid: Translations) -> tuple[np.ndarray, ...]:
+    """The maps u -> -u and the turns of equal-sized axes that are symmetries of `model`,
+    and the group they make, the identity left out (at most 2 x axes maps). On a square
+    torus a tree and its three images load the four directions alike."""
+    dims = np.array(grid.dims)
+    weights = np.cumprod(np.r_[dims[1:], 1][::-1])[::-1]
+    coords = np.array([grid.coordinates(r) for r in range(model.ranks)])
+    candidates = [-coords]
+    for size in sorted(set(grid.dims)):
+        axes = [i for i, d in enumerate(grid.dims) if d == size]
+        if len(axes) > 1:
+            turned = coords.copy()
+            turned[:, axes] = coords[:, axes[1:] + axes[:1]]
+            candidates.append(turned)
+    links, groups = network_of(model)
+    makers = [m for c in candidates
+              if maps_onto_itself(m := (c % dims) @ weights, links, groups)]
+    group = new = {tuple(range(model.ranks))}
+    while new:  # the closure: products of the makers
+        new = {n for g in new for m in makers
+               if (n := tuple(m[list(g)].tolist())) not in group}
+        group = group | new
+    return tuple(np.array(g) for g in sorted(group) if g != tuple(range(model.ranks)))
+
+
+def grid_allgather(model: LinkModel, packing: Packing, orbits: Orbits, batches: int
+                   ) -> Schedule:
+    """The allgather down rank 0's trees (`packing`, not spelled out) moved to every
+    root, pipelined over `batches` like tree_schedules.allgather_schedule, written once
+    per orbit of `orbits` (the grid's shifts): the sends into rank 0 (module
+    docstring), each step priced on the orbits' quotient (the whole step's rounds)."""
+    k, n = packing.per_root, model.ranks
+    coll = make_collective("allgather", n, k * batches)
+    sends, first = [], 0
+    for tree in packing.trees:  # tree i carries its weight's chunks from `first` on
+        depth = _depths(tree.parent, 0)
+        for r in range(1, n):
+            x = orbits.back(0, r)  # -r: its edge, moved by r, is root r's edge into 0
+            sends.append((depth[x], Send(r * coll.chunks + first,
+                                         orbits.move(tree.parent[x], r), 0, "copy",
+                                         tree.weight)))
+        first += tree.weight
+    info = _described(packing, batches)
+    schedule = pipelined(model, coll, levels(sends), k, batches, info,
+                         priced_on=orbits.quotient(model))
+    return replace(schedule, symmetry=orbits)
+
+
+def _described(packing: Packing, batches: int, what: str = "trees") -> dict:
+    """The schedule's info: its method, as tree_schedules words it, and its trees."""
+    return {"method": f"{what}, {packing.per_root} packed ({len(packing.trees)} distinct)"
+            + (f", {batches} batches" if batches > 1 else ""), "trees": packing.per_root}
+
+
+def _depths(parent: dict[int, int], root: int) -> dict[int, int]:
+    """Every rank's depth in the tree (`parent`: rank to its parent), breadth first."""
+    children = defaultdict(list)
+    for v, u in parent.items():
+        children[u].append(v)
+    depth, order = {root: 0}, [root]
+    for u in order:  # grows as it goes
+        for v in children[u]:
+            depth[v] = depth[u] + 1
+            order.append(v)
+    return depth
+
+
+def grid_packing(model: LinkModel, dims: tuple[int, ...], deadline, target: Fraction | None
+                 ) -> tuple[Packing, Orbits] | None:
+    """Rank 0's trees packed under the grid's shifts, and the orbits its schedules are
+    written in; None where the shifts are no symmetry or the grid is past MAX_GRID."""
+    if model.ranks > MAX_GRID:
+        return None
+    found = grid_symmetry(model, list(range(model.ranks)), dims, spelled_out=False)
+    orbits = found and orbits_of(model, tuple(dims), tuple(range(len(dims))))
+    if found is None or orbits is None:
+        return None
+    packing = pack_symmetric(model, list(range(model.ranks)), deadline, target, found)
+    return None if packing is None else (packing, orbits)
+
+
+def grid_schedule(model: LinkModel, name: str, packed: tuple[Packing, Orbits],
+                  batches: int) -> Schedule:
+    """`name` (allgather; reducescatter, packed on the reversed links) down the grid's
+    trees, written once per orbit."""
+    packing, orbits = packed
+    if name == "allgather":
+        return grid_allgather(model, packing, orbits, batches)
+    return reverse_schedule(grid_allgather(reverse_model(model), packing, orbits, batches),
+                            model)
+
+
+def on_grid(model: LinkModel, name: str, translations: tuple[int, ...]) -> bool:
+    """Whether `name` is packed under a grid's shifts (synth.construct.grid_trees)."""
+    return name in ("allgather", "reducescatter", "allreduce") and \
+        model.ranks <= MAX_GRID and translations_of(model, translations) is not None
+
+
+def grid_points(model, name, limits, deadline, search, bound, translations) -> Search:
+    """Allgather and reducescatter down trees packed under the grid's shifts, written
+    once per orbit; allreduce as one batch of each, composed, where the links are the
+    same both ways (its bound is twice theirs a share: 2 / (N bound) trees per root
+    per round)."""
+    if name == "allreduce" and not same_both_ways(model, reverse_model(model)):
+        search.stopped = "not packed: the links differ from the reversed ones"
+        return search
+    target = bound and (2 / (model.ranks * bound) if name == "allreduce" else 1 / bound)
+    packed_on = reverse_model(model) if name == "reducescatter" else model
+    packed = grid_packing(packed_on, translations, deadline, target)
+    if packed is None:
+        search.stopped = "some rank cannot be reached"
+        return search
+    if name == "allreduce":
+        def composed(_):
+            both = compose_allreduce(grid_schedule(model, "reducescatter", packed, 1),
+                                     grid_schedule(model, "allgather", packed, 1))
+            return replace(both, info=_described(packed[0], 1,
+                                                 "reducescatter + allgather trees"))
+        add_pipelines(search, composed, limits, deadline, depths=(1,))
+    else:
+        add_pipelines(search, lambda batches: grid_schedule(model, name, packed, batches),
+                      limits, deadline, edges=model.ranks * packed[0].per_root,
+                      bound=bound)
+    k = packed[0].per_root
+    search.stopped = search.stopped or (f"{k} tree{'s' * (k != 1)} per root, "
+                                        f"{len(packed[0].trees)} distinct under the shifts")
+    return search
