@@ -16,8 +16,9 @@ where spelling every rank out costs N times more (torus:16x16: 261,120 sends a b
 against 1,020). Reducescatter is the same on the reversed links, run backwards;
 allreduce is reducescatter then allgather (synth.schedule.transform.compose_allreduce).
 
-Cost: the N x N table of shifts (the program's link orbits) and the packing; then
-O(N x trees x depth) per schedule. Up to MAX_GRID ranks.
+Cost: the N x N table of shifts and O(N x links) to name the links' orbits (capped by
+MAX_GRID_WORK), the packing; then O(N x trees x depth) per schedule. Up to MAX_GRID
+ranks, and only where whole weights reach the bound (grid_packing).
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ from synth.topology.linkmodel import LinkModel
 from synth.topology.symmetry import Translations, translations_of
 
 MAX_GRID = 1024  # ranks: the table of shifts is N x N
+# shifts x links: the program names each link's orbit over every shift (fc:512's 134
+# million would take gigabytes; torus:32x32's 4 million, hypercube:10's 10, fc:256's 17)
+MAX_GRID_WORK = 1 << 24
 
 
 def grid_symmetry(model: LinkModel, roots: list[int], dims: tuple[int, ...],
@@ -51,7 +55,8 @@ def grid_symmetry(model: LinkModel, roots: list[int], dims: tuple[int, ...],
     a packing, and every packing averages to one such: the program reaches the best
     rate. None for one root or no such symmetry. O(N^2): the table of images.
     `spelled_out`: the packing lists every root's trees (else rank 0's alone)."""
-    if len(roots) != model.ranks or translations_of(model, dims) is None:
+    if len(roots) != model.ranks or model.ranks * len(model.links) > MAX_GRID_WORK or \
+            translations_of(model, dims) is None:
         return None
     grid = Translations(tuple(dims))
     table = grid.table()  # table[u, v]: u moved by v
@@ -129,7 +134,9 @@ def _depths(parent: dict[int, int], root: int) -> dict[int, int]:
 def grid_packing(model: LinkModel, dims: tuple[int, ...], deadline, target: Fraction | None
                  ) -> tuple[Packing, Orbits] | None:
     """Rank 0's trees packed under the grid's shifts, and the orbits its schedules are
-    written in; None where the shifts are no symmetry or the grid is past MAX_GRID."""
+    written in; None where the shifts are no symmetry, the grid is past MAX_GRID, or no
+    whole weights reach `target` (the rest round to a thousand trees a root whose
+    chunks no runtime would cut that fine: torus:16x32, torus:2x8x8)."""
     if model.ranks > MAX_GRID:
         return None
     found = grid_symmetry(model, list(range(model.ranks)), dims, spelled_out=False)
@@ -137,7 +144,9 @@ def grid_packing(model: LinkModel, dims: tuple[int, ...], deadline, target: Frac
     if found is None or orbits is None:
         return None
     packing = pack_symmetric(model, list(range(model.ranks)), deadline, target, found)
-    return None if packing is None else (packing, orbits)
+    if packing is None or target is not None and packing.rate != target:
+        return None
+    return packing, orbits
 
 
 def grid_schedule(model: LinkModel, name: str, packed: tuple[Packing, Orbits],
@@ -154,7 +163,8 @@ def grid_schedule(model: LinkModel, name: str, packed: tuple[Packing, Orbits],
 def on_grid(model: LinkModel, name: str, translations: tuple[int, ...]) -> bool:
     """Whether `name` is packed under a grid's shifts (synth.construct.grid_trees)."""
     return name in ("allgather", "reducescatter", "allreduce") and \
-        model.ranks <= MAX_GRID and translations_of(model, translations) is not None
+        model.ranks <= MAX_GRID and model.ranks * len(model.links) <= MAX_GRID_WORK and \
+        translations_of(model, translations) is not None
 
 
 def grid_points(model, name, limits, deadline, search, bound, translations) -> Search:
@@ -169,7 +179,7 @@ def grid_points(model, name, limits, deadline, search, bound, translations) -> S
     packed_on = reverse_model(model) if name == "reducescatter" else model
     packed = grid_packing(packed_on, translations, deadline, target)
     if packed is None:
-        search.stopped = "some rank cannot be reached"
+        search.stopped = "not packed: no whole trees at the bound under the grid's shifts"
         return search
     if name == "allreduce":
         def composed(_):

@@ -340,13 +340,14 @@ def _allreduce_points(model, limits, deadline, search, bound, translations) -> S
 
 def _pack(model: LinkModel, roots: list[int], deadline, target: Fraction | None,
           translations: tuple[int, ...] = ()) -> Packing | None:
-    """Under a grid's shifts where they are symmetries (rank 0's trees alone: torus:8x8
-    in a second, where pack_trees's max-flows take about 20), else pack_trees, or past
-    MAX_RANKS the packing that the symmetry of alike boxes makes small (both in
-    synth.construct.symmetric)."""
+    """Under a grid's shifts where they are symmetries and give whole trees at `target`
+    (rank 0's trees alone: torus:8x8 in a second, where pack_trees's max-flows take
+    about 20), else pack_trees, or past MAX_RANKS the packing that the symmetry of alike
+    boxes makes small (synth.construct.symmetric)."""
     shifts = grid_symmetry(model, roots, translations)
-    if shifts is not None:
-        return pack_symmetric(model, roots, deadline, target, shifts)
+    packing = shifts and pack_symmetric(model, roots, deadline, target, shifts)
+    if packing and (target is None or packing.rate == target):
+        return packing
     if model.ranks > MAX_RANKS:
         return pack_symmetric(model, roots, deadline, target)
     return pack_trees(model, roots, deadline, target)
