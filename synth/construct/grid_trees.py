@@ -23,7 +23,6 @@ ranks, and only where whole weights reach the bound (grid_packing).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import replace
 from fractions import Fraction
 
@@ -48,6 +47,13 @@ MAX_GRID = 1024  # ranks: the table of shifts is N x N
 MAX_GRID_WORK = 1 << 24
 
 
+def _packable(model: LinkModel, dims: tuple[int, ...]) -> bool:
+    """Whether a grid's shifts map `model` onto itself, within MAX_GRID and
+    MAX_GRID_WORK."""
+    return model.ranks <= MAX_GRID and model.ranks * len(model.links) <= MAX_GRID_WORK \
+        and translations_of(model, dims) is not None
+
+
 def grid_symmetry(model: LinkModel, roots: list[int], dims: tuple[int, ...],
                   spelled_out: bool = True) -> Symmetry | None:
     """Every rank a root: a generator's grid shifts (synth.topology.symmetry), where they
@@ -55,8 +61,7 @@ def grid_symmetry(model: LinkModel, roots: list[int], dims: tuple[int, ...],
     a packing, and every packing averages to one such: the program reaches the best
     rate. None for one root or no such symmetry. O(N^2): the table of images.
     `spelled_out`: the packing lists every root's trees (else rank 0's alone)."""
-    if len(roots) != model.ranks or model.ranks * len(model.links) > MAX_GRID_WORK or \
-            translations_of(model, dims) is None:
+    if len(roots) != model.ranks or not _packable(model, dims):
         return None
     grid = Translations(tuple(dims))
     table = grid.table()  # table[u, v]: u moved by v
@@ -99,36 +104,16 @@ def grid_allgather(model: LinkModel, packing: Packing, orbits: Orbits, batches: 
     coll = make_collective("allgather", n, k * batches)
     sends, first = [], 0
     for tree in packing.trees:  # tree i carries its weight's chunks from `first` on
-        depth = _depths(tree.parent, 0)
         for r in range(1, n):
             x = orbits.back(0, r)  # -r: its edge, moved by r, is root r's edge into 0
-            sends.append((depth[x], Send(r * coll.chunks + first,
+            sends.append((tree.depth(x), Send(r * coll.chunks + first,
                                          orbits.move(tree.parent[x], r), 0, "copy",
                                          tree.weight)))
         first += tree.weight
-    info = _described(packing, batches)
+    info = replace(packing, roots=tuple(range(n))).info(batches)  # every rank a root
     schedule = pipelined(model, coll, levels(sends), k, batches, info,
                          priced_on=orbits.quotient(model))
     return replace(schedule, symmetry=orbits)
-
-
-def _described(packing: Packing, batches: int, what: str = "trees") -> dict:
-    """The schedule's info: its method, as tree_schedules words it, and its trees."""
-    return {"method": f"{what}, {packing.per_root} packed ({len(packing.trees)} distinct)"
-            + (f", {batches} batches" if batches > 1 else ""), "trees": packing.per_root}
-
-
-def _depths(parent: dict[int, int], root: int) -> dict[int, int]:
-    """Every rank's depth in the tree (`parent`: rank to its parent), breadth first."""
-    children = defaultdict(list)
-    for v, u in parent.items():
-        children[u].append(v)
-    depth, order = {root: 0}, [root]
-    for u in order:  # grows as it goes
-        for v in children[u]:
-            depth[v] = depth[u] + 1
-            order.append(v)
-    return depth
 
 
 def grid_packing(model: LinkModel, dims: tuple[int, ...], deadline, target: Fraction | None
@@ -137,8 +122,6 @@ def grid_packing(model: LinkModel, dims: tuple[int, ...], deadline, target: Frac
     written in; None where the shifts are no symmetry, the grid is past MAX_GRID, or no
     whole weights reach `target` (the rest round to a thousand trees a root whose
     chunks no runtime would cut that fine: torus:16x32, torus:2x8x8)."""
-    if model.ranks > MAX_GRID:
-        return None
     found = grid_symmetry(model, list(range(model.ranks)), dims, spelled_out=False)
     orbits = found and orbits_of(model, tuple(dims), tuple(range(len(dims))))
     if found is None or orbits is None:
@@ -163,8 +146,7 @@ def grid_schedule(model: LinkModel, name: str, packed: tuple[Packing, Orbits],
 def on_grid(model: LinkModel, name: str, translations: tuple[int, ...]) -> bool:
     """Whether `name` is packed under a grid's shifts (synth.construct.grid_trees)."""
     return name in ("allgather", "reducescatter", "allreduce") and \
-        model.ranks <= MAX_GRID and model.ranks * len(model.links) <= MAX_GRID_WORK and \
-        translations_of(model, translations) is not None
+        _packable(model, translations)
 
 
 def grid_points(model, name, limits, deadline, search, bound, translations) -> Search:
@@ -185,14 +167,12 @@ def grid_points(model, name, limits, deadline, search, bound, translations) -> S
         def composed(_):
             both = compose_allreduce(grid_schedule(model, "reducescatter", packed, 1),
                                      grid_schedule(model, "allgather", packed, 1))
-            return replace(both, info=_described(packed[0], 1,
-                                                 "reducescatter + allgather trees"))
+            every = replace(packed[0], roots=tuple(range(model.ranks)))
+            return replace(both, info=every.info(1, "reducescatter + allgather trees"))
         add_pipelines(search, composed, limits, deadline, depths=(1,))
     else:
         add_pipelines(search, lambda batches: grid_schedule(model, name, packed, batches),
                       limits, deadline, edges=model.ranks * packed[0].per_root,
                       bound=bound)
-    k = packed[0].per_root
-    search.stopped = search.stopped or (f"{k} tree{'s' * (k != 1)} per root, "
-                                        f"{len(packed[0].trees)} distinct under the shifts")
+    search.stopped = search.stopped or f"{packed[0].counted} under the shifts"
     return search

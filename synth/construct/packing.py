@@ -92,6 +92,20 @@ class Packing:
         """Chunks per round each root gets out: per_root / L."""
         return Fraction(self.per_root, self.lanes_per_capacity)
 
+    def info(self, batches: int, what: str = "trees") -> dict:
+        """A schedule's info from these trees: its method in words, and the trees."""
+        distinct = len(self.trees)
+        return {"method": f"{what}, {self.per_root} packed" +
+                (f" ({distinct} distinct)" if distinct != self.per_root * len(self.roots)
+                 else "") + (f", {batches} batches" if batches > 1 else ""),
+                "trees": self.per_root}
+
+    @property
+    def counted(self) -> str:
+        """What a search says of the packing: trees per root, distinct trees."""
+        return (f"{self.per_root} tree{'s' * (self.per_root != 1)} per root, "
+                f"{len(self.trees)} distinct")
+
 
 @dataclass
 class _Lanes:

@@ -126,7 +126,7 @@ def _box_symmetry(model: LinkModel, roots: tuple[int, ...]) -> Symmetry | None:
 
 
 def network_of(model: LinkModel):
-    """The links (pair: capacity) and groups (links, capacity), for _maps_onto_itself."""
+    """The links (pair: capacity) and groups (links, capacity), for maps_onto_itself."""
     return ({(l.src, l.dst): l.capacity for l in model.links},
             {(frozenset(g.links), g.capacity) for g in model.groups})
 

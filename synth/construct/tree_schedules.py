@@ -69,14 +69,6 @@ def _down(tree: Tree, chunk: int, count: int, op: str = "copy") -> list[tuple[in
     return [(tree.depth(v), Send(chunk, u, v, op, count)) for v, u in tree.parent.items()]
 
 
-def _info(packing: Packing, batches: int, what: str = "trees") -> dict:
-    distinct = len(packing.trees)
-    return {"method": f"{what}, {packing.per_root} packed" +
-            (f" ({distinct} distinct)" if distinct != packing.per_root * len(packing.roots)
-             else "") + (f", {batches} batches" if batches > 1 else ""),
-            "trees": packing.per_root}
-
-
 def broadcast_schedule(model: LinkModel, packing: Packing, batches: int) -> Schedule:
     """Each batch's k chunks down the trees (tree i its weight's range of them), one
     level per step; `batches` batches, batch b starting at step b (a version 2
@@ -85,7 +77,7 @@ def broadcast_schedule(model: LinkModel, packing: Packing, batches: int) -> Sche
     coll = make_collective("broadcast", model.ranks, k * batches, root)
     program = levels([s for first, tree in _ranges(packing, root)
                       for s in _down(tree, first, tree.weight)])
-    return pipelined(model, coll, program, k, batches, _info(packing, batches))
+    return pipelined(model, coll, program, k, batches, packing.info(batches))
 
 
 def allgather_schedule(model: LinkModel, packing: Packing, batches: int) -> Schedule:
@@ -95,7 +87,7 @@ def allgather_schedule(model: LinkModel, packing: Packing, batches: int) -> Sche
     coll = make_collective("allgather", model.ranks, k * batches)
     program = levels([s for r in packing.roots for first, tree in _ranges(packing, r)
                       for s in _down(tree, r * coll.chunks + first, tree.weight)])
-    return pipelined(model, coll, program, k, batches, _info(packing, batches))
+    return pipelined(model, coll, program, k, batches, packing.info(batches))
 
 
 def gather_schedule(model: LinkModel, paths: Paths, batches: int) -> Schedule:
@@ -143,7 +135,7 @@ def allreduce_schedule(model: LinkModel, up: Packing, down: Packing, batches: in
     what = "reduce + broadcast trees" if len(down.roots) == 1 else \
         "reducescatter + allgather trees"
     return pipelined(model, coll, list(reversed(levels(gather))) + levels(spread),
-                     k, batches, _info(down, batches, what))
+                     k, batches, down.info(batches, what))
 
 
 def _at_scale(packing: Packing, scale: int) -> Packing:
@@ -180,7 +172,7 @@ def tree_search(model: LinkModel, name: str, root: int | None, limits: Limits,
     complete unless the deadline cut it short. `bound` (rounds per chunk), when given,
     lets the packing stop trying splits once one reaches it. `translations`: the
     topology's grid (Topology.translations), packed under where its shifts are
-    symmetries (synth.construct.symmetric.grid_symmetry)."""
+    symmetries (synth.construct.grid_trees)."""
     search = Search()
     if name not in COLLECTIVES:
         search.stopped = f"{name} is not built from trees (only {', '.join(COLLECTIVES)})"
@@ -230,7 +222,7 @@ def _tree_points(model, name, root, limits, deadline, search, bound, translation
 
     add_pipelines(search, build, limits, deadline, edges=_edges(packing),
                   orbits=_box_shifts(model), bound=bound)
-    search.stopped = search.stopped or _packed(packing)
+    search.stopped = search.stopped or packing.counted
     return search
 
 
@@ -258,11 +250,6 @@ def _per_gpu(k: int) -> str:
     return f"{k} chunk{'s' * (k != 1)} per GPU"
 
 
-def _packed(packing: Packing) -> str:
-    return (f"{packing.per_root} tree{'s' * (packing.per_root != 1)} per root, "
-            f"{len(packing.trees)} distinct")
-
-
 def _allreduce_points(model, limits, deadline, search, bound, translations) -> Search:
     """Reducescatter + allgather trees (every rank a root), one packing used both ways;
     unless that reaches the bound in the steady state, the same on links split between
@@ -288,7 +275,7 @@ def _allreduce_points(model, limits, deadline, search, bound, translations) -> S
     add_pipelines(search, lambda batches: allreduce_schedule(model, up, down, batches),
                   limits, deadline, edges=_edges(up) + _edges(down),
                   orbits=_box_shifts(model), bound=bound)
-    described = f"{_packed(down)} each way"
+    described = f"{down.counted} each way"
     at_bound = bound is not None and any(p.ratio <= bound for p in search.points)
     steady = bound if at_bound else _steady(search.points)
     if steady != bound and model.ranks <= MAX_RANKS and not deadline.passed():
@@ -303,8 +290,8 @@ def _allreduce_points(model, limits, deadline, search, bound, translations) -> S
             add_pipelines(search, lambda batches: allreduce_schedule(model, up2, down2,
                                                                      batches),
                           limits, deadline, edges=_edges(up2) + _edges(down2))
-            described += f"; on links split between the phases, {_packed(down2)} and " \
-                f"{_packed(up2)}"
+            described += f"; on links split between the phases, {down2.counted} and " \
+                f"{up2.counted}"
     roots = range(model.ranks if model.ranks <= ALLREDUCE_ROOTS else 1)
     if at_bound or bound is not None and _steady(search.points) == bound or \
             model.ranks > MAX_RANKS:
@@ -330,7 +317,7 @@ def _allreduce_points(model, limits, deadline, search, bound, translations) -> S
         add_pipelines(search, lambda batches: allreduce_schedule(model, up1, down1,
                                                                  batches),
                       limits, deadline, edges=_edges(up1) + _edges(down1))
-        described += f"; through root {up1.roots[0]}, {_packed(down1)}"
+        described += f"; through root {up1.roots[0]}, {down1.counted}"
     if tried < len(roots):
         search.stopped = f"out of time: {tried} of {len(roots)} roots tried"
         search.complete = False
