@@ -79,18 +79,6 @@ def test_a_send_missing_from_rank_zeros_is_caught():
         verify_schedule(schedule_to_dict(broken))
 
 
-def test_no_trees_where_whole_weights_miss_the_bound():
-    # torus:16x32: a tree's 511 edges split between the two axes, which no map fixing
-    # rank 0 exchanges; rounding the best mix to whole trees would take about a thousand
-    # trees a root (chunks no runtime cuts that fine), so none are offered
-    topo = resolve("torus:16x32")
-    search = tree_search(lower(topo), "allgather", None, Limits(), None, Fraction(511, 4),
-                         topo.translations)
-    assert search.points == []
-    assert search.stopped == \
-        "not packed: no whole trees at the bound under the grid's shifts"
-
-
 def test_a_grid_whose_shifts_times_links_are_too_many_is_not_packed(monkeypatch):
     # the program names each link's orbit over every shift: torus:16x16, 256 shifts of
     # 1,024 links (fc:512 would be 134 million, gigabytes)

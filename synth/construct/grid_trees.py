@@ -28,6 +28,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from synth.construct.balanced_trees import balanced_trees
 from synth.construct.packing import Packing
 from synth.construct.pipelines import add_pipelines, levels, pipelined
 from synth.construct.symmetric import (Symmetry, maps_onto_itself, network_of,
@@ -126,7 +127,9 @@ def grid_packing(model: LinkModel, dims: tuple[int, ...], deadline, target: Frac
     orbits = found and orbits_of(model, tuple(dims), tuple(range(len(dims))))
     if found is None or orbits is None:
         return None
-    packing = pack_symmetric(model, list(range(model.ranks)), deadline, target, found)
+    packing = balanced_trees(model, dims)
+    if packing is None or target is not None and packing.rate != target:
+        packing = pack_symmetric(model, list(range(model.ranks)), deadline, target, found)
     if packing is None or target is not None and packing.rate != target:
         return None
     return packing, orbits

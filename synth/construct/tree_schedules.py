@@ -31,6 +31,7 @@ import math
 from dataclasses import replace
 from fractions import Fraction
 
+from synth.construct.balanced_trees import balanced_trees
 from synth.construct.grid_trees import grid_points, grid_symmetry, on_grid
 from synth.construct.packing import (MAX_UNITS, Packing, Paths, Tree, pack_paths,
                                      pack_trees)
@@ -332,6 +333,9 @@ def _pack(model: LinkModel, roots: list[int], deadline, target: Fraction | None,
     about 20), else pack_trees, or past MAX_RANKS the packing that the symmetry of alike
     boxes makes small (synth.construct.symmetric)."""
     shifts = grid_symmetry(model, roots, translations)
+    packing = shifts and balanced_trees(model, translations, spelled_out=True)
+    if packing and (target is None or packing.rate == target):
+        return packing
     packing = shifts and pack_symmetric(model, roots, deadline, target, shifts)
     if packing and (target is None or packing.rate == target):
         return packing

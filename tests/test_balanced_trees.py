@@ -1,0 +1,115 @@
+"""Shortest-path trees balanced level by level (synth.construct.balanced_trees): each a
+spanning tree of shortest paths from its root, every move used equally at every level,
+and down them one batch meets both bounds, checked by the verifier; where no such
+trees exist (links of two capacities) the program's trees are tried, and refused when
+only whole weights no runtime cuts reach the bound."""
+
+from collections import Counter, deque
+from dataclasses import replace
+from fractions import Fraction
+
+import pytest
+
+from synth.construct.balanced_trees import balanced_trees
+from synth.construct.tree_schedules import tree_search
+from synth.schedule.file import schedule_to_dict
+from synth.schedule.verify import verify_schedule
+from synth.search.pareto import Limits
+from synth.topology.catalog import resolve
+from synth.topology.linkmodel import lower
+
+
+def hops_from(model, root):
+    """Breadth-first hops over the model's links, written here from the links alone."""
+    out = {}
+    for l in model.links:
+        out.setdefault(l.src, []).append(l.dst)
+    hops, queue = {root: 0}, deque([root])
+    while queue:
+        u = queue.popleft()
+        for v in out.get(u, []):
+            if v not in hops:
+                hops[v] = hops[u] + 1
+                queue.append(v)
+    return hops
+
+
+@pytest.mark.parametrize("spec, links_in", [
+    ("torus:16x32", 4), ("torus:2x8x8", 5), ("torus:3x5", 4), ("hypercube:5", 5),
+    ("ring:8", 2), ("ring:9", 2)])
+def test_each_level_uses_every_move_alike(spec, links_in):
+    topo = resolve(spec)
+    model = lower(topo)
+    packing = balanced_trees(model, topo.translations)
+    # rank 0's trees alone, one per link into a rank, and (N - 1) lanes per link
+    assert packing.roots == (0,) and packing.per_root == len(packing.trees) == links_in
+    assert packing.rate == Fraction(links_in, model.ranks - 1)
+    hops = hops_from(model, 0)
+    links = {(l.src, l.dst) for l in model.links}
+    used = Counter()
+    for tree in packing.trees:
+        assert set(tree.parent) == set(range(1, model.ranks))
+        for v, u in tree.parent.items():
+            assert (u, v) in links and hops[u] == hops[v] - 1
+            # a link's move (v - u, coordinate by coordinate) names its orbit
+            used[hops[v], move(topo.translations, u, v)] += 1
+    per_level = Counter(hops[v] for v in range(1, model.ranks))
+    moves = {m for _, m in used}
+    assert len(moves) == links_in
+    assert all(used[level, m] == count for level, count in per_level.items() for m in moves)
+
+
+def move(dims, u, v):
+    coords = []
+    for d in reversed(dims):
+        coords.append((v % d - u % d) % d)
+        u, v = u // d, v // d
+    return tuple(coords)
+
+
+@pytest.mark.parametrize("spec, name, steps, ratio", [
+    # torus:16x32: 511 chunks over 4 links in, and 8 + 16 hops to the farthest rank
+    ("torus:16x32", "allgather", 24, Fraction(511, 4)),
+    ("torus:16x32", "reducescatter", 24, Fraction(511, 4)),
+    # torus:2x8x8: 5 links in (one across the axis of 2), 1 + 4 + 4 hops; allreduce
+    # twice both, its 128 shares' rounds per chunk 2 x 127 / (5 x 128)
+    ("torus:2x8x8", "allreduce", 18, Fraction(127, 320)),
+    # spelled out up to 64 GPUs: torus:4x8, 2 + 4 hops, 31 chunks over 4 links
+    ("torus:4x8", "allgather", 6, Fraction(31, 4)),
+    ("torus:3x5", "allreduce", 6, Fraction(7, 15))])
+def test_one_batch_meets_both_bounds(spec, name, steps, ratio):
+    topo = resolve(spec)
+    model = lower(topo)
+    search = tree_search(model, name, None, Limits(), None, ratio, topo.translations)
+    assert [(p.steps, p.ratio) for p in search.points] == [(steps, ratio)]
+    verify_schedule(schedule_to_dict(search.points[0].schedule))
+
+
+def wider_rows(spec):
+    """The torus with its links along the rows at twice the capacity: still mapped onto
+    itself by the shifts, but its links differ."""
+    topo = resolve(spec)
+    model = lower(topo)
+    cols = topo.translations[-1]
+    links = tuple(replace(l, capacity=Fraction(2)) if l.src // cols == l.dst // cols else l
+                  for l in model.links)
+    return topo, replace(model, links=links)
+
+
+def test_links_of_two_capacities_get_no_balanced_trees_and_no_rounded_ones():
+    # torus:8x16, rows at capacity 2: 6 units in a rank, bound 127/6; the program's best
+    # mix reaches it only as whole weights of many trees a root, which are refused
+    topo, model = wider_rows("torus:8x16")
+    assert balanced_trees(model, topo.translations) is None
+    search = tree_search(model, "allgather", None, Limits(), None, Fraction(127, 6),
+                         topo.translations)
+    assert search.points == []
+    assert search.stopped == \
+        "not packed: no whole trees at the bound under the grid's shifts"
+
+
+def test_no_balanced_trees_where_the_shifts_are_no_symmetry():
+    topo = resolve("torus:4x8")
+    model = lower(topo)
+    assert balanced_trees(model, (8, 4)) is None  # the axes the other way round
+    assert balanced_trees(model, ()) is None
