@@ -462,6 +462,33 @@ def test_a_candidate_is_asked_about_one_runtime_at_a_time(sharp4x2, monkeypatch)
     assert "switch operations" in joined.loads["msccl-xml"]
 
 
+def test_each_runtime_has_its_own_budget_for_its_points(sharp4x2, monkeypatch):
+    # MSCCL XML's walk spends more than the whole budget refusing the in-turn allreduce
+    # (a clock of our own: 31 CPU seconds an ask); MSCCL++'s walk still asks about it and
+    # finds it loads (torus:16x32: XML's refusals took it all, and its loads showed none)
+    import types
+
+    import synth.export.loads as loads
+
+    _, model, hierarchy, inside, across = sharp4x2
+    best = Point(across_boxes_allreduce(model, hierarchy, inside, across, 1, 2), False)
+    turns = Point(turns_allreduce(model, hierarchy, inside, 1, 1), False)
+    clock, real = [0.0], loads.loads_within
+
+    def slow_xml(schedule, deadline, formats=tuple(loads.RUNTIMES)):
+        if schedule is turns.schedule and formats == ("msccl-xml",):
+            clock[0] += 31.0
+        return real(schedule, deadline, formats)
+
+    monkeypatch.setattr(loads, "loads_within", slow_xml)
+    monkeypatch.setattr(loads, "time", types.SimpleNamespace(process_time=lambda: clock[0]))
+    marked = with_runtimes(Result("allreduce", None, model, None, [best],
+                                  candidates=[best, turns]), budget_s=30.0)
+    assert clock[0] == 31.0
+    assert [(p.steps, where(p.loads)) for p in marked.points] == [(4, "neither"),
+                                                                   (6, "MSCCL++")]
+
+
 def test_a_joining_point_not_asked_in_time_about_a_runtime_says_so():
     import time
 

@@ -42,7 +42,7 @@ from synth.deadline import Deadline, OutOfTime
 from synth.search.pareto import Search
 
 RUNTIMES = {"msccl-xml": "MSCCL XML", "mscclpp": "MSCCL++"}
-BUDGET_S = 30.0  # CPU seconds of checks for the runtimes' own frontiers (frontier points: all)
+BUDGET_S = 30.0  # CPU seconds per runtime of checks for its own points (frontier points: all)
 # an exporter's search is cut (not asked) past ASK_OVERRUN x its paced estimate, at
 # least ASK_FLOOR_S: torus:16x16's 255-step point held a 0.6 s synthesis 190 s
 ASK_OVERRUN, ASK_FLOOR_S = 2.0, 10.0
@@ -287,7 +287,7 @@ def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
     one of timing.SIZES, timed in the protocols it runs. The frontier's points are all
     judged while the deadline lasts (past it, `loads` None: not asked); the other
     candidates only while they could be a runtime's, for at most `budget_s` CPU seconds
-    and within the deadline (then `runtimes_stopped` says so). `lines`: the candidates
+    per runtime and within the deadline (then `runtimes_stopped` says so). `lines`: the candidates
     timed so far ({id(schedule): lines}), to which those timed here are added."""
     deadline = Deadline.of(deadline)
     points, extra, stopped = list(result.points), [], ""
@@ -300,7 +300,6 @@ def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
             else points
         if pool is points and result.candidates:
             stopped = OUT_OF_TIME if deadline.passed() else NOT_ASKED
-        until = time.process_time() + budget_s
         walks = (_fastest_walks(pool, topo, deadline, lines)
                  if cost_model == "calibrated" and topo
                  else _pareto_walks(pool))
@@ -310,6 +309,9 @@ def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
         # trees: MSCCL++ was asked for MSCCL XML's walk, 2.8 s and 170 MB for nothing)
         told = {id(p.schedule): p.loads for p in points}
         for fmt, walk in walks:
+            # a budget each: MSCCL XML's refusals at 512 GPUs (15-26 s a candidate) took
+            # all of a shared one, and MSCCL++ was never asked (torus:16x32)
+            until = time.process_time() + budget_s
             for c in walk:
                 asked = told.get(id(c.schedule), {})
                 if asked is not None and fmt not in asked:
