@@ -41,8 +41,10 @@ def test_each_level_uses_every_move_alike(spec, links_in):
     topo = resolve(spec)
     model = lower(topo)
     packing = balanced_trees(model, topo.translations)
-    # rank 0's trees alone, one per link into a rank, and (N - 1) lanes per link
-    assert packing.roots == (0,) and packing.per_root == len(packing.trees) == links_in
+    # rank 0's trees alone, one per link into a rank (in weight: trees chosen alike are
+    # kept once), and (N - 1) lanes per link
+    assert packing.roots == (0,) and packing.per_root == links_in
+    assert sum(t.weight for t in packing.trees) == links_in
     assert packing.rate == Fraction(links_in, model.ranks - 1)
     hops = hops_from(model, 0)
     links = {(l.src, l.dst) for l in model.links}
@@ -52,7 +54,7 @@ def test_each_level_uses_every_move_alike(spec, links_in):
         for v, u in tree.parent.items():
             assert (u, v) in links and hops[u] == hops[v] - 1
             # a link's move (v - u, coordinate by coordinate) names its orbit
-            used[hops[v], move(topo.translations, u, v)] += 1
+            used[hops[v], move(topo.translations, u, v)] += tree.weight
     per_level = Counter(hops[v] for v in range(1, model.ranks))
     moves = {m for _, m in used}
     assert len(moves) == links_in
@@ -71,8 +73,9 @@ def move(dims, u, v):
     # torus:16x32: 511 chunks over 4 links in, and 8 + 16 hops to the farthest rank
     ("torus:16x32", "allgather", 24, Fraction(511, 4)),
     ("torus:16x32", "reducescatter", 24, Fraction(511, 4)),
-    # torus:2x8x8: 5 links in (one across the axis of 2), 1 + 4 + 4 hops; allreduce
-    # twice both, its 128 shares' rounds per chunk 2 x 127 / (5 x 128)
+    # torus:2x8x8: 5 links in (one across the axis of 2), 1 + 4 + 4 hops; allreduce is
+    # reducescatter then allgather, 18 steps at its cut bound, its 128 shares' rounds
+    # per chunk 2 x 127 / (5 x 128)
     ("torus:2x8x8", "allreduce", 18, Fraction(127, 320)),
     # spelled out up to 64 GPUs: torus:4x8, 2 + 4 hops, 31 chunks over 4 links
     ("torus:4x8", "allgather", 6, Fraction(31, 4)),
@@ -106,6 +109,37 @@ def test_links_of_two_capacities_get_no_balanced_trees_and_no_rounded_ones():
     assert search.points == []
     assert search.stopped == \
         "not packed: no whole trees at the bound under the grid's shifts"
+
+
+def test_trees_chosen_alike_are_one_tree_of_their_count_and_spelled_out_move_by_shifts():
+    # fc:8: every rank is one hop from rank 0, its only parent: one star, 7 times
+    topo = resolve("fc:8")
+    (star,) = balanced_trees(lower(topo), topo.translations).trees
+    assert star.weight == 7 and star.parent == {v: 0 for v in range(1, 8)}
+    # torus:4x8 spelled out: root r's trees are rank 0's moved by r, coordinate-wise
+    topo = resolve("torus:4x8")
+    model = lower(topo)
+    mine = balanced_trees(model, topo.translations)
+    every = balanced_trees(model, topo.translations, spelled_out=True)
+    assert every.roots == tuple(range(32)) and every.per_root == mine.per_root == 4
+
+    def moved(v, r):
+        return (v // 8 + r // 8) % 4 * 8 + (v % 8 + r % 8) % 8
+
+    expected = Counter((r, tuple(sorted((moved(v, r), moved(u, r))
+                                        for v, u in t.parent.items())), t.weight)
+                       for r in range(32) for t in mine.trees)
+    assert Counter((t.root, tuple(sorted(t.parent.items())), t.weight)
+                   for t in every.trees) == expected
+
+
+def test_links_of_capacity_other_than_one_get_none():
+    # torus:4x4 with every link at 3: a step of c_s chunks would take ceil(c_s / 3)
+    # rounds, over the bound
+    topo = resolve("torus:4x4")
+    model = lower(topo)
+    model = replace(model, links=tuple(replace(l, capacity=Fraction(3)) for l in model.links))
+    assert balanced_trees(model, topo.translations) is None
 
 
 def test_no_balanced_trees_where_the_shifts_are_no_symmetry():

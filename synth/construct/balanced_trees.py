@@ -18,16 +18,17 @@ The program over trees (synth.construct.symmetric) reaches that rate too, but on
 torus whose sides differ (torus:16x32) only at whole weights of a thousand trees a
 root; here it is k.
 
-Only where every link has one capacity and no group is shared (every generator's
-grid); the flows need an integer lane count, (N - 1) / capacity. Cost: O(N k) for the
-distances and the choice, one maximum flow of O(c_s k) arcs per level; spelled out,
-O(N^2 k) to move the trees to every root.
+Only where every link carries one chunk a round and no group is shared (the torus,
+ring, hypercube and fc generators; not GPUs around one switch): with capacity c, a step
+of c_s chunks would take ceil(c_s / c) rounds, over the bound wherever c does not divide
+c_s. Trees chosen alike are kept once, with their count as weight (fc:8: one star of
+weight 7). Cost: O(N k) for the distances and the choice, one maximum flow of O(c_s k)
+arcs per level; spelled out, O(N^2 k) to move the trees to every root.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from fractions import Fraction
+from collections import Counter, deque
 
 import numpy as np
 from scipy.sparse import csr_matrix
@@ -42,14 +43,11 @@ def balanced_trees(model: LinkModel, dims: tuple[int, ...], spelled_out: bool = 
                    ) -> Packing | None:
     """Rank 0's k balanced shortest-path trees (module docstring), or with
     `spelled_out` every root's (rank 0's moved by it); None where the grid's shifts are
-    no symmetry of `model`, the links differ in capacity or share a group, (N - 1) /
-    capacity is not whole, or some level has no balanced choice."""
+    no symmetry of `model`, a link's capacity is not 1, a group is shared, or some level
+    has no balanced choice."""
     grid = translations_of(model, dims)
-    capacities = {l.capacity for l in model.links}
-    if grid is None or model.groups or len(capacities) != 1 or model.ranks < 2:
-        return None
-    lanes = Fraction(model.ranks - 1) / capacities.pop()
-    if lanes.denominator != 1:
+    if grid is None or model.groups or model.ranks < 2 or \
+            any(l.capacity != 1 for l in model.links):
         return None
     moves = sorted(l.dst for l in model.links if l.src == 0)
     minus = _minus(grid, moves)  # minus[j][v]: v moved back by moves[j]
@@ -63,15 +61,16 @@ def balanced_trees(model: LinkModel, dims: tuple[int, ...], spelled_out: bool = 
         if chosen is None:
             return None
         choices.update(chosen)
-    trees = tuple(Tree(0, {v: int(minus[js[t]][v]) for v, js in choices.items()})
-                  for t in range(len(moves)))
+    alike = Counter(tuple(sorted((v, int(minus[js[t]][v])) for v, js in choices.items()))
+                    for t in range(len(moves)))
+    trees = tuple(Tree(0, dict(edges), weight) for edges, weight in alike.items())
     if spelled_out:
         table = grid.table()
         trees = tuple(Tree(r, {int(table[v, r]): int(table[p, r])
-                               for v, p in tree.parent.items()})
+                               for v, p in tree.parent.items()}, tree.weight)
                       for r in range(model.ranks) for tree in trees)
     roots = tuple(range(model.ranks)) if spelled_out else (0,)
-    return Packing(lanes.numerator, len(moves), trees, roots)
+    return Packing(model.ranks - 1, len(moves), trees, roots)  # N - 1 lanes a link
 
 
 def _minus(grid: Translations, moves: list[int]) -> list[np.ndarray]:

@@ -120,9 +120,11 @@ def grid_allgather(model: LinkModel, packing: Packing, orbits: Orbits, batches: 
 def grid_packing(model: LinkModel, dims: tuple[int, ...], deadline, target: Fraction | None
                  ) -> tuple[Packing, Orbits] | None:
     """Rank 0's trees packed under the grid's shifts, and the orbits its schedules are
-    written in; None where the shifts are no symmetry, the grid is past MAX_GRID, or no
-    whole weights reach `target` (the rest round to a thousand trees a root whose
-    chunks no runtime would cut that fine: torus:16x32, torus:2x8x8)."""
+    written in: its balanced shortest-path trees (synth.construct.balanced_trees) where
+    they reach `target`, else the program's; None where the shifts are no symmetry, the
+    grid is past MAX_GRID, or no whole weights reach `target` (the rest round to a
+    thousand trees a root whose chunks no runtime would cut that fine: torus:8x16 with
+    its rows at twice the capacity)."""
     found = grid_symmetry(model, list(range(model.ranks)), dims, spelled_out=False)
     orbits = found and orbits_of(model, tuple(dims), tuple(range(len(dims))))
     if found is None or orbits is None:
