@@ -34,13 +34,12 @@ import argparse
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.machine import recorded_machine  # noqa: E402
+from bench.machine import record_stem, recorded_machine  # noqa: E402
 
 TORI = ("8x8", "16x16", "16x32", "32x32")
 COLLECTIVES = ("allgather", "reducescatter", "allreduce")
@@ -125,10 +124,9 @@ def main() -> int:
 
 
 def write_record(machine: dict, rows: list[dict], limit: float) -> None:
-    day = time.strftime("%Y-%m-%d")
-    folder = REPO / "bench" / "results"
-    (folder / f"tori-{day}.json").write_text(json.dumps({"machine": machine, "rows": rows},
-                                                        indent=1) + "\n")
+    stem = record_stem(REPO, "tori")  # never over an earlier record of the day
+    stem.with_name(stem.name + ".json").write_text(
+        json.dumps({"machine": machine, "rows": rows}, indent=1) + "\n")
     lines = [f"# Tori, {machine['date']}", "",
              f"`python3 bench/bench_tori.py --record`, commit {machine['commit']}, "
              f"{machine['cpu']}, {machine['memory_gib']} GiB, Python {machine['python']}, "
@@ -145,7 +143,7 @@ def write_record(machine: dict, rows: list[dict], limit: float) -> None:
         lines.append(f"| {r['job']} | {r['cpu_s']} | {r['greedy_cpu_s']} | "
                      f"{r['best_over_bound']:.4f} | {r['us']['1MiB']} | {r['us']['64MiB']} | "
                      f"{r['us']['1GiB']} | {tacos} | {r['peak_mib']} |")
-    (folder / f"tori-{day}.md").write_text("\n".join(lines) + "\n")
+    stem.with_name(stem.name + ".md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
