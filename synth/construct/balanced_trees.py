@@ -102,15 +102,12 @@ def _balanced_level(ranks: list[int], minus, distance, level: int, k: int
     step nearer, each move used len(ranks) times in all; None if no such choice. One
     maximum flow: source -> rank (k) -> move (k) -> sink (len(ranks))."""
     c = len(ranks)
-    sink = c + k + 1
-    rows, cols, caps = [], [], []
-    for i, v in enumerate(ranks, start=1):
-        rows.append(0), cols.append(i), caps.append(k)
-        for j in range(k):
-            if distance[minus[j][v]] == level - 1:
-                rows.append(i), cols.append(c + 1 + j), caps.append(k)
-    for j in range(k):
-        rows.append(c + 1 + j), cols.append(sink), caps.append(c)
+    sink = c + k + 1  # nodes: 0 the source, 1..c the ranks, then the k moves
+    arcs = [(0, i, k) for i in range(1, c + 1)]
+    arcs += [(i, c + 1 + j, k) for i, v in enumerate(ranks, start=1) for j in range(k)
+             if distance[minus[j][v]] == level - 1]
+    arcs += [(c + 1 + j, sink, c) for j in range(k)]
+    rows, cols, caps = zip(*arcs)
     graph = csr_matrix((np.array(caps, dtype=np.int32), (rows, cols)),
                        shape=(sink + 1, sink + 1))
     flow = maximum_flow(graph, 0, sink)
