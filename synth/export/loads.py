@@ -287,8 +287,9 @@ def with_runtimes(result: Result, topo=None, cost_model: str = "line-rate",
     one of timing.SIZES, timed in the protocols it runs. The frontier's points are all
     judged while the deadline lasts (past it, `loads` None: not asked); the other
     candidates only while they could be a runtime's, for at most `budget_s` CPU seconds
-    per runtime and within the deadline (then `runtimes_stopped` says so). `lines`: the candidates
-    timed so far ({id(schedule): lines}), to which those timed here are added."""
+    per runtime and within the deadline (then `runtimes_stopped` says so). `lines`: the
+    candidates timed so far ({id(schedule): lines}), to which those timed here are
+    added."""
     deadline = Deadline.of(deadline)
     points, extra, stopped = list(result.points), [], ""
     try:
