@@ -4,6 +4,7 @@ and down them one batch meets both bounds, checked by the verifier; where no suc
 trees exist (links of two capacities) the program's trees are tried, and refused when
 only whole weights no runtime cuts reach the bound."""
 
+import json
 from collections import Counter, deque
 from dataclasses import replace
 from fractions import Fraction
@@ -17,6 +18,7 @@ from synth.schedule.verify import verify_schedule
 from synth.search.pareto import Limits
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower
+from tests.in_process import synth_main
 
 
 def hops_from(model, root):
@@ -147,3 +149,18 @@ def test_no_balanced_trees_where_the_shifts_are_no_symmetry():
     model = lower(topo)
     assert balanced_trees(model, (8, 4)) is None  # the axes the other way round
     assert balanced_trees(model, ()) is None
+
+
+def test_the_command_line_offers_one_point_on_a_torus_whose_sides_differ(tmp_path):
+    # torus:4x8: 31 chunks over 4 links in, at best 31/4 rounds a chunk, and 2 + 4 hops
+    # to the farthest rank; both runtimes load it (before: seven points, none at either
+    # bound, the program's trees rounded to 84 a root)
+    result = synth_main("allgather", "--topo", "torus:4x8", "--time-limit", "20",
+                        "--method", "constructed", "--model", "line-rate", "--out",
+                        tmp_path, "--json")
+    assert result.returncode == 0, result.stderr
+    points = json.loads(result.stdout)["frontier"]
+    assert [(p["steps"], Fraction(p["rounds"], p["chunks"]), p["loads"]) for p in points] == \
+        [(6, Fraction(31, 4), "both")]
+    verified = synth_main("verify", *[p["file"] for p in points])
+    assert verified.returncode == 0, verified.stderr
