@@ -170,7 +170,7 @@ def test_asking_whether_a_plan_exists_tries_one_lane_then_the_most(frontier, mon
     tried = []
     real = mscclpp_export._Plan.finish
     monkeypatch.setattr(mscclpp_export._Plan, "finish",
-                        lambda plan: tried.append(plan.t) or real(plan))
+                        lambda plan, *enough: tried.append(plan.t) or real(plan, *enough))
     asked = mscclpp_export.build(form, fewest=False)
     most = min(form.collective.num_chunks, mscclpp_export.MAX_LANES)
     assert tried == [1, most]
@@ -182,6 +182,41 @@ def test_asking_whether_a_plan_exists_tries_one_lane_then_the_most(frontier, mon
     for search in (True, False):  # and where none fits, both refuse
         with pytest.raises(BadInput, match="cannot export to MSCCL\\+\\+"):
             mscclpp_export.build(form, fewest=search)
+
+
+def test_a_refused_try_stops_making_ops_and_the_search_tries_the_same_lanes(frontier,
+                                                                           monkeypatch):
+    # at 4 ops a thread block no split of the dgx1 allreduce fits: each refused try makes
+    # ops only until its search has what it asks (that it fails; while lanes double, that
+    # its longest is past the one before), and the search tries the same lane counts,
+    # with the same answer, as making every op would
+    from synth.export.form import runtime_form
+
+    schedule = next(s for s in frontier("dgx1", "allreduce") if s.collective.chunks >= 4)
+    form, _ = runtime_form(schedule)
+    monkeypatch.setattr(mscclpp_export, "MAX_OPS", 4)
+    real = mscclpp_export._Plan.finish
+
+    def searched(fewest, whole):
+        made = []
+
+        def finish(plan, enough=float("inf")):
+            why = real(plan, float("inf") if whole else enough)
+            made.append((plan.t, plan.cap, len(plan.ops), why is None))
+            return why
+
+        monkeypatch.setattr(mscclpp_export._Plan, "finish", finish)
+        with pytest.raises(BadInput, match="no split into thread blocks"):
+            mscclpp_export.build(form, fewest=fewest)
+        return made
+
+    for fewest in (True, False):
+        cut, whole = searched(fewest, False), searched(fewest, True)
+        assert [m[:2] for m in cut] == [m[:2] for m in whole]
+        assert not any(m[3] for m in cut + whole)
+        assert all(c[2] <= w[2] for c, w in zip(cut, whole))
+        if not fewest:  # the ask's jump to the most lanes needs only that it fails
+            assert sum(m[2] for m in cut) < sum(m[2] for m in whole)
 
 
 @pytest.mark.parametrize("name, limits", [("allreduce", (14,)), ("allgather", (8, 9))])

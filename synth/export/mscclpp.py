@@ -73,8 +73,7 @@ KINDS = ("memory", "port")
 
 
 class _Tb:
-    """One thread block of one rank: the peers of one channel type in one group of one
-    lane (or, with no peers, only local work)."""
+    """A rank's thread block: one channel type's peer group in one lane (none: local work)."""
 
     def __init__(self, rank, lane, kind, peers):
         self.rank, self.lane, self.kind, self.peers = rank, lane, kind, peers
@@ -86,9 +85,8 @@ class _Tb:
 
 
 class _Plan:
-    """The plan for one split of the work: chunk k in lane k mod `lanes`, at most `cap`
-    peers a thread block; its thread blocks and hand-offs, then (finish) its ids,
-    channels, remote buffers, semaphores and ops."""
+    """One split of the work (chunk k in lane k mod `lanes`, at most `cap` peers a thread
+    block): its thread blocks and hand-offs, then (finish) ids, channels, buffers, ops."""
 
     def __init__(self, flow: _Flow, layout: Layout, boxes, lanes: int, cap: int):
         self.layout, self.flow, self.t, self.cap = layout, flow, lanes, cap
@@ -135,8 +133,7 @@ class _Plan:
         self._handoffs()
 
     def drop(self):
-        """Break a plan's cycles (thread blocks name each other in their hand-offs): the
-        builds run with the cycle collector off (synth.export.loads)."""
+        """Break the plan's cycles (hand-offs name thread blocks): builds run with gc off."""
         for tbs in self.tbs.values():
             for tb in tbs:
                 tb.acquire.clear()
@@ -242,8 +239,9 @@ class _Plan:
 
     # --- the plan's tables and ops ------------------------------------------------------
 
-    def finish(self):
-        """Ids, channels, remote buffers, semaphores and ops. None, or why a limit fails."""
+    def finish(self, enough=float("inf")):
+        """Ids, channels, remote buffers, semaphores and ops. None, or why a limit fails
+        (then made only until a thread block needs `enough` ops: all a failed try tells)."""
         n = self.layout.n
         self.channels = {kd: defaultdict(list) for kd in KINDS}  # rank -> peers (id = position)
         self.remote = defaultdict(dict)  # rank -> {(peer, buf): id}
@@ -288,6 +286,8 @@ class _Plan:
                     self.worst = len(ops)
                     if len(ops) > MAX_OPS:
                         why = f"a thread block of rank {r} needs {len(ops)} ops (limit {MAX_OPS})"
+                if why is not None and self.worst >= enough:
+                    return why
                 self.ops[(r, tb.id)] = ops
         return why
 
@@ -348,11 +348,11 @@ def build(schedule, inplace: bool = False, fewest: bool = True,
     most = max(1, min(coll.num_chunks, MAX_LANES))
     best, why = None, None
 
-    def attempt(lanes, cap):
+    def attempt(lanes, cap, enough=0):  # a failed try's worst: at least `enough`
         nonlocal why
         deadline.check("exporting to MSCCL++")
         plan = _Plan(flow, layout, boxes, lanes, cap)
-        why = plan.finish()
+        why = plan.finish(enough)
         if why is not None:
             plan.drop()
         return plan if why is None else None, plan.worst
@@ -397,7 +397,7 @@ def _first_fit(attempt, cap: int, most: int, early_widest: bool):
     orders try the same lane counts, so an ask and an export agree."""
     lo, hi, longest, tried = 0, 1, None, set()
     while hi not in tried:
-        plan, worst = attempt(hi, cap)
+        plan, worst = attempt(hi, cap, longest or float("inf"))  # is it under longest?
         tried.add(hi)
         if plan is not None:
             return lo, hi, plan
