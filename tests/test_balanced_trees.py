@@ -86,8 +86,10 @@ def test_one_batch_meets_both_bounds(spec, name, steps, ratio):
     topo = resolve(spec)
     model = lower(topo)
     search = tree_search(model, name, None, Limits(), None, ratio, topo.translations)
-    assert [(p.steps, p.ratio) for p in search.points] == [(steps, ratio)]
-    verify_schedule(schedule_to_dict(search.points[0].schedule))
+    best = min(search.points, key=lambda p: (p.ratio, p.steps))
+    assert (best.steps, best.ratio) == (steps, ratio)
+    assert min(p.steps for p in search.points) == steps  # past 64 GPUs: one tree a root too
+    verify_schedule(schedule_to_dict(best.schedule))
 
 
 def wider_rows(spec):
@@ -164,3 +166,32 @@ def test_the_command_line_offers_one_point_on_a_torus_whose_sides_differ(tmp_pat
         [(6, Fraction(31, 4), "both")]
     verified = synth_main("verify", *[p["file"] for p in points])
     assert verified.returncode == 0, verified.stderr
+
+
+def test_past_64_ranks_one_tree_a_root_beside_the_trees_at_the_bound():
+    # torus:16x32: one balanced tree a root, one batch: each level's c_s edges over the
+    # 4 link directions, so at least ceil(c_s / 4) rounds a level, which it meets; rank 0
+    # receives 511 sends, not 2,044 (torus:16x16's both runtimes load, see below)
+    topo = resolve("torus:16x32")
+    model = lower(topo)
+    search = tree_search(model, "allgather", None, Limits(), None, Fraction(511, 4),
+                         topo.translations)
+    levels = Counter(hops_from(model, 0).values())
+    least = sum(-(-count // 4) for hops, count in levels.items() if hops)
+    assert sorted((p.steps, p.ratio, p.chunks) for p in search.points) == \
+        [(24, Fraction(511, 4), 4), (24, Fraction(least), 1)]
+    one = next(p.schedule for p in search.points if p.chunks == 1)
+    assert one.symmetry is not None and sum(len(s.sends) for s in one.steps) == 511
+    verify_schedule(schedule_to_dict(one))
+
+
+def test_the_one_tree_point_loads_in_both_runtimes():
+    # torus:2x8x8: a rank receives 127 sends from 5 peers (MSCCL XML refuses the 5 trees
+    # a root: a thread block of 127 steps, found after 50 s of tries, not asked here)
+    from synth.export.loads import refusal
+
+    topo = resolve("torus:2x8x8")
+    search = tree_search(lower(topo), "allgather", None, Limits(), None, Fraction(127, 5),
+                         topo.translations)
+    one = next(p.schedule for p in search.points if p.chunks == 1)
+    assert refusal(one, "msccl-xml") is None and refusal(one, "mscclpp") is None

@@ -58,8 +58,11 @@ def test_past_64_ranks_a_torus_gets_trees_at_both_bounds(name, steps, ratio):
     model = lower(topo)
     bound = Fraction(255, 4) if name != "allreduce" else ratio
     search = tree_search(model, name, None, Limits(), None, bound, topo.translations)
-    assert [(p.steps, p.ratio) for p in search.points] == [(steps, ratio)]
-    schedule = search.points[0].schedule
+    # beside it, one tree a root (test_balanced_trees), in as many steps, over the bound
+    best = min(search.points, key=lambda p: (p.ratio, p.steps))
+    assert (best.steps, best.ratio) == (steps, ratio)
+    assert min(p.steps for p in search.points) == steps
+    schedule = best.schedule
     # written once: rank 0 takes from each of the 255 other roots its 4 trees' edges
     assert schedule.symmetry is not None
     assert sum(len(s.sends) for s in schedule.steps) <= 1020 * (2 if name == "allreduce"

@@ -39,12 +39,14 @@ from synth.topology.linkmodel import LinkModel
 from synth.topology.symmetry import Translations, translations_of
 
 
-def balanced_trees(model: LinkModel, dims: tuple[int, ...], spelled_out: bool = False
-                   ) -> Packing | None:
+def balanced_trees(model: LinkModel, dims: tuple[int, ...], spelled_out: bool = False,
+                   per_root: int | None = None) -> Packing | None:
     """Rank 0's k balanced shortest-path trees (module docstring), or with
-    `spelled_out` every root's (rank 0's moved by it); None where the grid's shifts are
-    no symmetry of `model`, a link's capacity is not 1, a group is shared, or some level
-    has no balanced choice."""
+    `spelled_out` every root's (rank 0's moved by it). With `per_root` k' < k, k' trees
+    whose level s gives each move at most ceil(k' c_s / k) edges (one tree a root: a rank
+    receives N - 1 sends, not k (N - 1), as the runtimes' thread blocks need). None where
+    the grid's shifts are no symmetry of `model`, a link's capacity is not 1, a group is
+    shared, or some level has no such choice."""
     grid = translations_of(model, dims)
     if grid is None or model.groups or model.ranks < 2 or \
             any(l.capacity != 1 for l in model.links):
@@ -54,15 +56,16 @@ def balanced_trees(model: LinkModel, dims: tuple[int, ...], spelled_out: bool = 
     distance = _distances(grid, moves, model.ranks)
     if distance is None:
         return None
+    k = per_root or len(moves)
     choices: dict[int, list[int]] = {}  # v -> k move indices, one per tree
     for level in range(1, int(distance.max()) + 1):
         ranks = np.flatnonzero(distance == level).tolist()
-        chosen = _balanced_level(ranks, minus, distance, level, len(moves))
+        chosen = _balanced_level(ranks, minus, distance, level, k, len(moves))
         if chosen is None:
             return None
         choices.update(chosen)
     alike = Counter(tuple(sorted((v, int(minus[js[t]][v])) for v, js in choices.items()))
-                    for t in range(len(moves)))
+                    for t in range(k))
     trees = tuple(Tree(0, dict(edges), weight) for edges, weight in alike.items())
     if spelled_out:
         table = grid.table()
@@ -70,7 +73,8 @@ def balanced_trees(model: LinkModel, dims: tuple[int, ...], spelled_out: bool = 
                                for v, p in tree.parent.items()}, tree.weight)
                       for r in range(model.ranks) for tree in trees)
     roots = tuple(range(model.ranks)) if spelled_out else (0,)
-    return Packing(model.ranks - 1, len(moves), trees, roots)  # N - 1 lanes a link
+    per_move = Counter(j for js in choices.values() for j in js)
+    return Packing(max(per_move.values()), k, trees, roots)  # the busiest link's lanes
 
 
 def _minus(grid: Translations, moves: list[int]) -> list[np.ndarray]:
@@ -96,17 +100,18 @@ def _distances(grid: Translations, moves: list[int], n: int) -> np.ndarray | Non
     return None if (distance < 0).any() else distance
 
 
-def _balanced_level(ranks: list[int], minus, distance, level: int, k: int
+def _balanced_level(ranks: list[int], minus, distance, level: int, k: int, moves: int
                     ) -> dict[int, list[int]] | None:
     """{v: k move indices}: each rank of the level gets k moves that bring it one
-    step nearer, each move used len(ranks) times in all; None if no such choice. One
-    maximum flow: source -> rank (k) -> move (k) -> sink (len(ranks))."""
+    step nearer, each of the `moves` used at most ceil(k len(ranks) / moves) times in
+    all (k = moves: exactly len(ranks)); None if no such choice. One maximum flow:
+    source -> rank (k) -> move (k) -> sink (that many)."""
     c = len(ranks)
-    sink = c + k + 1  # nodes: 0 the source, 1..c the ranks, then the k moves
+    sink = c + moves + 1  # nodes: 0 the source, 1..c the ranks, then the moves
     arcs = [(0, i, k) for i in range(1, c + 1)]
-    arcs += [(i, c + 1 + j, k) for i, v in enumerate(ranks, start=1) for j in range(k)
+    arcs += [(i, c + 1 + j, k) for i, v in enumerate(ranks, start=1) for j in range(moves)
              if distance[minus[j][v]] == level - 1]
-    arcs += [(c + 1 + j, sink, c) for j in range(k)]
+    arcs += [(c + 1 + j, sink, -(-k * c // moves)) for j in range(moves)]
     rows, cols, caps = zip(*arcs)
     graph = csr_matrix((np.array(caps, dtype=np.int32), (rows, cols)),
                        shape=(sink + 1, sink + 1))
