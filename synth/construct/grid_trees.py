@@ -125,16 +125,25 @@ def grid_packing(model: LinkModel, dims: tuple[int, ...], deadline, target: Frac
     grid is past MAX_GRID, or no whole weights reach `target` (the rest round to a
     thousand trees a root whose chunks no runtime would cut that fine: torus:8x16 with
     its rows at twice the capacity)."""
-    found = grid_symmetry(model, list(range(model.ranks)), dims, spelled_out=False)
-    orbits = found and orbits_of(model, tuple(dims), tuple(range(len(dims))))
-    if found is None or orbits is None:
+    orbits = orbits_of(model, tuple(dims), tuple(range(len(dims))))
+    packing = orbits and grid_trees(model, list(range(model.ranks)), dims, deadline, target,
+                                    spelled_out=False)
+    return (packing, orbits) if packing else None
+
+
+def grid_trees(model: LinkModel, roots: list[int], dims: tuple[int, ...], deadline,
+               target: Fraction | None, spelled_out: bool) -> Packing | None:
+    """Trees under the grid's shifts at exactly `target`: the balanced shortest-path
+    trees (synth.construct.balanced_trees), else the program's; None where the shifts
+    are no symmetry (grid_symmetry) or neither reaches it. `spelled_out`: every root's
+    trees, else rank 0's alone."""
+    found = grid_symmetry(model, roots, dims, spelled_out)
+    if found is None:
         return None
-    packing = balanced_trees(model, dims)
-    if packing is None or target is not None and packing.rate != target:
-        packing = pack_symmetric(model, list(range(model.ranks)), deadline, target, found)
-    if packing is None or target is not None and packing.rate != target:
-        return None
-    return packing, orbits
+    packing = balanced_trees(model, dims, spelled_out)
+    if packing is None or not packing.reaches(target):
+        packing = pack_symmetric(model, roots, deadline, target, found)
+    return packing if packing is not None and packing.reaches(target) else None
 
 
 def grid_schedule(model: LinkModel, name: str, packed: tuple[Packing, Orbits],

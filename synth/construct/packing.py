@@ -92,6 +92,10 @@ class Packing:
         """Chunks per round each root gets out: per_root / L."""
         return Fraction(self.per_root, self.lanes_per_capacity)
 
+    def reaches(self, target: Fraction | None) -> bool:
+        """Whether the rate is exactly `target` (None: any rate will do)."""
+        return target is None or self.rate == target
+
     def info(self, batches: int, what: str = "trees") -> dict:
         """A schedule's info from these trees: its method in words, and the trees."""
         distinct = len(self.trees)

@@ -31,8 +31,7 @@ import math
 from dataclasses import replace
 from fractions import Fraction
 
-from synth.construct.balanced_trees import balanced_trees
-from synth.construct.grid_trees import grid_points, grid_symmetry, on_grid
+from synth.construct.grid_trees import grid_points, grid_trees, on_grid
 from synth.construct.packing import (MAX_UNITS, Packing, Paths, Tree, pack_paths,
                                      pack_trees)
 from synth.construct.pipelines import DEPTHS, add_pipelines, levels, pipelined
@@ -329,15 +328,11 @@ def _allreduce_points(model, limits, deadline, search, bound, translations) -> S
 def _pack(model: LinkModel, roots: list[int], deadline, target: Fraction | None,
           translations: tuple[int, ...] = ()) -> Packing | None:
     """Under a grid's shifts where they are symmetries and give whole trees at `target`
-    (rank 0's trees alone: torus:8x8 in a second, where pack_trees's max-flows take
-    about 20), else pack_trees, or past MAX_RANKS the packing that the symmetry of alike
+    (grid_trees: balanced ones, or the program's over rank 0's trees: torus:8x8 in a
+    second, where pack_trees's max-flows take about 20), else pack_trees, or past MAX_RANKS the packing that the symmetry of alike
     boxes makes small (synth.construct.symmetric)."""
-    shifts = grid_symmetry(model, roots, translations)
-    packing = shifts and balanced_trees(model, translations, spelled_out=True)
-    if packing and (target is None or packing.rate == target):
-        return packing
-    packing = shifts and pack_symmetric(model, roots, deadline, target, shifts)
-    if packing and (target is None or packing.rate == target):
+    packing = grid_trees(model, roots, translations, deadline, target, spelled_out=True)
+    if packing is not None:
         return packing
     if model.ranks > MAX_RANKS:
         return pack_symmetric(model, roots, deadline, target)
