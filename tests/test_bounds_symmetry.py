@@ -21,7 +21,7 @@ from synth.topology.catalog import join_boxes, resolve
 from synth.topology.linkmodel import lower_with_routes
 from synth.topology.physical import topology_from_dict
 
-ROOTED = ("broadcast", "reduce")
+ROOTED = ("broadcast", "reduce", "gather", "scatter")
 
 # four GPUs on one NVSwitch, each with its NIC; gpu2's NVLink port has 2 lanes, not 4
 DEGRADED_BOX = """
@@ -84,7 +84,9 @@ def degraded_pair():
                                   "switch:5", "ring:7"])
 def test_orbits_give_the_values_of_every_gpu(spec):
     topo = resolve(spec)
-    for name in ("allgather", "reducescatter", "allreduce", "broadcast", "reduce"):
+    # the hop bound too: it searches from one rank per orbit (mesh:3x5's corners and
+    # middle are in different orbits, and their farthest ranks at different distances)
+    for name in ("allgather", "reducescatter", "allreduce", "alltoall", *ROOTED):
         for root in ((0, topo.ranks - 1) if name in ROOTED else (None,)):
             assert values(topo, name, root) == values(topo, name, root, symmetric=False), \
                 (spec, name, root)
@@ -140,6 +142,21 @@ def test_a_regular_graph_without_symmetry_is_searched_not_trusted():
     assert found_orbits(frucht) == exact_orbits(frucht) == {
         frozenset({f"gpu{i}"}) for i in range(12)}
     assert values(frucht, "allgather") == values(frucht, "allgather", symmetric=False)
+
+
+def test_the_hop_bound_searches_from_every_orbit():
+    # gpu0 in the middle of a path of five: it is 2 hops from the ends, the ends are 4
+    # from each other; orbits {0}, {1, 2}, {3, 4} (the path's reflection)
+    edges = [{"between": [f"gpu{a}", f"gpu{b}"], "gbps": 25}
+             for a, b in ((3, 1), (1, 0), (0, 2), (2, 4))]
+    path = topology_from_dict({"name": "path", "gpus": 5, "links": edges})
+    assert found_orbits(path) == {frozenset({"gpu0"}), frozenset({"gpu1", "gpu2"}),
+                                  frozenset({"gpu3", "gpu4"})}
+    for name, root, hops in (("allgather", None, 4), ("allreduce", None, 4),
+                             ("broadcast", 0, 2), ("broadcast", 3, 4), ("gather", 1, 3)):
+        b = collective_bounds(lower_with_routes(path), name, root)
+        assert b.steps == hops, (name, root)
+        assert values(path, name, root) == values(path, name, root, symmetric=False)
 
 
 @pytest.mark.parametrize("spec, fixed", [("mesh:3x5", None), ("dgx1", None),

@@ -104,7 +104,7 @@ def bounds(lowering: Lowering, collective: Collective,
         rpc = per_share
     shares_in_buffer = collective.buffer_chunks // collective.chunks  # N or 1
     us_per_byte = float(rpc) / shares_in_buffer / (model.unit_gbps * 1e3)
-    steps = step_bound(model, collective, clock)
+    steps = step_bound(model, collective, clock, _representatives(symmetry, collective.root))
     min_alpha = min((l.alpha_us for l in model.links), default=0.0)
     note = NOTES.get(collective.name, "")
     plain = None
@@ -123,6 +123,14 @@ def bounds(lowering: Lowering, collective: Collective,
                 "looser than the full ones") + (f"; {note}" if note else "")
     return Bounds(collective.name, collective.ranks, steps, rpc, us_per_byte,
                   steps * min_alpha, note, clock.partial, plain)
+
+
+def _representatives(symmetry: Symmetry, root: int | None) -> set[int]:
+    """The ranks that lead the GPUs' orbits (fixing the root): the hop bound searches
+    from these alone."""
+    fixed = symmetry.gpus[root] if root is not None else None
+    rank = {g: r for r, g in enumerate(symmetry.gpus)}
+    return {rank[g] for g in symmetry.orbits(fixed).representatives}
 
 
 def bandwidth_bound_shares(lowering: Lowering, name: str, root: int | None = None,

@@ -12,7 +12,8 @@ from synth.schedule.collectives import Collective
 from synth.topology.linkmodel import LinkModel, rank_graph
 
 
-def step_bound(model: LinkModel, collective: Collective, clock: Clock | None = None) -> int:
+def step_bound(model: LinkModel, collective: Collective, clock: Clock | None = None,
+               among: set[int] | None = None) -> int:
     """Largest hop distance a chunk (or, combining, a contribution) must travel.
 
     Who holds and who wants a chunk follows from its share, and a share has one holder
@@ -20,7 +21,10 @@ def step_bound(model: LinkModel, collective: Collective, clock: Clock | None = N
     of hop distances from one rank: one breadth-first search per holder, O(N x links) in
     all, kept one at a time (all pairs at once would be N^2 entries). Past the clock's
     deadline the holders not yet searched are left out: the maximum over the rest is
-    still a lower bound."""
+    still a lower bound. `among`: search only from these (one rank per orbit of the
+    machine's automorphisms, the root fixed: an automorphism keeps the routed pairs, so
+    hop distances, and maps the wanters of a share onto those of its image, so every
+    rank of an orbit is as far from its farthest target; any subset is a lower bound)."""
     clock = clock or Clock()
     graph = rank_graph(model)
     far = model.ranks  # unreachable: never happens in a validated topology
@@ -31,6 +35,8 @@ def step_bound(model: LinkModel, collective: Collective, clock: Clock | None = N
         targets = lambda s: _wanting(collective)  # noqa: E731
     else:  # the holder's copy must reach every wanter of its shares
         sources, targets = _holders_and_wanters(collective)
+    if among is not None and among.intersection(sources):
+        sources = [s for s in sources if s in among]
     worst = 0
     for i, s in enumerate(sources):
         if i and clock.expired():
