@@ -36,6 +36,7 @@ from synth.construct.switch_searches import switch_searches
 from synth.construct.tree_schedules import COLLECTIVES as PACKED
 from synth.construct.tree_schedules import tree_search, tree_search_again
 from synth.cost_choice import ROUTING
+from synth.cycles import cycles_paused
 from synth.deadline import Deadline, OutOfTime
 from synth.errors import BadInput, NoAnswer
 from synth.schedule.collectives import make_collective
@@ -118,33 +119,36 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     deadline = deadline or Deadline.after(limits.time_limit)
     total = deadline.left()
     on_event = on_event or (lambda kind, data: None)
-    lowering = _lowered(topo, limits, deadline, on_event)
-    model = lowering.model
-    coll = make_collective(name, model.ranks, 1, root)
-    hints = hints or Hints()
-    hierarchy, why = _hierarchy(lowering, name, method, hints, deadline)
-    # the bounds may take at most a share of the time (a partial bound is still one)
-    on_event("stage", "computing the lower bounds")
-    b = bounds(lowering, coll, deadline.share(BOUNDS_SHARE))
-    searches, checked = {}, set()  # checked: the baselines verified so far (by id)
-    if method in BUILDING and baselines_cheap(model.ranks, deadline):
-        # the quickest answer first (anytime): on small clusters the baselines take a
-        # fraction of a second, and whatever follows may take all the time there is
-        on_event("stage", "building the baselines")
-        searches["baselines"] = _baselines(model, name, coll.root, limits, deadline)
-        _hand_over(on_event, _verify_baselines(pareto_filter(searches["baselines"].points),
-                                               searches, deadline, checked), searches)
+    with cycles_paused():  # routes, bounds, baselines: many objects, few cycles
+        lowering = _lowered(topo, limits, deadline, on_event)
+        model = lowering.model
+        coll = make_collective(name, model.ranks, 1, root)
+        hints = hints or Hints()
+        hierarchy, why = _hierarchy(lowering, name, method, hints, deadline)
+        # the bounds may take at most a share of the time (a partial bound is still one)
+        on_event("stage", "computing the lower bounds")
+        b = bounds(lowering, coll, deadline.share(BOUNDS_SHARE))
+        searches, checked = {}, set()  # checked: the baselines verified so far (by id)
+        if method in BUILDING and baselines_cheap(model.ranks, deadline):
+            # the quickest answer first (anytime): on small clusters the baselines take a
+            # fraction of a second, and whatever follows may take all the time there is
+            on_event("stage", "building the baselines")
+            searches["baselines"] = _baselines(model, name, coll.root, limits, deadline)
+            _hand_over(on_event, _verify_baselines(pareto_filter(searches["baselines"].points),
+                                                   searches, deadline, checked), searches)
     if hierarchy is not None:
         on_event("search", f"{name} by decomposition: {hierarchy.describe()}")
         searches["decomposed"] = decompose(model, hierarchy, name, limits, on_event,
                                            hints.batches, deadline.share(DECOMPOSED_SHARE))
-    if method in BUILDING:
-        _constructions(model, name, coll.root, limits, deadline, total, b, hierarchy,
-                       searches, _staged(on_event, searches, checked), topo.translations)
-    built = [p for key in CONSTRUCTED for p in searches.get(key, Search()).points]
-    # the baselines on the frontier so far are verified now, while there is time (what
-    # the exact search adds can only push more off it)
-    points = _verify_baselines(pareto_filter(built), searches, deadline, checked)
+    with cycles_paused():  # the solvers' long runs (above, below) keep the collector
+        if method in BUILDING:
+            _constructions(model, name, coll.root, limits, deadline, total, b, hierarchy,
+                           searches, _staged(on_event, searches, checked),
+                           topo.translations)
+        built = [p for key in CONSTRUCTED for p in searches.get(key, Search()).points]
+        # the baselines on the frontier so far are verified now, while there is time
+        # (what the exact search adds can only push more off it)
+        points = _verify_baselines(pareto_filter(built), searches, deadline, checked)
     _hand_over(on_event, points, searches)
     candidates = list(built)  # every candidate, for the runtimes' own frontiers
     if method in SEARCHING and not _interrupted(searches):

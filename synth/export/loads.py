@@ -27,10 +27,8 @@ synth.cost_choice.in_cost_model then keeps those that are the fastest at some si
 from __future__ import annotations
 
 import copy
-import gc
 import time
 from collections import OrderedDict
-from contextlib import contextmanager
 from dataclasses import replace
 
 from synth.errors import BadInput
@@ -38,6 +36,7 @@ from synth.export import answers
 from synth.export.form import RUNTIME_PROTOCOLS, runtime_form
 from synth.frontier import Result, pareto_key
 from synth.construct.paced import verified_within
+from synth.cycles import cycles_paused
 from synth.deadline import Deadline, OutOfTime
 from synth.search.pareto import Search
 
@@ -426,7 +425,7 @@ def _built(form, note, fmt, inplace, fewest=True, deadline: Deadline = Deadline(
     """(the form the exporter lowers, render's note, the exporter's program; MSCCL XML's
     is always its first: the fewest channels). For MSCCL++ the form is first relayed
     where the executor gives a GPU no InfiniBand device (synth.export.relays)."""
-    with _no_cycle_collection():
+    with cycles_paused():
         if fmt == "msccl-xml":
             from synth.export.msccl import build
             return form, note, build(form, inplace, deadline)
@@ -436,18 +435,3 @@ def _built(form, note, fmt, inplace, fewest=True, deadline: Deadline = Deadline(
         form, relayed = ib_relayed(form)  # port channels the executor sets up
         note += relayed + large_node_note(ranks_per_node(form.model))
         return form, note, build(form, inplace, fewest, deadline)
-
-
-@contextmanager
-def _no_cycle_collection():
-    """The programs allocate millions of small objects, few of them in cycles: Python's
-    cycle collector, walking the ones alive again and again, took two thirds of a
-    build's time (an MSCCL++ plan of a 16-GPU ring: 28 s, 9 s without). Reference
-    counting still frees them; collection resumes afterwards."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
