@@ -119,7 +119,9 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     deadline = deadline or Deadline.after(limits.time_limit)
     total = deadline.left()
     on_event = on_event or (lambda kind, data: None)
-    with cycles_paused():  # routes, bounds, baselines: many objects, few cycles
+    # routes, bounds and schedules are many objects in few cycles; the exact search's
+    # solver (below) keeps the collector
+    with cycles_paused():
         lowering = _lowered(topo, limits, deadline, on_event)
         model = lowering.model
         coll = make_collective(name, model.ranks, 1, root)
@@ -136,11 +138,10 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
             searches["baselines"] = _baselines(model, name, coll.root, limits, deadline)
             _hand_over(on_event, _verify_baselines(pareto_filter(searches["baselines"].points),
                                                    searches, deadline, checked), searches)
-    if hierarchy is not None:
-        on_event("search", f"{name} by decomposition: {hierarchy.describe()}")
-        searches["decomposed"] = decompose(model, hierarchy, name, limits, on_event,
-                                           hints.batches, deadline.share(DECOMPOSED_SHARE))
-    with cycles_paused():  # the solvers' long runs (above, below) keep the collector
+        if hierarchy is not None:
+            on_event("search", f"{name} by decomposition: {hierarchy.describe()}")
+            searches["decomposed"] = decompose(model, hierarchy, name, limits, on_event,
+                                               hints.batches, deadline.share(DECOMPOSED_SHARE))
         if method in BUILDING:
             _constructions(model, name, coll.root, limits, deadline, total, b, hierarchy,
                            searches, _staged(on_event, searches, checked),
