@@ -617,7 +617,8 @@ def test_msccl_xml_skips_channel_counts_its_lower_bounds_rule_out_and_only_those
     # receives 100 chunks from rank 1 in one threadblock (at least 100 steps, limit 64),
     # on 2 channels 50 each: the bound cannot tell, the program is built
     from synth.export.layout import Layout
-    from synth.export.msccl import _Program, _surely_over, build
+    from synth.export.msccl import (_Program, _lane_threadblocks, _surely_over,
+                                    _transfer_array, build)
     from synth.schedule.ir import Schedule, Send, Step
     from synth.topology.linkmodel import switch_rounds
 
@@ -626,10 +627,13 @@ def test_msccl_xml_skips_channel_counts_its_lower_bounds_rule_out_and_only_those
     schedule = Schedule(make_collective("allgather", 2, 100), model,
                         (Step(switch_rounds(model, [], sends), sends),)).expanded()
     verify_schedule(schedule_to_dict(schedule))
-    steps = [list(s.sends) for s in schedule.steps]
-    assert _surely_over(steps, 1, 2) == ("a threadblock of rank 0 needs at least 100 steps "
-                                         "(limit 64)")
-    assert _surely_over(steps, 2, 2) is None
+    transfers = _transfer_array([list(s.sends) for s in schedule.steps])
+
+    def surely_over(k):
+        return _surely_over(transfers, k, 2, _lane_threadblocks(transfers, k).sum(axis=1))
+
+    assert surely_over(1) == "a threadblock of rank 0 needs at least 100 steps (limit 64)"
+    assert surely_over(2) is None
     # the bound holds for the program it spares: built anyway, it breaks the limit
     spared = _Program(schedule, Layout(schedule.collective, False), 1, fuse=True)
     assert "steps (limit 64)" in spared.check_limits()
@@ -657,7 +661,7 @@ def test_msccl_xml_refuses_by_arithmetic_what_no_channel_count_can_hold(monkeypa
     def counted(*args):
         raise AssertionError("a channel count was counted")
 
-    monkeypatch.setattr("synth.export.msccl._threadblocks_on", counted)
+    monkeypatch.setattr("synth.export.msccl._lane_threadblocks", counted)
     with pytest.raises(BadInput, match=r"on 1 channel a threadblock of rank 0 needs at "
                                        r"least 4096 steps \(limit 64\), and on up to 32 "
                                        r"channels a threadblock of rank 0 needs at least "

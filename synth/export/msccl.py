@@ -325,15 +325,14 @@ def _transfer_array(steps):
     return np.array(rows, dtype=np.int64).reshape(len(rows), 3)
 
 
-def _threadblocks_on(transfers, k: int) -> tuple[int, int]:
-    """(most threadblocks on one rank, on one channel of one rank) on k channels, as
-    _Program would make them, from the transfers (_transfer_array's) alone: _lane_tbs
-    pairs receive and send peers, so a rank's channel needs as many as its larger
-    side."""
+def _lane_threadblocks(transfers, k: int):
+    """Per rank and channel on k channels (an array of N rows, k columns), the
+    threadblocks _Program makes, from the transfers (_transfer_array's) alone: _lane_tbs
+    pairs receive and send peers, so a rank's channel needs as many as its larger side."""
     import numpy as np
 
     if not len(transfers):
-        return 0, 0
+        return np.zeros((1, k), dtype=np.int64)
     n = int(transfers[:, :2].max()) + 1
     channel = transfers[:, 2] % k
 
@@ -341,46 +340,41 @@ def _threadblocks_on(transfers, k: int) -> tuple[int, int]:
         lanes = np.unique((rank * k + channel) * n + peer) // n
         return np.bincount(lanes, minlength=n * k)
 
-    need = np.maximum(peers(transfers[:, 1], transfers[:, 0]),
-                      peers(transfers[:, 0], transfers[:, 1]))
-    return int(need.reshape(n, k).sum(axis=1).max()), int(need.max())
+    return np.maximum(peers(transfers[:, 1], transfers[:, 0]),
+                      peers(transfers[:, 0], transfers[:, 1])).reshape(n, k)
 
 
-def _surely_over(steps, k: int, n: int) -> str | None:
+def _surely_over(transfers, k: int, n: int, per_rank) -> str | None:
     """Why a program on k channels would break a limit, known from the transfers alone
-    (a big schedule's program takes seconds to build), or None. Lower bounds that hold
-    for _Program: every receive is a step of the threadblock of its (channel, sender),
-    every send one of the threadblock of its (channel, receiver) (alone, or fused with
-    the receive that feeds it), so a threadblock has at least as many steps as it
-    receives from or sends to its peer on its channel, and a rank's part of the XML at
-    least 1 + N + its threadblocks + the larger of its receives and its sends."""
-    ins, outs, recv, sent = Counter(), Counter(), Counter(), Counter()
-    for x in (x for sends in steps for x in sends):
-        ins[(x.dst, x.chunk % k, x.src)] += 1
-        outs[(x.src, x.chunk % k, x.dst)] += 1
-        recv[x.dst] += 1
-        sent[x.src] += 1
-    counts = sorted([*ins.items(), *outs.items()], key=lambda e: (-e[1], e[0]))
-    if counts and counts[0][1] > MAX_STEPS:
-        (rank, _, _), most = counts[0]
+    (a big schedule's program takes seconds to build), or None; `per_rank`: each rank's
+    threadblocks (_lane_threadblocks). Lower bounds that hold for _Program: every
+    receive is a step of the threadblock of its (channel, sender), every send one of the
+    threadblock of its (channel, receiver) (alone, or fused with the receive that feeds
+    it), so a threadblock has at least as many steps as it receives from or sends to its
+    peer on its channel, and a rank's part of the XML at least 1 + N + its threadblocks
+    + the larger of its receives and its sends. Counted in arrays (in Python, torus:16x32's
+    refusal took 22 s)."""
+    import numpy as np
+
+    if not len(transfers):
+        return None
+    src, dst, channel = transfers[:, 0], transfers[:, 1], transfers[:, 2] % k
+    ranks = len(per_rank)
+    # (rank, channel, peer) as one number, in the order of the triples; receives and
+    # sends counted apart (a threadblock's peer may be both)
+    keys, counts = (np.concatenate(side) for side in zip(*(
+        np.unique((rank * k + channel) * ranks + peer, return_counts=True)
+        for rank, peer in ((dst, src), (src, dst)))))
+    most = int(counts.max())
+    if most > MAX_STEPS:
+        rank = int(keys[counts == most].min()) // (k * ranks)
         return f"a threadblock of rank {rank} needs at least {most} steps (limit {MAX_STEPS})"
-    tbs = _threadblocks_per_rank(steps, k)
-    nodes = {rank: 1 + n + tbs.get(rank, 0) + max(recv[rank], sent[rank])
-             for rank in set(recv) | set(sent)}
-    worst = max(nodes, key=nodes.get, default=None)
-    if worst is not None and nodes[worst] > MAX_NODES:
-        return (f"a rank's part of the XML has at least {nodes[worst]} elements (the parser "
-                f"takes {MAX_NODES})")
+    recv, sent = np.bincount(dst, minlength=ranks), np.bincount(src, minlength=ranks)
+    nodes = (1 + n + per_rank + np.maximum(recv, sent))[(recv > 0) | (sent > 0)]
+    if nodes.max() > MAX_NODES:
+        return (f"a rank's part of the XML has at least {int(nodes.max())} elements (the "
+                f"parser takes {MAX_NODES})")
     return None
-
-
-def _threadblocks_per_rank(steps, k: int) -> dict:
-    """Per rank, the threadblocks _Program makes on k channels (_threadblocks_on)."""
-    ins, outs = _lane_peers((s for sends in steps for s in sends), k)
-    per_gpu = defaultdict(int)
-    for key in set(ins) | set(outs):
-        per_gpu[key[0]] += max(len(ins[key]), len(outs[key]))
-    return per_gpu
 
 
 def build(schedule, inplace: bool = False, deadline: Deadline = Deadline()):
@@ -407,14 +401,15 @@ def build(schedule, inplace: bool = False, deadline: Deadline = Deadline()):
         deadline.check("exporting to MSCCL XML")  # each try below takes seconds at scale
         if transfers is None:
             transfers = _transfer_array(steps)
-        per_gpu, per_chan = _threadblocks_on(transfers, k)
+        need = _lane_threadblocks(transfers, k)
+        per_gpu, per_chan = int(need.sum(axis=1).max()), int(need.max())
         if per_gpu > MAX_TBS:
             why = f"a rank needs {per_gpu} threadblocks (limit {MAX_TBS})"
             continue
         if per_chan > MAX_TBS_PER_CHANNEL:
             why = f"a channel needs {per_chan} threadblocks (limit {MAX_TBS_PER_CHANNEL})"
             continue
-        short = _surely_over(steps, k, layout.n)
+        short = _surely_over(transfers, k, layout.n, need.sum(axis=1))
         if short:
             why = short
             continue
