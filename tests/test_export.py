@@ -219,6 +219,46 @@ def test_a_refused_try_stops_making_ops_and_the_search_tries_the_same_lanes(fron
             assert sum(m[2] for m in cut) < sum(m[2] for m in whole)
 
 
+def test_a_plan_is_made_rank_by_rank_and_a_refused_one_only_up_to_the_rank_over(
+        monkeypatch):
+    # torus:4x4's trees (no switch operations): a try makes a rank's thread blocks and
+    # hand-offs only as its ops are asked for, so at 8 ops a thread block the refusal
+    # made rank 0 alone; made all at once (as plans with switch operations are), the
+    # plan says the same, and a plan that fits has the same ops either way
+    from synth.construct.tree_schedules import tree_search
+    from synth.export.form import runtime_form
+    from synth.export.layout import Layout
+    from synth.export.mscclpp import _Plan
+    from synth.export.mscclpp_flow import _Flow
+    from synth.topology.catalog import resolve
+    from synth.topology.linkmodel import lower_with_routes
+
+    model = lower_with_routes(resolve("torus:4x4")).model
+    form, _ = runtime_form(tree_search(model, "allgather", None, Limits()).points[0].schedule)
+    layout = Layout(form.collective, False)
+    flow = _Flow(form, layout)
+
+    def made(at_once):
+        plan = _Plan(flow, layout, None, 1, 16)
+        if at_once:
+            plan._thread_blocks(range(layout.n), flow.steps)
+            plan._handoffs()
+            plan.pending.clear()
+        return plan, plan.finish(enough=0)  # as build's tries: stop once a limit fails
+
+    monkeypatch.setattr(mscclpp_export, "MAX_OPS", 8)
+    (lazy, why), (whole, said) = made(False), made(True)
+    assert why == said == "a thread block of rank 0 needs 35 ops (limit 8)"
+    assert {r for r, tbs in lazy.tbs.items() if tbs} == {0}
+    assert len([r for r, tbs in whole.tbs.items() if tbs]) == 16
+    monkeypatch.setattr(mscclpp_export, "MAX_OPS", 64)
+    (lazy, why), (whole, said) = made(False), made(True)
+    assert why is None and said is None
+    assert lazy.ops == whole.ops and len(lazy.ops) >= 16
+    assert lazy.channels == whole.channels and lazy.semaphores == whole.semaphores
+    assert lazy.remote == whole.remote
+
+
 @pytest.mark.parametrize("name, limits", [("allreduce", (14,)), ("allgather", (8, 9))])
 def test_an_ask_and_the_export_agree_on_whether_a_plan_exists(name, limits, monkeypatch):
     # dgx1's recursive halving-doubling at 14 ops a thread block: the ask found a plan on

@@ -46,9 +46,11 @@ The recipe (docs/runtimes.md, "The plan synth writes"):
   executor's 32-bit fields (unless given; a larger one is refused), min_message_size
   at most 2^31 - 1 (every release reads it as a 32-bit int).
 
-Its rooms: the slots, synth.export.mscclpp_flow; the ops of a thread block,
-synth.export.mscclpp_emit; here, thread blocks, channels, hand-offs, the search for the
-fewest thread blocks, and the plan's JSON.
+Its rooms: the slots and the log of their accesses, synth.export.mscclpp_flow; the ops
+of a thread block, synth.export.mscclpp_emit; here, thread blocks, channels, hand-offs,
+the search for the fewest thread blocks, and the plan's JSON. Without switch operations
+a plan is made rank by rank as its ops are asked for (a rank's part reads its own moves
+alone), so a refused try costs the ranks up to the first over a limit.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ from synth.deadline import Deadline
 from synth.errors import BadInput
 from synth.export.layout import Layout
 from synth.export.mscclpp_emit import ACQ_RE, ACQ_SEND, RECV, REDUCED, SENT, thread_block_ops
-from synth.export.mscclpp_flow import _Flow, most_peers
+from synth.export.mscclpp_flow import Accesses, _Flow, most_peers
 
 MAX_OPS = 64
 MAX_MIN_MESSAGE = 2 ** 31 - 1  # min_message_size: a 32-bit int in every release
@@ -86,43 +88,52 @@ class _Tb:
 
 class _Plan:
     """One split of the work (chunk k in lane k mod `lanes`, at most `cap` peers a thread
-    block): its thread blocks and hand-offs, then (finish) ids, channels, buffers, ops."""
+    block): its thread blocks and hand-offs (with switch operations, all at once; else
+    each rank's as finish comes to it), then (finish) ids, channels, buffers, ops."""
 
     def __init__(self, flow: _Flow, layout: Layout, boxes, lanes: int, cap: int):
         self.layout, self.flow, self.t, self.cap = layout, flow, lanes, cap
-        n = layout.n
-        kind = (lambda a, b: "port" if boxes[a] != boxes[b] else "memory") if boxes \
+        self.kind = (lambda a, b: "port" if boxes[a] != boxes[b] else "memory") if boxes \
             else (lambda a, b: "memory")
-        self.kind = kind
-        # peers and the remote buffers written, per (rank, lane, kind)
-        peers = defaultdict(set)
-        refs = defaultdict(set)  # (rank, lane, peer) -> buffer types written there
         self.switch = defaultdict(list)  # rank -> (ranks, buffer type) of its switch channels
-        keys = set()
-        for moves, _, summed in flow.steps:
-            for k, a, b, _, dst in moves:
-                lane = k % lanes
-                peers[(a, lane, kind(a, b))].add(b)
-                peers[(b, lane, kind(a, b))].add(a)
-                refs[(a, lane, b)].add(dst.buf)
-            for k, readers, writers, d, src, out in summed:  # channels for the hand-shakes
-                for m in {*readers, *writers} - {d}:  # one box (mscclpp_flow)
-                    peers[(d, k % lanes, "memory")].add(m)
-                    peers[(m, k % lanes, "memory")].add(d)
-                keys |= {(readers, src.buf), (writers, out.buf)}
+        keys = {key for _, _, summed in flow.steps for _, readers, writers, _, src, out
+                in summed for key in ((readers, src.buf), (writers, out.buf))}
         for key in sorted(keys):  # one order on every rank: the members set them up together
             for m in key[0]:
                 self.switch[m].append(key)
         self.tbs = defaultdict(list)  # rank -> thread blocks in id order
         self.tb_of = {}  # (rank, lane, peer) -> thread block
         self.first = {}  # (rank, lane) -> its first thread block
-        for r in range(n):
-            for lane in range(lanes):
+        # without switch operations a rank's part needs its own moves alone, so it is
+        # made when finish asks for it: a refused try stops at its first rank over a limit
+        self.pending = set() if keys else set(range(layout.n))
+        if keys:
+            self._thread_blocks(range(layout.n), flow.steps)
+            self._handoffs()
+
+    def _thread_blocks(self, ranks, steps):
+        """The thread blocks of `ranks`, one per (lane, channel type, group of peers), from
+        the moves and switch operations of `steps` (which must hold every one that
+        involves those ranks; others are read and left unused)."""
+        peers = defaultdict(set)  # (rank, lane, kind) -> peers
+        refs = defaultdict(set)  # (rank, lane, peer) -> buffer types written there
+        for moves, _, summed in steps:
+            for k, a, b, _, dst in moves:
+                lane = k % self.t
+                peers[(a, lane, self.kind(a, b))].add(b)
+                peers[(b, lane, self.kind(a, b))].add(a)
+                refs[(a, lane, b)].add(dst.buf)
+            for k, readers, writers, d, src, out in summed:  # channels for the hand-shakes
+                for m in {*readers, *writers} - {d}:  # one box (mscclpp_flow)
+                    peers[(d, k % self.t, "memory")].add(m)
+                    peers[(m, k % self.t, "memory")].add(d)
+        for r in ranks:
+            for lane in range(self.t):
                 for kd in KINDS:
                     group, used = [], set()
                     for p in sorted(peers.get((r, lane, kd), ())):
                         mine = {(p, b) for b in refs.get((r, lane, p), ())}
-                        if group and (len(group) >= min(cap, MAX_TB_CHANNELS)
+                        if group and (len(group) >= min(self.cap, MAX_TB_CHANNELS)
                                       or len(used | mine) > MAX_TB_REMOTE):
                             self._add(r, lane, kd, group)
                             group, used = [], set()
@@ -130,7 +141,20 @@ class _Plan:
                         used |= mine
                     if group:
                         self._add(r, lane, kd, group)
-        self._handoffs()
+
+    def _ready(self, r):
+        """Rank r's thread blocks and hand-offs, made now if they were left for later."""
+        if r not in self.pending:
+            return
+        self.pending.discard(r)
+        steps, epilogue = self.flow.of_rank(r)
+        self._thread_blocks((r,), [(moves, [], []) for _, moves, _ in steps])
+        acc = Accesses()
+        for t, moves, reductions in steps:
+            self._move_accesses(acc, t, moves, r)
+            self._reduction_accesses(acc, t, reductions)
+        self._final_accesses(acc, epilogue)
+        self._hand_over(acc)
 
     def drop(self):
         """Break the plan's cycles (hand-offs name thread blocks): builds run with gc off."""
@@ -152,28 +176,38 @@ class _Plan:
         return self.first.get((rank, lane)) or self._add(rank, lane, "memory", [])
 
     def _handoffs(self):
-        """Assign every access to a thread block; where a slot passes between thread
-        blocks of a rank, record a release at the first and an acquire at the second."""
-        acc = _Accesses()
+        """Assign every access of every rank to a thread block (plans with switch
+        operations: those join ranks); where a slot passes between thread blocks of a
+        rank, record a release at the first and an acquire at the second."""
+        acc = Accesses()
         for t, (moves, reductions, summed) in enumerate(self.flow.steps):
             self._move_accesses(acc, t, moves)
             self._reduction_accesses(acc, t, reductions)
             self._switch_accesses(acc, t, summed)
-        self._final_accesses(acc)
+        self._final_accesses(acc, self.flow.epilogue)
+        self._hand_over(acc)
+
+    @staticmethod
+    def _hand_over(acc):
+        """The hand-offs `acc` found, as acquires and releases of the thread blocks."""
         for (y, x, q), p in acc.needs.items():
             y.acquire[q].append(x)
             x.release[p].append(y)
 
-    def _move_accesses(self, acc, t, moves):
+    def _move_accesses(self, acc, t, moves, only=None):
         """The sends of step t: each on the thread block of its (lane, peer) on both
-        ranks, the sender reading its source, the receiver's slot written on arrival."""
+        ranks (`only`: on that rank's side alone), the sender reading its source, the
+        receiver's slot written on arrival."""
         for k, a, b, src, dst in moves:
             lane = k % self.t
-            sender, receiver = self.tb_of[(a, lane, b)], self.tb_of[(b, lane, a)]
-            acc.access(sender, (a, src), False, (t, ACQ_SEND), (t, SENT))
-            sender.steps[t]["puts"].append((src, b, dst))
-            receiver.steps[t]["wait"].add(a)
-            acc.access(receiver, (b, dst), True, None, (t, RECV))
+            if only is None or a == only:
+                sender = self.tb_of[(a, lane, b)]
+                acc.access(sender, (a, src), False, (t, ACQ_SEND), (t, SENT))
+                sender.steps[t]["puts"].append((src, b, dst))
+            if only is None or b == only:
+                receiver = self.tb_of[(b, lane, a)]
+                receiver.steps[t]["wait"].add(a)
+                acc.access(receiver, (b, dst), True, None, (t, RECV))
 
     def _reduction_accesses(self, acc, t, reductions):
         """The sums of step t: each on the thread block that received its first
@@ -225,11 +259,11 @@ class _Plan:
                 theirs.steps[t + 1]["notify"].add(m)
                 mine.steps[t + 1]["wait"].add(d)
 
-    def _final_accesses(self, acc):
+    def _final_accesses(self, acc, epilogue):
         """The final copies: each on the thread block that last held its source (else
         the lane's first), after every step."""
         end = (len(self.flow.steps), ACQ_SEND)
-        for r, k, src, out in self.flow.epilogue:
+        for r, k, src, out in epilogue:
             entry = acc.log.get((r, src))
             holder = entry and (entry[0][0] if entry[0] else next(iter(entry[1]), None))
             tb = holder or self._local(r, k % self.t)
@@ -240,14 +274,16 @@ class _Plan:
     # --- the plan's tables and ops ------------------------------------------------------
 
     def finish(self, enough=float("inf")):
-        """Ids, channels, remote buffers, semaphores and ops. None, or why a limit fails
-        (then made only until a thread block needs `enough` ops: all a failed try tells)."""
+        """Ids, channels, remote buffers, semaphores and ops, rank by rank (a rank's thread
+        blocks and hand-offs made first if left for now). None, or why a limit fails (then
+        made only until a thread block needs `enough` ops: all a failed try tells)."""
         n = self.layout.n
         self.channels = {kd: defaultdict(list) for kd in KINDS}  # rank -> peers (id = position)
         self.remote = defaultdict(dict)  # rank -> {(peer, buf): id}
         self.semaphores = defaultdict(dict)  # rank -> {(releaser, acquirer): id}
-        chan_id = {}
+        chan_id, self.ops, self.worst, why = {}, {}, 0, None
         for r in range(n):
+            self._ready(r)
             peers = defaultdict(list)  # (lane, kind) -> peers
             for tb_id, tb in enumerate(self.tbs[r]):
                 tb.id = tb_id
@@ -257,8 +293,6 @@ class _Plan:
                 for p in sorted(mine):
                     chan_id[(r, lane, p)] = len(self.channels[kd][r])
                     self.channels[kd][r].append(p)
-        self.ops, self.worst, why = {}, 0, None
-        for r in range(n):
             for tb in self.tbs[r]:
                 tb.channel_ids = [chan_id[(r, tb.lane, p)] for p in tb.peers]
                 tb.position = {p: i for i, p in enumerate(tb.peers)}
@@ -294,43 +328,6 @@ class _Plan:
     def _sem(self, x, y):
         table = self.semaphores[x.rank]
         return table.setdefault((x.id, y.id), len(table))
-
-
-class _Accesses:
-    """The accesses of every slot of every rank, in program order, and the hand-offs
-    they need: needs[(acquirer, releaser, acquire point)] = release point."""
-
-    def __init__(self):
-        self.log = {}  # (rank, slot) -> [(last writer, its release point) or None, {reader: point}]
-        self.have = {}  # (acquirer, releaser) -> latest release point acquired
-        self.needs = {}
-
-    def need(self, y, x, p, q):
-        """Thread block y acquires at q what x releases at p (unless it already has)."""
-        if self.have.get((y, x), (-1, 0)) >= p:
-            return
-        self.have[(y, x)] = p
-        self.needs[(y, x, q)] = p
-
-    def access(self, tb, key, write, q, p):
-        """tb reads or writes slot `key` (rank, slot): it acquires at q (None: it need
-        not, the data arriving from a peer) every conflicting earlier access by another
-        thread block, and releases at p."""
-        entry = self.log.get(key)
-        if entry is None:
-            entry = self.log[key] = [None, {}]
-        last, readers = entry
-        if q is not None:
-            if last is not None and last[0] is not tb:
-                self.need(tb, last[0], last[1], q)
-            if write:
-                for other, point in readers.items():
-                    if other is not tb:
-                        self.need(tb, other, point, q)
-        if write:
-            entry[0], entry[1] = (tb, p), {}
-        else:
-            readers[tb] = max(readers.get(tb, p), p)
 
 
 def build(schedule, inplace: bool = False, fewest: bool = True,

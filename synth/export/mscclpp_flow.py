@@ -1,7 +1,8 @@
 """Where every value of an MSCCL++ plan lives: the slots of every send, reduction,
 switch operation and final copy (synth.export.mscclpp's recipe, "Slots first"). It does
 not depend on how the work is split into thread blocks, so the search over thread
-block splits (synth.export.mscclpp.build) computes it once.
+block splits (synth.export.mscclpp.build) computes it once. Accesses logs, for one
+split, which thread block touches each slot when: the hand-offs come from it.
 
 Switch operations become glres, each run by one rank d: the switch sums the chunk's
 slot on every member of the source group (one offset on all of them) and stores the
@@ -49,6 +50,27 @@ class _Flow:
             self.aligned.append([])
         self.epilogue = places.final_copies(schedule.collective.post)
         self.scratch, self.written = places.scratch, places.written
+        self._by_rank = None
+
+    def of_rank(self, r):
+        """Rank r's part alone, in order: per step where it has work, (t, the moves it
+        sends or receives, its reductions), and its final copies. Indexed for every rank
+        at the first call. Not for switch operations: those join ranks."""
+        if self._by_rank is None:
+            steps, epilogue = defaultdict(list), defaultdict(list)
+            for t, (moves, reductions, _) in enumerate(self.steps):
+                mine = defaultdict(lambda: ([], []))
+                for move in moves:
+                    mine[move[1]][0].append(move)
+                    mine[move[2]][0].append(move)
+                for reduction in reductions:
+                    mine[reduction[0]][1].append(reduction)
+                for rank, (its_moves, its_reductions) in mine.items():
+                    steps[rank].append((t, its_moves, its_reductions))
+            for copy in self.epilogue:
+                epilogue[copy[0]].append(copy)
+            self._by_rank = (steps, epilogue)
+        return self._by_rank[0].get(r, []), self._by_rank[1].get(r, [])
 
 
 class _Places:
@@ -363,6 +385,43 @@ def _alone(moving: _Moving, t, op, spread, readers, writers):
     if early:
         _refuse(f"step {nxt} sends chunk {k} from rank {early[0]}, which learns only in that "
                 f"step's waits that the glres of step {t} stored it there")
+
+
+class Accesses:
+    """The accesses of every slot of every rank, in program order, and the hand-offs
+    they need: needs[(acquirer, releaser, acquire point)] = release point."""
+
+    def __init__(self):
+        self.log = {}  # (rank, slot) -> [(last writer, its release point) or None, {reader: point}]
+        self.have = {}  # (acquirer, releaser) -> latest release point acquired
+        self.needs = {}
+
+    def need(self, y, x, p, q):
+        """Thread block y acquires at q what x releases at p (unless it already has)."""
+        if self.have.get((y, x), (-1, 0)) >= p:
+            return
+        self.have[(y, x)] = p
+        self.needs[(y, x, q)] = p
+
+    def access(self, tb, key, write, q, p):
+        """tb reads or writes slot `key` (rank, slot): it acquires at q (None: it need
+        not, the data arriving from a peer) every conflicting earlier access by another
+        thread block, and releases at p."""
+        entry = self.log.get(key)
+        if entry is None:
+            entry = self.log[key] = [None, {}]
+        last, readers = entry
+        if q is not None:
+            if last is not None and last[0] is not tb:
+                self.need(tb, last[0], last[1], q)
+            if write:
+                for other, point in readers.items():
+                    if other is not tb:
+                        self.need(tb, other, point, q)
+        if write:
+            entry[0], entry[1] = (tb, p), {}
+        else:
+            readers[tb] = max(readers.get(tb, p), p)
 
 
 def most_peers(flow: _Flow, boxes) -> int:
