@@ -242,7 +242,7 @@ def test_a_plan_is_made_rank_by_rank_and_a_refused_one_only_up_to_the_rank_over(
         plan = _Plan(flow, layout, None, 1, 16)
         if at_once:
             plan._thread_blocks(range(layout.n), flow.steps)
-            plan._handoffs()
+            plan._handoffs([(t, *step) for t, step in enumerate(flow.steps)], flow.epilogue)
             plan.pending.clear()
         return plan, plan.finish(enough=0)  # as build's tries: stop once a limit fails
 

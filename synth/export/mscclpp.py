@@ -109,7 +109,7 @@ class _Plan:
         self.pending = set() if keys else set(range(layout.n))
         if keys:
             self._thread_blocks(range(layout.n), flow.steps)
-            self._handoffs()
+            self._handoffs([(t, *step) for t, step in enumerate(flow.steps)], flow.epilogue)
 
     def _thread_blocks(self, ranks, steps):
         """The thread blocks of `ranks`, one per (lane, channel type, group of peers), from
@@ -148,13 +148,8 @@ class _Plan:
             return
         self.pending.discard(r)
         steps, epilogue = self.flow.of_rank(r)
-        self._thread_blocks((r,), [(moves, [], []) for _, moves, _ in steps])
-        acc = Accesses()
-        for t, moves, reductions in steps:
-            self._move_accesses(acc, t, moves, r)
-            self._reduction_accesses(acc, t, reductions)
-        self._final_accesses(acc, epilogue)
-        self._hand_over(acc)
+        self._thread_blocks((r,), [step[1:] for step in steps])
+        self._handoffs(steps, epilogue, r)
 
     def drop(self):
         """Break the plan's cycles (hand-offs name thread blocks): builds run with gc off."""
@@ -175,21 +170,17 @@ class _Plan:
         """A thread block of rank in lane for local work (one is made if there is none)."""
         return self.first.get((rank, lane)) or self._add(rank, lane, "memory", [])
 
-    def _handoffs(self):
-        """Assign every access of every rank to a thread block (plans with switch
-        operations: those join ranks); where a slot passes between thread blocks of a
-        rank, record a release at the first and an acquire at the second."""
+    def _handoffs(self, steps, epilogue, only=None):
+        """Assign the accesses of `steps` ((t, moves, reductions, switch operations)) and
+        of the final copies to thread blocks (`only`: that rank's alone; every rank's
+        where switch operations join ranks); where a slot passes between thread blocks
+        of a rank, record a release at the first and an acquire at the second."""
         acc = Accesses()
-        for t, (moves, reductions, summed) in enumerate(self.flow.steps):
-            self._move_accesses(acc, t, moves)
+        for t, moves, reductions, summed in steps:
+            self._move_accesses(acc, t, moves, only)
             self._reduction_accesses(acc, t, reductions)
             self._switch_accesses(acc, t, summed)
-        self._final_accesses(acc, self.flow.epilogue)
-        self._hand_over(acc)
-
-    @staticmethod
-    def _hand_over(acc):
-        """The hand-offs `acc` found, as acquires and releases of the thread blocks."""
+        self._final_accesses(acc, epilogue)
         for (y, x, q), p in acc.needs.items():
             y.acquire[q].append(x)
             x.release[p].append(y)

@@ -54,8 +54,9 @@ class _Flow:
 
     def of_rank(self, r):
         """Rank r's part alone, in order: per step where it has work, (t, the moves it
-        sends or receives, its reductions), and its final copies. Indexed for every rank
-        at the first call. Not for switch operations: those join ranks."""
+        sends or receives, its reductions, no switch operations), and its final copies.
+        Indexed for every rank at the first call. Not for switch operations: those join
+        ranks."""
         if self._by_rank is None:
             steps, epilogue = defaultdict(list), defaultdict(list)
             for t, (moves, reductions, _) in enumerate(self.steps):
@@ -66,7 +67,7 @@ class _Flow:
                 for reduction in reductions:
                     mine[reduction[0]][1].append(reduction)
                 for rank, (its_moves, its_reductions) in mine.items():
-                    steps[rank].append((t, its_moves, its_reductions))
+                    steps[rank].append((t, its_moves, its_reductions, ()))
             for copy in self.epilogue:
                 epilogue[copy[0]].append(copy)
             self._by_rank = (steps, epilogue)
