@@ -21,10 +21,10 @@ from synth.construct.in_network import nvls_allreduce, one_step, reducing_switch
 from synth.construct.tree_schedules import tree_search
 from synth.schedule.file import schedule_to_dict
 from synth.schedule.ir import Send, Step
-from synth.schedule.transform import compose_allreduce, refine
+from synth.schedule.transform import compose_allreduce, refine, same_both_ways
 from synth.schedule.verify import ScheduleInvalid, verify_schedule
 from synth.search.pareto import Limits
-from synth.topology.linkmodel import lower_with_routes
+from synth.topology.linkmodel import Group, LinkModel, RankLink, lower_with_routes
 from synth.topology.physical import topology_from_dict
 
 FRESH = settings(max_examples=20, deadline=None, database=None, print_blob=True,
@@ -191,3 +191,21 @@ def test_ranged_keeps_a_repeated_send_and_a_broken_schedule_stays_broken():
     dropped = replace(plain, steps=(replace(first, sends=first.sends[1:]), *plain.steps[1:]))
     assert not valid(dropped)
     assert not valid(dropped.ranged())
+
+
+def test_a_network_is_the_same_both_ways_only_if_every_link_and_group_has_its_reverse():
+    ring = tuple(RankLink(a, b, Fraction(1)) for a, b in [(0, 1), (1, 2), (2, 0), (1, 0),
+                                                         (2, 1), (0, 2)])
+    out_of_0 = Group("out of 0", ((0, 1), (0, 2)), Fraction(1))
+    into_0 = Group("into 0", ((1, 0), (2, 0)), Fraction(1))
+    assert same_both_ways(LinkModel("ring", 1.0, 3, ring))
+    assert same_both_ways(LinkModel("ring", 1.0, 3, ring, (out_of_0, into_0)))
+    # a group without its reverse, or with it at another capacity, or twice
+    assert not same_both_ways(LinkModel("ring", 1.0, 3, ring, (out_of_0,)))
+    assert not same_both_ways(LinkModel("ring", 1.0, 3, ring,
+                                        (out_of_0, replace(into_0, capacity=Fraction(2)))))
+    assert not same_both_ways(LinkModel("ring", 1.0, 3, ring, (out_of_0, into_0, into_0)))
+    # a link wider one way than the other, or one way only
+    wide = (replace(ring[0], capacity=Fraction(2)),) + ring[1:]
+    assert not same_both_ways(LinkModel("ring", 1.0, 3, wide))
+    assert not same_both_ways(LinkModel("ring", 1.0, 3, ring[:-1]))

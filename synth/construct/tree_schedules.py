@@ -267,7 +267,7 @@ def _allreduce_points(model, limits, deadline, search, bound, translations) -> S
     # a network the same both ways (every link and group mirrored) packs the same trees
     # reversed: no second packing
     deadline.check("packing trees")
-    mirrored = same_both_ways(model, reverse)
+    mirrored = same_both_ways(model)
     up = down if mirrored else _pack(reverse, everyone, deadline, target, translations)
     if up is None or down is None:
         search.stopped = "some rank cannot be reached"

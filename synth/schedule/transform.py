@@ -11,6 +11,7 @@ reductions sum each tree exactly once.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 
 from synth.schedule.collectives import DUAL, make_collective
@@ -241,10 +242,14 @@ def written_per_orbit(schedule: Schedule, orbits) -> Schedule:
     return replace(schedule, steps=tuple(steps), symmetry=orbits)
 
 
-def same_both_ways(model: LinkModel, reverse: LinkModel) -> bool:
-    """Whether the reversed network is the network: the same links with the same
-    capacities, and the same groups (their links and capacities; names aside)."""
-    def network(m):
-        return ({(l.src, l.dst, l.capacity) for l in m.links},
-                sorted((sorted(g.links), g.capacity) for g in m.groups))
-    return network(model) == network(reverse)
+def same_both_ways(model: LinkModel) -> bool:
+    """Whether the reversed network (reverse_model) is the network: every link's reverse
+    is a link of the same capacity, and every group's reverse a group of the same
+    capacity (names aside), as often. O(links + group members), no sort: at 4096 GPUs
+    (2.1 million links) sorting and hashing exact capacities took 10 s."""
+    capacity = {(l.src, l.dst): l.capacity for l in model.links}
+    if any(capacity.get((b, a)) != c for (a, b), c in capacity.items()):
+        return False
+    groups = Counter((frozenset(g.links), g.capacity) for g in model.groups)
+    return all(groups[frozenset((b, a) for a, b in links), c] == n
+               for (links, c), n in groups.items())

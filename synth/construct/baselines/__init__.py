@@ -93,10 +93,12 @@ def survey(model: LinkModel, collective: str, root: int | None = None
     return tuple(found), tuple(skipped)
 
 
-# building one algorithm's baseline, per rank pair: the prior is an idle core's for the
-# dearest, the ring (dgxh100x16 allreduce: 1.7 s; the whole set 3.5 s), until one is
-# measured (from 64 ranks), then the slowest measured
-PACE = Pace(1e-4, least=4096)
+# building one algorithm's baseline but the ring (RING_PACE), per rank pair: the prior is
+# an idle core's for the dearest, the double binary tree (ring:256 allreduce, 1.7e-5 s a
+# pair; the others at most 9e-6 on seven machines from 128 to 256 GPUs), until one is
+# measured (from 64 ranks), then the slowest measured. It was the ring's, 1e-4, and at
+# 512 ranks made the across-boxes level of dgxh100x512 build no baseline in its share
+PACE = Pace(2e-5, least=4096)
 # rank pairs, at most, for which baselines are built within a deadline: a ring moves a
 # chunk per pair (16 million sends at 4096 GPUs, gigabytes once verified)
 MAX_PAIRS = 2048 ** 2
