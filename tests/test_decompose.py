@@ -17,7 +17,8 @@ import pytest
 from synth.bounds import bounds
 from synth.construct import decompose as decompose_module
 from synth.construct.batches import batch_loads, batch_moves
-from synth.construct.decompose import _build, _designs, decompose, level_allgathers
+from synth.construct.decompose import (_allgather_floor, _build, _designs, decompose,
+                                       level_allgathers)
 from synth.deadline import Deadline
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import schedule_to_dict, topology_kept
@@ -26,7 +27,7 @@ from synth.schedule.verify import ScheduleInvalid, verify_schedule
 from synth.search.pareto import Limits
 from synth.topology.catalog import resolve
 from synth.topology.hierarchy import find_hierarchy
-from synth.topology.linkmodel import lower_with_routes, restrict
+from synth.topology.linkmodel import Group, LinkModel, RankLink, lower_with_routes, restrict
 from synth.topology.physical import topology_from_dict
 from tests.in_process import synth_main
 
@@ -280,6 +281,58 @@ def test_a_design_is_built_from_box_0s_receives_alone(spec, name, monkeypatch):
     monkeypatch.setattr(decompose_module, "batch_moves", listing)
     built = decompose_module._build(model, h, name, designs[-1], Deadline(), orbits)
     assert built.symmetry == orbits and listed == [0]
+
+
+def test_a_batch_too_large_to_list_whole_is_built_when_box_0s_moves_fit(monkeypatch):
+    # 4096 GPUs in 512 boxes: a one-step exchange across the boxes makes 33.5 million
+    # moves a batch, over the cap, but box 0's 65,520 are all a folded build lists. Here
+    # the cap sits between a design's folded moves and its whole batch: it is built, from
+    # box 0's moves, and verified; a design that does not fold is refused at its size
+    _, lowering = lowered("dgxh100x2")
+    model = lowering.model
+    h, _ = hierarchy_of("dgxh100x2")
+    orbits = decompose_module.box_orbits(model, h)
+    design = min(decompose_module._designs(model, h, "allgather", ONE_CHUNK,
+                                           lambda kind, data: None),
+                 key=lambda d: d.steps)
+    whole = design.sends * design.pieces // decompose_module._base(design.levels)
+    # every GPU receives the 15 other shares' pieces at least once
+    assert whole >= 16 * 15 * design.pieces
+    monkeypatch.setattr(decompose_module, "MAX_BATCH_MOVES", whole // 2)
+    def the_design(search):
+        return [p.schedule for p in search.points
+                if (p.steps, p.schedule.collective.chunks) == (design.steps, design.chunks)]
+    built = the_design(decompose(model, h, "allgather", ONE_CHUNK, depths=(1,)))
+    assert len(built) == 1 and built[0].symmetry == orbits
+    verify_schedule(schedule_to_dict(built[0]))
+    monkeypatch.setattr(decompose_module, "box_orbits", lambda model, hierarchy: None)
+    assert the_design(decompose(model, h, "allgather", ONE_CHUNK, depths=(1,))) == []
+
+
+def test_levels_that_get_no_time_say_out_of_time_not_that_nothing_fits(monkeypatch):
+    # the levels' searches have a share of their own; when it is spent before any level
+    # schedule exists, no design was tried, and "no pipeline fits" would send the user
+    # to --max-steps for nothing
+    _, lowering = lowered("dgxh100x2")
+    h, _ = hierarchy_of("dgxh100x2")
+    monkeypatch.setattr(decompose_module, "LEVEL_SECONDS", 0.0)
+    found = decompose(lowering.model, h, "allgather", ONE_CHUNK,
+                      deadline=Deadline.after(60))
+    assert not found.points and found.stopped == "out of time"
+
+
+def test_the_allgather_floor_is_the_tightest_ranks_in_capacity():
+    # three ranks, rank 0 fed by 1 and 2 at one chunk a round each: it receives 2 chunks
+    # of every C, so R / C >= 2 / 2 = 1; a group of capacity 1 holding both of its links
+    # makes it 2 / 1 = 2; a group holding only one of them leaves 1
+    links = tuple(RankLink(a, b, Fraction(1)) for a, b in [(1, 0), (2, 0), (0, 1), (0, 2),
+                                                          (1, 2), (2, 1)])
+    plain = LinkModel("three", 1.0, 3, links)
+    assert _allgather_floor(plain) == 1
+    both = Group("into 0", ((1, 0), (2, 0)), Fraction(1))
+    assert _allgather_floor(LinkModel("three", 1.0, 3, links, (both,))) == 2
+    one = Group("from 1", ((1, 0), (1, 2)), Fraction(1))
+    assert _allgather_floor(LinkModel("three", 1.0, 3, links, (one,))) == 1
 
 
 def test_the_deepest_pipeline_fills_the_step_limit():

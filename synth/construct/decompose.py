@@ -58,14 +58,14 @@ from typing import Callable
 from synth.bounds import step_bound
 from synth.construct.batches import (MAX_BATCH_MOVES, Levels, batch_loads, batch_moves,
                                      batch_size, batch_steps)
-from synth.construct.moves import Moves, scaled_rounds
+from synth.construct.moves import Moves, array_demand, load_array, rounds_at
 from synth.construct.paced import WRITE, held, machine_size
 from synth.deadline import Deadline, OutOfTime, Pace
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import topology_kept, topology_text, verified
 from synth.schedule.ir import Pipeline, Schedule, Send, Step
 from synth.schedule.orbits import Orbits, box_grid
-from synth.schedule.transform import reverse_model
+from synth.schedule.transform import reverse_model, same_both_ways
 from synth.search.pareto import Limits, Point, Search, frontier
 from synth.topology.hierarchy import Hierarchy
 from synth.topology.linkmodel import LinkModel, restrict
@@ -123,7 +123,7 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
     refused = []
     try:
         designs = _designs(model, hierarchy, name, limits, on_event, depths or DEPTHS,
-                           deadline, refused, fill=depths is None)
+                           deadline, refused, fill=depths is None, orbits=orbits)
         if not designs:
             search.stopped = ("out of time" if deadline.passed() else
                               _too_many(min(refused)) if refused else
@@ -138,17 +138,16 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
             with WRITE["json"].timing(machine):
                 topology_text(model, orbits)
         for design in _build_order(designs):
-            moves = design.sends * design.pieces // _base(design.levels)
-            if moves > MAX_BATCH_MOVES:
-                search.stopped = search.stopped or _too_many(moves)
+            # the moves listed: box 0's alone where _box_zero applies
+            listed = _listed(hierarchy, design.levels, orbits,
+                             design.sends * design.pieces // _base(design.levels))
+            if listed > MAX_BATCH_MOVES:
+                search.stopped = search.stopped or _too_many(listed)
                 continue
             # building and verifying it, then writing it (its ranged sends are fewer):
-            # the moves listed (box 0's alone where _box_zero applies) and the machine,
-            # which the verifier reads (at 1024 GPUs behind a spine it is most of the
-            # work: paced by the moves alone, the first build's minute made every other
-            # design look too long to start)
-            listed = (moves // len(hierarchy.boxes) if _folds(hierarchy, design, orbits)
-                      else moves)
+            # the moves listed and the machine, which the verifier reads (at 1024 GPUs
+            # behind a spine it is most of the work: paced by the moves alone, the first
+            # build's minute made every other design look too long to start)
             if not deadline.affords(BUILD.seconds(machine + listed)
                                     + WRITE["json"].seconds(listed)):
                 search.stopped = "out of time"
@@ -208,17 +207,19 @@ def level_allgathers(sub: LinkModel, limits: Limits, deadline: Deadline,
 
 def _allgather_floor(sub: LinkModel) -> Fraction:
     """R / C >= (n - 1) / in-capacity of any rank: it must receive (n - 1) C chunks. A
-    rank's in-capacity: its links' capacities, or a group holding all of them."""
+    rank's in-capacity: its links' capacities, or a group holding all of them. O(links
+    + group members): a group holds all of r's in-links when it holds as many of them
+    as r has (at 512 ranks, testing each group against each rank took 16 s)."""
     into = defaultdict(list)
     for l in sub.links:
-        into[l.dst].append(l)
-    floor = Fraction(0)
-    for links in into.values():
-        pairs = {(l.src, l.dst) for l in links}
-        cap = min([sum(l.capacity for l in links)] +
-                  [g.capacity for g in sub.groups if pairs <= set(g.links)])
-        floor = max(floor, (sub.ranks - 1) / cap)
-    return floor
+        into[l.dst].append(l.capacity)
+    cap = {r: sum(caps) for r, caps in into.items()}
+    for g in sub.groups:
+        held = Counter(b for a, b in set(g.links) if (a, b) in sub.link)
+        for r, count in held.items():
+            if count == len(into[r]):
+                cap[r] = min(cap[r], g.capacity)
+    return max(((sub.ranks - 1) / c for c in cap.values()), default=Fraction(0))
 
 
 def _level_options(model: LinkModel, hierarchy: Hierarchy, limits: Limits,
@@ -291,15 +292,6 @@ def shared_out(model: LinkModel, hierarchy: Hierarchy) -> LinkModel:
     return replace(model, groups=tuple(groups))
 
 
-def _symmetric(model: LinkModel) -> bool:
-    """Whether every link and group has its reverse, alike: then reducescatter's levels
-    are allgather's."""
-    links = {(l.src, l.dst, l.capacity) for l in model.links}
-    groups = {(frozenset(g.links), g.capacity) for g in model.groups}
-    return (links == {(b, a, c) for a, b, c in links}
-            and groups == {(frozenset((b, a) for a, b in ls), c) for ls, c in groups})
-
-
 # --- pricing -------------------------------------------------------------------------
 
 class _Priced:
@@ -317,17 +309,21 @@ class _Priced:
             loads = [Counter((s, d) for _, s, d, _ in step) for step in moves]
             sends = sum(len(step) for step in moves)
         self.loads, self.steps, self.sends = loads, len(loads), sends
-        self._rounds: dict[tuple[int, int, int], int] = {}
+        self._needs: dict[tuple[int, int], set] = {}  # a window's demand, any lanes
+        self._model = None  # the one model priced on: the loads become arrays on it
 
     def window(self, model: LinkModel, lo: int, hi: int, lanes: int) -> int:
-        """Rounds of batch steps lo..hi running together, each `lanes` times wider."""
-        key = (lo, hi, lanes)
-        if key not in self._rounds:
-            load = Counter()
-            for i in range(lo, hi + 1):
-                load.update(self.loads[i])
-            self._rounds[key] = scaled_rounds(model, load, lanes)
-        return self._rounds[key]
+        """Rounds of batch steps lo..hi running together, each `lanes` times wider.
+        Summed and priced as arrays over the links (at 4096 GPUs a step loads 2.1
+        million: pricing an allreduce's designs by dictionary took 2 minutes)."""
+        key = (lo, hi)
+        if key not in self._needs:
+            if self._model is None:
+                self._model = model
+                self.loads = [load_array(model, load) for load in self.loads]
+            assert model is self._model, "a batch is priced on one model"
+            self._needs[key] = array_demand(model, sum(self.loads[lo:hi + 1]))
+        return rounds_at(self._needs[key], lanes)
 
     def rounds_per_step(self, model: LinkModel, depth: int, lanes: int) -> list[int]:
         s = self.steps
@@ -361,14 +357,17 @@ def _price(name: str, hierarchy: Hierarchy, levels: tuple[Levels, ...], pieces: 
 def _designs(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
              on_event, depths: tuple[int, ...] = DEPTHS,
              deadline: Deadline = Deadline(), refused: list | None = None,
-             fill: bool = False) -> list[Design]:
+             fill: bool = False, orbits: Orbits | None = None) -> list[Design]:
     """Every design within the step limit, priced until `deadline`; the Pareto-optimal
-    ones. A level pairing whose batch would list more than MAX_BATCH_MOVES moves is not
-    priced (its size goes to `refused`)."""
+    ones. A level pairing whose batch would list more than MAX_BATCH_MOVES moves (box
+    0's alone where the box `orbits` fold it) is not priced (its size goes to
+    `refused`)."""
     max_steps = limits.max_steps or MAX_STEPS
+    # then allreduce's reducescatter levels are allgather's (only allreduce asks: at 4096
+    # GPUs it takes 9 s)
+    alike = name == "allreduce" and same_both_ways(model)
     # all level searches: LEVEL_SHARE of the time left, at most LEVEL_SECONDS
     level_end = deadline.within(min(LEVEL_SECONDS, LEVEL_SHARE * deadline.left()))
-    alike = _symmetric(model)  # then reducescatter's levels are allgather's
     ag = rs = []
     if name != "reducescatter":
         ag = _level_options(model, hierarchy, limits, level_end if alike or name == "allgather"
@@ -379,6 +378,8 @@ def _designs(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
     # allreduce pairs the i-th options of both parts (alike when the links are symmetric)
     options = {"allgather": [(a,) for a in ag], "reducescatter": [(r,) for r in rs],
                "allreduce": [(r, a) for r, a in zip(rs, ag)]}[name]
+    if not options and level_end.passed():  # not "no pipeline fits": none was tried
+        raise OutOfTime("searching the levels")
     designs = []
     share = model.ranks if name == "allreduce" else 1  # allreduce: C = N x share chunks
     for levels in options:
@@ -388,7 +389,7 @@ def _designs(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
         steps = batch_steps(hierarchy, levels)
         if steps is not None and steps + min(depths) - 1 > max_steps:
             continue  # no depth fits: not worth listing (1024 GPUs: millions of moves)
-        size = batch_size(hierarchy, levels, base)
+        size = _listed(hierarchy, levels, orbits, batch_size(hierarchy, levels, base))
         if size > MAX_BATCH_MOVES:
             if refused is not None:
                 refused.append(size)
@@ -515,7 +516,7 @@ def _box_zero(model: LinkModel, hierarchy: Hierarchy, name: str, design: Design,
     across levels move with them (the inside level runs alike in every box, for every
     box of origin, so it does), the whole program is the orbits' images of those sends.
     None where that does not hold or GPUs cross through gateways."""
-    if not _folds(hierarchy, design, orbits):
+    if not _folds(hierarchy, design.levels, orbits):
         return None
     loads, sends = batch_loads(name, hierarchy, design.levels, design.pieces)
     moves = batch_moves(name, hierarchy, design.levels, design.batches * design.pieces, 0,
@@ -527,20 +528,41 @@ def _box_zero(model: LinkModel, hierarchy: Hierarchy, name: str, design: Design,
         coll.num_chunks))) for i, step in enumerate(moves)), priced
 
 
-def _folds(hierarchy: Hierarchy, design: Design, orbits: Orbits | None) -> bool:
-    """Whether _box_zero builds the design from box 0's moves alone."""
+def _folds(hierarchy: Hierarchy, levels: tuple[Levels, ...], orbits: Orbits | None
+           ) -> bool:
+    """Whether _box_zero builds a design of these levels from box 0's moves alone."""
     return orbits is not None and not hierarchy.proxy and all(
-        _moves_with(orbits, lv.across) for lv in design.levels)
+        _moves_with(orbits, lv.across) for lv in levels)
+
+
+def _listed(hierarchy: Hierarchy, levels: tuple[Levels, ...], orbits: Orbits | None,
+            moves: int) -> int:
+    """The moves a build lists of a batch of `moves`: a K-th where it folds (_folds;
+    4096 GPUs' one-step exchange across 512 boxes makes 33.5 million moves a batch, and
+    box 0's 65,520 are what is built)."""
+    return moves // len(hierarchy.boxes) if _folds(hierarchy, levels, orbits) else moves
+
+
+_MOVES_WITH: dict[tuple[int, int], tuple[Orbits, Schedule, bool]] = {}
 
 
 def _moves_with(orbits: Orbits, across: Schedule) -> bool:
     """Whether the across level (on the K boxes' ranks of one peer group) is mapped onto
-    itself by `orbits` acting on the boxes alone (its dims but the GPUs')."""
+    itself by `orbits` acting on the boxes alone (its dims but the GPUs'). Remembered
+    per (orbits, level) object: every design of a level asks (across 512 boxes the fold
+    takes 3 s, and 16 asks took 49)."""
+    key = (id(orbits), id(across))
+    hit = _MOVES_WITH.get(key)
+    if hit is not None and hit[0] is orbits and hit[1] is across:
+        return hit[2]
     boxes = Orbits(orbits.dims[:-1], orbits.axes, "blocks")
-    if boxes.ranks != across.collective.ranks:
-        return False
     num = across.collective.num_chunks
-    return all(boxes.fold(step.sends, num) is not None for step in across.expanded().steps)
+    moves = boxes.ranks == across.collective.ranks and all(
+        boxes.fold(step.sends, num) is not None for step in across.expanded().steps)
+    if len(_MOVES_WITH) > 64:
+        _MOVES_WITH.clear()
+    _MOVES_WITH[key] = (orbits, across, moves)
+    return moves
 
 
 def _folded(moves, priced, model, coll, orbits) -> tuple[Step, ...] | None:
