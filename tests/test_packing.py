@@ -13,6 +13,7 @@ import pytest
 from synth.bounds import bounds
 from synth.construct.packing import pack_paths, pack_trees
 from synth.construct.splitting import candidate_splits
+import synth.construct.tree_schedules as tree_schedules
 from synth.construct.tree_schedules import (allgather_schedule, allreduce_schedule,
                                             broadcast_schedule, steady_rounds_per_chunk,
                                             tree_search)
@@ -415,3 +416,22 @@ def test_ctrl_c_in_the_second_packing_is_kept(monkeypatch):
     again = tree_schedules.tree_search_again(first, lower_with_routes(resolve("ring:4")).model,
                                              "allgather", None, Limits(), Deadline.after(60))
     assert again.stopped == "interrupted"
+
+
+@pytest.mark.parametrize("name", ["allgather", "allreduce"])
+def test_trees_too_many_to_hold_are_refused_before_packing(name, monkeypatch):
+    # a tree per root is at least N - 1 sends a root: at 4096 GPUs 16.7 million a batch,
+    # and packing and building them took 18 GB before running out of time. Past the cap
+    # nothing is packed; under it the same search builds verified points
+    model = lower_with_routes(resolve("ring:8")).model
+    monkeypatch.setattr(tree_schedules, "pack_trees", lambda *a, **k: pytest.fail("packed"))
+    monkeypatch.setattr(tree_schedules, "MAX_BATCH_MOVES", 8 * 7 - 1)
+    refused = tree_search(model, name, None, Limits())
+    assert not refused.points
+    assert refused.stopped == ("not packed: a batch of at least 56 sends, over the 55 a "
+                               "build can hold in memory")
+    monkeypatch.undo()
+    built = tree_search(model, name, None, Limits())
+    assert built.points
+    for p in built.points:
+        verify_schedule(schedule_to_dict(p.schedule))

@@ -31,6 +31,7 @@ import math
 from dataclasses import replace
 from fractions import Fraction
 
+from synth.construct.batches import MAX_BATCH_MOVES
 from synth.construct.grid_trees import grid_points, grid_trees, on_grid
 from synth.construct.packing import (MAX_UNITS, Packing, Paths, Tree, pack_paths,
                                      pack_trees)
@@ -182,6 +183,14 @@ def tree_search(model: LinkModel, name: str, root: int | None, limits: Limits,
         search.stopped, search.complete = "out of time", False
         return search
     roots = [root] if name in ("broadcast", "reduce") else list(range(model.ranks))
+    # sends of a batch (of each phase, allreduce): a tree per root at least; past the cap
+    # the program alone took gigabytes (dgxh100x512 allgather: 18 GB, then out of time).
+    # Counted first: it is arithmetic, and the boxes' symmetry is looked for after it
+    least = len(roots) * (model.ranks - 1)
+    if least > MAX_BATCH_MOVES and not on_grid(model, name, translations):
+        search.stopped = (f"not packed: a batch of at least {least:,} sends, over the "
+                          f"{MAX_BATCH_MOVES:,} a build can hold in memory")
+        return search
     if model.ranks > MAX_RANKS and name not in ("gather", "scatter") and \
             not on_grid(model, name, translations) and box_symmetry(model, roots) is None:
         search.stopped = (f"not packed: {model.ranks} ranks (at most {MAX_RANKS} unless "
