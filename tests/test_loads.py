@@ -181,6 +181,37 @@ def test_a_pipelines_batch_program_is_made_once_however_often_it_is_asked(monkey
     assert asking and len(made) == asking  # remembered: not made again
 
 
+def test_a_program_too_large_to_make_is_refused_by_arithmetic_for_ask_and_export(
+        monkeypatch, tmp_path):
+    # dgxh100x512's decomposed allgather spells out 33.5 million chunk moves a batch:
+    # unfolding its batch to look up an answer passed 5.5 GB before any runtime's rule
+    # was checked. Past the cap nothing is unfolded; the ask and `synth export` say the
+    # same line, and under the cap the same schedule loads
+    import synth.export.loads as loads
+    import synth.schedule.transform as transform
+    from synth.construct.paced import export_size
+    from synth.deadline import Deadline
+    from synth.export.loads import loads_within
+    from synth.schedule.file import write_schedule
+
+    pipelined = ring_tree_pipeline()
+    units = export_size(pipelined)
+    monkeypatch.setattr(loads, "MAX_PROGRAM", units - 1)
+    monkeypatch.setattr(transform, "one_batch", lambda s: pytest.fail("unfolded"))
+    forget()
+    why = (f"not exported: its program spells out {units:,} chunk moves (every rank's), "
+           f"over the {units - 1:,} synth makes at once")
+    assert loads_within(pipelined, Deadline.after(60.0)) == {fmt: why for fmt in RUNTIMES}
+    path = tmp_path / "big.json"
+    write_schedule(pipelined, path)
+    run = synth_main("export", path, "--to", "mscclpp", "-o", tmp_path / "plan.json")
+    assert run.returncode == 2 and run.stderr.strip() == f"synth: error: {why}"
+    assert not (tmp_path / "plan.json").exists()
+    monkeypatch.undo()
+    forget()
+    assert loads_of(pipelined) == {"msccl-xml": None, "mscclpp": None}
+
+
 def test_a_depth_whose_batch_program_was_answered_is_answered_where_no_ask_fits(
         monkeypatch):
     # dgxh100x64's decomposed depths share one batch program: its answer came after the

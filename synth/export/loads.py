@@ -49,6 +49,11 @@ ASK_OVERRUN, ASK_FLOOR_S = 2.0, 10.0
 # arithmetic comes before any program (MSCCL XML at 512 GPUs: 16 s cold, the runtime
 # form most of it, against an estimate of 157 s)
 PROBE_S = 30.0
+# a runtime's program past this many chunk moves (export_size: every rank's, of a
+# pipeline's batch) is not made, for any runtime: spelled out it takes gigabytes
+# (dgxh100x512's decomposed allgather, 33.5 million a batch, passed 5.5 GB before any
+# runtime's rule was checked), as a build's sends do (synth.construct.batches)
+MAX_PROGRAM = 8_000_000
 _PROGRAMS = 2  # built programs kept for render (they can be large)
 _programs: OrderedDict = OrderedDict()  # (fmt, inplace, form key) -> (form, note, program)
 _last_form: dict = {}  # the last schedule's runtime form (orbits.last_made)
@@ -67,10 +72,11 @@ def _lowering(schedule, fmt: str, inplace: bool, keep: bool,
     """lowered; keep=False only asks whether there is a program (the MSCCL++ search
     stops at its first plan, not its best) and keeps none. OutOfTime (nothing
     remembered) when the deadline passes while the exporter tries."""
-    known = answers.answer(schedule, fmt, inplace)
+    known = answers.answer(schedule, fmt, inplace) or _too_large(schedule)
     if known is True and not keep:
         return None
     if isinstance(known, BadInput):
+        answers.remember(schedule, fmt, inplace, known)
         raise copy.copy(known)  # the kept one gathers no traceback (answers.remember)
     batch = answers.batch_key(schedule, fmt, inplace)  # pipelines of one program: one answer
     answer = answers.by_form.get(batch) if batch else None
@@ -107,6 +113,18 @@ def _lowering(schedule, fmt: str, inplace: bool, keep: bool,
     _programs[key] = (form, note, program)
     answers.newest(_programs, key, _PROGRAMS)
     return form, note, program
+
+
+def _too_large(schedule) -> BadInput | None:
+    """The refusal of a schedule whose runtime program would pass MAX_PROGRAM chunk
+    moves, by arithmetic (nothing is unfolded); else None."""
+    from synth.construct.paced import export_size
+
+    units = export_size(schedule)
+    if units <= MAX_PROGRAM:
+        return None
+    return BadInput(f"not exported: its program spells out {units:,} chunk moves (every "
+                    f"rank's), over the {MAX_PROGRAM:,} synth makes at once")
 
 
 def _form_of(schedule, fmt: str, deadline: Deadline = Deadline()):
@@ -194,6 +212,8 @@ def _remembered(schedule, fmt: str, units: int, deadline: Deadline) -> bool:
     if answers.answer(schedule, fmt, False) is not None or (fmt == "msccl-xml"
                                                      and schedule.in_network):
         return True
+    if _too_large(schedule):  # refused by arithmetic: its batch is not made to look up
+        return False
     if schedule.pipeline is None:  # no batch program: nothing more to look up
         return False
     made = answers.batch_made(schedule)
