@@ -354,8 +354,8 @@ def _peak_memory_mib(args, tmp_path):
 @pytest.mark.parametrize("spec, why", [
     ("dgx2x1024", "expected between 1 and 256 boxes (4096 GPUs at most)"),
     ("dgx2x257", "expected between 1 and 256 boxes (4096 GPUs at most)"),
-    ("fc:4096", "16,773,120 links, over the 1,100,000"),  # 4096 x 4095
-    ("switch:4096", "16,773,120 GPU pairs with a route of their own, over the 1,100,000"),
+    ("fc:4096", "16,773,120 links, over the 2,200,000"),  # 4096 x 4095
+    ("switch:4096", "16,773,120 GPU pairs with a route of their own, over the 2,200,000"),
 ])
 def test_gpu_counts_and_sizes_have_one_cap_checked_by_arithmetic(spec, why, tmp_path):
     result, peak = _peak_memory_mib(["topo", "show", spec], tmp_path)

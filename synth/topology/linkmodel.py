@@ -98,8 +98,9 @@ class Lowering:
 
 
 # Past this many rank links (GPU pairs with a route) the lowering alone would take
-# gigabytes: 1024 GPUs on one switch (about 1M links) take 0.6 GB; 4096 would take ten.
-MAX_RANK_LINKS = 1_100_000
+# gigabytes: 1024 GPUs on one switch (about 1M links) take 0.6 GB, dgxh100x512's 4096
+# GPUs on rails (2,121,728 links) 1.0 GB; 4096 on one switch would take ten.
+MAX_RANK_LINKS = 2_200_000
 MAX_ROUTE_VERTICES = 40_000_000  # the routes' vertices in all: about 0.3 GB
 MAX_ROUTE = 66  # vertices on one route (estimated from above): real clusters need < 12
 
