@@ -10,7 +10,9 @@ import pytest
 from synth.construct.moves import (array_demand, best_lanes, demand, load_array,
                                    rounds_at, scaled_rounds)
 from synth.topology.catalog import resolve
-from synth.topology.linkmodel import Group, LinkModel, RankLink, lower, min_rounds
+from synth.schedule.ir import Send
+from synth.topology.linkmodel import (Group, LinkModel, RankLink, groups_of_links, lower,
+                                      min_rounds, step_loads)
 
 # two links into rank 2, of 3/2 and 1 chunks a round, sharing a group of 2
 TWO_INTO_ONE = LinkModel("two into one", 1.0, 3,
@@ -56,3 +58,19 @@ def test_best_lanes_takes_the_fewest_rounds_per_lane():
     # 3 lanes 2 rounds (2/3): 3 is best up to 4 lanes (4 lanes: 3 rounds, 3/4)
     moves = [[(0, 0, 2, "copy")]]
     assert best_lanes(TWO_INTO_ONE, moves, 4) == (3, Fraction(2, 3))
+
+
+def test_a_models_groups_per_link_are_made_once_and_price_every_step_alike():
+    # step_loads made the table again for each step: timing a 1023-step schedule on
+    # switch:1024 (2 million group members) ran minutes past its time limit
+    model = lower(resolve("dgx2x2"))
+    table = groups_of_links(model)
+    assert groups_of_links(model) is table
+    assert all(set(table[pair]) == {g.name for g in model.groups if pair in g.links}
+               for pair in table)
+    other = lower(resolve("dgx1"))
+    assert groups_of_links(other) is not table
+    # a send loads its link and each of the link's groups by its count
+    link = next(pair for pair in table if len(table[pair]) > 1)
+    links, groups = step_loads(model, (), (Send(0, *link, "copy", 3),))
+    assert links == {link: 3} and groups == {name: 3 for name in table[link]}

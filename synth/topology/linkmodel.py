@@ -384,6 +384,26 @@ def switch_rounds(model: LinkModel, ops, sends: tuple = ()) -> int:
     return max(1, math.ceil(max(need, default=0)))
 
 
+_GROUPS_OF: dict[int, tuple] = {}
+
+
+def groups_of_links(model: LinkModel) -> dict[tuple[int, int], list[str]]:
+    """Each link's groups, by name, made once per model object (by identity, as hashing
+    a million links costs more): step_loads made them again for every step, and timing
+    a 1023-step schedule on switch:1024 (2 million group members) ran minutes past its
+    time limit."""
+    hit = _GROUPS_OF.get(id(model))
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    group_of: dict[tuple[int, int], list[str]] = {}
+    for g in model.groups:
+        for pair in g.links:
+            group_of.setdefault(pair, []).append(g.name)
+    _GROUPS_OF.clear()  # the last model only: they can be large
+    _GROUPS_OF[id(model)] = (model, group_of)
+    return group_of
+
+
 def step_loads(model: LinkModel, ops, sends: tuple = (),
                weight=lambda op: 1) -> tuple[Counter, Counter]:
     """The chunks `ops` and `sends` put on each link and each group at once: a send's
@@ -392,10 +412,7 @@ def step_loads(model: LinkModel, ops, sends: tuple = (),
     down port; a multicast: its src's up port; Switch). `weight(op)` scales an
     operation's load (cost model 2 charges what the switch moves)."""
     link_load, group_load = Counter(), Counter()
-    group_of = {}
-    for g in model.groups:
-        for pair in g.links:
-            group_of.setdefault(pair, []).append(g.name)
+    group_of = groups_of_links(model)
     ports = {w.name: (dict(w.up), dict(w.down)) for w in model.switches}
     for x in sends:
         link_load[(x.src, x.dst)] += x.count
