@@ -598,3 +598,9 @@ def test_exact_search_asks_only_for_what_beats_known_points():
                                    for a in capped.attempts)  # every call asked for less
     assert all(p.ratio < worst for p in capped.points)
     assert min(p.ratio for p in capped.points) == min(p.ratio for p in plain.points)
+
+
+def test_a_window_of_no_batch_steps_takes_one_round():
+    # the loads are summed as arrays: an empty window must still be a step's least
+    _, lowering = lowered("dgxh100x2")
+    assert decompose_module._Priced(loads=[], sends=0).window(lowering.model, 0, -1, 3) == 1

@@ -425,11 +425,18 @@ def test_trees_too_many_to_hold_are_refused_before_packing(name, monkeypatch):
     # nothing is packed; under it the same search builds verified points
     model = lower_with_routes(resolve("ring:8")).model
     monkeypatch.setattr(tree_schedules, "pack_trees", lambda *a, **k: pytest.fail("packed"))
+    monkeypatch.setattr(tree_schedules, "pack_symmetric",
+                        lambda *a, **k: pytest.fail("packed"))
     monkeypatch.setattr(tree_schedules, "MAX_BATCH_MOVES", 8 * 7 - 1)
     refused = tree_search(model, name, None, Limits())
     assert not refused.points
     assert refused.stopped == ("not packed: a batch of at least 56 sends, over the 55 a "
                                "build can hold in memory")
+    # gather and scatter are paths into one root (about N - 1 sends), not a tree per
+    # rank: the cap does not count them so
+    gathered = tree_search(model, "gather", 0, Limits())
+    assert gathered.points
+    verify_schedule(schedule_to_dict(gathered.points[0].schedule))
     monkeypatch.undo()
     built = tree_search(model, name, None, Limits())
     assert built.points

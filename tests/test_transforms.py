@@ -205,6 +205,11 @@ def test_a_network_is_the_same_both_ways_only_if_every_link_and_group_has_its_re
     assert not same_both_ways(LinkModel("ring", 1.0, 3, ring,
                                         (out_of_0, replace(into_0, capacity=Fraction(2)))))
     assert not same_both_ways(LinkModel("ring", 1.0, 3, ring, (out_of_0, into_0, into_0)))
+    # a link listed twice in a group is listed twice in its reverse
+    twice = replace(out_of_0, links=((0, 1), (0, 1), (0, 2)))
+    assert not same_both_ways(LinkModel("ring", 1.0, 3, ring, (twice, into_0)))
+    assert same_both_ways(LinkModel("ring", 1.0, 3, ring, (
+        twice, replace(into_0, links=((1, 0), (1, 0), (2, 0))))))
     # a link wider one way than the other, or one way only
     wide = (replace(ring[0], capacity=Fraction(2)),) + ring[1:]
     assert not same_both_ways(LinkModel("ring", 1.0, 3, wide))

@@ -55,6 +55,8 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Callable
 
+import numpy as np
+
 from synth.bounds import step_bound
 from synth.construct.batches import (MAX_BATCH_MOVES, Levels, batch_loads, batch_moves,
                                      batch_size, batch_steps)
@@ -322,7 +324,8 @@ class _Priced:
                 self._model = model
                 self.loads = [load_array(model, load) for load in self.loads]
             assert model is self._model, "a batch is priced on one model"
-            self._needs[key] = array_demand(model, sum(self.loads[lo:hi + 1]))
+            self._needs[key] = array_demand(model, sum(
+                self.loads[lo:hi + 1], np.zeros(len(model.links), dtype=np.int64)))
         return rounds_at(self._needs[key], lanes)
 
     def rounds_per_step(self, model: LinkModel, depth: int, lanes: int) -> list[int]:

@@ -185,9 +185,11 @@ def tree_search(model: LinkModel, name: str, root: int | None, limits: Limits,
     roots = [root] if name in ("broadcast", "reduce") else list(range(model.ranks))
     # sends of a batch (of each phase, allreduce): a tree per root at least; past the cap
     # the program alone took gigabytes (dgxh100x512 allgather: 18 GB, then out of time).
-    # Counted first: it is arithmetic, and the boxes' symmetry is looked for after it
+    # Counted first: it is arithmetic, and the boxes' symmetry is looked for after it.
+    # Gather and scatter are paths into one root, not a tree per rank: not counted so
     least = len(roots) * (model.ranks - 1)
-    if least > MAX_BATCH_MOVES and not on_grid(model, name, translations):
+    if least > MAX_BATCH_MOVES and name not in ("gather", "scatter") and \
+            not on_grid(model, name, translations):
         search.stopped = (f"not packed: a batch of at least {least:,} sends, over the "
                           f"{MAX_BATCH_MOVES:,} a build can hold in memory")
         return search

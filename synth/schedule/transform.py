@@ -250,6 +250,7 @@ def same_both_ways(model: LinkModel) -> bool:
     capacity = {(l.src, l.dst): l.capacity for l in model.links}
     if any(capacity.get((b, a)) != c for (a, b), c in capacity.items()):
         return False
-    groups = Counter((frozenset(g.links), g.capacity) for g in model.groups)
-    return all(groups[frozenset((b, a) for a, b in links), c] == n
+    # a group's links as a multiset (a link may be listed twice)
+    groups = Counter((frozenset(Counter(g.links).items()), g.capacity) for g in model.groups)
+    return all(groups[frozenset(((b, a), k) for (a, b), k in links), c] == n
                for (links, c), n in groups.items())
