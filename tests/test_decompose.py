@@ -305,6 +305,14 @@ def test_a_batch_too_large_to_list_whole_is_built_when_box_0s_moves_fit(monkeypa
     built = the_design(decompose(model, h, "allgather", ONE_CHUNK, depths=(1,)))
     assert len(built) == 1 and built[0].symmetry == orbits
     verify_schedule(schedule_to_dict(built[0]))
+    # where box 0's moves do not make the program after all, the whole batch is not
+    # listed either
+    monkeypatch.setattr(decompose_module, "_box_zero", lambda *args: None)
+    monkeypatch.setattr(decompose_module, "batch_moves",
+                        lambda *a, **k: pytest.fail("listed the whole batch"))
+    assert the_design(decompose(model, h, "allgather", ONE_CHUNK, depths=(1,))) == []
+    monkeypatch.undo()
+    monkeypatch.setattr(decompose_module, "MAX_BATCH_MOVES", whole // 2)
     monkeypatch.setattr(decompose_module, "box_orbits", lambda model, hierarchy: None)
     assert the_design(decompose(model, h, "allgather", ONE_CHUNK, depths=(1,))) == []
 

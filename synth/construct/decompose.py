@@ -156,8 +156,12 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
                 continue
             on_event("build", (design.steps, design.rounds, design.chunks))
             started = time.monotonic()
-            with BUILD.timing(machine + listed):
-                built = _build(model, hierarchy, name, design, deadline, orbits)
+            try:
+                with BUILD.timing(machine + listed):
+                    built = _build(model, hierarchy, name, design, deadline, orbits)
+            except _TooMany as e:
+                search.stopped = search.stopped or _too_many(e.moves)
+                continue
             built.info["solve_seconds"] = round(time.monotonic() - started, 3)  # build+verify
             held(built, deadline)
             search.points.append(Point(built, proven=False))
@@ -425,6 +429,15 @@ def _base(levels: tuple[Levels, ...]) -> int:
                                                    lv.inside.collective.chunks)))
 
 
+class _TooMany(Exception):
+    """A design whose whole batch must be listed (box 0's did not fold) and is over
+    MAX_BATCH_MOVES: not built."""
+
+    def __init__(self, moves: int):
+        super().__init__(moves)
+        self.moves = moves
+
+
 def _too_many(moves: int) -> str:
     return (f"not built: a batch of about {moves:,} moves, over the {MAX_BATCH_MOVES:,} a "
             "build can hold in memory")
@@ -489,6 +502,9 @@ def _build(model: LinkModel, hierarchy: Hierarchy, name: str, design: Design,
         steps, priced = steps
         return verified(Schedule(coll, model, steps, info, _pipeline(model, design, priced),
                                  orbits))
+    whole = design.sends * design.pieces // _base(design.levels)
+    if whole > MAX_BATCH_MOVES:  # counted as box 0's (_listed), which did not fold
+        raise _TooMany(whole)
     moves = batch_moves(name, hierarchy, design.levels, share_chunks, 0, design.pieces,
                         deadline)
     moves = [step for step in moves if step]
