@@ -141,8 +141,7 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
                 topology_text(model, orbits)
         for design in _build_order(designs):
             # the moves listed: box 0's alone where _box_zero applies
-            listed = _listed(hierarchy, design.levels, orbits,
-                             design.sends * design.pieces // _base(design.levels))
+            listed = _listed(hierarchy, design.levels, orbits, _whole(design))
             if listed > MAX_BATCH_MOVES:
                 search.stopped = search.stopped or _too_many(listed)
                 continue
@@ -429,6 +428,11 @@ def _base(levels: tuple[Levels, ...]) -> int:
                                                    lv.inside.collective.chunks)))
 
 
+def _whole(design: Design) -> int:
+    """The moves of the design's whole batch (its levels' at its pieces, not folded)."""
+    return design.sends * design.pieces // _base(design.levels)
+
+
 class _TooMany(Exception):
     """A design whose whole batch must be listed (box 0's did not fold) and is over
     MAX_BATCH_MOVES: not built."""
@@ -502,9 +506,8 @@ def _build(model: LinkModel, hierarchy: Hierarchy, name: str, design: Design,
         steps, priced = steps
         return verified(Schedule(coll, model, steps, info, _pipeline(model, design, priced),
                                  orbits))
-    whole = design.sends * design.pieces // _base(design.levels)
-    if whole > MAX_BATCH_MOVES:  # counted as box 0's (_listed), which did not fold
-        raise _TooMany(whole)
+    if _whole(design) > MAX_BATCH_MOVES:  # counted as box 0's (_listed): they did not fold
+        raise _TooMany(_whole(design))
     moves = batch_moves(name, hierarchy, design.levels, share_chunks, 0, design.pieces,
                         deadline)
     moves = [step for step in moves if step]

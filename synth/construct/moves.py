@@ -22,6 +22,7 @@ import numpy as np
 
 from synth.schedule.collectives import make_collective
 from synth.schedule.ir import Schedule, Send, Step
+from synth.schedule.orbits import last_made
 from synth.topology.linkmodel import LinkModel
 
 Move = tuple  # (chunk, src, dst, op)
@@ -125,34 +126,32 @@ def rounds_at(need: set[tuple[int, int]], lanes: int = 1) -> int:
 
 # --- the same, for loads on most of a large machine's links, as arrays ---------------
 
-_ARRAY_CACHE: dict[int, tuple] = {}
+_ARRAYS: dict = {}  # the last model's (orbits.last_made): at 4096 GPUs they are large
 
 
 def capacity_arrays(model: LinkModel):
     """(index, link_num, link_den, members, group_num, group_den): each link's position
     in model.links, the links' and groups' capacities as integer arrays, and a groups x
-    links matrix counting each group's members (scipy CSR). Cached per model object, as
-    capacity_tables."""
+    links matrix counting each group's members (scipy CSR). Made once for the last
+    model asked (by identity)."""
+    return last_made(_ARRAYS, "capacity arrays", (model,), lambda: _arrays(model))
+
+
+def _arrays(model: LinkModel):
     from scipy.sparse import csr_matrix
 
-    hit = _ARRAY_CACHE.get(id(model))
-    if hit is not None and hit[0] is model:
-        return hit[1]
     index = {(l.src, l.dst): i for i, l in enumerate(model.links)}
     rows = [g for g, group in enumerate(model.groups) for _ in group.links]
     cols = [index[link] for group in model.groups for link in group.links]
     members = csr_matrix((np.ones(len(rows), dtype=np.int64), (rows, cols)),
                          shape=(len(model.groups), len(model.links)))
+
     def ints(values):
         return np.array(list(values), dtype=np.int64)
-    tables = (index, ints(l.capacity.numerator for l in model.links),
-              ints(l.capacity.denominator for l in model.links), members,
-              ints(g.capacity.numerator for g in model.groups),
-              ints(g.capacity.denominator for g in model.groups))
-    if len(_ARRAY_CACHE) > 8:
-        _ARRAY_CACHE.clear()
-    _ARRAY_CACHE[id(model)] = (model, tables)
-    return tables
+    return (index, ints(l.capacity.numerator for l in model.links),
+            ints(l.capacity.denominator for l in model.links), members,
+            ints(g.capacity.numerator for g in model.groups),
+            ints(g.capacity.denominator for g in model.groups))
 
 
 def load_array(model: LinkModel, load: Counter) -> np.ndarray:

@@ -188,13 +188,12 @@ def tree_search(model: LinkModel, name: str, root: int | None, limits: Limits,
     # Counted first: it is arithmetic, and the boxes' symmetry is looked for after it.
     # Gather and scatter are paths into one root, not a tree per rank: not counted so
     least = len(roots) * (model.ranks - 1)
-    if least > MAX_BATCH_MOVES and name not in ("gather", "scatter") and \
-            not on_grid(model, name, translations):
+    per_rank = name not in ("gather", "scatter") and not on_grid(model, name, translations)
+    if per_rank and least > MAX_BATCH_MOVES:
         search.stopped = (f"not packed: a batch of at least {least:,} sends, over the "
                           f"{MAX_BATCH_MOVES:,} a build can hold in memory")
         return search
-    if model.ranks > MAX_RANKS and name not in ("gather", "scatter") and \
-            not on_grid(model, name, translations) and box_symmetry(model, roots) is None:
+    if per_rank and model.ranks > MAX_RANKS and box_symmetry(model, roots) is None:
         search.stopped = (f"not packed: {model.ranks} ranks (at most {MAX_RANKS} unless "
                           "the boxes are alike or a grid's shifts map it onto itself)")
         return search

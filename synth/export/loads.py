@@ -72,7 +72,9 @@ def _lowering(schedule, fmt: str, inplace: bool, keep: bool,
     """lowered; keep=False only asks whether there is a program (the MSCCL++ search
     stops at its first plan, not its best) and keeps none. OutOfTime (nothing
     remembered) when the deadline passes while the exporter tries."""
-    known = answers.answer(schedule, fmt, inplace) or _too_large(schedule)
+    from synth.construct.paced import export_size  # read when called: tests replace it
+
+    known = answers.answer(schedule, fmt, inplace) or _too_large(export_size(schedule))
     if known is True and not keep:
         return None
     if isinstance(known, BadInput):
@@ -115,12 +117,10 @@ def _lowering(schedule, fmt: str, inplace: bool, keep: bool,
     return form, note, program
 
 
-def _too_large(schedule) -> BadInput | None:
-    """The refusal of a schedule whose runtime program would pass MAX_PROGRAM chunk
-    moves, by arithmetic (nothing is unfolded); else None."""
-    from synth.construct.paced import export_size
-
-    units = export_size(schedule)
+def _too_large(units: int) -> BadInput | None:
+    """The refusal of a schedule whose runtime program would spell out `units` chunk
+    moves (export_size) past MAX_PROGRAM, by arithmetic (nothing is unfolded); else
+    None."""
     if units <= MAX_PROGRAM:
         return None
     return BadInput(f"not exported: its program spells out {units:,} chunk moves (every "
@@ -212,7 +212,7 @@ def _remembered(schedule, fmt: str, units: int, deadline: Deadline) -> bool:
     if answers.answer(schedule, fmt, False) is not None or (fmt == "msccl-xml"
                                                      and schedule.in_network):
         return True
-    if _too_large(schedule):  # refused by arithmetic: its batch is not made to look up
+    if _too_large(units):  # refused by arithmetic: its batch is not made to look up
         return False
     if schedule.pipeline is None:  # no batch program: nothing more to look up
         return False
