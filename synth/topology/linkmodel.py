@@ -5,8 +5,10 @@ The lowering, step by step (README "How a topology is lowered"):
 1. Route. For every ordered pair of GPUs (a, b), the route is a path from a to b whose
    inner vertices are switches or NICs, never another GPU (forwarding through a GPU is
    a step of the schedule, not of the network). Among the routes with fewest hops we
-   take the widest (largest bottleneck bandwidth); ties go to the vertex listed first.
-   A pair with a route gets one rank link.
+   take the widest (largest bottleneck bandwidth); among those, one that leaves through
+   the sending GPU's own NIC and arrives through the receiving GPU's own NIC where
+   there is one (own_nics: NCCL's spread of the GPUs that share their nearest NICs);
+   other ties go to the vertex listed first. A pair with a route gets one rank link.
 2. Capacity. A rank link's capacity is its route's bottleneck in units of unit_gbps
    (chunks per round); its alpha is the largest alpha on the route (switches forward
    cut-through, so a message pays the slowest hop's latency once).
@@ -33,6 +35,7 @@ import networkx as nx
 from synth.deadline import Deadline, TimeLimit, in_time
 from synth.errors import BadInput
 from synth.topology.physical import GPU, Topology
+from synth.topology.routes import own_nics, widest_shortest_routes
 
 
 @dataclass(frozen=True)
@@ -145,10 +148,11 @@ def lower_with_routes(topo: Topology, deadline: Deadline | float | None = None
     for l in in_time(topo.links, deadline, doing):
         adjacency[l.src].append((l.dst, l.bandwidth))
     ends = {v.name for v in topo.vertices if v.kind == GPU}
+    own = own_nics(topo, adjacency)
     for a, name in enumerate(gpus):
         if deadline.passed():
             raise TimeLimit(doing)
-        found = _widest_shortest_routes(adjacency, ends, name, order)
+        found = widest_shortest_routes(adjacency, ends, name, order, own)
         # in rank order here, so that routes is sorted with no sort of a million pairs
         for b, path in sorted((rank_of[dst], path) for dst, path in found.items()):
             routes[(a, b)] = path
@@ -272,49 +276,6 @@ def lowering_size(topo: Topology) -> tuple[int, int, int]:
         if len(m) > 1:
             longest = max(longest, 2 * reach + 3)
     return min(n * (n - 1), pairs), vertices, longest
-
-
-def _widest_shortest_routes(adjacency: dict, gpus: set[str], source: str,
-                            order: dict[str, int]) -> dict[str, tuple[str, ...]]:
-    """Routes from GPU `source` to every GPU reachable through non-GPU vertices.
-
-    Breadth-first by layers: every fewest-hop path to v ends with a fewest-hop path to a
-    vertex of the layer before, so keeping the widest such path per vertex is exact.
-    adjacency: each vertex's successors and the bandwidth of the link to each; gpus:
-    the vertices that end a route; order: each vertex's place in the graph (ties go to
-    the first), made once by the caller for all sources (made per source, it was N^2
-    work: seconds at 4096 GPUs).
-    """
-    # each vertex keeps its width and the vertex before it (a path per vertex would be
-    # quadratic on long chains of switches); a GPU's route is read back at the end
-    best: dict[str, tuple[float, str | None]] = {source: (float("inf"), None)}
-    layer = [source]
-    ends = []
-    while layer:
-        candidates: dict[str, tuple[float, str]] = {}
-        for u in sorted(layer, key=order.get):
-            width = best[u][0]
-            for v, bandwidth in adjacency[u]:
-                if v in best:
-                    continue
-                w = min(width, bandwidth)
-                if v not in candidates or w > candidates[v][0]:
-                    candidates[v] = (w, u)
-        best.update(candidates)
-        layer = []
-        for v in candidates:
-            if v in gpus:
-                ends.append(v)  # a GPU ends a route; it never relays
-            else:
-                layer.append(v)
-    routes = {}
-    for v in ends:
-        path, at = [], v
-        while at is not None:
-            path.append(at)
-            at = best[at][1]
-        routes[v] = tuple(reversed(path))
-    return routes
 
 
 @lru_cache(maxsize=16)
