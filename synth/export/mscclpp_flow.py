@@ -156,7 +156,7 @@ class _Places:
                 arrived[(x.dst, x.chunk)].append((x.src, dst))
             moves.append((x.chunk, x.src, x.dst, src, dst))
             self.written.add((x.dst, dst))
-            since[(x.dst, dst)] = []
+            since.pop((x.dst, dst), None)
         loc.update(moved)
         return moves, arrived
 
@@ -184,7 +184,7 @@ class _Places:
             self.written.add((d, dst))
             for slot in srcs:
                 since[(d, slot)].append((None, t))
-            since[(d, dst)] = []
+            since.pop((d, dst), None)
         return reductions
 
     def switch_ops(self, t, ops):
@@ -203,7 +203,7 @@ class _Places:
                 accessed[m].add(out)
                 loc[(m, k)] = out
                 self.written.add((m, out))
-                since[(m, out)] = []
+                since.pop((m, out), None)
             summed.append((k, readers, writers, d, src, out))
         return summed, aligned
 
@@ -223,7 +223,7 @@ class _Places:
                 since[(m, loc[(m, k)])].append((None, t))
                 loc[(m, k)] = src
                 self.written.add((m, src))
-                since[(m, src)] = []
+                since.pop((m, src), None)
         return src
 
     def switch_target(self, k, readers, writers, d, src):
