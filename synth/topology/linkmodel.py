@@ -6,9 +6,10 @@ The lowering, step by step (README "How a topology is lowered"):
    inner vertices are switches or NICs, never another GPU (forwarding through a GPU is
    a step of the schedule, not of the network). Among the routes with fewest hops we
    take the widest (largest bottleneck bandwidth); among those, one that leaves through
-   the sending GPU's own NIC and arrives through the receiving GPU's own NIC where
-   there is one (own_nics: NCCL's spread of the GPUs that share their nearest NICs);
-   other ties go to the vertex listed first. A pair with a route gets one rank link.
+   the sending GPU's own NIC and then one that arrives through the receiving GPU's own
+   NIC, where they have one (synth.topology.routes.own_nics: GPUs that share their
+   nearest NICs take different ones, as NCCL spreads them); other ties go to the vertex
+   listed first. A pair with a route gets one rank link.
 2. Capacity. A rank link's capacity is its route's bottleneck in units of unit_gbps
    (chunks per round); its alpha is the largest alpha on the route (switches forward
    cut-through, so a message pays the slowest hop's latency once).
@@ -35,7 +36,7 @@ import networkx as nx
 from synth.deadline import Deadline, TimeLimit, in_time
 from synth.errors import BadInput
 from synth.topology.physical import GPU, Topology
-from synth.topology.routes import own_nics, widest_shortest_routes
+from synth.topology.routes import last_legs, own_nics, widest_shortest_routes
 
 
 @dataclass(frozen=True)
@@ -148,11 +149,12 @@ def lower_with_routes(topo: Topology, deadline: Deadline | float | None = None
     for l in in_time(topo.links, deadline, doing):
         adjacency[l.src].append((l.dst, l.bandwidth))
     ends = {v.name for v in topo.vertices if v.kind == GPU}
-    own = own_nics(topo, adjacency)
+    own = own_nics(topo, adjacency, order)
+    legs = last_legs(adjacency, {v.name: v.kind for v in topo.vertices}, own, order)
     for a, name in enumerate(gpus):
         if deadline.passed():
             raise TimeLimit(doing)
-        found = widest_shortest_routes(adjacency, ends, name, order, own)
+        found = widest_shortest_routes(adjacency, ends, name, order, own, legs)
         # in rank order here, so that routes is sorted with no sort of a million pairs
         for b, path in sorted((rank_of[dst], path) for dst, path in found.items()):
             routes[(a, b)] = path

@@ -1,90 +1,165 @@
 """Routes between GPUs through a physical topology: step 1 of the lowering
-(synth.topology.linkmodel), and the NICs each GPU sends and receives through."""
+(synth.topology.linkmodel), and the NICs each GPU sends and receives through.
+
+Among the fewest-hop routes between two GPUs the widest is taken; among those, one that
+leaves through the sender's own NIC and arrives through the receiver's own NIC where
+there is one (own_nics); other ties go to the vertex listed first.
+"""
 
 from __future__ import annotations
 
-from collections import defaultdict
+import math
 
 from synth.topology.physical import GPU, NIC, Topology
 
+NONE = -1.0  # the width of no path
 
-def own_nics(topo: Topology, adjacency: dict) -> dict[str, str]:
+
+def own_nics(topo: Topology, adjacency: dict, order: dict[str, int]) -> dict[str, str]:
     """Each GPU's own NIC, where it has NICs in its box: of its nearest NICs (fewest hops
-    through its box's switches), the k-th for the k-th GPU (in the topology's order) of
-    those that share the same nearest NICs, modulo their number. This is how NCCL
-    spreads GPUs over the NICs they share (src/graph/search.cc, ncclTopoGetLocalNet): on
-    Azure NDv4 two GPUs share a PCIe switch with two NICs, and routed to the first NIC
-    listed, both would leave through it and leave the other idle.
+    through its box's switches), the one fewest GPUs before it took (ties to the NIC
+    listed first), GPUs taken in the topology's order. GPUs that share their nearest
+    NICs so take different ones, as NCCL spreads them (src/graph/search.cc,
+    ncclTopoGetLocalNet; NCCL's own order among them may differ): on Azure NDv4 two GPUs
+    share a PCIe switch with two NICs, and routed to the first NIC listed, both would
+    leave through it and leave the other idle.
     Cost: a breadth-first search per GPU, through its box only, to its nearest NICs."""
     kind = {v.name: v.kind for v in topo.vertices}
     if NIC not in kind.values():
         return {}
     box = {v.name: v.box for v in topo.vertices}
-    sharing: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    taken = {v: 0 for v, k in kind.items() if k == NIC}
+    own = {}
     for gpu in topo.gpus:
-        seen, layer, nearest = {gpu}, [gpu], []
-        while layer and not nearest:
-            reached = [v for u in layer for v, _ in adjacency[u]
-                       if v not in seen and kind[v] != GPU and box[v] == box[gpu]]
-            seen.update(reached)
-            nearest = sorted({v for v in reached if kind[v] == NIC})
-            layer = list(dict.fromkeys(reached))
+        nearest = _nearest_nics(adjacency, kind, box, gpu)
         if nearest:
-            sharing[tuple(nearest)].append(gpu)
-    return {gpu: nics[k % len(nics)] for nics, members in sharing.items()
-            for k, gpu in enumerate(members)}
+            nic = min(nearest, key=lambda v: (taken[v], order[v]))
+            taken[nic] += 1
+            own[gpu] = nic
+    return own
+
+
+def _nearest_nics(adjacency: dict, kind: dict, box: dict, gpu: str) -> list[str]:
+    seen, layer = {gpu}, [gpu]
+    while layer:
+        reached = [v for u in layer for v, _ in adjacency[u]
+                   if v not in seen and kind[v] != GPU and box[v] == box[gpu]]
+        seen.update(reached)
+        nearest = [v for v in dict.fromkeys(reached) if kind[v] == NIC]
+        if nearest:
+            return nearest
+        layer = list(dict.fromkeys(reached))
+    return []
+
+
+def last_legs(adjacency: dict, kind: dict, own: dict[str, str], order: dict[str, int]
+              ) -> dict[str, tuple[tuple[str, ...], float]]:
+    """Per GPU with an own NIC, the widest of the fewest-hop paths from that NIC to it
+    (inner vertices switches, never a GPU or another NIC), and its width: the end of a
+    route that arrives through the GPU's own NIC. Cost: a search per GPU from its NIC,
+    stopped at the GPU (a few hops: its nearest NICs)."""
+    legs = {}
+    for gpu, nic in own.items():
+        best = {nic: (math.inf, None)}
+        layer = [nic]
+        while layer and gpu not in best:
+            reached: dict[str, tuple[float, str]] = {}
+            for u in sorted(layer, key=order.get):
+                for v, bandwidth in adjacency[u]:
+                    if v in best or (kind[v] in (GPU, NIC) and v != gpu):
+                        continue
+                    w = min(best[u][0], bandwidth)
+                    if v not in reached or w > reached[v][0]:
+                        reached[v] = (w, u)
+            best.update(reached)
+            layer = [v for v in reached if v != gpu]
+        if gpu in best:
+            path, at = [], gpu
+            while at is not None:
+                path.append(at)
+                at = best[at][1]
+            legs[gpu] = (tuple(reversed(path)), best[gpu][0])
+    return legs
 
 
 def widest_shortest_routes(adjacency: dict, gpus: set[str], source: str,
-                            order: dict[str, int], own: dict[str, str]
-                            ) -> dict[str, tuple[str, ...]]:
-    """Routes from GPU `source` to every GPU reachable through non-GPU vertices.
+                           order: dict[str, int], own: dict[str, str],
+                           legs: dict[str, tuple[tuple[str, ...], float]]
+                           ) -> dict[str, tuple[str, ...]]:
+    """Routes from GPU `source` to every GPU reachable through non-GPU vertices (the
+    module docstring's choice).
 
     Breadth-first by layers: every fewest-hop path to v ends with a fewest-hop path to a
-    vertex of the layer before, so keeping the best such paths per vertex is exact.
-    "Best" is the widest, then one through the source's own NIC (`own`, own_nics); every
-    predecessor that ties is kept, and a GPU's route is read back from it preferring the
-    GPU's own NIC, then the vertex listed first.
-    adjacency: each vertex's successors and the bandwidth of the link to each; gpus:
-    the vertices that end a route; order: each vertex's place in the graph, made once
-    by the caller for all sources (made per source, it was N^2 work: seconds at 4096
-    GPUs).
+    vertex of the layer before, so keeping per vertex the widest such path, and the
+    widest through the source's own NIC (a path through it stays through it), is exact.
+    A route through the receiver's own NIC is the widest path to that NIC (through the
+    source's NIC or not) and its last leg (`legs`, last_legs), where that leg is a
+    fewest-hop way on. adjacency: each vertex's successors and the bandwidth of the link
+    to each; gpus: the vertices that end a route; order: each vertex's place in the
+    graph, made once by the caller for all sources (made per source, it was N^2 work:
+    seconds at 4096 GPUs).
     """
-    # each vertex keeps [width, through the source's NIC, the vertices before it that
-    # reach it so] (a path per vertex would be quadratic on long chains of switches)
-    mine = own.get(source)
-    best: dict[str, list] = {source: [float("inf"), False]}
-    layer = [source]
-    ends = []
+    best = _labels(adjacency, gpus, source, order, own.get(source))
+    routes = {}
+    for v, label in best.items():
+        if v not in gpus or v == source:
+            continue
+        end, through, tail = v, label[3] == label[1], ()
+        nic = own.get(v)
+        if nic in best and v in legs and best[nic][0] + len(legs[v][0]) - 1 == label[0]:
+            leg, width = legs[v]
+            # through v's own NIC wins unless it loses the source's NIC
+            for via, w in ((True, best[nic][3]), (False, best[nic][1])):
+                if min(w, width) == label[1] and via >= through:
+                    end, through, tail = nic, via, leg[1:]
+                    break
+        routes[v] = _read_back(best, source, end, through) + tail
+    return routes
+
+
+def _labels(adjacency: dict, gpus: set[str], source: str, order: dict[str, int],
+            mine: str | None) -> dict[str, list]:
+    """Per vertex reached: [hops, widest width, its vertex before, widest width through
+    `mine` (NONE: no such path), its (vertex before, through mine there)]. Ties keep the
+    vertex listed first (each layer is walked in order, and only a wider path replaces)."""
+    best: dict[str, list] = {source: [0, math.inf, None, NONE, None]}
+    layer, hops = [source], 0
     while layer:
-        candidates: dict[str, list] = {}
-        for u in sorted(layer, key=order.get):  # ties keep the vertex listed first first
-            width, via = best[u][0], best[u][1]
+        hops += 1
+        reached: dict[str, list] = {}
+        for u in sorted(layer, key=order.get):
+            _, width, _, through, _ = best[u]
+            carries = through > NONE
             for v, bandwidth in adjacency[u]:
                 if v in best:
                     continue
                 w = bandwidth if bandwidth < width else width
-                through = via or v == mine
-                seen = candidates.get(v)
-                if seen is None or w > seen[0] or (w == seen[0] and through > seen[1]):
-                    candidates[v] = [w, through, u]
-                elif w == seen[0] and through == seen[1]:
-                    seen.append(u)
-        best.update(candidates)
-        layer = []
-        for v in candidates:
-            if v in gpus:
-                ends.append(v)  # a GPU ends a route; it never relays
-            else:
-                layer.append(v)
-    routes = {}
-    for v in ends:
-        theirs = own.get(v)
-        path, at = [], v
-        while at != source:
-            path.append(at)
-            before = best[at]
-            at = theirs if len(before) > 3 and theirs in before[2:] else before[2]
-        path.append(source)
-        routes[v] = tuple(reversed(path))
-    return routes
+                label = reached.get(v)
+                if label is None:
+                    label = reached[v] = [hops, w, u, NONE, None]
+                elif w > label[1]:
+                    label[1], label[2] = w, u
+                if v == mine:  # every path here is through the source's NIC
+                    if w > label[3]:
+                        label[3], label[4] = w, (u, False)
+                elif carries:
+                    t = bandwidth if bandwidth < through else through
+                    if t > label[3]:
+                        label[3], label[4] = t, (u, True)
+        best.update(reached)
+        layer = [v for v in reached if v not in gpus]  # a GPU ends a route; never relays
+    return best
+
+
+def _read_back(best: dict, source: str, end: str, through: bool) -> tuple[str, ...]:
+    """The path to `end` kept in best (through the source's NIC or not), source first."""
+    path, at = [], end
+    while at != source:
+        path.append(at)
+        label = best[at]
+        if through:
+            at, through = label[4]
+        else:
+            at = label[2]
+    path.append(source)
+    return tuple(reversed(path))
