@@ -19,7 +19,7 @@ def own_nics(topo: Topology, adjacency: dict, order: dict[str, int]) -> dict[str
     """Each GPU's own NIC, where it has NICs in its box: of its nearest NICs (fewest hops
     through its box's switches), the one fewest GPUs before it took (ties to the NIC
     listed first), GPUs taken in the topology's order. GPUs that share their nearest
-    NICs so take different ones, as NCCL spreads them (src/graph/search.cc,
+    NICs so take different ones, as NCCL spreads them (src/graph/topo.cc,
     ncclTopoGetLocalNet; NCCL's own order among them may differ): on Azure NDv4 two GPUs
     share a PCIe switch with two NICs, and routed to the first NIC listed, both would
     leave through it and leave the other idle.
