@@ -245,10 +245,15 @@ def _text_key(model: LinkModel, orbits: Orbits | None):
 
 
 def schedule_json(doc: dict) -> str:
-    """The file's text: indented, with every value short enough on one line, so a
-    small schedule reads easily and one of millions of sends (one per line) is written
-    fast (json's own indenting encoder is pure Python, and puts every number on a line
-    of its own)."""
+    """The schedule file's text (json_text)."""
+    return json_text(doc)
+
+
+def json_text(doc: dict) -> str:
+    """A JSON file's text as synth writes it: indented, with every value short enough
+    on one line, so a small file reads easily and one of millions of sends (one per
+    line) is written fast (json's own indenting encoder is pure Python, and puts every
+    number on a line of its own)."""
     return _pretty(doc, 0) + "\n"
 
 
