@@ -862,3 +862,41 @@ def test_a_refused_mscclpp_plan_leaves_no_cycles_behind():
     finally:
         if was:
             gc.enable()
+
+
+def test_the_thread_block_search_skips_tries_that_cannot_beat_its_best(monkeypatch):
+    from synth.construct.greedy import build as greedy
+    from synth.export.form import runtime_form
+    from synth.export.mscclpp_flow import _Flow, thread_block_floor
+
+    # dgx1's greedy allreduce of 4 chunks a share: its fewest thread blocks take 4 lanes
+    # at 16 peers a block; then smaller caps are tried, and their peers alone need as
+    # many thread blocks as that best
+    schedule = runtime_form(greedy(lower_with_routes(resolve("dgx1")).model, "allreduce",
+                                   None, 4), switch_ops=True)[0]
+    layout = Layout(schedule.collective, False)
+    flow = _Flow(schedule, layout)
+    for lanes in (1, 2, 3, 4, 8):  # the floor is never above a split's busiest rank
+        for cap in (1, 2, 16):
+            split = mscclpp_export._Plan(flow, layout, None, lanes, cap)
+            for r in range(layout.n):
+                split._ready(r)
+            assert thread_block_floor(flow, None, lanes, cap) <= \
+                max(len(tbs) for tbs in split.tbs.values()), (lanes, cap)
+    tries = []
+    made = mscclpp_export._Plan.__init__
+
+    def counted(self, *args):
+        tries.append(args[3:5])
+        made(self, *args)
+
+    monkeypatch.setattr(mscclpp_export._Plan, "__init__", counted)
+    skipping = mscclpp_export.build(schedule)
+    skipped_tries = len(tries)
+    monkeypatch.setattr(mscclpp_export, "thread_block_floor", lambda *args: 0)
+    tries.clear()
+    every = mscclpp_export.build(schedule)
+    assert (skipping.t, skipping.cap) == (every.t, every.cap) == (4, 16)
+    assert skipping.ops == every.ops and skipped_tries < len(tries)
+    doc = to_mscclpp_plan(schedule, plan=skipping)
+    assert check_mscclpp_plan(doc, root=None)["ranks"] == 8

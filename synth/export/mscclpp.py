@@ -28,7 +28,8 @@ The recipe (docs/runtimes.md, "The plan synth writes"):
   through one thread block, so each thread block waits on its own channels only. (T, cap)
   are the fewest thread blocks found within 64 ops per thread block: cap 16 first, T by
   doubling (while more lanes shorten the longest thread block) then bisection; smaller
-  caps only when they need fewer thread blocks.
+  caps only when they need fewer thread blocks (a try whose peers alone need as many
+  as the best found is not made).
 - Channels: one per (lane, peer pair that exchanges data in the lane) and type, declared
   on both ranks in (lane, peer) order, so the k-th channel from A to B pairs with the
   k-th from B to A.
@@ -61,7 +62,7 @@ from synth.deadline import Deadline
 from synth.errors import BadInput
 from synth.export.layout import Layout
 from synth.export.mscclpp_emit import ACQ_RE, ACQ_SEND, RECV, REDUCED, SENT, thread_block_ops
-from synth.export.mscclpp_flow import Accesses, _Flow, most_peers
+from synth.export.mscclpp_flow import Accesses, _Flow, most_peers, thread_block_floor
 
 MAX_OPS = 64
 MAX_MIN_MESSAGE = 2 ** 31 - 1  # min_message_size: a 32-bit int in every release
@@ -339,6 +340,9 @@ def build(schedule, inplace: bool = False, fewest: bool = True,
     def attempt(lanes, cap, enough=0):  # a failed try's worst: at least `enough`
         nonlocal why
         deadline.check("exporting to MSCCL++")
+        if best is not None and thread_block_floor(
+                flow, boxes, lanes, min(cap, MAX_TB_CHANNELS)) >= best[0]:
+            return None, float("inf")  # not fewer thread blocks than the best: not tried
         plan = _Plan(flow, layout, boxes, lanes, cap)
         why = plan.finish(enough)
         if why is not None:

@@ -439,3 +439,26 @@ def most_peers(flow: _Flow, boxes) -> int:
                 peers[(d, "memory")].add(m)
                 peers[(m, "memory")].add(d)
     return max((len(p) for p in peers.values()), default=0)
+
+
+def thread_block_floor(flow: _Flow, boxes, lanes: int, most: int) -> int:
+    """At least how many thread blocks the busiest rank gets in any split of `flow` into
+    `lanes` lanes (chunk k in lane k mod lanes) with at most `most` peers a thread block:
+    one per `most` peers of each (rank, lane, channel type). The split itself
+    (synth.export.mscclpp) only adds to that: it also parts peers whose remote buffers
+    do not fit one thread block, and gives local work one where a lane has none. One
+    pass over the moves: what lets a search skip a try that cannot beat its best."""
+    peers = defaultdict(set)
+    for moves, _, summed in flow.steps:
+        for k, a, b, _, _ in moves:
+            kind = "port" if boxes and boxes[a] != boxes[b] else "memory"
+            peers[(a, k % lanes, kind)].add(b)
+            peers[(b, k % lanes, kind)].add(a)
+        for k, readers, writers, d, _, _ in summed:
+            for m in {*readers, *writers} - {d}:
+                peers[(d, k % lanes, "memory")].add(m)
+                peers[(m, k % lanes, "memory")].add(d)
+    per_rank = defaultdict(int)
+    for (rank, _, _), them in peers.items():
+        per_rank[rank] += -(-len(them) // most)
+    return max(per_rank.values(), default=0)
