@@ -72,6 +72,13 @@ def test_gpus_sharing_two_nics_own_one_each_and_gpus_without_nics_none():
     no_nic = topology_from_dict({"name": "pair", "unit_gbps": 25, "gpus": ["g0", "g1"],
                                  "links": [{"between": ["g0", "g1"], "gbps": 25}]})
     assert owners(no_nic) == {}
+    # one NIC for two GPUs: no GPU has a choice, so none is made (routes as before)
+    one = topology_from_dict({
+        "name": "one", "unit_gbps": 25, "gpus": ["g0", "g1"],
+        "switches": [{"name": "pcie", "kind": "pcie_switch"}], "nics": ["nic0"],
+        "links": [{"between": [g, "pcie"], "gbps": 32} for g in ("g0", "g1")]
+        + [{"between": ["pcie", "nic0"], "gbps": 32}]})
+    assert owners(one) == {}
 
 
 @pytest.mark.parametrize("fabric", ["rails", "single-switch"])
@@ -236,3 +243,20 @@ def test_two_p5_boxes_use_one_nic_of_each_gpus_four_a_known_limit():
     leaving = {g: {v for v in model.routes[(g, g + 8)] if v in nics} for g in range(8)}
     assert all(len(through) == 2 for through in leaving.values())  # one each side
     assert len({min(through) for through in leaving.values()}) == 8  # a NIC per GPU
+
+
+def test_the_receivers_nic_is_reached_by_the_widest_last_leg():
+    # a's NICs nA and nB are both one hop away (a owns nA, the first); b's one nearest
+    # NIC is nB, two hops away through s1 (10 GB/s) or s2 (30). The 3-hop routes from a
+    # to b: a-w-x-b (30 wide), a-nB-s1-b (10), a-nB-s2-b (30). Of the widest, the one
+    # through b's own NIC: a-nB-s2-b (a last leg through s1 would be too narrow)
+    def link(u, v, gbps):
+        return {"between": [u, v], "gbps": gbps}
+    topo = topology_from_dict({
+        "name": "legs", "unit_gbps": 10, "gpus": ["a", "b"], "nics": ["nA", "nB"],
+        "switches": [{"name": s, "kind": "pcie_switch"} for s in ("s1", "x", "s2", "w")],
+        "links": [link("a", "w", 30), link("w", "x", 30), link("x", "b", 30),
+                  link("a", "nA", 30), link("a", "nB", 30), link("nB", "s1", 10),
+                  link("s1", "b", 30), link("nB", "s2", 30), link("s2", "b", 30)]})
+    assert owners(topo) == {"a": "nA", "b": "nB"}
+    assert lower_with_routes(topo).routes[(0, 1)] == ("a", "nB", "s2", "b")
