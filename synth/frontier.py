@@ -309,16 +309,19 @@ TREES_SHARE = 0.25  # of the time limit, at most, for packing trees (from their 
 TREES_AGAIN = 0.8  # of the time left, where their share ran out before any point
 GREEDY_SHARE = 0.25  # the same for greedy matching
 BASELINES_FIRST = 0.1  # of the time left: baselines this cheap are built first
-# seconds at most, however long the job: past that the trees and greedy matching answer
-# sooner (torus:16x16 built and checked its ring first, 1.8 s of a 2 s job, for a point
-# at twice the bound the trees then beat)
-BASELINES_FIRST_S = 1.0
+# seconds at most (as guessed: the guess runs up to 10 x the baselines' real time),
+# however long the job: past that the trees and greedy matching answer sooner
+# (torus:16x16 built and checked its ring first, 1.8 s of a 2 s job, for a point at
+# twice the bound the trees then beat; dgxh100x16's first answer came at 3.3 s, not
+# 0.75); under it gb200nvl72's come first (direct and NVLS: its best ratio, at 0.6 s)
+BASELINES_FIRST_S = 2.0
 
 
 def baselines_cheap(ranks: int, deadline: Deadline) -> bool:
     """Whether every baseline algorithm together, at the pace measured so far, would
-    take at most BASELINES_FIRST of the time left and BASELINES_FIRST_S (16 GPUs: about
-    0.06 s; 64: about 1)."""
+    take at most BASELINES_FIRST of the time left and BASELINES_FIRST_S (at the prior
+    pace, unmeasured, as in a fresh command: 16 GPUs about 0.06 s, 64 about 1,
+    gb200nvl72's 72 about 1.2, 128 about 4)."""
     guess = len(ALGORITHMS) * BASELINE_PACE.seconds(ranks ** 2)
     return guess <= min(BASELINES_FIRST * deadline.left(), BASELINES_FIRST_S)
 

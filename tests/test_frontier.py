@@ -191,10 +191,31 @@ def test_ctrl_c_while_building_keeps_what_was_found(monkeypatch, where):
                          and p.chunks % 6 == 0 for p in trees)
 
 
-def test_on_256_gpus_the_trees_answer_before_any_baseline_is_built():
-    # baselines come first only where all of them together are guessed under a second:
+def test_baselines_come_first_on_72_gpus_and_not_on_128(monkeypatch):
+    # the guess of a fresh command (the baselines' pace unmeasured: its prior, 2e-5 s a
+    # pair, times UNMEASURED's 1.5 at least) for 8 algorithms over N^2 pairs, against
+    # 2 s: 72 GPUs (gb200nvl72) 1.24 s, first; 128 GPUs 3.9 s, not; a short job's tenth
+    # of its time bounds it too
+    from synth.construct.baselines import ALGORITHMS
+    from synth.deadline import Deadline, Pace
+    from synth.frontier import baselines_cheap
+    monkeypatch.setattr("synth.frontier.BASELINE_PACE", Pace(2e-5))
+    # as on an idle machine: no other work measured slower than its prior
+    monkeypatch.setattr("synth.deadline.machine_slowdown", lambda: 1.0)
+    assert len(ALGORITHMS) == 8
+    assert baselines_cheap(72, Deadline.after(300))
+    assert not baselines_cheap(72, Deadline.after(5))
+    assert not baselines_cheap(128, Deadline.after(3600))
+
+
+def test_on_256_gpus_the_trees_answer_before_any_baseline_is_built(monkeypatch):
+    # baselines come first only where all of them together are guessed under 2 s:
     # torus:16x16's (8 algorithms over 65,280 pairs, 2e-5 s a pair at the prior) are
-    # not, and it built and checked its ring (twice the bound) first, 1.8 s of a 2 s job
+    # not, and it built and checked its ring (twice the bound) first, 1.8 s of a 2 s
+    # job. The pace unmeasured, as in a fresh command (this process may have measured
+    # it on other tests' baselines)
+    from synth.deadline import Pace
+    monkeypatch.setattr("synth.frontier.BASELINE_PACE", Pace(2e-5))
     events = []
     result = synthesize(resolve("torus:16x16"), "allgather", limits=Limits(time_limit=300),
                         on_event=lambda kind, data: events.append((kind, data)))
