@@ -260,3 +260,15 @@ def test_the_receivers_nic_is_reached_by_the_widest_last_leg():
                   link("s1", "b", 30), link("nB", "s2", 30), link("s2", "b", 30)]})
     assert owners(topo) == {"a": "nA", "b": "nB"}
     assert lower_with_routes(topo).routes[(0, 1)] == ("a", "nB", "s2", "b")
+
+
+@pytest.mark.parametrize("listed", [("s0", "s1"), ("s1", "s0")])
+def test_other_ties_go_to_the_vertex_listed_first(listed):
+    # a and b meet through s0 or s1, both two hops and 25 GB/s wide, no NIC: the route
+    # takes the switch listed first in the file
+    topo = topology_from_dict({
+        "name": "tie", "unit_gbps": 25, "gpus": ["a", "b"],
+        "switches": [{"name": s, "kind": "pcie_switch"} for s in listed],
+        "links": [{"between": [g, s], "gbps": 25} for g in ("a", "b") for s in ("s0", "s1")]})
+    routes = lower_with_routes(topo).routes
+    assert routes[(0, 1)] == ("a", listed[0], "b") and routes[(1, 0)] == ("b", listed[0], "a")
