@@ -3,11 +3,12 @@
 
     python bench/bench_export.py                          # dgx2x4 allreduce, HEAD vs ee83763
     python bench/bench_export.py --baseline REV --topo dgx2x16 --limit 600
+    python bench/bench_export.py --topo torus:16x16 --collective allgather --method constructed
 
 What it measures. For each code (a `git archive` snapshot of HEAD, and of --baseline
 REV; see bench_scale.py for how snapshots are made and checked), in child processes:
 
-    python3 -m synth allreduce --topo TOPO --method decomposed --json --out TMPDIR
+    python3 -m synth COLLECTIVE --topo TOPO --method METHOD --json --out TMPDIR
     python3 -m synth export POINT --to msccl-xml -o TMPDIR/out.xml
     python3 -m synth export POINT --to mscclpp   -o TMPDIR/out.json
 
@@ -40,9 +41,11 @@ GOAL_SECONDS, GOAL_MB = 30.0, 1024.0
 FORMATS = {"msccl-xml": "out.xml", "mscclpp": "out.mscclpp.json"}
 
 
-def measure(code: Path, label: str, topo: str, limit: float, work: Path) -> dict:
+def measure(code: Path, label: str, job: tuple[str, str, str], limit: float,
+            work: Path) -> dict:
+    collective, topo, method = job
     cache = work / "cache"  # empty at the start: a cold run
-    synth = run(["allreduce", "--topo", topo, "--method", "decomposed", "--json",
+    synth = run([collective, "--topo", topo, "--method", method, "--json",
                  "--no-progress", "--out", str(work / "frontier")], code, work, cache)
     if synth["exit"] != 0:
         raise SystemExit(f"{label}: synthesis failed: {synth['stderr']}")
@@ -69,7 +72,8 @@ def measure(code: Path, label: str, topo: str, limit: float, work: Path) -> dict
 
 def markdown(doc: dict) -> str:
     m = doc["machine"]
-    lines = [f"# Export of the {doc['topology']} allreduce point closest to the bound, "
+    lines = [f"# Export of the {doc['topology']} {doc.get('collective', 'allreduce')} "
+             f"point closest to the bound (--method {doc.get('method', 'decomposed')}), "
              f"{m['date']}", "", f"`{doc['command']}`", "",
              f"- CPU: {m['cpu']}, {m['cores_usable']} cores usable, "
              f"{m['memory_gib']:.1f} GiB; Python {m['python']}",
@@ -106,13 +110,16 @@ def markdown(doc: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--topo", default="dgx2x4")
+    ap.add_argument("--collective", default="allreduce")
+    ap.add_argument("--method", default="decomposed")
     ap.add_argument("--baseline", default="ee83763")
     ap.add_argument("--limit", type=float, default=300.0)
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     stamp = time.strftime("%Y-%m-%d", time.gmtime())
     out = Path(args.out or HERE / "results" / f"export-{stamp}")
-    doc = {"topology": args.topo, "limit": args.limit,
+    doc = {"topology": args.topo, "collective": args.collective, "method": args.method,
+           "limit": args.limit,
            "command": "python3 bench/bench_export.py " + " ".join(argv or sys.argv[1:]),
            "runs": []}
     with tempfile.TemporaryDirectory() as new_dir, tempfile.TemporaryDirectory() as old_dir:
@@ -124,8 +131,8 @@ def main(argv=None) -> int:
         doc["old"] = snapshot(Path(old_dir), args.baseline)
         for label, code in (("old", old_dir), ("new", new_dir)):
             with tempfile.TemporaryDirectory(prefix="synth-export-bench-") as work:
-                doc["runs"].append(measure(Path(code), label, args.topo, args.limit,
-                                           Path(work)))
+                job = (args.collective, args.topo, args.method)
+                doc["runs"].append(measure(Path(code), label, job, args.limit, Path(work)))
     out.parent.mkdir(parents=True, exist_ok=True)
     Path(f"{out}.json").write_text(json.dumps(doc, indent=1) + "\n")
     Path(f"{out}.md").write_text(markdown(doc))
