@@ -150,7 +150,7 @@ def lower_with_routes(topo: Topology, deadline: Deadline | float | None = None
         adjacency[l.src].append((l.dst, l.bandwidth))
     ends = {v.name for v in topo.vertices if v.kind == GPU}
     own = own_nics(topo, adjacency, order)
-    legs = last_legs(adjacency, {v.name: v.kind for v in topo.vertices}, own, order)
+    legs = last_legs(topo, adjacency, own, order)
     for a, name in enumerate(gpus):
         if deadline.passed():
             raise TimeLimit(doing)

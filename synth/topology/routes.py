@@ -55,33 +55,18 @@ def _nearest_nics(adjacency: dict, kind: dict, box: dict, gpu: str) -> list[str]
     return []
 
 
-def last_legs(adjacency: dict, kind: dict, own: dict[str, str], order: dict[str, int]
+def last_legs(topo: Topology, adjacency: dict, own: dict[str, str], order: dict[str, int]
               ) -> dict[str, tuple[tuple[str, ...], float]]:
     """Per GPU with an own NIC, the widest of the fewest-hop paths from that NIC to it
-    (inner vertices switches, never a GPU or another NIC), and its width: the end of a
-    route that arrives through the GPU's own NIC. Cost: a search per GPU from its NIC,
-    stopped at the GPU (a few hops: its nearest NICs)."""
+    (through switches only: no GPU or other NIC), and its width: the end of a route
+    that arrives through the GPU's own NIC. Cost: a search per GPU from its NIC, stopped
+    at the GPU (a few hops: its nearest NICs)."""
+    ends = {v.name for v in topo.vertices if v.kind in (GPU, NIC)}
     legs = {}
     for gpu, nic in own.items():
-        best = {nic: (math.inf, None)}
-        layer = [nic]
-        while layer and gpu not in best:
-            reached: dict[str, tuple[float, str]] = {}
-            for u in sorted(layer, key=order.get):
-                for v, bandwidth in adjacency[u]:
-                    if v in best or (kind[v] in (GPU, NIC) and v != gpu):
-                        continue
-                    w = min(best[u][0], bandwidth)
-                    if v not in reached or w > reached[v][0]:
-                        reached[v] = (w, u)
-            best.update(reached)
-            layer = [v for v in reached if v != gpu]
+        best = _labels(adjacency, ends, nic, order, None, until=gpu)
         if gpu in best:
-            path, at = [], gpu
-            while at is not None:
-                path.append(at)
-                at = best[at][1]
-            legs[gpu] = (tuple(reversed(path)), best[gpu][0])
+            legs[gpu] = (_read_back(best, nic, gpu, False), best[gpu][1])
     return legs
 
 
@@ -120,14 +105,16 @@ def widest_shortest_routes(adjacency: dict, gpus: set[str], source: str,
     return routes
 
 
-def _labels(adjacency: dict, gpus: set[str], source: str, order: dict[str, int],
-            mine: str | None) -> dict[str, list]:
-    """Per vertex reached: [hops, widest width, its vertex before, widest width through
-    `mine` (NONE: no such path), its (vertex before, through mine there)]. Ties keep the
-    vertex listed first (each layer is walked in order, and only a wider path replaces)."""
+def _labels(adjacency: dict, ends: set[str], source: str, order: dict[str, int],
+            mine: str | None, until: str | None = None) -> dict[str, list]:
+    """Per vertex reached from `source` (through no vertex of `ends`, and no further
+    than the layer that reaches `until`): [hops, widest width, its vertex before, widest
+    width through `mine` (NONE: no such path), its (vertex before, through mine there)].
+    Ties keep the vertex listed first (each layer is walked in order, and only a wider
+    path replaces)."""
     best: dict[str, list] = {source: [0, math.inf, None, NONE, None]}
     layer, hops = [source], 0
-    while layer:
+    while layer and until not in best:
         hops += 1
         reached: dict[str, list] = {}
         for u in sorted(layer, key=order.get):
@@ -150,7 +137,7 @@ def _labels(adjacency: dict, gpus: set[str], source: str, order: dict[str, int],
                     if t > label[3]:
                         label[3], label[4] = t, (u, True)
         best.update(reached)
-        layer = [v for v in reached if v not in gpus]  # a GPU ends a route; never relays
+        layer = [v for v in reached if v not in ends]  # a GPU ends a route; never relays
     return best
 
 
