@@ -428,17 +428,7 @@ class Accesses:
 def most_peers(flow: _Flow, boxes) -> int:
     """The most peers of one channel type any rank exchanges with in the whole launch:
     at least as many as in any one lane, so a cap of that many groups as no cap does."""
-    peers = defaultdict(set)
-    for moves, _, summed in flow.steps:
-        for _, a, b, _, _ in moves:
-            kind = "port" if boxes and boxes[a] != boxes[b] else "memory"
-            peers[(a, kind)].add(b)
-            peers[(b, kind)].add(a)
-        for _, readers, writers, d, _, _ in summed:
-            for m in {*readers, *writers} - {d}:
-                peers[(d, "memory")].add(m)
-                peers[(m, "memory")].add(d)
-    return max((len(p) for p in peers.values()), default=0)
+    return max((len(p) for p in _peers(flow, boxes, 1).values()), default=0)
 
 
 def thread_block_floor(flow: _Flow, boxes, lanes: int, most: int) -> int:
@@ -448,6 +438,15 @@ def thread_block_floor(flow: _Flow, boxes, lanes: int, most: int) -> int:
     (synth.export.mscclpp) only adds to that: it also parts peers whose remote buffers
     do not fit one thread block, and gives local work one where a lane has none. One
     pass over the moves: what lets a search skip a try that cannot beat its best."""
+    per_rank = defaultdict(int)
+    for (rank, _, _), them in _peers(flow, boxes, lanes).items():
+        per_rank[rank] += -(-len(them) // most)
+    return max(per_rank.values(), default=0)
+
+
+def _peers(flow: _Flow, boxes, lanes: int) -> dict[tuple[int, int, str], set[int]]:
+    """(rank, lane, channel type) -> the ranks it exchanges with there: sends, and the
+    members of a switch operation with the rank that runs it (its hand-shakes)."""
     peers = defaultdict(set)
     for moves, _, summed in flow.steps:
         for k, a, b, _, _ in moves:
@@ -458,7 +457,4 @@ def thread_block_floor(flow: _Flow, boxes, lanes: int, most: int) -> int:
             for m in {*readers, *writers} - {d}:
                 peers[(d, k % lanes, "memory")].add(m)
                 peers[(m, k % lanes, "memory")].add(d)
-    per_rank = defaultdict(int)
-    for (rank, _, _), them in peers.items():
-        per_rank[rank] += -(-len(them) // most)
-    return max(per_rank.values(), default=0)
+    return peers
