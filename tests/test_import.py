@@ -98,7 +98,8 @@ def test_without_the_gpu_model_a_partial_file_is_pcie_and_nics_only_and_says_so(
 @pytest.mark.parametrize("name, gpu, per_gpu_nvlinks, nics, nic_gbps, mates", [
     ("azure-ndv5-topo.xml", "h100-sxm", 18, 8, 50.0, 1),   # one GPU, one NIC per switch
     ("aws-p4d-24xl-topo.xml", None, 0, 4, 12.5, 1),         # two GPUs, one EFA per switch
-    ("aws-p5.48xl-topo.xml", None, 0, 32, 12.5, 4),         # four 100 Gb/s EFA per GPU
+    # four 100 Gb/s EFA per GPU, used as one NIC (rails.py)
+    ("aws-p5.48xl-topo.xml", None, 0, 8, 50.0, 1),
     ("azure-ncv4-topo-ncv4sh.xml", None, 12, 1, 12.5, None),  # NVLink pairs, eth0 on CPU 0
 ])
 def test_each_cloud_file_imports_as_its_machine_is_documented(name, gpu, per_gpu_nvlinks,
@@ -129,8 +130,10 @@ def test_ndv2_with_v100_gets_the_cube_mesh_and_one_nic():
 
 def test_a_foreign_dump_keeps_its_fast_nics_and_says_which_it_left_out():
     topo = imported(fixture("rccl-issue1185-topo.xml"))
-    assert topo.ranks == 8 and topo.network.gbps == 25  # 200 Gb/s ports
-    assert sum(v.kind == "nic" for v in topo.vertices) == 4
+    # two 200 Gb/s cards of two ports, each card beside one GPU: its ports as one NIC
+    assert topo.ranks == 8 and topo.network.gbps == 50
+    assert sorted(v.name for v in topo.vertices if v.kind == "nic") == ["mlx5_0..mlx5_1",
+                                                                        "mlx5_4..mlx5_5"]
     assert any("left out" in a and "mlx5_2" in a and "mlx5_3" in a for a in topo.assumptions)
     # RCCL wrote it: its sm="90" is a compute-unit count, not Hopper's SM; its gcn is no
     # architecture synth knows, and it lists no xGMI link
@@ -467,6 +470,68 @@ def test_a_nic_beside_two_gpus_without_an_nvlink_between_them_serves_one(tmp_pat
     assert switch_mates(topo) == {"gpu0": ["NIC0"], "gpu1": [], "gpu2": [], "gpu3": []}
 
 
+def rails_dump(nics_per_switch, widths=None):
+    """One socket; switch k holds GPU k and nics_per_switch[k] 100 Gb/s NICs, each on
+    its own Gen4 link, x8 (16 GB/s) or as `widths` lists them."""
+    switches, nic = [], 0
+    for k, count in enumerate(nics_per_switch):
+        nics = ""
+        for _ in range(count):
+            nics += (f'<pci busid="0000:{k + 1}{nic:x}:00.0" class="0x020000" link_speed='
+                     f'"16.0 GT/s PCIe" link_width="{(widths or {}).get(nic, 8)}"><nic>'
+                     f'<net name="efa{nic}" dev='
+                     f'"{nic}" speed="100000"/></nic></pci>')
+            nic += 1
+        switches.append(f'<pci busid="0000:0{k}:00.0" class="0x060400" link_speed="16.0 '
+                        f'GT/s PCIe" link_width="16"><pci busid="0000:{k + 1}0:00.0" '
+                        f'class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16">'
+                        f'<gpu dev="{k}" sm="90" rank="{k}" gdr="1"/></pci>{nics}</pci>')
+    return f'<system version="1"><cpu numaid="0">{"".join(switches)}</cpu></system>\n'
+
+
+def test_a_gpus_rails_are_one_nic_of_their_summed_rate(tmp_path):
+    # AWS p5: four 100 Gb/s EFA NICs beside each GPU; NCCL turns the GPU's channels over
+    # all four, AWS's plugin joins them into one device: one NIC of 4 x 12.5 GB/s, its
+    # PCIe link 4 x 16 GB/s
+    topo = imported(fixture("aws-p5.48xl-topo.xml"), gpu="h100-sxm")
+    nics = [v.name for v in topo.vertices if v.kind == "nic"]
+    assert nics[0] == "rdmap79s0..rdmap82s0" and len(nics) == 8
+    assert topo.network.gbps == 50
+    link = next(l for l in topo.links if l.dst == nics[0])
+    assert (link.gbps, link.count) == (16, 4)
+    assert any("DIVUP(nets, GPUs)" in a and "ncclTopoGetLocalNetType" in a
+               for a in topo.assumptions)
+    # across two boxes each GPU leaves through its own rails, and arrives through its
+    # peer's: eight NICs a box, one per GPU
+    model = lower_with_routes(join_boxes(topo, 2, "x2"))
+    names = set(nics)
+    for g in range(8):
+        through = [v.split(".", 1)[1] for v in model.routes[(g, g + 8)]
+                   if v.split(".", 1)[-1] in names]
+        assert through == [nics[g], nics[g]], g
+
+
+def test_rails_are_joined_only_where_every_gpu_has_as_many(tmp_path):
+    path = tmp_path / "rails.xml"
+    path.write_text(rails_dump([2, 2]))
+    topo = imported(str(path))
+    assert sorted(v.name for v in topo.vertices if v.kind == "nic") == ["efa0..efa1",
+                                                                        "efa2..efa3"]
+    assert topo.network.gbps == 25
+    path.write_text(rails_dump([2, 1]))  # one NIC rate joins boxes: nothing is joined
+    topo = imported(str(path))
+    assert sum(v.kind == "nic" for v in topo.vertices) == 3 and topo.network.gbps == 12.5
+    assert any("routed one at a time" in a for a in topo.assumptions)
+    path.write_text(rails_dump([2, 2], widths={3: 4}))  # efa3's link is narrower
+    topo = imported(str(path))
+    assert sum(v.kind == "nic" for v in topo.vertices) == 4 and topo.network.gbps == 12.5
+    assert any("routed one at a time" in a for a in topo.assumptions)
+    path.write_text(rails_dump([1, 1]))  # one NIC each: nothing to join, nothing said
+    topo = imported(str(path))
+    assert sum(v.kind == "nic" for v in topo.vertices) == 2 and topo.network.gbps == 12.5
+    assert not any("NICs" in a and "one at a time" in a for a in topo.assumptions)
+
+
 def test_a_file_without_nvlinks_says_so_on_stderr_once(tmp_path):
     out = tmp_path / "ndv4.yaml"
     made = synth_main("topo", "import", fixture("azure-ndv4-topo.xml"), "-o", str(out))
@@ -543,7 +608,9 @@ def test_an_imported_machine_has_its_builtins_bounds(name, gpu, builtin, allgath
 
 
 @pytest.mark.parametrize("name, gpu, nic", [("ibm-gx3d-h100-topo.xml", None, 50),
-                                            ("azure-ndv5-topo.xml", "h100-sxm", None)])
+                                            ("azure-ndv5-topo.xml", "h100-sxm", None),
+                                            # four 12.5 GB/s EFA rails a GPU: 50 GB/s
+                                            ("aws-p5.48xl-topo.xml", "h100-sxm", None)])
 def test_two_imported_h100_boxes_have_dgxh100x2s_bounds(name, gpu, nic):
     box = imported(fixture(name), gpu=gpu, nic_gbps=nic)
     mine = lower_with_routes(join_boxes(box, 2, "x2"))

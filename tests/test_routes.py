@@ -230,21 +230,6 @@ def test_every_route_is_fewest_hops_then_widest_then_through_the_own_nics():
             assert flags(route) == max(flags(p) for p in best), (topo, a, b)
 
 
-def test_two_p5_boxes_use_one_nic_of_each_gpus_four_a_known_limit():
-    # AWS p5: four 100 Gb/s (12.5 GB/s) EFA NICs per GPU. One route per GPU pair goes
-    # through one of them, its own: eight NICs a box carry 8 x 12.5 = 100 GB/s out, and
-    # half the output leaves each box, so allgather is bound at 200 GB/s (docs/guide/02
-    # says so; all four NICs would make it dgxh100x2's 533.3)
-    topo = join_boxes(imported(fixture("aws-p5.48xl-topo.xml"), gpu="h100-sxm"), 2, "x2")
-    model = lower_with_routes(topo)
-    found = bounds(model, make_collective("allgather", 16))
-    assert round(1 / found.us_per_byte / 1000, 6) == 200
-    nics = {v.name for v in topo.vertices if v.kind == "nic"}
-    leaving = {g: {v for v in model.routes[(g, g + 8)] if v in nics} for g in range(8)}
-    assert all(len(through) == 2 for through in leaving.values())  # one each side
-    assert len({min(through) for through in leaving.values()}) == 8  # a NIC per GPU
-
-
 def test_the_receivers_nic_is_reached_by_the_widest_last_leg():
     # a's NICs nA and nB are both one hop away (a owns nA, the first); b's one nearest
     # NIC is nB, two hops away through s1 (10 GB/s) or s2 (30). The 3-hop routes from a

@@ -9,7 +9,8 @@ saying where it came from; `Draft.to_yaml()` writes it (`synth topo import`), an
 kind is told from the content: XML (nccl_xml.py; RCCL's dump of AMD GPUs, with
 xGMI links, rccl.py) or a GPU0 matrix header (smi_matrix.py). What neither source says (NVLink bandwidth per link, a partial file's
 NVLinks, NIC speeds the matrix omits) comes from hardware.py and is listed in the
-file's `assumptions:`; which PCIe paths GPUs use, NCCL's rule, is paths.py's.
+file's `assumptions:`; which PCIe paths GPUs use, NCCL's rule, is paths.py's, and how
+a GPU uses several NICs at once, rails.py's.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from synth.topology.importing.draft import Draft, vertex_name
 from synth.topology.importing.hardware import GPU_MODELS
 from synth.topology.importing.nccl_xml import from_xml
 from synth.topology.importing.paths import apply_runtime_paths
+from synth.topology.importing.rails import join_rails
 from synth.topology.importing.smi_matrix import from_matrix, is_matrix
 
 MAX_SOURCE_BYTES = 16 << 20  # a dump of a large node is tens of kB
@@ -57,6 +59,7 @@ def import_source(path: str | Path, gpu: str | None = None, nic_gbps: float | No
         raise BadInput(f"{where}: neither NCCL topology XML nor nvidia-smi topo -m output "
                        "(expected '<system' or a 'GPU0 ...' header)")
     apply_runtime_paths(draft)
+    join_rails(draft)
     draft.description += "".join(f". WARNING: {w}" for w in draft.warnings)
     if warn is not None:
         for text in draft.warnings:

@@ -81,14 +81,9 @@ def _keep_pcie_for_nics(draft: Draft) -> None:
     kept for it, to the root of the NIC's piece; then the switches left bare."""
     parent = {w.b: w.a for w in draft.wires if w.kind == "pcie"}
     kinds = {p.name: p.kind for p in draft.parts}
-    with_gpu = set()
-    for g in (name for name, kind in kinds.items() if kind == "gpu"):
-        v = parent.get(g)
-        while v is not None and v not in with_gpu:
-            with_gpu.add(v)
-            v = parent.get(v)
+    with_gpu = above_gpus(parent, [name for name, kind in kinds.items() if kind == "gpu"])
     nics = [name for name, kind in kinds.items() if kind == "nic"]
-    roots = {n: _nearest(n, parent, with_gpu) for n in nics}
+    roots = {n: nearest_root(n, parent, with_gpu) for n in nics}
     pieces = _pieces(set(roots.values()), parent)
     below = _gpus_below(kinds, parent, pieces)
     pairs, switches = _nvlink_neighbours(draft)
@@ -105,7 +100,18 @@ def _keep_pcie_for_nics(draft: Draft) -> None:
     draft.drop({p.name for p in draft.parts if p.kind == "pcie_switch" and p.name not in used})
 
 
-def _nearest(nic: str, parent: dict, with_gpu: set):
+def above_gpus(parent: dict, gpus: list[str]) -> set:
+    """Every vertex of the PCIe tree with a GPU below it."""
+    with_gpu = set()
+    for g in gpus:
+        v = parent.get(g)
+        while v is not None and v not in with_gpu:
+            with_gpu.add(v)
+            v = parent.get(v)
+    return with_gpu
+
+
+def nearest_root(nic: str, parent: dict, with_gpu: set):
     """The lowest vertex above `nic` with a GPU below it; MACHINE when none is."""
     v = parent.get(nic)
     while v is not None and v not in with_gpu:
