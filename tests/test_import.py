@@ -470,23 +470,26 @@ def test_a_nic_beside_two_gpus_without_an_nvlink_between_them_serves_one(tmp_pat
     assert switch_mates(topo) == {"gpu0": ["NIC0"], "gpu1": [], "gpu2": [], "gpu3": []}
 
 
-def rails_dump(nics_per_switch, widths=None):
-    """One socket; switch k holds GPU k and nics_per_switch[k] 100 Gb/s NICs, each on
-    its own Gen4 link, x8 (16 GB/s) or as `widths` lists them."""
-    switches, nic = [], 0
-    for k, count in enumerate(nics_per_switch):
-        nics = ""
-        for _ in range(count):
-            nics += (f'<pci busid="0000:{k + 1}{nic:x}:00.0" class="0x020000" link_speed='
-                     f'"16.0 GT/s PCIe" link_width="{(widths or {}).get(nic, 8)}"><nic>'
-                     f'<net name="efa{nic}" dev='
-                     f'"{nic}" speed="100000"/></nic></pci>')
+def rails_dump(switches, widths=None, more=""):
+    """One socket; switch k holds switches[k] = (GPUs, NICs), each NIC 100 Gb/s on its
+    own Gen4 link, x8 (16 GB/s) or as `widths` lists them by NIC; `more` inside the
+    socket after them (a nested switch)."""
+    parts, gpu, nic = [], 0, 0
+    for k, (gpus, nics) in enumerate(switches):
+        inside = ""
+        for _ in range(gpus):
+            inside += (f'<pci busid="0000:{k + 1}{gpu:x}:00.0" class="0x030200" link_speed='
+                       f'"32.0 GT/s PCIe" link_width="16"><gpu dev="{gpu}" sm="90" '
+                       f'rank="{gpu}" gdr="1"/></pci>')
+            gpu += 1
+        for _ in range(nics):
+            inside += (f'<pci busid="0000:{k + 1}{nic + 8:x}:00.0" class="0x020000" '
+                       f'link_speed="16.0 GT/s PCIe" link_width="{(widths or {}).get(nic, 8)}">'
+                       f'<nic><net name="efa{nic}" dev="{nic}" speed="100000"/></nic></pci>')
             nic += 1
-        switches.append(f'<pci busid="0000:0{k}:00.0" class="0x060400" link_speed="16.0 '
-                        f'GT/s PCIe" link_width="16"><pci busid="0000:{k + 1}0:00.0" '
-                        f'class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16">'
-                        f'<gpu dev="{k}" sm="90" rank="{k}" gdr="1"/></pci>{nics}</pci>')
-    return f'<system version="1"><cpu numaid="0">{"".join(switches)}</cpu></system>\n'
+        parts.append(f'<pci busid="0000:0{k}:00.0" class="0x060400" link_speed="16.0 GT/s '
+                     f'PCIe" link_width="16">{inside}</pci>')
+    return f'<system version="1"><cpu numaid="0">{"".join(parts)}{more}</cpu></system>\n'
 
 
 def test_a_gpus_rails_are_one_nic_of_their_summed_rate(tmp_path):
@@ -501,6 +504,7 @@ def test_a_gpus_rails_are_one_nic_of_their_summed_rate(tmp_path):
     assert (link.gbps, link.count) == (16, 4)
     assert any("DIVUP(nets, GPUs)" in a and "ncclTopoGetLocalNetType" in a
                for a in topo.assumptions)
+    assert "each GPU's 4 NICs joined into one" in topo.description
     # across two boxes each GPU leaves through its own rails, and arrives through its
     # peer's: eight NICs a box, one per GPU
     model = lower_with_routes(join_boxes(topo, 2, "x2"))
@@ -511,25 +515,84 @@ def test_a_gpus_rails_are_one_nic_of_their_summed_rate(tmp_path):
         assert through == [nics[g], nics[g]], g
 
 
-def test_rails_are_joined_only_where_every_gpu_has_as_many(tmp_path):
-    path = tmp_path / "rails.xml"
-    path.write_text(rails_dump([2, 2]))
+def nic_names(source, tmp_path, name="rails.xml"):
+    path = tmp_path / name
+    path.write_text(source)
     topo = imported(str(path))
-    assert sorted(v.name for v in topo.vertices if v.kind == "nic") == ["efa0..efa1",
-                                                                        "efa2..efa3"]
-    assert topo.network.gbps == 25
-    path.write_text(rails_dump([2, 1]))  # one NIC rate joins boxes: nothing is joined
+    said = any("NICs are routed one at a time" in a for a in topo.assumptions)
+    return sorted(v.name for v in topo.vertices if v.kind == "nic"), topo.network.gbps, said
+
+
+def _pci(bus, cls, width, inside):
+    return (f'<pci busid="0000:{bus}:00.0" class="{cls}" link_speed="16.0 GT/s PCIe" '
+            f'link_width="{width}">{inside}</pci>')
+
+
+def _gpu(bus, dev):
+    return _pci(bus, "0x030200", 16, f'<gpu dev="{dev}" sm="90" rank="{dev}" gdr="1"/>')
+
+
+def _nic(bus, name):
+    return _pci(bus, "0x020000", 8, f'<nic><net name="{name}" speed="100000"/></nic>')
+
+
+# switch 70 holds efa0, efa1 and switch 71, which holds GPU0, efa2 and efa3; switch 80
+# holds GPU1, efa4 and efa5
+NESTED = ('<system version="1"><cpu numaid="0">' + _pci("70", "0x060400", 16, (
+    _nic("73", "efa0") + _nic("74", "efa1") + _pci("71", "0x060400", 16,
+    _gpu("75", 0) + _nic("76", "efa2") + _nic("77", "efa3")))) + _pci("80", "0x060400", 16,
+    _gpu("81", 1) + _nic("82", "efa4") + _nic("83", "efa5")) + "</cpu></system>\n")
+# switch 90 holds GPU0 and two switches of one NIC each (efa0, efa1); switch 95 holds
+# GPU1, efa2 and efa3: GPU0's NICs hang from two parents, joined by neither
+SPLIT = ('<system version="1"><cpu numaid="0">' + _pci("90", "0x060400", 16, (
+    _gpu("91", 0) + _pci("92", "0x060400", 16, _nic("93", "efa0")) +
+    _pci("94", "0x060400", 16, _nic("96", "efa1")))) + _pci("95", "0x060400", 16,
+    _gpu("97", 1) + _nic("98", "efa2") + _nic("99", "efa3")) + "</cpu></system>\n")
+CPU_NIC = ('<pci busid="0000:90:00.0" class="0x020000" link_speed="16.0 GT/s PCIe" '
+           'link_width="8"><nic><net name="mgmt" dev="9" speed="100000"/></nic></pci>')
+
+
+@pytest.mark.parametrize("switches, widths, more, nics, gbps, said", [
+    ([(1, 2), (1, 2)], None, "", ["efa0..efa1", "efa2..efa3"], 25, False),
+    ([(1, 1), (1, 1)], None, "", ["efa0", "efa1"], 12.5, False),  # nothing to join or say
+    # one NIC rate joins boxes: GPUs with as many NICs each, or nothing is joined
+    ([(1, 2), (1, 1)], None, "", ["efa0", "efa1", "efa2"], 12.5, True),
+    ([(1, 2), (1, 4)], None, "", [f"efa{i}" for i in range(6)], 12.5, True),
+    ([(1, 2), (1, 2)], {3: 4}, "", [f"efa{i}" for i in range(4)], 12.5, True),  # efa3 x4
+    # two GPUs share four NICs: which NCCL gives which GPU hangs on their device numbers
+    ([(2, 4)], None, "", [f"efa{i}" for i in range(4)], 12.5, True),
+    ([(2, 3)], None, "", [f"efa{i}" for i in range(3)], 12.5, True),
+    ([(2, 2)], None, "", ["efa0", "efa1"], 12.5, False),  # each GPU its own (routes.py)
+    # a NIC on the socket, nearest no GPU alone, is nobody's rail
+    ([(1, 2), (1, 2)], None, CPU_NIC, ["efa0", "efa1", "efa2", "efa3", "mgmt"], 12.5, True),
+])
+def test_rails_are_joined_only_where_every_nic_is_one_gpus_alone(tmp_path, switches, widths,
+                                                                 more, nics, gbps, said):
+    assert nic_names(rails_dump(switches, widths, more), tmp_path) == (nics, gbps, said)
+
+
+def test_nics_nearer_to_a_gpu_below_keep_the_switch_above_from_joining(tmp_path):
+    # efa2 and efa3 are GPU0's, nearer to it than efa0 and efa1, which NCCL gives no
+    # GPU (they are nobody's rails): nothing is joined, efa4 and efa5 neither
+    found, gbps, said = nic_names(NESTED, tmp_path)
+    assert found == [f"efa{i}" for i in range(6)] and gbps == 12.5 and said
+    found, gbps, said = nic_names(SPLIT, tmp_path)
+    assert found == [f"efa{i}" for i in range(4)] and gbps == 12.5 and said
+
+
+def test_a_matrix_never_joins_nics_its_rates_and_links_are_assumed(tmp_path):
+    matrix = ("        GPU0    GPU1    NIC0    NIC1    NIC2    NIC3\n"
+              "GPU0     X      NV18    PIX     PIX     SYS     SYS\n"
+              "GPU1    NV18     X      SYS     SYS     PIX     PIX\n"
+              "NIC0    PIX     SYS      X      PIX     SYS     SYS\n"
+              "NIC1    PIX     SYS     PIX      X      SYS     SYS\n"
+              "NIC2    SYS     PIX     SYS     SYS      X      PIX\n"
+              "NIC3    SYS     PIX     SYS     SYS     PIX      X\n")
+    path = tmp_path / "m.txt"
+    path.write_text(matrix)
     topo = imported(str(path))
-    assert sum(v.kind == "nic" for v in topo.vertices) == 3 and topo.network.gbps == 12.5
-    assert any("routed one at a time" in a for a in topo.assumptions)
-    path.write_text(rails_dump([2, 2], widths={3: 4}))  # efa3's link is narrower
-    topo = imported(str(path))
-    assert sum(v.kind == "nic" for v in topo.vertices) == 4 and topo.network.gbps == 12.5
-    assert any("routed one at a time" in a for a in topo.assumptions)
-    path.write_text(rails_dump([1, 1]))  # one NIC each: nothing to join, nothing said
-    topo = imported(str(path))
-    assert sum(v.kind == "nic" for v in topo.vertices) == 2 and topo.network.gbps == 12.5
-    assert not any("NICs" in a and "one at a time" in a for a in topo.assumptions)
+    assert sum(v.kind == "nic" for v in topo.vertices) == 4
+    assert any("a matrix gives no NIC rates or links" in a for a in topo.assumptions)
 
 
 def test_a_file_without_nvlinks_says_so_on_stderr_once(tmp_path):

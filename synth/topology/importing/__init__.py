@@ -51,7 +51,8 @@ def import_source(path: str | Path, gpu: str | None = None, nic_gbps: float | No
             raise BadInput(f"unknown --gpu {quote(gpu)} (known: {', '.join(GPU_MODELS)})")
     text = _read_text(path).removeprefix("\ufeff")  # a byte order mark is no content
     name = name or _name(path)
-    if text.lstrip(" \t\r\n").startswith("<"):
+    xml = text.lstrip(" \t\r\n").startswith("<")
+    if xml:
         draft = from_xml(text, where, name, model, nic_gbps, fabric)
     elif is_matrix(text):
         draft = from_matrix(text, where, name, model, nic_gbps, fabric)
@@ -59,7 +60,7 @@ def import_source(path: str | Path, gpu: str | None = None, nic_gbps: float | No
         raise BadInput(f"{where}: neither NCCL topology XML nor nvidia-smi topo -m output "
                        "(expected '<system' or a 'GPU0 ...' header)")
     apply_runtime_paths(draft)
-    join_rails(draft)
+    join_rails(draft, rates_read=xml)
     draft.description += "".join(f". WARNING: {w}" for w in draft.warnings)
     if warn is not None:
         for text in draft.warnings:

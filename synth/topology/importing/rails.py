@@ -7,14 +7,18 @@ AWS p5 that is all four of a GPU's 100 Gb/s EFA NICs, which AWS's plugin also jo
 into one device of their summed speed (aws-ofi-nccl's multi-rail grouping): what a GPU
 has is one 400 Gb/s NIC, not four routes.
 
-synth routes a GPU pair one way (synth.topology.linkmodel), so an import says this in
-its file: where the NICs nearest a set of G GPUs number k x G (k >= 2), hang from one
-PCIe switch and are joined to it alike, each GPU's k become one NIC (`a..b`, its first
-and last rail) of k times the rate, and the network's NIC rate is k times too. Only
-where every NIC of the box joins a GPU's rails, k alike, since `network:` joins boxes at
-one NIC rate; otherwise nothing changes and the assumptions say why. NICs the GPUs
-share one-to-one (Azure NDv4: two GPUs, two NICs) stay as they are: each GPU takes its
-own (synth.topology.routes.own_nics), as NCCL does.
+synth routes a GPU pair one way (synth.topology.linkmodel), so an NCCL XML import says
+this in its file: where k >= 2 NICs are nearest one GPU alone (no other GPU as near,
+none of them nearer to another GPU), hanging from one parent on alike links, they are
+one NIC (`a..b`, its first and last rail) of k times the rate, and the network's NIC
+rate is k times too. Only where every NIC of the box is some GPU's rail, k alike, since
+`network:` joins boxes at one NIC rate; otherwise nothing changes and the assumptions
+say why. NICs that GPUs share are left as they are: where there are no more of them
+than GPUs (Azure NDv4: two GPUs, two NICs) each GPU takes its own
+(synth.topology.routes.own_nics), as NCCL does; where there are more, which of them
+NCCL gives which GPU hangs on the GPUs' device numbers (a start at dev % gpus, spread
+only over a power of two of NICs), so they are left apart too. A matrix (`nvidia-smi
+topo -m`) gives no NIC rates or links, so its NICs are never joined.
 """
 
 from __future__ import annotations
@@ -29,24 +33,29 @@ NCCL_RULE = ("NCCL turns a GPU's channels over DIVUP(nets, GPUs) of the NICs nea
              "one device of their summed speed)")
 
 
-def join_rails(draft: Draft) -> None:
+def join_rails(draft: Draft, rates_read: bool = True) -> None:
     """Join each GPU's rails into one NIC in `draft` (module docstring), or leave the
-    draft as it is and say why where some GPU had several NICs to itself."""
+    draft as it is and say why where some GPU has more nearest NICs than one;
+    `rates_read` False (a matrix): never join, the NICs' rates and links are assumed."""
     nics = [p.name for p in draft.of_kind("nic")]
     if len(nics) < 2 or not draft.network:
         return
-    groups = _rail_groups(draft, nics)
-    if groups is None:
+    wires = {w.b: w for w in draft.wires if w.kind == "pcie"}
+    groups, some = _rail_groups(draft, nics, wires)
+    if not some:
+        return
+    if not rates_read:
+        draft.assume("NICs are routed one at a time: a matrix gives no NIC rates or links "
+                     "to join a GPU's nearest NICs by, as NCCL's channels use them (NCCL's "
+                     "XML dump of the machine has them)")
         return
     per_gpu = {len(rails) for rails in groups}
-    whole = sum(len(rails) for rails in groups) == len(nics)
-    if not whole or len(per_gpu) != 1:
-        draft.assume("each GPU's nearest NICs are routed one at a time (not joined as "
-                     "NCCL's channels use them: not every NIC of the box is a GPU's "
-                     "rail, k alike)")
+    if sum(len(rails) for rails in groups) != len(nics) or len(per_gpu) != 1:
+        draft.assume("NICs are routed one at a time, not as NCCL's channels use a GPU's "
+                     "nearest NICs together: they are joined only where every NIC of the "
+                     "box is nearest one GPU alone, as many for each, on alike links")
         return
     k = per_gpu.pop()
-    wires = {w.b: w for w in draft.wires if w.kind == "pcie"}
     notes = {p.name: p.note for p in draft.parts}
     gone = {n for rails in groups for n in rails}
     draft.wires = [w for w in draft.wires if w.b not in gone]
@@ -56,22 +65,31 @@ def join_rails(draft: Draft) -> None:
     gbps = draft.network["gbps"]
     draft.network["gbps"] = round(gbps * k, 4)
     draft.network_note += f"; each NIC is a GPU's {k} rails together, {k} x {gbps:g} GB/s"
+    draft.description += f"; each GPU's {k} NICs joined into one"
     draft.assume(f"each GPU's {k} nearest NICs are one NIC of {k} x {gbps:g} GB/s: "
                  f"{NCCL_RULE}")
 
 
-def _rail_groups(draft: Draft, nics: list[str]) -> list[list[str]] | None:
-    """Each GPU's rails, in NIC order: the NICs nearest G GPUs, k x G of them (k >= 2)
-    hanging alike from one switch, with no other NIC nearer to those GPUs, cut into G
-    runs of k; None when no GPU has more nearest NICs than its mates (nothing to join,
-    nothing to say)."""
-    wires = {w.b: w for w in draft.wires if w.kind == "pcie"}
+def _rail_groups(draft: Draft, nics: list[str], wires: dict[str, Wire]
+                 ) -> tuple[list[list[str]], bool]:
+    """(each GPU's rails, in NIC order: the k >= 2 NICs nearest one GPU alone, with no
+    NIC nearer to a GPU below them, hanging alike from one parent; whether any GPU has
+    more nearest NICs than one, joined or not). Linear in the tree: each GPU and each
+    NIC's root walk up once (a dump of 4096 GPUs each on its own switch, walked per
+    root, took 35 s)."""
     parent = {child: w.a for child, w in wires.items()}
     gpus = [p.name for p in draft.of_kind("gpu")]
-    with_gpu = above_gpus(parent, gpus)
     at = defaultdict(list)  # the lowest vertex with a GPU below it -> the NICs there
+    with_gpu = above_gpus(parent, gpus)
     for n in nics:
         at[nearest_root(n, parent, with_gpu)].append(n)
+    below = defaultdict(int)  # a root -> how many GPUs are below it
+    for g in gpus:
+        v = parent.get(g)
+        while v is not None:
+            if v in at:
+                below[v] += 1
+            v = parent.get(v)
     nested = set()  # the vertices with another NIC's root below them
     for root in at:
         v = parent.get(root) if root is not MACHINE else None
@@ -80,29 +98,17 @@ def _rail_groups(draft: Draft, nics: list[str]) -> list[list[str]] | None:
             v = parent.get(v)
     groups, some = [], False
     for root, members in at.items():
-        if root is MACHINE:
-            continue  # NICs with no GPU below any switch above them: nobody's rails
-        below = [g for g in gpus if _under(g, root, parent)]
-        if len(members) <= len(below) or len(members) % len(below):
-            continue
+        if root is MACHINE or len(members) <= below[root]:
+            continue  # no GPU below (nobody's rails), or no more NICs than GPUs
         some = True
-        if root in nested or not _alike(members, wires):
-            continue
-        k = len(members) // len(below)
-        groups += [members[i:i + k] for i in range(0, len(members), k)]
-    return groups if some else None
-
-
-def _under(v: str, root: str, parent: dict) -> bool:
-    while v is not None:
-        if v == root:
-            return True
-        v = parent.get(v)
-    return False
+        if below[root] == 1 and root not in nested and _alike(members, wires):
+            groups.append(members)
+    return groups, some
 
 
 def _alike(members: list[str], wires: dict[str, Wire]) -> bool:
-    """The NICs hang from one switch by links alike (rate, count, latency)."""
+    """The NICs hang from one parent (a switch or a CPU) by links alike (rate, count,
+    latency)."""
     links = {(w.a, w.gbps, w.count, w.alpha_us) if w else None
              for w in (wires.get(n) for n in members)}
     return len(links) == 1 and None not in links
