@@ -84,6 +84,19 @@ def test_mscclpp_plan_of_every_frontier_schedule_runs(frontier, topo, name):
             assert plan["inplace"] is inplace and plan["collective"] == name
 
 
+@pytest.mark.parametrize("fmt", ["msccl-xml", "mscclpp"])
+def test_a_render_done_once_keeps_no_program_and_writes_the_same(frontier, fmt):
+    from synth.export import loads
+
+    schedule = frontier("dgx1", "allreduce")[-1]
+    loads.forget()
+    kept = render(schedule, fmt)
+    assert loads._programs  # kept for the next render of this batch program
+    once = render(schedule, fmt, once=True)
+    assert once == kept
+    assert not loads._programs and not loads._last_form  # synth export: nothing kept
+
+
 def test_fused_step_types_appear(frontier):
     types = {}
     for topo, name in [("ring:4", "allgather"), ("ring:4", "reduce"), ("dgx1", "allreduce")]:

@@ -45,7 +45,7 @@ def export_command(file, fmt, path, inplace, name, min_bytes, max_bytes):
     from synth.schedule.machine import read_verified
 
     schedule = read_verified(file)
-    text, summary = render(schedule, fmt, inplace, name, min_bytes, max_bytes)
+    text, summary = render(schedule, fmt, inplace, name, min_bytes, max_bytes, once=True)
     sizes = sizes_line(fmt, text)
     if path == "-":  # standard output: the file's text there, the summary on stderr
         click.echo(text, nl=False)
