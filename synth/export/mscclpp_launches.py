@@ -45,7 +45,7 @@ simulated: nop, signal, wait, rlxsignal, rlxwait, put, pws, pwsf, flush, copy, r
 sem_acquire, sem_release; any other accepted op is reported as not simulated.
 """
 
-from collections import deque
+from collections import deque, namedtuple
 from functools import reduce
 
 import numpy
@@ -63,16 +63,11 @@ def _fail(message):
     raise PlanInvalid(message)
 
 
-class _Fenced:
-    """A thread block's clock as its last nop published it: the clock it had (an array
-    never written once made, so shared, not copied) with its own entry raised to the
-    nop's sequence number. At 256 ranks of 63 thread blocks a copy per nop held most
-    of torus:16x16's 2.2 GB."""
-
-    __slots__ = ("clock", "gid", "seq")
-
-    def __init__(self, clock, gid, seq):
-        self.clock, self.gid, self.seq = clock, gid, seq
+# A thread block's clock as its last nop published it: the clock it had (an array never
+# written once made, so shared, not copied) with its own entry raised to the nop's
+# sequence number. At 256 ranks of 63 thread blocks a copy per nop held most of
+# torus:16x16's 2.2 GB.
+_Fenced = namedtuple("_Fenced", "clock gid seq")
 
 
 def _join(a, b):
@@ -289,6 +284,8 @@ class Launches:
         if tb.dirty:  # a wait or acquire since the last nop
             tb.vc = _join(tb.vc, tb.pend_vc)
             tb.perm = _join(_join(tb.perm, tb.pend_perm), tb.vc)
+            if numpy.array_equal(tb.perm, tb.vc):  # one array while they agree (no rlx)
+                tb.perm = tb.vc
             # what was pending is in vc and perm now: the same clocks, not two more
             tb.pend_vc, tb.pend_perm = tb.vc, tb.perm
             tb.dirty = False
