@@ -97,6 +97,45 @@ def test_a_render_done_once_keeps_no_program_and_writes_the_same(frontier, fmt):
     assert not loads._programs and not loads._last_form  # synth export: nothing kept
 
 
+def test_the_memory_a_plans_check_needs_is_its_text_and_its_clocks():
+    from synth.export.mscclpp_sim import memory_needed
+
+    # 14 bytes a byte of text; two clocks a thread block, an entry per thread block:
+    # uint8 while 2 launches x (64 ops + 1) < 256, uint16 past it
+    assert memory_needed(1000, 10, 64) == 14 * 1000 + 2 * 10 * 10 * 1
+    assert memory_needed(1000, 10, 200) == 14 * 1000 + 2 * 10 * 10 * 2
+
+
+def test_available_memory_is_read_from_meminfo(tmp_path):
+    from synth.memory import available_bytes
+
+    info = tmp_path / "meminfo"
+    info.write_text("MemTotal:       24000000 kB\nMemAvailable:    1500 kB\n")
+    assert available_bytes(str(info)) == 1500 * 1024
+    info.write_text("MemTotal:       24000000 kB\n")
+    assert available_bytes(str(info)) is None
+    assert available_bytes(str(tmp_path / "none")) is None
+
+
+def test_a_plan_whose_check_would_not_fit_in_memory_is_refused_in_one_line(
+        frontier, tmp_path, monkeypatch):
+    import synth.memory
+    from tests.in_process import synth_main
+
+    schedule = frontier("dgx1", "allreduce")[-1]
+    src = write_schedule(schedule, tmp_path / "ar.json")
+    monkeypatch.setattr(synth.memory, "available_bytes", lambda: 1 << 20)  # 1 MiB free
+    with pytest.raises(BadInput, match=r"would take about .* GiB of memory, and this "
+                                       r"machine has 0\.0 GiB free"):
+        render(schedule, "mscclpp")
+    run = synth_main("export", src, "--to", "mscclpp", "-o", tmp_path / "ar.mscclpp.json")
+    assert run.returncode == 2 and run.stderr.count("\n") == 1
+    assert "not exported: simulating the MSCCL++ plan" in run.stderr
+    assert not (tmp_path / "ar.mscclpp.json").exists()
+    monkeypatch.setattr(synth.memory, "available_bytes", lambda: None)  # not Linux
+    assert render(schedule, "mscclpp")[0]
+
+
 def test_fused_step_types_appear(frontier):
     types = {}
     for topo, name in [("ring:4", "allgather"), ("ring:4", "reduce"), ("dgx1", "allreduce")]:

@@ -86,7 +86,7 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
                       f"{report['max_steps_per_threadblock']} steps per threadblock, "
                       f"{fused} fused steps; simulated: no deadlock, right result{note}")
     from synth.export.mscclpp import to_mscclpp_plan
-    from synth.export.mscclpp_sim import check_mscclpp_plan
+    from synth.export.mscclpp_sim import check_mscclpp_plan, memory_needed
     from synth.export.relays import ranks_per_node
 
     per_node = ranks_per_node(schedule.model)  # lowered relayed what needs it
@@ -95,10 +95,12 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
     # short values on one line: torus:16x16's tree point wrote 118 MB in 7.7 s with
     # json's indent=1 (a line per number), 76 MB in 5.9 s so
     text = json_text(plan)
+    blocks = [len(tb["ops"]) for gpu in plan["gpus"] for tb in gpu["threadblocks"]]
     schedule = program = plan = None  # with `once`, nothing else holds them
     _dropped(once)
     if not check:
         return text, f"{coll.name} {mode}"
+    _room_for(memory_needed(len(text), len(blocks), max(blocks)), "MSCCL++ plan")
     report = _checked(check_mscclpp_plan, json.loads(text), coll.root, "MSCCL++ plan",
                       ranks_per_node=per_node)
     channels = ", ".join(f"{n} {kind}" for kind, n in report["channels"].items() if n)
@@ -107,6 +109,18 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
                   f"thread block(s) each and {report['max_ops_per_threadblock']} ops per "
                   f"thread block; simulated over two launches: no deadlock, right "
                   f"result{note}")
+
+
+def _room_for(need: int, what: str) -> None:
+    """BadInput when checking the file would take more memory than this machine has
+    free (synth.memory): one line, not the kernel's out-of-memory kill."""
+    from synth.memory import available_bytes
+
+    free = available_bytes()
+    if free is not None and need > free:
+        raise BadInput(f"not exported: simulating the {what} before writing it would take "
+                       f"about {need / 2**30:.1f} GiB of memory, and this machine has "
+                       f"{free / 2**30:.1f} GiB free")
 
 
 def _dropped(once: bool) -> None:

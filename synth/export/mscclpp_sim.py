@@ -37,7 +37,9 @@ the width of the vector clocks (one entry per thread block).
 
 from collections import Counter
 
-from synth.export.sim_buffers import COLLS, ROOTED, layout
+import numpy
+
+from synth.export.sim_buffers import COLLS, ROOTED, clock_type, layout
 from synth.export.mscclpp_launches import Launches, PlanInvalid, _fail  # noqa: F401
 from synth.export.mscclpp_ops import MAX_CHANNELS, MAX_OPS, TYPES, _int, _need, _op
 
@@ -386,6 +388,21 @@ def _same_switch_order(switch):
                         _fail(f"switch channels: gpu {a} and gpu {b} do not declare the ones "
                               "joining them alike, in the same order (every member declares "
                               "each one)")
+
+
+# bytes the check takes per byte of the plan's text: the parsed plan (5.4 at torus:16x16's
+# tree point), then each op's and each slot's records (8 to 9 there and at torus:12x12)
+PER_TEXT_BYTE = 14
+
+
+def memory_needed(text_bytes: int, threadblocks: int, most_ops: int, launches: int = 2) -> int:
+    """About the most bytes check_mscclpp_plan takes for a plan of `text_bytes` of JSON
+    and `threadblocks` thread blocks of at most `most_ops` ops: the text's records, and
+    two vector clocks a thread block (visibility and permission; an entry per thread
+    block each, in the narrowest integer). torus:16x16's tree point (72 MB, 16,128
+    thread blocks): about 1.5 GB, where the check took 1.35 GB above its imports."""
+    width = numpy.dtype(clock_type(launches * (most_ops + 1))).itemsize
+    return PER_TEXT_BYTE * text_bytes + 2 * threadblocks ** 2 * width
 
 
 def check_mscclpp_plan(plan, root=None, launches=2, ranks_per_node=None):
