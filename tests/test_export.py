@@ -92,9 +92,23 @@ def test_a_render_done_once_keeps_no_program_and_writes_the_same(frontier, fmt):
     loads.forget()
     kept = render(schedule, fmt)
     assert loads._programs  # kept for the next render of this batch program
-    once = render(schedule, fmt, once=True)
-    assert once == kept
+    assert render(schedule, fmt, once=True) == kept  # from what was kept
     assert not loads._programs and not loads._last_form  # synth export: nothing kept
+    assert render(schedule, fmt, once=True) == kept  # made afresh
+    assert not loads._programs and not loads._last_form
+
+
+def test_synth_export_renders_once(frontier, tmp_path, monkeypatch):
+    import synth.export
+    from tests.in_process import synth_main
+
+    src = write_schedule(frontier("dgx1", "allgather")[-1], tmp_path / "ag.json")
+    asked = []
+    real = synth.export.render
+    monkeypatch.setattr(synth.export, "render",
+                        lambda *a, **k: asked.append(k.get("once")) or real(*a, **k))
+    run = synth_main("export", src, "--to", "mscclpp", "-o", tmp_path / "ag.mscclpp.json")
+    assert run.returncode == 0 and asked == [True]
 
 
 def test_the_memory_a_plans_check_needs_is_its_text_and_its_clocks():
