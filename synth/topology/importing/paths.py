@@ -81,7 +81,7 @@ def _keep_pcie_for_nics(draft: Draft) -> None:
     kept for it, to the root of the NIC's piece; then the switches left bare."""
     parent = {w.b: w.a for w in draft.wires if w.kind == "pcie"}
     kinds = {p.name: p.kind for p in draft.parts}
-    with_gpu = above_gpus(parent, [name for name, kind in kinds.items() if kind == "gpu"])
+    with_gpu = above(parent, [name for name, kind in kinds.items() if kind == "gpu"])
     nics = [name for name, kind in kinds.items() if kind == "nic"]
     roots = {n: nearest_root(n, parent, with_gpu) for n in nics}
     pieces = _pieces(set(roots.values()), parent)
@@ -100,15 +100,16 @@ def _keep_pcie_for_nics(draft: Draft) -> None:
     draft.drop({p.name for p in draft.parts if p.kind == "pcie_switch" and p.name not in used})
 
 
-def above_gpus(parent: dict, gpus: list[str]) -> set:
-    """Every vertex of the PCIe tree with a GPU below it."""
-    with_gpu = set()
-    for g in gpus:
+def above(parent: dict, vertices) -> set:
+    """Every vertex of the PCIe tree with one of `vertices` below it (each walk stops
+    where an earlier one passed: linear in the tree)."""
+    found = set()
+    for g in vertices:
         v = parent.get(g)
-        while v is not None and v not in with_gpu:
-            with_gpu.add(v)
+        while v is not None and v not in found:
+            found.add(v)
             v = parent.get(v)
-    return with_gpu
+    return found
 
 
 def nearest_root(nic: str, parent: dict, with_gpu: set):

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from synth.topology.importing.draft import Draft, Wire
-from synth.topology.importing.paths import MACHINE, nearest_root, above_gpus
+from synth.topology.importing.paths import MACHINE, above, nearest_root
 
 NCCL_RULE = ("NCCL turns a GPU's channels over DIVUP(nets, GPUs) of the NICs nearest it "
              "(ncclTopoGetLocalNetType, src/graph/topo.cc; AWS's EFA plugin joins them into "
@@ -80,7 +80,7 @@ def _rail_groups(draft: Draft, nics: list[str], wires: dict[str, Wire]
     parent = {child: w.a for child, w in wires.items()}
     gpus = [p.name for p in draft.of_kind("gpu")]
     at = defaultdict(list)  # the lowest vertex with a GPU below it -> the NICs there
-    with_gpu = above_gpus(parent, gpus)
+    with_gpu = above(parent, gpus)
     for n in nics:
         at[nearest_root(n, parent, with_gpu)].append(n)
     below = defaultdict(int)  # a root -> how many GPUs are below it
@@ -90,12 +90,7 @@ def _rail_groups(draft: Draft, nics: list[str], wires: dict[str, Wire]
             if v in at:
                 below[v] += 1
             v = parent.get(v)
-    nested = set()  # the vertices with another NIC's root below them
-    for root in at:
-        v = parent.get(root) if root is not MACHINE else None
-        while v is not None and v not in nested:
-            nested.add(v)
-            v = parent.get(v)
+    nested = above(parent, [r for r in at if r is not MACHINE])  # another root below
     groups, some = [], False
     for root, members in at.items():
         if root is MACHINE or len(members) <= below[root]:
