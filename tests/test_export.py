@@ -852,6 +852,55 @@ def test_format_at_synthesis_time(tmp_path):
     assert bad.returncode == 2 and "unknown format" in bad.stderr
 
 
+def test_a_point_one_format_cannot_express_is_written_in_the_others(tmp_path):
+    # dgxh100's NVLS point has switch operations: no MSCCL XML, an MSCCL++ plan; the job
+    # writes what loads and says what does not, exit 0 (before 2026-12-05: exit 2)
+    run = synth_cli("allreduce", "--topo", "dgxh100", "--max-steps", "9", "--out",
+                    str(tmp_path), "--format", "msccl-xml,mscclpp", "--time-limit", "60",
+                    "--model", "line-rate", "--json")
+    assert run.returncode == 0, run.stderr
+    frontier = json.loads(run.stdout)["frontier"]
+    nvls = [p for p in frontier if p["method"].startswith("in-network")]
+    assert nvls and all(p["loads"] == "MSCCL++" for p in nvls)
+    folder = tmp_path / "dgxh100" / "allreduce"
+    notes = [line for line in run.stderr.splitlines() if line.startswith("synth: note:")]
+    for p in frontier:
+        stem = f"allreduce-s{p['steps']}-r{p['rounds']}-c{p['chunks']}"
+        for fmt, runtime, ext in (("msccl-xml", "MSCCL XML", ".xml"),
+                                  ("mscclpp", "MSCCL++", ".mscclpp.json")):
+            loads = p["loads"] in ("both", runtime)
+            assert (folder / f"{stem}{ext}").exists() == loads, (stem, fmt)
+            said = [n for n in notes if f"not written as {fmt}," in n and stem in n]
+            assert len(said) == (not loads), (stem, fmt)
+        if p["loads"] in ("both", "MSCCL++"):
+            check_mscclpp_plan(json.loads((folder / f"{stem}.mscclpp.json").read_text()))
+    assert any("switch operations" in n for n in notes) and "time limit" not in run.stderr
+
+
+def test_a_format_no_point_loads_is_exit_2_after_the_rest_is_written(
+        tmp_path, monkeypatch, capsys):
+    import synth.export
+    from synth.cli import main
+
+    real = synth.export.render
+
+    def no_xml(schedule, fmt, *args, **kwargs):
+        if fmt == "msccl-xml":
+            raise BadInput("refused here")
+        return real(schedule, fmt, *args, **kwargs)
+
+    monkeypatch.setattr(synth.export, "render", no_xml)
+    with pytest.raises(SystemExit) as stop:
+        main(["allgather", "--topo", "ring:4", "--out", str(tmp_path), "--format",
+              "json,msccl-xml", "--time-limit", "30", "--json"])
+    captured = capsys.readouterr()
+    assert stop.value.code == 2
+    assert "no point of the frontier is written as msccl-xml: allgather-s" in captured.err
+    files = [p["file"] for p in json.loads(captured.out)["frontier"]]
+    assert files and all(f.endswith(".json") for f in files)  # the JSON files are there
+    assert not list(tmp_path.rglob("*.xml"))
+
+
 @pytest.mark.parametrize("spec,name", [("dgx1", "allreduce"), ("switch:4", "allgather")])
 def test_the_threadblock_count_build_rules_out_by_arithmetic_is_the_one_it_would_build(
         spec, name):

@@ -6,6 +6,7 @@ import json
 import sys
 import threading
 import time
+from collections import Counter
 
 import click
 
@@ -204,12 +205,13 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     interrupted = result.interrupted
     # replace the earlier files of the steps this search covered; after Ctrl-C, none
     covered = None if interrupted else result.steps_searched
-    failed, paths = None, []
+    failed, paths, refused = None, [], []
     with interrupts_deferred() as caught:  # a second Ctrl-C must not lose the points
         try:
             paths = write_points(result.points, directory, formats, covered, started_ns,
                                  deadline, GRACE_SHARE * time_limit,
-                                 early.intact() if early is not None else None)
+                                 early.intact() if early is not None else None, refused)
+            failed = _none_written(refused, len(result.points))
             if early is not None:  # the early files of points no longer on the frontier
                 early.settle(paths)
             if plots and result.points and not deadline.passed():
@@ -235,9 +237,45 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
         click.echo(json.dumps(summary, indent=1) if as_json else format_table(summary))
         if answer is not None and not as_json:
             click.echo(format_answer(summary["answer"]))
+    _say_refused(refused)
     if failed is not None:
         raise failed
-    return _ending(result, paths, interrupted or bool(caught), name, topo.name, time_limit)
+    return _ending(result, paths, interrupted or bool(caught), name, topo.name, time_limit,
+                   _unloadable(result.points, paths, refused, formats))
+
+
+def _none_written(refused: list[tuple[str, str, str]], points: int) -> BadInput | None:
+    """The exit 2 of a job in which a runtime asked for by --format loads no point of
+    the frontier (the first refusal, as `synth export` says it); None where each
+    format asked for has a file."""
+    for fmt in dict.fromkeys(fmt for fmt, _, _ in refused):
+        mine = [(stem, why) for f, stem, why in refused if f == fmt]
+        if len(mine) == points:
+            return BadInput(f"no point of the frontier is written as {fmt}: {mine[0][0]}: "
+                            f"{mine[0][1]}")
+    return None
+
+
+def _unloadable(points, paths, refused: list[tuple[str, str, str]], formats) -> int:
+    """How many points have no file because no format asked for loads them."""
+    from synth.output import point_stem
+
+    refusals = Counter(stem for _, stem, _ in refused)
+    return sum(path is None and refusals[point_stem(p)] == len(set(formats))
+               for p, path in zip(points, paths))
+
+
+def _say_refused(refused: list[tuple[str, str, str]]) -> None:
+    """One note on stderr per format and reason: the points not written in a format
+    whose runtime does not load them (the table's loads column says so too), written
+    in the others."""
+    reasons: dict[tuple[str, str], list[str]] = {}
+    for fmt, stem, why in refused:
+        reasons.setdefault((fmt, why), []).append(stem)
+    for (fmt, why), stems in reasons.items():
+        click.echo(f"synth: note: not written as {fmt}, which does not load "
+                   f"{'them' if len(stems) > 1 else 'it'}: {', '.join(stems)}: {why}",
+                   err=True)
 
 
 def frontier_within(topo, name: str, root, limits, cost_model: str, time_limit: float,
@@ -272,9 +310,11 @@ def baselines_by(result, collective: str, deadline):
 
 
 def _ending(result, paths, interrupted: bool, name: str, topology: str,
-            time_limit: float) -> int:
+            time_limit: float, unloadable: int = 0) -> int:
     """The last line on stderr and the exit code: interrupted (130), nothing found or
-    nothing written in time (NoAnswer), stopped at the time limit with points kept."""
+    nothing written in time (NoAnswer), stopped at the time limit with points kept.
+    unloadable: points with no file because no format asked for loads them (said
+    already), not for want of time."""
     if interrupted:
         kept = len(result.points)
         click.echo(f"synth: interrupted ({kept} point{'s' * (kept != 1)} kept)", err=True)
@@ -283,7 +323,7 @@ def _ending(result, paths, interrupted: bool, name: str, topology: str,
         why = "; ".join(dict.fromkeys(s.stopped.split(":")[0]
                                       for s in result.searches.values()))
         raise NoAnswer(f"no schedule found for {name} on {topology} ({why})")
-    unwritten = sum(path is None for path in paths)
+    unwritten = sum(path is None for path in paths) - unloadable
     if unwritten == len(result.points):
         raise NoAnswer(f"the time limit ({time_limit:g} s) left no time to write any of the "
                        f"{unwritten} point{'s' * (unwritten != 1)} found")
