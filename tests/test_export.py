@@ -120,6 +120,32 @@ def test_the_memory_a_plans_check_needs_is_its_text_and_its_clocks():
     assert memory_needed(1000, 10, 200) == 14 * 1000 + 2 * 10 * 10 * 2
 
 
+def test_the_memory_an_xmls_check_needs_is_its_text_and_a_clock_per_threadblock_and_dependency():
+    from synth.export.msccl_sim import memory_needed
+
+    # 12 bytes a byte of text; a clock (an entry per threadblock) per threadblock, per
+    # message in flight (one a threadblock) and per step depended on; uint8 up to 255
+    assert memory_needed(1000, 10, 5) == 12 * 1000 + (2 * 10 + 5) * 10 * 1
+    assert memory_needed(1000, 10, 5, most_steps=300) == 12 * 1000 + (2 * 10 + 5) * 10 * 2
+
+
+@pytest.mark.parametrize("spec,name", [("dgx1", "allreduce"), ("dgx1", "allgather")])
+def test_the_xml_checks_memory_estimate_is_not_below_what_it_takes(frontier, spec, name):
+    import tracemalloc
+
+    from synth.export.msccl_sim import memory_needed
+
+    for schedule in frontier(spec, name):
+        text, _ = render(schedule, "msccl-xml", check=False)
+        tracemalloc.start()
+        try:
+            check_msccl_xml(text)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert memory_needed(len(text), text.count("<tb "), text.count('hasdep="1"')) >= peak
+
+
 def test_available_memory_is_read_from_meminfo(tmp_path):
     from synth.memory import available_bytes
 
@@ -131,8 +157,10 @@ def test_available_memory_is_read_from_meminfo(tmp_path):
     assert available_bytes(str(tmp_path / "none")) is None
 
 
-def test_a_plan_whose_check_would_not_fit_in_memory_is_refused_in_one_line(
-        frontier, tmp_path, monkeypatch):
+@pytest.mark.parametrize("fmt,ext,what", [("mscclpp", ".mscclpp.json", "MSCCL++ plan"),
+                                          ("msccl-xml", ".xml", "MSCCL XML")])
+def test_a_file_whose_check_would_not_fit_in_memory_is_refused_in_one_line(
+        frontier, tmp_path, monkeypatch, fmt, ext, what):
     import synth.memory
     from tests.in_process import synth_main
 
@@ -141,13 +169,13 @@ def test_a_plan_whose_check_would_not_fit_in_memory_is_refused_in_one_line(
     monkeypatch.setattr(synth.memory, "available_bytes", lambda: 1 << 20)  # 1 MiB free
     with pytest.raises(BadInput, match=r"would take about .* GiB of memory, and this "
                                        r"machine has 0\.0 GiB free"):
-        render(schedule, "mscclpp")
-    run = synth_main("export", src, "--to", "mscclpp", "-o", tmp_path / "ar.mscclpp.json")
+        render(schedule, fmt)
+    run = synth_main("export", src, "--to", fmt, "-o", tmp_path / f"ar{ext}")
     assert run.returncode == 2 and run.stderr.count("\n") == 1
-    assert "not exported: simulating the MSCCL++ plan" in run.stderr
-    assert not (tmp_path / "ar.mscclpp.json").exists()
+    assert f"not exported: simulating the {what} before writing it" in run.stderr
+    assert not (tmp_path / f"ar{ext}").exists()
     monkeypatch.setattr(synth.memory, "available_bytes", lambda: None)  # not Linux
-    assert render(schedule, "mscclpp")[0]
+    assert render(schedule, fmt)[0]
 
 
 def test_fused_step_types_appear(frontier):

@@ -71,7 +71,7 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
     coll = schedule.collective
     if fmt == "msccl-xml":
         from synth.export.msccl import to_msccl_xml
-        from synth.export.msccl_sim import check_msccl_xml
+        from synth.export.msccl_sim import check_msccl_xml, memory_needed
 
         text = to_msccl_xml(schedule, inplace, name, min_bytes, max_bytes or 0, protocol,
                             program)
@@ -79,6 +79,8 @@ def render(schedule, fmt: str, inplace: bool = False, name: str | None = None,
         _dropped(once)
         if not check:
             return text, f"{coll.name} {mode}"
+        _room_for(memory_needed(len(text), text.count("<tb "), text.count('hasdep="1"')),
+                  "MSCCL XML")
         report = _checked(check_msccl_xml, text, coll.root, "MSCCL XML")
         fused = sum(report["step_types"].get(t, 0) for t in ("rcs", "rrs", "rrcs"))
         return text, (f"{coll.name} {mode}, {report['ranks']} gpus, {report['channels']} "
