@@ -79,7 +79,7 @@ class _Values:
     def fresh(self, rank):
         """A scratch slot of rank not used before."""
         self.scratch[rank] += 1
-        return Slot("s", self.scratch[rank] - 1)
+        return self.lay.interned(Slot("s", self.scratch[rank] - 1))
 
     def new_slot(self, rank, k):
         """Chunk k's output slot on rank, the first time it is asked for; else a fresh

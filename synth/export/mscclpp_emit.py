@@ -176,7 +176,7 @@ class _Ops:
         early = [e for p in runs for e in runs[p][:-1]]
         last = {"pws": [], "pwsf": []}
         for p in runs:
-            reused = any((r, s) in flow.written for s, _ in per_peer[p])
+            reused = any(s in flow.written[r] for s, _ in per_peer[p])
             last["pwsf" if reused else "pws"].append(runs[p][-1])
         if early:
             self.puts("put", early, "port")

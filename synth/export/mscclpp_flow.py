@@ -29,7 +29,7 @@ class _Flow:
     (rank, chunk, dst slot, src slots, first sender), switch operations (chunk, source
     group, destination group, rank d that runs the glres, src slot, out slot)); aligned:
     per step, the local copies (rank, chunk, from, to) before its switch operations;
-    epilogue: the final copies (rank, chunk, from, to); written: (rank, slot) written in
+    epilogue: the final copies (rank, chunk, from, to); written: per rank, its slots written in
     a launch, by the rank or a peer; scratch: the scratch slots per rank. A glres's
     members learn in the next step that it is done, so a switch operation in the last
     step is followed by one step with no moves (its hand-shakes only)."""
@@ -48,7 +48,7 @@ class _Flow:
         if switch.get(len(self.steps) - 1):  # its members learn of it one step later
             self.steps.append(([], [], []))
             self.aligned.append([])
-        self.epilogue = places.final_copies(schedule.collective.post)
+        self.epilogue = places.final_copies(schedule.collective.post_ranges())
         self.scratch, self.written = places.scratch, places.written
         self._by_rank = None
 
@@ -91,12 +91,14 @@ class _Places:
                     self.accessed[r].add(slot)
         self.scratch = defaultdict(int)
         self.since = defaultdict(list)
-        self.written = set()  # (rank, slot) written in a launch, by the rank or a peer
+        # rank -> its slots written in a launch, by the rank or a peer (a set per rank,
+        # not of (rank, slot) pairs: a tree batch's 124,000 pairs took 7 MB)
+        self.written = defaultdict(set)
 
     def fresh(self, rank):
         """A scratch slot of rank not used before in the launch."""
         self.scratch[rank] += 1
-        slot = Slot("s", self.scratch[rank] - 1)
+        slot = self.lay.interned(Slot("s", self.scratch[rank] - 1))
         self.accessed[rank].add(slot)
         return slot
 
@@ -116,7 +118,7 @@ class _Places:
 
     def fresh_all(self, group):
         """One fresh scratch slot, the same index on every member of `group`."""
-        slot = Slot("s", max(self.scratch[m] for m in group))
+        slot = self.lay.interned(Slot("s", max(self.scratch[m] for m in group)))
         for m in group:
             self.scratch[m] = slot.idx + 1
             self.accessed[m].add(slot)
@@ -155,7 +157,7 @@ class _Places:
                 dst = self.fresh(x.dst)
                 arrived[(x.dst, x.chunk)].append((x.src, dst))
             moves.append((x.chunk, x.src, x.dst, src, dst))
-            self.written.add((x.dst, dst))
+            self.written[x.dst].add(dst)
             since.pop((x.dst, dst), None)
         loc.update(moved)
         return moves, arrived
@@ -181,7 +183,7 @@ class _Places:
                     dst, srcs = slots[0], [slots[0], cur, *slots[1:]]
             loc[(d, k)] = dst
             reductions.append((d, k, dst, srcs, got[0][0]))
-            self.written.add((d, dst))
+            self.written[d].add(dst)
             for slot in srcs:
                 since[(d, slot)].append((None, t))
             since.pop((d, dst), None)
@@ -202,7 +204,7 @@ class _Places:
             for m in writers:
                 accessed[m].add(out)
                 loc[(m, k)] = out
-                self.written.add((m, out))
+                self.written[m].add(out)
                 since.pop((m, out), None)
             summed.append((k, readers, writers, d, src, out))
         return summed, aligned
@@ -222,7 +224,7 @@ class _Places:
                 aligned.append((m, k, loc[(m, k)], src))
                 since[(m, loc[(m, k)])].append((None, t))
                 loc[(m, k)] = src
-                self.written.add((m, src))
+                self.written[m].add(src)
                 since.pop((m, src), None)
         return src
 
@@ -249,14 +251,15 @@ class _Places:
         return out
 
     def final_copies(self, post):
-        """(rank, chunk, from, to) of every result in `post` not in its output slot at
+        """(rank, chunk, from, to) of every result in `post` (sorted (rank, first chunk,
+        count) runs: a tree batch's set of pairs took 14 MB) not in its output slot at
         the end, to be copied there."""
         epilogue = []
-        for r, k in sorted(post):
+        for r, k in ((r, k) for r, first, count in post for k in range(first, first + count)):
             out = self.lay.out_slot(r, k)
             if self.loc.get((r, k)) not in (None, out):
                 epilogue.append((r, k, self.loc[(r, k)], out))
-                self.written.add((r, out))
+                self.written[r].add(out)
         return epilogue
 
 
