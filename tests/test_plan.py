@@ -554,6 +554,36 @@ def test_ranges_keep_to_the_32_bit_limit_and_the_sizes_of_a_range_call(tp_allred
                     assert cut_whole(fmt, f["text"], n), (fmt, n, f["min_bytes"])
 
 
+def test_a_workload_size_goes_to_the_faster_of_the_files_and_what_nccl_runs_there():
+    # cost model 2: NCCL's options at full channels are faster than what its tuner runs
+    # at a size (one H100 box, 64 MiB: nvls/Simple's line 267.9 us, NCCL's choice 328.1),
+    # so a 303.9 us file lost the size to NCCL's own until 2026-12-05
+    from synth.export import render
+    from synth.plan.output import runtime_files
+
+    work = parse_workload({"communicators": {"tp": {"per": "box"}}, "collectives": [
+        {"communicator": "tp", "collective": "allreduce", "size": "64MB"}]}, TOPO)
+    (entry,) = make_plan(work, TOPO, Limits(time_limit=20)).entries
+    n = 64 << 20
+    theirs = entry.nccl(n).time_us(n)
+    for fmt in ("msccl-xml", "mscclpp"):
+        runs = []  # the times of the files this runtime loads that run n bytes
+        for c in entry.candidates:
+            try:
+                text = render(c.schedule, fmt, protocol=c.protocol)[0]
+            except BadInput:
+                continue
+            fits = fmt == "msccl-xml" or n <= json.loads(text)["max_message_size"]
+            if cut_whole(fmt, text, n) and fits:
+                runs.append(c.time_us(n))
+        (f,) = [f for f in runtime_files(entry, fmt)
+                if f["min_bytes"] <= n <= (f["max_bytes"] or n)]
+        chosen = theirs if f["candidate"] is None else f["candidate"].time_us(n)
+        assert chosen == pytest.approx(min(runs + [theirs])), fmt
+        if fmt == "mscclpp":  # the case at hand: a plan beats what NCCL runs there
+            assert f["candidate"] is not None and chosen < theirs
+
+
 def cut_whole(fmt, text, n):
     """Whether the allreduce file `text` runs an n-byte message (both buffers n bytes),
     read from the file as docs/runtimes.md says the runtime does (not with

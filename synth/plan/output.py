@@ -126,11 +126,13 @@ def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
     def cuts(c, n):  # NCCL's own takes any size; a file, whole chunks within its limit
         return id(c) not in units or (units[id(c)].cuts(n) and n <= largest.get(id(c), n))
 
-    def fastest(n):
+    def fastest(n):  # a file beats NCCL's own where it beats what NCCL runs at n
         able = [c for c in files if cuts(c, n)]
-        if entry.modelled_nccl or not able:
-            able += own
-        return min(able, key=lambda c: c.time_us(n))
+        mine = min(able, key=lambda c: c.time_us(n)) if able else None
+        if mine is not None and not entry.modelled_nccl:
+            return mine
+        theirs = _nccl_runs(entry, own, n)
+        return mine if mine is not None and mine.time_us(n) < theirs[1] else theirs[0]
 
     pieces = []  # (low, high, candidate), then split where a protected size is uncut
     for span in spans:
@@ -142,9 +144,9 @@ def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
         else:
             pieces.append((span.low, span.high, span.candidate))
     pieces[0] = (0,) + pieces[0][1:]
-    for n in protected_sizes(entry):
+    for n in protected_sizes(entry):  # each workload size to its fastest, exactly
         for k, (low, high, c) in enumerate(pieces):
-            if within_range(low, high, n) and not cuts(c, n):
+            if within_range(low, high, n) and not _same_choice(c, fastest(n), units):
                 pieces[k:k + 1] = [x for x in ((low, n - 1, c), (n, n, fastest(n)),
                                                (n + 1, high, c))
                                    if x[1] is None or x[1] >= x[0]]
@@ -172,6 +174,26 @@ def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
         out.append({"min_bytes": low, "max_bytes": high, "algorithm": c.label,
                     "candidate": c, "unit": units[id(c)], "text": text})
     return out
+
+
+def _nccl_runs(entry: Entry, own: list, n: int):
+    """(NCCL's own option that runs n bytes, its time at n): in cost model 2 its tuner's
+    choice timed exactly at n (Entry.nccl: the channels it launches there), not the
+    option's line at full channels, which is faster than NCCL runs (at 64 MiB on one
+    H100 box nvls/Simple's line said 267.9 us, NCCL's choice 328.1, and the plan gave
+    NCCL a size a 303.9 us file ran faster); else the fastest option at n."""
+    if entry.machine is None or not entry.modelled_nccl:
+        pick = min(own, key=lambda c: c.time_us(n))
+        return pick, pick.time_us(n)
+    runs = entry.nccl(n)
+    label = f"NCCL's own ({runs.label})"
+    return next((c for c in own if c.label == label), own[0]), runs.time_us(n)
+
+
+def _same_choice(c, want, units: dict) -> bool:
+    """Whether a range's candidate `c` is the choice `want`: the same file, or both
+    NCCL's own (whichever option: no file is written for either)."""
+    return c is want or (id(c) not in units and id(want) not in units)
 
 
 def _exported(entry: Entry, fmt: str, deadline: float | None, skipped: list | None
