@@ -67,13 +67,14 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
                  replaces: tuple[int, int] | None = None, started_ns: int | None = None,
                  deadline: Deadline = Deadline(), grace: float = 0.0,
                  already: dict[int, Path] | None = None,
-                 refused: list[tuple[str, str, str]] | None = None) -> list[Path | None]:
+                 missed: list[tuple[str, str, str | None]] | None = None
+                 ) -> list[Path | None]:
     """Write every point in each format (json: STEM.json, msccl-xml: STEM.xml, mscclpp:
     STEM.mscclpp.json). Returns one path per point, in order: its JSON file, else its
     first format's; None where none was written. A point an exporter cannot express
-    raises BadInput after everything else is written, or, given a `refused` list, is
-    added to it as (format, STEM, why) and the rest goes on; a file that cannot be
-    written raises OutputError. The smallest points go first, each file only if the time left
+    raises BadInput after everything else is written, or, given a `missed` list, is
+    added to it as (format, STEM, why) and the rest goes on (why None: a file the time
+    left did not afford); a file that cannot be written raises OutputError. The smallest points go first, each file only if the time left
     affords it at the pace measured so far (WRITE): a file is written whole or not at
     all, and none after the deadline, except the smallest point's first file, which
     may end up to `grace` seconds past it (a job that found points keeps one where
@@ -109,6 +110,8 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
             first = not written and not paths
             if not deadline.affords(WRITE[fmt].seconds(units) - (grace if first else 0)):
                 late = True
+                if missed is not None:
+                    missed.append((fmt, point_stem(p), None))
                 continue
             with WRITE[fmt].timing(units):
                 if fmt == "json":
@@ -117,10 +120,10 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
                 try:
                     text, _ = render(p.schedule, fmt)
                 except BadInput as e:
-                    if refused is None:
+                    if missed is None:
                         failed = failed or f"{point_stem(p)}: {e}"
                     else:
-                        refused.append((fmt, point_stem(p), str(e)))
+                        missed.append((fmt, point_stem(p), str(e)))
                     continue
                 paths[fmt] = write_atomic(path, text, follow_links=False)
         written += paths.values()

@@ -119,3 +119,39 @@ def test_a_runtime_file_slower_than_the_reference_is_not_offered_as_a_load():
     lines = format_answer(answer).splitlines()
     assert lines[2].startswith("  MSCCL++   fastest file b.mscclpp.json: 69.3 us, 1.00 x")
     assert lines[-1].startswith("for 1,048,576 bytes load nothing")
+
+
+def test_a_job_the_time_limit_leaves_no_answer_says_so(tmp_path, monkeypatch, capsys):
+    # the limit spent once the files are written: no answer at the size, and a note
+    # saying why (before 2026-12-05 the answer was left out in silence)
+    import time
+
+    import synth.anytime  # noqa: F401  (its early files keep the real write_points)
+    import synth.deadline
+    import synth.output
+    from synth.cli import main
+
+    write_points = synth.output.write_points
+
+    class Later:  # the clock the deadlines read, an hour on
+        def __getattr__(self, name):
+            return getattr(time, name)
+
+        @staticmethod
+        def monotonic():
+            return time.monotonic() + 3600
+
+    def then_late(*args, **kwargs):
+        paths = write_points(*args, **kwargs)
+        monkeypatch.setattr(synth.deadline, "time", Later())
+        return paths
+
+    monkeypatch.setattr(synth.output, "write_points", then_late)
+    with pytest.raises(SystemExit) as stop:
+        main(["allgather", "--topo", "ring:4", "--size", "1MB", "--time-limit", "30",
+              "--out", str(tmp_path), "--json"])
+    captured = capsys.readouterr()
+    assert stop.value.code == 0
+    assert json.loads(captured.out)["answer"] is None
+    assert ("synth: note: no answer for 1048576 bytes: the time limit (30 s) was spent "
+            "before it; a longer --time-limit gives one") in captured.err.splitlines()

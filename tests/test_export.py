@@ -11,6 +11,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -903,6 +904,30 @@ def test_a_point_one_format_cannot_express_is_written_in_the_others(tmp_path):
         if p["loads"] in ("both", "MSCCL++"):
             check_mscclpp_plan(json.loads((folder / f"{stem}.mscclpp.json").read_text()))
     assert any("switch operations" in n for n in notes) and "time limit" not in run.stderr
+
+
+def test_files_the_time_left_does_not_afford_are_named_not_refused(
+        tmp_path, monkeypatch, capsys):
+    # every MSCCL++ plan paced past the limit: the JSON files are written, the plans
+    # are named as not written in the last line, and that is no refusal (exit 0)
+    from synth.cli import main
+    from synth.construct.paced import WRITE
+
+    monkeypatch.setattr(WRITE["mscclpp"], "seconds", lambda units: 1e9)
+    with pytest.raises(SystemExit) as stop:
+        main(["allgather", "--topo", "ring:4", "--out", str(tmp_path), "--format",
+              "json,mscclpp", "--time-limit", "30", "--json"])
+    captured = capsys.readouterr()
+    assert stop.value.code == 0
+    stems = [Path(p["file"]).name.removesuffix(".json")
+             for p in json.loads(captured.out)["frontier"]]
+    last = captured.err.splitlines()[-1]
+    assert last.startswith("synth: cut short by the time limit (30 s) at ")
+    said, named = last.split(": ")[-1].split(" (")
+    assert said == f"{len(stems)} points kept, {len(stems)} of their files not written"
+    assert sorted(named.rstrip(")").split(", ")) == sorted(s + ".mscclpp.json"
+                                                           for s in stems)
+    assert not list(tmp_path.rglob("*.mscclpp.json")) and "note:" not in captured.err
 
 
 def test_a_format_no_point_loads_is_exit_2_after_the_rest_is_written(

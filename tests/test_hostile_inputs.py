@@ -451,6 +451,10 @@ def test_encoding_stops_at_the_time_limit_and_says_undecided():
 
 
 def test_ctrl_c_while_the_files_are_written_waits_for_them(tmp_path, monkeypatch, capsys):
+    # imported first, synth.anytime keeps the real write_points for its early files: a
+    # first import under the patch bound every later job of this process to Ctrl-C
+    import synth.anytime  # noqa: F401
+
     write_points = synth.output.write_points
 
     def interrupted_midway(points, *args, **kwargs):

@@ -205,13 +205,13 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     interrupted = result.interrupted
     # replace the earlier files of the steps this search covered; after Ctrl-C, none
     covered = None if interrupted else result.steps_searched
-    failed, paths, refused = None, [], []
+    failed, paths, missed = None, [], []
     with interrupts_deferred() as caught:  # a second Ctrl-C must not lose the points
         try:
             paths = write_points(result.points, directory, formats, covered, started_ns,
                                  deadline, GRACE_SHARE * time_limit,
-                                 early.intact() if early is not None else None, refused)
-            failed = _none_written(refused, len(result.points))
+                                 early.intact() if early is not None else None, missed)
+            failed = _none_written(missed, len(result.points))
             if early is not None:  # the early files of points no longer on the frontier
                 early.settle(paths)
             if plots and result.points and not deadline.passed():
@@ -226,28 +226,28 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
         if topo.healthy is not None:  # a degraded machine: its distance to the healthy one
             summary["degraded"] = degraded_summary(topo, name, result.root, result.bounds,
                                                    deadline)
-        answer = None
-        timed = [p for p in result.points if result.lines is None or id(p.schedule)
-                 in result.lines]
-        if nbytes is not None and timed and failed is None and not deadline.passed():
-            from synth.answer import answer_at, format_answer, write_answer
-
-            answer = answer_at(replace(result, points=timed), nbytes, deadline)
-            summary["answer"] = write_answer(answer, directory)
+        if nbytes is not None:
+            summary["answer"] = _answer(result, nbytes, deadline, directory, failed)
         click.echo(json.dumps(summary, indent=1) if as_json else format_table(summary))
-        if answer is not None and not as_json:
+        if summary.get("answer") is not None and not as_json:
+            from synth.answer import format_answer
+
             click.echo(format_answer(summary["answer"]))
-    _say_refused(refused)
+    if nbytes is not None and summary.get("answer") is None:
+        _say_unanswered(nbytes, time_limit, failed is not None, result)
+    _say_refused(missed)
     if failed is not None:
         raise failed
     return _ending(result, paths, interrupted or bool(caught), name, topo.name, time_limit,
-                   _unloadable(result.points, paths, refused, formats))
+                   *_files_missed(result.points, paths, missed, formats))
 
 
-def _none_written(refused: list[tuple[str, str, str]], points: int) -> BadInput | None:
+def _none_written(missed: list[tuple[str, str, str | None]], points: int
+                  ) -> BadInput | None:
     """The exit 2 of a job in which a runtime asked for by --format loads no point of
     the frontier (the first refusal, as `synth export` says it); None where each
-    format asked for has a file."""
+    format asked for has a file or ran out of time."""
+    refused = [(fmt, stem, why) for fmt, stem, why in missed if why is not None]
     for fmt in dict.fromkeys(fmt for fmt, _, _ in refused):
         mine = [(stem, why) for f, stem, why in refused if f == fmt]
         if len(mine) == points:
@@ -256,22 +256,59 @@ def _none_written(refused: list[tuple[str, str, str]], points: int) -> BadInput 
     return None
 
 
-def _unloadable(points, paths, refused: list[tuple[str, str, str]], formats) -> int:
-    """How many points have no file because no format asked for loads them."""
+def _files_missed(points, paths, missed: list[tuple[str, str, str | None]], formats
+                  ) -> tuple[int, list[str]]:
+    """(how many points have no file because no format asked for loads them, the names
+    of the files the time left did not afford, of points that have another file)."""
+    from synth.export import EXTENSIONS
     from synth.output import point_stem
 
-    refusals = Counter(stem for _, stem, _ in refused)
-    return sum(path is None and refusals[point_stem(p)] == len(set(formats))
-               for p, path in zip(points, paths))
+    refusals = Counter(stem for _, stem, why in missed if why is not None)
+    unloadable = sum(path is None and refusals[point_stem(p)] == len(set(formats))
+                     for p, path in zip(points, paths))
+    kept = {point_stem(p) for p, path in zip(points, paths) if path is not None}
+    late = [stem + EXTENSIONS[fmt] for fmt, stem, why in missed
+            if why is None and stem in kept]
+    return unloadable, late
 
 
-def _say_refused(refused: list[tuple[str, str, str]]) -> None:
+def _timed(result) -> list:
+    """The points cost model 2 timed (all, in the line-rate model)."""
+    return [p for p in result.points if result.lines is None or id(p.schedule)
+            in result.lines]
+
+
+def _answer(result, nbytes: int, deadline, directory, failed) -> dict | None:
+    """--size's answer (synth.answer), written beside the points; None where the files
+    failed or the deadline passed first."""
+    from dataclasses import replace
+
+    timed = _timed(result)
+    if not timed or failed is not None or deadline.passed():
+        return None
+    from synth.answer import answer_at, write_answer
+
+    return write_answer(answer_at(replace(result, points=timed), nbytes, deadline),
+                        directory)
+
+
+def _say_unanswered(nbytes: int, time_limit: float, failed: bool, result) -> None:
+    """The note of a job given --size that gives no answer there, and why."""
+    why = ("the files could not all be written" if failed else
+           f"the time limit ({time_limit:g} s) was spent before it" if _timed(result) else
+           "no point was timed in cost model 2 within the time limit")
+    click.echo(f"synth: note: no answer for {nbytes} bytes: {why}"
+               + ("" if failed else "; a longer --time-limit gives one"), err=True)
+
+
+def _say_refused(missed: list[tuple[str, str, str | None]]) -> None:
     """One note on stderr per format and reason: the points not written in a format
     whose runtime does not load them (the table's loads column says so too), written
     in the others."""
     reasons: dict[tuple[str, str], list[str]] = {}
-    for fmt, stem, why in refused:
-        reasons.setdefault((fmt, why), []).append(stem)
+    for fmt, stem, why in missed:
+        if why is not None:
+            reasons.setdefault((fmt, why), []).append(stem)
     for (fmt, why), stems in reasons.items():
         click.echo(f"synth: note: not written as {fmt}, which does not load "
                    f"{'them' if len(stems) > 1 else 'it'}: {', '.join(stems)}: {why}",
@@ -310,11 +347,12 @@ def baselines_by(result, collective: str, deadline):
 
 
 def _ending(result, paths, interrupted: bool, name: str, topology: str,
-            time_limit: float, unloadable: int = 0) -> int:
+            time_limit: float, unloadable: int = 0, late: list[str] = ()) -> int:
     """The last line on stderr and the exit code: interrupted (130), nothing found or
     nothing written in time (NoAnswer), stopped at the time limit with points kept.
     unloadable: points with no file because no format asked for loads them (said
-    already), not for want of time."""
+    already), not for want of time; late: the files of kept points not written for
+    want of time."""
     if interrupted:
         kept = len(result.points)
         click.echo(f"synth: interrupted ({kept} point{'s' * (kept != 1)} kept)", err=True)
@@ -327,7 +365,7 @@ def _ending(result, paths, interrupted: bool, name: str, topology: str,
     if unwritten == len(result.points):
         raise NoAnswer(f"the time limit ({time_limit:g} s) left no time to write any of the "
                        f"{unwritten} point{'s' * (unwritten != 1)} found")
-    if result.out_of_time or unwritten:
+    if result.out_of_time or unwritten or late:
         kept = len(result.points) - unwritten
         # points whose timing in cost model 2 would not fit (the job may end long
         # before the limit: say what the limit cost, not only that it was reached)
@@ -338,9 +376,17 @@ def _ending(result, paths, interrupted: bool, name: str, topology: str,
         click.echo(f"synth: {_limit_said(time_limit, timed_out(result.searches))}: {kept} "
                    f"point{'s' * (kept != 1)} kept"
                    + (f", {unwritten} not written" if unwritten else "")
+                   + (f", {len(late)} of their files not written ({_listed(late)})"
+                      if late else "")
                    + (f", {untimed} not timed in cost model 2 (it would not fit)"
                       if untimed else ""), err=True)
     return 0
+
+
+def _listed(names: list[str], most: int = 4) -> str:
+    """Up to `most` names, and how many more."""
+    more = len(names) - most
+    return ", ".join(names[:most]) + (f" and {more} more" if more > 0 else "")
 
 
 def _limit_said(time_limit: float, searches_stopped: bool) -> str:
