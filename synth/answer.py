@@ -40,12 +40,16 @@ LINE_RATE_NOTE = ("NCCL-style ring or tree in the line-rate model, a stand-in fo
                   "own choice (--model calibrated predicts that)")
 
 
+UNCUT = "its chunking does not cut {:,} bytes whole"  # a file that loads, not this size
+
+
 @dataclass
 class Loadable:
-    point: Point | None  # None: no point of the TRIES fastest loads
+    point: Point | None  # None: no point tried loads and cuts the size
     us: float = 0.0
     text: str = ""  # the runtime file
     why_not: list[str] = field(default_factory=list)  # of the points tried before it
+    uncut: list[int] = field(default_factory=list)  # id(point) of those loaded, not cut
 
 
 @dataclass
@@ -122,7 +126,8 @@ def _loadable(timed: list[Point], fmt: str, nbytes: int, time_of,
             found.why_not.append(str(e))
             continue
         if not unit_of(fmt, text).cuts(nbytes):
-            found.why_not.append(f"its chunking does not cut {nbytes:,} bytes whole")
+            found.why_not.append(UNCUT.format(nbytes))
+            found.uncut.append(id(p))
             continue
         found.point, found.text, found.us = p, text, us
         return found
@@ -145,9 +150,11 @@ def write_answer(answer: Answer, directory: Path) -> dict:
                          if answer.reference_us == answer.reference_us else None)
         runtimes[fmt] = entry
     loads = [fmt for fmt, f in answer.runtimes.items() if f.point is answer.fastest]
+    uncut = [fmt for fmt, f in answer.runtimes.items() if id(answer.fastest) in f.uncut]
     return {"bytes": answer.nbytes, "fastest": point_stem(answer.fastest),
             "fastest_method": method_of(answer.fastest),
             "fastest_us": round(answer.fastest_us, 3), "fastest_loads_in": loads,
+            "fastest_uncut_in": uncut,
             "runtimes": runtimes, "reference": answer.reference,
             "reference_us": round(answer.reference_us, 3), "reference_is": answer.reference_is,
             "choice": _choice(runtimes, answer.reference_us)}
@@ -165,11 +172,9 @@ def _choice(runtimes: dict, reference_us: float) -> dict:
 
 def format_answer(a: dict) -> str:
     """The --size answer as lines under the table."""
-    where = ", ".join(a["runtimes"][f]["runtime"] for f in a["fastest_loads_in"]) or \
-        "neither runtime"
     lines = [f"at {a['bytes']:,} bytes, in the model: the fastest point is "
-             f"{a['fastest']} ({a['fastest_method']}), {a['fastest_us']:.1f} us; it loads "
-             f"in {where}"]
+             f"{a['fastest']} ({a['fastest_method']}), {a['fastest_us']:.1f} us; "
+             f"{_fastest_runs_in(a)}"]
     for r in a["runtimes"].values():
         if r["file"]:
             # rounded down: a speed-up is never shown larger than it is
@@ -182,10 +187,8 @@ def format_answer(a: dict) -> str:
             lines.append(f"  {r['runtime']:<9} {verb} {r['file']}: {r['us']:.1f} us"
                          f"{ratio}{tail}")
         else:
-            first = r["not_loadable"][0] if r["not_loadable"] else "no point"
-            lines.append(f"  {r['runtime']:<9} none of the {len(r['not_loadable'])} fastest "
-                         f"points tried loads, so NCCL's own algorithm runs this size (the "
-                         f"fastest: {_cut_words(first)})")
+            lines.append(f"  {r['runtime']:<9} {_no_file(r['not_loadable'], a['bytes'])}, "
+                         f"so NCCL's own algorithm runs this size")
     lines.append(f"  reference {a['reference']}: {a['reference_us']:.1f} us "
                  f"({a['reference_is']})")
     return "\n".join(lines + [choice_line(a)])
@@ -195,6 +198,9 @@ def choice_line(a: dict) -> str:
     """The answer's last line: what to load at the size, its predicted time, and the
     reference's (NCCL's own choice in cost model 2) with its algorithm."""
     c, ref = a["choice"], f"{a['reference']} at {a['reference_us']:.1f} us"
+    if c["file"] is None and not any(r["file"] for r in a["runtimes"].values()):
+        return (f"for {a['bytes']:,} bytes load nothing: no file a runtime loads runs "
+                f"this size, so {ref} runs it")
     if c["file"] is None:
         return (f"for {a['bytes']:,} bytes load nothing: {ref} is at least as fast as "
                 "every file a runtime loads here")
@@ -202,6 +208,31 @@ def choice_line(a: dict) -> str:
              if a["reference_us"] == a["reference_us"] else "")
     return (f"for {a['bytes']:,} bytes load {c['file']} ({RUNTIME_NAMES[c['runtime']]}): "
             f"{c['us']:.1f} us predicted, against {ref}{ratio}")
+
+
+def _fastest_runs_in(a: dict) -> str:
+    """Whether the runtimes run the fastest point at the size: it loads (and cuts the
+    size), it loads but its chunking does not cut the size, or neither runs it."""
+    def named(formats):
+        return ", ".join(a["runtimes"][f]["runtime"] for f in formats)
+    loads, uncut = a["fastest_loads_in"], a.get("fastest_uncut_in", [])
+    whole = f"its chunking does not cut {a['bytes']:,} bytes whole"
+    if loads and uncut:
+        return f"it loads in {named(loads)}; in {named(uncut)} {whole}"
+    if uncut:
+        return f"it loads in {named(uncut)}, but {whole}"
+    return f"it loads in {named(loads)}" if loads else "neither runtime runs it at this size"
+
+
+def _no_file(why_not: list[str], nbytes: int) -> str:
+    """Why a runtime has no file at the size: what the points tried said."""
+    if not why_not:
+        return "no point tried (the time limit came first)"
+    uncut = sum(why == UNCUT.format(nbytes) for why in why_not)
+    other = [why for why in why_not if why != UNCUT.format(nbytes)]
+    parts = ([f"{uncut} load but do not cut {nbytes:,} bytes whole"] if uncut else []) + \
+        ([f"{len(other)} not loaded ({_cut_words(other[0])})"] if other else [])
+    return f"none of the {len(why_not)} fastest points tried runs it: {'; '.join(parts)}"
 
 
 def _cut_words(text: str, width: int = 110) -> str:

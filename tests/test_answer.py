@@ -121,6 +121,34 @@ def test_a_runtime_file_slower_than_the_reference_is_not_offered_as_a_load():
     assert lines[-1].startswith("for 1,048,576 bytes load nothing")
 
 
+def test_a_point_a_runtime_loads_but_cannot_cut_the_size_is_not_called_unloaded():
+    # gb200nvl72 at 16 MiB: NVLS points loaded by MSCCL++ in 144 chunks, none of which
+    # cuts 2^24 bytes; the answer said "loads in neither runtime" and "at least as fast
+    # as every file a runtime loads here" though no file ran the size
+    uncut = "its chunking does not cut 16,777,216 bytes whole"
+    refused = "the schedule has switch operations"
+    answer = {"bytes": 16 * MIB, "fastest": "allreduce-s3-r12-c144",
+              "fastest_method": "in-network", "fastest_us": 65.9,
+              "fastest_loads_in": [], "fastest_uncut_in": ["mscclpp"],
+              "reference": "NCCL nvls/Simple", "reference_us": 80.4,
+              "reference_is": "NCCL's own choice",
+              "runtimes": {"msccl-xml": {"runtime": "MSCCL XML", "file": None, "us": None,
+                                         "not_loadable": [uncut, refused, refused]},
+                           "mscclpp": {"runtime": "MSCCL++", "file": None, "us": None,
+                                       "not_loadable": []}},
+              "choice": {"runtime": None, "file": None, "us": 80.4}}
+    lines = format_answer(answer).splitlines()
+    assert lines[0].endswith("65.9 us; it loads in MSCCL++, but its chunking does not "
+                             "cut 16,777,216 bytes whole")
+    assert lines[1] == ("  MSCCL XML none of the 3 fastest points tried runs it: 1 load but "
+                        "do not cut 16,777,216 bytes whole; 2 not loaded (the schedule has "
+                        "switch operations), so NCCL's own algorithm runs this size")
+    assert lines[2] == ("  MSCCL++   no point tried (the time limit came first), so "
+                        "NCCL's own algorithm runs this size")
+    assert lines[-1] == ("for 16,777,216 bytes load nothing: no file a runtime loads runs "
+                         "this size, so NCCL nvls/Simple at 80.4 us runs it")
+
+
 def test_a_job_the_time_limit_leaves_no_answer_says_so(tmp_path, monkeypatch, capsys):
     # the limit spent once the files are written: no answer at the size, and a note
     # saying why (before 2026-12-05 the answer was left out in silence)

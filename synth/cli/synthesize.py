@@ -235,7 +235,7 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
             click.echo(format_answer(summary["answer"]))
     if nbytes is not None and summary.get("answer") is None:
         _say_unanswered(nbytes, time_limit, failed is not None, result)
-    _say_refused(missed)
+    _say_refused(missed, getattr(failed, "format", None))
     if failed is not None:
         raise failed
     return _ending(result, paths, interrupted or bool(caught), name, topo.name, time_limit,
@@ -251,8 +251,10 @@ def _none_written(missed: list[tuple[str, str, str | None]], points: int
     for fmt in dict.fromkeys(fmt for fmt, _, _ in refused):
         mine = [(stem, why) for f, stem, why in refused if f == fmt]
         if len(mine) == points:
-            return BadInput(f"no point of the frontier is written as {fmt}: {mine[0][0]}: "
-                            f"{mine[0][1]}")
+            error = BadInput(f"no point of the frontier is written as {fmt}: "
+                             f"{mine[0][0]}: {mine[0][1]}")
+            error.format = fmt  # its notes would repeat it
+            return error
     return None
 
 
@@ -301,17 +303,17 @@ def _say_unanswered(nbytes: int, time_limit: float, failed: bool, result) -> Non
                + ("" if failed else "; a longer --time-limit gives one"), err=True)
 
 
-def _say_refused(missed: list[tuple[str, str, str | None]]) -> None:
-    """One note on stderr per format and reason: the points not written in a format
-    whose runtime does not load them (the table's loads column says so too), written
-    in the others."""
+def _say_refused(missed: list[tuple[str, str, str | None]], refused_all: str | None
+                 ) -> None:
+    """One note on stderr per format and reason: the points a format's exporter
+    refused (mostly a runtime that does not load them: the table's loads column), written
+    in the others; not for `refused_all`, the format whose refusals end the job."""
     reasons: dict[tuple[str, str], list[str]] = {}
     for fmt, stem, why in missed:
-        if why is not None:
+        if why is not None and fmt != refused_all:  # that one is the error line
             reasons.setdefault((fmt, why), []).append(stem)
     for (fmt, why), stems in reasons.items():
-        click.echo(f"synth: note: not written as {fmt}, which does not load "
-                   f"{'them' if len(stems) > 1 else 'it'}: {', '.join(stems)}: {why}",
+        click.echo(f"synth: note: not written as {fmt}: {', '.join(stems)}: {why}",
                    err=True)
 
 
@@ -362,9 +364,11 @@ def _ending(result, paths, interrupted: bool, name: str, topology: str,
                                       for s in result.searches.values()))
         raise NoAnswer(f"no schedule found for {name} on {topology} ({why})")
     unwritten = sum(path is None for path in paths) - unloadable
-    if unwritten == len(result.points):
+    if all(path is None for path in paths):  # the time limit, and maybe refusals
+        found = len(result.points)
         raise NoAnswer(f"the time limit ({time_limit:g} s) left no time to write any of the "
-                       f"{unwritten} point{'s' * (unwritten != 1)} found")
+                       f"{found} point{'s' * (found != 1)} found"
+                       + (f" ({unloadable} refused by every format)" if unloadable else ""))
     if result.out_of_time or unwritten or late:
         kept = len(result.points) - unwritten
         # points whose timing in cost model 2 would not fit (the job may end long

@@ -286,7 +286,9 @@ def _step(st, i, where, send, recv, size):
     return out
 
 
-PER_TEXT_BYTE = 12  # the parsed tree and step records: 6.8-10.7 bytes a byte measured
+# the parsed tree and step records: 6.8-12 bytes a byte measured by tracemalloc, which
+# leaves out the allocator's own; 16 keeps a margin over both
+PER_TEXT_BYTE = 16
 
 
 def memory_needed(text_bytes: int, threadblocks: int, depended: int, most_steps: int = 64
@@ -296,7 +298,8 @@ def memory_needed(text_bytes: int, threadblocks: int, depended: int, most_steps:
     the parsed text, and a vector clock (an entry per threadblock) per threadblock, per
     message in flight (at most one per connection, about one per threadblock) and per
     step depended on. dgxh100x16's allreduce (7.3 MB, 2,816 threadblocks, 18,168 steps
-    depended on): about 152 MB, where the check took 107."""
+    depended on): about 181 MB, where the check took 107; switch:64's alltoall (1.2
+    MB, 4,032 threadblocks): 51 MB, where it took 38, 32 of the 51 its clocks."""
     width = numpy.dtype(clock_type(most_steps + 1)).itemsize
     return PER_TEXT_BYTE * text_bytes + (2 * threadblocks + depended) * threadblocks * width
 
