@@ -84,12 +84,13 @@ def test_malformed_documents(change, message):
 
 
 @pytest.mark.parametrize("text, nbytes", [("1KB", 1024), ("64MB", 64 << 20), ("1G", 1 << 30),
-                                          ("512", 512)])
+                                          ("512", 512), ("256MiB", 256 << 20),
+                                          ("1.5KiB", 1536), ("3gib", 3 << 30)])
 def test_parse_size(text, nbytes):
     assert parse_size(text) == nbytes
 
 
-@pytest.mark.parametrize("text", ["0", "-1MB", "lots", "1TB"])
+@pytest.mark.parametrize("text", ["0", "-1MB", "lots", "1TB", "64IB", "1TiB"])
 def test_bad_sizes(text):
     with pytest.raises(BadInput):
         parse_size(text)

@@ -79,11 +79,12 @@ def parse_size(text: str, bound: bool = False) -> int:
     """'64MB' -> 67108864 bytes. Units are binary, as nccl-tests' -b/-e flags are.
     bound: a limit on sizes (export's --min-bytes, --max-bytes), not a message: 0 is
     allowed and there is no upper end (the exporter says what its runtime holds)."""
-    m = re.fullmatch(r"\s*(\d{1,20}(?:\.\d{1,20})?)\s*([KMG]?B?)\s*", text.upper())
+    # KiB, MiB and GiB too: the same binary units by their IEC names (64MiB = 64MB here)
+    m = re.fullmatch(r"\s*(\d{1,20}(?:\.\d{1,20})?)\s*((?:[KMG]I?)?B?)\s*", text.upper())
     if not m:
         raise BadInput(f"size {quote(text)}: expected a number with an optional unit (KB, "
-                       "MB, GB)")
-    number, scale = m.group(1), SIZE_UNITS[m.group(2)]
+                       "MB, GB, or KiB, MiB, GiB: both binary)")
+    number, scale = m.group(1), SIZE_UNITS[m.group(2).replace("I", "")]
     exact = Fraction(number) * scale  # exactly: 1.5KB is 1536 bytes
     if exact.denominator != 1:  # 1.5B was taken as 1 byte without a word
         raise BadInput(f"size {quote(text)}: {float(exact):g} bytes is not a whole number "
