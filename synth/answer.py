@@ -109,6 +109,12 @@ def reference_at(result: Result, nbytes: int) -> tuple[str, float, str]:
     refs = reference_of(result.collective, result.model, result.root)
     if not refs:
         return "none applies", float("nan"), LINE_RATE_NOTE
+    if result.cost_model == "calibrated":  # gather, scatter: no NCCL collective
+        time_of = timer(result, nbytes)  # timed as the points are, not line-rate
+        best = min(refs, key=lambda c: time_of(c.schedule)[0])
+        return (best.label, time_of(best.schedule)[0],
+                f"NCCL has no {result.collective} of its own: nccl-tests runs it as "
+                f"grouped sends, which this baseline stands in for, in cost model 2")
     best = min(refs, key=lambda c: c.time_us(nbytes))
     return best.label, best.time_us(nbytes), LINE_RATE_NOTE
 
@@ -230,7 +236,9 @@ def _no_file(why_not: list[str], nbytes: int) -> str:
         return "no point tried (the time limit came first)"
     uncut = sum(why == UNCUT.format(nbytes) for why in why_not)
     other = [why for why in why_not if why != UNCUT.format(nbytes)]
-    parts = ([f"{uncut} load but do not cut {nbytes:,} bytes whole"] if uncut else []) + \
+    one = uncut == 1
+    parts = ([f"{uncut} load{'s' * one} but {'does' if one else 'do'} not cut {nbytes:,} "
+              f"bytes whole"] if uncut else []) + \
         ([f"{len(other)} not loaded ({_cut_words(other[0])})"] if other else [])
     return f"none of the {len(why_not)} fastest points tried runs it: {'; '.join(parts)}"
 

@@ -140,8 +140,8 @@ def test_a_point_a_runtime_loads_but_cannot_cut_the_size_is_not_called_unloaded(
     lines = format_answer(answer).splitlines()
     assert lines[0].endswith("65.9 us; it loads in MSCCL++, but its chunking does not "
                              "cut 16,777,216 bytes whole")
-    assert lines[1] == ("  MSCCL XML none of the 3 fastest points tried runs it: 1 load but "
-                        "do not cut 16,777,216 bytes whole; 2 not loaded (the schedule has "
+    assert lines[1] == ("  MSCCL XML none of the 3 fastest points tried runs it: 1 loads but "
+                        "does not cut 16,777,216 bytes whole; 2 not loaded (the schedule has "
                         "switch operations), so NCCL's own algorithm runs this size")
     assert lines[2] == ("  MSCCL++   no point tried (the time limit came first), so "
                         "NCCL's own algorithm runs this size")
@@ -183,3 +183,19 @@ def test_a_job_the_time_limit_leaves_no_answer_says_so(tmp_path, monkeypatch, ca
     assert json.loads(captured.out)["answer"] is None
     assert ("synth: note: no answer for 1048576 bytes: the time limit (30 s) was spent "
             "before it; a longer --time-limit gives one") in captured.err.splitlines()
+
+
+def test_gathers_reference_is_timed_in_the_model_its_points_are(tmp_path):
+    # NCCL has no gather: the direct baseline stands in, timed in cost model 2 as the
+    # points are (it was the line-rate model's, 2.4 us against the points' 10.3 on
+    # dgxh100, beside a note saying to use the model already in use)
+    run = synth_cli("gather", "--topo", "switch:4", "--size", "1KB", "--time-limit", "30",
+                    "--out", str(tmp_path), "--json")
+    assert run.returncode == 0, run.stderr
+    answer = json.loads(run.stdout)["answer"]
+    assert answer["reference"] == "direct" and "cost model 2" in answer["reference_is"]
+    compare = synth_cli("compare", "gather", "--topo", "switch:4", "--sizes", "1KB",
+                        "--time-limit", "30")
+    row = next(line.split() for line in compare.stdout.splitlines()
+               if line.startswith("direct "))
+    assert compare.returncode == 0 and f"{answer['reference_us']:.1f}" == row[3]
