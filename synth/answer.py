@@ -102,9 +102,12 @@ def reference_at(result: Result, nbytes: int) -> tuple[str, float, str]:
         from synth.predict.nccl import COLLECTIVES, NCCL_VERSION, choose
 
         if result.collective in COLLECTIVES:
-            c = choose(machine_of(result.topology), result.collective, nbytes)
+            m = machine_of(result.topology)
+            c = choose(m, result.collective, nbytes)
+            rccl = (", standing in for RCCL's (docs/cost-model.md, \"AMD GPUs\")"
+                    if m.figures.library == "rccl" else "")
             return (f"NCCL {c.name}", c.predicted_us,
-                    f"NCCL {NCCL_VERSION}'s own choice at this size, in cost model 2 "
+                    f"NCCL {NCCL_VERSION}'s own choice at this size{rccl}, in cost model 2 "
                     f"({c.reason})")
     refs = reference_of(result.collective, result.model, result.root)
     if not refs:

@@ -58,9 +58,11 @@ def nccl_choices(topo, collective: str, sizes: list[int]) -> dict:
     return {format_size(n): choose(m, collective, n) for n in sizes}
 
 
-def comparison(rows: list[Row], b: Bounds, sizes: list[int], nccl: dict | None = None) -> dict:
+def comparison(rows: list[Row], b: Bounds, sizes: list[int], nccl: dict | None = None,
+               said: str = f"NCCL {NCCL_VERSION} as it runs there") -> dict:
     """The machine-readable comparison: per row its costs, per size the winner, and in
-    cost model 2 NCCL's choice and the winner's speed-up over it (rounded down)."""
+    cost model 2 NCCL's choice and the winner's speed-up over it (rounded down), `said`
+    naming it (synth.predict.nccl.as_it_runs)."""
     out_rows = []
     for row in rows:
         out_rows.append({
@@ -83,7 +85,7 @@ def comparison(rows: list[Row], b: Bounds, sizes: list[int], nccl: dict | None =
                                        "speedup": math.floor(c.predicted_us / best.time_us(n)
                                                              * 100) / 100}
     return {"cost_model": "calibrated" if rows and rows[0].lines else "line-rate",
-            "nccl": against, "bounds": {"steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
+            "nccl": against, "nccl_said": said, "bounds": {"steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
                        "us_per_mb": b.us_per_mb, "latency_us": b.latency_us}
             | ({"without_in_network": str(b.without_in_network)}
                if b.without_in_network is not None else {}),
@@ -110,7 +112,7 @@ def format_comparison(title: str, data: dict, sizes: list[int]) -> str:
                  f"({b['us_per_mb']:.3f} us/MB)")
     lines.append("fastest: " + ", ".join(f"{l} {data['winners'][l]}" for l in labels))
     if data["nccl"]:
-        lines.append(f"NCCL {NCCL_VERSION} as it runs there (cost model 2):")
+        lines.append(f"{data['nccl_said']} (cost model 2):")
         for label in labels:
             v = data["nccl"][label]
             lines.append(f"  {label}: {v['nccl_runs']} {v['nccl_us']:.1f} us; the fastest "

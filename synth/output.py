@@ -226,7 +226,7 @@ def model_summary(result: Result) -> dict:
     if result.cost_model != "calibrated":
         return {"name": "line-rate"}
     from synth.predict.machine import machine_of
-    from synth.predict.nccl import COLLECTIVES, NCCL_VERSION, choose
+    from synth.predict.nccl import COLLECTIVES, NCCL_VERSION, as_it_runs, choose
 
     m = machine_of(result.topology)
     nccl = {}
@@ -235,7 +235,8 @@ def model_summary(result: Result) -> dict:
             c = choose(m, result.collective, n)
             nccl[format_size(n)] = {"us": round(c.predicted_us, 3), "runs": c.name}
     return {"name": "calibrated", "figures": m.figures.source, "arch": m.arch,
-            "nccl_version": NCCL_VERSION, "nccl": nccl,
+            "nccl_version": NCCL_VERSION, "nccl": nccl, "library": m.figures.library,
+            "nccl_said": as_it_runs(m.figures),
             "left_out": [f"S{p.steps} R{p.rounds} C{p.chunks}" for p in result.left_out]}
 
 
@@ -361,7 +362,7 @@ def model_lines(model: dict) -> list[str]:
     out = [f"costs: latency us and us/MB in the line-rate model (bounds and proofs); the "
            f"times at sizes in cost model 2 ({model['arch']}, figures: {model['figures']})"]
     if model["nccl"]:
-        out.append(f"NCCL {model['nccl_version']} as it runs there: " + ", ".join(
+        out.append(f"{model['nccl_said']}: " + ", ".join(
             f"{label} {v['us']:.1f} us ({v['runs']})" for label, v in model["nccl"].items()))
     if model["left_out"]:
         out.append(f"left out, never the fastest at any size in cost model 2: "

@@ -739,6 +739,7 @@ def test_an_mi300x_dump_has_the_structure_and_figures_of_the_builtin_mi300x():
     # cost model 2: the built-in's stand-in (Hopper's tables, 48 of 64 GB/s counted)
     assert mine.figures == builtin.figures
     assert (mine.figures.arch, mine.figures.nvlink) == ("hopper", 0.75)
+    assert mine.figures.library == "rccl"  # RCCL runs there; NCCL's tables stand in
     assert "8 GPUs (gfx942, MI300X (CDNA 3))" in mine.description
     assert any(a.startswith("xGMI joins every GPU") for a in mine.assumptions)
 

@@ -19,6 +19,7 @@ from synth.predict.nccl import (achieved_rates, channel_share, choose, model_us,
                                 options, predicted_us)
 from synth.predict.nccl_fill import nvls_channels, nvls_chunk, nvls_tree_chunk
 from synth.topology.catalog import resolve
+from tests.test_reliability import synth_cli
 
 GB = 1 << 30
 
@@ -333,6 +334,20 @@ def test_costs_section_overrides_the_architectures_defaults_and_refuses_typos():
     efa = figures_from_dict({"arch": "hopper", "net": "efa"})
     assert (efa.net, efa.net_us, efa.source) == ("efa", 20.0, "the topology file")
     assert figures_from_dict({"net": "roce", "net_us": 3}).net_us == 3.0
+    assert figures_from_dict({}).library == "nccl"
+    assert figures_from_dict({"library": "rccl"}).library == "rccl"
+    with pytest.raises(BadInput, match="costs.library: expected one of nccl, rccl"):
+        figures_from_dict({"library": "mpi"})
+
+
+@pytest.mark.parametrize("spec,rccl", [("mi300x", True), ("dgxh100", False)])
+def test_on_amd_gpus_the_reference_says_nccls_tuner_stands_in_for_rccls(spec, rccl):
+    # RCCL runs the collectives there, and cost model 2 prices them with NCCL's tables
+    run = synth_cli("compare", "allreduce", "--topo", spec, "--sizes", "1MB",
+                    "--time-limit", "30")
+    assert run.returncode == 0, run.stderr
+    said = next(line for line in run.stdout.splitlines() if "as it runs there" in line)
+    assert ("standing in for RCCL" in said) == rccl
     with pytest.raises(BadInput, match="costs.net: expected one of ib, roce, efa, tcpxo"):
         figures_from_dict({"net": "myrinet"})
     with pytest.raises(BadInput, match="costs.net: expected one of"):

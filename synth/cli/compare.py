@@ -87,6 +87,7 @@ def compare_command(collective, spec, boxes, without, degrade, root, sizes, max_
     from synth.deadline import job_deadline
     from synth.output import degraded_line, degraded_summary
     from synth.cli.synthesize import baselines_by, frontier_within
+    from synth.predict.nccl import as_it_runs
     from synth.predict.timing import prices
     from synth.search.pareto import Limits
 
@@ -104,7 +105,7 @@ def compare_command(collective, spec, boxes, without, degrade, root, sizes, max_
                      [(base.name, base.schedule) for base in built],
                      prices(topo) if calibrated else None)
     nccl = nccl_choices(topo, collective, sizes) if calibrated else None
-    data = comparison(rows, result.bounds, sizes, nccl)
+    data = comparison(rows, result.bounds, sizes, nccl, as_it_runs(topo.figures))
     data.update(collective=collective, topology=topo.name,
                 complete=result.complete and not unbuilt, interrupted=result.interrupted)
     degraded = degraded_summary(topo, collective, result.root, result.bounds, deadline)

@@ -35,7 +35,7 @@ from synth.pictures.schedule import PANEL_AREA, schedule_graph
 from synth.pictures.speedup import speedup_curve, speedup_figure, speedup_words
 from synth.pictures.topology import topology_graph
 from synth.predict.machine import machine_of
-from synth.predict.nccl import COLLECTIVES, NCCL_VERSION, choose
+from synth.predict.nccl import COLLECTIVES, NCCL_VERSION, as_it_runs, choose
 from synth.predict.timing import prices
 from synth.schedule.cost import format_size
 from synth.schedule.file import schedule_json, schedule_to_dict
@@ -90,7 +90,7 @@ def _nccl_list(data: dict) -> str:
     items = "".join(f"<li>{_e(size)}: NCCL runs {_e(v['nccl_runs'])}, {v['nccl_us']:.1f} us; "
                     f"the fastest here {v['speedup']:.2f} x that ({_e(v['why'])})</li>"
                     for size, v in data["nccl"].items())
-    return f"<p>NCCL {NCCL_VERSION} as it runs there:</p><ul>{items}</ul>"
+    return f"<p>{_e(data['nccl_said'])}:</p><ul>{items}</ul>"
 
 
 def _comparison_table(data: dict, sizes: list[int]) -> str:
@@ -129,7 +129,7 @@ def _speedup_section(topo: Topology, result: Result, rows: list) -> tuple[str, o
                                                "nothing to compare with.") + "</p>", None)
     curve = speedup_curve(candidates, alternatives, lines=lines)
     model = "cost model 2" if calibrated else "line-rate model"
-    what = (f"NCCL {NCCL_VERSION} as it runs there (synth.predict.nccl) and the baselines"
+    what = (f"{as_it_runs(topo.figures)} (synth.predict.nccl) and the baselines"
             if lines else "the baselines")
     words = (f'<p class="headline">{_e(speedup_words(curve))}</p>'
              f'<p class="note">The best alternative at each size is the fastest of {what}, '
@@ -224,7 +224,7 @@ def write_report(topo: Topology, result: Result, baselines: list, sizes: list[in
     rows = make_rows([p.schedule for p in result.points], baselines,
                      prices(topo) if calibrated else None)
     nccl = nccl_choices(topo, result.collective, sizes) if calibrated else None
-    data = comparison(rows, result.bounds, sizes, nccl) if rows else \
+    data = comparison(rows, result.bounds, sizes, nccl, as_it_runs(topo.figures)) if rows else \
         {"rows": [], "winners": {}, "nccl": {}}
 
     model = "cost model 2" if calibrated else "alpha-beta model"

@@ -9,7 +9,7 @@ import math
 
 from synth.plan.document import call_doc, model_text, ranks_per_node, runtime_steps
 from synth.plan.planner import Plan
-from synth.predict.nccl import NCCL_VERSION
+from synth.predict.nccl import as_it_runs
 from synth.schedule.cost import format_size
 
 PERF = {"allreduce": "all_reduce_perf", "allgather": "all_gather_perf",
@@ -169,7 +169,8 @@ def _range(low: int, high: int | None) -> str:
 
 def nccl_text(plan: Plan) -> str:
     if plan.cost_model == "calibrated":
-        return f"with NCCL {NCCL_VERSION} as it runs there (its tuner's choice at each size)"
+        figures = next((e.machine.figures for e in plan.entries if e.machine), None)
+        return f"with {as_it_runs(figures)} (its tuner's choice at each size)"
     return "NCCL-style (ring or tree, whichever is faster at each size)"
 
 

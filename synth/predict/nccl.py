@@ -33,6 +33,15 @@ from synth.predict.nccl_tables import (ALGORITHMS,  # noqa: F401
                                        THREAD_THRESHOLD, THREADS, TREE_CHANNEL_GBPS,
                                        TREE_CORRECTION, TREE_LL128_CHANNEL_GBPS)
 
+
+def as_it_runs(figures) -> str:
+    """How tables name the reference: NCCL as it runs there, or, where RCCL runs the
+    collectives (figures.library), NCCL's tuner standing in for RCCL's."""
+    if getattr(figures, "library", "nccl") == "rccl":  # None: a topology without costs
+        return (f"NCCL {NCCL_VERSION} as it runs there (standing in for RCCL, whose own "
+                f"tuner synth does not model yet: docs/cost-model.md, \"AMD GPUs\")")
+    return f"NCCL {NCCL_VERSION} as it runs there"
+
 @dataclass(frozen=True)
 class Rates:
     """GB/s as the formulas take them: a GPU into its node's fabric, the widest pair,

@@ -67,6 +67,8 @@ class Figures:
     net: str = "ib"  # the network between boxes (NETWORKS)
     cpu: str = "intel"  # the host CPU's vendor (CPUS): NCCL's network overhead and LL cap
     net_us: float = 0.0  # a message across it, in place of NCCL's hop latencies (0: NCCL's)
+    library: str = "nccl"  # what runs the collectives there (LIBRARIES): on AMD GPUs RCCL,
+    # whose tuner NCCL's stands in for (docs/cost-model.md, "AMD GPUs"): said, not priced
     source: str = "defaults"  # where the figures came from
 
     def efficiency(self, link_class: str) -> float:
@@ -79,6 +81,7 @@ class Figures:
 
 
 CPUS = ("intel", "amd")
+LIBRARIES = ("nccl", "rccl")
 NUMBERS = ("call_us", "nvls_call_us", "alltoall_call_us", "launch_us", "nvlink", "nvls", "pcie",
            "nic", "latency_scale", "send_us", "chunk_kb", "net_us")
 LIMITS = {"call_us": (0, 1e4), "nvls_call_us": (0, 1e4), "alltoall_call_us": (0, 1e4),
@@ -101,7 +104,7 @@ def figures_from_dict(doc, fallback_arch: str = "ampere") -> Figures:
     """A topology file's `costs:` mapping over the defaults of its `arch`."""
     if not isinstance(doc, dict):
         raise BadInput("costs: expected a mapping (docs/cost-model.md)")
-    allowed = {"arch", "net", "cpu", "source", *NUMBERS}
+    allowed = {"arch", "net", "cpu", "library", "source", *NUMBERS}
     for key in doc:
         if key not in allowed:
             raise BadInput(f"costs: unknown key {quote(key)} (expected "
@@ -113,6 +116,11 @@ def figures_from_dict(doc, fallback_arch: str = "ampere") -> Figures:
             raise BadInput(f"costs.cpu: expected one of {', '.join(CPUS)}, "
                            f"got {quote(doc['cpu'])}")
         changes["cpu"] = doc["cpu"]
+    if "library" in doc:
+        if doc["library"] not in LIBRARIES:
+            raise BadInput(f"costs.library: expected one of {', '.join(LIBRARIES)}, "
+                           f"got {quote(doc['library'])}")
+        changes["library"] = doc["library"]
     for key in NUMBERS:
         if key in doc:
             changes[key] = _number(doc[key], key)
@@ -128,6 +136,8 @@ def figures_from_dict(doc, fallback_arch: str = "ampere") -> Figures:
 def figures_to_dict(figures: Figures) -> dict:
     """The `costs:` mapping that reads back as `figures` (rounded to 4 digits)."""
     doc = asdict(figures)
+    if doc["library"] == "nccl":  # the default, left out: files older readers take
+        del doc["library"]
     return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in doc.items()}
 
 
@@ -141,4 +151,4 @@ def _number(x, key: str) -> float:
     return float(x)
 
 
-assert set(NUMBERS) | {"arch", "net", "cpu", "source"} == {f.name for f in fields(Figures)}
+assert set(NUMBERS) | {"arch", "net", "cpu", "library", "source"} == {f.name for f in fields(Figures)}

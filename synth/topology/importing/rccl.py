@@ -96,7 +96,7 @@ def describe(draft: Draft, gcn: str) -> str:
     model = AMD_GPUS.get(SAME_AS.get(gcn, gcn))
     if model is None:
         return f"gcn {gcn[:40]}"
-    draft.arch, draft.figures = model.arch, {"nvlink": model.link_share}
+    draft.arch, draft.figures = model.arch, {"nvlink": model.link_share, "library": "rccl"}
     draft.assume(f"cost model 2: NCCL's {model.arch} tables stand in for RCCL's, links "
                  f"counted at {model.link_share:g} of line rate as RCCL counts them "
                  "(docs/cost-model.md, AMD GPUs)")
