@@ -168,6 +168,15 @@ def test_synth_plan_writes_runtime_files_that_load(tmp_path):
     assert json.loads((out / "plan.json").read_text())["step_us"] == doc["step_us"]
     report = (out / "report.md").read_text()
     assert "model predictions" in report and "all_reduce_perf -b 67108864" in report
+    # a measuring line names the MSCCL XML folder only where a file there runs its size
+    for line in (l for l in report.splitlines() if l.startswith("mpirun ")):
+        n = int(re.search(r" -b (\d+) ", line).group(1))
+        folder = re.search(r"MSCCL_ALGO_DIR=(\S+)", line)
+        runs = folder is not None and any(
+            int(lo) <= n < int(hi) for xml in (out / folder.group(1)).glob("*.xml")
+            for lo, hi in re.findall(r'minBytes="(\d+)" maxBytes="(\d+)"', xml.read_text()))
+        assert runs == (folder is not None), line
+        assert (folder is None) == line.endswith("no MSCCL XML file runs it: NCCL's own does")
     for fmt in ("msccl-xml", "mscclpp"):
         for entry in doc["runtimes"][fmt]:
             ranges = entry["files"]  # files, and NCCL's own where nothing beats it

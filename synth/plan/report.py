@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import math
 
-from synth.plan.document import call_doc, model_text, ranks_per_node, runtime_steps
-from synth.plan.planner import Plan
+from synth.plan.document import (call_doc, model_text, ranks_per_node, runnable,
+                                  runtime_steps)
+from synth.plan.planner import Plan, typical
 from synth.predict.nccl import as_it_runs
 from synth.schedule.cost import format_size
 
@@ -151,16 +152,29 @@ def _runtime_files(runtime: dict) -> list[str]:
 def _measuring(plan: Plan, runtime: dict | None) -> list[str]:
     """The nccl-tests commands that check the figures."""
     lines = ["## Measuring it", "", "```"]
+    xml = {(r["communicator"], r["collective"], r["root"]): r["files"]
+           for r in (runtime or {}).get("msccl-xml", [])}
     for e in plan.entries:
         per_box = ranks_per_node(e)
         place = f"-npernode {per_box} " if per_box else ""  # none fits scattered boxes
+        ranges = xml.get((e.communicator, e.collective, e.root))
         for c in e.calls:
             lines.append(f"mpirun -np {e.ranks} {place}./build/"
                          f"{PERF[e.collective]} -b {c.low} -e {c.high} -f 2 -g 1 -n 50"
-                         + (f"   # MSCCL_ALGO_DIR=msccl/{e.communicator}" if runtime
-                            and "msccl-xml" in runtime else ""))
+                         + _xml_folder(ranges, e.communicator, c))
     lines += ["```", "", "nccl-tests' -b/-e are its message size n, the same n as here."]
     return lines
+
+
+def _xml_folder(ranges: list | None, communicator: str, call) -> str:
+    """The comment on a measuring line: the MSCCL XML folder to load where a file of
+    it runs one of the call's sizes, else that NCCL's own runs them ('' with no XML)."""
+    if ranges is None:
+        return ""
+    sizes = {call.low, call.high, typical(call)}
+    if any(f["file"] and runnable(f, n) for f in ranges for n in sizes):
+        return f"   # MSCCL_ALGO_DIR=msccl/{communicator}"
+    return "   # no MSCCL XML file runs it: NCCL's own does"
 
 
 def _range(low: int, high: int | None) -> str:
