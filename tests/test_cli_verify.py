@@ -38,7 +38,7 @@ def test_verify_cost_prints_time_and_algbw(tmp_path):
     result = synth_main("verify", "--cost", "--sizes", "1MB", path)
     assert result.returncode == 0
     # 3 x 0.7 us + 3/4 x 1 MiB / 25 GB/s = 33.56 us
-    assert "latency 2.10 us" in result.stdout and "1MB 33.6 us" in result.stdout
+    assert "line-rate model: latency 2.10 us" in result.stdout and "1MB 33.6 us" in result.stdout
 
 
 def test_missing_file_is_bad_input(tmp_path):

@@ -62,7 +62,8 @@ def verify(files, show_cost, sizes, spec, boxes, without, degrade):
         if show_cost:
             times = "  ".join(f"{format_size(n)} {cost.time_us(n):.1f} us "
                               f"({cost.algbw_gbps(n):.1f} GB/s)" for n in size_list)
-            line += f"\n   latency {cost.latency_us:.2f} us, {cost.us_per_byte * 1e6:.3f} us/MB;  {times}"
+            line += (f"\n   line-rate model: latency {cost.latency_us:.2f} us, "
+                     f"{cost.us_per_byte * 1e6:.3f} us/MB;  {times}")
         click.echo(line)
     return worst
 
