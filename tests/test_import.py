@@ -145,6 +145,7 @@ def test_a_foreign_dump_keeps_its_fast_nics_and_says_which_it_left_out():
     ("topo-m-sglang30401-h100-8nic.txt", None, 18, 25.0, {f"gpu{i}": [f"mlx5_{i}"]
                                                            for i in range(8)}),
     ("topo-m-deepep590-b300-cx8.txt", "b200-sxm", 18, 50.0, None),  # NVLink5
+    ("topo-m-deepep590-b300-cx8.txt", "b300-sxm", 18, 50.0, None),  # NVLink5, SM103
     ("topo-m-deepep13-a100-sxm4-8nic.txt", None, 12, 25.0, None),
 ])
 def test_a_matrix_of_equal_nv_counts_is_an_nvswitch(name, gpu, lanes, gbps, mates):
@@ -154,6 +155,20 @@ def test_a_matrix_of_equal_nv_counts_is_an_nvswitch(name, gpu, lanes, gbps, mate
     assert switch.inferred.startswith(f"NV{lanes} between every pair")
     if mates:
         assert switch_mates(topo) == mates  # PIX: one PCIe switch each
+
+
+def test_a_b300_matrix_says_its_nv18_guess_on_stderr_and_takes_its_gpu():
+    # NV18 is H100's, B200's and B300's alike: the guess (25 GB/s links) is said on
+    # stderr, and --gpu b300-sxm gives NVLink5 and ConnectX-8's 800 Gb/s
+    src = FIXTURES / "topo-m-deepep590-b300-cx8.txt"
+    guessed = synth_main("topo", "import", src)
+    assert guessed.returncode == 0
+    assert "synth: warning: " in guessed.stderr and "give --gpu b200-sxm or b300-sxm" \
+        in guessed.stderr
+    topo = imported(fixture("topo-m-deepep590-b300-cx8.txt"), gpu="b300-sxm")
+    assert (topo.figures.arch, topo.network.gbps) == ("blackwell", 100)
+    told = synth_main("topo", "import", src, "--gpu", "b300-sxm")
+    assert told.returncode == 0 and "warning" not in told.stderr
 
 
 def test_the_a100_matrix_puts_each_gpu_pair_and_its_two_nics_under_one_switch():

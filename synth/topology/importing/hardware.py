@@ -16,8 +16,11 @@ from synth.topology.rates import PCIE_LANE_GBPS, XGMI_GBPS
 # GB/s per NVLink and direction, by the GPU's SM version: its NVLink generation's line
 # rate (NCCL's SMxx_NVLINK_BW counts about 80% of it: 18, 20, 20, 12, 20.6, 40.1)
 NVLINK_GBPS = {60: BY_GENERATION[1], 70: BY_GENERATION[2], 80: BY_GENERATION[3],
-               86: GA102_NVLINK_GBPS, 90: BY_GENERATION[4], 100: BY_GENERATION[5]}
-NVLINK_GENERATION = {60: 1, 70: 2, 80: 3, 86: 3, 90: 4, 100: 5}
+               86: GA102_NVLINK_GBPS, 90: BY_GENERATION[4], 100: BY_GENERATION[5],
+               103: BY_GENERATION[5]}
+# SM103: B300 (Blackwell Ultra), NVLink5 as B200 (NVIDIA DGX B300 datasheet: 1.8 TB/s
+# both ways per GPU)
+NVLINK_GENERATION = {60: 1, 70: 2, 80: 3, 86: 3, 90: 4, 100: 5, 103: 5}
 MAX_NVLINKS = 1024  # NVLinks between a GPU and one target (18 on H100): past it, a typo
 
 
@@ -112,6 +115,8 @@ GPU_MODELS = {m.name: m for m in (
     GpuModel("h100-sxm", 90, 18, "nvswitch", 5, 50.0, "400 Gb/s NDR InfiniBand"),
     GpuModel("h200-sxm", 90, 18, "nvswitch", 5, 50.0, "400 Gb/s NDR InfiniBand"),
     GpuModel("b200-sxm", 100, 18, "nvswitch", 5, 50.0, "400 Gb/s NDR InfiniBand"),
+    # DGX B300 datasheet: 8 single-port ConnectX-8 at up to 800 Gb/s, PCIe Gen6
+    GpuModel("b300-sxm", 103, 18, "nvswitch", 6, 100.0, "800 Gb/s ConnectX-8"),
 )}
 
 @dataclass(frozen=True)
