@@ -617,7 +617,7 @@ def test_a_file_without_nvlinks_says_so_on_stderr_once(tmp_path):
     warned = [line for line in made.stderr.splitlines() if line.startswith("synth: warning:")]
     assert warned == ["synth: warning: azure-ndv4-topo.xml lists no NVLink (a partial "
                       "NCCL_TOPO_FILE has none): imported as PCIe only; if its GPUs have "
-                      "NVLink, give --gpu (v100-sxm, a100-sxm, h100-sxm, h200-sxm, b200-sxm)"]
+                      "NVLink, give --gpu (v100-sxm, a100-sxm, h100-sxm, h200-sxm, b200-sxm, b300-sxm)"]
     assert "WARNING: azure-ndv4-topo.xml lists no NVLink" in yaml.safe_load(
         out.read_text())["description"]
     shown = synth_main("topo", "show", fixture("azure-ndv4-topo.xml"))
