@@ -20,11 +20,11 @@ for at most 2 x BUDGET_S seconds.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from synth.deadline import Deadline
-from synth.errors import BadInput
+from synth.errors import BadInput, NoAnswer
 from synth.export import EXTENSIONS, RUNTIME_PROTOCOLS, render
 from synth.export.units import unit_of
 from synth.files import write_atomic
@@ -143,6 +143,65 @@ def _loadable(timed: list[Point], fmt: str, nbytes: int, time_of,
     return found
 
 
+VARIANT_S = 60.0  # at most, of the time left, to synthesize on power-of-two lanes
+VARIANT_WORDS = (" (synthesized on every link's lanes rounded down to a power of two, "
+                 "so that its chunks cut this size)")
+
+
+def lane_variants(result: Result, deadline: Deadline) -> list[Point]:
+    """The points of the result's collective synthesized again (constructions only) with
+    every link's lanes rounded down to a power of two, as `synth plan` does
+    (synth.plan.planner.runtime_variants): on 18 NVLink lanes synth cuts by 9 and 18
+    (NVLS's 9 pieces a shard, 18 packed trees), which no runtime file runs for a
+    power-of-two message; on 16 lanes it cuts by powers of two, a little slower in the
+    model and valid on the real links. [] where no lane count changes or no time is
+    left. Their schedules say so (info `lanes`, the method's words, `-p2` file names)."""
+    from synth.frontier import synthesize
+    from synth.plan.planner import power_of_two_lanes
+    from synth.search.pareto import Limits
+
+    fewer = power_of_two_lanes(result.topology)
+    seconds = min(VARIANT_S, deadline.left() / 2)
+    if fewer is None or seconds < 1:
+        return []
+    try:
+        found = synthesize(fewer, result.collective, result.root, Limits(time_limit=seconds),
+                           None, "constructed", None, deadline.within(seconds))
+    except NoAnswer:
+        return []
+    for p in found.points:
+        info = p.schedule.info
+        info["lanes"] = "power-of-two"
+        info["method"] = f"{info.get('method') or 'exact'} (power-of-two lanes)"
+    return found.points
+
+
+SHARDED = ("allreduce", "allgather", "reducescatter", "alltoall")  # chunks: k x ranks
+
+
+def with_variants(answer: Answer, result: Result, deadline: Deadline) -> Answer:
+    """`answer` with, for each runtime whose faster points it loads do not cut the
+    size, the fastest lane variant (lane_variants) it loads that cuts the size, where
+    that beats its file. Not tried where no variant can cut the size: a collective
+    sharded over ranks whose odd factor does not divide the size's 4-byte elements
+    (gb200nvl72's 72 = 8 x 9 at any power of two)."""
+    short = [fmt for fmt, f in answer.runtimes.items() if f.uncut]
+    ranks = result.model.ranks if result.model is not None else 1
+    odd = ranks // (ranks & -ranks)
+    if not short or (result.collective in SHARDED and (answer.nbytes // 4) % odd):
+        return answer
+    points = lane_variants(result, deadline)
+    if not points:
+        return answer
+    again = answer_at(replace(result, points=points, lines=None), answer.nbytes, deadline)
+    for fmt in short:
+        found, had = again.runtimes[fmt], answer.runtimes[fmt]
+        if found.point is not None and (had.point is None or found.us < had.us):
+            found.why_not, found.uncut = had.why_not + found.why_not, had.uncut + found.uncut
+            answer.runtimes[fmt] = found
+    return answer
+
+
 def write_answer(answer: Answer, directory: Path) -> dict:
     """Write each runtime's file of an Answer beside the frontier's files
     (STEM.xml, STEM.mscclpp.json, as write_points names them) and return the answer as
@@ -194,7 +253,8 @@ def format_answer(a: dict) -> str:
             verb, tail = (("fastest file", ": not faster, so NCCL's own algorithm should "
                            "run this size") if slower else ("load", ""))
             lines.append(f"  {r['runtime']:<9} {verb} {r['file']}: {r['us']:.1f} us"
-                         f"{ratio}{tail}")
+                         f"{ratio}{tail}" + (VARIANT_WORDS if r["point"].endswith("-p2")
+                                             else ""))
         else:
             lines.append(f"  {r['runtime']:<9} {_no_file(r['not_loadable'], a['bytes'])}, "
                          f"so NCCL's own algorithm runs this size")

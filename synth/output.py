@@ -60,7 +60,12 @@ def _owner(folder: Path) -> str | None:
 
 
 def point_stem(point: Point) -> str:
-    return f"{point.schedule.collective.name}-s{point.steps}-r{point.rounds}-c{point.chunks}"
+    """A point's file name without extension; `-p2` for a point synthesized on the
+    links' lanes rounded down to a power of two (synth.answer.lane_variants), which
+    may share S, R and C with a frontier point."""
+    variant = "-p2" if point.schedule.info.get("lanes") == "power-of-two" else ""
+    return (f"{point.schedule.collective.name}-s{point.steps}-r{point.rounds}"
+            f"-c{point.chunks}{variant}")
 
 
 def write_points(points: list[Point], directory: Path, formats: list[str],

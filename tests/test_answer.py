@@ -199,3 +199,21 @@ def test_gathers_reference_is_timed_in_the_model_its_points_are(tmp_path):
     row = next(line.split() for line in compare.stdout.splitlines()
                if line.startswith("direct "))
     assert compare.returncode == 0 and f"{answer['reference_us']:.1f}" == row[3]
+
+
+def test_a_size_no_point_cuts_gets_a_file_synthesized_on_power_of_two_lanes(tmp_path):
+    # one H100 box at 64 MiB: the NVLS points cut by 9 pieces a shard (18 lanes), so
+    # none runs 2^26 bytes; synthesized again on 16 lanes, an MSCCL++ plan does, faster
+    # than NCCL as it runs there (as `synth plan` found it)
+    run = synth_cli("allreduce", "--topo", "dgxh100", "--size", "64MB", "--time-limit",
+                    "120", "--out", str(tmp_path), "--json", timeout=300)
+    assert run.returncode == 0, run.stderr
+    answer = json.loads(run.stdout)["answer"]
+    chosen = answer["runtimes"]["mscclpp"]
+    assert chosen["point"].endswith("-p2") and answer["choice"]["file"] == chosen["file"]
+    assert chosen["us"] < answer["reference_us"]
+    plan = json.loads(Path(chosen["file"]).read_text())
+    check_mscclpp_plan(plan)
+    units = (64 * MIB) // 16  # MSCCL++ cuts a message into 16-byte units per GPU's chunks
+    assert all(units % g[key] == 0 for g in plan["gpus"]
+               for key in ("input_chunks", "output_chunks"))

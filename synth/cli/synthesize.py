@@ -288,10 +288,10 @@ def _answer(result, nbytes: int, deadline, directory, failed) -> dict | None:
     timed = _timed(result)
     if not timed or failed is not None or deadline.passed():
         return None
-    from synth.answer import answer_at, write_answer
+    from synth.answer import answer_at, with_variants, write_answer
 
-    return write_answer(answer_at(replace(result, points=timed), nbytes, deadline),
-                        directory)
+    answer = answer_at(replace(result, points=timed), nbytes, deadline)
+    return write_answer(with_variants(answer, result, deadline), directory)
 
 
 def _say_unanswered(nbytes: int, time_limit: float, failed: bool, result) -> None:
