@@ -189,7 +189,8 @@ def test_old_spellings_still_run_whole(tmp_path):
     assert old.stderr == ("synth: note: --output is deprecated and goes in the next "
                           "release; use -o/--out\n")
     assert (tmp_path / "old.json").read_text() == (tmp_path / "new.json").read_text()
-    imported = synth_main("topo", "import", SMI, "--output", tmp_path / "box.yaml")
+    imported = synth_main("topo", "import", SMI, "--gpu", "h100-sxm", "--output",
+                          tmp_path / "box.yaml")
     assert imported.returncode == 0 and (tmp_path / "box.yaml").exists()
     assert imported.stderr.splitlines()[0].startswith("synth: note: --output is deprecated")
     assert len(imported.stderr.splitlines()) == 2  # the note, then what was imported

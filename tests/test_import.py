@@ -163,8 +163,8 @@ def test_a_b300_matrix_says_its_nv18_guess_on_stderr_and_takes_its_gpu():
     src = FIXTURES / "topo-m-deepep590-b300-cx8.txt"
     guessed = synth_main("topo", "import", src)
     assert guessed.returncode == 0
-    assert "synth: warning: " in guessed.stderr and "give --gpu b200-sxm or b300-sxm" \
-        in guessed.stderr
+    assert "synth: warning: " in guessed.stderr and "give --gpu h100-sxm, b200-sxm or " \
+        "b300-sxm to say which" in guessed.stderr
     topo = imported(fixture("topo-m-deepep590-b300-cx8.txt"), gpu="b300-sxm")
     assert (topo.figures.arch, topo.network.gbps) == ("blackwell", 100)
     told = synth_main("topo", "import", src, "--gpu", "b300-sxm")

@@ -72,9 +72,11 @@ def from_matrix(text: str, where: str, name: str, gpu: GpuModel | None = None,
         raise BadInput(f"{where}: {len(gpus)} GPU: a collective needs two")
     draft = Draft(name, "", f"nvidia-smi topo -m output {where}")
     model, why = _model(rows, gpus, gpu)
-    if gpu is None and model is GPU_MODELS["h100-sxm"]:  # one guess of three
-        draft.warn(f"{where}: NV18 between every pair read as H100, 25 GB/s a link; B200 "
-                   f"and B300 show NV18 too, at 50: give --gpu b200-sxm or b300-sxm")
+    if gpu is None and model is GPU_MODELS["h100-sxm"]:  # one guess of three: said on
+        # stderr too (the assumptions have it already)
+        draft.warnings.append(f"{where}: NV18 between every pair read as H100, 25 GB/s a "
+                              f"link; B200 and B300 show NV18 too, at 50: give --gpu "
+                              f"h100-sxm, b200-sxm or b300-sxm to say which")
     names = {g: f"gpu{i}" for i, g in enumerate(gpus)}
     names.update({n: vertex_name(legend.get(n, n), n) for n in nics})
     for g in gpus:
