@@ -49,6 +49,7 @@ class Loadable:
     us: float = 0.0
     text: str = ""  # the runtime file
     why_not: list[str] = field(default_factory=list)  # of the points tried before it
+    tried: list[str] = field(default_factory=list)  # their stems, in the same order
     uncut: list[int] = field(default_factory=list)  # id(point) of those loaded, not cut
 
 
@@ -133,9 +134,11 @@ def _loadable(timed: list[Point], fmt: str, nbytes: int, time_of,
             text, _ = render(p.schedule, fmt, protocol=protocol)
         except BadInput as e:  # the runtime cannot express it
             found.why_not.append(str(e))
+            found.tried.append(point_stem(p))
             continue
         if not unit_of(fmt, text).cuts(nbytes):
             found.why_not.append(UNCUT.format(nbytes))
+            found.tried.append(point_stem(p))
             found.uncut.append(id(p))
             continue
         found.point, found.text, found.us = p, text, us
@@ -198,6 +201,7 @@ def with_variants(answer: Answer, result: Result, deadline: Deadline) -> Answer:
         found, had = again.runtimes[fmt], answer.runtimes[fmt]
         if found.point is not None and (had.point is None or found.us < had.us):
             found.why_not, found.uncut = had.why_not + found.why_not, had.uncut + found.uncut
+            found.tried = had.tried + found.tried
             answer.runtimes[fmt] = found
     return answer
 
@@ -209,7 +213,7 @@ def write_answer(answer: Answer, directory: Path) -> dict:
     runtimes = {}
     for fmt, found in answer.runtimes.items():
         entry = {"runtime": RUNTIME_NAMES[fmt], "file": None, "us": None,
-                 "not_loadable": found.why_not}
+                 "not_loadable": found.why_not, "not_loadable_points": found.tried}
         if found.point is not None:
             path = directory / f"{point_stem(found.point)}{EXTENSIONS[fmt]}"
             entry.update(file=str(write_atomic(path, found.text, follow_links=False)),

@@ -211,6 +211,13 @@ def test_a_size_no_point_cuts_gets_a_file_synthesized_on_power_of_two_lanes(tmp_
     answer = json.loads(run.stdout)["answer"]
     chosen = answer["runtimes"]["mscclpp"]
     assert chosen["point"].endswith("-p2") and answer["choice"]["file"] == chosen["file"]
+    # the frontier's points tried first, named beside why each did not do
+    frontier = {Path(p["file"]).name.removesuffix(".json"): p["method"]
+                for p in json.loads(run.stdout)["frontier"]}
+    tried = dict(zip(chosen["not_loadable_points"], chosen["not_loadable"]))
+    assert tried and len(tried) == len(chosen["not_loadable"])
+    assert all(frontier[stem].startswith("in-network") and "does not cut 67,108,864" in why
+               for stem, why in tried.items())
     assert chosen["us"] < answer["reference_us"]
     plan = json.loads(Path(chosen["file"]).read_text())
     check_mscclpp_plan(plan)
