@@ -208,13 +208,19 @@ def with_variants(answer: Answer, result: Result, deadline: Deadline) -> Answer:
 
 def write_answer(answer: Answer, directory: Path) -> dict:
     """Write each runtime's file of an Answer beside the frontier's files
-    (STEM.xml, STEM.mscclpp.json, as write_points names them) and return the answer as
-    the --json summary's `answer`."""
+    (STEM.xml, STEM.mscclpp.json, as write_points names them), and a lane variant's
+    schedule file (STEM-p2.json: not on the frontier, so not written with it), and
+    return the answer as the --json summary's `answer`."""
+    from synth.schedule.file import write_schedule
+
     runtimes = {}
     for fmt, found in answer.runtimes.items():
         entry = {"runtime": RUNTIME_NAMES[fmt], "file": None, "us": None,
                  "not_loadable": found.why_not, "not_loadable_points": found.tried}
         if found.point is not None:
+            if found.point.schedule.info.get("lanes"):  # synth verify reads it
+                write_schedule(found.point.schedule, directory / f"{point_stem(found.point)}"
+                               ".json", follow_links=False)
             path = directory / f"{point_stem(found.point)}{EXTENSIONS[fmt]}"
             entry.update(file=str(write_atomic(path, found.text, follow_links=False)),
                          us=round(found.us, 3), point=point_stem(found.point),

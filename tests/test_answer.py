@@ -221,6 +221,10 @@ def test_a_size_no_point_cuts_gets_a_file_synthesized_on_power_of_two_lanes(tmp_
     assert chosen["us"] < answer["reference_us"]
     plan = json.loads(Path(chosen["file"]).read_text())
     check_mscclpp_plan(plan)
+    # its schedule beside it, checked on the model it was made for (16 lanes a link)
+    schedule = chosen["file"].replace(".mscclpp.json", ".json")
+    verified = synth_cli("verify", schedule)
+    assert verified.returncode == 0 and "(power-of-two lanes)" in verified.stdout
     units = (64 * MIB) // 16  # MSCCL++ cuts a message into 16-byte units per GPU's chunks
     assert all(units % g[key] == 0 for g in plan["gpus"]
                for key in ("input_chunks", "output_chunks"))
