@@ -378,6 +378,24 @@ def test_plots_of_a_plan(together):
     assert all(data.startswith(b"\x89PNG") for _, data in figures)
 
 
+def test_an_alltoall_plan_in_cost_model_2_is_timed_and_plotted_at_every_size():
+    # NCCL's grouped sends change protocol with the size (p2p/LL at 1 KB), and the
+    # reference keeps one line per algorithm: --plots, which times every size, stopped
+    # on StopIteration (exit 3) on the guide's own trace
+    from synth.pictures.plan_plots import plan_figures
+    from synth.predict.nccl import choose
+
+    topo = resolve("dgxh100")
+    work = parse_workload({"communicators": {"tp": {"per": "box"}}, "collectives": [
+        {"communicator": "tp", "collective": "alltoall", "size": "32MB"}]}, topo)
+    plan = make_plan(work, topo, Limits(time_limit=30))
+    (entry,) = plan.entries
+    for n in (1 << 10, 1 << 20, 32 << 20):  # one group: nothing shared, NCCL's own time
+        assert entry.nccl(n).time_us(n) == pytest.approx(
+            choose(entry.machine, "alltoall", n).predicted_us)
+    assert "step.png" in [name for name, _ in plan_figures(plan)]
+
+
 def test_groups_that_share_a_nic_take_turns_on_it():
     # dgx2: two GPUs behind each NIC, so the data-parallel groups of GPUs 2r and 2r+1
     # meet on it; each group's own view does not show that

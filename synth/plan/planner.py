@@ -210,7 +210,10 @@ def nccl_pick(m: Machine, collective: str, reference: list[Candidate], n: int) -
     line moved to pass through the choice's exact time at n (the channels NCCL launches
     there, a tree's fill) plus what sharing links with other groups adds."""
     pick = choose(m, collective, n)
-    c = next(c for c in reference if c.label == f"NCCL {pick.name}")
+    # alltoall's grouped sends change protocol with the size (p2p/LL at small ones), and
+    # the reference keeps one line per algorithm there: its line, moved to the time
+    c = next((c for c in reference if c.label == f"NCCL {pick.name}"), None) or next(
+        c for c in reference if c.label.startswith(f"NCCL {pick.option.algorithm}/"))
     return replace(c, latency_us=pick.predicted_us - c.us_per_byte / c.shared * n)
 
 
