@@ -112,7 +112,10 @@ def reference_at(result: Result, nbytes: int) -> tuple[str, float, str]:
                     f"({c.reason})")
     refs = reference_of(result.collective, result.model, result.root)
     if not refs:
-        return "none applies", float("nan"), LINE_RATE_NOTE
+        return "none applies", float("nan"), (
+            f"NCCL has no {result.collective} of its own, and no baseline applies here to "
+            f"stand in for its grouped sends" if result.cost_model == "calibrated"
+            else LINE_RATE_NOTE)
     if result.cost_model == "calibrated":  # gather, scatter: no NCCL collective
         time_of = timer(result, nbytes)  # timed as the points are, not line-rate
         best = min(refs, key=lambda c: time_of(c.schedule)[0])
@@ -234,7 +237,7 @@ def write_answer(answer: Answer, directory: Path) -> dict:
             "fastest_us": round(answer.fastest_us, 3), "fastest_loads_in": loads,
             "fastest_uncut_in": uncut,
             "runtimes": runtimes, "reference": answer.reference,
-            "reference_us": round(answer.reference_us, 3), "reference_is": answer.reference_is,
+            "reference_us": _us(answer.reference_us), "reference_is": answer.reference_is,
             "choice": _choice(runtimes, answer.reference_us)}
 
 
@@ -245,7 +248,12 @@ def _choice(runtimes: dict, reference_us: float) -> dict:
     if files and (reference_us != reference_us or min(files)[0] < reference_us):
         fmt = min(files)[1]
         return {"runtime": fmt, "file": runtimes[fmt]["file"], "us": runtimes[fmt]["us"]}
-    return {"runtime": None, "file": None, "us": round(reference_us, 3)}
+    return {"runtime": None, "file": None, "us": _us(reference_us)}
+
+
+def _us(us: float) -> float | None:
+    """A time for JSON: NaN (no reference applies) is null, which every reader takes."""
+    return None if us != us else round(us, 3)
 
 
 def format_answer(a: dict) -> str:
@@ -259,7 +267,8 @@ def format_answer(a: dict) -> str:
             ratio = (f", {math.floor(r['speedup'] * 100) / 100:.2f} x the reference"
                      if r["speedup"] else "")
             # a file slower than NCCL's own is not one to load, even for this runtime
-            slower = r["us"] >= a["reference_us"]  # as the last line judges (_choice)
+            # as the last line judges (_choice); with no reference, every file is a load
+            slower = a["reference_us"] is not None and r["us"] >= a["reference_us"]
             verb, tail = (("fastest file", ": not faster, so NCCL's own algorithm should "
                            "run this size") if slower else ("load", ""))
             lines.append(f"  {r['runtime']:<9} {verb} {r['file']}: {r['us']:.1f} us"
@@ -268,7 +277,8 @@ def format_answer(a: dict) -> str:
         else:
             lines.append(f"  {r['runtime']:<9} {_no_file(r['not_loadable'], a['bytes'])}, "
                          f"so NCCL's own algorithm runs this size")
-    lines.append(f"  reference {a['reference']}: {a['reference_us']:.1f} us "
+    lines.append(f"  reference: none applies ({a['reference_is']})" if a["reference_us"] is None
+                 else f"  reference {a['reference']}: {a['reference_us']:.1f} us "
                  f"({a['reference_is']})")
     return "\n".join(lines + [choice_line(a)])
 
@@ -276,15 +286,20 @@ def format_answer(a: dict) -> str:
 def choice_line(a: dict) -> str:
     """The answer's last line: what to load at the size, its predicted time, and the
     reference's (NCCL's own choice in cost model 2) with its algorithm."""
-    c, ref = a["choice"], f"{a['reference']} at {a['reference_us']:.1f} us"
+    c = a["choice"]
+    if a["reference_us"] is None:  # gather or scatter where no baseline applies
+        return (f"for {a['bytes']:,} bytes load {c['file']} ({RUNTIME_NAMES[c['runtime']]}): "
+                f"{c['us']:.1f} us predicted (no reference applies here)" if c["file"] else
+                f"for {a['bytes']:,} bytes load nothing: no file a runtime loads runs this "
+                f"size, and no reference applies here")
+    ref = f"{a['reference']} at {a['reference_us']:.1f} us"
     if c["file"] is None and not any(r["file"] for r in a["runtimes"].values()):
         return (f"for {a['bytes']:,} bytes load nothing: no file a runtime loads runs "
                 f"this size, so {ref} runs it")
     if c["file"] is None:
         return (f"for {a['bytes']:,} bytes load nothing: {ref} is at least as fast as "
                 "every file a runtime loads here")
-    ratio = (f", {math.floor(a['reference_us'] / c['us'] * 100) / 100:.2f} x"
-             if a["reference_us"] == a["reference_us"] else "")
+    ratio = f", {math.floor(a['reference_us'] / c['us'] * 100) / 100:.2f} x"
     return (f"for {a['bytes']:,} bytes load {c['file']} ({RUNTIME_NAMES[c['runtime']]}): "
             f"{c['us']:.1f} us predicted, against {ref}{ratio}")
 

@@ -228,3 +228,18 @@ def test_a_size_no_point_cuts_gets_a_file_synthesized_on_power_of_two_lanes(tmp_
     units = (64 * MIB) // 16  # MSCCL++ cuts a message into 16-byte units per GPU's chunks
     assert all(units % g[key] == 0 for g in plan["gpus"]
                for key in ("input_chunks", "output_chunks"))
+
+
+def test_where_no_reference_applies_the_answer_says_so_and_its_json_is_strict(tmp_path):
+    # a gather across two boxes: no direct baseline applies, so no reference; the
+    # answer said "nan us" beside a note naming the wrong model, and wrote NaN in JSON
+    args = ("gather", "--topo", "dgxh100x2", "--root", "9", "--size", "1MB",
+            "--time-limit", "60", "--out", str(tmp_path))
+    run = synth_cli(*args, "--json")
+    assert run.returncode == 0, run.stderr
+    answer = json.loads(run.stdout, parse_constant=lambda name: pytest.fail(name))["answer"]
+    assert answer["reference_us"] is None and "line-rate" not in answer["reference_is"]
+    text = synth_cli(*args)
+    lines = text.stdout.splitlines()
+    assert "nan" not in text.stdout and lines[-2].startswith("  reference: none applies")
+    assert lines[-1].endswith("(no reference applies here)")
