@@ -299,6 +299,17 @@ def test_synth_run_cuts_every_share_alike(tmp_path):
         assert (report["bulk_bytes"], report["tail_bytes"]) == (bulk, call.nbytes - bulk)
 
 
+def test_synth_run_says_when_the_schedule_did_not_run_at_all(tmp_path):
+    # 4 ranks of 8 bytes: under one 16-byte unit a share, so all of it is torch's tail;
+    # "correct" then says nothing of the schedule, and the run says so
+    path = write_schedule(point("ring:4", "allgather", 2), tmp_path / "ag.json")
+    done = synth_main("run", path, "--size", "32")
+    assert done.returncode == 0, done.stderr
+    assert "0 bytes through the schedule" in done.stdout and "synth schedule" not in done.stdout
+    assert done.stderr.startswith("synth: note: 32 bytes is less than one cut of the "
+                                  "schedule's chunks") and "was not run" in done.stderr
+
+
 def test_synth_run_refuses_a_size_that_is_not_the_call(tmp_path):
     path = write_schedule(point("ring:4", "reducescatter", 2), tmp_path / "rs.json")
     done = synth_main("run", path, "--size", "1001")

@@ -55,11 +55,16 @@ def run_command(path, nproc, size, dtype, runtime, backend, iters, as_json, no_v
         click.echo(f"  {_bytes(report['bulk_bytes'])} through the schedule (its chunks in "
                    f"{report['cut']}), {report['tail_bytes']:,} through torch's "
                    f"{report['torch_reference']}")
-        if report["synth_us"] is not None:
+        if report["synth_us"] is not None and report["bulk_bytes"]:
             click.echo(f"  synth schedule {report['synth_us']:10.1f} us "
                        f"{report['synth_algbw_gbps']:8.3f} GB/s  ({report['steps']} steps)")
             click.echo(f"  torch          {report['torch_us']:10.1f} us "
                        f"{report['torch_algbw_gbps']:8.3f} GB/s  ({report['torch_reference']})")
+    if report["bulk_bytes"] == 0:  # the check then says nothing of the schedule
+        click.echo(f"synth: note: {_bytes(report['bytes'])} is less than one cut of the "
+                   f"schedule's chunks ({report['cut']}): all of it ran through torch's "
+                   f"{report['torch_reference']}, so the schedule was not run; give a larger "
+                   f"--size", err=True)
     if not report["correct"]:
         raise NoAnswer(f"the schedule's result differs from torch's: {report['mismatches']}")
     return 0
