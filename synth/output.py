@@ -60,12 +60,18 @@ def _owner(folder: Path) -> str | None:
 
 
 def point_stem(point: Point) -> str:
-    """A point's file name without extension; `-p2` for a point synthesized on the
-    links' lanes rounded down to a power of two (synth.answer.lane_variants), which
-    may share S, R and C with a frontier point."""
+    """A point's file name without extension: COLLECTIVE[-rootR]-sS-rR-cC, the root of a
+    rooted collective named (runs of two roots share a folder); `-p2` for a point
+    synthesized on the links' lanes rounded down to a power of two
+    (synth.answer.lane_variants), which may share S, R and C with a frontier point."""
     variant = "-p2" if point.schedule.info.get("lanes") == "power-of-two" else ""
-    return (f"{point.schedule.collective.name}-s{point.steps}-r{point.rounds}"
+    return (f"{collective_stem(point.schedule.collective)}-s{point.steps}-r{point.rounds}"
             f"-c{point.chunks}{variant}")
+
+
+def collective_stem(coll) -> str:
+    """COLLECTIVE, or COLLECTIVE-rootR for a rooted one."""
+    return coll.name + (f"-root{coll.root}" if coll.root is not None else "")
 
 
 def write_points(points: list[Point], directory: Path, formats: list[str],
@@ -135,7 +141,7 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
         if paths:
             primary[i] = paths.get("json", next(iter(paths.values())))
     if replaces is not None and points and not late:
-        _remove_stale(directory, points[0].schedule.collective.name, replaces,
+        _remove_stale(directory, collective_stem(points[0].schedule.collective), replaces,
                       {path.name for path in written}, {EXTENSIONS[f] for f in formats},
                       started_ns)
     if failed:
@@ -145,7 +151,8 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
 
 def _remove_stale(directory: Path, collective: str, steps: tuple[int, int], keep: set[str],
                   extensions: set[str], started_ns: int | None = None):
-    """Remove earlier frontier files of `collective` whose steps lie in `steps`: only
+    """Remove earlier frontier files of `collective` (collective_stem: a rooted one's
+    root too, so another root's files stay) whose steps lie in `steps`: only
     names synth writes, with `extensions` (the formats this run writes: a run in one
     format leaves another's files alone), only regular files (or links) older than this
     run; best effort (another run may remove one at the same moment)."""

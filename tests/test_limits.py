@@ -159,7 +159,7 @@ def test_a_file_the_time_left_cannot_afford_is_not_written_and_no_old_file_is_re
                         lambda s: real(s) if s.num_steps <= 5 else 10 ** 12)
     folder = tmp_path / "ring_4" / "broadcast"
     folder.mkdir(parents=True)
-    old = folder / "broadcast-s3-r9-c9.json"  # an earlier run's, in the steps searched
+    old = folder / "broadcast-root0-s3-r9-c9.json"  # an earlier run's, in the steps searched
     old.write_text("{}")
     args = ("broadcast", "--topo", "ring:4", "--max-chunks", "2", "--model", "line-rate")
     result = synth_main(*args, "--out", tmp_path, "--json")

@@ -195,7 +195,14 @@ def test_cli_table(tmp_path):
     assert result.returncode == 0, result.stderr
     header = result.stdout.splitlines()[1].split()
     assert header[:4] == ["S", "R", "C", "R/C"]
-    assert (tmp_path / "ring_4" / "broadcast" / "broadcast-s2-r2-c2.json").exists()
+    mine = tmp_path / "ring_4" / "broadcast" / "broadcast-root2-s2-r2-c2.json"
+    assert json.loads(mine.read_text())["root"] == 2
+    # another root's run shares the folder and leaves root 2's files (it replaced them)
+    other = synth_main("broadcast", "--topo", "ring:4", "--root", "1", "--out", str(tmp_path))
+    assert other.returncode == 0, other.stderr
+    assert json.loads(mine.read_text())["root"] == 2
+    assert {json.loads(f.read_text())["root"]
+            for f in (tmp_path / "ring_4" / "broadcast").glob("broadcast-root1-*.json")} == {1}
 
 
 def test_cli_one_instance(tmp_path):
