@@ -159,6 +159,8 @@ def test_synth_plan_writes_runtime_files_that_load(tmp_path):
     done = synth_main("plan", EXAMPLES / "nccl-debug-dgxh100x2.log", "--topo",
                       "dgxh100x2", "-o", out, "--time-limit", "10", "--json")
     assert done.returncode == 0, done.stderr[-2000:]
+    # what the log holds that the plan leaves out is said on the terminal too
+    assert "synth: note: 1 Send/Recv calls (point to point) are not planned" in done.stderr
     doc = json.loads(done.stdout)
     # (NCCL's side is derived by hand in test_nccl_as_it_runs_is_derived_by_hand_...)
     step = doc["step_us"]

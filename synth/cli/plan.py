@@ -72,6 +72,8 @@ def plan_command(workload, spec, boxes, without, degrade, out_dir, time_limit, m
     deadline = job_deadline(time_limit)  # from the command's start, as a user counts
     topo = resolve_in_time(spec, boxes, without + degrade, time_limit)
     work = load_workload(workload, topo, steps)
+    for note in work.notes:  # what the log or trace held that the plan leaves out
+        click.echo(f"synth: note: {note}", err=True)
     # synthesis until SYNTHESIS_END of the limit, exports (rendered and simulated) until
     # EXPORTS_END of it: the report and writing the files are left the rest
     began = deadline.end - time_limit
