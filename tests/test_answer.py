@@ -135,7 +135,7 @@ def test_a_point_a_runtime_loads_but_cannot_cut_the_size_is_not_called_unloaded(
               "runtimes": {"msccl-xml": {"runtime": "MSCCL XML", "file": None, "us": None,
                                          "not_loadable": [uncut, refused, refused]},
                            "mscclpp": {"runtime": "MSCCL++", "file": None, "us": None,
-                                       "not_loadable": []}},
+                                       "not_loadable": [uncut, uncut]}},
               "choice": {"runtime": None, "file": None, "us": 80.4}}
     lines = format_answer(answer).splitlines()
     assert lines[0].endswith("65.9 us; it loads in MSCCL++, but its chunking does not "
@@ -143,10 +143,22 @@ def test_a_point_a_runtime_loads_but_cannot_cut_the_size_is_not_called_unloaded(
     assert lines[1] == ("  MSCCL XML none of the 3 fastest points tried runs it: 1 loads but "
                         "does not cut 16,777,216 bytes whole; 2 not loaded (the schedule has "
                         "switch operations), so NCCL's own algorithm runs this size")
-    assert lines[2] == ("  MSCCL++   no point tried (the time limit came first), so "
-                        "NCCL's own algorithm runs this size")
+    assert lines[2] == ("  MSCCL++   none of the 2 fastest points tried runs it: 2 load but "
+                        "do not cut 16,777,216 bytes whole, so NCCL's own algorithm runs "
+                        "this size")
     assert lines[-1] == ("for 16,777,216 bytes load nothing: no file a runtime loads runs "
                          "this size, so NCCL nvls/Simple at 80.4 us runs it")
+    # a runtime the time limit left no point to try is not said to load nothing: it was
+    # not asked (dgxh100x4 at 20 s: MSCCL++ loaded the fastest point, 1.25 x NCCL)
+    answer["runtimes"]["mscclpp"]["not_loadable"] = []
+    answer["fastest_uncut_in"] = []
+    lines = format_answer(answer).splitlines()
+    assert lines[0].endswith("65.9 us; MSCCL++ not asked about it in time")
+    assert lines[2] == ("  MSCCL++   no point tried (the time limit came first), so "
+                        "NCCL's own algorithm runs this size")
+    assert lines[-1] == ("for 16,777,216 bytes load nothing found in time: MSCCL++ was asked "
+                         "about no point (the time limit came first), so NCCL nvls/Simple "
+                         "at 80.4 us runs it here")
 
 
 def test_a_job_the_time_limit_leaves_no_answer_says_so(tmp_path, monkeypatch, capsys):

@@ -99,6 +99,8 @@ def plan_command(workload, spec, boxes, without, degrade, out_dir, time_limit, m
         return
     step = doc["step_us"]
     nccl = "NCCL" if cost_model == "calibrated" else "NCCL-style"
+    if cost_model == "calibrated" and getattr(topo.figures, "library", "") == "rccl":
+        nccl = "NCCL for RCCL"  # NCCL's tuner standing in for RCCL's, said below
     click.echo(f"{work.name} on {topo.name}: {len(plan.entries)} collectives planned in "
                f"{plan.seconds:.1f} s")
     for e in doc["entries"]:
@@ -114,6 +116,10 @@ def plan_command(workload, spec, boxes, without, degrade, out_dir, time_limit, m
                f"{step['nccl_overlapped']:.1f} us {nccl}: "
                f"{math.floor(step['speedup'] * 100) / 100:.2f} x; "
                f"files and report in {out_dir}/")
+    if nccl == "NCCL for RCCL":
+        from synth.predict.nccl import as_it_runs
+
+        click.echo(f"  NCCL for RCCL: {as_it_runs(topo.figures)}")
     for e in doc["entries"]:  # what to load, per call: the user's question, answered
         for c in e["calls"]:
             click.echo(load_line(e, c, nccl, out_dir))

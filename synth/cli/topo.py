@@ -81,7 +81,7 @@ def topo_show(spec, boxes, without, degrade, time_limit, as_json):
             "Write the topology file here (whole or not at all); default: print it.")
 @click.option("--gpu", metavar="MODEL", help="The GPU model, for what the source does not "
               "say: a partial NCCL_TOPO_FILE's NVLinks, the generation of a matrix "
-              "(v100-sxm, a100-sxm, h100-sxm, h200-sxm, b200-sxm).")
+              "(v100-sxm, a100-sxm, h100-sxm, h200-sxm, b200-sxm, b300-sxm).")
 @click.option("--nic-gbps", type=click.FloatRange(0.001, 1e6), metavar="GB/s",
               help="Every NIC's speed, GB/s per direction (default: read, else assumed "
               "and said so).")
