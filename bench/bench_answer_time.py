@@ -130,10 +130,13 @@ def main() -> int:
 
 def write_record(machine: dict, rows: list[dict], limit: float, method: str,
                  jobs: str) -> None:
-    # a subset of the jobs is named for it: it must not overwrite the day's whole record
-    name = (f"answer-time-{time.strftime('%Y-%m-%d')}" + (f"-{jobs}" if jobs else "")
-            + ("" if method == "auto" else f"-{method}"))
+    # a subset of the jobs is named for it: it must not overwrite the day's whole record;
+    # nor a second record of a day its first (the docs may cite it): -DATEb, -DATEc, ...
     folder = REPO / "bench" / "results"
+    rest = (f"-{jobs}" if jobs else "") + ("" if method == "auto" else f"-{method}")
+    day = time.strftime("%Y-%m-%d")
+    name = next(f"answer-time-{day}{suffix}{rest}" for suffix in ["", *"bcdefghijklmn"]
+                if not (folder / f"answer-time-{day}{suffix}{rest}.md").exists())
     (folder / f"{name}.json").write_text(
         json.dumps({"machine": machine, "method": method, "rows": rows}, indent=1) + "\n")
     lines = [f"# Time to the best point on disk, {machine['date']}", "",
