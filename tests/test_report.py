@@ -440,3 +440,19 @@ def test_the_plan_page_opens_in_a_browser(plan_dir, tmp_path):
     image = screenshot(plan_dir / "report.html", tmp_path / "plan.png", height=3000)
     assert _share(image, _dark) > 0.005
     assert _share(image, _blue) > 0.001  # the plan's bars and curves (plots/*.png) drawn
+
+
+def test_the_headline_names_a_point_no_runtime_loads_as_such(ring4, tmp_path):
+    # the headline credits the fastest frontier point at each size; one that loads in
+    # neither runtime is no file to load, and the page says so beside its name
+    from dataclasses import replace
+
+    topo, result, base = ring4
+    refused = {"msccl-xml": "refused here", "mscclpp": "refused here"}
+    marked = replace(result, points=[replace(p, loads=refused) for p in result.points])
+    page = write_report(topo, marked, base, [KB, 1 << 20], tmp_path / "marked")
+    headline = page.read_text().split('class="headline">')[1].split("</p>")[0]
+    assert "(no runtime loads it)" in headline
+    page = write_report(topo, result, base, [KB, 1 << 20], tmp_path / "plain")
+    headline = page.read_text().split('class="headline">')[1].split("</p>")[0]
+    assert "(no runtime loads it)" not in headline
