@@ -77,7 +77,7 @@ def answer_at(result: Result, nbytes: int, deadline: Deadline = Deadline()) -> A
         share = deadline.within(deadline.left() / (len(RUNTIME_NAMES) - i))
         runtimes[fmt] = _loadable(sorted(timed, key=lambda p: time_of(
             p.schedule, RUNTIME_PROTOCOLS[fmt])[0]), fmt, nbytes, time_of, share)
-    name, us, note = reference_at(result, nbytes)
+    name, us, note = reference_at(result, nbytes, time_of)
     return Answer(nbytes, timed[0], time_of(timed[0].schedule)[0], runtimes, name, us, note)
 
 
@@ -99,8 +99,9 @@ def timer(result: Result, nbytes: int):
     return lambda s, protocols=None: (schedule_cost(s).time_us(nbytes), "Simple")
 
 
-def reference_at(result: Result, nbytes: int) -> tuple[str, float, str]:
-    """(name, us, what it is) of what synth is compared with at nbytes."""
+def reference_at(result: Result, nbytes: int, time_of=None) -> tuple[str, float, str]:
+    """(name, us, what it is) of what synth is compared with at nbytes; `time_of`:
+    the result's timer at nbytes, where the caller has one."""
     if result.cost_model == "calibrated":
         from synth.predict.machine import machine_of
         from synth.predict.nccl import COLLECTIVES, NCCL_VERSION, choose
@@ -120,7 +121,7 @@ def reference_at(result: Result, nbytes: int) -> tuple[str, float, str]:
             f"stand in for its grouped sends" if result.cost_model == "calibrated"
             else LINE_RATE_NOTE)
     if result.cost_model == "calibrated":  # gather, scatter: no NCCL collective
-        time_of = timer(result, nbytes)  # timed as the points are, not line-rate
+        time_of = time_of or timer(result, nbytes)  # as the points are, not line-rate
         best = min(refs, key=lambda c: time_of(c.schedule)[0])
         return (best.label, time_of(best.schedule)[0],
                 f"NCCL has no {result.collective} of its own: nccl-tests runs it as "

@@ -15,7 +15,7 @@ import math
 
 from synth.bounds import Bounds
 from synth.predict.machine import machine_of
-from synth.predict.nccl import COLLECTIVES, NCCL_VERSION, choose
+from synth.predict.nccl import COLLECTIVES, as_it_runs, choose
 from synth.predict.timing import schedule_lines
 from synth.schedule.cost import Cost, format_size, schedule_cost
 from synth.schedule.ir import Schedule
@@ -59,7 +59,7 @@ def nccl_choices(topo, collective: str, sizes: list[int]) -> dict:
 
 
 def comparison(rows: list[Row], b: Bounds, sizes: list[int], nccl: dict | None = None,
-               said: str = f"NCCL {NCCL_VERSION} as it runs there") -> dict:
+               said: str | None = None) -> dict:
     """The machine-readable comparison: per row its costs, per size the winner, and in
     cost model 2 NCCL's choice and the winner's speed-up over it (rounded down), `said`
     naming it (synth.predict.nccl.as_it_runs)."""
@@ -85,7 +85,7 @@ def comparison(rows: list[Row], b: Bounds, sizes: list[int], nccl: dict | None =
                                        "speedup": math.floor(c.predicted_us / best.time_us(n)
                                                              * 100) / 100}
     return {"cost_model": "calibrated" if rows and rows[0].lines else "line-rate",
-            "nccl": against, "nccl_said": said, "bounds": {"steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
+            "nccl": against, "nccl_said": said or as_it_runs(None), "bounds": {"steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
                        "us_per_mb": b.us_per_mb, "latency_us": b.latency_us}
             | ({"without_in_network": str(b.without_in_network)}
                if b.without_in_network is not None else {}),

@@ -235,11 +235,23 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
             click.echo(format_answer(summary["answer"]))
     if nbytes is not None and summary.get("answer") is None:
         _say_unanswered(nbytes, time_limit, failed is not None, result)
-    _say_refused(missed, getattr(failed, "format", None))
+    _say_refused(missed, len(result.points))
     if failed is not None:
         raise failed
     return _ending(result, paths, interrupted or bool(caught), name, topo.name, time_limit,
                    *_files_missed(result.points, paths, missed, formats))
+
+
+def _refused_everywhere(missed: list[tuple[str, str, str | None]], points: int
+                        ) -> dict[str, tuple[str, str]]:
+    """{format asked for whose exporter refused every point: its first (STEM, why)}."""
+    first: dict[str, tuple[str, str]] = {}
+    counts: Counter = Counter()
+    for fmt, stem, why in missed:
+        if why is not None:
+            first.setdefault(fmt, (stem, why))
+            counts[fmt] += 1
+    return {fmt: said for fmt, said in first.items() if counts[fmt] == points}
 
 
 def _none_written(missed: list[tuple[str, str, str | None]], points: int
@@ -247,15 +259,11 @@ def _none_written(missed: list[tuple[str, str, str | None]], points: int
     """The exit 2 of a job in which a runtime asked for by --format loads no point of
     the frontier (the first refusal, as `synth export` says it); None where each
     format asked for has a file or ran out of time."""
-    refused = [(fmt, stem, why) for fmt, stem, why in missed if why is not None]
-    for fmt in dict.fromkeys(fmt for fmt, _, _ in refused):
-        mine = [(stem, why) for f, stem, why in refused if f == fmt]
-        if len(mine) == points:
-            error = BadInput(f"no point of the frontier is written as {fmt}: "
-                             f"{mine[0][0]}: {mine[0][1]}")
-            error.format = fmt  # its notes would repeat it
-            return error
-    return None
+    everywhere = _refused_everywhere(missed, points)
+    if not everywhere:
+        return None
+    fmt, (stem, why) = next(iter(everywhere.items()))
+    return BadInput(f"no point of the frontier is written as {fmt}: {stem}: {why}")
 
 
 def _files_missed(points, paths, missed: list[tuple[str, str, str | None]], formats
@@ -303,14 +311,14 @@ def _say_unanswered(nbytes: int, time_limit: float, failed: bool, result) -> Non
                + ("" if failed else "; a longer --time-limit gives one"), err=True)
 
 
-def _say_refused(missed: list[tuple[str, str, str | None]], refused_all: str | None
-                 ) -> None:
+def _say_refused(missed: list[tuple[str, str, str | None]], points: int) -> None:
     """One note on stderr per format and reason: the points a format's exporter
     refused (mostly a runtime that does not load them: the table's loads column), written
-    in the others; not for `refused_all`, the format whose refusals end the job."""
+    in the others; not for a format that refused every point (_none_written's error)."""
+    everywhere = _refused_everywhere(missed, points)
     reasons: dict[tuple[str, str], list[str]] = {}
     for fmt, stem, why in missed:
-        if why is not None and fmt != refused_all:  # that one is the error line
+        if why is not None and fmt not in everywhere:  # that one is the error line
             reasons.setdefault((fmt, why), []).append(stem)
     for (fmt, why), stems in reasons.items():
         click.echo(f"synth: note: not written as {fmt}: {', '.join(stems)}: {why}",

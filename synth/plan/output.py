@@ -145,9 +145,10 @@ def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
             pieces.append((span.low, span.high, span.candidate))
     pieces[0] = (0,) + pieces[0][1:]
     for n in protected_sizes(entry):  # each workload size to its fastest, exactly
+        want = fastest(n)
         for k, (low, high, c) in enumerate(pieces):
-            if within_range(low, high, n) and not _same_choice(c, fastest(n), units):
-                pieces[k:k + 1] = [x for x in ((low, n - 1, c), (n, n, fastest(n)),
+            if within_range(low, high, n) and not _same_choice(c, want, units):
+                pieces[k:k + 1] = [x for x in ((low, n - 1, c), (n, n, want),
                                                (n + 1, high, c))
                                    if x[1] is None or x[1] >= x[0]]
                 break

@@ -28,6 +28,7 @@ from synth.predict.nccl import Choice, choose
 TIMES = ("call_us", "nvls_call_us", "alltoall_call_us", "launch_us", "latency_scale", "chunk_kb")
 RATIOS = ("nvlink", "nvls", "nic", "pcie")
 PULL = 0.05  # weight of the pull towards the defaults, against 1 per row
+F_SCALE = 0.15  # soft_l1's scale: log errors past it count less than squared
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def fit(samples: list[Sample], start: Figures | None = None) -> tuple[np.ndarray
 
     begin = _coarse_start(residuals, np.clip(theta0, lower, upper), len(TIMES))
     solved = least_squares(residuals, begin, bounds=(lower, upper),
-                           x_scale=scale, diff_step=1e-3, loss="soft_l1", f_scale=0.15)
+                           x_scale=scale, diff_step=1e-3, loss="soft_l1", f_scale=F_SCALE)
     return solved.x, predict(samples, solved.x)
 
 
@@ -115,6 +116,6 @@ def _coarse_start(residuals, theta: np.ndarray, first_ratio: int) -> np.ndarray:
             trial = out.copy()
             trial[k] = x
             r = residuals(trial)
-            return float(np.sum(np.sqrt(1 + (r / 0.15) ** 2) - 1))  # soft_l1, as fitted
+            return float(np.sum(np.sqrt(1 + (r / F_SCALE) ** 2) - 1))  # soft_l1, as fitted
         out[k] = min(RATIO_GRID, key=lambda x: (cost(x), abs(x - theta[k])))
     return out
