@@ -300,6 +300,21 @@ def test_an_alltoall_is_its_sends_latency_and_its_busiest_link():
     assert big.predicted_us == pytest.approx(2.2 + 8.4 + 3.4 + GB * 7 / 8 / 231e3)
 
 
+def test_an_alltoall_where_gpus_reach_only_their_neighbours_pays_for_the_hops():
+    # ring:8: a GPU's 7 peers lie 1, 1, 2, 2, 3, 3 and 4 hops away, 16 in all, so its
+    # shares take 16 / 7 of the time its own two links would; torus:4x4: 4 peers at 1
+    # hop, 6 at 2, 4 at 3 and 1 at 4, 32 for 15 peers. Before, every peer counted at the
+    # GPU's whole rate: torus:4x4's 10^9 bytes took 13,087 us, under the 20 us a MB that
+    # its links allow at the least (16 GPUs x 32 hops x 1/16 of it, 64 links of 25 GB/s)
+    assert machine_of(resolve("ring:8")).alltoall_spread == pytest.approx(16 / 7)
+    torus = machine_of(resolve("torus:4x4"))
+    assert torus.alltoall_spread == pytest.approx(32 / 15)
+    assert choose(torus, "alltoall", GB).predicted_us > 20 * GB / 1e6
+    # GPUs that all meet on NVSwitches, or on direct links of one rate, spread nothing
+    for name in ("dgxh100", "mi300x", "fc:8"):
+        assert machine_of(resolve(name)).alltoall_spread == 1.0
+
+
 def test_a_ring_slower_than_pcie_gen3_runs_simple_on_256_threads():
     # 8 GPUs on PCIe Gen3 x16 (16 GB/s, NCCL counts 12): one ring channel of 12 GB/s,
     # 12 <= PCI_BW, so Simple runs 256 threads: a channel per 256 x 64 B = 16 KB (not

@@ -13,17 +13,18 @@ from synth.topology.fabric import fabric_parts
 from synth.topology.physical import Topology
 
 
-def alltoall_bound(topo: Topology, graph: nx.DiGraph, gpus: list[str], clock: Clock
-                    ) -> Fraction:
+def alltoall_bound(topo: Topology, graph: nx.DiGraph, gpus: list[str], clock: Clock,
+                   lp_limit: int | None = None) -> Fraction:
     """Least time for every GPU to send one share to every other: max concurrent flow.
 
     A linear program (HiGHS): each source's flow is conserved, and on every link the
     flows of all sources fit in capacity x T; minimise T. This is the exact bound for
     fractional routing (cuts alone miss that two-hop pairs use two links). Above
-    LP_LIMIT variables it falls back to the best single-GPU and box cut.
+    `lp_limit` variables (default LP_LIMIT) it falls back to the best single-GPU and box
+    cut.
     """
     edges = list(graph.edges(data="capacity"))
-    if len(gpus) * len(edges) > LP_LIMIT or clock.expired():
+    if len(gpus) * len(edges) > (lp_limit or LP_LIMIT) or clock.expired():
         return _alltoall_cuts(topo, graph, gpus)
     value = _max_concurrent_flow(graph, gpus, edges, clock)
     if value is None:  # out of time: an unfinished program bounds nothing

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from fractions import Fraction
+
+import networkx as nx
 
 from synth.topology.figures import Figures, defaults
 from synth.topology.physical import GPU, NIC, Topology
@@ -29,6 +32,9 @@ class Machine:
     nvswitch: bool  # GPUs meet on NVSwitches (CollNet Direct needs them)
     nvls: bool  # the NVSwitches reduce and multicast, and the GPUs can use it
     sharp: bool  # the network switches reduce (CollNet)
+    # how many times longer than its GPUs' own rates allow a node's alltoall takes at
+    # least, where its GPUs do not all meet on NVSwitches (node_alltoall_spread)
+    alltoall_spread: float = 1.0
 
     @property
     def arch(self) -> str:
@@ -76,8 +82,85 @@ def machine_of(topo: Topology) -> Machine:
     nvls = (any({"reduce", "multicast"} <= set(v.can) for v in switches)
             and figures.arch in ("hopper", "blackwell"))
     sharp = any("reduce" in v.can for v in topo.vertices if v.kind == "net_switch")
+    spread = 1.0 if switches else node_alltoall_spread(
+        topo, [r for r, b in enumerate(node_of) if b == node_of[0]], intra_gbps, intra)
     return Machine(topo.name, figures, len(gpus), nodes, intra, intra_gbps, pair, nics,
-                   nic_gbps, bool(switches), nvls, sharp)
+                   nic_gbps, bool(switches), nvls, sharp, spread)
+
+
+# variables of the max concurrent flow's program, at most (16 GPUs on 64 links: a
+# tenth of a second; torus:8x8's 16,384 took 13 s, too long for every comparison)
+SPREAD_LP_LIMIT = 4096
+
+
+def node_alltoall_spread(topo: Topology, ranks: list[int], gpu_gbps: float,
+                         intra: str) -> float:
+    """How many times longer than (n - 1) shares at `gpu_gbps` one node's alltoall (its
+    GPUs `ranks`, n of them) takes at the least over the links NCCL's sends take: NVLinks
+    between GPUs where the node has them (NCCL's P2P takes NVLink, through one GPU
+    between where there is no direct one: PATH_NVB, src/graph/paths.cc), else the node's
+    PCIe. The least is the max concurrent flow (synth.bounds.alltoall: its linear
+    program, or its cuts past SPREAD_LP_LIMIT variables) or, where larger, every share
+    crossing as many links as its fewest hops. At least 1. Counting every peer at a
+    GPU's whole NVLink rate made NCCL's alltoall on a torus of NVLinks faster than the
+    proven bound. Cost: that program (a tenth of a second at its limit) and a
+    breadth-first search per GPU."""
+    from synth.bounds.alltoall import alltoall_bound
+    from synth.bounds.flows import Clock
+    from synth.topology.communicator import view
+
+    n = len(ranks)
+    if n < 3 or gpu_gbps <= 0:
+        return 1.0
+    node = view(topo, ranks)
+    graph = _sends_graph(node, intra)
+    hops = _hops_sum(graph, node.gpus)
+    if hops is None:  # some GPU reaches not every other: NCCL's own paths, not these
+        return 1.0
+    capacity = sum(c for _, _, c in graph.edges(data="capacity"))
+    flow = alltoall_bound(node, graph, node.gpus, Clock(), lp_limit=SPREAD_LP_LIMIT)
+    least = max(float(flow), hops / capacity)
+    return max(1.0, least / ((n - 1) / gpu_gbps))
+
+
+def _sends_graph(node: Topology, intra: str) -> nx.DiGraph:
+    """The links a node's GPUs send to each other over, capacities in GB/s: their
+    NVLinks, or every link but those to NICs and network switches."""
+    kind = {v.name: v.kind for v in node.vertices}
+    inside = ({GPU} if intra == "nvlink" else
+              {k for k in kind.values() if k not in (NIC, "net_switch")})
+    graph = nx.DiGraph()
+    graph.add_nodes_from(node.gpus)
+    for link in node.links:
+        if kind[link.src] in inside and kind[link.dst] in inside:
+            old = graph.edges[link.src, link.dst]["capacity"] if graph.has_edge(
+                link.src, link.dst) else 0
+            graph.add_edge(link.src, link.dst,
+                           capacity=old + Fraction(str(link.gbps)) * link.count)
+    return graph
+
+
+def _hops_sum(graph: nx.DiGraph, gpus: list[str]) -> int | None:
+    """The fewest hops summed over every ordered pair of `gpus`; None where one reaches
+    not every other. Sources in blocks, so that memory stays small."""
+    import numpy as np
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    place = {v: i for i, v in enumerate(graph.nodes)}
+    pairs = [(place[u], place[v]) for u, v in graph.edges]
+    n = len(place)
+    sparse = csr_matrix((np.ones(len(pairs)), ([a for a, _ in pairs], [b for _, b in pairs])),
+                        shape=(n, n))
+    sources, targets = [place[g] for g in gpus], [place[g] for g in gpus]
+    total = 0
+    for first in range(0, len(sources), 256):
+        hops = shortest_path(sparse, directed=True, unweighted=True,
+                             indices=sources[first:first + 256])[:, targets]
+        if np.isinf(hops).any():
+            return None
+        total += int(hops.sum())
+    return total
 
 
 def _local_nics(topo: Topology, kind: dict) -> set[str]:

@@ -408,9 +408,10 @@ def p2p_latency_us(m: Machine, p: int) -> float:
 def alltoall_us(m: Machine, nbytes: int, rates: Rates, call_us: float) -> float:
     """Alltoall as grouped send/receive: each GPU sends (N - 1) / N of its buffer, the
     part for its own node over the node's fabric and the rest over its share of the
-    node's NICs; the call's cost covers starting its N - 1 transfers."""
+    node's NICs (the fabric slower where its GPUs do not all meet on NVSwitches:
+    Machine.alltoall_spread); the call's cost covers starting its N - 1 transfers."""
     n, ppn = m.ranks, m.per_node
-    inside = nbytes * (ppn - 1) / n / rates.intra
+    inside = nbytes * (ppn - 1) / n / rates.intra * m.alltoall_spread
     outside = nbytes * (n - ppn) / n / (m.nics * rates.nic / ppn) if m.nodes > 1 else 0.0
     return call_us + max(inside, outside) / 1e3
 
