@@ -29,8 +29,8 @@ STAGES = [
     ["synth", "synth.errors", "synth.files", "synth.signals"],
     ["synth.topology"],
     ["synth.schedule"],
-    ["synth.predict"],
     ["synth.bounds"],
+    ["synth.predict"],  # after the bounds: NCCL's alltoall is never faster than they allow
     ["synth.search"],
     ["synth.construct"],
     ["synth.frontier", "synth.cost_choice"],
