@@ -167,7 +167,7 @@ def lane_variants(result: Result, deadline: Deadline) -> list[Point]:
     model and valid on the real links. [] where no lane count changes or no time is
     left. Their schedules say so (info `lanes`, the method's words, `-p2` file names)."""
     from synth.frontier import synthesize
-    from synth.plan.planner import power_of_two_lanes
+    from synth.topology.lanes import power_of_two_lanes
     from synth.search.pareto import Limits
 
     fewer = power_of_two_lanes(result.topology)

@@ -15,7 +15,8 @@ from synth.export.msccl_sim import check_msccl_xml
 from synth.export.mscclpp_sim import check_mscclpp_plan
 from synth.plan.nccl_log import parse_log
 from synth.plan.make import make_plan
-from synth.plan.planner import envelope, power_of_two_lanes, runtime_variants
+from synth.plan.planner import envelope, runtime_variants
+from synth.topology.lanes import power_of_two_lanes
 from synth.plan.torch_trace import parse_trace
 from synth.plan.traffic import bandwidth, physical_use
 from synth.plan.reading import load_workload

@@ -67,3 +67,33 @@ def test_a_topology_synth_cannot_derive_is_checked_on_its_own_model(dgx1_allgath
     assert "not ring:8 as synth derives it" in said
     ok = synth_main("verify", write(tmp_path, doc), "--topo", "dgx1")
     assert ok.returncode == 0, ok.stderr
+
+
+def _ring_file(tmp_path, topo, name=None):
+    """A ring baseline's schedule file on `topo` (its model named `name`, if given)."""
+    from synth.construct.baselines import baselines
+    from synth.schedule.file import schedule_to_dict
+    from synth.topology.linkmodel import lower
+
+    ring = next(b for b in baselines(lower(topo), "allgather") if "ring" in b.name)
+    doc = schedule_to_dict(ring.schedule)
+    if name:
+        doc["topology"]["name"] = name
+    return doc
+
+
+def test_a_file_on_power_of_two_lanes_is_checked_on_that_machine(tmp_path):
+    # the --size answer's -p2 files: on a degraded box they were refused as naming a
+    # machine synth cannot derive (the name read as one more edit); now derived: 16 of
+    # each GPU's 18 NVLink lanes, so an 18-lane model under that name is invalid
+    from synth.topology.catalog import resolve
+    from synth.topology.lanes import power_of_two_lanes
+
+    degraded = "dgxh100-without-gpu3-nvswitch:1"
+    doc = _ring_file(tmp_path, power_of_two_lanes(resolve(degraded)))
+    ok = synth_main("verify", write(tmp_path, doc))
+    assert ok.returncode == 0, ok.stderr
+    assert f"on {degraded} (power-of-two lanes) as synth derives it" in ok.stdout
+    full = _ring_file(tmp_path, resolve("dgxh100"), "dgxh100 (power-of-two lanes)")
+    said = one_line(synth_main("verify", write(tmp_path, full, "full.json")), 1)
+    assert "not dgxh100 (power-of-two lanes) as synth derives it" in said

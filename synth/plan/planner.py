@@ -42,6 +42,7 @@ from synth.schedule.cost import MAX_SIZE, schedule_cost
 from synth.schedule.ir import Schedule
 from synth.search.pareto import Limits
 from synth.topology.communicator import view
+from synth.topology.lanes import power_of_two_lanes
 from synth.topology.linkmodel import lower_with_routes
 from synth.topology.physical import Topology
 
@@ -153,15 +154,6 @@ def candidates_of(result: Result, p: Prices | None = None) -> list[Candidate]:
     for b in baselines(result.model, result.collective, result.root):
         out += _candidate(b.schedule, b.name, p)
     return out
-
-
-def power_of_two_lanes(topo: Topology) -> Topology | None:
-    """The topology with every link's lanes rounded down to a power of two (18 NVLink
-    lanes to 16), or None where that changes nothing."""
-    links = tuple(replace(l, count=1 << (l.count.bit_length() - 1)) for l in topo.links)
-    if links == topo.links:
-        return None
-    return replace(topo, links=links, name=f"{topo.name} (power-of-two lanes)")
 
 
 def runtime_variants(sub: Topology, result: Result, limits: Limits) -> list[Candidate]:

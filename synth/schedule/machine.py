@@ -4,7 +4,8 @@ A schedule file carries the link model it was made for (capacities, alphas, grou
 switches and their ports), and the verifier checks the schedule against that model
 alone. A file whose model was edited (every capacity doubled, a switch that reduces
 added) would pass. So where the file names a topology synth knows without reading
-anything (a built-in, a generator such as ring:8, a built-in's NAMExK), or the user
+anything (a built-in, a generator such as ring:8, a built-in's NAMExK, any of these
+degraded or on power-of-two lanes), or the user
 names one (`--topo`), the embedded model must be the one synth derives from it, or the
 file is invalid and the first difference is named. A file whose topology synth cannot
 resolve (a user's own file, a plan's communicator view) is checked on its own model,
@@ -31,6 +32,7 @@ from synth.schedule.verify import ScheduleInvalid, verify_schedule
 from synth.topology.catalog import GENERATORS, builtin_names, resolve
 from synth.topology.degrade import split_name
 from synth.topology.fabric import split_options
+from synth.topology.lanes import lanes_of, power_of_two_lanes
 from synth.topology.linkmodel import LinkModel, lower
 from synth.topology.physical import FABRICS, Topology
 
@@ -39,7 +41,10 @@ ALPHA_TOLERANCE = 1e-9  # relative: alphas are floats written as decimals
 
 def known_by_name(name: str) -> bool:
     """Whether `name` resolves without reading a file: built-in, generator, NAMExK, or
-    one of those degraded (its name says the edits: synth.topology.degrade)."""
+    one of those degraded (its name says the edits: synth.topology.degrade), or any of
+    these on power-of-two lanes (synth.topology.lanes)."""
+    if lanes_of(name) is not None:
+        return known_by_name(lanes_of(name))
     healthy, edits = split_name(name)
     if edits:
         return known_by_name(healthy)
@@ -55,6 +60,9 @@ def known_by_name(name: str) -> bool:
 
 @lru_cache(maxsize=8)
 def _derived_by_name(name: str) -> LinkModel:
+    base = lanes_of(name)
+    if base is not None:
+        return _normalised(lower(power_of_two_lanes(resolve(base)) or resolve(base)))
     return _normalised(lower(resolve(name)))
 
 
