@@ -937,3 +937,16 @@ def test_an_estimate_past_the_time_left_still_gets_a_short_probe(tmp_path, monke
     assert result.returncode == 0, result.stderr
     points = json.loads(result.stdout)["frontier"]
     assert points and all(p["loads"] == "both" for p in points)
+
+
+@pytest.mark.parametrize("name", ["gather", "scatter"])
+def test_gather_and_scatter_are_not_marked_loadable_in_msccl_xml(name, tmp_path):
+    # the refusal was only in the XML text's making, so the table said "both" and the
+    # same run then wrote no XML file (exit 2)
+    run = synth_main(name, "--topo", "ring:4", "--root", "1", "--time-limit", "10",
+                     "--out", tmp_path, "--json")
+    assert run.returncode == 0, run.stderr
+    points = json.loads(run.stdout)["frontier"]
+    assert points and all(p["loads"] == "MSCCL++" for p in points)
+    assert all(p["not_loaded"]["msccl-xml"]["why"].startswith(
+        f"cannot export {name} to MSCCL XML: no runtime runs such a file") for p in points)

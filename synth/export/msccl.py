@@ -377,11 +377,22 @@ def _surely_over(transfers, k: int, n: int, per_rank) -> str | None:
     return None
 
 
+def refuse_collective(schedule) -> None:
+    """BadInput for gather and scatter: no XML runtime runs them as synth means them."""
+    if schedule.collective.name in ("gather", "scatter"):
+        raise BadInput(f"cannot export {schedule.collective.name} to MSCCL XML: no runtime "
+                       "runs such a file as synth means it (NCCL has no gather or scatter "
+                       "call; RCCL counts one share: docs/runtimes.md, \"Gather and scatter "
+                       "XML\"); export it to MSCCL++")
+
+
 def build(schedule, inplace: bool = False, deadline: Deadline = Deadline()):
     """The _Program with the fewest channels that fits the runtimes' limits. Channel
     counts whose threadblocks alone break a limit are ruled out before any is built
     (a big schedule's program takes seconds and gigabytes per try); OutOfTime when the
-    deadline passes before a try."""
+    deadline passes before a try. BadInput for a collective no XML runtime runs as synth
+    means it (here too, as synth.export.loads asks this, not to_msccl_xml)."""
+    refuse_collective(schedule)
     layout = Layout(schedule.collective, inplace)
     most = max(1, min(schedule.collective.num_chunks, MAX_CHANNELS))
     why = first = None
@@ -444,11 +455,7 @@ def to_msccl_xml(schedule, inplace: bool = False, name: str | None = None,
         raise BadInput(f"cannot export to MSCCL XML with --min-bytes {min_bytes} and no "
                        "--max-bytes: microsoft/msccl reads maxBytes=\"0\" as 0 and refuses a "
                        "file whose minBytes is above it; give --max-bytes")
-    if schedule.collective.name in ("gather", "scatter"):
-        raise BadInput(f"cannot export {schedule.collective.name} to MSCCL XML: no runtime "
-                       "runs such a file as synth means it (NCCL has no gather or scatter "
-                       "call; RCCL counts one share: docs/runtimes.md, \"Gather and scatter "
-                       "XML\"); export it to MSCCL++")
+    refuse_collective(schedule)
     schedule = runtime_form(schedule)[0]
     program = program or build(schedule, inplace)
     lay, coll = program.layout, schedule.collective
