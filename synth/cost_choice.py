@@ -47,9 +47,13 @@ def in_cost_model(result: Result, topo: Topology, cost_model: str,
             loadable = [pt for pt in done if pt.loads and pt.loads.get(fmt, 1) is None]
             kept |= {id(pt) for pt in winners(loadable, result.lines,
                                               (protocols or {}).get(fmt))}
-        result.left_out = [pt for pt in done if id(pt) not in kept]
-        out = {id(pt) for pt in result.left_out}  # by identity: comparing is O(schedule)
-        result.points = [pt for pt in result.points if id(pt) not in out]
+        out = {id(pt) for pt in done if id(pt) not in kept}  # by identity: comparing
+        result.points = [pt for pt in result.points if id(pt) not in out]  # is O(schedule)
+        # a point of a kept one's steps, rounds and chunks (an exact point and the
+        # baseline it equals) is not named as left out: its name is a row of the table
+        shown = {(pt.steps, pt.rounds, pt.chunks) for pt in result.points}
+        result.left_out = [pt for pt in done if id(pt) in out
+                           and (pt.steps, pt.rounds, pt.chunks) not in shown]
     return result
 
 

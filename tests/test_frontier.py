@@ -226,3 +226,15 @@ def test_on_256_gpus_the_trees_answer_before_any_baseline_is_built(monkeypatch):
     assert [p.schedule.info["method"] for p in result.points] == \
         ["trees, 4 packed (4 distinct)"]
     assert result.points[0].ratio == result.bounds.rounds_per_chunk
+
+
+def test_a_point_equal_to_a_shown_row_is_not_named_as_left_out(tmp_path):
+    # ring:2's allreduce: the exact point and the ring baseline are one step of one
+    # round and one chunk; cost model 2 keeps one of the two, and the other was named
+    # "left out, never the fastest ... S1 R1 C1" under the row S1 R1 C1
+    run = synth_main("allreduce", "--topo", "ring:2", "--time-limit", "10", "--out", tmp_path)
+    assert run.returncode == 0, run.stderr
+    rows = [line.split()[:3] for line in run.stdout.splitlines()[2:]
+            if re.match(r"\d+ +\d+ +\d+ ", line)]
+    assert rows == [["1", "1", "1"]]
+    assert "left out" not in run.stdout
