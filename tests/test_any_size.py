@@ -306,8 +306,26 @@ def test_synth_run_says_when_the_schedule_did_not_run_at_all(tmp_path):
     done = synth_main("run", path, "--size", "32")
     assert done.returncode == 0, done.stderr
     assert "0 bytes through the schedule" in done.stdout and "synth schedule" not in done.stdout
+    assert "  torch  " in done.stdout  # torch's own call was timed all the same
     assert done.stderr.startswith("synth: note: 32 bytes is less than one cut of the "
                                   "schedule's chunks") and "was not run" in done.stderr
+
+
+def test_synth_run_json_times_no_schedule_that_did_not_run_and_names_the_files_version(
+        tmp_path):
+    # docs/schedule-file.md's version 4 example (written for rank 0); 32 bytes: all of it
+    # torch's, so the schedule has no time (it had torch's, under its name), and the
+    # version is the file's (it said 1 for every version but 3)
+    from tests.test_compact import ring_allgather
+
+    path = tmp_path / "v4.json"
+    path.write_text(json.dumps(ring_allgather()))
+    done = synth_main("run", str(path), "--size", "32", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["bulk_bytes"], report["version"]) == (0, 4)
+    assert report["synth_us"] is None and report["synth_algbw_gbps"] is None
+    assert report["torch_us"] > 0
 
 
 def test_synth_run_refuses_a_size_that_is_not_the_call(tmp_path):

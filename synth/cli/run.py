@@ -55,9 +55,10 @@ def run_command(path, nproc, size, dtype, runtime, backend, iters, as_json, no_v
         click.echo(f"  {_bytes(report['bulk_bytes'])} through the schedule (its chunks in "
                    f"{report['cut']}), {report['tail_bytes']:,} through torch's "
                    f"{report['torch_reference']}")
-        if report["synth_us"] is not None and report["bulk_bytes"]:
+        if report["synth_us"] is not None:  # None: not timed, or no byte through it
             click.echo(f"  synth schedule {report['synth_us']:10.1f} us "
                        f"{report['synth_algbw_gbps']:8.3f} GB/s  ({report['steps']} steps)")
+        if report["torch_us"] is not None:
             click.echo(f"  torch          {report['torch_us']:10.1f} us "
                        f"{report['torch_algbw_gbps']:8.3f} GB/s  ({report['torch_reference']})")
     if report["bulk_bytes"] == 0:  # the check then says nothing of the schedule

@@ -38,7 +38,7 @@ from pathlib import Path
 from synth.errors import BadInput, NoAnswer
 from synth.export import MAX_UNFOLDED_SENDS
 from synth.export.units import Unit, parts_of
-from synth.schedule.file import read_schedule
+from synth.schedule.file import file_version, read_schedule
 from synth.schedule.machine import read_verified
 from synth.signals import interrupts_deferred
 
@@ -242,9 +242,10 @@ def _worker(rank, world, path, call: dict, backend, init, report_path):
         # switch's
         schedule = read_schedule(path)
         report = _run_and_check(schedule.unfolded().as_sends(), rank, Call(**call))
+        report["version"] = file_version(schedule)
         if schedule.in_network:
-            report.update(version=3, switch="emulated on the host: each switch operation "
-                                            "run as the sends it stands for")
+            report.update(switch="emulated on the host: each switch operation run as the "
+                                 "sends it stands for")
         if rank == 0 and report_path:
             Path(report_path).write_text(json.dumps(report))
         return report if rank == 0 else None
@@ -309,6 +310,8 @@ def _run_and_check(schedule, rank: int, call: Call) -> dict:
 
     synth_s, torch_s = (_timed(execute, call.iters, dist), _timed(reference, call.iters, dist)) \
         if call.iters else (None, None)  # 0 iterations: the check alone
+    if not split.bulk:  # all of it ran through torch: no time is the schedule's
+        synth_s = None
     message = call.nbytes
 
     def us(s):
@@ -326,7 +329,6 @@ def _run_and_check(schedule, rank: int, call: Call) -> dict:
         "synth_us": us(synth_s), "torch_us": us(torch_s),
         "synth_algbw_gbps": gbps(synth_s), "torch_algbw_gbps": gbps(torch_s),
         "torch_reference": TORCH_NAMES.get(name, name),
-        "version": 2 if schedule.compact else 1,
         "messages": program.plan.messages if program else 0,  # rank 0's p2p operations per run
     }
 

@@ -27,6 +27,12 @@ SWITCH_OPS = ("multicast", "switch_reduce")
 MAX_ROUNDS = 10 ** 9  # a step's rounds, as the verifier allows
 
 
+def file_version(schedule: Schedule) -> int:
+    """The version of the file `schedule` is written as (schedule_to_dict)."""
+    return (4 if schedule.symmetry is not None else 3 if schedule.in_network
+            else 2 if schedule.compact else 1)
+
+
 def schedule_to_dict(schedule: Schedule, topology: dict | None = None) -> dict:
     """The file's document: version 1, or version 2 when the schedule uses a compact form
     (chunk ranges or a pipeline; pre and post are then written as ranges too), 3 with
@@ -37,7 +43,7 @@ def schedule_to_dict(schedule: Schedule, topology: dict | None = None) -> dict:
     compact, orbits = schedule.compact, schedule.symmetry
     if orbits is not None and schedule.in_network:
         raise ValueError("a schedule written once per orbit has no switch operations")
-    version = 4 if orbits else 3 if schedule.in_network else 2 if compact else 1
+    version = file_version(schedule)
     mine = (lambda r: True) if orbits is None else set(orbits.representatives).__contains__
     doc = {
         "format": FORMAT, "version": version,
