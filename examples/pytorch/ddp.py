@@ -86,6 +86,7 @@ def main():
         for (collective, way), n in sorted((comm.moved if comm else {}).items()):
             print(f"  {collective}: {n:,} bytes through "
                   + ("synth's files" if way == "file" else "the backend's own collective"))
+    dist.barrier()  # every rank done before any tears gloo down: else one may abort at exit
     dist.destroy_process_group()
 
 
