@@ -146,7 +146,12 @@ def test_export_command_says_so_in_one_line(tmp_path):
             ("mscclpp", ["--min-bytes", str(2 ** 31)], "32-bit signed int"),
             ("mscclpp", ["--max-bytes", str(2 ** 40)], "32-bit"),
             ("msccl-xml", ["--min-bytes", "1024"], "give --max-bytes"),
-            ("msccl-xml", ["--max-bytes", str(2 ** 63)], "64-bit")):
+            ("msccl-xml", ["--max-bytes", str(2 ** 63)], "64-bit"),
+            # 8 chunks: the plan runs multiples of 8 x 16 = 128 bytes, the XML of 8
+            # one-byte elements; a range that holds none was written, never to be picked
+            ("mscclpp", ["--min-bytes", "129", "--max-bytes", "255"], "would ever pick it"),
+            ("msccl-xml", ["--min-bytes", "1025", "--max-bytes", "1031"],
+             "would ever pick it")):
         bad = synth_main("export", src, "--to", fmt, *args, "-o", tmp_path / "no.out")
         assert bad.returncode == 2, (args, bad.stderr)
         assert bad.stderr.count("\n") == 1 and words in bad.stderr, bad.stderr

@@ -46,6 +46,7 @@ def export_command(file, fmt, path, inplace, name, min_bytes, max_bytes):
 
     schedule = read_verified(file)
     text, summary = render(schedule, fmt, inplace, name, min_bytes, max_bytes, once=True)
+    _runs_some_size(fmt, text)
     sizes = sizes_line(fmt, text)
     if path == "-":  # standard output: the file's text there, the summary on stderr
         click.echo(text, nl=False)
@@ -57,3 +58,18 @@ def export_command(file, fmt, path, inplace, name, min_bytes, max_bytes):
     click.echo(f"wrote {path} ({fmt}): {summary}")
     if sizes:
         click.echo(sizes)
+
+
+def _runs_some_size(fmt: str, text: str) -> None:
+    """BadInput where --min-bytes and --max-bytes hold no size the file runs: the
+    runtime would never pick it."""
+    from synth.errors import BadInput
+    from synth.export.units import header_of
+
+    if fmt == "json":
+        return
+    unit = header_of(fmt, text).unit
+    if not unit.runs_some_size():
+        raise BadInput(f"no size from {unit.min_bytes:,} to {unit.max_bytes:,} bytes is one "
+                       f"the file runs (multiples of {unit.quantum(1):,} bytes), so no call "
+                       "would ever pick it: widen --min-bytes and --max-bytes")

@@ -84,6 +84,13 @@ class Unit:
     def cuts(self, n: int, element_bytes: int | None = None) -> bool:
         return n % self.quantum(element_bytes) == 0 and self.within(n)
 
+    def runs_some_size(self) -> bool:
+        """Whether some size in [min_bytes, max_bytes] is one the file runs (MSCCL: in
+        1-byte elements, the finest cut)."""
+        q = self.quantum(1)
+        first = -(-self.min_bytes // q) * q
+        return self.max_bytes is None or first <= self.max_bytes
+
     def within(self, n: int) -> bool:
         return self.min_bytes <= n and (self.max_bytes is None or n <= self.max_bytes)
 
