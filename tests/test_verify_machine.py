@@ -97,3 +97,22 @@ def test_a_file_on_power_of_two_lanes_is_checked_on_that_machine(tmp_path):
     full = _ring_file(tmp_path, resolve("dgxh100"), "dgxh100 (power-of-two lanes)")
     said = one_line(synth_main("verify", write(tmp_path, full, "full.json")), 1)
     assert "not dgxh100 (power-of-two lanes) as synth derives it" in said
+
+
+def test_a_model_without_its_unit_says_which_key_is_missing(dgx1_allgather, tmp_path):
+    doc = json.loads(json.dumps(dgx1_allgather))
+    del doc["topology"]["unit_gbps"]  # the simulator needs no unit: the machine check does
+    said = one_line(synth_main("verify", write(tmp_path, doc)), 2)
+    # it said "topology: 'unit_gbps'", a bare KeyError
+    assert said.rstrip().endswith("topology.unit_gbps: missing"), said
+
+
+def test_topo_list_names_where_a_topology_files_format_is(tmp_path):
+    from pathlib import Path
+
+    listing = synth_main("topo", "list")
+    assert listing.returncode == 0
+    line = next(x for x in listing.stdout.splitlines() if "a topology file" in x)
+    named = line.split("(format: ", 1)[1].split(")", 1)[0]
+    # README.md, named before, has no such section
+    assert "Topology files" in (Path(__file__).parent.parent / named).read_text()

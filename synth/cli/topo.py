@@ -28,8 +28,8 @@ def topo_list():
                "(dgx2x4, dgxh100x8, ...)")
     click.echo("  NAMExK:FABRIC,...        joined by clos or fat-tree leaves, a spine and "
                "pods (dgxh100x128:clos,pod=16,over=7)")
-    click.echo("files:\n  PATH.yaml | PATH.json      a topology file (format: README.md); "
-               "--boxes K repeats its box")
+    click.echo("files:\n  PATH.yaml | PATH.json      a topology file (format: "
+               "docs/guide/02-your-cluster.md); --boxes K repeats its box")
     click.echo("imported:\n  PATH.xml | PATH.txt        NCCL topology XML or nvidia-smi topo "
                "-m output (synth topo import)")
 

@@ -85,7 +85,9 @@ def check_machine(doc: dict, topo: Topology | None = None) -> str:
         raise ScheduleInvalid(f"the topology it names cannot be derived: {e}") from None
     try:
         embedded = embedded_model(doc)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as e:
+    except KeyError as e:  # the verifier reads no more of the model than it needs
+        raise BadInput(f"topology.{e.args[0]}: missing") from None
+    except (TypeError, ValueError, AttributeError, IndexError, OverflowError) as e:
         raise BadInput(f"topology: {e}") from None
     difference = first_difference(embedded, derived)
     what = topo.name if topo is not None else name
