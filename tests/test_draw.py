@@ -346,6 +346,13 @@ def test_draw_commands_and_bad_input(tmp_path):
         assert bad.returncode == 2, args
         assert bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr, bad.stderr
     assert not (tmp_path / "x.svg").exists() and not list(tmp_path.glob(".x.*"))
+    # a folder, and a name with no suffix, are named as such (both read "unknown picture
+    # type '.'" before)
+    (tmp_path / "pics").mkdir()
+    for target, words in ((tmp_path / "pics", "a folder"), (tmp_path / "x", "no picture type")):
+        bad = synth_main("draw", str(schedule), "-o", str(target))
+        assert bad.returncode == 2 and words in bad.stderr, bad.stderr
+    assert list((tmp_path / "pics").iterdir()) == []
     # a topology of 16 boxes cannot be a PNG whose text reads: one line, exit 2
     big = synth_main("topo", "draw", "dgx2", "--boxes", "16", "-o", tmp_path / "big.png")
     assert big.returncode == 2 and big.stderr.count("\n") == 1, big.stderr

@@ -52,6 +52,10 @@ class Unreadable(DrawError):
 def picture_format(path: str | Path) -> str:
     """'svg' or 'png' from the file name; BadInput for anything else."""
     suffix = Path(path).suffix.lower().lstrip(".")
+    if Path(path).is_dir():
+        raise BadInput(f"{path}: a folder; name the picture's file (.svg or .png)")
+    if not suffix:
+        raise BadInput(f"{path}: no picture type (name a file ending in .svg or .png)")
     if suffix not in PICTURE_FORMATS:
         raise BadInput(f"{path}: unknown picture type '.{suffix}' (expected .svg or .png)")
     return suffix
