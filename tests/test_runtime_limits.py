@@ -156,6 +156,12 @@ def test_export_command_says_so_in_one_line(tmp_path):
         assert bad.returncode == 2, (args, bad.stderr)
         assert bad.stderr.count("\n") == 1 and words in bad.stderr, bad.stderr
     assert not (tmp_path / "no.out").exists()
+    # the schedule file has no layout, name or sizes: they were ignored without a word
+    bad = synth_main("export", src, "--to", "json", "--inplace", "--min-bytes", "64",
+                     "-o", tmp_path / "no.out")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+    assert "--inplace, --min-bytes: for msccl-xml and mscclpp only" in bad.stderr
+    assert not (tmp_path / "no.out").exists()
     ok = synth_main("export", src, "--to", "msccl-xml", "--min-bytes", "1024",
                     "--max-bytes", "4096", "-o", tmp_path / "ar.xml")
     assert ok.returncode == 0, ok.stderr

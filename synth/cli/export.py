@@ -9,6 +9,7 @@ import click
 
 from synth.cli.app import cli
 from synth.cli.options import Size, examples, out_option
+from synth.errors import BadInput
 from synth.export import FORMATS
 
 
@@ -44,6 +45,11 @@ def export_command(file, fmt, path, inplace, name, min_bytes, max_bytes):
     from synth.files import write_atomic
     from synth.schedule.machine import read_verified
 
+    given = [opt for opt, v in (("--inplace", inplace), ("--name", name),
+                                ("--min-bytes", min_bytes), ("--max-bytes", max_bytes))
+             if v not in (False, None, 0)]
+    if fmt == "json" and given:  # the schedule file has no layout, name or sizes
+        raise BadInput(f"{', '.join(given)}: for msccl-xml and mscclpp only, not --to json")
     schedule = read_verified(file)
     text, summary = render(schedule, fmt, inplace, name, min_bytes, max_bytes, once=True)
     _runs_some_size(fmt, text)
@@ -63,7 +69,6 @@ def export_command(file, fmt, path, inplace, name, min_bytes, max_bytes):
 def _runs_some_size(fmt: str, text: str) -> None:
     """BadInput where --min-bytes and --max-bytes hold no size the file runs: the
     runtime would never pick it."""
-    from synth.errors import BadInput
     from synth.export.units import header_of
 
     if fmt == "json":
