@@ -191,6 +191,7 @@ def point_summary(point: Point, result: Result, path: Path | None) -> dict:
         "proven": point.proven, "optimality": optimality(point, result.bounds),
         "method": method_of(point),
         "solve_seconds": info.get("solve_seconds"),
+        "cached": bool(info.get("cached")),  # solve_seconds are then the run's that found it
         "file": str(path) if path else None,
     } | loads_summary(point) | ({"predicted_us": predicted(point.schedule, result)}
                                if result.cost_model == "calibrated" and _timed(point, result)
@@ -270,6 +271,7 @@ def result_summary(result: Result, topology: str, solver: str, paths: list[Path]
                     if result.not_decomposed else {})
         | {name: s.stopped for name, s in result.searches.items()},
         "solver_calls": sum(len(s.attempts) for s in result.searches.values()),
+        "cached_calls": sum(a.cached for s in result.searches.values() for a in s.attempts),
         "seconds": round(result.seconds, 3),
         "cost_model": model_summary(result),
     } | ({"runtimes_stopped": result.runtimes_stopped} if result.runtimes_stopped else {})
@@ -321,7 +323,7 @@ def format_table(summary: dict) -> str:
                     + tuple(f"{p['predicted_us'][label]['us']:.1f}" if "predicted_us" in p
                             else "-" for label in sizes)
                     + (p["optimality"], p.get("loads") or "?", p["method"] or "-",
-                       "-" if p["solve_seconds"] is None else f"{p['solve_seconds']:.2f}"))
+                       solve_cell(p)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     numeric = 7 + len(sizes)
     lines = ["  ".join(cell.rjust(w) if i < numeric else cell.ljust(w)
@@ -341,7 +343,9 @@ def format_table(summary: dict) -> str:
     stops = "; ".join(f"{', '.join(names)}: {why}" for why, names in searches_by_stop.items())
     points, calls = len(summary["frontier"]), summary["solver_calls"]
     tail = (f"{points} frontier point{'s' * (points != 1)}, "
-            f"{calls} solver call{'s' * (calls != 1)}, "
+            f"{calls} solver call{'s' * (calls != 1)}"
+            + (f" ({summary['cached_calls']} answered from the cache)"
+               if summary.get("cached_calls") else "") + ", "
             f"{summary['seconds']:.1f} s ({stops})")
     degraded = [degraded_line(summary["degraded"])] if summary.get("degraded") else []
     return "\n".join([head] + degraded + lines + [tail] + loads_lines(summary)
@@ -365,6 +369,13 @@ def loads_lines(summary: dict) -> list[str]:
     if summary.get("runtimes_stopped"):
         out.append(f"loads: {summary['runtimes_stopped']}")
     return out
+
+
+def solve_cell(p: dict) -> str:
+    """The `solve s` column: a cached point's seconds are another run's."""
+    if p.get("cached"):
+        return "cached"
+    return "-" if p["solve_seconds"] is None else f"{p['solve_seconds']:.2f}"
 
 
 def model_lines(model: dict) -> list[str]:

@@ -124,3 +124,23 @@ def test_the_exact_search_names_its_points_exact_and_old_answers_too(model):
     again = solve_instance(model, coll, 2, 3)
     assert again.schedule.info.get("cached")
     assert again.method == "exact" and again.schedule.info["method"] == "exact"
+
+
+def test_a_run_answered_from_the_cache_says_so(tmp_path):
+    # the second run's points held the first run's solve seconds, and its summary
+    # counted cached answers as solver calls with nothing to tell them apart
+    from tests.in_process import synth_main
+
+    args = ("allgather", "--topo", "ring:4", "--method", "exact", "--time-limit", "20")
+    first = synth_main(*args, "--out", tmp_path / "a", "--json")
+    again = synth_main(*args, "--out", tmp_path / "b", "--json")
+    assert first.returncode == again.returncode == 0, again.stderr
+    before, after = json.loads(first.stdout), json.loads(again.stdout)
+    assert before["cached_calls"] == 0 and not any(p["cached"] for p in before["frontier"])
+    assert after["cached_calls"] == after["solver_calls"] > 0
+    exact = [p for p in after["frontier"] if p["method"] == "exact"]
+    assert exact and all(p["cached"] for p in exact)
+    text = synth_main(*args, "--out", tmp_path / "c")
+    assert f"({after['solver_calls']} answered from the cache)" in text.stdout
+    rows = [line for line in text.stdout.splitlines() if line.rstrip().endswith(" cached")]
+    assert rows and all(" exact " in line for line in rows)

@@ -26,7 +26,7 @@ from synth.export.loads import RUNTIMES
 from synth.files import write_folder
 from synth.frontier import Result
 from synth.html import page
-from synth.output import loads_lines, point_stem, result_summary
+from synth.output import loads_lines, point_stem, result_summary, solve_cell
 from synth.pictures.graphviz import render_bytes
 from synth.pictures.matrix import MAX_RANKS
 from synth.pictures.page import PAGE_LIMIT, Picture, figure, fit_pictures
@@ -61,8 +61,7 @@ def _frontier_table(summary: dict) -> str:
         cells = [p["steps"], p["rounds"], p["chunks"], p["rounds_per_chunk"],
                  f"{p['latency_us']:.2f}", f"{p['us_per_mb']:.3f}",
                  f"{p['ratio_to_bound']:.3f}", p["optimality"]]
-        after = [p["method"] or "-",
-                 "-" if p["solve_seconds"] is None else f"{p['solve_seconds']:.2f}"]
+        after = [p["method"] or "-", solve_cell(p)]
         rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells)
                     + f'<td title="{_e(why)}">{_e(p["loads"] or "?")}</td>'
                     + "".join(f"<td>{_e(c)}</td>" for c in after)

@@ -52,6 +52,7 @@ class Outcome:
     method: str  # "exact" (the collective itself) or "dual of allgather" ...
     variables: int = 0
     optimal: bool = False  # minimising: the schedule's rounds are proven least
+    cached: bool = False  # answered from synth.search.cache, not solved now
 
 
 def solve_instance(model: LinkModel, collective: Collective, steps: int, rounds: int,
@@ -142,7 +143,7 @@ def _from_cache(key: str, model: LinkModel, collective: Collective, steps: int,
     method = str(entry.get("method", ""))
     return Outcome(entry["status"], schedule, time.perf_counter() - start,
                    EXACT if method == OLD_EXACT else method, int(entry.get("variables", 0)),
-                   bool(entry.get("optimal", False)))
+                   bool(entry.get("optimal", False)), cached=True)
 
 
 def _solve(instance: Instance, backend: str, time_limit: float, workers: int) -> Outcome:

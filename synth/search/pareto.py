@@ -52,6 +52,7 @@ class Attempt:
     status: str
     seconds: float
     method: str
+    cached: bool = False  # answered from the cache (synth.search.cache)
 
 
 @dataclass(frozen=True)
@@ -195,7 +196,8 @@ def _asker(model: LinkModel, name: str, root: int | None, limits: Limits,
             search.complete = False
             out = Outcome(UNKNOWN, None, 0.0, "too large")
         search.attempts.append(Attempt(steps, out.schedule.rounds if out.schedule else rounds,
-                                       chunks, out.status, out.seconds, out.method))
+                                       chunks, out.status, out.seconds, out.method,
+                                       out.cached))
         on_event("answer", search.attempts[-1])
         if out.status == UNKNOWN or (minimize and out.status == SAT and not out.optimal):
             search.complete = False
