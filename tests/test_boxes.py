@@ -103,3 +103,12 @@ def test_a_cluster_whose_boxes_differ_falls_back_to_trees_and_says_why(tmp_path)
                        str(tmp_path / "out"), "--json")
     assert alone.returncode == 0, alone.stderr[-2000:]
     assert "not decomposed" not in json.loads(alone.stdout)["stopped"]
+
+
+def test_topo_show_says_nics_on_one_box_carry_nothing():
+    # one DGX H100: its 8 NICs join no network, and the line read "NICs shared by: 0
+    # GPUs (8 NICs)"; on two boxes each GPU sends through its own
+    one = synth_main("topo", "show", "dgxh100")
+    assert one.returncode == 0 and "NICs: no GPU sends through one" in one.stdout
+    two = synth_main("topo", "show", "dgxh100x2")
+    assert two.returncode == 0 and "NICs shared by: 1 GPU (16 NICs)" in two.stdout

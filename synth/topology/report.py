@@ -101,7 +101,9 @@ def format_summary(s: dict) -> str:
         f"  shared groups {len(s['groups'])}  hop diameter {s['diameter']}",
         f"  capacity unit {s['unit_gbps']:g} GB/s",
     ]
-    if s["nics"]:
+    if s["nics"] and not any(n["gpus"] for n in s["nics"]):
+        lines.append("  NICs: no GPU sends through one (they join no network here)")
+    elif s["nics"]:
         per = Counter(len(n["gpus"]) for n in s["nics"])
         lines.append("  NICs shared by: " + ", ".join(
             f"{k} GPU{'s' if k != 1 else ''} ({v} NICs)" for k, v in sorted(per.items())))
@@ -129,7 +131,8 @@ def format_summary(s: dict) -> str:
     bandwidths = Counter((g["out_gbps"], g["in_gbps"]) for g in s["per_gpu"])
     if len(bandwidths) == 1:
         (out, inn), = bandwidths
-        lines.append(f"  per GPU: out {out:g} GB/s, in {inn:g} GB/s (every GPU)")
+        lines.append(f"  per GPU: out {out:g} GB/s, in {inn:g} GB/s (every GPU; its links of "
+                     "every kind, PCIe to a NIC too)")
     else:
         lines.append("  rank  GPU           out GB/s   in GB/s")
         for g in s["per_gpu"]:
