@@ -20,6 +20,7 @@ for at most 2 x BUDGET_S seconds.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -342,11 +343,13 @@ def _no_file(why_not: list[str], nbytes: int) -> str:
     if not why_not:
         return "no point tried (the time limit came first)"
     uncut = sum(why == UNCUT.format(nbytes) for why in why_not)
-    other = [why for why in why_not if why != UNCUT.format(nbytes)]
+    # each reason once, with how many points gave it (gb200nvl72: 7 for switch
+    # operations, 1 for its threadblocks, read before as 8 for the first reason)
+    other = Counter(why for why in why_not if why != UNCUT.format(nbytes))
     one = uncut == 1
     parts = ([f"{uncut} load{'s' * one} but {'does' if one else 'do'} not cut {nbytes:,} "
               f"bytes whole"] if uncut else []) + \
-        ([f"{len(other)} not loaded ({_cut_words(other[0])})"] if other else [])
+        [f"{n} not loaded ({_cut_words(why)})" for why, n in other.items()]
     return f"none of the {len(why_not)} fastest points tried runs it: {'; '.join(parts)}"
 
 

@@ -148,6 +148,14 @@ def test_a_point_a_runtime_loads_but_cannot_cut_the_size_is_not_called_unloaded(
                         "this size")
     assert lines[-1] == ("for 16,777,216 bytes load nothing: no file a runtime loads runs "
                          "this size, so NCCL nvls/Simple at 80.4 us runs it")
+    # points refused for different reasons: each reason once, with its count (one line
+    # said "3 not loaded (the schedule has switch operations)" for all three)
+    threadblocks = "71 threadblocks (limit 64)"
+    answer["runtimes"]["msccl-xml"]["not_loadable"] = [refused, threadblocks, refused]
+    assert format_answer(answer).splitlines()[1] == (
+        "  MSCCL XML none of the 3 fastest points tried runs it: 2 not loaded (the schedule "
+        "has switch operations); 1 not loaded (71 threadblocks (limit 64)), so NCCL's own "
+        "algorithm runs this size")
     # a runtime the time limit left no point to try is not said to load nothing: it was
     # not asked (dgxh100x4 at 20 s: MSCCL++ loaded the fastest point, 1.25 x NCCL)
     answer["runtimes"]["mscclpp"]["not_loadable"] = []
