@@ -201,3 +201,28 @@ def test_a_slow_switch_is_found_where_its_effect_is_flat_near_the_defaults():
     _, fitted = fit(samples, machine.figures)
     errors = sorted(abs(f.choice.predicted_us / f.sample.time_us - 1) for f in fitted)
     assert errors[-1] < 0.02
+
+
+def test_a_figure_the_rows_push_past_its_bound_is_said_to_be_there(tmp_path):
+    # one H100 box measured 4 x faster than the A100 rings the log is made from: its
+    # NVLink efficiency would go past 1, and the fit stops it there; the list said
+    # "nvlink 0.82 -> 1" like any other figure, and a time at 0 was written as 3e-13
+    rows = []
+    for line in log_text("allreduce").replace("NVIDIA A100-SXM4-80GB",
+                                              "NVIDIA H100 80GB HBM3").splitlines():
+        parts = line.split()
+        if "set by environment" in line:
+            continue  # NCCL chooses: NVLS too
+        if parts and parts[0].isdigit():
+            line = line.replace(parts[5], f"{float(parts[5]) / 4:.2f}")
+        rows.append(line)
+    log = tmp_path / "h100.log"
+    log.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "h100.yaml"
+    done = synth_main("calibrate", str(log), "--topo", "dgxh100", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    listed = {line.split()[0]: line for line in done.stdout.splitlines()
+              if line.startswith("  ") and "->" in line}
+    assert listed["nvlink"].endswith("-> 1  (at its bound: the rows would take it further)")
+    assert "bound" not in listed["call_us"] and "bound" not in listed["nic"]
+    assert yaml.safe_load(out.read_text())["costs"]["nvlink"] == 1.0

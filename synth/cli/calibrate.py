@@ -34,7 +34,7 @@ def calibrate(logs, spec, boxes, without, degrade, output, collective):
 
     from synth.errors import BadInput
     from synth.files import write_atomic
-    from synth.predict.calibrate import RATIOS, TIMES, Sample, figures_for, fit
+    from synth.predict.calibrate import RATIOS, TIMES, Sample, at_bound, figures_for, fit
     from synth.topology.figures import defaults
     from synth.predict.machine import machine_of
     from synth.predict.nccl_tests import read_log
@@ -68,8 +68,11 @@ def calibrate(logs, spec, boxes, without, degrade, output, collective):
     errors = sorted(abs(f.error) for f in fitted)
     say(f"median error {errors[len(errors) // 2]:.1%}, worst {errors[-1]:.1%}")
     start = topo.figures or defaults(machine.arch)
+    bounded = at_bound(machine, theta)
     for name in TIMES + RATIOS:
-        say(f"  {name:<17} {getattr(start, name):>9.4g} -> {getattr(figures, name):.4g}")
+        say(f"  {name:<17} {getattr(start, name):>9.4g} -> {getattr(figures, name):.4g}"
+            + ("  (at its bound: the rows would take it further)"
+               if name in bounded else ""))
     box, k = box_and_boxes(spec, boxes)
     # the machine measured: the healthy box, K of it, and every edit, a file's first
     doc = topology_to_dict(replace(box.healthy or box, figures=figures, repeat=k,

@@ -28,6 +28,10 @@ from synth.predict.nccl import Choice, choose
 TIMES = ("call_us", "nvls_call_us", "alltoall_call_us", "launch_us", "latency_scale", "chunk_kb")
 RATIOS = ("nvlink", "nvls", "nic", "pcie")
 PULL = 0.05  # weight of the pull towards the defaults, against 1 per row
+# per parameter (TIMES then RATIOS): its scale, and the bounds of the fit
+SCALE = np.array([10.0, 10.0, 30.0, 4.0, 1.0, 256.0] + [1.0] * len(RATIOS))
+LOWER = np.array([0.0, 0.0, 0.0, 0.0, 0.05, 1.0] + [0.3] * len(RATIOS))
+UPPER = np.array([500.0, 500.0, 1000.0, 100.0, 20.0, 65536.0] + [1.6] * len(RATIOS))
 F_SCALE = 0.15  # soft_l1's scale: log errors past it count less than squared
 
 
@@ -86,9 +90,7 @@ def fit(samples: list[Sample], start: Figures | None = None) -> tuple[np.ndarray
     predicted with them. `start` (default: the defaults) is where the pull goes."""
     start = start or defaults("ampere")
     theta0 = np.array([getattr(start, t) for t in TIMES] + [1.0] * len(RATIOS))
-    scale = np.array([10.0, 10.0, 30.0, 4.0, 1.0, 256.0] + [1.0] * len(RATIOS))
-    lower = np.array([0.0, 0.0, 0.0, 0.0, 0.05, 1.0] + [0.3] * len(RATIOS))
-    upper = np.array([500.0, 500.0, 1000.0, 100.0, 20.0, 65536.0] + [1.6] * len(RATIOS))
+    scale, lower, upper = SCALE, LOWER, UPPER
 
     def residuals(theta):
         errs = [math.log(max(f.choice.predicted_us, 1e-9) / f.sample.time_us)
@@ -98,7 +100,23 @@ def fit(samples: list[Sample], start: Figures | None = None) -> tuple[np.ndarray
     begin = _coarse_start(residuals, np.clip(theta0, lower, upper), len(TIMES))
     solved = least_squares(residuals, begin, bounds=(lower, upper),
                            x_scale=scale, diff_step=1e-3, loss="soft_l1", f_scale=F_SCALE)
-    return solved.x, predict(samples, solved.x)
+    # a figure the solver left a hair inside a bound is at it (nvls_call_us was written
+    # as 3e-13 us, for 0)
+    theta = np.where(np.isclose(solved.x, lower, rtol=0, atol=1e-6 * scale), lower, solved.x)
+    theta = np.where(np.isclose(theta, upper, rtol=0, atol=1e-6 * scale), upper, theta)
+    return theta, predict(samples, theta)
+
+
+def at_bound(machine: Machine, theta) -> list[str]:
+    """The figures `theta` puts at a bound, of the fit or of the figure itself (an
+    efficiency of 1, LIMITS), by name: the rows would take them further."""
+    base, limits = defaults(machine.arch), []
+    for name, x in zip(RATIOS, theta[len(TIMES):]):
+        lo, hi = LIMITS[name]
+        if not lo < getattr(base, name) * float(x) < hi:
+            limits.append(name)
+    return [name for name, x, lo, hi in zip(TIMES + RATIOS, theta, LOWER, UPPER)
+            if x in (lo, hi) or name in limits]
 
 
 RATIO_GRID = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.4, 1.6)
