@@ -116,3 +116,17 @@ def test_topo_list_names_where_a_topology_files_format_is(tmp_path):
     named = line.split("(format: ", 1)[1].split(")", 1)[0]
     # README.md, named before, has no such section
     assert "Topology files" in (Path(__file__).parent.parent / named).read_text()
+
+
+def test_a_plans_view_of_a_degraded_machine_is_checked_on_its_own_model(dgx1_allgather,
+                                                                        tmp_path):
+    # a communicator's view is named NAME:COMM; on a degraded machine the name read as
+    # one more edit ("gpu0-gpu1:tp"), and its files were refused as underivable
+    doc = json.loads(json.dumps(dgx1_allgather))
+    doc["topology"]["name"] = "dgx1-without-gpu0-gpu1:tp"
+    ok = synth_main("verify", write(tmp_path, doc))
+    assert ok.returncode == 0 and "checked on its own model" in ok.stdout, ok.stderr
+    # a real edit of lanes still names a machine synth derives, and is checked on it
+    doc["topology"]["name"] = "dgx1-without-gpu0-gpu1:1"
+    said = one_line(synth_main("verify", write(tmp_path, doc, "lanes.json")), 1)
+    assert "not dgx1-without-gpu0-gpu1:1 as synth derives it" in said

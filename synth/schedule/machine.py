@@ -30,7 +30,7 @@ from synth.schedule.file import (embedded_model, model_from_dict, model_to_dict,
 from synth.schedule.ir import Schedule
 from synth.schedule.verify import ScheduleInvalid, verify_schedule
 from synth.topology.catalog import GENERATORS, builtin_names, resolve
-from synth.topology.degrade import split_name
+from synth.topology.degrade import parse_edit, split_name
 from synth.topology.fabric import split_options
 from synth.topology.lanes import lanes_of, power_of_two_lanes
 from synth.topology.linkmodel import LinkModel, lower
@@ -46,8 +46,9 @@ def known_by_name(name: str) -> bool:
     if lanes_of(name) is not None:
         return known_by_name(lanes_of(name))
     healthy, edits = split_name(name)
-    if edits:
-        return known_by_name(healthy)
+    if edits:  # but a plan's view of a degraded machine's communicator (NAME-without-
+        # nic2:tp: its last edit would read "nic2:tp") is not one synth derives by name
+        return known_by_name(healthy) and not any(":" in _part(e) for e in edits)
     if ":" in name and name.split(":", 1)[0] in GENERATORS:
         return True
     options = split_options(name)  # NAMExK:FABRIC,...: only where FABRIC is a fabric
@@ -56,6 +57,14 @@ def known_by_name(name: str) -> bool:
     base = (options or (name,))[0]
     multi = re.fullmatch(r"(.+)x(\d+)", base)
     return name in builtin_names() or bool(multi and multi.group(1) in builtin_names())
+
+
+def _part(edit: str) -> str:
+    """What an edit names, lanes and fraction cut off (":" left in it: not an edit)."""
+    try:
+        return parse_edit(edit).part
+    except BadInput:
+        return ":"
 
 
 @lru_cache(maxsize=8)
