@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,7 @@ from synth.topology.catalog import resolve
 from tests.test_reliability import synth_cli
 
 GB = 1 << 30
+FIXTURES = Path(__file__).parent / "fixtures" / "topologies"
 
 
 def option(machine, coll, algo, proto):
@@ -310,7 +312,13 @@ def test_an_alltoall_where_gpus_reach_only_their_neighbours_pays_for_the_hops():
     torus = machine_of(resolve("torus:4x4"))
     assert torus.alltoall_spread == pytest.approx(32 / 15)
     assert choose(torus, "alltoall", GB).predicted_us > 20 * GB / 1e6
-    # GPUs that all meet on NVSwitches, or on direct links of one rate, spread nothing
+    # Azure NCv4: NVLinked pairs 0-1 and 2-3, each GPU on PCIe (16 GB/s) to its own CPU:
+    # a pair's 4 shares to the other pair leave over its 2 PCIe links, 4 x 1/4 GB over
+    # 32 GB/s, 31,250 us for 10^9 bytes; the NVLinks join no pair to the other, and
+    # every peer counted at NVLink rate (3,261 us, before)
+    ncv4 = machine_of(resolve(str(FIXTURES / "azure-ncv4-topo-ncv4sh.xml")))
+    assert choose(ncv4, "alltoall", 10 ** 9).predicted_us > 31_250
+
     for name in ("dgxh100", "mi300x", "fc:8"):
         assert machine_of(resolve(name)).alltoall_spread == 1.0
 

@@ -46,7 +46,8 @@ class Machine:
 
 
 def machine_of(topo: Topology) -> Machine:
-    """The NCCL view of `topo`. O(vertices + links)."""
+    """The NCCL view of `topo`. O(vertices + links), and where a box's GPUs do not all
+    meet on NVSwitches, node_alltoall_spread's program and searches over one box."""
     figures = topo.figures or defaults("ampere")
     kind = {v.name: v.kind for v in topo.vertices}
     box = {v.name: v.box for v in topo.vertices}
@@ -97,14 +98,16 @@ def node_alltoall_spread(topo: Topology, ranks: list[int], gpu_gbps: float,
                          intra: str) -> float:
     """How many times longer than (n - 1) shares at `gpu_gbps` one node's alltoall (its
     GPUs `ranks`, n of them) takes at the least over the links NCCL's sends take: NVLinks
-    between GPUs where the node has them (NCCL's P2P takes NVLink, through one GPU
-    between where there is no direct one: PATH_NVB, src/graph/paths.cc), else the node's
-    PCIe. The least is the max concurrent flow (synth.bounds.alltoall: its linear
-    program, or its cuts past SPREAD_LP_LIMIT variables) or, where larger, every share
-    crossing as many links as its fewest hops. At least 1. Counting every peer at a
-    GPU's whole NVLink rate made NCCL's alltoall on a torus of NVLinks faster than the
-    proven bound. Cost: that program (a tenth of a second at its limit) and a
-    breadth-first search per GPU."""
+    between GPUs where every GPU has them and they join all of them (NCCL's P2P takes
+    NVLink, through one GPU between where there is no direct one: PATH_NVB,
+    src/graph/paths.cc), else every link of the node, PCIe too. A lower bound (its flows
+    may cross more GPUs than NCCL's one): the max concurrent flow (synth.bounds.alltoall:
+    its linear program, or its cuts past SPREAD_LP_LIMIT variables, which on a large
+    mesh miss its bisection) or, where larger, every share crossing as many links as its
+    fewest hops. At least 1. Counting every peer at a GPU's whole NVLink rate made
+    NCCL's alltoall on a torus of NVLinks faster than the proven bound. Box 0 stands for
+    every box. Cost: that program (a tenth of a second at its limit) and a breadth-first
+    search per GPU."""
     from synth.bounds.alltoall import alltoall_bound
     from synth.bounds.flows import Clock
     from synth.topology.communicator import view
@@ -115,6 +118,9 @@ def node_alltoall_spread(topo: Topology, ranks: list[int], gpu_gbps: float,
     node = view(topo, ranks)
     graph = _sends_graph(node, intra)
     hops = _hops_sum(graph, node.gpus)
+    if hops is None and intra == "nvlink":  # NVLinked pairs, joined over PCIe (Azure
+        graph = _sends_graph(node, "pcie")  # NCv4): NCCL sends between pairs over it
+        hops = _hops_sum(graph, node.gpus)
     if hops is None:  # some GPU reaches not every other: NCCL's own paths, not these
         return 1.0
     capacity = sum(c for _, _, c in graph.edges(data="capacity"))
