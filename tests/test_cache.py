@@ -144,3 +144,8 @@ def test_a_run_answered_from_the_cache_says_so(tmp_path):
     assert f"({after['solver_calls']} answered from the cache)" in text.stdout
     rows = [line for line in text.stdout.splitlines() if line.rstrip().endswith(" cached")]
     assert rows and all(" exact " in line for line in rows)
+    one = ("allgather", "--topo", "ring:4", "--steps", "2", "--rounds", "3", "--chunks", "2")
+    solved = synth_main(*one, "--out", tmp_path / "d", "--json")
+    cached = synth_main(*one, "--out", tmp_path / "e")
+    assert json.loads(solved.stdout)["cached"] is False
+    assert "chunks answered from the cache -> " in cached.stdout, cached.stdout

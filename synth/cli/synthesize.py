@@ -131,10 +131,11 @@ def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, 
     found = out.schedule
     line = {"collective": name, "topology": topo.name, "steps": found.num_steps,
             "rounds": found.rounds, "chunks": chunks, "file": str(path),
-            "solve_seconds": round(out.seconds, 3), "solver": backend}
+            "solve_seconds": round(out.seconds, 3), "solver": backend, "cached": out.cached}
+    how = "answered from the cache" if out.cached else f"in {out.seconds:.2f} s"
     click.echo(json.dumps(line) if as_json else
                f"found {name} on {topo.name}: {found.num_steps} steps, {found.rounds} rounds, "
-               f"{chunks} chunks in {out.seconds:.2f} s -> {path}")
+               f"{chunks} chunks {how} -> {path}")
     return 0
 
 

@@ -297,8 +297,10 @@ def _page_text(topo: Topology, result: Result, summary: dict, data: dict,
         + (f"; {_e(b.note)}" if b.note else "") + ".</p>",
         "<h2>Speed-up over the best alternative</h2>", speed_words, _slot("speedup"),
         "<h2>Pareto frontier</h2>",
-        f'<p class="note">{len(result.points)} points, {summary["solver_calls"]} solver calls, '
-        f"{summary['seconds']:.1f} s, solver {_e(solver)} ({_e(stops)}). "
+        f'<p class="note">{len(result.points)} points, {summary["solver_calls"]} solver calls'
+        + (f" ({summary['cached_calls']} answered from the cache)"
+           if summary.get("cached_calls") else "")
+        + f", {summary['seconds']:.1f} s, solver {_e(solver)} ({_e(stops)}). "
         "proven: every cheaper instance was shown infeasible; bw-bound, step-bound: the "
         "point meets that lower bound; loads: which runtimes load the point's export (MSCCL "
         "XML, MSCCL++, both or neither; the reasons below, and on the cell).</p>",
