@@ -126,7 +126,7 @@ def test_the_exact_search_names_its_points_exact_and_old_answers_too(model):
     assert again.method == "exact" and again.schedule.info["method"] == "exact"
 
 
-def test_a_run_answered_from_the_cache_says_so(tmp_path):
+def test_a_run_answered_from_the_cache_says_so(tmp_path, monkeypatch):
     # the second run's points held the first run's solve seconds, and its summary
     # counted cached answers as solver calls with nothing to tell them apart
     from tests.in_process import synth_main
@@ -144,6 +144,7 @@ def test_a_run_answered_from_the_cache_says_so(tmp_path):
     assert f"({after['solver_calls']} answered from the cache)" in text.stdout
     rows = [line for line in text.stdout.splitlines() if line.rstrip().endswith(" cached")]
     assert rows and all(" exact " in line for line in rows)
+    monkeypatch.setenv("SYNTH_CACHE_DIR", str(tmp_path / "fresh"))  # the runs above had it
     one = ("allgather", "--topo", "ring:4", "--steps", "2", "--rounds", "3", "--chunks", "2")
     solved = synth_main(*one, "--out", tmp_path / "d", "--json")
     cached = synth_main(*one, "--out", tmp_path / "e")
