@@ -104,7 +104,11 @@ def test_a_model_without_its_unit_says_which_key_is_missing(dgx1_allgather, tmp_
     del doc["topology"]["unit_gbps"]  # the simulator needs no unit: the machine check does
     said = one_line(synth_main("verify", write(tmp_path, doc)), 2)
     # it said "topology: 'unit_gbps'", a bare KeyError
-    assert said.rstrip().endswith("topology.unit_gbps: missing"), said
+    assert said.rstrip().endswith("topology: key 'unit_gbps' missing"), said
+    doc = json.loads(json.dumps(dgx1_allgather))
+    doc["topology"]["switches"] = [{"name": "sw", "links": [[0, 1]]}]  # no "can"
+    said = one_line(synth_main("verify", write(tmp_path, doc, "sw.json")), 2)
+    assert "key 'can' missing" in said, said
 
 
 def test_topo_list_names_where_a_topology_files_format_is(tmp_path):

@@ -24,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from synth.errors import BadInput
-from synth.files import SCHEDULE_LIMIT, load_json
+from synth.files import SCHEDULE_LIMIT, load_json, quote
 from synth.schedule.file import (embedded_model, model_from_dict, model_to_dict,
                                  schedule_from_dict)
 from synth.schedule.ir import Schedule
@@ -95,7 +95,7 @@ def check_machine(doc: dict, topo: Topology | None = None) -> str:
     try:
         embedded = embedded_model(doc)
     except KeyError as e:  # the verifier reads no more of the model than it needs
-        raise BadInput(f"topology.{e.args[0]}: missing") from None
+        raise BadInput(f"topology: key {quote(e.args[0])} missing") from None
     except (TypeError, ValueError, AttributeError, IndexError, OverflowError) as e:
         raise BadInput(f"topology: {e}") from None
     difference = first_difference(embedded, derived)
