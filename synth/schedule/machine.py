@@ -50,7 +50,7 @@ def known_by_name(name: str) -> bool:
         # nic2:tp: its last edit would read "nic2:tp") is not one synth derives by name
         return known_by_name(healthy) and not any(":" in _part(e) for e in edits)
     if ":" in name and name.split(":", 1)[0] in GENERATORS:
-        return True
+        return name.count(":") == 1  # ring:4:world is a plan's view of a communicator
     options = split_options(name)  # NAMExK:FABRIC,...: only where FABRIC is a fabric
     if options and options[1].split(",", 1)[0] not in FABRICS:  # a plan's view of a
         return False  # communicator (dgxh100x2:box_8) is not one synth derives by name
