@@ -200,13 +200,18 @@ def test_synth_plan_writes_runtime_files_that_load(tmp_path):
                     assert f["algorithm"].startswith("NCCL's own")
                     continue
                 text = (out / f["file"]).read_text()
+                # in place where PyTorch calls it so (allreduce, allgather): SynthComm
+                # and the runtimes take a file only in the call's form
+                inplace = entry["collective"] in ("allreduce", "allgather")
                 if fmt == "msccl-xml":
                     # the upper bound one past the range: microsoft/msccl's is exclusive
                     lo, hi = re.search(r'minBytes="(\d+)" maxBytes="(\d+)"', text).groups()
                     assert (int(lo), int(hi)) == (f["min_bytes"], f["max_bytes"] + 1)
+                    assert f'inplace="{int(inplace)}"' in text
                     check_msccl_xml(text)
                 else:
                     plan = json.loads(text)
+                    assert plan["inplace"] is inplace
                     assert plan["min_message_size"] == f["min_bytes"]
                     # one past the range (v0.8.0's shim reads it as exclusive), or the
                     # range ends at the plan's 32-bit limit

@@ -73,8 +73,14 @@ _RENDERED: OrderedDict = OrderedDict()  # (schedule, fmt, protocol) -> text or N
 _KEEP = 160  # a plan's candidates in both formats
 
 
+# PyTorch calls these in place (DDP's buckets, FSDP2's all-gather, whose input is a
+# view of its output), and the runtimes and SynthComm take a file only in the form of
+# the call (docs/runtimes.md, "PyTorch"): a plan's files of them are written in place
+IN_PLACE = ("allreduce", "allgather")
+
+
 def _rendered(schedule, fmt: str, protocol: str = "Simple",
-              deadline: float | None = None) -> str | None:
+              deadline: float | None = None, inplace: bool = False) -> str | None:
     """The file `fmt` holds for `schedule`, or None where the runtime cannot express
     it. Kept: a plan's report, its files and the next plan of the same candidates
     (equal schedules) render each once. An export and its simulation can take tens of
@@ -83,7 +89,7 @@ def _rendered(schedule, fmt: str, protocol: str = "Simple",
     stops there (the pace of one kind of export says little of another's: a 16-channel
     ring on dgxh100x2 took 28 s where its size said a tenth of a second); else
     OutOfTime."""
-    key = (schedule, fmt, protocol)
+    key = (schedule, fmt, protocol, inplace)
     if key in _RENDERED:
         _RENDERED.move_to_end(key)
         return _RENDERED[key]
@@ -92,7 +98,7 @@ def _rendered(schedule, fmt: str, protocol: str = "Simple",
         raise OutOfTime(f"no time to export to {fmt}")
     with WRITE[fmt].timing(units):
         try:
-            text = render(schedule, fmt, protocol=protocol,
+            text = render(schedule, fmt, inplace, protocol=protocol,
                           deadline=Deadline.of(deadline))[0]
         except BadInput:
             text = None
@@ -169,7 +175,8 @@ def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
             out.append({"min_bytes": low, "max_bytes": high, "algorithm": c.label,
                         "candidate": None, "unit": None, "text": None})
             continue
-        text = render(c.schedule, fmt, name=f"synth-plan-{entry.communicator}-"
+        text = render(c.schedule, fmt, entry.collective in IN_PLACE,
+                      name=f"synth-plan-{entry.communicator}-"
                       f"{entry_stem(entry)}-{i}", min_bytes=low,
                       max_bytes=_upper(high, fmt, largest[id(c)]), protocol=c.protocol)[0]
         out.append({"min_bytes": low, "max_bytes": high, "algorithm": c.label,
@@ -206,7 +213,8 @@ def _exported(entry: Entry, fmt: str, deadline: float | None, skipped: list | No
     biggest = max((call.high for call in entry.calls), default=0)
     for c in entry.candidates:
         try:
-            text = _rendered(c.schedule, fmt, c.protocol, deadline)
+            text = _rendered(c.schedule, fmt, c.protocol, deadline,
+                             entry.collective in IN_PLACE)
         except OutOfTime:
             if skipped is not None:
                 skipped.append(c.label)
