@@ -344,6 +344,17 @@ def test_nccl_as_it_runs_is_derived_by_hand_on_a_small_switch(tmp_path):
             if f["file"] is None:
                 continue
             assert cut_whole(fmt, (out / f["file"]).read_text(), n), (fmt, n, f)
+    # the summary says what each runtime's files alone make of the step, by the
+    # document's own times per call: NCCL's own where a runtime has no file for a call
+    text = synth_main("plan", workload, "--topo", "switch:4", "-o", tmp_path / "again",
+                      "--time-limit", "20").stdout
+    (line,) = [x for x in text.splitlines() if "files alone" in x]
+    for fmt, runtime in doc["runtimes"].items():
+        (files,) = runtime
+        alone = sum(c["count"] * c["load"]["runtimes"][fmt]["us"] for c in entry["calls"])
+        assert doc["step_us"][f"{fmt}_files"] == pytest.approx(alone, abs=1e-2)
+        assert f"{fmt} {doc['step_us'][f'{fmt}_files']:.1f} us" in line
+    assert line.endswith(f"against {nccl_step:.1f} us NCCL")
 
 
 @pytest.mark.parametrize("change, message", [

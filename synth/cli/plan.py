@@ -116,6 +116,14 @@ def plan_command(workload, spec, boxes, without, degrade, out_dir, time_limit, m
                f"{step['nccl_overlapped']:.1f} us {nccl}: "
                f"{math.floor(step['speedup'] * 100) / 100:.2f} x; "
                f"files and report in {out_dir}/")
+    files_alone = [f"{fmt} {step[f'{fmt}_files']:.1f} us "
+                   f"({math.floor(step['nccl'] / step[f'{fmt}_files'] * 100) / 100:.2f} x)"
+                   for fmt in ("msccl-xml", "mscclpp") if step.get(f"{fmt}_files")]
+    if files_alone:  # what a user can load: the step above is the schedules' in the model
+        skipped = sum(len(r["not_exported"]) for rs in doc["runtimes"].values() for r in rs)
+        click.echo("  with each runtime's files alone, every call one after the other: "
+                   + ", ".join(files_alone) + f" against {step['nccl']:.1f} us {nccl}"
+                   + (f" ({skipped} exports did not fit the time limit)" if skipped else ""))
     if nccl == "NCCL for RCCL":
         from synth.predict.nccl import as_it_runs
 
