@@ -47,8 +47,9 @@ def runtime_form(schedule, switch_ops: bool = False):
     batch = one_batch(schedule)
     if batch is not None:
         p = schedule.pipeline.batches
-        return verified(batch).expanded(), (f"; one batch of the {p}-batch pipeline, which "
-                                            "the runtime repeats over slices of the buffer")
+        return verified(batch).expanded(), (
+            f"; one batch of the {p}-batch pipeline (MSCCL's loop repeats it over slices "
+            "of the buffer; the MSCCL++ executor runs it once, over the whole buffer)")
     sends = sum(x.count for s in schedule.steps for x in (*s.sends, *s.switch_ops)
                 ) * schedule.batches
     if sends > MAX_EXPANDED_SENDS:
