@@ -670,3 +670,17 @@ def test_calls_together_with_no_time_left_keep_their_own_schedules(together):
     assert len(done.choices) == 2
     ep = next(e for e in together.entries if e.communicator == "ep")
     assert done.choices[1].schedule in [c.schedule for c in ep.candidates]
+
+
+def test_a_ranges_summary_line_names_the_size_its_time_is_for(tmp_path):
+    # a call over 64 KiB .. 1 MiB is timed at its geometric middle, 256 KiB; its line
+    # named 65536 B beside that time
+    workload = tmp_path / "w.yaml"
+    workload.write_text("communicators: {world: all}\ncollectives:\n"
+                        "  - {communicator: world, collective: allgather, "
+                        "range: [65536, 1048576]}\n")
+    done = synth_main("plan", workload, "--topo", "switch:4", "-o", tmp_path / "plan",
+                      "--time-limit", "20")
+    assert done.returncode == 0, done.stderr[-2000:]
+    (line,) = [x for x in done.stdout.splitlines() if x.lstrip().startswith("allgather on")]
+    assert "  262144 B x" in line and "65536 B" not in line

@@ -106,7 +106,7 @@ def plan_command(workload, spec, boxes, without, degrade, out_dir, time_limit, m
     for e in doc["entries"]:
         for c in e["calls"]:
             click.echo(f"  {e['collective']:>13} on {e['communicator']:<10} "
-                       f"{c['min_bytes']:>12} B x{c['count']:<5g} {c['algorithm']:<60.60} "
+                       f"{c['load']['bytes']:>12} B x{c['count']:<5g} {c['algorithm']:<60.60} "
                        f"{c['us']:>10.1f} us  "
                        f"({math.floor(c['speedup'] * 100) / 100:.2f} x {nccl})")
     for o in doc["overlaps"]:
