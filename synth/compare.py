@@ -69,7 +69,7 @@ def comparison(rows: list[Row], b: Bounds, sizes: list[int], nccl: dict | None =
             "name": row.name, "kind": row.kind, "steps": row.schedule.num_steps,
             "rounds": row.schedule.rounds, "chunks": row.schedule.collective.chunks,
             "latency_us": row.cost.latency_us, "us_per_mb": row.cost.us_per_byte * 1e6,
-            "bandwidth_to_bound": row.cost.us_per_byte / b.us_per_byte,
+            "bandwidth_to_bound": round(row.cost.us_per_byte / b.us_per_byte, 12),
             "steps_to_bound": row.schedule.num_steps / b.steps if b.steps else None,
             "sizes": {format_size(n): {"time_us": row.time_us(n),
                                        "algbw_gbps": n / row.time_us(n) / 1e3} for n in sizes},
@@ -108,7 +108,8 @@ def format_comparison(title: str, data: dict, sizes: list[int]) -> str:
         lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                                for i, (c, w) in enumerate(zip(row, widths))).rstrip())
     b = data["bounds"]
-    lines.append(f"bounds: {b['steps']} steps, {b['rounds_per_chunk']} rounds per chunk "
+    lines.append(f"bounds: {b['steps']} step{'s' * (b['steps'] != 1)}, "
+                 f"{b['rounds_per_chunk']} rounds per chunk "
                  f"({b['us_per_mb']:.3f} us/MB)")
     lines.append("fastest: " + ", ".join(f"{l} {data['winners'][l]}" for l in labels))
     if data["nccl"]:
