@@ -194,3 +194,20 @@ def test_one_sink_stands_for_all_only_where_translations_prove_it(monkeypatch):
     mesh = dataclasses.replace(resolve("mesh:3x5"), translations=(3, 5))
     assert bandwidth_bound_shares(lower_with_routes(mesh), "allgather") == 7
     assert tried == ["gpu0", "gpu1", "gpu2", "gpu5", "gpu6", "gpu7"]
+
+
+def test_a_minimum_cut_the_time_left_cannot_afford_is_not_started(monkeypatch):
+    # fc:1100's one cut takes 20 s; where the deadline cannot afford it, the bound is
+    # the cuts known without a flow (each source alone, everything but the sink), and
+    # partial. Paced here as if every cut took an hour: fc:8's allgather still gets its
+    # true bound, 7 shares over the 7 links into a GPU
+    import synth.bounds.flows as flows
+    from synth.bounds.flows import Clock, max_ratio_cut, unit_graph
+    from synth.deadline import Deadline, Pace
+    from synth.topology.linkmodel import lower_with_routes
+
+    monkeypatch.setattr(flows, "MIN_CUT", Pace(3600.0, least=1))
+    graph, gpus = unit_graph(lower_with_routes(resolve("fc:8")))
+    clock = Clock(Deadline.after(60))
+    assert max_ratio_cut(graph, gpus[1:], gpus[0], clock=clock) == 1
+    assert clock.partial
