@@ -223,12 +223,14 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
                                      baselines(result.model, name, result.root)], directory)
         except SynthError as e:  # the table is still worth printing
             failed = e
-        summary = result_summary(result, topo.name, backend, paths, why)
+        answer = _answer(result, nbytes, deadline, directory, failed) \
+            if nbytes is not None else None
+        summary = result_summary(_loads_learned(result), topo.name, backend, paths, why)
         if topo.healthy is not None:  # a degraded machine: its distance to the healthy one
             summary["degraded"] = degraded_summary(topo, name, result.root, result.bounds,
                                                    deadline)
         if nbytes is not None:
-            summary["answer"] = _answer(result, nbytes, deadline, directory, failed)
+            summary["answer"] = answer
         click.echo(json.dumps(summary, indent=1) if as_json else format_table(summary))
         if summary.get("answer") is not None and not as_json:
             from synth.answer import format_answer
@@ -287,6 +289,19 @@ def _timed(result) -> list:
     """The points cost model 2 timed (all, in the line-rate model)."""
     return [p for p in result.points if result.lines is None or id(p.schedule)
             in result.lines]
+
+
+def _loads_learned(result):
+    """`result` with what the --size answer learned of the points the table's asking
+    left unasked (gb200nvl72's direct point read `?` beside an answer that had asked
+    both runtimes about it)."""
+    from dataclasses import replace
+
+    from synth.export.loads import remembered_loads
+
+    points = [p if p.loads is not None else replace(p, loads=remembered_loads(p.schedule))
+              for p in result.points]
+    return replace(result, points=points)
 
 
 def _answer(result, nbytes: int, deadline, directory, failed) -> dict | None:
