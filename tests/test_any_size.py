@@ -326,6 +326,14 @@ def test_synth_run_json_times_no_schedule_that_did_not_run_and_names_the_files_v
     assert (report["bulk_bytes"], report["version"]) == (0, 4)
     assert report["synth_us"] is None and report["synth_algbw_gbps"] is None
     assert report["torch_us"] > 0
+    # a hand-written version 2 that holds no range is still version 2 to the report
+    from synth.schedule.file import schedule_to_dict
+
+    doc = schedule_to_dict(point("ring:4", "allgather", 2))
+    assert doc["version"] == 1
+    path.write_text(json.dumps({**doc, "version": 2}))
+    done = synth_main("run", str(path), "--size", "64KB", "--iters", "0", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["version"] == 2, done.stderr
 
 
 def test_synth_run_refuses_a_size_that_is_not_the_call(tmp_path):
