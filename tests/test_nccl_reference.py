@@ -318,6 +318,12 @@ def test_an_alltoall_where_gpus_reach_only_their_neighbours_pays_for_the_hops():
     # every peer counted at NVLink rate (3,261 us, before)
     ncv4 = machine_of(resolve(str(FIXTURES / "azure-ncv4-topo-ncv4sh.xml")))
     assert choose(ncv4, "alltoall", 10 ** 9).predicted_us > 31_250
+    # and its rings cross the same PCIe between the pairs: in an allreduce of 10^9
+    # bytes each way between the pairs cross half of it as partial sums and half as
+    # final sums, 10^9 bytes over 2 x 16 GB/s, at least 31,250 us (the NVLink rate of
+    # every GPU gave NCCL's ring 7,003 us, 4.5 x under that bound)
+    assert ncv4.intra == "pcie"
+    assert choose(ncv4, "allreduce", 10 ** 9).predicted_us > 31_250
 
     for name in ("dgxh100", "mi300x", "fc:8"):
         assert machine_of(resolve(name)).alltoall_spread == 1.0
