@@ -122,9 +122,6 @@ def node_alltoall_spread(topo: Topology, ranks: list[int], gpu_gbps: float,
     node = view(topo, ranks)
     graph = _sends_graph(node, intra)
     hops = _hops_sum(graph, node.gpus)
-    if hops is None and intra == "nvlink":  # NVLinked pairs, joined over PCIe (Azure
-        graph = _sends_graph(node, "pcie")  # NCv4): NCCL sends between pairs over it
-        hops = _hops_sum(graph, node.gpus)
     if hops is None:  # some GPU reaches not every other: NCCL's own paths, not these
         return 1.0
     capacity = sum(c for _, _, c in graph.edges(data="capacity"))
