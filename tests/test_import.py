@@ -136,8 +136,10 @@ def test_a_foreign_dump_keeps_its_fast_nics_and_says_which_it_left_out():
                                                                         "mlx5_4..mlx5_5"]
     assert any("left out" in a and "mlx5_2" in a and "mlx5_3" in a for a in topo.assumptions)
     # RCCL wrote it: its sm="90" is a compute-unit count, not Hopper's SM; its gcn is no
-    # architecture synth knows, and it lists no xGMI link
-    assert topo.figures is None
+    # architecture synth knows (Ampere's tables, the fallback, stand in), and it lists no
+    # xGMI link; RCCL runs there all the same, and the reference lines say so (they read
+    # plain NCCL, before)
+    assert (topo.figures.library, topo.figures.arch) == ("rccl", "ampere")
     assert "lists no xGMI link: imported as PCIe only" in topo.description
 
 

@@ -137,3 +137,15 @@ def test_a_plans_view_of_a_degraded_machine_is_checked_on_its_own_model(dgx1_all
     doc["topology"]["name"] = "dgx1-without-gpu0-gpu1:1"
     said = one_line(synth_main("verify", write(tmp_path, doc, "lanes.json")), 1)
     assert "not dgx1-without-gpu0-gpu1:1 as synth derives it" in said
+
+
+def test_a_power_of_two_lanes_file_checks_against_its_machine_named_with_topo(tmp_path):
+    # the hint says to pass --topo; a -p2 file was then compared with the machine's
+    # full lanes (16 where it has 18) and refused
+    from synth.topology.catalog import resolve
+    from synth.topology.lanes import power_of_two_lanes
+
+    doc = _ring_file(tmp_path, power_of_two_lanes(resolve("dgxh100")))
+    ok = synth_main("verify", write(tmp_path, doc), "--topo", "dgxh100")
+    assert ok.returncode == 0, ok.stderr
+    assert "on dgxh100 (power-of-two lanes) as synth derives it" in ok.stdout

@@ -88,6 +88,8 @@ def check_machine(doc: dict, topo: Topology | None = None) -> str:
     if topo is None and not known_by_name(name):
         return f"checked on its own model ({name or 'an unnamed topology'} is not one " \
                "synth can derive; pass it with --topo to check the machine too)"
+    if topo is not None and lanes_of(name) is not None:  # a -p2 file: that machine's
+        topo = power_of_two_lanes(topo) or topo  # lanes rounded down, as it was made on
     try:
         derived = _normalised(lower(topo)) if topo is not None else _derived_by_name(name)
     except BadInput as e:

@@ -123,8 +123,8 @@ class Draft:
             doc["network"] = dict(self.network)
         if self.assumptions:
             doc["assumptions"] = list(self.assumptions)
-        if self.arch:
-            doc["costs"] = {"arch": self.arch, **self.figures}
+        if self.arch or self.figures:  # no arch: the reader's fallback (ampere)
+            doc["costs"] = {**({"arch": self.arch} if self.arch else {}), **self.figures}
         return doc
 
     def unit_gbps(self) -> float:
@@ -163,7 +163,7 @@ class Draft:
         if self.assumptions:
             lines.append("assumptions:")
             lines += [f"  - {_q(a)}" for a in self.assumptions]
-        if self.arch:
+        if "costs" in doc:
             lines.append(f"costs: {_flow(doc['costs'])}  # cost model 2's tables "
                          "(docs/cost-model.md)")
         return "\n".join(lines) + "\n"

@@ -94,7 +94,8 @@ def describe(draft: Draft, gcn: str) -> str:
     """Set the draft's cost-model stand-in for `gcn`; the GPUs' label for its text."""
     draft.gpu_link = "xGMI"
     model = AMD_GPUS.get(SAME_AS.get(gcn, gcn))
-    if model is None:
+    if model is None:  # still RCCL's machine: its reference lines say whose tuner stands in
+        draft.figures = {"library": "rccl"}
         return f"gcn {gcn[:40]}"
     draft.arch, draft.figures = model.arch, {"nvlink": model.link_share, "library": "rccl"}
     draft.assume(f"cost model 2: NCCL's {model.arch} tables stand in for RCCL's, links "
