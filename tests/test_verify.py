@@ -405,3 +405,17 @@ def test_mutated_documents_raise_only_documented_errors(base, data):
         verify_schedule(doc)
     except (MalformedSchedule, ScheduleInvalid) as e:
         assert "\n" not in str(e)
+
+
+def test_an_mscclpp_plan_given_as_a_schedule_is_named_as_a_plan():
+    # a point's STEM.mscclpp.json sits beside its STEM.json, and `synth verify DIR/*.json`
+    # takes both: the plan read "format: missing" and nothing more
+    from synth.construct.baselines import baselines
+    from synth.export import render
+    from synth.topology.catalog import resolve
+    from synth.topology.linkmodel import lower
+
+    ring = next(b.schedule for b in baselines(lower(resolve("ring:4")), "allgather"))
+    plan = json.loads(render(ring, "mscclpp")[0])
+    with pytest.raises(MalformedSchedule, match="a plan, not a synth schedule"):
+        parse(plan)

@@ -335,6 +335,11 @@ def _pipeline(doc):
 
 def parse(doc):
     """Check the document's shape and return a Schedule; raises MalformedSchedule."""
+    if isinstance(doc, dict) and "format" not in doc and "gpus" in doc and "name" in doc:
+        # beside the schedules, ending in .json too: a glob takes both
+        _bad("format", "missing, and it has an MSCCL++ execution plan's name and gpus: "
+                       "a plan, not a synth schedule (a point's schedule is STEM.json, "
+                       "its plan STEM.mscclpp.json)")
     if _get(doc, "format", "") != FORMAT:
         _bad("format", f"expected {FORMAT!r}, got {_cut(repr(doc['format']))}")
     version = _int(_get(doc, "version", ""), "version")
