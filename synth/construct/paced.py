@@ -77,8 +77,8 @@ def unrolled_size(schedule: Schedule) -> int:
 
 def export_size(schedule: Schedule) -> int:
     """Units of work in asking an exporter for the schedule's program: the runtimes'
-    programs spell out every chunk of a range; a pipeline's is its batch program, which
-    the runtime repeats over slices of the buffer (synth.export.form.runtime_form), so
+    programs spell out every chunk of a range; a pipeline's is its batch program (MSCCL
+    repeats it over slices of the buffer, MSCCL++ runs it once: synth.export.form), so
     its batches cost nothing more (counting them made a 16-batch pipeline look 16 times
     dearer to ask about than it is, and dgxh100x2 at 60 s asked 1 of 8 points)."""
     chunks = sum(x.count for step in schedule.steps for x in step.sends) + sum(
