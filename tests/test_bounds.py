@@ -211,3 +211,18 @@ def test_a_minimum_cut_the_time_left_cannot_afford_is_not_started(monkeypatch):
     clock = Clock(Deadline.after(60))
     assert max_ratio_cut(graph, gpus[1:], gpus[0], clock=clock) == 1
     assert clock.partial
+
+
+def test_a_cut_left_out_for_time_leaves_the_other_bounds_whole(monkeypatch):
+    # the left-out cut marked the clock expired, with a minute left: the hop bound then
+    # stopped too, and gather's (its first source the root, which sends nothing) was 0
+    import synth.bounds.flows as flows
+    from synth.deadline import Deadline, Pace
+    from synth.topology.linkmodel import lower_with_routes
+
+    lowering = lower_with_routes(resolve("dgx1"))
+    full = collective_bounds(lowering, "gather", 0, Deadline.after(60))
+    monkeypatch.setattr(flows, "MIN_CUT", Pace(3600.0, least=1))
+    cut = collective_bounds(lowering, "gather", 0, Deadline.after(60))
+    assert full.steps == 2 and cut.steps == 2  # dgx1: some GPU is 2 NVLink hops away
+    assert cut.partial and not full.partial

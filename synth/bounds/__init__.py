@@ -118,11 +118,11 @@ def bounds(lowering: Lowering, collective: Collective,
                 "each chunk crosses the thinnest cut between GPUs at least once each way, and "
                 "2(K-1) times across K boxes where no switch between them reduces; without "
                 f"it {plain} rounds per chunk ({note})")
-    if clock.partial:
+    if clock.looser:
         note = ("partial: the time limit cut the bounds short; they hold, but may be "
                 "looser than the full ones") + (f"; {note}" if note else "")
     return Bounds(collective.name, collective.ranks, steps, rpc, us_per_byte,
-                  steps * min_alpha, note, clock.partial, plain)
+                  steps * min_alpha, note, clock.looser, plain)
 
 
 def _representatives(symmetry: Symmetry, root: int | None) -> set[int]:

@@ -37,12 +37,16 @@ def step_bound(model: LinkModel, collective: Collective, clock: Clock | None = N
         sources, targets = _holders_and_wanters(collective)
     if among is not None and among.intersection(sources):
         sources = [s for s in sources if s in among]
-    worst = 0
-    for i, s in enumerate(sources):
-        if i and clock.expired():
+    worst, searched = 0, 0
+    for s in sources:
+        wanted = [t for t in targets(s) if t != s]
+        if not wanted:  # gather's root holds only its own: no search, none counted
+            continue
+        if searched and clock.expired():
             break
         dist = nx.single_source_shortest_path_length(graph, s)
-        worst = max([worst] + [dist.get(t, far) for t in targets(s) if t != s])
+        worst = max([worst] + [dist.get(t, far) for t in wanted])
+        searched += 1
     return worst
 
 
