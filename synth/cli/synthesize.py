@@ -223,12 +223,14 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
                                      baselines(result.model, name, result.root)], directory)
         except SynthError as e:  # the table is still worth printing
             failed = e
+        # a degraded machine: its distance to the healthy one, before the answer's asks
+        degraded = degraded_summary(topo, name, result.root, result.bounds, deadline) \
+            if topo.healthy is not None else None
         answer = _answer(result, nbytes, deadline, directory, failed) \
             if nbytes is not None else None
         summary = result_summary(_loads_learned(result), topo.name, backend, paths, why)
-        if topo.healthy is not None:  # a degraded machine: its distance to the healthy one
-            summary["degraded"] = degraded_summary(topo, name, result.root, result.bounds,
-                                                   deadline)
+        if degraded is not None:
+            summary["degraded"] = degraded
         if nbytes is not None:
             summary["answer"] = answer
         click.echo(json.dumps(summary, indent=1) if as_json else format_table(summary))

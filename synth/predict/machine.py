@@ -69,8 +69,10 @@ def machine_of(topo: Topology) -> Machine:
     # NVLink only where it joins every GPU of a box (NVLinked pairs joined over PCIe, as
     # Azure NCv4's, ring over PCIe: at NVLink's rate their allreduce was 4.5 x under the
     # proven bound)
-    intra = "nvlink" if all(nvlink_out[g] > 0 for g in gpus) and _nvlink_joins_boxes(
-        topo, kind, box) else "pcie"
+    # (where the GPUs have no PCIe at all, a view or a file of NVLinks only, NVLink is all
+    # there is)
+    intra = "nvlink" if all(nvlink_out[g] > 0 for g in gpus) and (
+        _nvlink_joins_boxes(topo, kind, box) or not any(pcie_out.values())) else "pcie"
     rate = nvlink_out if intra == "nvlink" else pcie_out
     intra_gbps = min(rate[g] for g in gpus) or 1.0
     switches = [v for v in topo.vertices if v.kind == "nvswitch"]
