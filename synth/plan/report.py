@@ -162,7 +162,10 @@ def _measuring(plan: Plan, runtime: dict | None) -> list[str]:
             lines.append(f"mpirun -np {e.ranks} {place}./build/"
                          f"{PERF[e.collective]} -b {c.low} -e {c.high} -f 2 -g 1 -n 50"
                          + _xml_folder(ranges, e.communicator, c))
-    lines += ["```", "", "nccl-tests' -b/-e are its message size n, the same n as here."]
+    lines += ["```", "", "nccl-tests' -b/-e are its message size n, the same n as here. "
+              "It times every size out of place and in place: the plan's allreduce and "
+              "allgather files are in place (PyTorch's form), so read the in-place "
+              "columns for them, the out-of-place ones for the others."]
     return lines
 
 
