@@ -986,13 +986,13 @@ def test_the_table_is_never_slower_at_a_size_than_the_fastest_candidate(monkeypa
 def test_the_table_reads_what_the_size_answer_asked_after_the_tables_asking():
     # gb200nvl72 at --time-limit 20 --size 1MB: the direct point read "?" in the table
     # while the answer below it had asked both runtimes (MSCCL XML: 71 threadblocks)
-    from synth.cli.synthesize import _loads_learned
+    from synth.cli.summary import loads_learned
 
     model = lower_with_routes(resolve("ring:4")).model
     ring = next(b.schedule for b in baselines(model, "allgather") if b.name.startswith("ring"))
     result = Result("allgather", None, model, None, [Point(ring, False)])
-    assert _loads_learned(result).points[0].loads is None  # no runtime asked yet
+    assert loads_learned(result).points[0].loads is None  # no runtime asked yet
     assert refusal(ring, "msccl-xml") is None  # as the answer asks: each remembers
-    assert _loads_learned(result).points[0].loads is None  # one runtime is not all
+    assert loads_learned(result).points[0].loads is None  # one runtime is not all
     assert refusal(ring, "mscclpp") is None
-    assert _loads_learned(result).points[0].loads == {"msccl-xml": None, "mscclpp": None}
+    assert loads_learned(result).points[0].loads == {"msccl-xml": None, "mscclpp": None}

@@ -11,6 +11,7 @@ from collections import Counter
 import click
 
 from synth.cli.app import cli
+from synth.cli.summary import frontier_summary, timed_points
 from synth.cli.options import (BOXES, DEGRADED, MODEL, ROOT, SEARCH, SOLVER_CHOICE, Size,
                                TIME_LIMIT, TOPO, apply, examples, json_option, out_option,
                                resolve_in_time)
@@ -163,8 +164,7 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     from synth.deadline import job_deadline
     from synth.export.loads import chosen
     from synth.frontier import synthesize
-    from synth.output import (degraded_summary, format_table, output_dir, result_summary,
-                              write_points)
+    from synth.output import format_table, output_dir, write_points
     from synth.search.pareto import Limits
 
     started_ns = time.time_ns()
@@ -223,16 +223,8 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
                                      baselines(result.model, name, result.root)], directory)
         except SynthError as e:  # the table is still worth printing
             failed = e
-        # a degraded machine: its distance to the healthy one, before the answer's asks
-        degraded = degraded_summary(topo, name, result.root, result.bounds, deadline) \
-            if topo.healthy is not None else None
-        answer = _answer(result, nbytes, deadline, directory, failed) \
-            if nbytes is not None else None
-        summary = result_summary(_loads_learned(result), topo.name, backend, paths, why)
-        if degraded is not None:
-            summary["degraded"] = degraded
-        if nbytes is not None:
-            summary["answer"] = answer
+        summary = frontier_summary(result, topo, name, backend, paths, why, nbytes,
+                                   deadline, directory, failed)
         click.echo(json.dumps(summary, indent=1) if as_json else format_table(summary))
         if summary.get("answer") is not None and not as_json:
             from synth.answer import format_answer
@@ -287,43 +279,10 @@ def _files_missed(points, paths, missed: list[tuple[str, str, str | None]], form
     return unloadable, late
 
 
-def _timed(result) -> list:
-    """The points cost model 2 timed (all, in the line-rate model)."""
-    return [p for p in result.points if result.lines is None or id(p.schedule)
-            in result.lines]
-
-
-def _loads_learned(result):
-    """`result` with what the --size answer learned of the points the table's asking
-    left unasked (gb200nvl72's direct point read `?` beside an answer that had asked
-    both runtimes about it)."""
-    from dataclasses import replace
-
-    from synth.export.loads import remembered_loads
-
-    points = [p if p.loads is not None else replace(p, loads=remembered_loads(p.schedule))
-              for p in result.points]
-    return replace(result, points=points)
-
-
-def _answer(result, nbytes: int, deadline, directory, failed) -> dict | None:
-    """--size's answer (synth.answer), written beside the points; None where the files
-    failed or the deadline passed first."""
-    from dataclasses import replace
-
-    timed = _timed(result)
-    if not timed or failed is not None or deadline.passed():
-        return None
-    from synth.answer import answer_at, with_variants, write_answer
-
-    answer = answer_at(replace(result, points=timed), nbytes, deadline)
-    return write_answer(with_variants(answer, result, deadline), directory)
-
-
 def _say_unanswered(nbytes: int, time_limit: float, failed: bool, result) -> None:
     """The note of a job given --size that gives no answer there, and why."""
     why = ("the files could not all be written" if failed else
-           f"the time limit ({time_limit:g} s) was spent before it" if _timed(result) else
+           f"the time limit ({time_limit:g} s) was spent before it" if timed_points(result) else
            "no point was timed in cost model 2 within the time limit")
     click.echo(f"synth: note: no answer for {nbytes} bytes: {why}"
                + ("" if failed else "; a longer --time-limit gives one"), err=True)

@@ -121,3 +121,13 @@ class _Same:
 
     def __eq__(self, other):
         return isinstance(other, _Same) and other.obj is self.obj
+
+
+def remembered_loads(schedule, formats) -> dict[str, str | None] | None:
+    """What each of `formats` said of `schedule` out of place, where each was asked
+    since the table's asking (the --size answer asks on after it ran out of time), as
+    Point.loads holds it; None where one was not."""
+    said = {fmt: answer(schedule, fmt, False) for fmt in formats}
+    if any(v is None for v in said.values()):
+        return None
+    return {fmt: None if v is True else str(v) for fmt, v in said.items()}

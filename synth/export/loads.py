@@ -165,16 +165,6 @@ def loads_of(schedule) -> dict[str, str | None]:
     return {fmt: refusal(schedule, fmt) for fmt in RUNTIMES}
 
 
-def remembered_loads(schedule) -> dict[str, str | None] | None:
-    """What every runtime said of `schedule` out of place, where each was asked since
-    the table's asking (the --size answer asks on after it ran out of time); None where
-    one was not."""
-    said = {fmt: answers.answer(schedule, fmt, False) for fmt in RUNTIMES}
-    if any(v is None for v in said.values()):
-        return None
-    return {fmt: None if v is True else str(v) for fmt, v in said.items()}
-
-
 def loads_within(schedule, deadline: Deadline, formats=tuple(RUNTIMES)
                  ) -> dict[str, str | None] | None:
     """loads_of for `formats`, if the time left affords asking: an answer not yet known costs about
