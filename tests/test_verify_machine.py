@@ -133,6 +133,9 @@ def test_a_plans_view_of_a_degraded_machine_is_checked_on_its_own_model(dgx1_all
     doc["topology"]["name"] = "ring:8:world"  # and a plan's view on a generator's
     ok = synth_main("verify", write(tmp_path, doc, "view.json"))
     assert ok.returncode == 0 and "checked on its own model" in ok.stdout, ok.stderr
+    # no --topo hint: the whole machine's model is not the view's (8 ranks, not 64)
+    assert "a plan's view of communicator world on ring:8" in ok.stdout
+    assert "pass it with --topo" not in ok.stdout
     # a real edit of lanes still names a machine synth derives, and is checked on it
     doc["topology"]["name"] = "dgx1-without-gpu0-gpu1:1"
     said = one_line(synth_main("verify", write(tmp_path, doc, "lanes.json")), 1)

@@ -86,6 +86,10 @@ def check_machine(doc: dict, topo: Topology | None = None) -> str:
     `topo`, or from the topology it names (module docstring)."""
     name = str(doc["topology"].get("name", ""))
     if topo is None and not known_by_name(name):
+        machine, _, comm = name.rpartition(":")
+        if machine and known_by_name(machine):  # --topo MACHINE would compare all of it
+            return (f"checked on its own model ({name} is a plan's view of communicator "
+                    f"{comm} on {machine}, which no topology names)")
         return f"checked on its own model ({name or 'an unnamed topology'} is not one " \
                "synth can derive; pass it with --topo to check the machine too)"
     if topo is not None and lanes_of(name) is not None:  # a -p2 file: that machine's
