@@ -41,7 +41,8 @@ def export_command(file, fmt, path, inplace, name, min_bytes, max_bytes):
     checked by its runtime simulator before it is written. Exit 2 when the schedule
     cannot be expressed.
     """
-    from synth.export import render, sizes_line
+    from synth.export import render
+    from synth.export.units import header_of
     from synth.files import write_atomic
     from synth.schedule.machine import read_verified
 
@@ -52,8 +53,12 @@ def export_command(file, fmt, path, inplace, name, min_bytes, max_bytes):
         raise BadInput(f"{', '.join(given)}: for msccl-xml and mscclpp only, not --to json")
     schedule = read_verified(file)
     text, summary = render(schedule, fmt, inplace, name, min_bytes, max_bytes, once=True)
-    _runs_some_size(fmt, text)
-    sizes = sizes_line(fmt, text)
+    # the sizes the file runs (docs/runtimes.md, "Any message size"), read once: a plan's
+    # header is its whole text; the schedule format runs any size under `synth run`
+    header = None if fmt == "json" else header_of(fmt, text)
+    if header is not None:
+        _runs_some_size(header.unit)
+    sizes = header.contract() if header is not None else ""
     if path == "-":  # standard output: the file's text there, the summary on stderr
         click.echo(text, nl=False)
         click.echo(f"wrote standard output ({fmt}): {summary}", err=True)
@@ -66,14 +71,9 @@ def export_command(file, fmt, path, inplace, name, min_bytes, max_bytes):
         click.echo(sizes)
 
 
-def _runs_some_size(fmt: str, text: str) -> None:
-    """BadInput where --min-bytes and --max-bytes hold no size the file runs: the
-    runtime would never pick it."""
-    from synth.export.units import header_of
-
-    if fmt == "json":
-        return
-    unit = header_of(fmt, text).unit
+def _runs_some_size(unit) -> None:
+    """BadInput where --min-bytes and --max-bytes hold no size the file (its Unit) runs:
+    the runtime would never pick it."""
     if not unit.runs_some_size():
         raise BadInput(f"no size from {unit.min_bytes:,} to {unit.max_bytes:,} bytes is one "
                        f"the file runs (multiples of {unit.quantum(1):,} bytes), so no call "

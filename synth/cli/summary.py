@@ -8,10 +8,10 @@ from dataclasses import replace
 
 
 def frontier_summary(result, topo, name, backend, paths, why, nbytes, deadline, directory,
-             failed) -> dict:
+                     failed) -> dict:
     """result_summary, with a degraded machine's distance to its healthy one (first: the
     --size answer's asks may take the time left) and the answer at `nbytes`, whose asks
-    the table then reads (_loads_learned)."""
+    the table then reads (loads_learned)."""
     from synth.output import degraded_summary, result_summary
 
     degraded = degraded_summary(topo, name, result.root, result.bounds, deadline) \

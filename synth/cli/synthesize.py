@@ -11,10 +11,10 @@ from collections import Counter
 import click
 
 from synth.cli.app import cli
-from synth.cli.summary import frontier_summary, timed_points
 from synth.cli.options import (BOXES, DEGRADED, MODEL, ROOT, SEARCH, SOLVER_CHOICE, Size,
                                TIME_LIMIT, TOPO, apply, examples, json_option, out_option,
                                resolve_in_time)
+from synth.cli.summary import frontier_summary, timed_points
 from synth.errors import BadInput, NoAnswer, SynthError
 from synth.signals import interrupts_deferred
 

@@ -133,17 +133,6 @@ def _dropped(once: bool) -> None:
         forget()
 
 
-def sizes_line(fmt: str, text: str) -> str:
-    """The one line that says which sizes a rendered file runs and what runs the
-    others (synth.export.units, docs/runtimes.md "Any message size"); "" for the
-    schedule format, which runs any size under `synth run`."""
-    if fmt == "json":
-        return ""
-    from synth.export.units import header_of
-
-    return header_of(fmt, text).contract()
-
-
 def _checked(check, doc, root, what, **layout):
     try:
         return check(doc, root=root, **layout)

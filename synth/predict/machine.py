@@ -68,9 +68,7 @@ def machine_of(topo: Topology) -> Machine:
             uplink[link.src] = uplink.get(link.src, 0.0) + link.bandwidth
     # NVLink only where it joins every GPU of a box (NVLinked pairs joined over PCIe, as
     # Azure NCv4's, ring over PCIe: at NVLink's rate their allreduce was 4.5 x under the
-    # proven bound)
-    # (where the GPUs have no PCIe at all, a view or a file of NVLinks only, NVLink is all
-    # there is)
+    # proven bound), or where the GPUs have no PCIe at all (a view, a file of NVLinks)
     intra = "nvlink" if all(nvlink_out[g] > 0 for g in gpus) and (
         _nvlink_joins_boxes(topo, kind, box) or not any(pcie_out.values())) else "pcie"
     rate = nvlink_out if intra == "nvlink" else pcie_out
@@ -161,11 +159,11 @@ def _hops_sum(graph: nx.DiGraph, gpus: list[str]) -> int | None:
     n = len(place)
     sparse = csr_matrix((np.ones(len(pairs)), ([a for a, _ in pairs], [b for _, b in pairs])),
                         shape=(n, n))
-    sources, targets = [place[g] for g in gpus], [place[g] for g in gpus]
+    ends = [place[g] for g in gpus]  # the GPUs, as sources and as targets
     total = 0
-    for first in range(0, len(sources), 256):
+    for first in range(0, len(ends), 256):
         hops = shortest_path(sparse, directed=True, unweighted=True,
-                             indices=sources[first:first + 256])[:, targets]
+                             indices=ends[first:first + 256])[:, ends]
         if np.isinf(hops).any():
             return None
         total += int(hops.sum())

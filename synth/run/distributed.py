@@ -39,7 +39,7 @@ from synth.errors import BadInput, NoAnswer
 from synth.export import MAX_UNFOLDED_SENDS
 from synth.export.units import Unit, parts_of
 from synth.files import SCHEDULE_LIMIT, load_json
-from synth.schedule.file import read_schedule
+from synth.schedule.file import read_schedule, schedule_from_dict
 from synth.schedule.machine import read_verified
 from synth.signals import interrupts_deferred
 
@@ -241,10 +241,12 @@ def _worker(rank, world, path, call: dict, backend, init, report_path):
         # for (a multicast as copies, a switch_reduce as reductions into its dst), the
         # same data flow, so the numbers are checked alike; only its timing is not a
         # switch's
-        schedule = read_schedule(path)
+        # read once (verified before the workers started); its version is the file's own
+        # word (a hand-written version 2 may hold no range)
+        doc = load_json(path, SCHEDULE_LIMIT, "schedule file")
+        schedule = schedule_from_dict(doc)
         report = _run_and_check(schedule.unfolded().as_sends(), rank, Call(**call))
-        if rank == 0:  # the file's own word (a hand-written version 2 may hold no range)
-            report["version"] = load_json(path, SCHEDULE_LIMIT, "schedule file")["version"]
+        report["version"] = doc["version"]
         if schedule.in_network:
             report.update(switch="emulated on the host: each switch operation run as the "
                                  "sends it stands for")

@@ -69,10 +69,13 @@ def _part(edit: str) -> str:
 
 @lru_cache(maxsize=8)
 def _derived_by_name(name: str) -> LinkModel:
-    base = lanes_of(name)
-    if base is not None:
-        return _normalised(lower(power_of_two_lanes(resolve(base)) or resolve(base)))
-    return _normalised(lower(resolve(name)))
+    return _normalised(lower(_as_named(resolve(lanes_of(name) or name), name)))
+
+
+def _as_named(topo: Topology, name: str) -> Topology:
+    """`topo` as a file named `name` was made on it: with its lanes rounded down to a
+    power of two for a -p2 file (synth.topology.lanes)."""
+    return (power_of_two_lanes(topo) or topo) if lanes_of(name) is not None else topo
 
 
 def _normalised(model: LinkModel) -> LinkModel:
@@ -92,8 +95,8 @@ def check_machine(doc: dict, topo: Topology | None = None) -> str:
                     f"{comm} on {machine}, which no topology names)")
         return f"checked on its own model ({name or 'an unnamed topology'} is not one " \
                "synth can derive; pass it with --topo to check the machine too)"
-    if topo is not None and lanes_of(name) is not None:  # a -p2 file: that machine's
-        topo = power_of_two_lanes(topo) or topo  # lanes rounded down, as it was made on
+    if topo is not None:
+        topo = _as_named(topo, name)
     try:
         derived = _normalised(lower(topo)) if topo is not None else _derived_by_name(name)
     except BadInput as e:
