@@ -329,6 +329,38 @@ def test_an_alltoall_where_gpus_reach_only_their_neighbours_pays_for_the_hops():
         assert machine_of(resolve(name)).alltoall_spread == 1.0
 
 
+def test_the_alltoall_spread_is_computed_only_for_alltoall(monkeypatch):
+    # on fc:1100, one box, its program and searches took 40 s of a 30 s allreduce's
+    # summary, which never reads it
+    import synth.predict.machine as machine
+
+    def spread(*args):
+        raise AssertionError("computed")
+
+    monkeypatch.setattr(machine, "node_alltoall_spread", spread)
+    ring = machine_of(resolve("ring:8"))
+    assert choose(ring, "allreduce", GB).predicted_us > 0
+    with pytest.raises(AssertionError, match="computed"):
+        choose(ring, "alltoall", GB)
+
+
+def test_a_gpu_alone_in_its_box_and_with_no_pcie_switch_sends_at_its_nic_link():
+    # mi300xx2's GPU 0 and GPU 8, one a box, as a data-parallel communicator sees them:
+    # each reaches its 400 Gb/s NIC by a link of its own (64 GB/s), no PCIe switch. A
+    # reducescatter of 2 x 384 MiB sends 384 MiB a GPU over its NIC, 8,053 us at 50 GB/s
+    # at the least; the GPU's rate came out 1 GB/s, and NCCL 470,000 us (synth plan
+    # showed 63 x). dgxh100x2's GPUs reach the same NICs through PCIe switches
+    from synth.topology.communicator import view
+
+    mi300x = machine_of(view(resolve("mi300xx2"), [0, 8]))
+    assert mi300x.intra_gbps == 64.0
+    least = 384 * 2 ** 20 / 50e3
+    took = choose(mi300x, "reducescatter", 2 * 384 * 2 ** 20).predicted_us
+    assert least < took < 1.2 * least
+    h100 = machine_of(view(resolve("dgxh100x2"), [0, 8]))
+    assert took == pytest.approx(choose(h100, "reducescatter", 2 * 384 * 2 ** 20).predicted_us)
+
+
 def test_a_ring_slower_than_pcie_gen3_runs_simple_on_256_threads():
     # 8 GPUs on PCIe Gen3 x16 (16 GB/s, NCCL counts 12): one ring channel of 12 GB/s,
     # 12 <= PCI_BW, so Simple runs 256 threads: a channel per 256 x 64 B = 16 KB (not

@@ -9,8 +9,10 @@ the efficiencies come from synth.topology.figures.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property, partial
 
 import networkx as nx
 
@@ -33,8 +35,14 @@ class Machine:
     nvls: bool  # the NVSwitches reduce and multicast, and the GPUs can use it
     sharp: bool  # the network switches reduce (CollNet)
     # how many times longer than its GPUs' own rates allow a node's alltoall takes at
-    # least, where its GPUs do not all meet on NVSwitches (node_alltoall_spread)
-    alltoall_spread: float = 1.0
+    # least: a number, or how to compute it (node_alltoall_spread, where the GPUs do not
+    # all meet on NVSwitches), when alltoall first asks: on one box of 1100 GPUs it takes
+    # 40 s, and no other collective reads it
+    spread: float | Callable[[], float] = field(default=1.0, compare=False, repr=False)
+
+    @cached_property
+    def alltoall_spread(self) -> float:
+        return self.spread() if callable(self.spread) else self.spread
 
     @property
     def arch(self) -> str:
@@ -46,14 +54,16 @@ class Machine:
 
 
 def machine_of(topo: Topology) -> Machine:
-    """The NCCL view of `topo`. O(vertices + links), and where a box's GPUs do not all
-    meet on NVSwitches, node_alltoall_spread's program and searches over one box."""
+    """The NCCL view of `topo`. O(vertices + links); where a box's GPUs do not all meet
+    on NVSwitches, node_alltoall_spread's program and searches over one box once
+    alltoall_spread is first read."""
     figures = topo.figures or defaults("ampere")
     kind = {v.name: v.kind for v in topo.vertices}
     box = {v.name: v.box for v in topo.vertices}
     gpus = topo.gpus
     nvlink_out: Counter = Counter()
     pcie_out: Counter = Counter()
+    direct_out: Counter = Counter()  # to NICs and CPUs with no PCIe switch between
     pair = 0.0
     uplink: dict[str, float] = {}
     for link in topo.links:
@@ -64,6 +74,8 @@ def machine_of(topo: Topology) -> Machine:
                 pair = max(pair, link.bandwidth)
         elif a == GPU and b == "pcie_switch":
             pcie_out[link.src] += link.bandwidth
+        elif a == GPU:
+            direct_out[link.src] += link.bandwidth
         elif a == NIC and b == "net_switch":
             uplink[link.src] = uplink.get(link.src, 0.0) + link.bandwidth
     # NVLink only where it joins every GPU of a box (NVLinked pairs joined over PCIe, as
@@ -71,7 +83,9 @@ def machine_of(topo: Topology) -> Machine:
     # proven bound), or where the GPUs have no PCIe at all (a view, a file of NVLinks)
     intra = "nvlink" if all(nvlink_out[g] > 0 for g in gpus) and (
         _nvlink_joins_boxes(topo, kind, box) or not any(pcie_out.values())) else "pcie"
-    rate = nvlink_out if intra == "nvlink" else pcie_out
+    # a GPU with no PCIe switch (MI300X's, alone in a communicator's view of its box)
+    # reaches its node through its own links: at 1 GB/s its rings were 63 x too slow
+    rate = nvlink_out if intra == "nvlink" else {g: pcie_out[g] or direct_out[g] for g in gpus}
     intra_gbps = min(rate[g] for g in gpus) or 1.0
     switches = [v for v in topo.vertices if v.kind == "nvswitch"]
     if switches or pair == 0:
@@ -87,8 +101,9 @@ def machine_of(topo: Topology) -> Machine:
     nvls = (any({"reduce", "multicast"} <= set(v.can) for v in switches)
             and figures.arch in ("hopper", "blackwell"))
     sharp = any("reduce" in v.can for v in topo.vertices if v.kind == "net_switch")
-    spread = 1.0 if switches else node_alltoall_spread(
-        topo, [r for r, b in enumerate(node_of) if b == node_of[0]], intra_gbps, intra)
+    spread = 1.0 if switches else partial(
+        node_alltoall_spread, topo, [r for r, b in enumerate(node_of) if b == node_of[0]],
+        intra_gbps, intra)
     return Machine(topo.name, figures, len(gpus), nodes, intra, intra_gbps, pair, nics,
                    nic_gbps, bool(switches), nvls, sharp, spread)
 
@@ -171,29 +186,39 @@ def _hops_sum(graph: nx.DiGraph, gpus: list[str]) -> int | None:
 
 
 def _nvlink_joins_boxes(topo: Topology, kind: dict, box: dict) -> bool:
-    """Whether NVLinks and NVSwitches join every GPU of each box to every other. O(links)."""
-    nvlinked = nx.Graph()
-    nvlinked.add_nodes_from(topo.gpus)
-    nvlinked.add_edges_from((l.src, l.dst) for l in topo.links
-                            if {kind[l.src], kind[l.dst]} <= {GPU, "nvswitch"})
-    boxes = defaultdict(list)
-    for g in topo.gpus:
-        boxes[box[g]].append(g)
-    component = {v: i for i, part in enumerate(nx.connected_components(nvlinked)) for v in part}
-    return all(len({component[g] for g in members}) == 1 for members in boxes.values())
+    """Whether NVLinks and NVSwitches join every GPU of each box to every other.
+    O(links), by union-find (networkx's graph of fc:1100's 1.2 million links: 1.2 s)."""
+    parent: dict[str, str] = {}
+
+    def root(v: str) -> str:
+        while parent.get(v, v) != v:
+            parent[v] = v = parent.get(parent[v], parent[v])
+        return v
+
+    joining = {GPU, "nvswitch"}
+    for link in topo.links:
+        if kind[link.src] in joining and kind[link.dst] in joining:
+            a, b = root(link.src), root(link.dst)
+            if a != b:
+                parent[a] = b
+    first: dict = {}
+    return all(first.setdefault(box[g], root(g)) == root(g) for g in topo.gpus)
 
 
 def _local_nics(topo: Topology, kind: dict) -> set[str]:
     """The NICs some GPU reaches over PCIe alone (not through another GPU or a
     switch that joins GPUs): those NCCL sends a node's traffic through. A communicator's
-    view keeps its box's other NICs, which its GPUs do not use."""
-    g = topo.graph()
+    view keeps its box's other NICs, which its GPUs do not use. O(links)."""
+    onward = defaultdict(list)  # the links such a walk may take (not into a GPU: fc:1100
+    for link in topo.links:     # has 1.2 million of those)
+        if kind[link.dst] not in (GPU, "nvswitch", "net_switch"):
+            onward[link.src].append(link.dst)
     found, stack = set(), [v for v in topo.gpus]
     seen = set(stack)
     while stack:
         v = stack.pop()
-        for w in g.successors(v):
-            if w in seen or kind[w] in (GPU, "nvswitch", "net_switch"):
+        for w in onward[v]:
+            if w in seen:
                 continue
             seen.add(w)
             if kind[w] == NIC:
