@@ -121,6 +121,30 @@ def test_a_runtime_file_slower_than_the_reference_is_not_offered_as_a_load():
     assert lines[-1].startswith("for 1,048,576 bytes load nothing")
 
 
+def test_a_runtime_that_runs_another_point_faster_on_its_protocols_says_which():
+    # mi250's allgather at 1.5 MB: the fastest point loads in both runtimes (the table
+    # said so), but MSCCL++ runs a point faster on its own protocols; the answer said
+    # only "it loads in MSCCL XML"
+    def entry(runtime, point, us, tried=()):
+        return {"runtime": runtime, "file": point + ".x", "us": us, "point": point,
+                "speedup": 1.5, "not_loadable": ["refused"] * len(tried),
+                "not_loadable_points": list(tried)}
+    answer = {"bytes": 1572864, "fastest": "allgather-s3-r3-c2", "fastest_method": "exact",
+              "fastest_us": 18.3, "fastest_loads_in": ["msccl-xml"],
+              "reference": "NCCL ring/LL", "reference_us": 28.7,
+              "reference_is": "NCCL's own choice",
+              "runtimes": {"msccl-xml": entry("MSCCL XML", "allgather-s3-r3-c2", 18.3),
+                           "mscclpp": entry("MSCCL++", "allgather-s2-r2-c1", 20.9)},
+              "choice": {"runtime": "msccl-xml", "file": "allgather-s3-r3-c2.x", "us": 18.3}}
+    assert format_answer(answer).splitlines()[0].endswith(
+        "18.3 us; it loads in MSCCL XML; MSCCL++ runs allgather-s2-r2-c1, faster on its "
+        "own protocols")
+    # where MSCCL++ refused the fastest point, its line says why, and the first does not
+    answer["runtimes"]["mscclpp"] = entry("MSCCL++", "allgather-s2-r2-c1", 20.9,
+                                          ["allgather-s3-r3-c2"])
+    assert format_answer(answer).splitlines()[0].endswith("18.3 us; it loads in MSCCL XML")
+
+
 def test_a_point_a_runtime_loads_but_cannot_cut_the_size_is_not_called_unloaded():
     # gb200nvl72 at 16 MiB: NVLS points loaded by MSCCL++ in 144 chunks, none of which
     # cuts 2^24 bytes; the answer said "loads in neither runtime" and "at least as fast
