@@ -244,6 +244,12 @@ def test_a_bad_edit_is_one_line_and_exit_2(args, said):
 def test_bad_edits_in_clusters_files_and_verify(tmp_path):
     assert "dgxh100x2 has boxes 0 to 1" in one_line(
         synth_main("topo", "show", "dgxh100x2", "--without", "box2.nic2"), 2)
+    # a switch between boxes is no box's: box1.rail2 removed rail2 from both boxes
+    assert ("rail2 is between boxes, not box 1's: name it bare (rail2), or box 1's link to "
+            "it (box1.nic2-rail2)") in one_line(
+        synth_main("topo", "show", "dgxh100x2", "--without", "box1.rail2"), 2)
+    cut = resolve("dgxh100x2", edits=("box1.nic2-rail2",))
+    assert {(l.src, l.dst) for l in cut.links if "rail2" in l.dst} == {("n0.nic2", "rail2")}
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({**QUAD, "without": ["gpu0-sw=0.5"]}))
     assert "without[0]: 'gpu0-sw=0.5' narrows a link: write it under degrade" in one_line(

@@ -152,6 +152,14 @@ def _apply(topo: Topology, edit: Edit, links: dict, gone: set[str]) -> str:
     a Link is made once, at the end, as a bare name edits a thousand links on 512
     boxes) and `gone` (vertices removed); what it did, in words."""
     whole = _named(topo, edit.part, edit.box, gone)
+    if whole and edit.box is not None and topo.vertex(whole[0]).box is None:
+        # box B's part of a switch between boxes is its links to it: removing the switch
+        # took every box's links (the same machine as the bare name, under another)
+        near = next((l.src for l in topo.links if l.dst == whole[0]
+                     and topo.vertex(l.src).box == edit.box), "NIC").split(".", 1)[-1]
+        raise BadInput(f"edit {quote(edit.text)}: {edit.part} is between boxes, not box "
+                       f"{edit.box}'s: name it bare ({edit.part}), or box {edit.box}'s link "
+                       f"to it (box{edit.box}.{near}-{edit.part})")
     if whole:
         kinds = {topo.vertex(name).kind for name in whole}
         if GPU in kinds:
