@@ -258,6 +258,47 @@ def test_the_plan_ends_with_what_to_load_per_call():
     assert load_line(entry, call, "NCCL-style", "plan").endswith("; NCCL-style ring: 405.5 us")
 
 
+def test_a_communicator_slower_than_the_machines_unit_gets_files_for_its_sizes(tmp_path):
+    # mi300xx2's data parallel pairs (GPU 0 and 8) meet over 50 GB/s NICs; the machine's
+    # unit is an xGMI link's 64 GB/s, which the view leaves out. In that unit the
+    # schedules came in 7 chunks, no runtime file cut 1 KiB or 1 MiB, and the call lines
+    # showed speed-ups nothing ran
+    work = tmp_path / "dp.yaml"
+    work.write_text("name: dp\ncommunicators:\n  dp: {across: boxes}\ncollectives:\n"
+                    "  - {communicator: dp, collective: allreduce, size: 1MB, count: 8}\n"
+                    "  - {communicator: dp, collective: allreduce, size: 1KB, count: 8}\n")
+    out = tmp_path / "p"
+    done = synth_cli("plan", str(work), "--topo", "mi300xx2", "-o", str(out),
+                     "--time-limit", "60")
+    assert done.returncode == 0, done.stderr
+    assert "model only" not in done.stdout
+    for n in ("1,048,576", "1,024"):
+        line = next(l for l in done.stdout.splitlines() if l.startswith(
+            f"load for allreduce on dp at {n} B"))
+        assert re.search(r"MSCCL XML \S+\.xml \(", line), line
+    doc = json.loads((out / "plan.json").read_text())
+    schedule = json.loads((out / "schedules/dp/allreduce-0.json").read_text())
+    assert schedule["topology"]["unit_gbps"] == 50.0
+    # the bound in GB/s terms is the NICs': 2 x 1 MB each way of a 2-rank allreduce's
+    # ... at 50 GB/s, 20 us a MB, whatever the unit
+    assert doc["entries"][0]["bound_us_per_mb"] == pytest.approx(20.0)
+    for f in (out / "schedules/dp").glob("*.json"):
+        verify_schedule(json.loads(f.read_text()))
+
+
+def test_a_call_no_runtime_file_runs_says_its_time_is_the_models():
+    from synth.cli.plan import _model_only
+
+    nothing = {"file": None, "algorithm": "NCCL's own (ring)", "us": 63.0}
+    call = {"algorithm": "exact [LL128]", "load": {"runtimes": {
+        "msccl-xml": dict(nothing), "mscclpp": dict(nothing)}}}
+    assert _model_only(call) == "  model only: no runtime's file runs this size"
+    call["load"]["runtimes"]["mscclpp"]["file"] = "mscclpp/dp/allreduce-0.mscclpp.json"
+    assert _model_only(call) == ""
+    call = {"algorithm": "NCCL's own (ring)", "load": {"runtimes": {"msccl-xml": nothing}}}
+    assert _model_only(call) == ""
+
+
 # NCCL as it runs on switch:4 (4 GPUs, one 25 GB/s NVLink lane each into a switch;
 # a generator: Ampere's figures), derived by hand from docs/cost-model.md and NCCL
 # 2.30.7's tuning.cc, without synth.predict. Allreduce, N = 4: 2(N - 1) = 6 ring steps.

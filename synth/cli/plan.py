@@ -108,7 +108,8 @@ def plan_command(workload, spec, boxes, without, degrade, out_dir, time_limit, m
             click.echo(f"  {e['collective']:>13} on {e['communicator']:<10} "
                        f"{c['load']['bytes']:>12} B x{c['count']:<5g} {c['algorithm']:<60.60} "
                        f"{c['us']:>10.1f} us  "
-                       f"({math.floor(c['speedup'] * 100) / 100:.2f} x {nccl})")
+                       f"({math.floor(c['speedup'] * 100) / 100:.2f} x {nccl})"
+                       + _model_only(c))
     for o in doc["overlaps"]:
         click.echo(f"  together ({o['tag']}): {o['overlapped_us']:.1f} us against "
                    f"{o['sequential_us']:.1f} us one after the other")
@@ -131,6 +132,17 @@ def plan_command(workload, spec, boxes, without, degrade, out_dir, time_limit, m
     for e in doc["entries"]:  # what to load, per call: the user's question, answered
         for c in e["calls"]:
             click.echo(load_line(e, c, nccl, out_dir))
+
+
+def _model_only(call: dict) -> str:
+    """Where the plan's choice at a call's size is a schedule no runtime file runs there
+    (its chunks do not cut the size: mi300xx2's two-rank allreduce in 7 chunks showed
+    1.81 x, while both runtimes left 1 MiB to NCCL's own), says so."""
+    loads = call["load"]["runtimes"]
+    if not loads or call["algorithm"].startswith("NCCL's own") or \
+            any(x["file"] for x in loads.values()):
+        return ""
+    return "  model only: no runtime's file runs this size"
 
 
 def load_line(entry: dict, call: dict, nccl: str, out_dir: str) -> str:

@@ -19,7 +19,7 @@ from synth.plan.workload import Workload
 from synth.predict.machine import machine_of
 from synth.predict.timing import prices
 from synth.search.pareto import Limits
-from synth.topology.communicator import view
+from synth.topology.communicator import communicator_view
 from synth.topology.physical import Topology
 
 def make_plan(workload: Workload, topo: Topology, limits: Limits,
@@ -48,7 +48,7 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
         # no floor of a second a collective (18 of them ran 1.5 x a 10 s limit); a share
         # too short for even the quickest answer says so
         share = left / (len(keys) - i)
-        sub = view(topo, group, f"{topo.name}:{comm}")
+        sub = communicator_view(topo, group, f"{topo.name}:{comm}")
         on_event("search", f"{coll} on {comm} ({len(group)} GPUs)")
         began = time.monotonic()
         try:

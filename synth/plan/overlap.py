@@ -30,7 +30,7 @@ from synth.plan.traffic import bandwidth, physical_use
 from synth.predict.machine import machine_of
 from synth.predict.timing import prices
 from synth.search.pareto import Limits
-from synth.topology.communicator import view
+from synth.topology.communicator import communicator_view
 from synth.topology.linkmodel import lower_with_routes
 from synth.topology.physical import Topology
 
@@ -103,7 +103,7 @@ def _on_residual(on: Topology, entry: Entry, n: int, nccl: bool, limits: Limits
                  ) -> Candidate:
     """The entry's fastest schedule at size n on the residual topology `on`: planned
     again, or NCCL-style (ring or tree built there)."""
-    sub = view(on, entry.groups[0], f"{on.name}:{entry.communicator}")
+    sub = communicator_view(on, entry.groups[0], f"{on.name}:{entry.communicator}")
     model = lower_with_routes(sub).model
     calibrated = entry.machine is not None
     if nccl and calibrated:

@@ -13,12 +13,14 @@ A workload names its communicators by shape, as training frameworks build them:
 `groups` turns a shape into the groups of global ranks (every group the same size);
 `view` is the physical topology with only one group's GPUs in it (in the group's order:
 its rank i is group[i]), the network as that group sees it when no one else sends, which
-is what synthesis then runs on. Cost: linear in the topology's vertices and links.
+is what synthesis then runs on. Cost: linear in the topology's vertices and links;
+`communicator_view`, the one a plan synthesizes on, also lowers it.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from fractions import Fraction
 
 from synth.errors import BadInput
 from synth.files import quote
@@ -100,3 +102,21 @@ def view(topo: Topology, ranks: list[int], name: str = "") -> Topology:
     links = tuple(l for l in topo.links if l.src in kept and l.dst in kept)
     return replace(topo, name=name or f"{topo.name}[{len(ranks)} GPUs]", vertices=vertices,
                    links=links, boxes=max(1, len(boxes - {None})))
+
+
+def communicator_view(topo: Topology, ranks: list[int], name: str) -> Topology:
+    """view(), its capacity unit the rate of its fastest rank link where every one is
+    slower than the machine's unit: a schedule's chunks follow its capacities, and
+    mi300xx2's GPUs one a box, 50 GB/s apart against a unit of 64 (an xGMI link the
+    view leaves out), were cut in 7 chunks, which no power-of-two size divides, so no
+    runtime file ran their calls. Rates in GB/s are unchanged. Cost: view's, and a
+    lowering of it."""
+    from synth.topology.linkmodel import lower
+
+    sub = view(topo, ranks, name)
+    if len(ranks) < 2:
+        return sub
+    fastest = max(link.capacity for link in lower(sub).links)
+    if fastest >= 1:
+        return sub
+    return replace(sub, unit_gbps=float(Fraction(str(sub.unit_gbps)) * fastest))
