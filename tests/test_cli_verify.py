@@ -31,6 +31,14 @@ def test_verify_exit_codes(tmp_path):
     worst = synth_main("verify", broken_path, str(junk))
     assert worst.returncode == 2 and worst.stderr.count("\n") == 2
     assert "Traceback" not in worst.stderr
+    # a file that is no JSON says so in synth's words, and an XML file what it is
+    assert "junk.json: cannot read a schedule: not valid JSON (line 1)" in worst.stderr
+    xml = tmp_path / "allgather.xml"
+    xml.write_text('<algo name="x" proto="Simple" nchunksperloop="4" ngpus="4">\n</algo>\n')
+    said = synth_main("verify", str(xml))
+    assert said.returncode == 2 and said.stderr.endswith(
+        "not valid JSON (line 1) (MSCCL XML: verify the schedule .json it was exported "
+        "from)\n")
 
 
 def test_verify_cost_prints_time_and_algbw(tmp_path):

@@ -83,8 +83,14 @@ def verify_file(path):
             raise MalformedSchedule(f"{name}: {st.st_size:,} bytes, over the "
                                     f"{MAX_FILE_BYTES:,}-byte limit")
         with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as e:  # ValueError: bad JSON, bad UTF-8, 5000 digits
+            text = f.read()
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:  # the decoder's words name no file kind
+        xml = " (MSCCL XML: verify the schedule .json it was exported from)" \
+            if text.lstrip().startswith("<") else ""
+        raise MalformedSchedule(f"{name}: cannot read a schedule: not valid JSON (line "
+                                f"{e.lineno}){xml}") from None
+    except (OSError, ValueError) as e:  # ValueError: bad UTF-8, 5000 digits
         reason = e.strerror if isinstance(e, OSError) else str(e)
         raise MalformedSchedule(f"{name}: cannot read a schedule: {_cut(reason, 120)}"
                                 ) from None
