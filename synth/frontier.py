@@ -74,7 +74,12 @@ class Result:
 
     @property
     def complete(self) -> bool:
-        return all(s.complete for s in self.searches.values())
+        """Whether nothing was cut short: no construction stopped by the time limit or
+        Ctrl-C, every exact search asked all it meant to. (A construction proves
+        nothing and says so in its Search; every NVLS machine read as cut short.)"""
+        return all(not (s.stopped.startswith(TIMED_OUT) or s.stopped == "interrupted")
+                   if key in CONSTRUCTED else s.complete
+                   for key, s in self.searches.items())
 
     @property
     def interrupted(self) -> bool:

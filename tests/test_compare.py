@@ -60,3 +60,13 @@ def test_compare_says_one_step_and_a_ring_at_the_bound_is_exactly_at_it():
     doc = json.loads(synth_main("compare", "allreduce", "--topo", "dgx1", "--json").stdout)
     ring = next(r for r in doc["rows"] if "ring" in r["name"])
     assert ring["bandwidth_to_bound"] == 1.0
+
+
+def test_compare_with_nothing_found_is_one_line_and_exit_1():
+    # gather on dgx1 needs 2 steps: with --max-steps 1 the frontier is empty, and compare
+    # ended in an internal error (min() of no rows), exit 3
+    result = synth_main("compare", "gather", "--topo", "dgx1", "--max-steps", "1",
+                        "--time-limit", "20")
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.startswith("synth: error: no schedule found for gather on dgx1 (")
+    assert result.stderr.count("\n") == 1

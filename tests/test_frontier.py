@@ -238,3 +238,23 @@ def test_a_point_equal_to_a_shown_row_is_not_named_as_left_out(tmp_path):
             if re.match(r"\d+ +\d+ +\d+ ", line)]
     assert rows == [["1", "1", "1"]]
     assert "left out" not in run.stdout
+
+
+def test_complete_means_nothing_was_cut_short_not_that_a_construction_proved_it():
+    # an NVLS construction proves nothing (its Search says so), and every NVLS
+    # machine's broadcast read "complete": false with no search cut short
+    from dataclasses import replace
+
+    from synth.search.pareto import Search
+
+    result = synthesize(resolve("ring:4"), "allgather", limits=Limits(time_limit=20))
+    built = Search(stopped="in-network (NVLS) via nvswitch, 18 chunks a share",
+                   complete=False)
+    proven = Search(stopped="reached the bandwidth bound")
+    assert replace(result, searches={"in-network": built, "allgather": proven}).complete
+    for cut in ("out of time", "interrupted", "not built: about 2.0 s needed, 0.1 s left"):
+        short = Search(stopped=cut, complete=False)
+        assert not replace(result, searches={"in-network": short, "allgather": proven}
+                           ).complete
+    unasked = Search(stopped="larger instances not asked", complete=False)
+    assert not replace(result, searches={"in-network": built, "allgather": unasked}).complete

@@ -86,7 +86,7 @@ def compare_command(collective, spec, boxes, without, degrade, root, sizes, max_
     from synth.compare import comparison, format_comparison, make_rows, nccl_choices
     from synth.deadline import job_deadline
     from synth.output import degraded_line, degraded_summary
-    from synth.cli.synthesize import baselines_by, frontier_within
+    from synth.cli.synthesize import baselines_by, frontier_within, nothing_found
     from synth.predict.nccl import as_it_runs
     from synth.predict.timing import prices
     from synth.search.pareto import Limits
@@ -96,6 +96,8 @@ def compare_command(collective, spec, boxes, without, degrade, root, sizes, max_
     # the baselines, their times and NCCL's choices follow: a tenth of the limit
     result = frontier_within(topo, collective, root, limits, cost_model, time_limit,
                              0.7, 0.9, method)
+    if not result.points and not result.interrupted:  # nothing of synth's to compare
+        raise nothing_found(result, collective, topo.name)
     calibrated = cost_model == "calibrated"
     deadline = job_deadline(time_limit)
     # the baselines by 95% of the limit: timing the rows, NCCL's choices and the degraded
@@ -104,6 +106,8 @@ def compare_command(collective, spec, boxes, without, degrade, root, sizes, max_
     rows = make_rows([p.schedule for p in result.points],
                      [(base.name, base.schedule) for base in built],
                      prices(topo) if calibrated else None)
+    if not rows:  # interrupted before any point or baseline
+        raise nothing_found(result, collective, topo.name)
     nccl = nccl_choices(topo, collective, sizes) if calibrated else None
     data = comparison(rows, result.bounds, sizes, nccl, as_it_runs(topo.figures))
     data.update(collective=collective, topology=topo.name,

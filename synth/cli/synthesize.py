@@ -333,6 +333,12 @@ def baselines_by(result, collective: str, deadline):
     return built, dict(skipped), unbuilt
 
 
+def nothing_found(result, name: str, topology: str) -> NoAnswer:
+    """The error of a job whose frontier is empty (exit 1), with what stopped each search."""
+    why = "; ".join(dict.fromkeys(s.stopped.split(":")[0] for s in result.searches.values()))
+    return NoAnswer(f"no schedule found for {name} on {topology} ({why})")
+
+
 def _ending(result, paths, interrupted: bool, name: str, topology: str,
             time_limit: float, unloadable: int = 0, late: list[str] = ()) -> int:
     """The last line on stderr and the exit code: interrupted (130), nothing found or
@@ -345,9 +351,7 @@ def _ending(result, paths, interrupted: bool, name: str, topology: str,
         click.echo(f"synth: interrupted ({kept} point{'s' * (kept != 1)} kept)", err=True)
         return 130
     if not result.points:
-        why = "; ".join(dict.fromkeys(s.stopped.split(":")[0]
-                                      for s in result.searches.values()))
-        raise NoAnswer(f"no schedule found for {name} on {topology} ({why})")
+        raise nothing_found(result, name, topology)
     unwritten = sum(path is None for path in paths) - unloadable
     if all(path is None for path in paths):  # the time limit, and maybe refusals
         found = len(result.points)
