@@ -156,6 +156,44 @@ def test_bad_logs_are_one_line_naming_the_problem(change, message):
         parse_log(change(log_text("allreduce")), "my.log")
 
 
+def test_a_log_of_several_runs_is_refused_and_file_names_name_the_collective():
+    # an LL and a Simple run in one file were fitted as Simple throughout (34% off at
+    # the median), an allreduce and an allgather run as allreduce, without a word
+    both = log_text("allreduce", "LL") + log_text("allreduce", "Simple")
+    with pytest.raises(BadInput, match=r"more than one nccl-tests run in one log: 2 "
+                                       r"headers \(lines 2, \d+\); 2 NCCL_PROTO values "
+                                       r"\(LL, Simple\); give each run its own file"):
+        parse_log(both, "both.log")
+    with pytest.raises(BadInput, match=r"2 program values \(allgather, allreduce\)"):
+        parse_log(log_text("allreduce") + log_text("allgather"), "both.log")
+    # the collective from a file name with more around its program ("_" is a word
+    # character: nccl_all_reduce_perf.log named none)
+    unnamed = log_text("allgather").replace("all_gather_perf", "my_test")
+    for name, coll in (("nccl_all_gather_perf.log", "allgather"),
+                       ("all_reduce_perf_8gpu.log", "allreduce"),
+                       ("reduce_scatter_perf-h100.log", "reducescatter")):
+        assert parse_log(unnamed, name).collective == coll
+    with pytest.raises(BadInput, match="cannot tell which collective"):
+        parse_log(unnamed, "myall_reduce_perfx.log")
+
+
+def test_a_log_of_other_gpus_than_the_topologys_is_noted(tmp_path):
+    # the A100 rings of log_text fitted to dgxh100 moved its NVLink efficiency to 0.42
+    # with no word that the log's GPUs were not the machine's
+    path = tmp_path / "all_reduce_perf.log"
+    path.write_text(log_text("allreduce"))
+    done = synth_main("calibrate", str(path), "--topo", "dgxh100", "-o", str(tmp_path / "h.yaml"))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == (f"synth: note: {path}: measured on NVIDIA A100-SXM4-80GB (ampere, "
+                           "nccl), but dgxh100's GPUs are hopper, nccl: the fit is of the "
+                           "machine given\n")
+    done = synth_main("calibrate", str(path), "--topo", "dgxa100", "-o", str(tmp_path / "a.yaml"))
+    assert done.returncode == 0 and done.stderr == ""
+    # and a figure the machine has none of (NVLS before Hopper) is not "at its bound"
+    nvls = next(l for l in done.stdout.splitlines() if l.split()[:1] == ["nvls"])
+    assert "bound" not in nvls
+
+
 def test_cli_refuses_a_log_of_another_machine_or_a_malformed_one(tmp_path):
     path = tmp_path / "ar.log"
     path.write_text(log_text("allreduce", "Simple", 16))

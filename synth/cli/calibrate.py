@@ -49,6 +49,9 @@ def calibrate(logs, spec, boxes, without, degrade, output, collective):
         if log.ranks != topo.ranks:
             raise BadInput(f"{path}: measured on {log.ranks} GPUs, {topo.name} has "
                            f"{topo.ranks}")
+        other = _other_gpus(log, machine)
+        if other:
+            click.echo(f"synth: note: {path}: {other}", err=True)
         samples += [Sample(machine, log.collective, r.nbytes, r.time_us, log.algorithm,
                            log.protocol, log.launches) for r in log.rows]
     theta, fitted = fit(samples, topo.figures or defaults(machine.arch))
@@ -84,3 +87,18 @@ def calibrate(logs, spec, boxes, without, degrade, output, collective):
         return
     write_atomic(output, text)
     click.echo(f"wrote {output}")
+
+
+def _other_gpus(log, machine) -> str:
+    """What is amiss where the log's GPUs are not the topology's kind ("" where they
+    are, or synth does not know them): an A100 log fitted dgxh100's figures."""
+    from synth.predict.nccl_tests import device_kind
+
+    theirs = {device_kind(name) for name in log.devices} - {None}
+    ours = (machine.arch, machine.figures.library)
+    if not theirs or ours in theirs:
+        return ""
+    names = ", ".join(sorted(log.devices))
+    return (f"measured on {names} ({', '.join(f'{a}, {lib}' for a, lib in sorted(theirs))}), "
+            f"but {machine.name}'s GPUs are {ours[0]}, {ours[1]}: the fit is of the machine "
+            "given")

@@ -113,6 +113,8 @@ def at_bound(machine: Machine, theta) -> list[str]:
     base, limits = defaults(machine.arch), []
     for name, x in zip(RATIOS, theta[len(TIMES):]):
         lo, hi = LIMITS[name]
+        if getattr(base, name) == 0:  # the machine has none (NVLS before Hopper)
+            continue
         if not lo < getattr(base, name) * float(x) < hi:
             limits.append(name)
     return [name for name, x, lo, hi in zip(TIMES + RATIOS, theta, LOWER, UPPER)

@@ -29,9 +29,12 @@ from synth.schedule.cost import MAX_SIZE
 NAMES = {"all_reduce": "allreduce", "all_gather": "allgather",
          "reduce_scatter": "reducescatter", "alltoall": "alltoall",
          "broadcast": "broadcast", "reduce": "reduce"}
-PROGRAM = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce)_perf\b")
+# not \b: "_" is a word character, and nccl_all_reduce_perf.log or all_reduce_perf_8gpu
+# named no collective
+PROGRAM = re.compile(r"(?<![A-Za-z0-9])(all_reduce|all_gather|reduce_scatter|alltoall|"
+                     r"broadcast|reduce)_perf(?![A-Za-z0-9])")
 TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
-RANK = re.compile(r"^#\s+Rank\s+(\d+)\s+Group\s+\d+\b.*\bdevice\b")
+RANK = re.compile(r"^#\s+Rank\s+(\d+)\s+Group\s+\d+\b.*\bdevice\b(?:\s+\d+\s+\[[^\]]*\]\s+(.+))?")
 ENV = re.compile(r"NCCL_(ALGO|PROTO) set by environment to (\S+)")
 VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 GPUS = re.compile(r"^#\s*nThreads?\s+\d+\s+nGpus\s+(\d+)\b")
@@ -65,6 +68,7 @@ class Log:
     nccl_version: str = ""
     gpus_per_thread: int = 1  # the header's nGpus: GPUs one thread launches (-g)
     graph_launches: int = 0  # the header's graph: -G, iterations replayed as a CUDA graph
+    devices: frozenset[str] = frozenset()  # the GPUs' names its Rank lines give
 
     @property
     def launches(self) -> int:
@@ -81,24 +85,30 @@ def read_log(path: str | Path, collective: str | None = None) -> Log:
 
 def parse_log(text: str, where: str, collective: str | None = None) -> Log:
     ranks: set[int] = set()
-    found = {"ALGO": "", "PROTO": ""}
-    program, version, rows, per_thread, graph = None, "", [], 1, 0
+    devices: set[str] = set()
+    runs: dict[str, set] = {"program": set(), "ALGO": set(), "PROTO": set(), "header": set()}
+    version, rows, per_thread, graph = "", [], 1, 0
     for number, raw in enumerate(text.splitlines(), 1):
         line = TAG.sub("", raw).strip()
-        program = program or _program(line)
+        runs["program"].update(filter(None, [_program(line)]))
         version = version or _version(line)
         g = GPUS.match(line)
         if g:
+            runs["header"].add(number)
             per_thread = max(1, int(g.group(1)))
             launched = GRAPH.search(line)
             graph = int(launched.group(1)) if launched else 0
         for key, value in ENV.findall(line):
-            found[key] = value
+            runs[key].add(value)
         m = RANK.match(line)
         if m:
             ranks.add(int(m.group(1)))
+            devices.update(filter(None, [m.group(2)]))
         elif line and line[0].isdigit() and " NCCL " not in line:
             rows.append(_row(line, number, where))
+    _one_run(runs, where)
+    program = next(iter(runs["program"]), None)
+    found = {key: next(iter(runs[key]), "") for key in ("ALGO", "PROTO")}
     # the log, then its name, then --collective, for the logs that do not say (docs/
     # cli.md): the flag took precedence, so an allreduce log given among others with
     # --collective alltoall was fitted as an alltoall
@@ -112,7 +122,36 @@ def parse_log(text: str, where: str, collective: str | None = None) -> Log:
     if not rows:
         raise BadInput(f"{where}: no result rows (size count type ... time algbw busbw)")
     return Log(where, coll, len(ranks), rows, _forced(found["ALGO"], ALGORITHMS, where),
-               _forced(found["PROTO"], PROTOCOLS, where), version, per_thread, graph)
+               _forced(found["PROTO"], PROTOCOLS, where), version, per_thread, graph,
+               frozenset(devices))
+
+
+def _one_run(runs: dict[str, set], where: str) -> None:
+    """BadInput where the log holds more than one run: headers, programs, NCCL_ALGO or
+    NCCL_PROTO more than one (logs of an LL and a Simple run in one file were fitted
+    as Simple throughout, 34% off at the median, without a word)."""
+    headers = sorted(runs.pop("header"))
+    many = [f"{len(v)} {k if k == 'program' else 'NCCL_' + k} values ({', '.join(sorted(v))})"
+            for k, v in runs.items() if len(v) > 1]
+    if len(headers) > 1:
+        many.insert(0, f"{len(headers)} headers (lines {', '.join(map(str, headers[:4]))})")
+    if many:
+        raise BadInput(f"{where}: more than one nccl-tests run in one log: "
+                       f"{'; '.join(many)}; give each run its own file")
+
+
+# a GPU's name as its Rank line gives it -> (the architecture whose tables cost model 2
+# uses, the library): synth.topology.importing.hardware's, by product name
+DEVICE_KINDS = ((r"MI3\d\d", ("hopper", "rccl")), (r"MI2\d\d", ("ampere", "rccl")),
+                (r"\bG?B[123]00\b", ("blackwell", "nccl")),
+                (r"\bG?H(100|200|800|20)\b", ("hopper", "nccl")),
+                (r"\bA(100|800|30|10)\b", ("ampere", "nccl")), (r"\bV100\b", ("volta", "nccl")))
+
+
+def device_kind(name: str) -> tuple[str, str] | None:
+    """(arch, library) of a GPU named as nccl-tests prints it ("NVIDIA A100-SXM4-80GB",
+    "AMD Instinct MI300X"); None for one synth does not know."""
+    return next((kind for pattern, kind in DEVICE_KINDS if re.search(pattern, name)), None)
 
 
 def _program(line: str) -> str | None:
