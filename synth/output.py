@@ -59,6 +59,12 @@ def _owner(folder: Path) -> str | None:
         return None
 
 
+def rooted(collective: str, root: int | None) -> str:
+    """The collective as lines name it: with its root where it has one ("gather (root
+    5)"), as the root changes the answer."""
+    return collective if root is None else f"{collective} (root {root})"
+
+
 def point_stem(point: Point) -> str:
     """A point's file name without extension: COLLECTIVE[-rootR]-sS-rR-cC, the root of a
     rooted collective named (runs of two roots share a folder); `-p2` for a point
@@ -330,7 +336,8 @@ def format_table(summary: dict) -> str:
                        for i, (cell, w) in enumerate(zip(row, widths))).rstrip()
              for row in rows]
     b = summary["bounds"]
-    head = (f"{summary['collective']} on {summary['topology']} ({summary['ranks']} ranks), "
+    head = (f"{rooted(summary['collective'], summary.get('root'))} on {summary['topology']} "
+            f"({summary['ranks']} ranks), "
             f"solver {summary['solver']}"
             f"{' (' + summary['solver_reason'] + ')' if summary.get('solver_reason') else ''}"
             f": bounds {b['steps']} step{'s' * (b['steps'] != 1)}, "

@@ -70,3 +70,24 @@ def test_compare_with_nothing_found_is_one_line_and_exit_1():
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.startswith("synth: error: no schedule found for gather on dgx1 (")
     assert result.stderr.count("\n") == 1
+
+
+def test_the_root_is_named_wherever_it_changes_the_answer(tmp_path):
+    # gather on dgx1 at root 0 and at root 5 have different frontiers; bounds, compare,
+    # one instance and verify left the root out
+    said = synth_main("bounds", "gather", "--topo", "dgx1", "--root", "5")
+    assert said.stdout.startswith("gather (root 5) on dgx1 (8 ranks)\n")
+    assert json.loads(synth_main("bounds", "gather", "--topo", "dgx1", "--root", "5",
+                                 "--json").stdout)["root"] == 5
+    compared = synth_main("compare", "gather", "--topo", "ring:4", "--root", "2", "--json",
+                          "--time-limit", "20")
+    assert json.loads(compared.stdout)["root"] == 2
+    one = synth_main("broadcast", "--topo", "ring:4", "--root", "2", "--steps", "2",
+                     "--rounds", "2", "--chunks", "1", "-o", str(tmp_path),
+                     "--format", "json,msccl-xml")
+    stem = tmp_path / "ring_4" / "broadcast" / "broadcast-root2-s2-r2-c1"
+    assert one.returncode == 0, one.stderr
+    assert one.stdout.startswith("found broadcast (root 2) on ring:4: 2 steps")
+    assert one.stdout.endswith(f"-> {stem}.json, {stem}.xml\n")  # both formats' files
+    checked = synth_main("verify", f"{stem}.json")
+    assert checked.stdout.startswith(f"ok {stem}.json: broadcast (root 2) on ring:4, ")

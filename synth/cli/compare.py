@@ -27,7 +27,7 @@ def bounds_command(collective, spec, boxes, without, degrade, root, time_limit, 
     from synth.bounds import collective_bounds
     from synth.deadline import job_deadline
     from synth.errors import NoAnswer
-    from synth.output import degraded_line, degraded_summary
+    from synth.output import degraded_line, degraded_summary, rooted
     from synth.topology.linkmodel import TimeLimit, lower_with_routes
 
     deadline = job_deadline(time_limit)
@@ -39,7 +39,7 @@ def bounds_command(collective, spec, boxes, without, degrade, root, time_limit, 
                        ) from None
     b = collective_bounds(lowering, collective, root, deadline)
     summary = {"collective": b.collective, "topology": topo.name, "ranks": b.ranks,
-               "steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
+               "root": root, "steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
                "latency_us": b.latency_us, "us_per_mb": b.us_per_mb,
                "algbw_gbps_max": 1 / (b.us_per_byte * 1e3), "note": b.note,
                "partial": b.partial}
@@ -51,7 +51,7 @@ def bounds_command(collective, spec, boxes, without, degrade, root, time_limit, 
     if as_json:
         click.echo(json.dumps(summary, indent=1))
         return
-    click.echo(f"{collective} on {topo.name} ({b.ranks} ranks)")
+    click.echo(f"{rooted(collective, root)} on {topo.name} ({b.ranks} ranks)")
     click.echo(f"  steps            >= {b.steps}  (latency >= {b.latency_us:.2f} us)")
     click.echo(f"  rounds per chunk >= {b.rounds_per_chunk}  ({b.us_per_mb:.3f} us/MB, "
                f"algbw <= {summary['algbw_gbps_max']:.1f} GB/s)"
@@ -85,7 +85,7 @@ def compare_command(collective, spec, boxes, without, degrade, root, sizes, max_
     (cost model 2) NCCL as it runs there: its choice per size and why."""
     from synth.compare import comparison, format_comparison, make_rows, nccl_choices
     from synth.deadline import job_deadline
-    from synth.output import degraded_line, degraded_summary
+    from synth.output import degraded_line, degraded_summary, rooted
     from synth.cli.synthesize import baselines_by, frontier_within, nothing_found
     from synth.predict.nccl import as_it_runs
     from synth.predict.timing import prices
@@ -110,7 +110,7 @@ def compare_command(collective, spec, boxes, without, degrade, root, sizes, max_
         raise nothing_found(result, collective, topo.name)
     nccl = nccl_choices(topo, collective, sizes) if calibrated else None
     data = comparison(rows, result.bounds, sizes, nccl, as_it_runs(topo.figures))
-    data.update(collective=collective, topology=topo.name,
+    data.update(collective=collective, root=result.root, topology=topo.name,
                 complete=result.complete and not unbuilt, interrupted=result.interrupted)
     degraded = degraded_summary(topo, collective, result.root, result.bounds, deadline)
     if degraded is not None:
@@ -118,7 +118,8 @@ def compare_command(collective, spec, boxes, without, degrade, root, sizes, max_
     if as_json:
         click.echo(json.dumps(data, indent=1))
     else:
-        title = f"{collective} on {topo.name} ({topo.ranks} ranks): predicted time and algbw"
+        title = (f"{rooted(collective, result.root)} on {topo.name} ({topo.ranks} ranks): "
+                 "predicted time and algbw")
         click.echo(format_comparison(title, data, sizes))
         if degraded is not None:
             click.echo(degraded_line(degraded))

@@ -98,7 +98,8 @@ def _synthesis_command(name: str):
 def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, out_dir,
                   formats, as_json):
     from synth.deadline import job_deadline
-    from synth.output import output_dir, write_points
+    from synth.export import EXTENSIONS
+    from synth.output import output_dir, point_stem, rooted, write_points
     from synth.schedule.collectives import DUAL, make_collective
     from synth.search.encoding import variables_for
     from synth.search.instance import MAX_VARIABLES, TooLarge, solve_instance
@@ -128,15 +129,19 @@ def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, 
     if out.status != "sat":
         raise NoAnswer(f"no answer: {what} was not decided within {time_limit:g} s")
     point = Point(out.schedule, proven=False)
-    path, = write_points([point], output_dir(out_dir, topo.name, name), formats)
+    directory = output_dir(out_dir, topo.name, name)
+    path, = write_points([point], directory, formats)
+    # every format's file (the path above is the first's: two formats named one file)
+    files = [str(directory / f"{point_stem(point)}{EXTENSIONS[f]}") for f in formats]
     found = out.schedule
-    line = {"collective": name, "topology": topo.name, "steps": found.num_steps,
-            "rounds": found.rounds, "chunks": chunks, "file": str(path),
-            "solve_seconds": round(out.seconds, 3), "solver": backend, "cached": out.cached}
+    line = {"collective": name, "root": coll.root, "topology": topo.name,
+            "steps": found.num_steps, "rounds": found.rounds, "chunks": chunks,
+            "file": str(path), "files": files, "solve_seconds": round(out.seconds, 3),
+            "solver": backend, "cached": out.cached}
     how = "answered from the cache" if out.cached else f"in {out.seconds:.2f} s"
     click.echo(json.dumps(line) if as_json else
-               f"found {name} on {topo.name}: {found.num_steps} steps, {found.rounds} rounds, "
-               f"{chunks} chunks {how} -> {path}")
+               f"found {rooted(name, coll.root)} on {topo.name}: {found.num_steps} steps, "
+               f"{found.rounds} rounds, {chunks} chunks {how} -> {', '.join(files)}")
     return 0
 
 

@@ -26,6 +26,7 @@ def verify(files, show_cost, sizes, spec, boxes, without, degrade):
 
     Exit 0 when every file is valid, 1 when one is invalid, 2 when one is not a schedule.
     """
+    from synth.output import rooted
     from synth.schedule.cost import format_size, schedule_cost
     from synth.schedule.file import schedule_from_dict
     from synth.schedule.machine import check_machine
@@ -51,7 +52,8 @@ def verify(files, show_cost, sizes, spec, boxes, without, degrade):
         steps = len(doc["steps"]) + (pipe["batches"] - 1 if pipe else 0)
         rounds = sum(pipe["rounds"]) if pipe else sum(s["rounds"] for s in doc["steps"])
         name = " ".join(str(doc["topology"].get("name", "?")).split())
-        line = (f"ok {' '.join(str(path).split())}: {doc['collective']} on {name}, "
+        coll = rooted(doc["collective"], doc.get("root"))
+        line = (f"ok {' '.join(str(path).split())}: {coll} on {name}, "
                 f"{_count(steps, 'step')}, {_count(rounds, 'round')}, "
                 f"{_count(doc['chunks'], 'chunk')}"
                 + (f" (version {doc['version']}: a batch program of {len(doc['steps'])} "
