@@ -63,6 +63,7 @@ class Answer:
     reference: str  # the reference's name at n
     reference_us: float
     reference_is: str = LINE_RATE_NOTE
+    nccl_has_it: bool = True  # NCCL has the collective (not gather, scatter)
 
 
 def answer_at(result: Result, nbytes: int, deadline: Deadline = Deadline()) -> Answer:
@@ -79,7 +80,10 @@ def answer_at(result: Result, nbytes: int, deadline: Deadline = Deadline()) -> A
         runtimes[fmt] = _loadable(sorted(timed, key=lambda p: time_of(
             p.schedule, RUNTIME_PROTOCOLS[fmt])[0]), fmt, nbytes, time_of, share)
     name, us, note = reference_at(result, nbytes, time_of)
-    return Answer(nbytes, timed[0], time_of(timed[0].schedule)[0], runtimes, name, us, note)
+    from synth.predict.nccl_tables import COLLECTIVES
+
+    return Answer(nbytes, timed[0], time_of(timed[0].schedule)[0], runtimes, name, us, note,
+                  result.collective in COLLECTIVES)
 
 
 def timer(result: Result, nbytes: int):
@@ -245,6 +249,7 @@ def write_answer(answer: Answer, directory: Path) -> dict:
             "fastest_uncut_in": uncut,
             "runtimes": runtimes, "reference": answer.reference,
             "reference_us": _us(answer.reference_us), "reference_is": answer.reference_is,
+            "nccl_has_it": answer.nccl_has_it,
             "choice": _choice(runtimes, answer.reference_us)}
 
 
@@ -276,18 +281,27 @@ def format_answer(a: dict) -> str:
             # a file slower than NCCL's own is not one to load, even for this runtime
             # as the last line judges (_choice); with no reference, every file is a load
             slower = a["reference_us"] is not None and r["us"] >= a["reference_us"]
-            verb, tail = (("fastest file", ": not faster, so NCCL's own algorithm should "
-                           "run this size") if slower else ("load", ""))
+            verb, tail = (("fastest file", f": not faster, so {_otherwise(a, 'should run')}"
+                           " this size") if slower else ("load", ""))
             lines.append(f"  {r['runtime']:<9} {verb} {r['file']}: {r['us']:.1f} us"
                          f"{ratio}{tail}" + (VARIANT_WORDS if r["point"].endswith("-p2")
                                              else ""))
         else:
             lines.append(f"  {r['runtime']:<9} {_no_file(r['not_loadable'], a['bytes'])}, "
-                         f"so NCCL's own algorithm runs this size")
+                         f"so {_otherwise(a)} this size")
     lines.append(f"  reference: none applies ({a['reference_is']})" if a["reference_us"] is None
                  else f"  reference {a['reference']}: {a['reference_us']:.1f} us "
                  f"({a['reference_is']})")
     return "\n".join(lines + [choice_line(a)])
+
+
+def _otherwise(a: dict, verb: str = "") -> str:
+    """What runs a size no file of a runtime runs, and `verb` (default: runs): NCCL's
+    own algorithm, or for gather and scatter, which NCCL has not, the grouped sends
+    nccl-tests runs them as."""
+    if a.get("nccl_has_it", True):
+        return f"NCCL's own algorithm {verb or 'runs'}"
+    return f"grouped sends (NCCL has no such collective) {verb or 'run'}"
 
 
 def choice_line(a: dict) -> str:
@@ -364,5 +378,12 @@ def _no_file(why_not: list[str], nbytes: int) -> str:
 
 
 def _cut_words(text: str, width: int = 110) -> str:
+    """`text` on one line, at most `width` characters: cut at a word, and before a
+    parenthesis it would leave open."""
     text = " ".join(str(text).split())
-    return text if len(text) <= width else text[:width - 3] + "..."
+    if len(text) <= width:
+        return text
+    cut = text[:width - 3].rsplit(" ", 1)[0]
+    if cut.count("(") > cut.count(")"):
+        cut = cut[:cut.rfind("(")].rstrip()
+    return cut + "..."

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from synth.answer import format_answer
+from synth.answer import VARIANT_WORDS, format_answer
 from synth.export.msccl_sim import check_msccl_xml
 from synth.export.mscclpp_sim import check_mscclpp_plan
 from tests.test_reliability import one_line, synth_cli
@@ -143,6 +143,31 @@ def test_a_runtime_that_runs_another_point_faster_on_its_protocols_says_which():
     answer["runtimes"]["mscclpp"] = entry("MSCCL++", "allgather-s2-r2-c1", 20.9,
                                           ["allgather-s3-r3-c2"])
     assert format_answer(answer).splitlines()[0].endswith("18.3 us; it loads in MSCCL XML")
+
+
+def test_gather_which_nccl_has_not_falls_back_to_grouped_sends_not_nccls_own():
+    # dgxh100's gather at 1 MB: the runtimes' lines sent the user to "NCCL's own
+    # algorithm" beside a reference line saying NCCL has no gather; the refusal's words
+    # were cut mid-word with a parenthesis left open
+    refused = ("cannot export gather to MSCCL XML: msccl-executor-nccl selects no file for "
+               "it (NCCL has no gather or scatter collective, so no call reaches MSCCL)")
+    answer = {"bytes": MIB, "fastest": "gather-s1-r7-c7", "fastest_method": "exact",
+              "fastest_us": 9.6, "fastest_loads_in": [], "nccl_has_it": False,
+              "reference": "direct", "reference_us": 10.3,
+              "reference_is": "NCCL has no gather of its own",
+              "runtimes": {
+                  "msccl-xml": {"runtime": "MSCCL XML", "file": None, "us": None,
+                                "not_loadable": [refused]},
+                  "mscclpp": {"runtime": "MSCCL++", "file": "g-p2.mscclpp.json", "us": 11.6,
+                              "point": "g-p2", "speedup": 0.88, "not_loadable": []}},
+              "choice": {"runtime": None, "file": None, "us": 10.3}}
+    lines = format_answer(answer).splitlines()
+    assert lines[1] == ("  MSCCL XML none of the 1 fastest points tried runs it: 1 not loaded "
+                        "(cannot export gather to MSCCL XML: msccl-executor-nccl selects no "
+                        "file for it...), so grouped sends (NCCL has no such collective) run "
+                        "this size")
+    assert lines[2].endswith(": not faster, so grouped sends (NCCL has no such collective) "
+                             "should run this size" + VARIANT_WORDS)
 
 
 def test_a_point_a_runtime_loads_but_cannot_cut_the_size_is_not_called_unloaded():
