@@ -57,6 +57,7 @@ def test_bad_schedule_files(path, tmp_path):
     ["allgather", "--topo", "hypercube:40"],
     ["allgather", "--topo", "dgx1", "--max-chunks", "0"],
     ["allgather", "--topo", "dgx1", "--steps", "0"],
+    ["allgather", "--topo", "dgx1", "--steps", "3", "--max-steps", "2"],  # searched 3
     ["allgather", "--topo", "dgx1", "--time-limit", "0"],
     ["allgather", "--topo", "dgx1", "--time-limit", "-5"],
     ["allgather", "--topo", "dgx1", "--chunks", "99999999"],

@@ -91,3 +91,11 @@ def test_the_root_is_named_wherever_it_changes_the_answer(tmp_path):
     assert one.stdout.endswith(f"-> {stem}.json, {stem}.xml\n")  # both formats' files
     checked = synth_main("verify", f"{stem}.json")
     assert checked.stdout.startswith(f"ok {stem}.json: broadcast (root 2) on ring:4, ")
+
+
+def test_steps_under_the_bound_say_so_not_a_max_steps_never_given(tmp_path):
+    said = synth_main("allgather", "--topo", "dgx1", "--steps", "1", "-o", str(tmp_path),
+                      "--time-limit", "20")
+    assert said.returncode == 1
+    assert said.stderr == ("synth: error: no schedule found for allgather on dgx1: --steps 1 "
+                           "is under its bound of 2 steps\n")

@@ -194,6 +194,12 @@ def test_old_spellings_still_run_whole(tmp_path):
     assert imported.returncode == 0 and (tmp_path / "box.yaml").exists()
     assert imported.stderr.splitlines()[0].startswith("synth: note: --output is deprecated")
     assert len(imported.stderr.splitlines()) == 2  # the note, then what was imported
+    # both spellings with different files: one was never written, without a word
+    both = synth_main("export", src, "--to", "mscclpp", "--output", tmp_path / "a.json",
+                      "-o", tmp_path / "b.json")
+    assert both.returncode == 2 and both.stderr.count("\n") == 1
+    assert "given twice: --output and -o/--out name different values" in both.stderr
+    assert not (tmp_path / "a.json").exists() and not (tmp_path / "b.json").exists()
 
 
 def test_a_renamed_option_without_its_value_is_one_line_and_exit_2(tmp_path):

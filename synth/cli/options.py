@@ -112,10 +112,13 @@ class Renamed(click.Option):
         for spelling in self.old:
             if self._dest(spelling) not in opts:
                 continue
+            if self.name in opts and opts[self.name] != opts[self._dest(spelling)]:
+                # the new spelling won, and the old one's file was never written, unsaid
+                raise click.BadParameter(f"given twice: {spelling} and "
+                                         f"{'/'.join(self.opts)} name different values")
             if not ctx.resilient_parsing:
                 deprecated(spelling, "/".join(self.opts))
-            if self.name not in opts:  # the new spelling, when given too, wins
-                opts = {**opts, self.name: opts[self._dest(spelling)]}
+            opts = {**opts, self.name: opts[self._dest(spelling)]}
         return super().consume_value(ctx, opts)
 
 

@@ -34,6 +34,8 @@ def _synthesis_command(name: str):
         topo = resolve_in_time(spec, boxes, without + degrade, time_limit)
         hints = read_hints(hints_path, topo.ranks) if hints_path is not None else None
         backend, why = SOLVER_CHOICE[solver]
+        if steps is not None and max_steps is not None and steps > max_steps:
+            raise BadInput(f"--steps {steps} is past --max-steps {max_steps}")
         if rounds is not None or chunks is not None:
             if None in (steps, rounds, chunks):
                 raise BadInput("give --steps, --rounds and --chunks together (one instance), "
@@ -169,7 +171,7 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     from synth.deadline import job_deadline
     from synth.export.loads import chosen
     from synth.frontier import synthesize
-    from synth.output import format_table, output_dir, write_points
+    from synth.output import format_table, output_dir, rooted, write_points
     from synth.search.pareto import Limits
 
     started_ns = time.time_ns()
@@ -199,6 +201,10 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     if steps is not None:
         result.points = [p for p in result.points if p.steps == steps]
         result.candidates = [p for p in result.candidates if p.steps == steps]
+        if steps < result.bounds.steps:  # said "reached --max-steps", never given
+            raise NoAnswer(f"no schedule found for {rooted(name, result.root)} on "
+                           f"{topo.name}: --steps {steps} is under its bound of "
+                           f"{result.bounds.steps} steps")
     # the points are timed, and the runtimes' own found, in what their files leave (a
     # file already on disk leaves its time: dgx2x32's 13 early files held 40 s that the
     # job then ended without using) and FINISH_SHARE; an exporter's try is cut at that
