@@ -373,7 +373,8 @@ def parse_yaml(text: str, path: str | Path = "YAML"):
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark
         where = f" (line {mark.line + 1})" if mark else ""
-        raise BadInput(f"{quote(os.fspath(path), 80)}: not valid YAML{where}") from None
+        kind = "JSON" if os.fspath(path).lower().endswith(".json") else "YAML"  # read as YAML
+        raise BadInput(f"{quote(os.fspath(path), 80)}: not valid {kind}{where}") from None
     except yaml.YAMLError as e:
         raise BadInput(f"{quote(os.fspath(path), 80)}: {e}") from None
     except ValueError:  # an integer of more than 4300 digits

@@ -99,3 +99,9 @@ def test_steps_under_the_bound_say_so_not_a_max_steps_never_given(tmp_path):
     assert said.returncode == 1
     assert said.stderr == ("synth: error: no schedule found for allgather on dgx1: --steps 1 "
                            "is under its bound of 2 steps\n")
+
+
+def test_a_size_given_twice_is_one_column():
+    result = synth_main("compare", "allgather", "--topo", "ring:4", "--sizes", "1KB,1KB,1MB")
+    header = result.stdout.splitlines()[1]
+    assert header.count("1KB us") == 1 and header.count("1MB us") == 1

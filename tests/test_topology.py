@@ -190,6 +190,11 @@ def test_bad_topology_file_gives_exit_2_and_one_line(tmp_path):
     result = synth_main("topo", "show", str(broken))
     assert result.returncode == 2 and "not valid YAML" in result.stderr
     assert result.stderr.count("\n") == 1
+    # a .json file is named as JSON (it is read as YAML, which JSON is)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"name": "x",\n "gpus": 4,,\n}\n')
+    result = synth_main("topo", "show", str(broken))
+    assert result.returncode == 2 and result.stderr.endswith("not valid JSON (line 2)\n")
 
 
 def test_custom_file_round_trips_through_the_cli(tmp_path):

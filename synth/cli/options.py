@@ -87,7 +87,8 @@ class Sizes(click.ParamType):
     def convert(self, value, param, ctx):
         if isinstance(value, list):
             return value
-        return [Size().convert(part, param, ctx) for part in str(value).split(",")]
+        sizes = [Size().convert(part, param, ctx) for part in str(value).split(",")]
+        return list(dict.fromkeys(sizes))  # each once: 1KB,1KB printed its column twice
 
 
 class Renamed(click.Option):
