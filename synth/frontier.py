@@ -145,8 +145,11 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
                                                    searches, deadline, checked), searches)
         if hierarchy is not None:
             on_event("search", f"{name} by decomposition: {hierarchy.describe()}")
+            # the first design may take all the time where nothing is in hand yet
+            none_yet = not searches.get("baselines", Search()).points
             searches["decomposed"] = decompose(model, hierarchy, name, limits, on_event,
-                                               hints.batches, deadline.share(DECOMPOSED_SHARE))
+                                               hints.batches, deadline.share(DECOMPOSED_SHARE),
+                                               deadline if none_yet else None)
         if method in BUILDING:
             _constructions(model, name, coll.root, limits, deadline, total, b, hierarchy,
                            searches, _staged(on_event, searches, checked),

@@ -329,6 +329,23 @@ def test_levels_that_get_no_time_say_out_of_time_not_that_nothing_fits(monkeypat
     assert not found.points and found.stopped == "out of time"
 
 
+def test_a_job_with_no_point_yet_builds_the_first_design_past_its_share(monkeypatch):
+    # dgx2x32's first design took 6 s, past the decomposition's share of a 30 s limit,
+    # and the job ended with no point at all: with nothing in hand the first may take
+    # the job's time (first_by), the rest keep to the share
+    _, lowering = lowered("dgxh100x2")
+    h, _ = hierarchy_of("dgxh100x2")
+    for name, value in (("prior", 1.0), ("per_unit", 1.0), ("measured", False)):
+        monkeypatch.setattr(decompose_module.BUILD, name, value)  # a second a move
+    alone = decompose(lowering.model, h, "allgather", ONE_CHUNK, deadline=Deadline.after(30))
+    assert not alone.points and alone.stopped == "out of time"
+    first = decompose(lowering.model, h, "allgather", ONE_CHUNK, deadline=Deadline.after(30),
+                      first_by=Deadline())
+    assert first.points
+    for point in first.points:
+        verify_schedule(schedule_to_dict(point.schedule))
+
+
 def test_the_allgather_floor_is_the_tightest_ranks_in_capacity():
     # three ranks, rank 0 fed by 1 and 2 at one chunk a round each: it receives 2 chunks
     # of every C, so R / C >= 2 / 2 = 1; a group of capacity 1 holding both of its links

@@ -108,14 +108,16 @@ class Design:
 
 def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
               on_event: Callable[[str, object], None] | None = None,
-              depths: tuple[int, ...] | None = None, deadline: Deadline | None = None
-              ) -> Search:
+              depths: tuple[int, ...] | None = None, deadline: Deadline | None = None,
+              first_by: Deadline | None = None) -> Search:
     """Composed schedules for `name` on `model`, the Pareto-optimal ones over the
     pipeline depths (default DEPTHS) and pieces per batch, each verified. Anytime: the
     designs are built smallest program first, then the least bandwidth, then the rest;
     one that would not be built and verified before the deadline (default:
     limits.time_limit from now) at the pace measured so far (BUILD) is skipped, so a
-    time limit too short for any leaves none; Ctrl-C keeps what was built. Cost: the
+    time limit too short for any leaves none; the first may be built by `first_by`
+    instead, where the job has no point yet (dgx2x32's first took 6 s, past its share
+    of a 30 s limit, and the job ended with nothing); Ctrl-C keeps what was built. Cost: the
     level frontiers (LEVEL_SHARE of the time), pricing (O(steps of a batch) window loads
     per lane count), then O(sends of one batch) per schedule."""
     on_event = on_event or (lambda kind, data: None)
@@ -149,15 +151,16 @@ def decompose(model: LinkModel, hierarchy: Hierarchy, name: str, limits: Limits,
             # the moves listed and the machine, which the verifier reads (at 1024 GPUs
             # behind a spine it is most of the work: paced by the moves alone, the first
             # build's minute made every other design look too long to start)
-            if not deadline.affords(BUILD.seconds(machine + listed)
-                                    + WRITE["json"].seconds(listed)):
+            by = first_by if first_by is not None and not search.points else deadline
+            if not by.affords(BUILD.seconds(machine + listed)
+                              + WRITE["json"].seconds(listed)):
                 search.stopped = "out of time"
                 continue
             on_event("build", (design.steps, design.rounds, design.chunks))
             started = time.monotonic()
             try:
                 with BUILD.timing(machine + listed):
-                    built = _build(model, hierarchy, name, design, deadline, orbits)
+                    built = _build(model, hierarchy, name, design, by, orbits)
             except _TooMany as e:
                 search.stopped = search.stopped or _too_many(e.moves)
                 continue
