@@ -405,6 +405,8 @@ def test_nccl_as_it_runs_is_derived_by_hand_on_a_small_switch(tmp_path):
                                         "range": ["32MB", "1GB"]}), "overlap"),
     (lambda d: d["collectives"][1].update(root=2), "takes no root"),
     (lambda d: d["communicators"].update(tp={"per": "rack"}), "per: box or across: boxes"),
+    # its files' machine, NAME:clos, read as that fabric
+    (lambda d: d["communicators"].update(clos={"per": "box"}), "'clos' is a fabric's"),
 ])
 def test_bad_workloads_get_one_line(change, message):
     doc = json.loads(json.dumps(TOGETHER))

@@ -31,7 +31,7 @@ from synth.files import quote
 from synth.schedule.collectives import COLLECTIVES, ROOTED
 from synth.schedule.cost import parse_size
 from synth.topology.communicator import groups
-from synth.topology.physical import Topology
+from synth.topology.physical import FABRICS, Topology
 
 MAX_CALLS = 10_000  # entries of a workload (a log's calls are summed per size first)
 
@@ -76,6 +76,9 @@ def parse_workload(doc, topo: Topology, source: str = "workload") -> Workload:
         if not isinstance(name, str) or not NAME.fullmatch(name):
             raise BadInput(f"{where}: communicator name {quote(name)}: use up to 64 ASCII "
                            "letters, digits and _, not starting with a digit")
+        if name in FABRICS:  # its files' machine, NAME:clos, would read as that fabric
+            raise BadInput(f"{where}: communicator name {quote(name)} is a fabric's "
+                           f"(NAME:{name} names that fabric); name it otherwise")
         communicators[name] = groups(topo, shape, f"{where}: communicator {name}")
         if len(communicators[name][0]) < 2:
             raise BadInput(f"{where}: communicator {name} has groups of one GPU: nothing to "
