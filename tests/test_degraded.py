@@ -235,8 +235,6 @@ def test_one_box_unlike_the_other_is_not_decomposed_and_says_why():
     (["--without", "box1.nic2"], "dgxh100 is not a cluster of boxes"),
     (["--without", ""], "an empty edit"),
     (["--without", "gpu3-nvswitch:-1"], "expected a number of lanes from 1 up"),
-    (["--degrade", "gpu0-nvswitch=0.5,gpu0-nvswitch=0.5"], "'gpu0-nvswitch=0.5' is given twice"),
-    (["--without", "gpu3-nvswitch:1", "--without", "gpu3-nvswitch:1"], "is given twice"),
     (["--without", "gpu3-nvswitch:1.5"], "expected a number of lanes from 1 up"),
     (["--without", "gpu3-nvswitch:1", "--without", "gpu3-nvswitch:18"],
      "has 17 lanes, not 18"),
