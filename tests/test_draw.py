@@ -9,6 +9,8 @@ import struct
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
+from collections import Counter
+
 import pytest
 
 from synth.bounds import bounds
@@ -109,6 +111,26 @@ def test_one_way_links_are_arrows():
         {"from": "gpu0", "to": "gpu1", "gbps": 25}, {"from": "gpu1", "to": "gpu0", "gbps": 50}]})
     source = topology_graph(topo).source
     assert source.count("->") == 2 and "dir=none" not in source
+
+
+def test_a_box_of_many_switched_gpus_is_drawn_in_rows(tmp_path):
+    # gb200nvl72's 72 GPUs stood in one row of dot's: a PNG 8158 x 412 pixels. Placed
+    # now: at most 18 GPUs a row, each NIC under its GPU, the NVSwitch above them
+    import re as _re
+
+    graph = topology_graph(resolve("gb200nvl72"))
+    place = {name: tuple(map(float, xy.split(","))) for name, xy in
+             _re.findall(r'\t"?([\w.]+)"? \[[^\]]*pos="([-\d.]+,[-\d.]+)!"', graph.source)}
+    gpus = [name for name in place if name.startswith("gpu")]
+    assert len(gpus) == 72
+    rows = Counter(place[name][1] for name in gpus)
+    assert len(rows) == 4 and max(rows.values()) <= 18
+    for i in range(72):
+        (gx, gy), (nx_, ny) = place[f"gpu{i}"], place[f"nic{i}"]
+        assert nx_ == gx and ny < gy  # under its own GPU
+    assert place["nvswitch"][1] > max(rows)
+    inches = drawing_inches(graph)
+    assert inches[0] < 2.5 * inches[1]  # no longer a strip 20 times as wide as tall
 
 
 def test_topology_png(tmp_path):

@@ -6,16 +6,18 @@ switches, and links labelled lanes x GB/s.
 A topology with GPU-to-GPU links (dgx1, ring:8, torus:4x4, ...) is placed here and drawn
 by `neato -n2`: each box's GPUs at synth.pictures.graphviz.rank_positions, its switches
 and NICs outside them, one ring further out per hop, boxes side by side in outlines,
-network switches below. Any other goes to `dot`, which puts NVSwitches above the GPUs
-and PCIe switches, NICs and network switches below them; the boxes of a multi-node
-topology are graphviz clusters, alternately above and below the network switches.
+network switches below. A switched box of more than MAX_ROW GPUs (gb200nvl72) is
+placed too, its GPUs in rows, each NIC under its GPU, the switches above. Any other goes
+to `dot`, which puts NVSwitches above the GPUs and PCIe switches, NICs and network
+switches below them; the boxes of a multi-node topology are graphviz clusters,
+alternately above and below the network switches.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import graphviz
 
@@ -45,24 +47,27 @@ def topology_graph(topo: Topology) -> graphviz.Digraph:
     """
     gpus = set(topo.gpus)
     placed = any(l.src in gpus and l.dst in gpus for l in topo.links)
-    g = graphviz.Digraph(topo.name, engine="neato" if placed else "dot")
+    per_box = Counter(v.box for v in topo.vertices if v.kind == GPU)
+    gridded = not placed and max(per_box.values(), default=0) > MAX_ROW
+    g = graphviz.Digraph(topo.name, engine="neato" if placed or gridded else "dot")
     g.attr(label=f"<{_caption(topo)}>", labelloc="t", fontname=FONT, fontsize="16",
            bgcolor="white", pad="0.3")
     g.attr("node", fontname=FONT, fontsize="12", style="filled", penwidth="1.2")
     g.attr("edge", fontname=FONT, fontsize="11", fontcolor="#333333", color="#555555",
            arrowsize="0.7")
     pos = None
-    if placed:  # box outlines are nodes, which spline routing would steer around
-        g.attr(splines="line" if topo.boxes > 1 else "true", outputorder="edgesfirst")
-        pos = _placed_positions(topo)
+    if placed or gridded:  # box outlines are nodes, which spline routing would steer around
+        g.attr(splines="line" if topo.boxes > 1 or gridded else "true",
+               outputorder="edgesfirst")
+        pos = _placed_positions(topo) if placed else _grid_positions(topo)
     else:
         g.attr(rankdir="TB", nodesep="0.25", ranksep="0.9", newrank="true")
     _add_vertices(g, topo, pos)
     tiers = tier_of(topo)  # a fabric's tiers of switches, each a row (none: one row)
     level = {v.name: _level(topo, v) + (tiers.get(v.name, 1) - 1) / 10
              for v in topo.vertices}
-    _add_links(g, topo, level, placed)
-    if not placed:
+    _add_links(g, topo, level, pos is not None)
+    if pos is None:
         _same_rank_rows(g, topo, level)
     return g
 
@@ -216,6 +221,50 @@ def _placed_positions(topo: Topology) -> dict[str, tuple[float, float]]:
         left = min(x for x, _ in pos.values())
         for i, name in enumerate(outer):
             pos[name] = (left + width * (i + 1) / (len(outer) + 1), low)
+    _spread(pos, step * 0.7)
+    return pos
+
+
+MAX_ROW = 18  # GPUs a row of the drawing holds: gb200nvl72's 72 in one were a strip
+# 8158 x 412 pixels
+
+
+def _grid_positions(topo: Topology) -> dict[str, tuple[float, float]]:
+    """Points for a switched box too wide for one row: its GPUs in rows of at most
+    MAX_ROW; a vertex of few GPUs (a NIC, a PCIe switch) under them, one step further
+    per hop; one shared by many (a switch) in a row above; boxes side by side, network
+    switches below. O(vertices + links)."""
+    step = 1.3 * 72
+    graph = topo.graph().to_undirected()
+    box_of = {v.name: v.box for v in topo.vertices}
+    pos: dict[str, tuple[float, float]] = {}
+    x0 = 0.0
+    for b in sorted({v.box for v in topo.vertices if v.box is not None}, key=str):
+        names = [n for n in topo.gpus if box_of[n] == b]
+        hops = _hops_from_gpus(topo, graph, b)
+        depth = max(hops.values(), default=0)
+        rows = -(-len(names) // MAX_ROW)
+        per_row = -(-len(names) // rows)
+        gap = step * (1.2 + 0.7 * depth)  # room under each row for its NICs
+        for i, n in enumerate(names):
+            pos[n] = (x0 + (i % per_row) * step, -(i // per_row) * gap)
+        shared = []
+        for name, d in sorted(hops.items(), key=lambda kv: (kv[1], kv[0])):
+            near = [pos[nb] for nb in graph.neighbors(name) if nb in pos and box_of[nb] == b]
+            if not near or (d == 1 and len(near) > 2):
+                shared.append(name)
+                continue
+            x = sum(p[0] for p in near) / len(near)
+            pos[name] = (x, min(p[1] for p in near) - step * 0.8)
+        width = (per_row - 1) * step
+        for i, name in enumerate(shared):  # switches in a row above the GPUs
+            pos[name] = (x0 + width * (i + 1) / (len(shared) + 1), step * 1.2)
+        x0 += width + 2 * step
+    outer = [v.name for v in topo.vertices if v.name not in pos]  # network switches
+    if outer:
+        low = min(y for _, y in pos.values()) - step
+        for i, name in enumerate(outer):
+            pos[name] = (x0 * (i + 1) / (len(outer) + 1), low)
     _spread(pos, step * 0.7)
     return pos
 
