@@ -260,11 +260,13 @@ def _grid_positions(topo: Topology) -> dict[str, tuple[float, float]]:
         for i, name in enumerate(shared):  # switches in a row above the GPUs
             pos[name] = (x0 + width * (i + 1) / (len(shared) + 1), step * 1.2)
         x0 += width + 2 * step
-    outer = [v.name for v in topo.vertices if v.name not in pos]  # network switches
-    if outer:
+    outer = [v.name for v in topo.vertices if v.name not in pos]  # network switches,
+    if outer:  # in as many rows under the boxes as their width takes (72 rails: 2)
         low = min(y for _, y in pos.values()) - step
+        per_row = max(1, int(x0 // step))
+        count = min(per_row, len(outer))
         for i, name in enumerate(outer):
-            pos[name] = (x0 * (i + 1) / (len(outer) + 1), low)
+            pos[name] = (x0 * (i % per_row + 1) / (count + 1), low - (i // per_row) * step)
     _spread(pos, step * 0.7)
     return pos
 
