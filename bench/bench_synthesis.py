@@ -22,7 +22,6 @@ frontier, and any point below the bandwidth bound. Each of those would be a bug.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import multiprocessing as mp
 import os
@@ -85,7 +84,8 @@ def job_name(job) -> str:
 def run_one(job, backend: str, workers: int, time_limit: float) -> dict:
     """Synthesize one frontier; everything about it as plain data."""
     from synth.bounds import bounds
-    from synth.frontier import default_limits, synthesize
+    from synth.frontier import default_max_steps, synthesize
+    from synth.search.pareto import Limits
     from synth.schedule.collectives import make_collective
     from synth.topology.catalog import resolve
     from synth.topology.linkmodel import lower_with_routes
@@ -93,8 +93,8 @@ def run_one(job, backend: str, workers: int, time_limit: float) -> dict:
     topo_name, name, root = job
     topo = resolve(topo_name)
     b = bounds(lower_with_routes(topo), make_collective(name, topo.ranks, 1, root))
-    limits = dataclasses.replace(default_limits(b, time_limit=time_limit),
-                                 backend=backend, workers=workers)
+    # every default filled in: 8 chunks, 3 steps past the hop bound
+    limits = Limits(default_max_steps(b), 8, time_limit, backend, workers=workers)
     timeline, part, start = [], [name], time.perf_counter()
 
     def on_event(kind, data):
@@ -401,7 +401,7 @@ def markdown(doc: dict) -> str:
                          f"{row['ours']} | {row['speedup']} | {row['frontier']} |")
     lines += ["", "## Cross-checks between configurations", ""]
     if doc["problems"]:
-        lines += ["**BUG: configurations disagree.**", ""] + [f"- {p}" for p in doc["problems"]]
+        lines += ["**BUG: configurations disagree, or a run failed.**", ""] + [f"- {p}" for p in doc["problems"]]
     else:
         lines.append("No (S, R, C) instance got SAT from one configuration and UNSAT from "
                      "another; no configuration found a schedule cheaper (smaller R/C at the same S) "
@@ -414,7 +414,7 @@ def sccl_rows(jobs: dict) -> list[dict]:
     rows = []
     for job, (seconds, what) in SCCL_QUOTED.items():
         r = jobs.get(job, {}).get(REFERENCE)
-        if r is None:
+        if r is None or r["status"] != "ok":  # no speed-up from a run that failed
             continue
         ours = fmt_seconds(r)
         speedup = seconds / r["wall_seconds"] if r["wall_seconds"] else None
@@ -459,7 +459,7 @@ def print_summary(doc: dict) -> None:
               f"{row['job']}: {row['sccl_seconds']:.0f} s ({row['what']}); "
               f"ours {row['ours']} s measured -> speed-up {row['speedup']}")
     if doc["problems"]:
-        print("\n!!! BUG: configurations disagree:")
+        print("\n!!! BUG: configurations disagree, or a run failed:")
         for p in doc["problems"]:
             print("!!!   " + p)
     else:
@@ -578,6 +578,8 @@ def _run(args, argv, jobs, configs, out, md, js, code_dir: Path) -> int:
                   f"{fmt_frontier(r)}", flush=True)
             write()  # partial results survive an interrupted run
         doc["problems"] += cross_check(name, runs)
+        doc["problems"] += [f"{name} [{c}]: {r['error']}" for c, r in runs.items()
+                            if r["status"] == "error"]  # a crash is no result: exit 1
     write()
     print_summary(doc)
     print(f"\nwrote {md} and {js}")
