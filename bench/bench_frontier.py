@@ -13,7 +13,7 @@ reducescatter, allreduce, broadcast and reduce (and alltoall on dgx1 and ring:8)
 runs in a child process
 
     python3 -m synth compare COLLECTIVE --topo TOPO [--root 0] \\
-        --sizes 1KB,1MB,64MB,1GB --time-limit T --json
+        --sizes 1KB,1MB,64MB,1GB --time-limit T --model line-rate --json
 
 with --root 0 for the rooted collectives (broadcast, reduce) and T = 30 s. From the
 rows it prints (kind "synth": the frontier's points; kind "baseline": ring, double
@@ -102,7 +102,8 @@ def run_job(job: dict, code: Path, time_limit: float) -> dict:
     args = ["compare", job["collective"], "--topo", job["topology"]]
     if job["root"] is not None:
         args += ["--root", str(job["root"])]
-    args += ["--sizes", ",".join(SIZES), "--time-limit", f"{time_limit:g}", "--json"]
+    args += ["--sizes", ",".join(SIZES), "--time-limit", f"{time_limit:g}",
+             "--model", "line-rate", "--json"]  # the alpha-beta model its records quote
     hard = time_limit + GRACE
     load_before = os.getloadavg()[0]
     cache = Path(tempfile.mkdtemp(prefix="synth-frontier-cache-"))  # empty: a cold run
