@@ -104,20 +104,23 @@ def run_job(topo: str, limit: float, method: str = "auto") -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", default="", help="only jobs whose name has a substring")
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser.add_argument("--jobs", default="", help="only jobs whose name has one of these "
+                        "comma-separated substrings ('ndv2x4,dgx2x2')")
     parser.add_argument("--time-limit", type=float, default=300.0)
     parser.add_argument("--method", default="auto", choices=("auto", "constructed"))
     parser.add_argument("--record", action="store_true")
     args = parser.parse_args()
+    wanted = [w for w in args.jobs.split(",") if w]
+    topos = [t for t in JOBS if not wanted or any(w in t for w in wanted)]
+    if not topos:
+        parser.error(f"no job matches --jobs {args.jobs!r}")
     machine = recorded_machine(REPO, "bench_answer_time", args.record)
     if machine is None:
         return 2
     machine["load_before"] = [f"{x:.2f}" for x in os.getloadavg()]
     rows = []
-    for topo in JOBS:
-        if args.jobs and args.jobs not in topo:
-            continue
+    for topo in topos:
         row = {"job": f"{topo} allgather", **run_job(topo, args.time_limit, args.method),
                "forestcoll": FORESTCOLL[topo]}
         rows.append(row)

@@ -130,7 +130,7 @@ def table(rows: list[dict], machine: dict, old: str, loads) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--record", action="store_true",
                     help="write bench/results/bounds-DATE.md (a clean tree only)")
     ap.add_argument("--old", default=OLD, help=f"the commit of the old module [{OLD}]")

@@ -24,7 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from frontier_runs import REPO, finish, frontier_run, ratio, sweep_parser  # bench/
+from frontier_runs import (REPO, command_line, finish, frontier_run, ratio,  # bench/
+                           sweep_parser)
 from machine import recorded_machine  # bench/machine.py
 
 # one of gpu3's 18 NVLinks down; box 1 without its NIC 2
@@ -50,8 +51,7 @@ def one_run(name: str, topo: str, edit: str, args, out: Path) -> dict:
 def report(rows: list[dict], machine: dict, args) -> list[str]:
     met = [r for r in rows if r.get("best_ratio") is not None and r["best_ratio"] <= GOAL]
     lines = [f"# Degraded machines, {machine['date']}", "",
-             f"`python3 bench/bench_degraded.py --time-limit {args.time_limit:g} --model "
-             f"{args.model}`, commit {machine['commit']}, {machine['cpu']}, "
+             f"`{command_line()}`, commit {machine['commit']}, {machine['cpu']}, "
              f"{machine['memory_gib']} GiB, Python {machine['python']}; each run in a child "
              "process, one after the other, then `synth verify` on its files.", "",
              "## Goal (issue 29)", "",

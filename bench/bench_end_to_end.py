@@ -381,7 +381,7 @@ def markdown(record: dict) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--time-limit", type=float, default=30.0, metavar="SECONDS")
     parser.add_argument("--topologies", default=",".join(TOPOLOGIES))
     parser.add_argument("--record", action="store_true",

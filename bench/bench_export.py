@@ -108,7 +108,7 @@ def markdown(doc: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--topo", default="dgx2x4")
     ap.add_argument("--collective", default="allreduce")
     ap.add_argument("--method", default="decomposed")

@@ -27,7 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from frontier_runs import REPO, finish, frontier_run, ratio, sweep_parser  # bench/
+from frontier_runs import (REPO, command_line, finish, frontier_run, ratio,  # bench/
+                           sweep_parser)
 from machine import recorded_machine  # bench/machine.py
 
 TOPO = "dgxh100x128:clos,pod=16,over=7"
@@ -55,8 +56,7 @@ def met(row: dict) -> bool:
 def report(rows: list[dict], machine: dict, args) -> list[str]:
     good = [r for r in rows if "error" not in r and met(r)]
     lines = [f"# Scale-out fabrics, {machine['date']}", "",
-             f"`python3 bench/bench_fabrics.py --topo {args.topo} --time-limit "
-             f"{args.time_limit:g} --model {args.model}`, commit {machine['commit']}, "
+             f"`{command_line()}`, commit {machine['commit']}, "
              f"{machine['cpu']}, {machine['memory_gib']} GiB, Python {machine['python']}; "
              "each run in a child process, one after the other, then `synth verify` on "
              "its files.", "", "## Goal (issue 29)", "",

@@ -57,7 +57,7 @@ def measure(path: Path) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--out", help="PREFIX for PREFIX.json and PREFIX.md")
     args = ap.parse_args()
     machine = recorded_machine(HERE.parent, "bench_import", bool(args.out))

@@ -177,7 +177,7 @@ def markdown(record: dict) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--jobs", default=",".join(JOBS))
     parser.add_argument("--baseline", default=None, metavar="REV")
     parser.add_argument("--out", default=None, metavar="PREFIX")

@@ -21,7 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from frontier_runs import REPO, finish, frontier_run, ratio, sweep_parser  # bench/
+from frontier_runs import (REPO, command_line, finish, frontier_run, ratio,  # bench/
+                           sweep_parser)
 from machine import recorded_machine  # bench/machine.py
 
 MACHINES = ["dgxb200", "dgxb200x8", "gb200nvl72", "gb200nvl72x4", "mi300x", "mi300xx8",
@@ -33,8 +34,7 @@ def report(rows: list[dict], machine: dict, args) -> list[str]:
     met = [r for r in rows if r.get("best_ratio") is not None
            and r["best_ratio"] <= GOALS[r["collective"]] and r["verified"] == r["files"]]
     lines = [f"# The machines of 2026, {machine['date']}", "",
-             f"`python3 bench/bench_machines.py --time-limit {args.time_limit:g} --model "
-             f"{args.model}`, commit {machine['commit']}, {machine['cpu']}, "
+             f"`{command_line()}`, commit {machine['commit']}, {machine['cpu']}, "
              f"{machine['memory_gib']} GiB, Python {machine['python']}; each run in a child "
              "process, one after the other, then `synth verify` on its files.", "",
              "## Goals (issue 29)", "",

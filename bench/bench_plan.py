@@ -33,7 +33,7 @@ TOPOLOGY = "dgxh100x8"
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--out", help="PREFIX for PREFIX.json and PREFIX.md")
     ap.add_argument("--time-limit", type=float, default=300.0)
     args = ap.parse_args()

@@ -35,7 +35,7 @@ def machine(recorded: dict) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--sizes", default="1MB,64MB")
     parser.add_argument("--iters", type=int, default=5)
     parser.add_argument("--out", default=None)

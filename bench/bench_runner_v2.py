@@ -154,7 +154,7 @@ def run(code: Path, omp1: bool, path: Path, size: str, iters: int) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--size", default="64MB")
     parser.add_argument("--iters", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=3)

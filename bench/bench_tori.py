@@ -98,26 +98,28 @@ def tacos_us(torus: str, name: str) -> dict | None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", default="", help="only jobs whose name has a substring")
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser.add_argument("--jobs", default="", help="only jobs whose name has one of these "
+                        "comma-separated substrings ('8x8,16x16 allgather')")
     parser.add_argument("--time-limit", type=float, default=300.0)
     parser.add_argument("--record", action="store_true")
     args = parser.parse_args()
+    wanted = [w for w in args.jobs.split(",") if w]
+    jobs = [(t, n) for t in TORI for n in COLLECTIVES
+            if not wanted or any(w in f"torus:{t} {n}" for w in wanted)]
+    if not jobs:
+        parser.error(f"no job matches --jobs {args.jobs!r}")
     machine = recorded_machine(REPO, "bench_tori", args.record)
     if machine is None:
         return 2
     with open("/proc/loadavg") as f:
         machine["load_before"] = f.read().split()[:3]
     rows = []
-    for torus in TORI:
-        for name in COLLECTIVES:
-            job = f"torus:{torus} {name}"
-            if args.jobs and args.jobs not in job:
-                continue
-            row = {"job": job, **run_job(torus, name, args.time_limit),
-                   "tacos_us": tacos_us(torus, name)}
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+    for torus, name in jobs:
+        row = {"job": f"torus:{torus} {name}", **run_job(torus, name, args.time_limit),
+               "tacos_us": tacos_us(torus, name)}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
     if args.record:
         write_record(machine, rows, args.time_limit)
     return 0

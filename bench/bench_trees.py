@@ -120,20 +120,23 @@ def _machine(m: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--jobs", default="")
     parser.add_argument("--seconds", type=float, default=300.0)
     parser.add_argument("--out", default="")
     parser.add_argument("--scale", action="store_true",
                         help="the 128-512 GPU jobs instead")
     args = parser.parse_args(argv)
+    wanted = [w for w in args.jobs.split(",") if w]
+    if wanted and not any(w in f"{t} {n}" for t in (AT_SCALE if args.scale else TOPOLOGIES)
+                          for n, _ in COLLECTIVES for w in wanted):
+        parser.error(f"no job matches --jobs {args.jobs!r}")
     recorded = recorded_machine(REPO, "bench_trees", True)
     if recorded is None:
         return 2
     date = subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip()
     head = subprocess.run(["git", "-C", str(REPO), "log", "-1", "--format=%h %s"],
                           capture_output=True, text=True).stdout.strip()
-    wanted = [w for w in args.jobs.split(",") if w]
     rows = []
     for topo in AT_SCALE if args.scale else TOPOLOGIES:
         for name, root in COLLECTIVES:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -58,13 +59,27 @@ def sweep_parser(doc: str, time_limit: float, only: list[str], what: str
                  ) -> argparse.ArgumentParser:
     """The options every sweep takes: --out PREFIX, --time-limit, --model, and --only
     (a comma-separated subset of `only`, the `what` it sweeps)."""
-    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
-    ap.add_argument("--out", help="PREFIX for PREFIX.json and PREFIX.md")
+    ap = argparse.ArgumentParser(description=" ".join(doc.split("\n\n")[0].split()))
+    ap.add_argument("--out", type=_prefix, help="PREFIX for PREFIX.json and PREFIX.md "
+                    "(its folder must exist)")
     ap.add_argument("--time-limit", type=float, default=time_limit)
     ap.add_argument("--model", choices=["line-rate", "calibrated"], default="line-rate")
     ap.add_argument("--only", default=",".join(only),
                     help=f"comma-separated {what} (default: all {len(only)})")
     return ap
+
+
+def _prefix(text: str) -> str:
+    """--out checked before the sweep (a missing folder lost the record at its end)."""
+    if not Path(text).parent.is_dir():
+        raise argparse.ArgumentTypeError(f"no folder {Path(text).parent} for {text}")
+    return text
+
+
+def command_line() -> str:
+    """The command as run, for a record's header (a subset's --only included)."""
+    return " ".join(["python3", f"bench/{Path(sys.argv[0]).name}",
+                     *map(shlex.quote, sys.argv[1:])])
 
 
 def ratio(x: float | None) -> str:

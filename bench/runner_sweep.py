@@ -62,7 +62,7 @@ def verdict(row: dict) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--topos", default=",".join(TOPOLOGIES),
                         help=f"comma-separated, of {', '.join(TOPOLOGIES)}")
     parser.add_argument("--sizes", default="64KB")
