@@ -3,7 +3,8 @@
 
     python bench/bench_export.py                          # dgx2x4 allreduce, HEAD vs ee83763
     python bench/bench_export.py --baseline REV --topo dgx2x16 --limit 600
-    python bench/bench_export.py --topo torus:16x16 --collective allgather --method constructed
+    python bench/bench_export.py --topo torus:16x16 --collective allgather \
+        --method constructed --baseline REV  # REV: a commit that has --method constructed
 
 What it measures. For each code (a `git archive` snapshot of HEAD, and of --baseline
 REV; see bench_scale.py for how snapshots are made and checked), in child processes:
@@ -29,12 +30,11 @@ import argparse
 import json
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from bench_readme import run
 from bench_scale import REPO, committed, machine, snapshot
-from machine import recorded_machine  # bench/machine.py
+from machine import record_stem, recorded_machine  # bench/machine.py
 
 HERE = Path(__file__).resolve().parent
 GOAL_SECONDS, GOAL_MB = 30.0, 1024.0
@@ -108,16 +108,18 @@ def markdown(doc: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
-    ap.add_argument("--topo", default="dgx2x4")
-    ap.add_argument("--collective", default="allreduce")
-    ap.add_argument("--method", default="decomposed")
-    ap.add_argument("--baseline", default="ee83763")
-    ap.add_argument("--limit", type=float, default=300.0)
-    ap.add_argument("--out", default=None)
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()),
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--topo", default="dgx2x4", help="the topology")
+    ap.add_argument("--collective", default="allreduce", help="the collective")
+    ap.add_argument("--method", default="decomposed", help="synth's --method")
+    ap.add_argument("--baseline", default="ee83763", help="the old code's commit")
+    ap.add_argument("--limit", type=float, default=300.0,
+                    help="seconds each synthesis and export may take (then DNF)")
+    ap.add_argument("--out", default=None, help="PREFIX of the record "
+                    "(default: bench/results/export-DATE, never over an earlier one)")
     args = ap.parse_args(argv)
-    stamp = time.strftime("%Y-%m-%d", time.gmtime())
-    out = Path(args.out or HERE / "results" / f"export-{stamp}")
+    out = Path(args.out) if args.out else record_stem(HERE.parent, "export")
     doc = {"topology": args.topo, "collective": args.collective, "method": args.method,
            "limit": args.limit,
            "command": "python3 bench/bench_export.py " + " ".join(argv or sys.argv[1:]),

@@ -62,8 +62,8 @@ import time
 from pathlib import Path
 
 from bench_readme import run
-from bench_scale import REPO, _cmd, committed, machine, snapshot
-from machine import recorded_machine  # bench/machine.py
+from bench_scale import REPO, committed, machine, snapshot
+from machine import record_stem, recorded_machine  # bench/machine.py
 
 HERE = Path(__file__).resolve().parent
 
@@ -329,8 +329,7 @@ def main(argv=None) -> int:
         jobs = [j for j in jobs if any(w in job_name(j) for w in wanted)]
         if not jobs:
             ap.error("no job matches --jobs; names look like 'dgx1 allreduce'")
-    stamp = _cmd("date", "-u", "+%Y-%m-%d") or time.strftime("%Y-%m-%d", time.gmtime())
-    out = Path(args.out) if args.out else HERE / "results" / f"frontier-{stamp}"
+    out = Path(args.out) if args.out else record_stem(HERE.parent, "frontier")
     if out.suffix in (".md", ".json"):
         out = out.with_suffix("")
     out.parent.mkdir(parents=True, exist_ok=True)

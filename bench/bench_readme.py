@@ -17,7 +17,9 @@ compiled once, imported through PYTHONPATH), one at a time:
   one box; allgather is SCCL's headline frontier, 23.3 s in SCCL), best of three;
 - `synth export` of the main job's point closest to the bound, to MSCCL XML and to an
   MSCCL++ plan: wall seconds, peak memory, output size, or the one-line refusal;
-- `synth draw` of that point to PNG: wall seconds, peak memory, pixels;
+- `synth draw` of that point to SVG (a PNG of its 128 steps would be 102 x 80 inches,
+  which draw refuses, saying to write SVG): wall seconds, peak memory, bytes, and the
+  refusal where there is one;
 - "Your cluster in": `synth topo import` of an `nvidia-smi topo -m` of an 8-GPU H100 box
   (MY_BOX, saved as `my-box.txt`), then `synth allreduce --topo my-box.yaml --size 1MB`
   and, for two such boxes, `... --boxes 2 --size 1MB --time-limit 60`: wall seconds,
@@ -33,7 +35,6 @@ import json
 import os
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -95,14 +96,6 @@ def files_of(folder: Path) -> dict:
             "largest_mb": round(max(sizes, default=0) / 1e6, 3)}
 
 
-def png_size(path: Path) -> tuple[int, int] | None:
-    try:
-        head = path.read_bytes()[:24]
-        return struct.unpack(">II", head[16:24]) if head[:8] == b"\x89PNG\r\n\x1a\n" else None
-    except OSError:
-        return None
-
-
 def measure(code: Path, work: Path) -> dict:
     cache = work / "cache"
     out = work / "out"
@@ -135,10 +128,10 @@ def measure(code: Path, work: Path) -> dict:
                                     "output_mb": round(target.stat().st_size / 1e6, 2)
                                     if target.exists() else None,
                                     "message": (r["stdout"] or r["stderr"]).strip()[-400:]}
-        picture = work / "best.png"
+        picture = work / "best.svg"
         r = run(["draw", best["file"], "-o", str(picture)], code, work, cache)
-        doc["draw_png"] = {**{k: r[k] for k in ("seconds", "peak_mb", "exit", "stderr")},
-                           "pixels": png_size(picture)}
+        doc["draw_svg"] = {**{k: r[k] for k in ("seconds", "peak_mb", "exit", "stderr")},
+                           "bytes": picture.stat().st_size if picture.exists() else None}
     for name in ("allreduce", "allgather"):
         runs = [run([name, "--topo", "dgx1", "--out", str(work / f"dgx1-{i}")], code, work,
                     work / f"cache-{name}-{i}") for i in range(3)]
@@ -185,10 +178,11 @@ def markdown(doc: dict) -> str:
                       f"the bound ({e['point']['steps']} steps, {e['point']['chunks']} "
                       f"chunks) `--to {fmt}`: exit {e['exit']}, {e['seconds']} s, peak "
                       f"{e['peak_mb']} MB, {e['output_mb']} MB written. {e['message']}", ""]
-    if "draw_png" in res:
-        d = res["draw_png"]
-        lines += [f"`synth draw` of that point to PNG: exit {d['exit']}, {d['seconds']} s, "
-                  f"peak {d['peak_mb']} MB, {d['pixels']} pixels.", ""]
+    if "draw_svg" in res:
+        d = res["draw_svg"]
+        said = f" ({d['stderr'].strip()})" if d["exit"] else ""
+        lines += [f"`synth draw` of that point to SVG: exit {d['exit']}{said}, "
+                  f"{d['seconds']} s, peak {d['peak_mb']} MB, {d['bytes']} bytes.", ""]
     for name in ("allreduce", "allgather"):
         r = res[f"dgx1_{name}"]
         lines += [f"## `synth {name} --topo dgx1`", "",

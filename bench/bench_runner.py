@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from machine import recorded_machine  # bench/machine.py
+from machine import record_stem, recorded_machine  # bench/machine.py
 
 REPO = Path(__file__).resolve().parent.parent
 JOBS = [("dgx1", "allgather"), ("dgx1", "allreduce")]
@@ -70,7 +70,7 @@ def main() -> int:
                           f"torch {report['torch_us']:10.0f} us  "
                           f"ratio {rows[-1]['synth_over_torch']:.2f}", flush=True)
     info = machine(recorded)
-    stem = args.out or f"bench/results/runner-{time.strftime('%Y-%m-%d')}"
+    stem = args.out or str(record_stem(Path(__file__).resolve().parent.parent, "runner"))
     Path(stem + ".json").write_text(json.dumps({"machine": info, "rows": rows}, indent=1))
     lines = [f"# Runner benchmark, {info['date']}", "",
              "`python bench/bench_runner.py` (8 gloo processes on this machine's CPU cores)", "",

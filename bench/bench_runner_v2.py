@@ -50,7 +50,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from machine import Snapshot, content_sha256, recorded_machine  # bench/machine.py
+from machine import Snapshot, content_sha256, record_stem, recorded_machine  # bench/
 
 REPO = Path(__file__).resolve().parent.parent
 CODE_PATHS = ["synth", "topologies", "pyproject.toml"]
@@ -216,7 +216,7 @@ def main() -> int:
                              if "synth_us" in row else f"FAILED: {row['error'][-200:]}"),
                           flush=True)
     info["load_end"] = round(os.getloadavg()[0], 2)
-    stem = args.out or str(REPO / f"bench/results/runner-v2-{time.strftime('%Y-%m-%d')}")
+    stem = args.out or str(record_stem(REPO, "runner-v2"))
     Path(stem + ".json").write_text(json.dumps({"machine": info, "args": vars(args),
                                                 "rows": rows}, indent=1))
     Path(stem + ".md").write_text(render(info, args, rows))

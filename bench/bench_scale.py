@@ -88,7 +88,8 @@ import threading
 import time
 from pathlib import Path
 
-from machine import Snapshot, content_sha256, recorded_machine, version  # bench/machine.py
+from machine import (Snapshot, content_sha256, record_stem, recorded_machine,  # bench/
+                     version)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -946,8 +947,7 @@ def main(argv=None) -> int:
             ap.error("no run matches --jobs; names look like 'dgx2x4 allreduce decomposed'"
                      + ("" if args.all_512 else f" (at {LARGEST_GPUS} GPUs only allreduce "
                         "runs without --all-512)"))
-    stamp = _cmd("date", "-u", "+%Y-%m-%d") or time.strftime("%Y-%m-%d", time.gmtime())
-    out = Path(args.out) if args.out else HERE / "results" / f"scale-{stamp}"
+    out = Path(args.out) if args.out else record_stem(HERE.parent, "scale")
     if out.suffix in (".md", ".json", ".png"):
         out = out.with_suffix("")
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -36,7 +36,8 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
-from machine import Snapshot, content_sha256, recorded_machine, version  # bench/machine.py
+from machine import (Snapshot, content_sha256, record_stem, recorded_machine,  # bench/
+                     version)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -515,9 +516,8 @@ def main(argv=None) -> int:
         if any(c not in CONFIGS for c in configs):
             ap.error(f"unknown config in --configs; known: {', '.join(CONFIGS)}")
 
-    stamp = _cmd("date", "+%Y-%m-%d") or time.strftime("%Y-%m-%d")
     out = Path(args.out) if args.out else \
-        HERE / "results" / f"synthesis-{stamp}{'-quick' if args.quick else ''}"
+        record_stem(HERE.parent, f"synthesis{'-quick' if args.quick else ''}")
     if out.suffix in (".md", ".json"):
         out = out.with_suffix("")
     md, js = Path(f"{out}.md"), Path(f"{out}.json")

@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.bench_scale import machine  # noqa: E402
-from bench.machine import recorded_machine  # noqa: E402
+from bench.machine import record_stem, recorded_machine  # noqa: E402
 from synth.bounds import bounds  # noqa: E402
 from synth.construct.tree_schedules import (steady_rounds_per_chunk,  # noqa: E402
                                             tree_search)
@@ -155,8 +155,7 @@ def main(argv=None) -> int:
            "seconds": args.seconds, "rows": rows,
            "summary": f"{len(rows)} jobs; steady state exactly at the bound in {exact}; "
                       f"slowest {max((r['seconds'] for r in rows), default=0):.1f} s"}
-    out = Path(args.out or REPO / "bench" / "results" /
-               f"trees-{'scale-' * args.scale}{time.strftime('%Y-%m-%d', time.gmtime())}")
+    out = Path(args.out) if args.out else record_stem(REPO, f"trees{'-scale' * args.scale}")
     out.with_suffix(".json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
     out.with_suffix(".md").write_text(markdown(doc))
     print(doc["summary"])

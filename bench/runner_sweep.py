@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from machine import recorded_machine  # bench/machine.py
+from machine import record_stem, recorded_machine  # bench/machine.py
 
 REPO = Path(__file__).resolve().parent.parent
 TOPOLOGIES = {
@@ -97,7 +97,7 @@ def main() -> int:
                               f"{'ok' if ok else 'FAILED'}  {wall:5.1f} s", flush=True)
     info = {**recorded, "cores": os.cpu_count(),
             "date": subprocess.run(["date"], capture_output=True, text=True).stdout.strip()}
-    stem = args.out or f"bench/results/runner-sweep-{time.strftime('%Y-%m-%d')}"
+    stem = args.out or str(record_stem(Path(__file__).resolve().parent.parent, "runner-sweep"))
     Path(stem + ".json").write_text(json.dumps({"machine": info, "rows": rows}, indent=1))
     lines = [f"# Runner sweep, {info['date']}", "",
              f"`python bench/runner_sweep.py --topos {args.topos} --sizes {args.sizes}"
