@@ -407,6 +407,27 @@ def test_synthesis_plots_flag(tmp_path):
     assert (folder / "allgather-time.png").read_bytes().startswith(PNG_SIGNATURE)
 
 
+def test_a_rooted_collectives_plots_carry_the_root(tmp_path):
+    # broadcast at root 3, then at root 0: the second replaced the first's plots
+    for root in ("3", "0"):
+        run = synth_main("broadcast", "--topo", "ring:4", "--root", root, "--out",
+                         str(tmp_path), "--plots", "--time-limit", "20")
+        assert run.returncode == 0, run.stderr
+    folder = tmp_path / "ring_4" / "broadcast"
+    for root in (3, 0):
+        for kind in ("frontier", "time"):
+            assert (folder / f"broadcast-root{root}-{kind}.png").read_bytes().startswith(
+                PNG_SIGNATURE)
+
+
+def test_the_frontier_plots_staircase_joins_only_undominated_points():
+    from synth.pictures.plots import _undominated
+
+    # (us/MB, latency): (3.889, 0.7) beats (10.0, 0.7); (4.688, 78) is beaten by (4.375, 13.7)
+    points = [(10.0, 0.7), (3.889, 0.7), (4.375, 13.7), (4.688, 78.0), (2.0, 100.0)]
+    assert _undominated(points) == [(2.0, 100.0), (3.889, 0.7)]
+
+
 class _Refs(HTMLParser):
     def __init__(self):
         super().__init__()

@@ -5,7 +5,7 @@
     write_plots(result, baselines, dir)  both, as PNG files; returns their paths
 
 `result` is a synth.frontier.Result, `baselines` a list of (name, Schedule). The curves
-use synth.schedule.cost's alpha-beta model unless time_figure is given rows timed in
+use synth.schedule.cost's line-rate (alpha-beta) model unless time_figure is given rows timed in
 cost model 2 (the report does). Labels never overlap (synth.pictures.labels), lines are
 told apart by colour, style and marker, and legends sit outside the plots. The speed-up
 against size is synth.pictures.speedup's.
@@ -40,6 +40,12 @@ def _name(schedule) -> str:
     return f"synth S{schedule.num_steps} R{schedule.rounds} C{schedule.collective.chunks}"
 
 
+def _undominated(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The points no other is at least as good as on both axes and better on one, by x."""
+    return sorted((x, y) for x, y in set(points)
+                  if not any(a <= x and b <= y and (a, b) != (x, y) for a, b in points))
+
+
 def _title(result: Result) -> str:
     root = f" (root {result.root})" if result.root is not None else ""
     return f"{result.collective}{root} on {result.model.name} ({result.model.ranks} ranks)"
@@ -72,7 +78,10 @@ def _frontier(result: Result, baselines: list, numbered: bool) -> tuple[Figure, 
     if log:
         ax.set_xscale("log")
         ax.set_yscale("log")
-    sx, sy = _staircase([(x, y) for x, y, _ in pts])
+    # the staircase joins the points no other beats in this (the line-rate) model: a
+    # frontier chosen in cost model 2 may hold some it dominates, and the line ran back
+    sx, sy = _staircase(_undominated([(x, y) for x, y, _ in pts]
+                                     + [(x, y) for x, y, _ in base]))
     ax.plot(sx, sy, color="#1f77b4", linewidth=1.2, alpha=0.5, zorder=2)
     for x, y, p in pts:
         ax.scatter([x], [y], s=60, color="#1f77b4", zorder=4,
@@ -99,7 +108,7 @@ def _frontier(result: Result, baselines: list, numbered: bool) -> tuple[Figure, 
         _plain_log_ticks(ax.yaxis, lo_y, hi_y)
     ax.set_xlabel("bandwidth cost (us per MB of message; lower is better)")
     ax.set_ylabel("latency (us; lower is better)")
-    ax.set_title(f"{_title(result)}: Pareto frontier", fontsize=11)
+    ax.set_title(f"{_title(result)}: Pareto frontier (line-rate model)", fontsize=11)
     handles = [ax.scatter([], [], s=60, color="#1f77b4", edgecolors="black", marker="o"),
                ax.scatter([], [], s=60, color="#1f77b4", edgecolors="black", marker="D"),
                ax.scatter([], [], s=45, color="#bbbbbb", edgecolors="#555555", marker="s")]
@@ -178,7 +187,7 @@ def line_styles(synthesized: int, baselines: int) -> list[tuple[str, str, str]]:
 
 
 def time_figure(result: Result, baselines: list, smallest: int = KB, largest: int = GB,
-                rows: list | None = None, model: str = "alpha-beta model") -> Figure:
+                rows: list | None = None, model: str = "line-rate model") -> Figure:
     """A Figure of two plots against message size (log x, nccl-tests' n): predicted
     time (log y) and algbw, for every frontier point and baseline, and the bound
     (latency bound + bandwidth bound x n) dotted. Times are the alpha-beta model's, or
@@ -239,8 +248,11 @@ def figure_bytes(fig: Figure, fmt: str) -> bytes:
 
 
 def plot_files(result: Result) -> dict[str, str]:
-    """{plot: file stem} of write_plots, e.g. {"frontier": "allgather-frontier"}."""
-    return {k: f"{result.collective}-{k}" for k in ("frontier", "time")}
+    """{plot: file stem} of write_plots, e.g. {"frontier": "allgather-frontier"}; a
+    rooted collective's carry the root, as its schedule files do (broadcast-root3-time:
+    another root's plots replaced them)."""
+    root = f"-root{result.root}" if result.root is not None else ""
+    return {k: f"{result.collective}{root}-{k}" for k in ("frontier", "time")}
 
 
 def write_plots(result: Result, baselines: list, directory: str | Path,

@@ -231,7 +231,7 @@ def write_report(topo: Topology, result: Result, baselines: list, sizes: list[in
     data = comparison(rows, result.bounds, sizes, nccl, as_it_runs(topo.figures)) if rows else \
         {"rows": [], "winners": {}, "nccl": {}}
 
-    model = "cost model 2" if calibrated else "alpha-beta model"
+    model = "cost model 2" if calibrated else "line-rate model"
     speed_words, speed_fig = _speedup_section(topo, result, rows)
     stems = plot_files(result)
     plots = [("speedup", speed_fig, "The fastest frontier point's speed-up over the best "
