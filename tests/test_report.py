@@ -56,7 +56,7 @@ def test_speedup_crosses_where_the_lines_meet():
     top = (2 + 2 ** 32 / 500) / (10 + 2 ** 32 / 1000)
     assert curve.speedup[-1] == pytest.approx(top) and curve.over["b"] == curve.speedup
     words = speedup_words(curve)
-    assert "at 8 KB..4 GB" in words  # the first size of the grid past 8000 B: 2^13
+    assert "at 7.81 KB..4 GB" in words  # from the crossing, 8001 B (the grid said 8 KB)
     # rounded down: 1.99 for 1.99999..., 0.36 for 4.048 / 11.024 = 0.3672
     assert "by up to 1.99 x at 4 GB" in words and "0.36 x at 1 KB, 1.99 x at 4 GB" in words
     assert "crossings: 7.81 KB (faster from there)" in words
@@ -81,7 +81,9 @@ def test_speedup_against_the_best_of_several_and_ties():
     assert (curve.fastest[0], curve.alternative[0]) == ("low", "c")
     assert (curve.fastest[-1], curve.alternative[-1]) == ("b itself", "b")
     assert speedup_words(curve) == (
-        "The fastest frontier point beats the best alternative at 1 KB..16 KB (of 1 KB "
+        # to the crossing's last faster size, 17,999 B (the grid said 16 KB, beside a
+        # crossing at 17.6 KB)
+        "The fastest frontier point beats the best alternative at 1 KB..17.6 KB (of 1 KB "
         "to 4 GB), by up to 4.34 x at 1 KB (low against c); 4.34 x at 1 KB, 1.00 x at "
         "4 GB; crossings: 17.6 KB (not faster from there).")
 

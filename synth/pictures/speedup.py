@@ -126,15 +126,19 @@ def speedup_words(curve: SpeedupCurve) -> str:
         return (f"From {span} no frontier point is faster than the best alternative "
                 f"({ends}; at {about(curve.sizes[-1])} the best is {curve.alternative[-1]}).")
     top = max(wins, key=lambda k: curve.speedup[k])
-    ranges, start = [], None
-    for k, n in enumerate(curve.sizes):
-        inside = _faster(curve.speedup[k])
-        if inside and start is None:
-            start = n
-        if start is not None and (not inside or k == len(curve.sizes) - 1):
-            end = n if inside else curve.sizes[k - 1]
-            ranges.append(about(start) if start == end else f"{about(start)}..{about(end)}")
+    # the ranges end at the crossings, found exactly (the grid's sizes said 1 KB..609 KB
+    # beside a crossing at 642 KB)
+    spans, start = [], curve.sizes[0] if _faster(curve.speedup[0]) else None
+    for c in sorted(curve.crossings, key=lambda c: c.nbytes):
+        if c.rising:
+            start = c.nbytes
+        elif start is not None:
+            spans.append((start, c.nbytes - 1))
             start = None
+    if start is not None:
+        spans.append((start, curve.sizes[-1]))
+    ranges = [about(a) if about(a) == about(b) else f"{about(a)}..{about(b)}"
+              for a, b in spans]
     return (f"The fastest frontier point beats the best alternative at "
             f"{', '.join(ranges)} (of {span}), by up to {down(curve.speedup[top])} x at "
             f"{about(curve.sizes[top])} ({curve.fastest[top]} against "
