@@ -133,6 +133,16 @@ def test_a_box_of_many_switched_gpus_is_drawn_in_rows(tmp_path):
     assert inches[0] < 2.5 * inches[1]  # no longer a strip 20 times as wide as tall
 
 
+def test_a_long_title_is_wrapped():
+    # an imported box's title, its warning included, made a PNG 6156 pixels wide
+    from dataclasses import replace
+
+    topo = replace(resolve("ring:4"), description="word " * 80)
+    label = topology_graph(topo).source.split("label=<", 1)[1].split("<font", 1)[0]
+    lines = label.split("<br/>")
+    assert len(lines) >= 4 and all(len(line) <= 110 for line in lines)
+
+
 def test_topology_png(tmp_path):
     """A drawing small enough is drawn at 144 dpi, at its natural size (no scaling)."""
     graph = topology_graph(resolve("dgx2"))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from collections import Counter, defaultdict
 
 import graphviz
@@ -72,12 +73,17 @@ def topology_graph(topo: Topology) -> graphviz.Digraph:
     return g
 
 
+TITLE_WIDTH = 110  # characters a line of a picture's title holds
+
+
 def _caption(topo: Topology) -> str:
     """The title, the kinds of vertex drawn, how to read a link, and for an imported
     topology what was inferred."""
     title = (f"{topo.name}: {topo.description}" if topo.description else topo.name)
     kinds = [k for k in KIND_STYLE if any(v.kind == k for v in topo.vertices)]
-    return (f"{_html(title)}<br/><font point-size='11'>"
+    # wrapped: an imported box's title, warnings and all, made a PNG 6156 pixels wide
+    lines = textwrap.wrap(title, TITLE_WIDTH, break_on_hyphens=False) or [title]
+    return ("<br/>".join(_html(line) for line in lines) + "<br/><font point-size='11'>"
             f"{_html('; '.join(KIND_WORDS[k] for k in kinds))}<br/>"
             "edge label: lanes x GB/s per direction (a line: both directions alike; "
             "an arrow: one direction); width grows with bandwidth"
