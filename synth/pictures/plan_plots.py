@@ -13,6 +13,7 @@ tree), as in the report.
 
 from __future__ import annotations
 
+import textwrap
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -46,7 +47,9 @@ def step_figure(plan: Plan) -> Figure:
     ax.grid(True, axis="x", alpha=0.25)
     fig.legend(fontsize=8, loc="outside lower center", ncols=2)  # off the bars
     model = "cost model 2" if plan.cost_model == "calibrated" else "line-rate model"
-    ax.set_title(f"{plan.workload.name} on {plan.topology}: {model}", fontsize=10)
+    # wrapped: a log's whole path as the workload's name was cut off at both sides
+    title = f"{plan.workload.name} on {plan.topology}: {model}"
+    ax.set_title("\n".join(textwrap.wrap(title, 90, break_on_hyphens=False)), fontsize=10)
     return fig
 
 
