@@ -129,6 +129,9 @@ def test_a_box_of_many_switched_gpus_is_drawn_in_rows(tmp_path):
         (gx, gy), (nx_, ny) = place[f"gpu{i}"], place[f"nic{i}"]
         assert nx_ == gx and ny < gy  # under its own GPU
     assert place["nvswitch"][1] > max(rows)
+    # its 72 links' one label once, in the caption, not 72 times piled between the rows
+    assert graph.source.count('label="18x50"') == 0
+    assert "every link of nvswitch: 18x50, drawn light" in graph.source
     inches = drawing_inches(graph)
     assert inches[0] < 2.5 * inches[1]  # no longer a strip 20 times as wide as tall
 

@@ -51,7 +51,8 @@ def topology_graph(topo: Topology) -> graphviz.Digraph:
     per_box = Counter(v.box for v in topo.vertices if v.kind == GPU)
     gridded = not placed and max(per_box.values(), default=0) > MAX_ROW
     g = graphviz.Digraph(topo.name, engine="neato" if placed or gridded else "dot")
-    g.attr(label=f"<{_caption(topo)}>", labelloc="t", fontname=FONT, fontsize="16",
+    hubs = _hubs(topo) if gridded else {}
+    g.attr(label=f"<{_caption(topo, hubs)}>", labelloc="t", fontname=FONT, fontsize="16",
            bgcolor="white", pad="0.3")
     g.attr("node", fontname=FONT, fontsize="12", style="filled", penwidth="1.2")
     g.attr("edge", fontname=FONT, fontsize="11", fontcolor="#333333", color="#555555",
@@ -67,7 +68,7 @@ def topology_graph(topo: Topology) -> graphviz.Digraph:
     tiers = tier_of(topo)  # a fabric's tiers of switches, each a row (none: one row)
     level = {v.name: _level(topo, v) + (tiers.get(v.name, 1) - 1) / 10
              for v in topo.vertices}
-    _add_links(g, topo, level, pos is not None)
+    _add_links(g, topo, level, pos is not None, hubs)
     if pos is None:
         _same_rank_rows(g, topo, level)
     return g
@@ -76,9 +77,22 @@ def topology_graph(topo: Topology) -> graphviz.Digraph:
 TITLE_WIDTH = 110  # characters a line of a picture's title holds
 
 
-def _caption(topo: Topology) -> str:
+def _hubs(topo: Topology) -> dict[str, str]:
+    """{vertex: its links' one label} for a vertex with more than MAX_ROW links, all
+    alike (gb200nvl72's NVSwitch: 72 labels 18x50 piled up between the rows)."""
+    labels = defaultdict(set)
+    for l in topo.links:
+        label = f"{l.count}x{l.gbps:g}" if l.count > 1 else f"{l.gbps:g}"
+        labels[l.src].add(label)
+        labels[l.dst].add(label)
+    degree = Counter(l.src for l in topo.links)
+    return {v: next(iter(ls)) for v, ls in labels.items()
+            if len(ls) == 1 and degree[v] > MAX_ROW}
+
+
+def _caption(topo: Topology, hubs: dict[str, str] | None = None) -> str:
     """The title, the kinds of vertex drawn, how to read a link, and for an imported
-    topology what was inferred."""
+    topology what was inferred; a hub's links are labelled here once (_hubs)."""
     title = (f"{topo.name}: {topo.description}" if topo.description else topo.name)
     kinds = [k for k in KIND_STYLE if any(v.kind == k for v in topo.vertices)]
     # wrapped: an imported box's title, warnings and all, made a PNG 6156 pixels wide
@@ -87,6 +101,9 @@ def _caption(topo: Topology) -> str:
             f"{_html('; '.join(KIND_WORDS[k] for k in kinds))}<br/>"
             "edge label: lanes x GB/s per direction (a line: both directions alike; "
             "an arrow: one direction); width grows with bandwidth"
+            + "".join(f"<br/>every link of {_html(v)}: {label}, drawn light" for v, label
+                      in sorted({(re.sub(r"^n\d+\.", "", v), label)  # each box's once
+                                 for v, label in (hubs or {}).items()}))
             + ("<br/>imported: dashed outlines and lines are inferred, the rest read "
                f"from {_html(topo.source)}" if topo.source else "") + "</font>")
 
@@ -133,9 +150,12 @@ def _add_vertices(g, topo: Topology, pos: dict | None) -> None:
             add_vertex(g, v)
 
 
-def _add_links(g, topo: Topology, level: dict, placed: bool) -> None:
+def _add_links(g, topo: Topology, level: dict, placed: bool,
+               hubs: dict[str, str] | None = None) -> None:
     """Each link: one undirected line where both directions are alike, else an arrow;
-    drawn from the upper level down (dot ranks tails above heads)."""
+    drawn from the upper level down (dot ranks tails above heads). A hub's (_hubs):
+    light, its label in the caption."""
+    hubs = hubs or {}
     unit = min((l.bandwidth for l in topo.links), default=1.0)
     link = {(l.src, l.dst): l for l in topo.links}
     done = set()
@@ -146,6 +166,8 @@ def _add_links(g, topo: Topology, level: dict, placed: bool) -> None:
         both = back is not None and (back.gbps, back.count) == (l.gbps, l.count)
         label = f"{l.count}x{l.gbps:g}" if l.count > 1 else f"{l.gbps:g}"
         attrs = {"label": label, "penwidth": f"{_penwidth(l.bandwidth, unit):.2f}"}
+        if l.src in hubs or l.dst in hubs:
+            attrs.update(label="", color="#c8c8c8")
         if l.inferred:
             attrs.update(style="dashed", tooltip=l.inferred)
         src, dst = l.src, l.dst
