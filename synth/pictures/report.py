@@ -297,7 +297,8 @@ def _page_text(topo: Topology, result: Result, summary: dict, data: dict,
         + (f"; {_e(b.note)}" if b.note else "") + ".</p>",
         "<h2>Speed-up over the best alternative</h2>", speed_words, _slot("speedup"),
         "<h2>Pareto frontier</h2>",
-        f'<p class="note">{len(result.points)} point{"s" * (len(result.points) != 1)}, {summary["solver_calls"]} solver calls'
+        f'<p class="note">{len(result.points)} point{"s" * (len(result.points) != 1)}, '
+        f'{summary["solver_calls"]} solver calls'
         + (f" ({summary['cached_calls']} answered from the cache)"
            if summary.get("cached_calls") else "")
         + f", {summary['seconds']:.1f} s, solver {_e(solver)} ({_e(stops)}). "
