@@ -92,8 +92,8 @@ def test_dgx1_picture_has_every_gpu_and_one_line_per_link_pair(tmp_path):
 def test_multi_node_picture_frames_each_box(tmp_path):
     topo = resolve("dgx2x2")
     path = render(topology_graph(topo), tmp_path / "dgx2x2.svg")
-    clusters = svg_groups(path, "cluster")
-    assert sorted(" ".join(texts(c)) for c in clusters) == ["box 0", "box 1"]
+    frames = svg_groups(path, "box")  # outlines placed around each box's vertices
+    assert sorted(" ".join(texts(c)) for c in frames) == ["box 0", "box 1"]
     assert len(svg_groups(path, "gpu")) == 32
     assert len(svg_groups(path, "nvswitch")) == 4
     assert len(svg_groups(path, "nic")) == 16
@@ -134,6 +134,26 @@ def test_a_box_of_many_switched_gpus_is_drawn_in_rows(tmp_path):
     assert "every link of nvswitch: 18x50, drawn light" in graph.source
     inches = drawing_inches(graph)
     assert inches[0] < 2.5 * inches[1]  # no longer a strip 20 times as wide as tall
+
+
+def test_a_clusters_boxes_and_gpus_are_drawn_in_rank_order():
+    # dot put dgxh100x16's boxes as 0, 2, 4, 10, 12, ... and a box's GPUs as gpu0, gpu4,
+    # gpu5, ..., and drew the 16 boxes in a strip 8153 pixels wide
+    import re as _re
+
+    graph = topology_graph(resolve("dgxh100x16"))
+    place = {name: tuple(map(float, xy.split(","))) for name, xy in
+             _re.findall(r'\t"?([\w.]+)"? \[[^\]]*pos="([-\d.]+,[-\d.]+)!"', graph.source)}
+    order = [(-place[f"n{b}.gpu{i}"][1], place[f"n{b}.gpu{i}"][0])
+             for b in range(16) for i in range(8)]
+    # box after box down the rows, each box's GPUs left to right
+    rows = sorted({y for y, _ in order})
+    assert [rows.index(y) for y, _ in order] == sorted(rows.index(y) for y, _ in order)
+    for b in range(16):
+        xs = [place[f"n{b}.gpu{i}"][0] for i in range(8)]
+        assert xs == sorted(xs)
+    width, height = drawing_inches(graph)
+    assert width < 3 * height
 
 
 def test_a_long_title_is_wrapped():
@@ -388,8 +408,9 @@ def test_draw_commands_and_bad_input(tmp_path):
         bad = synth_main("draw", str(schedule), "-o", str(target))
         assert bad.returncode == 2 and words in bad.stderr, bad.stderr
     assert list((tmp_path / "pics").iterdir()) == []
-    # a topology of 16 boxes cannot be a PNG whose text reads: one line, exit 2
-    big = synth_main("topo", "draw", "dgx2", "--boxes", "16", "-o", tmp_path / "big.png")
+    # a topology of 64 boxes cannot be a PNG whose text reads: one line, exit 2 (16,
+    # in one row of dot's, could not either; in rows they make 8142 x 4749 pixels)
+    big = synth_main("topo", "draw", "dgx2", "--boxes", "64", "-o", tmp_path / "big.png")
     assert big.returncode == 2 and big.stderr.count("\n") == 1, big.stderr
     assert "write .svg instead" in big.stderr and not (tmp_path / "big.png").exists()
 

@@ -6,11 +6,11 @@ switches, and links labelled lanes x GB/s.
 A topology with GPU-to-GPU links (dgx1, ring:8, torus:4x4, ...) is placed here and drawn
 by `neato -n2`: each box's GPUs at synth.pictures.graphviz.rank_positions, its switches
 and NICs outside them, one ring further out per hop, boxes side by side in outlines,
-network switches below. A switched box of more than MAX_ROW GPUs (gb200nvl72) is
-placed too, its GPUs in rows, each NIC under its GPU, the switches above. Any other goes
-to `dot`, which puts NVSwitches above the GPUs and PCIe switches, NICs and network
-switches below them; the boxes of a multi-node topology are graphviz clusters,
-alternately above and below the network switches.
+network switches below. A switched cluster, or a switched box of more than MAX_ROW GPUs
+(gb200nvl72), is placed too: each box's GPUs in rows in rank order, each NIC under its
+GPU, the switches above, the boxes in rows in rank order, network switches below. A
+single switched box goes to `dot`, which puts NVSwitches above the GPUs and PCIe
+switches, NICs and network switches below them.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def topology_graph(topo: Topology) -> graphviz.Digraph:
     gpus = set(topo.gpus)
     placed = any(l.src in gpus and l.dst in gpus for l in topo.links)
     per_box = Counter(v.box for v in topo.vertices if v.kind == GPU)
-    gridded = not placed and max(per_box.values(), default=0) > MAX_ROW
+    gridded = not placed and (max(per_box.values(), default=0) > MAX_ROW or topo.boxes > 1)
     g = graphviz.Digraph(topo.name, engine="neato" if placed or gridded else "dot")
     hubs = _hubs(topo) if gridded else {}
     g.attr(label=f"<{_caption(topo, hubs)}>", labelloc="t", fontname=FONT, fontsize="16",
@@ -78,16 +78,28 @@ TITLE_WIDTH = 110  # characters a line of a picture's title holds
 
 
 def _hubs(topo: Topology) -> dict[str, str]:
-    """{vertex: its links' one label} for a vertex with more than MAX_ROW links, all
-    alike (gb200nvl72's NVSwitch: 72 labels 18x50 piled up between the rows)."""
+    """{vertex: its links' one label} for a vertex whose links are all alike and many:
+    more than MAX_ROW, or a network switch's (gb200nvl72's NVSwitch: 72 labels 18x50
+    piled up between the rows; a cluster's rails crossed every box, labelled)."""
     labels = defaultdict(set)
     for l in topo.links:
         label = f"{l.count}x{l.gbps:g}" if l.count > 1 else f"{l.gbps:g}"
         labels[l.src].add(label)
         labels[l.dst].add(label)
     degree = Counter(l.src for l in topo.links)
+    network = {v.name for v in topo.vertices if v.kind == "net_switch"}
     return {v: next(iter(ls)) for v, ls in labels.items()
-            if len(ls) == 1 and degree[v] > MAX_ROW}
+            if len(ls) == 1 and (degree[v] > MAX_ROW or (v in network and degree[v] > 2))}
+
+
+def _hub_words(hubs: dict[str, str]) -> str:
+    """The caption's lines for the hubs' links: each label once, with whose they are."""
+    by_label = defaultdict(list)
+    for v, label in sorted({(re.sub(r"^n\d+\.", "", v), label) for v, label in hubs.items()}):
+        by_label[label].append(v)  # each box's once
+    return "".join(f"<br/>every link of {_html(', '.join(vs[:4]))}"
+                   f"{f' and {len(vs) - 4} more' if len(vs) > 4 else ''}: {label}, drawn light"
+                   for label, vs in sorted(by_label.items()))
 
 
 def _caption(topo: Topology, hubs: dict[str, str] | None = None) -> str:
@@ -101,9 +113,7 @@ def _caption(topo: Topology, hubs: dict[str, str] | None = None) -> str:
             f"{_html('; '.join(KIND_WORDS[k] for k in kinds))}<br/>"
             "edge label: lanes x GB/s per direction (a line: both directions alike; "
             "an arrow: one direction); width grows with bandwidth"
-            + "".join(f"<br/>every link of {_html(v)}: {label}, drawn light" for v, label
-                      in sorted({(re.sub(r"^n\d+\.", "", v), label)  # each box's once
-                                 for v, label in (hubs or {}).items()}))
+            + _hub_words(hubs or {})
             + ("<br/>imported: dashed outlines and lines are inferred, the rest read "
                f"from {_html(topo.source)}" if topo.source else "") + "</font>")
 
@@ -132,22 +142,10 @@ def _add_vertices(g, topo: Topology, pos: dict | None) -> None:
             attrs.update(style=attrs.get("style", "filled") + ",dashed", tooltip=v.inferred)
         graph.node(v.name, **attrs)
 
-    if topo.boxes > 1 and pos is not None:
+    if topo.boxes > 1:  # placed (_placed_positions, _grid_positions): outlined
         _box_frames(g, topo, pos)
-    if topo.boxes > 1 and pos is None:
-        for b in sorted({v.box for v in topo.vertices if v.box is not None}):
-            with g.subgraph(name=f"cluster_box{b}") as c:
-                c.attr(label=f"box {b}", style="rounded", color="#888888", fontsize="14",
-                       labelloc="b" if b % 2 else "t")
-                for v in topo.vertices:
-                    if v.box == b:
-                        add_vertex(c, v)
-        for v in topo.vertices:
-            if v.box is None:
-                add_vertex(g, v)
-    else:
-        for v in topo.vertices:
-            add_vertex(g, v)
+    for v in topo.vertices:
+        add_vertex(g, v)
 
 
 def _add_links(g, topo: Topology, level: dict, placed: bool,
@@ -257,37 +255,30 @@ MAX_ROW = 18  # GPUs a row of the drawing holds: gb200nvl72's 72 in one were a s
 # 8158 x 412 pixels
 
 
+ASPECT = 1.6  # width over height a drawing of boxes in rows aims at
+
+
 def _grid_positions(topo: Topology) -> dict[str, tuple[float, float]]:
-    """Points for a switched box too wide for one row: its GPUs in rows of at most
-    MAX_ROW; a vertex of few GPUs (a NIC, a PCIe switch) under them, one step further
-    per hop; one shared by many (a switch) in a row above; boxes side by side, network
-    switches below. O(vertices + links)."""
+    """Points for a switched cluster, or a switched box too wide for one row: each box
+    as _box_grid lays it out, the boxes in rank order in rows of about the square root
+    of their count (dot scrambled their order and the GPUs', and made dgxh100x16 a strip
+    8153 pixels wide), network switches below in as many rows as their width takes.
+    O(vertices + links)."""
     step = 1.3 * 72
     graph = topo.graph().to_undirected()
     box_of = {v.name: v.box for v in topo.vertices}
+    boxes = sorted({v.box for v in topo.vertices if v.box is not None})
+    layouts = [_box_grid(topo, graph, box_of, b, step) for b in boxes]
+    width = max((w for _, w, _ in layouts), default=0.0) + 2 * step
+    height = max((h for _, _, h in layouts), default=0.0) + 2 * step
+    # as many boxes a row as make the drawing about ASPECT times as wide as it is tall
+    cols = min(range(1, len(boxes) + 1), default=1, key=lambda c: abs(math.log(
+        c * width / (-(-len(boxes) // c) * height) / ASPECT)))
     pos: dict[str, tuple[float, float]] = {}
-    x0 = 0.0
-    for b in sorted({v.box for v in topo.vertices if v.box is not None}, key=str):
-        names = [n for n in topo.gpus if box_of[n] == b]
-        hops = _hops_from_gpus(topo, graph, b)
-        depth = max(hops.values(), default=0)
-        rows = -(-len(names) // MAX_ROW)
-        per_row = -(-len(names) // rows)
-        gap = step * (1.2 + 0.7 * depth)  # room under each row for its NICs
-        for i, n in enumerate(names):
-            pos[n] = (x0 + (i % per_row) * step, -(i // per_row) * gap)
-        shared = []
-        for name, d in sorted(hops.items(), key=lambda kv: (kv[1], kv[0])):
-            near = [pos[nb] for nb in graph.neighbors(name) if nb in pos and box_of[nb] == b]
-            if not near or (d == 1 and len(near) > 2):
-                shared.append(name)
-                continue
-            x = sum(p[0] for p in near) / len(near)
-            pos[name] = (x, min(p[1] for p in near) - step * 0.8)
-        width = (per_row - 1) * step
-        for i, name in enumerate(shared):  # switches in a row above the GPUs
-            pos[name] = (x0 + width * (i + 1) / (len(shared) + 1), step * 1.2)
-        x0 += width + 2 * step
+    for k, (local, _, _) in enumerate(layouts):
+        dx, dy = (k % cols) * width, -(k // cols) * height
+        pos.update({n: (x + dx, y + dy) for n, (x, y) in local.items()})
+    x0 = min(cols, len(boxes)) * width - 2 * step
     outer = [v.name for v in topo.vertices if v.name not in pos]  # network switches,
     if outer:  # in as many rows under the boxes as their width takes (72 rails: 2)
         low = min(y for _, y in pos.values()) - step
@@ -297,6 +288,34 @@ def _grid_positions(topo: Topology) -> dict[str, tuple[float, float]]:
             pos[name] = (x0 * (i % per_row + 1) / (count + 1), low - (i // per_row) * step)
     _spread(pos, step * 0.7)
     return pos
+
+
+def _box_grid(topo: Topology, graph, box_of: dict, b, step: float
+              ) -> tuple[dict[str, tuple[float, float]], float, float]:
+    """(points, width, height) of box `b` from its top left: its GPUs in rank order in
+    rows of at most MAX_ROW; a vertex of few GPUs (a NIC, a PCIe switch) under them; one
+    shared by many (a switch) in a row above."""
+    names = [n for n in topo.gpus if box_of[n] == b]
+    hops = _hops_from_gpus(topo, graph, b)
+    depth = max(hops.values(), default=0)
+    rows = -(-len(names) // MAX_ROW)
+    per_row = -(-len(names) // rows)
+    gap = step * (1.2 + 0.7 * depth)  # room under each row for its NICs
+    top = step * 1.2  # the switches' row, above the GPUs
+    pos = {n: ((i % per_row) * step, -top - (i // per_row) * gap)
+           for i, n in enumerate(names)}
+    shared = []
+    for name, d in sorted(hops.items(), key=lambda kv: (kv[1], kv[0])):
+        near = [pos[nb] for nb in graph.neighbors(name) if nb in pos and box_of[nb] == b]
+        if not near or (d == 1 and len(near) > 2):
+            shared.append(name)
+            continue
+        pos[name] = (sum(p[0] for p in near) / len(near),
+                     min(p[1] for p in near) - step * 0.8)
+    width = (per_row - 1) * step
+    for i, name in enumerate(shared):
+        pos[name] = (width * (i + 1) / (len(shared) + 1), 0.0)
+    return pos, width, -min(y for _, y in pos.values())
 
 
 def _hops_from_gpus(topo: Topology, graph, box) -> dict[str, int]:
@@ -346,18 +365,13 @@ def _box_frames(g: graphviz.Digraph, topo: Topology, pos: dict) -> None:
 
 
 def _level(topo: Topology, v) -> int:
-    """dot's row for a vertex: boxes alternate above (even) and below (odd) the network
-    switches, the odd ones upside down, so two boxes stack instead of sitting side by
-    side."""
-    base = KIND_STYLE[v.kind][2]
-    if topo.boxes <= 1 or v.box is None:
-        return base
-    return base if v.box % 2 == 0 else 8 - base
+    """dot's row for a vertex (one box: a cluster of boxes is placed)."""
+    return KIND_STYLE[v.kind][2]
 
 
 def _same_rank_rows(g: graphviz.Digraph, topo: Topology, level: dict) -> None:
     """One row per level, with invisible edges down the levels so that empty levels
-    still keep their order, and along each box's GPUs to keep them in rank order."""
+    still keep their order, and along the GPUs to keep them in rank order."""
     rows = defaultdict(list)
     for v in topo.vertices:
         rows[level[v.name]].append(v.name)
@@ -366,14 +380,8 @@ def _same_rank_rows(g: graphviz.Digraph, topo: Topology, level: dict) -> None:
             s.attr(rank="same")
             for name in names:
                 s.node(name)
-    box_of = {v.name: v.box for v in topo.vertices}
-    by_box = defaultdict(list)
-    for name in topo.gpus:
-        by_box[box_of[name]].append(name)
-    for box, gpus in by_box.items():  # left to right in rank order, box after box
-        chain = gpus + by_box.get(box + 2, [])[:1] if box is not None else gpus
-        for a, b in zip(chain, chain[1:]):
-            g.edge(a, b, style="invis")
+    for a, b in zip(topo.gpus, topo.gpus[1:]):  # left to right in rank order
+        g.edge(a, b, style="invis")
     ordered = [rows[k] for k in sorted(rows)]
     for upper, lower in zip(ordered, ordered[1:]):
         g.edge(upper[0], lower[0], style="invis", weight="0")
