@@ -211,3 +211,10 @@ def test_unknown_or_malformed_names_exit_2(spec):
     result = synth_main("topo", "show", spec)
     assert result.returncode == 2
     assert result.stderr.startswith("synth: error:") and result.stderr.count("\n") == 1
+
+
+def test_a_generated_topology_says_what_it_is_not_its_usage():
+    # torus:4x4's pictures were titled "torus:4x4: torus:RxC or torus:RxCxD  grid with
+    # wrap-around"
+    assert resolve("torus:4x4").description == "16 GPUs in a grid with wrap-around, 25 GB/s links"
+    assert resolve("switch:4").description == "4 GPUs on one non-blocking switch, 25 GB/s links"

@@ -204,8 +204,19 @@ def generate(spec: str, deadline: Deadline = Deadline()) -> Topology:
         links.append(Link(f"gpu{b}", f"gpu{a}", GEN_GBPS, 1, GEN_ALPHA_US))
     shifts = {"ring": (n,), "fc": (n,), "torus": tuple(dims),
               "hypercube": (2,) * min(dims[0], 13)}.get(kind, ())
-    return Topology(spec, GEN_GBPS, gpus, tuple(links), GENERATORS[kind],
+    return Topology(spec, GEN_GBPS, gpus, tuple(links), _described(kind, n),
                     translations=shifts)
+
+
+def _described(kind: str, n: int) -> str:
+    """A generated topology's description: what it is, not its usage ("torus:4x4:
+    torus:RxC or torus:RxCxD grid with wrap-around" titled its pictures)."""
+    what = {"ring": "in a bidirectional ring", "line": "in a chain",
+            "fc": "each linked to every other", "mesh": "in a 2-D grid",
+            "torus": "in a grid with wrap-around",
+            "hypercube": "linked where their numbers differ in one bit",
+            "switch": "on one non-blocking switch"}[kind]
+    return f"{n} GPUs {what}, {GEN_GBPS:g} GB/s links"
 
 
 def _generator_pairs(kind: str, dims: list[int], n: int, deadline: Deadline = Deadline()
@@ -252,7 +263,7 @@ def _on_switch(spec: str, n: int) -> Topology:
     for i in range(n):
         links.append(Link(f"gpu{i}", "switch", GEN_GBPS, 1, GEN_ALPHA_US))
         links.append(Link("switch", f"gpu{i}", GEN_GBPS, 1, 0.0))
-    return Topology(spec, GEN_GBPS, vertices, tuple(links), GENERATORS["switch"],
+    return Topology(spec, GEN_GBPS, vertices, tuple(links), _described("switch", n),
                     translations=(n,))
 
 
