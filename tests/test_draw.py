@@ -202,6 +202,39 @@ def test_sixteen_rank_schedule_one_panel_per_step(tmp_path):
     assert len(loads) == 15 * 32 and all(l.endswith("1/1") for l in loads)
 
 
+def test_arrow_labels_stay_inside_their_panel():
+    from synth.pictures.arrow_labels import place_arrow_labels
+
+    # an arrow along a panel's right edge with a label 120 points wide: beside its curve
+    # the label would reach past the frame (x1 = 100), over the next panel
+    curve = ((90.0, 0.0), (95.0, 30.0), (95.0, 60.0), (90.0, 90.0), (90.0, 100.0))
+    (x, y), = place_arrow_labels([(curve, 120.0)], [], 16.0, bounds=(-100, -50, 100, 150))
+    assert -100 <= x - 61 and x + 61 <= 100 and -50 <= y <= 150
+    # and in a whole drawing, every label's centre lies in its own step's panel
+    import re as _re
+
+    source = schedule_graph(baseline("ring:16", "allgather", "ring")).source
+
+    def attribute(line, key):
+        return _re.search(rf'\b{key}="?([-\d.,]+)', line).group(1)
+
+    panels, labels = {}, []
+    for line in source.splitlines():
+        step = _re.match(r"\tstep(\d+) \[", line)
+        label = _re.match(r"\ts(\d+)l\d+_\d+ \[", line)
+        if step:
+            panels[int(step.group(1))] = (
+                tuple(map(float, attribute(line, "pos").split(","))),
+                float(attribute(line, "width")) * 72, float(attribute(line, "height")) * 72)
+        elif label:
+            labels.append((label.group(1), attribute(line, "pos")))
+    assert len(panels) == 15 and len(labels) == 15 * 32
+    for i, xy in labels:
+        (cx, cy), w, h = panels[int(i)]
+        x, y = map(float, xy.split(","))
+        assert abs(x - cx) <= w / 2 and abs(y - cy) <= h / 2
+
+
 def test_dgx1_schedule_loads_and_origin_colouring(tmp_path):
     schedule = baseline("dgx1", "allgather", "ring")
     path = render(schedule_graph(schedule, "origin"), tmp_path / "dgx1.svg")

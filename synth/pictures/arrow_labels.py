@@ -14,11 +14,14 @@ import math
 LABEL_H = 12.0
 
 
-def place_arrow_labels(arrows, nodes, node_half: float) -> list[tuple[float, float]]:
+def place_arrow_labels(arrows, nodes, node_half: float, bounds=None
+                       ) -> list[tuple[float, float]]:
     """A spot for each arrow's label ((curve, width) pairs, in order; a curve is its
     start, two control points, end and tip): beside its curve, outside first, at the
     middle first, wherever it overlaps the nodes (squares of half side `node_half`
-    about each centre in `nodes`) and the labels already placed least."""
+    about each centre in `nodes`) and the labels already placed least; within `bounds`
+    (x0, y0, x1, y1: the panel), where given, first of all, and moved inside where no
+    spot beside the curve is (labels printed over the next panel)."""
     boxes = _Boxes()  # centre x, y, half w, half h: the nodes, then the labels
     for x, y in nodes:
         boxes.add((x, y, node_half, node_half))
@@ -37,13 +40,34 @@ def place_arrow_labels(arrows, nodes, node_half: float) -> list[tuple[float, flo
             py = u ** 3 * start[1] + 3 * u * u * t * c1[1] + 3 * u * t * t * c2[1] + t ** 3 * end[1]
             for side in (1, -1):
                 spot = (px + side * nx_ * off, py + side * ny_ * off)
-                score = (boxes.overlap((spot[0], spot[1], hw, hh)), rank)
+                score = (_outside(spot, hw, hh, bounds),
+                         boxes.overlap((spot[0], spot[1], hw, hh)), rank)
                 rank += 1
                 if best is None or score < best[0]:
                     best = (score, spot)
-        out.append(best[1])
-        boxes.add((best[1][0], best[1][1], hw, hh))
+        spot = _inside(best[1], hw, hh, bounds)
+        out.append(spot)
+        boxes.add((spot[0], spot[1], hw, hh))
     return out
+
+
+def _outside(spot, hw: float, hh: float, bounds) -> float:
+    """How far a label at `spot` reaches past `bounds` (0: inside, or no bounds)."""
+    if bounds is None:
+        return 0.0
+    x0, y0, x1, y1 = bounds
+    return (max(0.0, x0 - (spot[0] - hw)) + max(0.0, spot[0] + hw - x1)
+            + max(0.0, y0 - (spot[1] - hh)) + max(0.0, spot[1] + hh - y1))
+
+
+def _inside(spot, hw: float, hh: float, bounds):
+    """`spot` moved the least way that keeps its label within `bounds`."""
+    if bounds is None:
+        return spot
+    x0, y0, x1, y1 = bounds
+    x = min(max(spot[0], x0 + hw), x1 - hw) if x1 - x0 >= 2 * hw else (x0 + x1) / 2
+    y = min(max(spot[1], y0 + hh), y1 - hh) if y1 - y0 >= 2 * hh else (y0 + y1) / 2
+    return (x, y)
 
 
 class _Boxes:

@@ -271,7 +271,9 @@ def _draw_panels(g, schedule: Schedule, steps, cols: int, panel: _Panel, blocks,
             label = matrix_label(schedule, step, colour, panel.cell)
         else:
             here = {r: (x + inner[0], y + inner[1]) for r, (x, y) in panel.pos.items()}
-            _graph_panel(g, schedule, i, here, rank_colours, colour)
+            frame = (centre[0] - width / 2 + 4, centre[1] - height / 2 + 4,
+                     centre[0] + width / 2 - 4, centre[1] + height / 2 - 40 * big)
+            _graph_panel(g, schedule, i, here, rank_colours, colour, frame)
             continue
         g.node(f"s{i}m", label=f"<{label}>", shape="plaintext", fixedsize="false",
                width="0", height="0", margin="0", style="", pos=point(inner) + "!",
@@ -315,8 +317,10 @@ def _colouring(schedule: Schedule, color: str):
     return ranks, lambda c: palette_colour(c % coll.num_chunks, coll.num_chunks), how
 
 
-def _graph_panel(g, schedule: Schedule, i: int, here: dict, rank_colours, colour):
-    """Step i as ranks at `here` with an arrow per used link and its label."""
+def _graph_panel(g, schedule: Schedule, i: int, here: dict, rank_colours, colour,
+                 frame=None):
+    """Step i as ranks at `here` with an arrow per used link and its label, the labels
+    within `frame` (x0, y0, x1, y1), the panel under its title."""
     n = schedule.collective.ranks
     step = schedule.steps[i]
     for r in range(n):
@@ -343,7 +347,7 @@ def _graph_panel(g, schedule: Schedule, i: int, here: dict, rank_colours, colour
                style="dashed" if any(x.op == "reduce" for x in sends) else "solid")
         arrows.append(((a, b), curve, label, text_width(plain)))
     spots = place_arrow_labels([(c, w) for _, c, _, w in arrows], list(here.values()),
-                               RANK_R + 2)
+                               RANK_R + 2, frame)
     for ((a, b), _, label, _), spot in zip(arrows, spots):
         g.node(f"s{i}l{a}_{b}", label=f"<{label}>", shape="plaintext", fixedsize="false",
                width="0", height="0", margin="0.02", fontsize="10", style="filled",
