@@ -114,7 +114,7 @@ def communicator_view(topo: Topology, ranks: list[int], name: str) -> Topology:
     from synth.topology.linkmodel import lower
 
     sub = view(topo, ranks, name)
-    if len(ranks) < 2:
+    if len(ranks) < 2 or len(ranks) == topo.ranks:  # the whole machine keeps its unit
         return sub
     fastest = max(link.capacity for link in lower(sub).links)
     if fastest >= 1:
