@@ -342,6 +342,14 @@ def test_the_alltoall_spread_is_computed_only_for_alltoall(monkeypatch):
     assert choose(ring, "allreduce", GB).predicted_us > 0
     with pytest.raises(AssertionError, match="computed"):
         choose(ring, "alltoall", GB)
+    # and once for every copy calibrate's fit makes (one a row and a step: a 16-row
+    # alltoall log ran past 15 s)
+    calls = []
+    monkeypatch.setattr(machine, "node_alltoall_spread", lambda *a: calls.append(1) or 2.0)
+    ring = machine_of(resolve("ring:8"))
+    for _ in range(5):
+        assert replace(ring, figures=ring.figures).alltoall_spread == 2.0
+    assert len(calls) == 1
 
 
 def test_a_gpu_alone_in_its_box_and_with_no_pcie_switch_sends_at_its_nic_link():

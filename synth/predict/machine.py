@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import cached_property, partial
+from functools import cache, cached_property, partial
 
 import networkx as nx
 
@@ -101,9 +101,11 @@ def machine_of(topo: Topology) -> Machine:
     nvls = (any({"reduce", "multicast"} <= set(v.can) for v in switches)
             and figures.arch in ("hopper", "blackwell"))
     sharp = any("reduce" in v.can for v in topo.vertices if v.kind == "net_switch")
-    spread = 1.0 if switches else partial(
+    # one memo for every copy dataclasses.replace makes (calibrate makes one a row and
+    # a step of its fit, and recomputed the spread each time)
+    spread = 1.0 if switches else cache(partial(
         node_alltoall_spread, topo, [r for r, b in enumerate(node_of) if b == node_of[0]],
-        intra_gbps, intra)
+        intra_gbps, intra))
     return Machine(topo.name, figures, len(gpus), nodes, intra, intra_gbps, pair, nics,
                    nic_gbps, bool(switches), nvls, sharp, spread)
 
