@@ -351,6 +351,8 @@ def _faster_elsewhere(a: dict) -> str:
     """What a runtime that was never asked about the fastest point runs instead: a point
     faster on that runtime's own protocols (mi250's allgather at 1.5 MB read as though
     MSCCL++ did not load the fastest point, beside a table that said both do)."""
+    if a["fastest"].endswith("-p2"):  # a lane variant: the others never compared with it
+        return ""
     others = [r for r in a["runtimes"].values() if r["file"] and r["point"] != a["fastest"]
               and a["fastest"] not in r.get("not_loadable_points", [])]
     return "".join(f"; {r['runtime']} runs {r['point']}, faster on its own protocols"
@@ -384,6 +386,12 @@ def _cut_words(text: str, width: int = 110) -> str:
     if len(text) <= width:
         return text
     cut = text[:width - 3].rsplit(" ", 1)[0]
-    if cut.count("(") > cut.count(")"):
-        cut = cut[:cut.rfind("(")].rstrip()
+    opened = []  # where each parenthesis still open opened
+    for i, ch in enumerate(cut):
+        if ch == "(":
+            opened.append(i)
+        elif ch == ")" and opened:
+            opened.pop()
+    if opened:
+        cut = cut[:opened[0]].rstrip() or text[:width - 3]
     return cut + "..."

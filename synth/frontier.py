@@ -78,7 +78,7 @@ class Result:
         Ctrl-C, every exact search asked all it meant to. (A construction proves
         nothing and says so in its Search; every NVLS machine read as cut short.)"""
         return all(not (s.stopped.startswith(TIMED_OUT) or s.stopped == "interrupted")
-                   if key in CONSTRUCTED else s.complete
+                   and (key in CONSTRUCTED or s.complete)
                    for key, s in self.searches.items())
 
     @property

@@ -143,6 +143,18 @@ def test_a_runtime_that_runs_another_point_faster_on_its_protocols_says_which():
     answer["runtimes"]["mscclpp"] = entry("MSCCL++", "allgather-s2-r2-c1", 20.9,
                                           ["allgather-s3-r3-c2"])
     assert format_answer(answer).splitlines()[0].endswith("18.3 us; it loads in MSCCL XML")
+    # a lane variant as the fastest was never compared on MSCCL++'s protocols
+    answer["runtimes"]["mscclpp"] = entry("MSCCL++", "allgather-s2-r2-c1", 20.9)
+    answer["fastest"] = answer["runtimes"]["msccl-xml"]["point"] = "allgather-s3-r3-c2-p2"
+    assert format_answer(answer).splitlines()[0].endswith("it loads in MSCCL XML")
+
+
+def test_a_refusal_cut_short_leaves_no_parenthesis_open():
+    from synth.answer import _cut_words
+
+    said = _cut_words("the runtime (MSCCL++ (v0.6) needs whole chunks (of 64 bytes each, "
+                      "and more words past the width)", 60)
+    assert said == "the runtime..." and said.count("(") == said.count(")")
 
 
 def test_gather_which_nccl_has_not_falls_back_to_grouped_sends_not_nccls_own():

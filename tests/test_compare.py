@@ -79,6 +79,11 @@ def test_the_root_is_named_wherever_it_changes_the_answer(tmp_path):
     assert said.stdout.startswith("gather (root 5) on dgx1 (8 ranks)\n")
     assert json.loads(synth_main("bounds", "gather", "--topo", "dgx1", "--root", "5",
                                  "--json").stdout)["root"] == 5
+    # the default root is named too, as compare names it; a collective without one: null
+    assert json.loads(synth_main("bounds", "gather", "--topo", "ring:4",
+                                 "--json").stdout)["root"] == 0
+    assert json.loads(synth_main("bounds", "allgather", "--topo", "ring:4",
+                                 "--json").stdout)["root"] is None
     compared = synth_main("compare", "gather", "--topo", "ring:4", "--root", "2", "--json",
                           "--time-limit", "20")
     assert json.loads(compared.stdout)["root"] == 2

@@ -258,3 +258,6 @@ def test_complete_means_nothing_was_cut_short_not_that_a_construction_proved_it(
                            ).complete
     unasked = Search(stopped="larger instances not asked", complete=False)
     assert not replace(result, searches={"in-network": built, "allgather": unasked}).complete
+    # a stage outside the constructions that Ctrl-C stopped is no complete job either
+    stopped = Search(stopped="interrupted")
+    assert not replace(result, searches={"allgather": proven, "runtimes": stopped}).complete

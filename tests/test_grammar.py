@@ -200,6 +200,10 @@ def test_old_spellings_still_run_whole(tmp_path):
     assert both.returncode == 2 and both.stderr.count("\n") == 1
     assert "given twice: --output and -o/--out name different values" in both.stderr
     assert not (tmp_path / "a.json").exists() and not (tmp_path / "b.json").exists()
+    # one file named two ways is one value
+    same = synth_main("export", src, "--to", "mscclpp", "--output", tmp_path / "c.json",
+                      "-o", f"{tmp_path}/./c.json")
+    assert same.returncode == 0 and (tmp_path / "c.json").exists()
 
 
 def test_a_renamed_option_without_its_value_is_one_line_and_exit_2(tmp_path):

@@ -28,6 +28,7 @@ def bounds_command(collective, spec, boxes, without, degrade, root, time_limit, 
     from synth.deadline import job_deadline
     from synth.errors import NoAnswer
     from synth.output import degraded_line, degraded_summary, rooted
+    from synth.schedule.collectives import make_collective
     from synth.topology.linkmodel import TimeLimit, lower_with_routes
 
     deadline = job_deadline(time_limit)
@@ -38,6 +39,7 @@ def bounds_command(collective, spec, boxes, without, degrade, root, time_limit, 
         raise NoAnswer(f"no bound: the time limit ({time_limit:g} s) ran out while {e}"
                        ) from None
     b = collective_bounds(lowering, collective, root, deadline)
+    root = make_collective(collective, b.ranks, 1, root).root  # the default's, 0, named
     summary = {"collective": b.collective, "topology": topo.name, "ranks": b.ranks,
                "root": root, "steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
                "latency_us": b.latency_us, "us_per_mb": b.us_per_mb,

@@ -12,6 +12,7 @@ that `synth allreduce`, `compare`, `report` and `plan` cannot drift apart again.
 from __future__ import annotations
 
 import math
+import os
 
 import click
 
@@ -113,7 +114,7 @@ class Renamed(click.Option):
         for spelling in self.old:
             if self._dest(spelling) not in opts:
                 continue
-            if self.name in opts and opts[self.name] != opts[self._dest(spelling)]:
+            if self.name in opts and _same(opts[self.name]) != _same(opts[self._dest(spelling)]):
                 # the new spelling won, and the old one's file was never written, unsaid
                 raise click.BadParameter(f"given twice: {spelling} and "
                                          f"{'/'.join(self.opts)} name different values")
@@ -121,6 +122,12 @@ class Renamed(click.Option):
                 deprecated(spelling, "/".join(self.opts))
             opts = {**opts, self.name: opts[self._dest(spelling)]}
         return super().consume_value(ctx, opts)
+
+
+def _same(value):
+    """A value as compared between spellings: a path as the file it names (box.yaml and
+    ./box.yaml are one)."""
+    return os.path.normpath(value) if isinstance(value, str) else value
 
 
 def deprecated(old: str, new: str) -> None:

@@ -34,7 +34,8 @@ def _synthesis_command(name: str):
         topo = resolve_in_time(spec, boxes, without + degrade, time_limit)
         hints = read_hints(hints_path, topo.ranks) if hints_path is not None else None
         backend, why = SOLVER_CHOICE[solver]
-        if steps is not None and max_steps is not None and steps > max_steps:
+        if (steps is not None and max_steps is not None and steps > max_steps
+                and rounds is None and chunks is None):  # one instance takes no --max-steps
             raise BadInput(f"--steps {steps} is past --max-steps {max_steps}")
         if rounds is not None or chunks is not None:
             if None in (steps, rounds, chunks):

@@ -267,7 +267,8 @@ def _grid_positions(topo: Topology) -> dict[str, tuple[float, float]]:
     step = 1.3 * 72
     graph = topo.graph().to_undirected()
     box_of = {v.name: v.box for v in topo.vertices}
-    boxes = sorted({v.box for v in topo.vertices if v.box is not None})
+    # the boxes with GPUs (a vertex of one without goes with the network switches)
+    boxes = sorted({box_of[g] for g in topo.gpus}, key=lambda b: (b is None, b or 0))
     layouts = [_box_grid(topo, graph, box_of, b, step) for b in boxes]
     width = max((w for _, w, _ in layouts), default=0.0) + 2 * step
     height = max((h for _, _, h in layouts), default=0.0) + 2 * step
