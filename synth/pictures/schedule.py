@@ -210,7 +210,7 @@ def _caption_lines(schedule: Schedule, orbits, switched: bool, blocks, dense: bo
     lines = [f"{_html(title)}", f"<font point-size='11'>{_html(how)}</font>"]
     if blocks is not None:
         what = (f"{n} ranks in {len(blocks)} blocks ({block_words(model, blocks)}); row: "
-                "sending block, column: receiving block; a cell gives the chunks sent "
+                "sending block, column: receiving block; a cell gives how many chunks go "
                 "between them and the fullest link's load / (capacity x rounds), bold when "
                 "full; shaded: used (darker: fuller), R: reduces")
     elif dense:
@@ -219,8 +219,8 @@ def _caption_lines(schedule: Schedule, orbits, switched: bool, blocks, dense: bo
                 "(darker: fuller), R: a reduce")
     else:
         what = ("each arrow is labelled with the chunks it carries, then load / (capacity "
-                "x rounds), bold when full; dashed: reduce; grey lines: links unused in "
-                "the step")
+                "x rounds), bold when full; dashed: reduce; an arrow of more than three "
+                "chunk ranges is dark grey; light grey lines: links unused in the step")
     lines.append(f"<font point-size='11'>{_html(what)}</font>")
     if pipe is not None:
         lines.append("<font point-size='11'>" + _html(
