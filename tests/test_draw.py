@@ -317,6 +317,28 @@ def test_pipelined_schedule_is_one_batch_and_a_timeline(tmp_path, pipelined, mon
     assert "decomposed over 2 identical boxes" in caption
 
 
+def test_a_long_pipelines_timeline_is_no_wider_than_its_panels_need(pipelined):
+    # 256 batches of a short program: 128 columns beside its few panels made a picture
+    # 5711 pixels wide, most of it empty; the columns now fit the panels' width (at
+    # least 32), the middle steps elided and said so
+    import re as _re
+    from dataclasses import replace
+
+    from synth.schedule.ir import Pipeline
+
+    program = len(pipelined.steps)
+    longer = replace(pipelined, pipeline=Pipeline(256, pipelined.pipeline.stride,
+                                                  (1,) * (program + 255)))
+    graph = schedule_graph(longer)
+    ticks = _re.findall(r"\ttick\d+ \[", graph.source)
+    assert 32 <= len(ticks) < 128
+    assert _re.search(r"steps \d+-\d+ are not drawn", graph.source)
+    timeline = _re.search(r'\ttimeline \[[^\]]*width=([\d.]+)', graph.source)
+    panels = [float(w) for w in _re.findall(r'\tstep\d+ \[[^\]]*width=([\d.]+)',
+                                            graph.source)]
+    assert float(timeline.group(1)) <= sum(panels) + len(panels)  # gaps between them
+
+
 def test_chunk_ranges_are_labelled_compactly(tmp_path):
     """The documented version 2 example: an allgather on a ring of 4, C = 4, two batches
     of two pieces; every send moves a range of two chunks."""

@@ -128,7 +128,8 @@ def schedule_graph(schedule: Schedule, color: str = "chunk", columns: int | None
                  rank_colours if color == "origin" else None, colour)
     if pipe is not None and steps:
         rows = -(-len(steps) // cols)
-        draw_timeline(g, schedule, -rows * (panel.height + GAP), zoom, MAX_PANELS)
+        draw_timeline(g, schedule, -rows * (panel.height + GAP), zoom, MAX_PANELS,
+                      room=cols * (panel.width + GAP) - GAP)
     return g
 
 

@@ -10,32 +10,38 @@ from synth.pictures.graphviz import _html, _plural, mix, palette_colour, point, 
 from synth.schedule.ir import Schedule
 
 MAX_TIMELINE = 128  # a timeline's columns at most; a longer one elides its middle
+MIN_TIMELINE = 32  # and at least, however narrow the panels above it
 
 
-def draw_timeline(g, schedule: Schedule, top: float, z: float = 1.0, most: int = 64) -> None:
+def draw_timeline(g, schedule: Schedule, top: float, z: float = 1.0, most: int = 64,
+                  room: float = 0.0) -> None:
     """The pipeline below the panels, its top at y = top, everything z times the usual
     size: a column per step (its number and rounds), a row per program step (at most
-    `most`), a cell where batch b runs that program step."""
+    `most`), a cell where batch b runs that program step; at most as many columns as
+    fit in `room` points (the panels' width: 128 columns beside two panels left most
+    of a picture 5711 pixels wide empty), and never fewer than MIN_TIMELINE."""
     pipe = schedule.pipeline
     program, total = len(schedule.steps), schedule.num_steps
     rows = min(program, most)
-    if total > MAX_TIMELINE:
-        half = MAX_TIMELINE // 2
-        columns = list(range(half)) + [None] + list(range(total - half + 1, total))
-    else:
-        columns = list(range(total))
-    shown = [t for t in columns if t is not None]
+    # a column as wide as its widest number, over every step (a bound on those shown)
     cw = max(18.0, 6 + max(text_width(str(x), 9) for x in
-                           (shown[-1], max(pipe.rounds[t] for t in shown), pipe.batches - 1)))
+                           (total - 1, max(pipe.rounds), pipe.batches - 1)))
     rh, head, pad = 16.0, 30.0, 12.0
     labels = [_row_label(schedule, i) for i in range(rows)]
     lw = max(text_width(x, 10) for x in labels + ["rounds"]) + 12
+    limit = MAX_TIMELINE if not room else max(MIN_TIMELINE, min(
+        MAX_TIMELINE, int((room / z - lw - 2 * pad) / cw) - 1))  # - 1: the elision's
+    if total > limit:
+        half = limit // 2
+        columns = list(range(half)) + [None] + list(range(total - half + 1, total))
+    else:
+        columns = list(range(total))
     title = (f"timeline: {batch_words(pipe.batches)} (stride {pipe.stride}) in "
              f"{_plural(total, 'step')}, {_plural(schedule.rounds, 'round')}")
     words = ("column: a step and its rounds; row: a program step; a cell b: batch b runs "
              "that program step in that step")
     if None in columns:
-        words += f"; steps {MAX_TIMELINE // 2}-{total - MAX_TIMELINE // 2} are not drawn"
+        words += f"; steps {limit // 2}-{total - limit // 2} are not drawn"
     if rows < program:
         words += f"; the first {rows} of {program} program steps are drawn"
     cw, rh, head, pad, lw = cw * z, rh * z, head * z, pad * z, lw * z
