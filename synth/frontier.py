@@ -432,13 +432,15 @@ def _allreduce_searches(lowering: Lowering, b: Bounds, limits: Limits, on_event,
     is left at each start."""
     model = lowering.model
     searches = {}
-    for part, share in (("allreduce", 3), ("allgather", 2), ("reducescatter", 1)):
+    parts = (("allreduce", 3), ("allgather", 2), ("reducescatter", 1))
+    for k, (part, weight) in enumerate(parts):
         refused = too_large(model, part, 1, limits.max_chunks // 2 + 1)
         if refused:  # not even one step fits: skip the bounds too (minutes at 256 GPUs)
             searches[part] = Search(stopped=f"instances too large for exact synthesis: "
                                             f"{refused}", complete=False, too_large=refused)
             continue
-        part_deadline = deadline.share(1 / share)
+        # its weight of those left (1 / weight gave each a third, as the walker found)
+        part_deadline = deadline.share(weight / sum(w for _, w in parts[k:]))
         part_limits = replace(limits, time_limit=part_deadline.left())
         pb = b if part == "allreduce" else bounds(
             lowering, make_collective(part, model.ranks), part_deadline.share(BOUNDS_SHARE))

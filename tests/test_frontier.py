@@ -261,3 +261,31 @@ def test_complete_means_nothing_was_cut_short_not_that_a_construction_proved_it(
     # a stage outside the constructions that Ctrl-C stopped is no complete job either
     stopped = Search(stopped="interrupted")
     assert not replace(result, searches={"allgather": proven, "runtimes": stopped}).complete
+
+
+def test_the_exact_allreduce_shares_its_time_3_2_1(monkeypatch):
+    # the direct search, then allgather and reducescatter for the composition: each
+    # got a third (1 / 3, then 1 / 2 of the rest), and torus:3x3's direct search ended
+    # out of time at 3.4 s of a 10 s limit
+    import synth.frontier as frontier_module
+    from synth.bounds import bounds
+    from synth.deadline import Deadline
+    from synth.schedule.collectives import make_collective
+    from synth.search.pareto import Search
+    from synth.topology.linkmodel import lower_with_routes
+
+    given = {}
+
+    def search(model, part, root, steps, rpc, limits, *args, **kwargs):
+        given[part] = limits.time_limit
+        return Search()
+
+    monkeypatch.setattr(frontier_module, "frontier", search)
+    lowering = lower_with_routes(resolve("ring:4"))
+    b = bounds(lowering, make_collective("allreduce", 4))
+    frontier_module._allreduce_searches(lowering, b, Limits(8, 2, 60.0), lambda *a: None,
+                                        deadline=Deadline.after(60.0))
+    # of what is left at each start (here all of it: the stand-in searches take none)
+    assert given["allreduce"] == pytest.approx(60.0 * 3 / 6, abs=1.0)
+    assert given["allgather"] == pytest.approx(60.0 * 2 / 3, abs=1.0)
+    assert given["reducescatter"] == pytest.approx(60.0, abs=1.0)

@@ -55,6 +55,23 @@ def test_sigint_during_compare_or_report_exits_130_and_says_so(command, tmp_path
     assert "interrupted" in err and "Traceback" not in err
 
 
+def test_sigint_during_a_z3_solve_is_an_interrupt(tmp_path):
+    # z3 took SIGINT for itself: its solve ended "unknown", read as out of time (exit 1,
+    # "not decided within 600 s"); torus:4x4's instance is not decided for minutes
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "synth", "allgather", "--topo", "torus:4x4", "--steps", "4",
+         "--rounds", "8", "--chunks", "8", "--solver", "z3", "--out", str(tmp_path),
+         "--time-limit", "600"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "SYNTH_CACHE": "0"},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err and "Traceback" not in err
+
+
 def _descendants(pid):
     """The pids below `pid` now, from /proc's parent links."""
     parent = {}

@@ -159,6 +159,9 @@ def _solve_z3(model: ConstraintModel, time_limit: float, workers: int, seed: int
         s = z3.SolverFor("QF_LIA")
         s.set("timeout", int(time_limit * 1000))
         s.set("random_seed", seed)
+    # Ctrl-C is Python's (_interruptible): z3's own handler took it during a solve,
+    # which then ended "unknown", read as out of time (exit 1, not 130)
+    s.set("ctrl_c", False)
     b = [None] + [z3.Bool(f"b{v}") for v in range(1, model.bools + 1)]
     n = [z3.Int(f"i{i}") for i in range(len(model.ints))]
 
