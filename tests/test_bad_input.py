@@ -58,6 +58,13 @@ def test_bad_schedule_files(path, tmp_path):
     ["allgather", "--topo", "dgx1", "--max-chunks", "0"],
     ["allgather", "--topo", "dgx1", "--steps", "0"],
     ["allgather", "--topo", "dgx1", "--steps", "3", "--max-steps", "2"],  # searched 3
+    # one instance ignored these without a word
+    ["allgather", "--topo", "ring:4", "--steps", "3", "--rounds", "3", "--chunks", "1",
+     "--max-chunks", "2"],
+    ["allgather", "--topo", "ring:4", "--steps", "3", "--rounds", "3", "--chunks", "1",
+     "--size", "1MB"],
+    ["allgather", "--topo", "ring:4", "--steps", "3", "--rounds", "3", "--chunks", "1",
+     "--method", "decomposed"],
     ["allgather", "--topo", "dgx1", "--time-limit", "0"],
     ["allgather", "--topo", "dgx1", "--time-limit", "-5"],
     ["allgather", "--topo", "dgx1", "--chunks", "99999999"],

@@ -35,15 +35,17 @@ def _synthesis_command(name: str):
         hints = read_hints(hints_path, topo.ranks) if hints_path is not None else None
         backend, why = SOLVER_CHOICE[solver]
         if (steps is not None and max_steps is not None and steps > max_steps
-                and rounds is None and chunks is None):  # one instance takes no --max-steps
+                and rounds is None and chunks is None):
             raise BadInput(f"--steps {steps} is past --max-steps {max_steps}")
         if rounds is not None or chunks is not None:
             if None in (steps, rounds, chunks):
                 raise BadInput("give --steps, --rounds and --chunks together (one instance), "
                                "or --steps alone")
-            if method == "constructed":
-                raise BadInput("--method constructed runs no solver, and one instance "
+            if method in ("constructed", "decomposed"):
+                raise BadInput(f"--method {method} builds schedules, and one instance "
                                "(--steps, --rounds, --chunks) is the exact search's")
+            _one_instance_takes_no(("max_steps", "max_chunks", "hints_path", "plots",
+                                    "nbytes"))
             return _one_instance(topo, name, root, steps, rounds, chunks, backend,
                                  time_limit, out_dir, formats, as_json)
         return _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why,
@@ -98,6 +100,19 @@ def _synthesis_command(name: str):
                            f"synth {name} --topo dgx1 --steps 2 --rounds 3 --chunks 2"))(command)
 
 
+def _one_instance_takes_no(names) -> None:
+    """BadInput for an option a search takes and one instance would ignore (it wrote its
+    file without a word of --max-chunks 2 beside --chunks 6, of --size or --plots)."""
+    import click.core
+
+    ctx = click.get_current_context()
+    given = [p for p in ctx.command.params if p.name in names and ctx.get_parameter_source(
+        p.name) == click.core.ParameterSource.COMMANDLINE]
+    if given:
+        raise BadInput(f"one instance (--steps, --rounds, --chunks) takes no "
+                       f"{given[0].opts[0]}: it belongs to a search")
+
+
 def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, out_dir,
                   formats, as_json):
     from synth.deadline import job_deadline
@@ -133,13 +148,13 @@ def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, 
         raise NoAnswer(f"no answer: {what} was not decided within {time_limit:g} s")
     point = Point(out.schedule, proven=False)
     directory = output_dir(out_dir, topo.name, name)
-    path, = write_points([point], directory, formats)
+    write_points([point], directory, formats)
     # every format's file (the path above is the first's: two formats named one file)
     files = [str(directory / f"{point_stem(point)}{EXTENSIONS[f]}") for f in formats]
     found = out.schedule
     line = {"collective": name, "root": coll.root, "topology": topo.name,
             "steps": found.num_steps, "rounds": found.rounds, "chunks": chunks,
-            "file": str(path), "files": files, "solve_seconds": round(out.seconds, 3),
+            "file": files[0], "files": files, "solve_seconds": round(out.seconds, 3),
             "solver": backend, "cached": out.cached}
     how = "answered from the cache" if out.cached else f"in {out.seconds:.2f} s"
     click.echo(json.dumps(line) if as_json else
