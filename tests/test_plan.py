@@ -116,6 +116,16 @@ def test_the_nccl_log_and_the_trace_give_the_calls_they_record():
     assert calls == {("box_8", "allreduce", 64 << 20): 2, ("box_8", "alltoall", 32 << 20): 1,
                      ("across_2", "reducescatter", 384 << 20): 1,
                      ("across_2", "allgather", 384 << 20): 1}
+    assert not any("uneven" in n for n in trace.notes)
+    # an all_to_allv with uneven splits is planned as an even alltoall, and said so
+    events = json.loads((EXAMPLES / "profiler-trace-dgxh100x2.json").read_text())
+    for e in events["traceEvents"] if isinstance(events, dict) else events:
+        if e.get("args", {}).get("Collective name") == "all_to_allv":  # even there
+            e["args"].update({"In split size": list(range(1, 9)),
+                              "Out split size": list(range(1, 9))})
+    uneven = parse_trace(json.dumps(events), TOPO, "v.json")
+    assert any(n.startswith("1 alltoall calls with uneven splits (all_to_allv) are planned "
+                            "as even") for n in uneven.notes)
 
 
 def test_the_spans_tile_every_size_with_the_fastest_candidate(together):

@@ -63,7 +63,7 @@ def parse_trace(text: str, topo: Topology, source: str = "trace", steps: int = 1
         comms = [(i, e) for i, e in enumerate(events) if isinstance(e, dict)
                  and e.get("cat") == "kernel" and isinstance(e.get("args"), dict)
                  and "Collective name" in e["args"]]
-    counts, skipped, places, single = Counter(), 0, {}, 0
+    counts, skipped, places, single, uneven = Counter(), 0, {}, 0, 0
     for i, event in comms:
         at = f"{where}: traceEvents[{i}]"
         args = event.get("args")
@@ -76,6 +76,7 @@ def parse_trace(text: str, topo: Topology, source: str = "trace", steps: int = 1
         if name not in NAMES:
             raise BadInput(f"{at}: unknown collective {quote(name)}")
         coll = NAMES[name]
+        uneven += coll == "alltoall" and _uneven(args)
         dtype = args.get("dtype")
         if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
             raise BadInput(f"{at}: unknown dtype {quote(dtype)}")
@@ -110,6 +111,8 @@ def parse_trace(text: str, topo: Topology, source: str = "trace", steps: int = 1
         if single else ()
     notes += ("roots of rooted collectives are not in the trace: rank 0 is assumed",) \
         if any(c.root is not None for c in calls) else ()
+    notes += (f"{uneven} alltoall calls with uneven splits (all_to_allv) are planned as "
+              "even alltoalls of the same total",) if uneven else ()
     return Workload(f"profiler trace {source}", communicators, calls, str(source), notes)
 
 
@@ -156,3 +159,13 @@ def _place(ranks: tuple[int, ...], topo: Topology, at: str):
             return name, shape
     digest = hashlib.sha256(repr(ranks).encode()).hexdigest()[:8]
     return f"ranks_{'_'.join(map(str, ranks[:4]))}_{digest}", {"ranks": [list(ranks)]}
+
+
+def _uneven(args: dict) -> bool:
+    """Whether an alltoall event's split sizes differ from one another (all_to_allv's
+    "In split size" / "Out split size"; an even one gives them empty or all alike)."""
+    for key in ("In split size", "Out split size"):
+        splits = args.get(key)
+        if isinstance(splits, list) and len(set(map(str, splits))) > 1:
+            return True
+    return False
