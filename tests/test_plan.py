@@ -210,6 +210,18 @@ def test_synth_plan_writes_runtime_files_that_load(tmp_path):
                     assert f["algorithm"].startswith("NCCL's own")
                     continue
                 text = (out / f["file"]).read_text()
+                # its schedule is written and named (the folders number their files
+                # apart, and a power-of-two-lanes variant's had no schedule at all): a
+                # valid schedule of the file's chunks
+                schedule = json.loads((out / f["schedule"]).read_text())
+                verify_schedule(schedule)
+                if fmt == "msccl-xml":  # the file is that schedule's: its loop's chunks
+                    from synth.export import render
+                    from synth.schedule.file import schedule_from_dict
+
+                    again = render(schedule_from_dict(schedule), fmt, True)[0]
+                    loop = r'nchunksperloop="(\d+)"'
+                    assert re.search(loop, again).group(1) == re.search(loop, text).group(1)
                 # in place where PyTorch calls it so (allreduce, allgather): SynthComm
                 # and the runtimes take a file only in the call's form
                 inplace = entry["collective"] in ("allreduce", "allgather")

@@ -4,7 +4,9 @@ schedules, plan.json and report.md.
     DIR/plan.json                     the plan (machine-readable; `files` lists the rest)
     DIR/report.md, DIR/report.html    the report: per call the choice against NCCL's
                                       (the page shows the plots, with them)
-    DIR/schedules/COMM/COLL-I.json    each chosen schedule (synth verify reads them)
+    DIR/schedules/COMM/COLL-I.json    each chosen schedule, and every runtime file's
+                                      (plan.json's `schedule` of each file; synth verify
+                                      reads them)
     DIR/msccl/COMM/COLL-I.xml         MSCCL XML, minBytes..maxBytes per file
     DIR/mscclpp/COMM/COLL-I.mscclpp.json, DIR/mscclpp/register.py
                                       MSCCL++ plans and their registration
@@ -277,10 +279,21 @@ def render_plan(plan: Plan, formats=tuple(RUNTIMES), extra: dict | None = None,
     `not_exported` (runtime_files)."""
     texts, runtime = {}, {}
     for e in plan.entries:
-        for i, span in enumerate(e.spans):
-            doc = schedule_to_dict(span.candidate.schedule)
-            texts[Path("schedules") / e.communicator / f"{entry_stem(e)}-{i}.json"] = \
-                schedule_json(doc)
+        schedules: dict[int, str] = {}  # id(schedule) -> its file under schedules/
+
+        def schedule_file(schedule) -> str:
+            """The schedule's file, written once: a runtime file's schedule, where no
+            span has it (a power-of-two-lanes variant), had none, and the stems of
+            msccl/, mscclpp/ and schedules/ are numbered apart (plan.json names it)."""
+            if id(schedule) not in schedules:
+                path = Path("schedules") / e.communicator / \
+                    f"{entry_stem(e)}-{len(schedules)}.json"
+                texts[path] = schedule_json(schedule_to_dict(schedule))
+                schedules[id(schedule)] = str(path)
+            return schedules[id(schedule)]
+
+        for span in e.spans:
+            schedule_file(span.candidate.schedule)
         for fmt in dict.fromkeys(formats):
             folder, ext = RUNTIMES[fmt]
             skipped: list = []
@@ -289,6 +302,8 @@ def render_plan(plan: Plan, formats=tuple(RUNTIMES), extra: dict | None = None,
                 text = f.pop("text")
                 f["file"] = None if text is None else \
                     str(Path(folder) / e.communicator / f"{entry_stem(e)}-{i}{ext}")
+                f["schedule"] = None if text is None else \
+                    schedule_file(f["candidate"].schedule)
                 if text is not None:
                     texts[Path(f["file"])] = text
             runtime.setdefault(fmt, []).append({"communicator": e.communicator,
