@@ -339,7 +339,8 @@ def parse(doc):
         # beside the schedules, ending in .json too: a glob takes both
         _bad("format", "missing, and it has an MSCCL++ execution plan's name and gpus: "
                        "a plan, not a synth schedule (a point's schedule is STEM.json, "
-                       "its plan STEM.mscclpp.json)")
+                       "its plan STEM.mscclpp.json; a synth plan's plan.json names each "
+                       "file's schedule)")
     if _get(doc, "format", "") != FORMAT:
         _bad("format", f"expected {FORMAT!r}, got {_cut(repr(doc['format']))}")
     version = _int(_get(doc, "version", ""), "version")
