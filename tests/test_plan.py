@@ -749,3 +749,22 @@ def test_a_ranges_summary_line_names_the_size_its_time_is_for(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     (line,) = [x for x in done.stdout.splitlines() if x.lstrip().startswith("allgather on")]
     assert "  262144 B x" in line and "65536 B" not in line
+
+
+def test_a_file_faster_than_nccl_around_a_workload_size_runs_those_sizes_too():
+    # dgxh100's tp allreduce at 80 MB: the MSCCL++ NVLS file beats what NCCL runs at
+    # 80 MB and at 64 MB, but its range was 80 MB alone (the envelope's lines are NCCL's
+    # options at full channels, faster than NCCL runs), and 64 MB went to NCCL
+    from synth.plan.output import runtime_files
+
+    box = resolve("dgxh100")
+    work = {"name": "tp", "communicators": {"tp": {"per": "box"}},
+            "collectives": [{"communicator": "tp", "collective": "allreduce",
+                             "size": "80MB", "count": 8}]}
+    (entry,) = make_plan(parse_workload(work, box, "tp"), box, Limits(time_limit=60)).entries
+    files = runtime_files(entry, "mscclpp")
+    at = next(f for f in files if f["min_bytes"] <= 80 << 20 <= (f["max_bytes"] or 1 << 60))
+    assert at["candidate"] is not None and at["min_bytes"] <= 64 << 20
+    # the sizes it gained, it runs faster than NCCL does there
+    for n in (64 << 20, at["min_bytes"], at["max_bytes"]):
+        assert at["candidate"].time_us(n) < entry.nccl(n).time_us(n)

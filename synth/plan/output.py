@@ -47,6 +47,7 @@ from synth.plan.document import plan_document, ranks_per_node, runtime_steps, wi
 from synth.plan.page import plan_page
 from synth.plan.report import report_text
 from synth.plan.planner import Entry, Plan, envelope, typical
+from synth.schedule.cost import MAX_SIZE
 from synth.schedule.file import schedule_json, schedule_to_dict
 
 RUNTIMES = {"msccl-xml": ("msccl", ".xml"), "mscclpp": ("mscclpp", ".mscclpp.json")}
@@ -156,8 +157,14 @@ def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
         want = fastest(n)
         for k, (low, high, c) in enumerate(pieces):
             if within_range(low, high, n) and not _same_choice(c, want, units):
-                pieces[k:k + 1] = [x for x in ((low, n - 1, c), (n, n, want),
-                                               (n + 1, high, c))
+                # a file beats what NCCL runs around n too, not at n alone (the ranges'
+                # lines are NCCL's at full channels: a 1-byte range at 80 MB left 64 MB,
+                # 1.07 x faster with the file, to NCCL)
+                a, b = (n, n) if id(want) not in units else \
+                    _beating(entry, own, want, low, n, high)
+                b = min(b, largest.get(id(want), b))  # never past what its file may serve
+                pieces[k:k + 1] = [x for x in ((low, a - 1, c), (a, b, want),
+                                               (b + 1, high, c))
                                    if x[1] is None or x[1] >= x[0]]
                 break
     # neighbours with one option are one range; a file ending at 0 bytes is no range (0
@@ -198,6 +205,26 @@ def _nccl_runs(entry: Entry, own: list, n: int):
     runs = entry.nccl(n)
     label = f"NCCL's own ({runs.label})"
     return next((c for c in own if c.label == label), own[0]), runs.time_us(n)
+
+
+def _beating(entry: Entry, own: list, want, low: int, n: int, high: int | None
+             ) -> tuple[int, int]:
+    """The sizes about n, within low..high, where `want` (a file, fastest at n) is faster
+    than what NCCL runs there: the largest such run of sizes through n, its ends found
+    by bisection (one crossing each side, as a line and NCCL's near choices meet)."""
+    def faster(m):
+        return want.time_us(m) < _nccl_runs(entry, own, m)[1]
+
+    def edge(inside, outside):  # the last size from `inside` towards `outside` that wins
+        while abs(outside - inside) > 1:
+            mid = (inside + outside) // 2
+            inside, outside = (mid, outside) if faster(mid) else (inside, mid)
+        return inside
+
+    top = high if high is not None else min(MAX_SIZE, 2 * n + 1)
+    a = low if faster(low) else edge(n, low)
+    b = top if faster(top) and high is not None else edge(n, top + 1)
+    return max(a, low), b
 
 
 def _same_choice(c, want, units: dict) -> bool:
