@@ -768,3 +768,19 @@ def test_a_file_faster_than_nccl_around_a_workload_size_runs_those_sizes_too():
     # the sizes it gained, it runs faster than NCCL does there
     for n in (64 << 20, at["min_bytes"], at["max_bytes"]):
         assert at["candidate"].time_us(n) < entry.nccl(n).time_us(n)
+
+
+def test_a_files_bound_never_lands_on_a_workload_size_it_cannot_cut():
+    # ring:8's allgather at 3,000,000 B: an MSCCL++ plan's range ended at 2,999,999, its
+    # bound (one past) at 3,000,000, which the inclusive readers ran it at, and the
+    # executor threw: the plan does not cut it
+    from synth.plan.output import _after_overlaps
+
+    pieces = [(0, 2_999_999, "file"), (3_000_000, None, "nccl")]
+    def is_file(c):
+        return c == "file"
+    assert _after_overlaps(pieces, [3_000_000], is_file, lambda c, n: False) == [
+        (0, 2_999_998, "file"), (2_999_999, None, "nccl")]
+    # one it cuts is given to it, as before
+    assert _after_overlaps(pieces, [3_000_000], is_file, lambda c, n: True) == [
+        (0, 3_000_000, "file"), (3_000_001, None, "nccl")]

@@ -269,11 +269,12 @@ def _merged(pieces: list) -> list:
 
 def _after_overlaps(pieces: list, sizes, is_file, cuts) -> list:
     """(low, high, candidate) pieces with no workload size on the byte after a file's
-    range that the file cuts. A file's upper bound is written one past its range
-    (_upper), and the runtimes that read it inclusively run the file for that byte too,
-    as they run the next range's file there: whichever they loaded first. So a workload
-    size there is given to this file (its range grows by that byte, the next one's
-    shrinks); neither order of loading then gives it to another file that cuts it."""
+    range. A file's upper bound is written one past its range (_upper), and the runtimes
+    that read it inclusively run the file for that byte too, as they run the next
+    range's file there: whichever they loaded first. So a workload size there that the
+    file cuts is given to it (its range grows by that byte, the next one's shrinks), and
+    one it does not cut is kept off its bound (its range shrinks by a byte): neither
+    order of loading then gives a workload size to a file that does not cut it."""
     sizes, out = set(sizes), [list(p) for p in pieces]
     i = 0
     while i < len(out) - 1:
@@ -284,6 +285,11 @@ def _after_overlaps(pieces: list, sizes, is_file, cuts) -> list:
             if out[i + 1][1] is not None and out[i + 1][1] < out[i + 1][0]:
                 del out[i + 1]  # it was that one size
             continue
+        if is_file(c) and n in sizes:  # one it cannot cut: its bound must not be on it
+            out[i][1], out[i + 1][0] = high - 1, high  # (ring:8's allgather at 3,000,000:
+            if out[i][1] < out[i][0]:                  # the executor threw there)
+                del out[i]
+                continue
         i += 1
     return _merged([tuple(p) for p in out])
 
