@@ -412,8 +412,9 @@ def _baselines(model: LinkModel, name: str, root: int | None, limits: Limits,
     search = Search(points=[Point(replace(b.schedule, info={
         **b.schedule.info, "method": f"baseline: {b.name}", "baseline": b.name}),
         proven=False) for b in built if lo <= b.schedule.num_steps <= hi], stopped=why)
-    if not search.points and not search.stopped:
-        search.stopped = "none applies within the steps asked for"
+    if not search.points and not search.stopped:  # none of them, or none in the steps
+        search.stopped = ("none applies within the steps asked for" if built else
+                          f"none applies to {name} here")
     return search
 
 

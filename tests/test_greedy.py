@@ -143,7 +143,7 @@ def test_a_count_that_would_overrun_the_deadline_is_not_begun():
     search = greedy_search(model("torus:8x8"), "allgather", None, Limits(),
                            deadline=time.monotonic() + 0.01)
     assert search.points == [] and not search.complete
-    assert search.stopped.startswith("out of time before 1 chunks a share: about 0.0")
+    assert search.stopped.startswith("out of time before 1 chunk a share: about 0.0")
 
 
 def test_translations_are_checked_against_the_links():

@@ -300,7 +300,7 @@ def test_the_time_limit_covers_the_bounds_and_all_that_follows(tmp_path, monkeyp
     stopped = summary["stopped"]
     assert stopped.keys() == {"greedy", "trees", "baselines", "allgather"}  # each was cut
     assert stopped["trees"] == stopped["allgather"] == "out of time"
-    assert stopped["greedy"].startswith("out of time before 1 chunks a share")
+    assert stopped["greedy"].startswith("out of time before 1 chunk a share")
     assert stopped["baselines"].startswith("not built: ")
     assert not out.exists()  # nothing written, not even in part
     full = bounds(lower_with_routes(resolve("dgx1")), make_collective("allgather", 8))

@@ -78,11 +78,11 @@ def greedy_search(model: LinkModel, name: str, root: int | None, limits: Limits,
     for chunks in counts:
         sends = _sends(model.ranks, name, chunks) // written
         if sends > MAX_SENDS:
-            search.stopped = f"stopped before {chunks} chunks a share: over {MAX_SENDS:,} sends"
+            search.stopped = f"stopped before {_a_share(chunks)}: over {MAX_SENDS:,} sends"
             break
         need = SEND_SECONDS * sends
         if not deadline.affords(need):
-            search.stopped = (f"out of time before {chunks} chunks a share: about "
+            search.stopped = (f"out of time before {_a_share(chunks)}: about "
                               f"{need:.1f} s needed, {deadline.left():.1f} s left")
             search.complete = False
             break
@@ -99,10 +99,10 @@ def greedy_search(model: LinkModel, name: str, root: int | None, limits: Limits,
             break
         point = Point(schedule, proven=False)
         if limits.max_steps and point.steps > limits.max_steps:
-            search.stopped = f"past the step limit at {chunks} chunks a share"
+            search.stopped = f"past the step limit at {_a_share(chunks)}"
             break
         if last is not None and point.ratio > last:
-            search.stopped = f"{chunks} chunks a share did worse than {chunks // 2}"
+            search.stopped = f"{_a_share(chunks)} did worse than {chunks // 2}"
             break
         better, last = last is None or point.ratio < last, point.ratio
         if better and point.steps >= limits.min_steps:  # the range asked for (--steps)
@@ -349,3 +349,7 @@ def _links(model: LinkModel):
         for link in g.links:
             groups_of[link].append(g.name)
     return into, {"link": links, "group": groups}, groups_of, span
+
+
+def _a_share(chunks: int) -> str:
+    return f"{chunks} chunk{'s' * (chunks != 1)} a share"
