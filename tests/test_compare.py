@@ -105,6 +105,13 @@ def test_steps_under_the_bound_say_so_not_a_max_steps_never_given(tmp_path):
     assert said.stderr == ("synth: error: no schedule found for allgather on dgx1: --steps 1 "
                            "is under its bound of 2 steps\n")
 
+    # --max-steps under the bound says so too
+    said = synth_main("allgather", "--topo", "dgx1", "--max-steps", "1", "-o", str(tmp_path),
+                      "--time-limit", "20")
+    assert said.returncode == 1 and said.stderr == (
+        "synth: error: no schedule found for allgather on dgx1: --max-steps 1 is under its "
+        "bound of 2 steps\n")
+
 
 def test_a_size_given_twice_is_one_column():
     result = synth_main("compare", "allgather", "--topo", "ring:4", "--sizes", "1KB,1KB,1MB")

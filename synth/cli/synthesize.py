@@ -221,6 +221,10 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
             raise NoAnswer(f"no schedule found for {rooted(name, result.root)} on "
                            f"{topo.name}: --steps {steps} is under its bound of "
                            f"{result.bounds.steps} steps")
+    if max_steps is not None and max_steps < result.bounds.steps and not result.points:
+        raise NoAnswer(f"no schedule found for {rooted(name, result.root)} on {topo.name}: "
+                       f"--max-steps {max_steps} is under its bound of "
+                       f"{result.bounds.steps} steps")
     # the points are timed, and the runtimes' own found, in what their files leave (a
     # file already on disk leaves its time: dgx2x32's 13 early files held 40 s that the
     # job then ended without using) and FINISH_SHARE; an exporter's try is cut at that
