@@ -187,7 +187,7 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     from synth.deadline import job_deadline
     from synth.export.loads import chosen
     from synth.frontier import synthesize
-    from synth.output import format_table, output_dir, rooted, write_points
+    from synth.output import format_table, output_dir, write_points
     from synth.search.pareto import Limits
 
     started_ns = time.time_ns()
@@ -217,14 +217,7 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     if steps is not None:
         result.points = [p for p in result.points if p.steps == steps]
         result.candidates = [p for p in result.candidates if p.steps == steps]
-        if steps < result.bounds.steps:  # said "reached --max-steps", never given
-            raise NoAnswer(f"no schedule found for {rooted(name, result.root)} on "
-                           f"{topo.name}: --steps {steps} is under its bound of "
-                           f"{result.bounds.steps} steps")
-    if max_steps is not None and max_steps < result.bounds.steps and not result.points:
-        raise NoAnswer(f"no schedule found for {rooted(name, result.root)} on {topo.name}: "
-                       f"--max-steps {max_steps} is under its bound of "
-                       f"{result.bounds.steps} steps")
+    _under_the_bound(result, topo.name, steps, max_steps)
     # the points are timed, and the runtimes' own found, in what their files leave (a
     # file already on disk leaves its time: dgx2x32's 13 early files held 40 s that the
     # job then ended without using) and FINISH_SHARE; an exporter's try is cut at that
@@ -362,6 +355,19 @@ def baselines_by(result, collective: str, deadline):
         click.echo(f"synth: note: some baselines left out by the time limit ({unbuilt})",
                    err=True)
     return built, dict(skipped), unbuilt
+
+
+def _under_the_bound(result, topology: str, steps, max_steps) -> None:
+    """NoAnswer where --steps, or --max-steps with no point found, is under the step
+    bound (the summary said "reached --max-steps", never given, or the searches' words)."""
+    from synth.output import rooted
+
+    for option, value in (("--steps", steps), ("--max-steps", max_steps)):
+        if value is not None and value < result.bounds.steps and (
+                option == "--steps" or not result.points):
+            raise NoAnswer(f"no schedule found for {rooted(result.collective, result.root)} "
+                           f"on {topology}: {option} {value} is under its bound of "
+                           f"{result.bounds.steps} steps")
 
 
 def nothing_found(result, name: str, topology: str) -> NoAnswer:
