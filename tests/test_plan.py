@@ -498,7 +498,8 @@ def test_a_communicator_whose_groups_differ_is_refused():
     work = parse_workload({"communicators": {"pairs": {"ranks": [[0, 1], [2, 10]]}},
                            "collectives": [{"communicator": "pairs",
                                             "collective": "allreduce", "size": "1MB"}]}, TOPO)
-    with pytest.raises(BadInput, match=r"group \[2, 10\] sees the topology differently"):
+    with pytest.raises(BadInput, match=r"group \[2, 10\] sees the topology differently"
+                                       r".* or, on a degraded machine, plan the healthy one"):
         make_plan(work, TOPO, Limits(time_limit=10))
 
 

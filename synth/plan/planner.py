@@ -306,8 +306,9 @@ def check_alike(topo: Topology, name: str, groups: list[list[int]]) -> None:
     for g in groups[1:]:
         if shape(g) != first:
             raise BadInput(f"communicator {name}: group {g} sees the topology differently "
-                           f"from group {groups[0]} (one plan serves every group: give "
-                           "groups of one shape)")
+                           f"from group {groups[0]} (one plan serves every group, as a "
+                           "runtime loads one file for all: give groups of one shape, or, "
+                           "on a degraded machine, plan the healthy one)")
 
 
 def _check_routes(name: str, group: list[int], routes: dict) -> None:
