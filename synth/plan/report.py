@@ -109,7 +109,9 @@ def _overlaps(plan: Plan) -> list[str]:
 def _fastest(plan: Plan) -> list[str]:
     """Per entry: the fastest candidate at each size."""
     w = plan.workload
-    lines = ["", "## The fastest candidate at each size", ""]
+    lines = ["", "## The fastest candidate at each size", "",
+             "(a line's us/MB is per 10^6 bytes; sizes are in binary units, 1 MB = 2^20 "
+             "bytes)", ""]
     for e in plan.entries:
         lines += [f"{e.collective} on {e.communicator} ({e.ranks} GPUs, "
                   f"{len(w.communicators[e.communicator])} groups, planned on "
