@@ -785,3 +785,24 @@ def test_a_files_bound_never_lands_on_a_workload_size_it_cannot_cut():
     # one it cuts is given to it, as before
     assert _after_overlaps(pieces, [3_000_000], is_file, lambda c, n: True) == [
         (0, 3_000_000, "file"), (3_000_001, None, "nccl")]
+
+
+def test_on_rccl_an_xml_file_runs_a_size_only_where_every_share_is_whole_loops():
+    # RCCL (and msccl-executor-nccl before 2024-09) asks whole loops of a call's per-rank
+    # count; the plan judged MI300X's files by the whole buffer's, and gave them sizes
+    # RCCL would not select them for
+    from synth.export.units import Unit
+    from synth.plan.output import runtime_files
+
+    nccl, rccl = Unit("msccl-xml", 16, 8), Unit("msccl-xml", 16, 8, per_share=True)
+    assert nccl.cuts(16 * 4) and not rccl.cuts(16 * 4) and rccl.cuts(16 * 4 * 8)
+    box = resolve("mi300x")
+    work = {"name": "ag", "communicators": {"tp": {"per": "box"}},
+            "collectives": [{"communicator": "tp", "collective": "allgather",
+                             "size": 32 * 3073, "count": 1}]}
+    (entry,) = make_plan(parse_workload(work, box, "ag"), box, Limits(time_limit=30)).entries
+    assert entry.library == "rccl"
+    n = 32 * 3073  # whole loops of an 8-chunk file in the buffer, not in each share
+    for f in runtime_files(entry, "msccl-xml"):
+        if f["candidate"] is not None and f["min_bytes"] <= n <= (f["max_bytes"] or n):
+            assert f["unit"].per_share and (n // 8) % (f["unit"].chunks * 4) == 0

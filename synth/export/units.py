@@ -73,12 +73,15 @@ class Unit:
     parts: int = 1
     min_bytes: int = 0  # the smallest call the runtime picks the file for
     max_bytes: int | None = None  # the largest (None: no limit)
+    per_share: bool = False  # MSCCL as RCCL runs it: whole loops in every share
 
     def quantum(self, element_bytes: int | None = None) -> int:
         """The sizes it runs are the multiples of this (MSCCL: for an element type of
-        element_bytes; None: every type up to MAX_ELEMENT_BYTES)."""
+        element_bytes; None: every type up to MAX_ELEMENT_BYTES; per_share: in every
+        one of the call's parts, as RCCL asks it)."""
         if self.fmt == "msccl-xml":
-            return self.chunks * (element_bytes or MAX_ELEMENT_BYTES)
+            return self.chunks * (element_bytes or MAX_ELEMENT_BYTES) * (
+                self.parts if self.per_share else 1)
         return ALIGNMENT * self.chunks
 
     def cuts(self, n: int, element_bytes: int | None = None) -> bool:

@@ -75,7 +75,8 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
             envelope(cands), [c for c in workload.calls if (c.communicator, c.collective,
                                                            c.root) == (comm, coll, root)],
             groups, time.monotonic() - began, bool(made),
-            machine_of(sub) if calibrated and made else None))
+            machine_of(sub) if calibrated and made else None,
+            getattr(sub.figures, "library", "nccl")))
     tags = [t for t in dict.fromkeys(c.overlap for c in workload.calls) if t]
     for i, tag in enumerate(tags):
         if sum(c.overlap == tag for c in workload.calls) < 2:

@@ -250,7 +250,8 @@ def _exported(entry: Entry, fmt: str, deadline: float | None, skipped: list | No
             continue
         if text is None:
             continue
-        units[id(c)] = unit_of(fmt, text)
+        # RCCL runs an XML file for whole loops in every share, not in the buffer
+        units[id(c)] = replace(unit_of(fmt, text), per_share=entry.library == "rccl")
         largest[id(c)] = json.loads(text)["max_message_size"] if fmt == "mscclpp" \
             else biggest
     return units, largest

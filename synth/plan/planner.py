@@ -93,6 +93,7 @@ class Entry:
     seconds: float = 0.0
     modelled_nccl: bool = True  # False: no NCCL-style baseline here (reference = ours)
     machine: Machine | None = None  # cost model 2: NCCL's choice is its tuner's, here
+    library: str = "nccl"  # the machine's collective library (rccl: MSCCL per share)
 
     def best(self, n: int) -> Candidate:
         """The plan's choice at n: the fastest candidate, or NCCL's own where that is
