@@ -78,7 +78,8 @@ def answer_at(result: Result, nbytes: int, deadline: Deadline = Deadline()) -> A
         # XML's exports took it all on dgxh100x4, and MSCCL++ was asked about nothing
         share = deadline.within(deadline.left() / (len(RUNTIME_NAMES) - i))
         runtimes[fmt] = _loadable(sorted(timed, key=lambda p: time_of(
-            p.schedule, RUNTIME_PROTOCOLS[fmt])[0]), fmt, nbytes, time_of, share)
+            p.schedule, RUNTIME_PROTOCOLS[fmt])[0]), fmt, nbytes, time_of, share,
+            getattr(getattr(result.topology, "figures", None), "library", "") == "rccl")
     name, us, note = reference_at(result, nbytes, time_of)
     from synth.predict.nccl_tables import COLLECTIVES
 
@@ -136,7 +137,7 @@ def reference_at(result: Result, nbytes: int, time_of=None) -> tuple[str, float,
 
 
 def _loadable(timed: list[Point], fmt: str, nbytes: int, time_of,
-              deadline: Deadline = Deadline()) -> Loadable:
+              deadline: Deadline = Deadline(), per_share: bool = False) -> Loadable:
     found, until = Loadable(None), deadline.within(BUDGET_S)
     for p in timed:
         if (found.why_not and until.passed()) or deadline.passed():
@@ -148,7 +149,8 @@ def _loadable(timed: list[Point], fmt: str, nbytes: int, time_of,
             found.why_not.append(str(e))
             found.tried.append(point_stem(p))
             continue
-        if not unit_of(fmt, text).cuts(nbytes):
+        # RCCL (per_share) runs an XML file for whole loops in every share
+        if not replace(unit_of(fmt, text), per_share=per_share).cuts(nbytes):
             found.why_not.append(UNCUT.format(nbytes))
             found.tried.append(point_stem(p))
             found.uncut.append(id(p))

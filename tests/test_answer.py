@@ -324,3 +324,25 @@ def test_where_no_reference_applies_the_answer_says_so_and_its_json_is_strict(tm
     lines = text.stdout.splitlines()
     assert "nan" not in text.stdout and lines[-2].startswith("  reference: none applies")
     assert lines[-1].endswith("(no reference applies here)")
+
+
+def test_on_rccl_an_xml_file_is_offered_only_for_whole_loops_in_every_share():
+    # RCCL selects an MSCCL XML file for a call whose per-rank count is whole loops; the
+    # answer judged MI300X's files by the whole buffer's count, as msccl-executor-nccl does
+    from synth.answer import UNCUT, _loadable
+    from synth.construct.baselines import baselines
+    from synth.search.pareto import Point
+    from synth.topology.catalog import resolve
+    from synth.topology.linkmodel import lower
+
+    ring = next(b.schedule for b in baselines(lower(resolve("ring:4")), "allgather")
+                if b.name.startswith("ring"))
+    point = [Point(ring, proven=False)]
+    loop = 4 * ring.collective.chunks * 4  # a loop of the buffer's chunks, 4-byte elements
+    n = loop * 3  # whole loops in the buffer, not in each of its 4 shares
+    def time_of(s, protocols=None):
+        return 1.0, "Simple"
+    assert _loadable(point, "msccl-xml", n, time_of).point is not None
+    refused = _loadable(point, "msccl-xml", n, time_of, per_share=True)
+    assert refused.point is None and refused.why_not == [UNCUT.format(n)]
+    assert _loadable(point, "msccl-xml", n * 4, time_of, per_share=True).point is not None
