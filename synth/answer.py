@@ -34,6 +34,7 @@ from synth.output import method_of, point_stem
 from synth.plan.planner import reference_of
 from synth.schedule.cost import schedule_cost
 from synth.search.pareto import Point
+from synth.topology.figures import library_of
 
 BUDGET_S = 30.0  # seconds of exports a runtime, past the first point tried
 RUNTIME_NAMES = {"msccl-xml": "MSCCL XML", "mscclpp": "MSCCL++"}
@@ -79,7 +80,7 @@ def answer_at(result: Result, nbytes: int, deadline: Deadline = Deadline()) -> A
         share = deadline.within(deadline.left() / (len(RUNTIME_NAMES) - i))
         runtimes[fmt] = _loadable(sorted(timed, key=lambda p: time_of(
             p.schedule, RUNTIME_PROTOCOLS[fmt])[0]), fmt, nbytes, time_of, share,
-            getattr(getattr(result.topology, "figures", None), "library", "") == "rccl")
+            library_of(result.topology))
     name, us, note = reference_at(result, nbytes, time_of)
     from synth.predict.nccl_tables import COLLECTIVES
 
@@ -137,7 +138,7 @@ def reference_at(result: Result, nbytes: int, time_of=None) -> tuple[str, float,
 
 
 def _loadable(timed: list[Point], fmt: str, nbytes: int, time_of,
-              deadline: Deadline = Deadline(), per_share: bool = False) -> Loadable:
+              deadline: Deadline = Deadline(), library: str = "nccl") -> Loadable:
     found, until = Loadable(None), deadline.within(BUDGET_S)
     for p in timed:
         if (found.why_not and until.passed()) or deadline.passed():
@@ -149,8 +150,7 @@ def _loadable(timed: list[Point], fmt: str, nbytes: int, time_of,
             found.why_not.append(str(e))
             found.tried.append(point_stem(p))
             continue
-        # RCCL (per_share) runs an XML file for whole loops in every share
-        if not replace(unit_of(fmt, text), per_share=per_share).cuts(nbytes):
+        if not unit_of(fmt, text, library).cuts(nbytes):
             found.why_not.append(UNCUT.format(nbytes))
             found.tried.append(point_stem(p))
             found.uncut.append(id(p))

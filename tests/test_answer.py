@@ -343,6 +343,6 @@ def test_on_rccl_an_xml_file_is_offered_only_for_whole_loops_in_every_share():
     def time_of(s, protocols=None):
         return 1.0, "Simple"
     assert _loadable(point, "msccl-xml", n, time_of).point is not None
-    refused = _loadable(point, "msccl-xml", n, time_of, per_share=True)
+    refused = _loadable(point, "msccl-xml", n, time_of, library="rccl")
     assert refused.point is None and refused.why_not == [UNCUT.format(n)]
-    assert _loadable(point, "msccl-xml", n * 4, time_of, per_share=True).point is not None
+    assert _loadable(point, "msccl-xml", n * 4, time_of, library="rccl").point is not None

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from synth.errors import BadInput
 
@@ -187,6 +187,8 @@ def header_of(fmt: str, text: str) -> Header:
         raise ValueError(f"{type(e).__name__}: {e}") from None
 
 
-def unit_of(fmt: str, text: str) -> Unit:
-    """The Unit of a rendered file (`synth.export.render`'s text) of format `fmt`."""
-    return header_of(fmt, text).unit
+def unit_of(fmt: str, text: str, library: str = "nccl") -> Unit:
+    """The Unit of a rendered file (`synth.export.render`'s text) of format `fmt`, as
+    `library` runs it (an MSCCL XML file under RCCL: whole loops in every share)."""
+    unit = header_of(fmt, text).unit
+    return replace(unit, per_share=True) if fmt == "msccl-xml" and library == "rccl" else unit

@@ -20,6 +20,7 @@ from synth.predict.machine import machine_of
 from synth.predict.timing import prices
 from synth.search.pareto import Limits
 from synth.topology.communicator import communicator_view
+from synth.topology.figures import library_of
 from synth.topology.physical import Topology
 
 def make_plan(workload: Workload, topo: Topology, limits: Limits,
@@ -76,7 +77,7 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
                                                            c.root) == (comm, coll, root)],
             groups, time.monotonic() - began, bool(made),
             machine_of(sub) if calibrated and made else None,
-            getattr(sub.figures, "library", "nccl")))
+            library_of(sub)))
     tags = [t for t in dict.fromkeys(c.overlap for c in workload.calls) if t]
     for i, tag in enumerate(tags):
         if sum(c.overlap == tag for c in workload.calls) < 2:

@@ -250,8 +250,7 @@ def _exported(entry: Entry, fmt: str, deadline: float | None, skipped: list | No
             continue
         if text is None:
             continue
-        # RCCL runs an XML file for whole loops in every share, not in the buffer
-        units[id(c)] = replace(unit_of(fmt, text), per_share=entry.library == "rccl")
+        units[id(c)] = unit_of(fmt, text, entry.library)
         largest[id(c)] = json.loads(text)["max_message_size"] if fmt == "mscclpp" \
             else biggest
     return units, largest

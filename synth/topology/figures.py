@@ -100,6 +100,13 @@ def defaults(arch: str, net: str = "ib") -> Figures:
                    net=net, net_us=NETWORKS[net].message_us)
 
 
+def library_of(topo) -> str:
+    """What runs the collectives on `topo` (Figures.library; "nccl" where its file gives
+    no figures)."""
+    figures = getattr(topo, "figures", None)
+    return figures.library if figures is not None else "nccl"
+
+
 def figures_from_dict(doc, fallback_arch: str = "ampere") -> Figures:
     """A topology file's `costs:` mapping over the defaults of its `arch`."""
     if not isinstance(doc, dict):
