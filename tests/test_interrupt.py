@@ -43,31 +43,28 @@ def test_sigint_during_compare_or_report_exits_130_and_says_so(command, tmp_path
     # empty); whenever Ctrl-C lands (even while starting up) the command must not print
     # a partial result as if it were complete and exit 0
     args = ["-o", str(tmp_path / "r")] if command == "report" else []
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "synth", command, "allreduce", "--topo", "dgx1",
-         "--time-limit", "600", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(4)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err[-2000:]
-    assert "interrupted" in err and "Traceback" not in err
+    _interrupted_after(4, command, "allreduce", "--topo", "dgx1", "--time-limit", "600",
+                       *args)
 
 
 def test_sigint_during_a_z3_solve_is_an_interrupt(tmp_path):
     # z3 took SIGINT for itself: its solve ended "unknown", read as out of time (exit 1,
     # "not decided within 600 s"); torus:4x4's instance is not decided for minutes
+    _interrupted_after(5, "allgather", "--topo", "torus:4x4", "--steps", "4", "--rounds",
+                       "8", "--chunks", "8", "--solver", "z3", "--out", str(tmp_path),
+                       "--time-limit", "600", env={**os.environ, "SYNTH_CACHE": "0"})
+
+
+def _interrupted_after(seconds: float, *args, env=None) -> None:
+    """`synth ARGS` sent SIGINT after `seconds` (whenever it lands, even while starting
+    up): it stops at all (not how fast: load varies), exit 130, and says so."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "synth", "allgather", "--topo", "torus:4x4", "--steps", "4",
-         "--rounds", "8", "--chunks", "8", "--solver", "z3", "--out", str(tmp_path),
-         "--time-limit", "600"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "SYNTH_CACHE": "0"},
+        [sys.executable, "-m", "synth", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(5)
+    time.sleep(seconds)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
     assert "interrupted" in err and "Traceback" not in err
 
