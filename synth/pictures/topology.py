@@ -66,7 +66,7 @@ def topology_graph(topo: Topology) -> graphviz.Digraph:
         g.attr(rankdir="TB", nodesep="0.25", ranksep="0.9", newrank="true")
     _add_vertices(g, topo, pos)
     tiers = tier_of(topo)  # a fabric's tiers of switches, each a row (none: one row)
-    level = {v.name: _level(topo, v) + (tiers.get(v.name, 1) - 1) / 10
+    level = {v.name: KIND_STYLE[v.kind][2] + (tiers.get(v.name, 1) - 1) / 10
              for v in topo.vertices}
     _add_links(g, topo, level, pos is not None, hubs)
     if pos is None:
@@ -83,13 +83,17 @@ def _hubs(topo: Topology) -> dict[str, str]:
     piled up between the rows; a cluster's rails crossed every box, labelled)."""
     labels = defaultdict(set)
     for l in topo.links:
-        label = f"{l.count}x{l.gbps:g}" if l.count > 1 else f"{l.gbps:g}"
-        labels[l.src].add(label)
-        labels[l.dst].add(label)
+        labels[l.src].add(_link_label(l))
+        labels[l.dst].add(_link_label(l))
     degree = Counter(l.src for l in topo.links)
     network = {v.name for v in topo.vertices if v.kind == "net_switch"}
     return {v: next(iter(ls)) for v, ls in labels.items()
             if len(ls) == 1 and (degree[v] > MAX_ROW or (v in network and degree[v] > 2))}
+
+
+def _link_label(l) -> str:
+    """A link as its line is labelled: lanes x GB/s, or GB/s for one lane."""
+    return f"{l.count}x{l.gbps:g}" if l.count > 1 else f"{l.gbps:g}"
 
 
 def _hub_words(hubs: dict[str, str]) -> str:
@@ -162,8 +166,7 @@ def _add_links(g, topo: Topology, level: dict, placed: bool,
             continue
         back = link.get((l.dst, l.src))
         both = back is not None and (back.gbps, back.count) == (l.gbps, l.count)
-        label = f"{l.count}x{l.gbps:g}" if l.count > 1 else f"{l.gbps:g}"
-        attrs = {"label": label, "penwidth": f"{_penwidth(l.bandwidth, unit):.2f}"}
+        attrs = {"label": _link_label(l), "penwidth": f"{_penwidth(l.bandwidth, unit):.2f}"}
         if l.src in hubs or l.dst in hubs:
             attrs.update(label="", color="#c8c8c8")
         if l.inferred:
@@ -365,9 +368,6 @@ def _box_frames(g: graphviz.Digraph, topo: Topology, pos: dict) -> None:
                fillcolor="none", fontsize="14", **{"class": "box"})
 
 
-def _level(topo: Topology, v) -> int:
-    """dot's row for a vertex (one box: a cluster of boxes is placed)."""
-    return KIND_STYLE[v.kind][2]
 
 
 def _same_rank_rows(g: graphviz.Digraph, topo: Topology, level: dict) -> None:
