@@ -114,6 +114,17 @@ def test_nvls_tree_is_single_node_never_and_nvls_needs_sharp_across_nodes():
                for o in options(a100, "allreduce", nccl_rates(a100)))
 
 
+def test_a_nic_behind_a_half_width_pcie_link_runs_at_that_links_rate():
+    # dgxh100's GPU 2 reaches its 50 GB/s NIC over a 64 GB/s PCIe link; at half width
+    # (32 GB/s) NCCL's path to the NIC is no faster than that hop
+    from synth.topology.communicator import view
+
+    healthy = machine_of(view(resolve("dgxh100x2"), [2, 10]))
+    degraded = machine_of(view(resolve("dgxh100x2", edits=("box1.gpu2-nic2=0.5",)), [2, 10]))
+    assert (healthy.nics, healthy.nic_gbps) == (1, 50.0)
+    assert (degraded.nics, degraded.nic_gbps) == (1, 32.0)
+
+
 def test_a_forced_algorithm_nccl_lacks_there_is_one_clear_error():
     with pytest.raises(BadInput, match="has no nvls/protocol for allreduce"):
         choose(machine_of(resolve("dgxa100")), "allreduce", GB, "nvls")

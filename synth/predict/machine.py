@@ -8,6 +8,8 @@ the efficiencies come from synth.topology.figures.
 
 from __future__ import annotations
 
+import heapq
+import math
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -93,9 +95,9 @@ def machine_of(topo: Topology) -> Machine:
     node_of = [box[g] for g in gpus]
     nodes = len(set(node_of))
     nics_per = defaultdict(list)
-    for nic in _local_nics(topo, kind):
+    for nic, reached in _reachable_nics(topo, kind).items():
         if nic in uplink:
-            nics_per[box[nic]].append(uplink[nic])
+            nics_per[box[nic]].append(min(uplink[nic], reached))
     nics = min((len(v) for v in nics_per.values()), default=0) if nodes > 1 else 0
     nic_gbps = min((g for v in nics_per.values() for g in v), default=0.0) if nics else 0.0
     nvls = (any({"reduce", "multicast"} <= set(v.can) for v in switches)
@@ -207,24 +209,26 @@ def _nvlink_joins_boxes(topo: Topology, kind: dict, box: dict) -> bool:
     return all(first.setdefault(box[g], root(g)) == root(g) for g in topo.gpus)
 
 
-def _local_nics(topo: Topology, kind: dict) -> set[str]:
-    """The NICs some GPU reaches over PCIe alone (not through another GPU or a
-    switch that joins GPUs): those NCCL sends a node's traffic through. A communicator's
-    view keeps its box's other NICs, which its GPUs do not use. O(links)."""
+def _reachable_nics(topo: Topology, kind: dict) -> dict[str, float]:
+    """The NICs some GPU reaches over PCIe alone (not through another GPU or a switch
+    that joins GPUs), those NCCL sends a node's traffic through, each with the widest
+    such path's narrowest link (GB/s): NCCL's path to a NIC is no faster than its
+    slowest hop (a GPU's PCIe link at half width, a NIC on an older PCIe switch). A
+    communicator's view keeps its box's other NICs, which its GPUs do not use.
+    O(links log links)."""
     onward = defaultdict(list)  # the links such a walk may take (not into a GPU: fc:1100
     for link in topo.links:     # has 1.2 million of those)
         if kind[link.dst] not in (GPU, "nvswitch", "net_switch"):
-            onward[link.src].append(link.dst)
-    found, stack = set(), [v for v in topo.gpus]
-    seen = set(stack)
-    while stack:
-        v = stack.pop()
-        for w in onward[v]:
-            if w in seen:
-                continue
-            seen.add(w)
-            if kind[w] == NIC:
-                found.add(w)
-            else:
-                stack.append(w)
-    return found
+            onward[link.src].append((link.dst, link.bandwidth))
+    widest = {g: math.inf for g in topo.gpus}
+    heap = [(-math.inf, g) for g in topo.gpus]
+    while heap:  # Dijkstra on the narrowest hop, widest first
+        rate, v = heapq.heappop(heap)
+        if -rate < widest[v]:
+            continue
+        for w, gbps in onward[v]:
+            through = min(-rate, gbps)
+            if through > widest.get(w, 0.0):
+                widest[w] = through
+                heapq.heappush(heap, (-through, w))
+    return {v: rate for v, rate in widest.items() if kind[v] == NIC}
