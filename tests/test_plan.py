@@ -5,6 +5,7 @@ run together on the residual capacity; bad input with one line."""
 import json
 import py_compile
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,10 +23,11 @@ from synth.plan.traffic import bandwidth, physical_use
 from synth.plan.reading import load_workload
 from synth.plan.workload import parse_workload
 from synth.schedule.file import schedule_to_dict
-from synth.schedule.verify import verify_schedule
+from synth.schedule.verify import ScheduleInvalid, verify_schedule
 from synth.search.pareto import Limits
 from synth.topology.catalog import resolve
 from synth.topology.communicator import groups, view
+from synth.topology.linkmodel import lower
 from tests.in_process import synth_main
 from tests.test_reliability import one_line, synth_cli
 
@@ -493,13 +495,90 @@ def test_groups_that_share_a_nic_take_turns_on_it():
     assert entry.nccl(64 << 20).shared == pytest.approx(2, rel=0.01)
 
 
-def test_a_communicator_whose_groups_differ_is_refused():
-    # 0 and 1 meet through their box's NVSwitch, 2 and 10 over rail 2 between the boxes
-    work = parse_workload({"communicators": {"pairs": {"ranks": [[0, 1], [2, 10]]}},
-                           "collectives": [{"communicator": "pairs",
+def _dp_allgather_plan(edits=(), name="dgxh100x2"):
+    topo = resolve(name, edits=edits)
+    work = parse_workload({"communicators": {"dp": {"across": "boxes"}}, "collectives": [
+        {"communicator": "dp", "collective": "allgather", "size": "64MB"}]}, topo)
+    return topo, make_plan(work, topo, Limits(time_limit=20))
+
+
+def _fails_on(schedule, topo, group) -> bool:
+    """Whether the verifier rejects `schedule` on `group`'s own links in `topo`."""
+    try:
+        verify_schedule(schedule_to_dict(replace(schedule, model=lower(view(topo, group)))))
+    except ScheduleInvalid:
+        return True
+    return False
+
+
+def test_a_degraded_group_is_planned_on_and_its_files_serve_every_group():
+    # box 1's GPU 2 reaches its NIC at half width: data-parallel group [2, 10] is the
+    # slowest; planned on it, every schedule holds on every group's own links
+    topo, plan = _dp_allgather_plan(("box1.gpu2-nic2=0.5",))
+    assert plan.planned_on == {"dp": [[2, 10]]}
+    assert "planned on group [2, 10]" in plan.notes[0]
+    (entry,) = plan.entries
+    schedules = [c.schedule for c in entry.candidates if c.schedule is not None]
+    assert schedules and not any(_fails_on(s, topo, g) for s in schedules
+                                 for g in entry.groups)
+    # the healthy machine's plan does not: its schedules overrun [2, 10]'s NIC link
+    _, healthy = _dp_allgather_plan()
+    best = healthy.entries[0].best(64 << 20).schedule
+    assert _fails_on(best, topo, [2, 10]) and not _fails_on(best, topo, [0, 8])
+    # NCCL, run on the slowest group, is slowed by it too (32 GB/s against 50)
+    n = 64 << 20
+    assert entry.nccl(n).time_us(n) > 1.5 * healthy.entries[0].nccl(n).time_us(n)
+    assert plan.entries[0].best(n).time_us(n) <= entry.nccl(n).time_us(n)
+
+
+def test_groups_degraded_apart_are_planned_on_each_links_slowest():
+    # two groups, each slowed in a different box: neither carries the other (group 2's
+    # rank 1 is slow, group 5's rank 3), so the plan takes every link at its slowest in
+    # any group
+    edits = ("box1.gpu2-nic2=0.5", "box3.gpu5-nic5=0.5")
+    topo, plan = _dp_allgather_plan(edits, "dgxh100x4")
+    assert plan.planned_on == {"dp": [[0, 8, 16, 24], [2, 10, 18, 26], [5, 13, 21, 29]]}
+    assert ("at its slowest in groups [0, 8, 16, 24], [2, 10, 18, 26], [5, 13, 21, 29]"
+            in plan.notes[0])
+    (entry,) = plan.entries
+    schedules = [c.schedule for c in entry.candidates if c.schedule is not None]
+    assert schedules and not any(_fails_on(s, topo, g) for s in schedules
+                                 for g in entry.groups)
+    # no faster than either group degraded alone
+    n = 64 << 20
+    for alone in edits:
+        _, one = _dp_allgather_plan((alone,), "dgxh100x4")
+        assert entry.best(n).time_us(n) >= one.entries[0].best(n).time_us(n) * (1 - 1e-9)
+
+
+def test_synth_plan_on_a_degraded_machine_says_which_group_it_planned_on(tmp_path):
+    workload = tmp_path / "dp.yaml"
+    workload.write_text("communicators: {dp: {across: boxes}}\n"
+                        "collectives: [{communicator: dp, collective: allgather, "
+                        "size: 64MB}]\n")
+    out = tmp_path / "plan"
+    done = synth_main("plan", workload, "--topo", "dgxh100x2", "--degrade",
+                      "box1.gpu2-nic2=0.5", "-o", out, "--time-limit", "20", "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = ("communicator dp: its groups see the machine differently (a degraded "
+            "machine); planned on group [2, 10]")
+    assert f"synth: note: {said}" in done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["communicators"]["dp"]["planned_on"] == [[2, 10]]
+    assert doc["communicators"]["dp"]["groups"][2] == [2, 10]
+    assert any(note.startswith(said) for note in doc["notes"])
+    assert f"Planned: {said}" in (out / "report.md").read_text()
+
+
+def test_groups_of_another_structure_are_refused():
+    # [0, 1, 2] meet on their NVSwitch; in [3, 11, 12] GPU 3 reaches 11 over rail 3 and
+    # 12 only through 11: neither carries the other, and they are not one structure
+    work = parse_workload({"communicators": {"trios": {"ranks": [[0, 1, 2], [3, 11, 12]]}},
+                           "collectives": [{"communicator": "trios",
                                             "collective": "allreduce", "size": "1MB"}]}, TOPO)
-    with pytest.raises(BadInput, match=r"group \[2, 10\] sees the topology differently"
-                                       r".* or, on a degraded machine, plan the healthy one"):
+    with pytest.raises(BadInput, match=r"communicator trios: group \[3, 11, 12\] sees the "
+                                       r"topology differently from group \[0, 1, 2\], in "
+                                       r"more than its links' rates"):
         make_plan(work, TOPO, Limits(time_limit=10))
 
 

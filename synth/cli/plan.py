@@ -80,6 +80,8 @@ def plan_command(workload, spec, boxes, without, degrade, out_dir, time_limit, m
     synthesis = max(began + time_limit * SYNTHESIS_END - time.monotonic(), 0.01)
     limits = Limits(max_steps, max_chunks, synthesis, SOLVER_CHOICE[solver][0])
     plan = make_plan(work, topo, limits, cost_model=cost_model, method=method)
+    for note in plan.notes:
+        click.echo(f"synth: note: {note}", err=True)
     extra = {}
     if plots:
         from synth.pictures.plan_plots import plan_figures

@@ -1,6 +1,7 @@
 """make_plan: a workload planned whole: each (communicator, collective, root) on the
-topology as its first group sees it (synth.plan.planner), then the calls of each overlap
-tag together (synth.plan.overlap), within one time limit.
+topology as its groups see it (synth.plan.shapes: the first's view, or on a degraded
+machine the slowest's), then the calls of each overlap tag together
+(synth.plan.overlap), within one time limit.
 """
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ from synth.errors import NoAnswer
 from synth.cost_choice import in_cost_model
 from synth.frontier import synthesize
 from synth.plan.overlap import overlap
-from synth.plan.planner import (Entry, Plan, candidates_of, check_alike, envelope,
+from synth.plan.shapes import planning_groups, planning_view
+from synth.plan.planner import (Entry, Plan, candidates_of, envelope,
                                 nccl_reference, reference_of, runtime_variants,
                                 with_groups)
 from synth.plan.workload import Workload
 from synth.predict.machine import machine_of
 from synth.predict.timing import prices
 from synth.search.pareto import Limits
-from synth.topology.communicator import communicator_view
+from synth.topology.communicator import fastest_unit
 from synth.topology.figures import library_of
 from synth.topology.physical import Topology
 
@@ -38,7 +40,10 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
             keys.append(key)
     plan = Plan(workload, topo.name, cost_model=cost_model)
     for comm in dict.fromkeys(k[0] for k in keys):
-        check_alike(topo, comm, workload.communicators[comm])
+        groups = workload.communicators[comm]
+        plan.planned_on[comm] = reps = planning_groups(topo, comm, groups)
+        if reps != groups[:1]:
+            plan.notes.append(_planned_on(comm, reps))
     for i, (comm, coll, root) in enumerate(keys):
         group = workload.communicators[comm][0]
         left = limits.time_limit - (time.monotonic() - start)
@@ -49,7 +54,8 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
         # no floor of a second a collective (18 of them ran 1.5 x a 10 s limit); a share
         # too short for even the quickest answer says so
         share = left / (len(keys) - i)
-        sub = communicator_view(topo, group, f"{topo.name}:{comm}")
+        sub = fastest_unit(replace(planning_view(topo, plan.planned_on[comm]),
+                                   name=f"{topo.name}:{comm}"), topo.ranks)
         on_event("search", f"{coll} on {comm} ({len(group)} GPUs)")
         began = time.monotonic()
         try:
@@ -88,3 +94,16 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
             limits, time_limit=max(left / (len(tags) - i), 0.0))))
     plan.seconds = time.monotonic() - start
     return plan
+
+
+def _planned_on(comm: str, reps: list[list[int]]) -> str:
+    """In words, the view a communicator whose groups differ is planned on."""
+    if len(reps) == 1:
+        return (f"communicator {comm}: its groups see the machine differently (a degraded "
+                f"machine); planned on group {reps[0]}, whose links every other group has "
+                "at least as fast: its files serve them all, timed as it runs them, the "
+                "slowest")
+    return (f"communicator {comm}: its groups see the machine differently (a degraded "
+            f"machine); planned on each link at its slowest in groups "
+            f"{', '.join(map(str, reps))}: its files serve them all, timed no faster "
+            "than the slowest runs them")

@@ -26,11 +26,12 @@ from synth.errors import NoAnswer
 from synth.frontier import synthesize
 from synth.plan.planner import (Candidate, Entry, Plan, candidates_of, nccl_pick,
                                 nccl_reference, reference_of, typical, with_groups)
+from synth.plan.shapes import planning_view
 from synth.plan.traffic import bandwidth, physical_use
 from synth.predict.machine import machine_of
 from synth.predict.timing import prices
 from synth.search.pareto import Limits
-from synth.topology.communicator import communicator_view
+from synth.topology.communicator import fastest_unit
 from synth.topology.linkmodel import lower_with_routes
 from synth.topology.physical import Topology
 
@@ -85,7 +86,8 @@ def overlap(plan: Plan, topo: Topology, tag: str, limits: Limits) -> Overlapped:
             first = entry.nccl(n) if nccl else entry.best(n)
             alone.append(call.count * first.time_us(n))
             on = topo if i == 0 else residual(topo, used)
-            pick = first if i == 0 else _on_residual(on, entry, n, nccl, limits)
+            pick = first if i == 0 else _on_residual(
+                on, entry, plan.planned_on.get(entry.communicator, entry.groups[:1]), n, nccl, limits)
             durations.append(call.count * pick.time_us(n))
             if not nccl:
                 result.choices.append(pick)
@@ -99,11 +101,13 @@ def overlap(plan: Plan, topo: Topology, tag: str, limits: Limits) -> Overlapped:
     return result
 
 
-def _on_residual(on: Topology, entry: Entry, n: int, nccl: bool, limits: Limits
-                 ) -> Candidate:
+def _on_residual(on: Topology, entry: Entry, reps: list[list[int]], n: int, nccl: bool,
+                 limits: Limits) -> Candidate:
     """The entry's fastest schedule at size n on the residual topology `on`: planned
-    again, or NCCL-style (ring or tree built there)."""
-    sub = communicator_view(on, entry.groups[0], f"{on.name}:{entry.communicator}")
+    again, or NCCL-style (ring or tree built there), on the groups `reps`' view
+    (synth.plan.shapes)."""
+    sub = fastest_unit(replace(planning_view(on, reps), name=f"{on.name}:{entry.communicator}"),
+                       on.ranks)
     model = lower_with_routes(sub).model
     calibrated = entry.machine is not None
     if nccl and calibrated:

@@ -2,8 +2,9 @@
 schedules and the fastest of them at every message size (the workload's sizes and the
 ranges between the candidates' crossings).
 
-A communicator is planned once, on the topology as its first group sees it
-(synth.topology.communicator.view; every group has the same shape). Candidates: the
+A communicator is planned once, on the topology as one of its groups sees it
+(synth.topology.communicator.view): the first, or on a degraded machine the one every
+other group carries (synth.plan.shapes). Candidates: the
 frontier synth finds there (synthesized, constructed, and the baselines on it) plus
 every baseline (so the plan is never slower than one of them). In the alpha-beta model
 a candidate's time is latency + us_per_byte x n, a line in n; the fastest candidate per
@@ -26,8 +27,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-import networkx as nx
-
 from synth.bounds import Bounds
 from synth.construct.baselines import baselines
 from synth.errors import BadInput, NoAnswer
@@ -41,9 +40,7 @@ from synth.predict.timing import Prices, prices, schedule_lines
 from synth.schedule.cost import MAX_SIZE, schedule_cost
 from synth.schedule.ir import Schedule
 from synth.search.pareto import Limits
-from synth.topology.communicator import view
 from synth.topology.lanes import power_of_two_lanes
-from synth.topology.linkmodel import lower_with_routes
 from synth.topology.physical import Topology
 
 # what NCCL's tuner picks between, per collective (alltoall, gather and scatter it runs
@@ -123,6 +120,9 @@ class Plan:
     overlaps: list = field(default_factory=list)  # synth.plan.overlap.Overlapped per tag
     seconds: float = 0.0
     cost_model: str = "calibrated"  # what its times are (synth.cost_choice.COST_MODELS)
+    # communicator -> the groups whose view it was planned on (synth.plan.shapes)
+    planned_on: dict[str, list[list[int]]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what the planner chose, in words
 
     def step_time(self, which: str) -> float:
         """Predicted communication time of one training step (us): every call one after
@@ -292,37 +292,3 @@ def _overtakes(c: Candidate, best: Candidate, n: int) -> int | None:
         else:
             return at
     return None  # nearly parallel lines: no size where it matters
-
-
-def check_alike(topo: Topology, name: str, groups: list[list[int]]) -> None:
-    """One plan serves every group of a communicator only if each sees the topology
-    alike: the same rank links (capacity, alpha) in the group's order. BadInput names
-    the first group that does not."""
-    def shape(group):
-        lowering = lower_with_routes(view(topo, group))
-        _check_routes(name, group, lowering.routes)
-        return sorted((l.src, l.dst, l.capacity, l.alpha_us) for l in lowering.model.links)
-
-    first = shape(groups[0])
-    for g in groups[1:]:
-        if shape(g) != first:
-            raise BadInput(f"communicator {name}: group {g} sees the topology differently "
-                           f"from group {groups[0]} (one plan serves every group, as a "
-                           "runtime loads one file for all: give groups of one shape, or, "
-                           "on a degraded machine, plan the healthy one)")
-
-
-def _check_routes(name: str, group: list[int], routes: dict) -> None:
-    """BadInput unless the group's GPUs reach each other over links, switches, NICs and
-    the network between them alone (relaying through members is a schedule's step): a
-    communicator's data never passes through a GPU outside it (dgx1's GPUs 0 and 5
-    share no NVLink; dgxh100x2's 0 and 9 sit on different rails)."""
-    joined = nx.DiGraph(list(routes))
-    joined.add_nodes_from(range(len(group)))
-    for far, forward in ((set(joined) - nx.descendants(joined, 0) - {0}, True),
-                         (set(joined) - nx.ancestors(joined, 0) - {0}, False)):
-        if far:  # from GPU 0 to every other, and back
-            ends = (group[0], group[min(far)])[::1 if forward else -1]
-            raise BadInput(f"communicator {name}: GPU {ends[0]} cannot reach GPU {ends[1]} "
-                           "without passing through a GPU outside the communicator (no "
-                           "link, switch or network path joins them)")

@@ -27,6 +27,8 @@ def report_text(plan: Plan, runtime: dict | None = None, loaded: dict | None = N
     lines = _headline(plan, loaded)
     if w.notes:
         lines += ["Read from the workload: " + "; ".join(w.notes) + ".", ""]
+    for note in plan.notes:
+        lines += [f"Planned: {note}.", ""]
     lines += _calls_table(plan) + _overlaps(plan) + _fastest(plan)
     if runtime:
         lines += _runtime_files(runtime)

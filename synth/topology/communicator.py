@@ -105,16 +105,20 @@ def view(topo: Topology, ranks: list[int], name: str = "") -> Topology:
 
 
 def communicator_view(topo: Topology, ranks: list[int], name: str) -> Topology:
-    """view(), its capacity unit the rate of its fastest rank link where every one is
-    slower than the machine's unit: a schedule's chunks follow its capacities, and
-    mi300xx2's GPUs one a box, 50 GB/s apart against a unit of 64 (an xGMI link the
-    view leaves out), were cut in 7 chunks, which no power-of-two size divides, so no
-    runtime file ran their calls. Rates in GB/s are unchanged. Cost: view's, and a
-    lowering of it."""
+    """view(), in fastest_unit. Cost: view's, and a lowering of it."""
+    return fastest_unit(view(topo, ranks, name), topo.ranks)
+
+
+def fastest_unit(sub: Topology, machine_ranks: int) -> Topology:
+    """A communicator's view `sub` of a machine of `machine_ranks` GPUs, its capacity
+    unit the rate of its fastest rank link where every one is slower than the machine's
+    unit: a schedule's chunks follow its capacities, and mi300xx2's GPUs one a box, 50
+    GB/s apart against a unit of 64 (an xGMI link the view leaves out), were cut in 7
+    chunks, which no power-of-two size divides, so no runtime file ran their calls.
+    Rates in GB/s are unchanged. Cost: a lowering of `sub`."""
     from synth.topology.linkmodel import lower
 
-    sub = view(topo, ranks, name)
-    if len(ranks) < 2 or len(ranks) == topo.ranks:  # the whole machine keeps its unit
+    if sub.ranks < 2 or sub.ranks == machine_ranks:  # the whole machine keeps its unit
         return sub
     fastest = max(link.capacity for link in lower(sub).links)
     if fastest >= 1:

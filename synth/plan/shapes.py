@@ -1,0 +1,158 @@
+"""Which view of the topology a communicator's plan is made on.
+
+A runtime loads one file for every group of a communicator, so one plan serves them
+all. Where every group sees the topology alike, any group will do: the first. On a
+degraded machine (a NIC at half width in one box, a link with a lane gone) the groups
+differ, and the plan is made on the group every other one carries: each of its rank
+links is in every other group at no less bandwidth and no more latency, each physical
+resource its links share is shared no tighter there, and each switch that computes in
+the network for it does so there too. A schedule valid on that group is then valid on
+every group, and no group runs it slower than the model says for that one: its times
+are the slowest group's, the one that gates the step. Where no group is carried by all
+the others (two groups each degraded in a different place), the plan is made on their
+meet: one structure with each link at its slowest in any group, which every group
+carries; its times are then no faster than any group's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+import networkx as nx
+
+from synth.errors import BadInput
+from synth.topology.communicator import view
+from synth.topology.linkmodel import LinkModel, lower, lower_with_routes
+from synth.topology.physical import Topology
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A group's view of the topology, in its own rank order, rates in GB/s."""
+
+    links: frozenset  # (src, dst, GB/s, alpha us)
+    shared: frozenset  # (its rank links, GB/s): links on one physical resource
+    switches: frozenset  # (what it can do, its rank links)
+
+    def carried_by(self, other: "Shape") -> bool:
+        """Whether a schedule valid here is valid on `other`, and no slower there."""
+        theirs = {(s, d): (gbps, alpha) for s, d, gbps, alpha in other.links}
+        if any((s, d) not in theirs or theirs[s, d][0] < gbps or theirs[s, d][1] > alpha
+               for s, d, gbps, alpha in self.links):
+            return False
+        mine = {}
+        for links, gbps in self.shared:
+            mine[links] = min(gbps, mine.get(links, gbps))
+        # a resource of theirs binds no tighter than one of ours on the same links, or
+        # than the links themselves (ours may be a link of its own, not a group)
+        alone = {(s, d): gbps for s, d, gbps, _ in self.links}
+        return (all(min(mine.get(links, gbps), _links_rate(links, alone)) <= gbps
+                    for links, gbps in other.shared)
+                and self.switches <= other.switches)
+
+
+def _links_rate(links: frozenset, alone: dict) -> float:
+    return sum(alone.get(link, 0) for link in links)
+
+
+def shape_of(model: LinkModel) -> Shape:
+    unit = Fraction(str(model.unit_gbps))
+    def rate(capacity):
+        return capacity * unit
+    return Shape(
+        frozenset((l.src, l.dst, rate(l.capacity), l.alpha_us) for l in model.links),
+        frozenset((frozenset(g.links), rate(g.capacity)) for g in model.groups),
+        frozenset((tuple(sorted(s.can)), frozenset(s.links)) for s in model.switches))
+
+
+def planning_groups(topo: Topology, name: str, groups: list[list[int]]
+                    ) -> list[list[int]]:
+    """The groups communicator `name` is planned on (module docstring): the first alone
+    where every group sees the topology alike, or one every other group carries, or
+    else one group of each shape, to be planned on their meet (planning_view). BadInput
+    where a group's GPUs cannot reach each other within it, or groups differ in more
+    than their links' rates. Cost: one lowering per group."""
+    shapes = []
+    for group in groups:
+        lowering = lower_with_routes(view(topo, group))
+        _check_routes(name, group, lowering.routes)
+        shapes.append(shape_of(lowering.model))
+    distinct = list(dict.fromkeys(shapes))
+    for candidate in distinct:
+        if all(candidate.carried_by(s) for s in distinct if s is not candidate):
+            return [groups[shapes.index(candidate)]]
+    reps = [groups[shapes.index(s)] for s in distinct]
+    met = planning_view(topo, reps)
+    if met is None or not all(shape_of(lower(met)).carried_by(s) for s in distinct):
+        raise BadInput(f"communicator {name}: group {reps[1]} sees the topology "
+                       f"differently from group {reps[0]}, in more than its links' rates "
+                       "(one plan serves every group, as a runtime loads one file for "
+                       "all: give groups of one shape, or name them as communicators of "
+                       "their own)")
+    return reps
+
+
+def planning_view(topo: Topology, reps: list[list[int]]) -> Topology | None:
+    """The view of `topo` a communicator is planned on, given planning_groups' answer:
+    the one group's, or the first's with each link its groups route over at its slowest
+    in any of them (None where their routed parts are not one structure: meet)."""
+    first = view(topo, reps[0])
+    if len(reps) == 1:
+        return first
+    slowest = meet([routed_part(view(topo, g)) for g in reps])
+    if slowest is None:
+        return None
+    return replace(first, links=tuple(slowest.get((l.src, l.dst), l) for l in first.links))
+
+
+def routed_part(sub: Topology) -> Topology:
+    """`sub` with only the vertices and links on a route between its GPUs: another
+    rail's NIC, which a group's view keeps, carries none of its traffic."""
+    routes = lower_with_routes(sub).routes.values()
+    hops = {hop for route in routes for hop in zip(route, route[1:])}
+    on = {v for route in routes for v in route}
+    return replace(sub, vertices=tuple(v for v in sub.vertices if v.name in on),
+                   links=tuple(l for l in sub.links if (l.src, l.dst) in hops))
+
+
+def meet(views: list[Topology]) -> dict | None:
+    """{(src, dst): link} of the first view, each link at its slowest in any of `views`
+    (fewest lanes or GB/s, most latency), or None where they are not one structure: the
+    same vertices (by position, the names aside, GPUs in rank order last) joined by the
+    same links."""
+    first = views[0]
+    slowest = {(l.src, l.dst): l for l in first.links}
+    for other in views[1:]:
+        if len(other.vertices) != len(first.vertices) or any(
+                _kind(a) != _kind(b) for a, b in zip(first.vertices, other.vertices)):
+            return None
+        rename = {b.name: a.name for a, b in zip(first.vertices, other.vertices)}
+        mapped = {(rename[l.src], rename[l.dst]): l for l in other.links}
+        if mapped.keys() != slowest.keys():
+            return None
+        for key, link in mapped.items():
+            mine = slowest[key]
+            if link.bandwidth < mine.bandwidth:
+                mine = replace(mine, gbps=link.gbps, count=link.count)
+            slowest[key] = replace(mine, alpha_us=max(mine.alpha_us, link.alpha_us))
+    return slowest
+
+
+def _kind(v) -> tuple:
+    return v.kind, v.box is None, v.can
+
+
+def _check_routes(name: str, group: list[int], routes: dict) -> None:
+    """BadInput unless the group's GPUs reach each other over links, switches, NICs and
+    the network between them alone (relaying through members is a schedule's step): a
+    communicator's data never passes through a GPU outside it (dgx1's GPUs 0 and 5
+    share no NVLink; dgxh100x2's 0 and 9 sit on different rails)."""
+    joined = nx.DiGraph(list(routes))
+    joined.add_nodes_from(range(len(group)))
+    for far, forward in ((set(joined) - nx.descendants(joined, 0) - {0}, True),
+                         (set(joined) - nx.ancestors(joined, 0) - {0}, False)):
+        if far:  # from GPU 0 to every other, and back
+            ends = (group[0], group[min(far)])[::1 if forward else -1]
+            raise BadInput(f"communicator {name}: GPU {ends[0]} cannot reach GPU {ends[1]} "
+                           "without passing through a GPU outside the communicator (no "
+                           "link, switch or network path joins them)")
