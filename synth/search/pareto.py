@@ -10,6 +10,8 @@ else is dominated). Facts that save solver calls:
   each for its least R (CP-SAT minimises, proving the minimum): every smaller C divides
   one of them. Pairs with a
   common factor are not skipped: the least R at C = 4 is found whatever C = 2 allows.
+  Where that window finds nothing for want of answers (time-outs), the half below it
+  is asked, down to one chunk.
 - Once a point is found at some C, the other C are asked for strictly less, which is
   often a quick UNSAT.
 - With no point yet, rounds are unbounded, so UNSAT means S steps cannot work at all.
@@ -219,12 +221,39 @@ def _least_ratio(ask, model, name, root, steps: int, floor: Fraction, cap: Fract
     smaller C divides one of them, and refining never raises R / C. A C that cannot
     beat the best so far is asked for strictly less, so its answer is often a quick
     UNSAT. With no cap yet, rounds are unbounded, and UNSAT means S steps cannot work
-    for any C (chunks are independent when capacity is no object).
+    for any C (chunks are independent when capacity is no object). Where that window
+    finds nothing and some C in it went unanswered (out of its time, too large, or
+    not asked after a larger call found nothing), the window below it is asked, (C /
+    4, C / 2] and so on down to one chunk: with --max-chunks 16 every C from 9 up ran
+    out of time, and the search ended with no point where --max-chunks 8 found some.
     """
-    found = None
+    top = max_chunks
+    while top >= 1:
+        found, unanswered = _in_window(ask, model, name, root, steps, floor, cap, top)
+        if found == "too few steps":
+            return None
+        if found is not None or not unanswered:
+            break
+        top //= 2
+    if found is None:
+        return None
+    cap = Fraction(found.rounds, found.collective.chunks)
+    try:
+        return _fewest_chunks(ask, steps, cap, found.collective.chunks // cap.denominator,
+                              found)
+    except (TimeoutError, KeyboardInterrupt) as stop:
+        stop.found = found
+        raise
+
+
+def _in_window(ask, model, name, root, steps: int, floor: Fraction, cap: Fraction | None,
+               top: int):
+    """(the schedule of least R / C with C in (top / 2, top], below `cap`, or None, or
+    "too few steps"; whether some C went unanswered)."""
+    found, unanswered = None, False
     # C that can meet the cut bound exactly first, smallest (quickest) first: if one
     # reaches the bound the others need not be asked
-    order = sorted(range(max_chunks // 2 + 1, max_chunks + 1),
+    order = sorted(range(top // 2 + 1, top + 1),
                    key=lambda c: ((floor * c).denominator != 1, c))
     for chunks in order:
         lower = max(steps, math.ceil(floor * chunks))
@@ -239,20 +268,14 @@ def _least_ratio(ask, model, name, root, steps: int, floor: Fraction, cap: Fract
             raise
         if out.status != SAT:
             if cap is None and out.status == UNSAT:
-                return None  # S steps are too few
+                return "too few steps", False
+            unanswered |= out.status == UNKNOWN
             continue
         found = out.schedule
         cap = Fraction(found.rounds, chunks)
         if cap <= floor:
             break
-    if found is None:
-        return None
-    try:
-        return _fewest_chunks(ask, steps, cap, found.collective.chunks // cap.denominator,
-                              found)
-    except (TimeoutError, KeyboardInterrupt) as stop:
-        stop.found = found
-        raise
+    return found, unanswered
 
 
 def _fewest_chunks(ask, steps: int, ratio: Fraction, k: int, found: Schedule) -> Schedule:
