@@ -116,13 +116,19 @@ def test_nvls_tree_is_single_node_never_and_nvls_needs_sharp_across_nodes():
 
 def test_a_nic_behind_a_half_width_pcie_link_runs_at_that_links_rate():
     # dgxh100's GPU 2 reaches its 50 GB/s NIC over a 64 GB/s PCIe link; at half width
-    # (32 GB/s) NCCL's path to the NIC is no faster than that hop
+    # (32 GB/s) NCCL's path to the NIC is no faster than that hop, and the hop runs at
+    # PCIe's efficiency (hopper's defaults: 0.75 against the NIC's 0.95)
     from synth.topology.communicator import view
 
     healthy = machine_of(view(resolve("dgxh100x2"), [2, 10]))
     degraded = machine_of(view(resolve("dgxh100x2", edits=("box1.gpu2-nic2=0.5",)), [2, 10]))
-    assert (healthy.nics, healthy.nic_gbps) == (1, 50.0)
-    assert (degraded.nics, degraded.nic_gbps) == (1, 32.0)
+    assert (healthy.nics, healthy.nic_gbps, healthy.nic_path_gbps) == (1, 50.0, 64.0)
+    assert (degraded.nics, degraded.nic_gbps, degraded.nic_path_gbps) == (1, 50.0, 32.0)
+    assert achieved_rates(healthy, healthy.figures).nic == pytest.approx(50 * 0.95)
+    assert achieved_rates(degraded, degraded.figures).nic == pytest.approx(32 * 0.75)
+    # NCCL's tuner sees the path's narrowest hop (its share of it, 0.96)
+    assert nccl_rates(degraded).nic == pytest.approx(32 * 0.96)
+    assert nccl_rates(healthy).nic == pytest.approx(50 * 0.96)
 
 
 def test_a_forced_algorithm_nccl_lacks_there_is_one_clear_error():

@@ -41,6 +41,9 @@ class Machine:
     # all meet on NVSwitches), when alltoall first asks: on one box of 1100 GPUs it takes
     # 40 s, and no other collective reads it
     spread: float | Callable[[], float] = field(default=1.0, compare=False, repr=False)
+    # the narrowest PCIe hop from a GPU to its NIC (the least node's): a GPU link at half
+    # width runs the NIC's traffic at that hop's rate, at PCIe's efficiency
+    nic_path_gbps: float = math.inf
 
     @cached_property
     def alltoall_spread(self) -> float:
@@ -97,9 +100,11 @@ def machine_of(topo: Topology) -> Machine:
     nics_per = defaultdict(list)
     for nic, reached in _reachable_nics(topo, kind).items():
         if nic in uplink:
-            nics_per[box[nic]].append(min(uplink[nic], reached))
+            nics_per[box[nic]].append((uplink[nic], reached))
     nics = min((len(v) for v in nics_per.values()), default=0) if nodes > 1 else 0
-    nic_gbps = min((g for v in nics_per.values() for g in v), default=0.0) if nics else 0.0
+    found = [pair for v in nics_per.values() for pair in v] if nics else []
+    nic_gbps = min((line for line, _ in found), default=0.0)
+    nic_path = min((path for _, path in found), default=math.inf)
     nvls = (any({"reduce", "multicast"} <= set(v.can) for v in switches)
             and figures.arch in ("hopper", "blackwell"))
     sharp = any("reduce" in v.can for v in topo.vertices if v.kind == "net_switch")
@@ -109,7 +114,7 @@ def machine_of(topo: Topology) -> Machine:
         node_alltoall_spread, topo, [r for r, b in enumerate(node_of) if b == node_of[0]],
         intra_gbps, intra))
     return Machine(topo.name, figures, len(gpus), nodes, intra, intra_gbps, pair, nics,
-                   nic_gbps, bool(switches), nvls, sharp, spread)
+                   nic_gbps, bool(switches), nvls, sharp, spread, nic_path)
 
 
 # variables of the max concurrent flow's program, at most (16 GPUs on 64 links: a

@@ -88,13 +88,15 @@ class Choice:
 
 def nccl_rates(m: Machine) -> Rates:
     share = NCCL_NVLINK_SHARE[m.arch] if m.intra == "nvlink" else NCCL_PCIE_SHARE
-    return Rates(m.intra_gbps * share, m.pair_gbps * share, m.nic_gbps * NCCL_NIC_SHARE,
-                 NVLS_EFFICIENCY[m.arch])
+    return Rates(m.intra_gbps * share, m.pair_gbps * share,
+                 min(m.nic_gbps, m.nic_path_gbps) * NCCL_NIC_SHARE, NVLS_EFFICIENCY[m.arch])
 
 
 def achieved_rates(m: Machine, f: Figures) -> Rates:
     eff = f.efficiency(m.intra)
-    return Rates(m.intra_gbps * eff, m.pair_gbps * eff, m.nic_gbps * f.nic, f.nvls)
+    # a NIC behind a narrower PCIe hop runs at that hop's rate, at PCIe's efficiency
+    nic = min(m.nic_gbps * f.nic, m.nic_path_gbps * f.efficiency("pcie"))
+    return Rates(m.intra_gbps * eff, m.pair_gbps * eff, nic, f.nvls)
 
 
 def _sm(arch: str) -> str:
