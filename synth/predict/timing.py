@@ -91,11 +91,14 @@ def _prices(topo: Topology) -> Prices:
         return "nvlink"
 
     def priced(hops):
-        """The hops' bottleneck's efficiency, and the slowest kind any hop is."""
-        slowest = min(hops, key=lambda h: rate[h])
+        """The share of the hops' line-rate bottleneck they achieve (the least of each
+        hop's rate at its own kind's efficiency: a PCIe hop at 28.8 GB/s achieves less
+        than a network hop at 25), and the slowest kind any hop is."""
+        achieved = min(rate[h] * figures.efficiency(EFFICIENCY_OF[hop_kind(*h)])
+                       for h in hops)
         kinds = {hop_kind(*h) for h in hops}
         worst = next(k for k in ("net", "pcie", "nvlink") if k in kinds)
-        return figures.efficiency(EFFICIENCY_OF[hop_kind(*slowest)]), worst
+        return achieved / min(rate[h] for h in hops), worst
 
     model = lowering.model
     link_gbps, link_kind = {}, {}
