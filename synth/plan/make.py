@@ -41,9 +41,9 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
     plan = Plan(workload, topo.name, cost_model=cost_model)
     for comm in dict.fromkeys(k[0] for k in keys):
         groups = workload.communicators[comm]
-        plan.planned_on[comm] = reps = planning_groups(topo, comm, groups)
-        if reps != groups[:1]:
-            plan.notes.append(_planned_on(comm, reps))
+        plan.planned_on[comm], differ = planning_groups(topo, comm, groups)
+        if differ:
+            plan.notes.append(_planned_on(comm, plan.planned_on[comm], bool(topo.edits)))
     for i, (comm, coll, root) in enumerate(keys):
         group = workload.communicators[comm][0]
         left = limits.time_limit - (time.monotonic() - start)
@@ -96,14 +96,14 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
     return plan
 
 
-def _planned_on(comm: str, reps: list[list[int]]) -> str:
+def _planned_on(comm: str, reps: list[list[int]], degraded: bool) -> str:
     """In words, the view a communicator whose groups differ is planned on."""
+    differ = (f"communicator {comm}: its groups see the machine differently"
+              + (" (a degraded machine)" if degraded else ""))
     if len(reps) == 1:
-        return (f"communicator {comm}: its groups see the machine differently (a degraded "
-                f"machine); planned on group {reps[0]}, whose links every other group has "
+        return (f"{differ}; planned on group {reps[0]}, whose links every other group has "
                 "at least as fast: its files serve them all, timed as it runs them, the "
                 "slowest")
-    return (f"communicator {comm}: its groups see the machine differently (a degraded "
-            f"machine); planned on each link at its slowest in groups "
+    return (f"{differ}; planned on each link at its slowest in groups "
             f"{', '.join(map(str, reps))}: its files serve them all, timed no faster "
             "than the slowest runs them")

@@ -22,74 +22,101 @@ import networkx as nx
 
 from synth.errors import BadInput
 from synth.topology.communicator import view
-from synth.topology.linkmodel import LinkModel, lower, lower_with_routes
+from synth.predict.timing import prices
+from synth.topology.linkmodel import lower, lower_with_routes
 from synth.topology.physical import Topology
+
+
+# the latency a route pays, by its slowest kind of hop (synth.predict.timing)
+KIND_ORDER = {"nvlink": 0, "pcie": 1, "net": 2}
 
 
 @dataclass(frozen=True)
 class Shape:
-    """A group's view of the topology, in its own rank order, rates in GB/s."""
+    """A group's view of the topology, in its own rank order: each rank link's line rate
+    and achieved rate (cost model 2's, GB/s), latency and kind of route; each physical
+    resource rank links share; the switches that compute in the network for it."""
 
-    links: frozenset  # (src, dst, GB/s, alpha us)
-    shared: frozenset  # (its rank links, GB/s): links on one physical resource
+    links: frozenset  # (src, dst, (line GB/s, achieved GB/s), alpha us, route kind)
+    shared: frozenset  # (its rank links, (line GB/s, achieved GB/s))
     switches: frozenset  # (what it can do, its rank links)
 
     def carried_by(self, other: "Shape") -> bool:
-        """Whether a schedule valid here is valid on `other`, and no slower there."""
-        theirs = {(s, d): (gbps, alpha) for s, d, gbps, alpha in other.links}
-        if any((s, d) not in theirs or theirs[s, d][0] < gbps or theirs[s, d][1] > alpha
-               for s, d, gbps, alpha in self.links):
-            return False
+        """Whether a schedule valid here is valid on `other`, and no slower there in
+        either cost model."""
+        theirs = {(s, d): rest for s, d, *rest in other.links}
+        for s, d, rates, alpha, kind in self.links:
+            if (s, d) not in theirs:
+                return False
+            their_rates, their_alpha, their_kind = theirs[s, d]
+            if (not _at_least(their_rates, rates) or their_alpha > alpha
+                    or KIND_ORDER[their_kind] > KIND_ORDER[kind]):
+                return False
         mine = {}
-        for links, gbps in self.shared:
-            mine[links] = min(gbps, mine.get(links, gbps))
+        for links, rates in self.shared:
+            mine[links] = tuple(map(min, rates, mine.get(links, rates)))
         # a resource of theirs binds no tighter than one of ours on the same links, or
         # than the links themselves (ours may be a link of its own, not a group)
-        alone = {(s, d): gbps for s, d, gbps, _ in self.links}
-        return (all(min(mine.get(links, gbps), _links_rate(links, alone)) <= gbps
-                    for links, gbps in other.shared)
+        alone = {(s, d): rates for s, d, rates, _, _ in self.links}
+        return (all(_at_least(rates, tuple(map(min, mine.get(links, rates),
+                                                _links_rate(links, alone))))
+                    for links, rates in other.shared)
                 and self.switches <= other.switches)
 
 
-def _links_rate(links: frozenset, alone: dict) -> float:
-    return sum(alone.get(link, 0) for link in links)
+def _at_least(rates: tuple, than: tuple) -> bool:
+    # achieved rates are floats, made by different roads (28.8 x 0.75 against 25 x 0.864)
+    return all(r >= t * (1 - 1e-9) for r, t in zip(rates, than))
 
 
-def shape_of(model: LinkModel) -> Shape:
+def _links_rate(links: frozenset, alone: dict) -> tuple:
+    return tuple(sum(alone[link][i] for link in links if link in alone) for i in (0, 1))
+
+
+def shape_of(sub: Topology) -> Shape:
+    """`sub`'s Shape. Cost: a lowering and cost model 2's prices of it."""
+    model = lower(sub)
+    p = prices(sub)
     unit = Fraction(str(model.unit_gbps))
-    def rate(capacity):
-        return capacity * unit
     return Shape(
-        frozenset((l.src, l.dst, rate(l.capacity), l.alpha_us) for l in model.links),
-        frozenset((frozenset(g.links), rate(g.capacity)) for g in model.groups),
+        frozenset((l.src, l.dst, (l.capacity * unit, p.link_gbps[l.src, l.dst]),
+                   l.alpha_us, p.link_kind[l.src, l.dst]) for l in model.links),
+        frozenset((frozenset(g.links), (g.capacity * unit, p.group_gbps[g.name]))
+                  for g in model.groups),
         frozenset((tuple(sorted(s.can)), frozenset(s.links)) for s in model.switches))
 
 
 def planning_groups(topo: Topology, name: str, groups: list[list[int]]
-                    ) -> list[list[int]]:
-    """The groups communicator `name` is planned on (module docstring): the first alone
-    where every group sees the topology alike, or one every other group carries, or
-    else one group of each shape, to be planned on their meet (planning_view). BadInput
-    where a group's GPUs cannot reach each other within it, or groups differ in more
-    than their links' rates. Cost: one lowering per group."""
+                    ) -> tuple[list[list[int]], bool]:
+    """(the groups communicator `name` is planned on, whether its groups differ), by the
+    module docstring: the first alone where every group sees the topology alike, or one
+    every other group carries, or else the slowest groups (each carrying no other),
+    planned on their meet (planning_view). BadInput where a group's GPUs cannot reach
+    each other within it, or groups differ in more than their links' rates. Cost: a
+    view, lowered and priced, per group."""
     shapes = []
     for group in groups:
-        lowering = lower_with_routes(view(topo, group))
-        _check_routes(name, group, lowering.routes)
-        shapes.append(shape_of(lowering.model))
+        sub = view(topo, group)
+        _check_routes(name, group, lower_with_routes(sub).routes)
+        shapes.append(shape_of(sub))
     distinct = list(dict.fromkeys(shapes))
+    if len(distinct) == 1:
+        return groups[:1], False
     for candidate in distinct:
         if all(candidate.carried_by(s) for s in distinct if s is not candidate):
-            return [groups[shapes.index(candidate)]]
-    reps = [groups[shapes.index(s)] for s in distinct]
+            return [groups[shapes.index(candidate)]], True
+    # a group that carries another adds no slow link to the meet (a healthy one)
+    slowest = [s for s in distinct
+               if not any(o is not s and o.carried_by(s) for o in distinct)] or distinct
+    reps = [groups[shapes.index(s)] for s in slowest]
     met = planning_view(topo, reps)
-    if met is None or not all(shape_of(lower(met)).carried_by(s) for s in distinct):
-        raise BadInput(f"communicator {name}: group {reps[1]} sees the topology "
-                       f"differently from group {reps[0]}, in more than its links' rates "
-                       "(one plan serves every group, as a runtime loads one file for "
-                       "all: give groups of one shape, or name them as communicators of "
-                       "their own)")
-    return reps
+    if met is None or not all(shape_of(met).carried_by(s) for s in distinct):
+        raise BadInput(f"communicator {name}: group {groups[shapes.index(distinct[1])]} "
+                       f"sees the topology differently from group {groups[0]}, in more "
+                       "than its links' rates (one plan serves every group, as a runtime "
+                       "loads one file for all: give groups of one shape, or name them as "
+                       "communicators of their own)")
+    return reps, True
 
 
 def planning_view(topo: Topology, reps: list[list[int]]) -> Topology | None:
