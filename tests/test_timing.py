@@ -100,3 +100,16 @@ def test_a_switch_operation_runs_in_simple_only():
     assert not plain.in_network
     assert {line.protocol for line in schedule_lines(plain, prices(topo))} == \
         {"LL", "LL128", "Simple"}
+
+
+def test_a_route_achieves_its_least_hop_each_at_its_own_kinds_efficiency():
+    # GPU 10's PCIe link to its NIC at 0.45 (28.8 GB/s, PCIe 0.75: 21.6 achieved) and
+    # the rail at 0.5 (25 GB/s, the NIC's 0.95: 23.75): the route achieves 21.6, though
+    # the rail is its narrowest line rate (hopper's defaults)
+    from synth.topology.communicator import view
+
+    topo = resolve("dgxh100x2", edits=("box1.gpu2-nic2=0.45", "box1.nic2-rail2=0.5"))
+    p = prices(view(topo, [2, 10]))
+    assert p.link_gbps[(0, 1)] == pytest.approx(21.6)
+    assert p.link_gbps[(1, 0)] == pytest.approx(21.6)
+    assert p.link_kind[(0, 1)] == "net"
