@@ -257,9 +257,11 @@ def write_answer(answer: Answer, directory: Path) -> dict:
 
 def _choice(runtimes: dict, reference_us: float) -> dict:
     """The file to load at the size: the fastest one a runtime loads, if it beats the
-    reference; else the reference (NCCL's own), runtime and file None."""
+    reference at the times shown (each rounded to 0.001 us, as each runtime's line
+    judges: a file 0.0005 us ahead is a tie, not one to load); else the reference
+    (NCCL's own), runtime and file None."""
     files = [(r["us"], fmt) for fmt, r in runtimes.items() if r["file"]]
-    if files and (reference_us != reference_us or min(files)[0] < reference_us):
+    if files and (reference_us != reference_us or min(files)[0] < _us(reference_us)):
         fmt = min(files)[1]
         return {"runtime": fmt, "file": runtimes[fmt]["file"], "us": runtimes[fmt]["us"]}
     return {"runtime": None, "file": None, "us": _us(reference_us)}

@@ -121,6 +121,19 @@ def test_a_runtime_file_slower_than_the_reference_is_not_offered_as_a_load():
     assert lines[-1].startswith("for 1,048,576 bytes load nothing")
 
 
+def test_a_file_ahead_of_the_reference_by_less_than_the_times_shown_is_no_load():
+    # dgxh100's gather at 64 MB: the MSCCL++ file's 168.233 us (rounded, as shown)
+    # against direct's 168.23348...: its line said "not faster", the last line "load it"
+    from synth.answer import _choice
+
+    files = {"mscclpp": {"file": "g.mscclpp.json", "us": 168.233},
+             "msccl-xml": {"file": None, "us": None}}
+    assert _choice(files, 168.23348509485095) == {"runtime": None, "file": None,
+                                                   "us": 168.233}
+    assert _choice(files, 168.2345)["file"] == "g.mscclpp.json"  # 0.0015 us ahead
+    assert _choice(files, float("nan"))["file"] == "g.mscclpp.json"  # no reference
+
+
 def test_a_runtime_that_runs_another_point_faster_on_its_protocols_says_which():
     # mi250's allgather at 1.5 MB: the fastest point loads in both runtimes (the table
     # said so), but MSCCL++ runs a point faster on its own protocols; the answer said
