@@ -42,6 +42,17 @@ LINE_RATE_NOTE = ("NCCL-style ring or tree in the line-rate model, a stand-in fo
                   "own choice (--model calibrated predicts that)")
 
 
+def line_rate_note(collective: str) -> str:
+    """What the line-rate model's reference is, per collective (planner.REFERENCE)."""
+    if collective in ("gather", "scatter"):
+        return (f"NCCL has no {collective} of its own: nccl-tests runs it as grouped "
+                "sends, which this baseline stands in for, in the line-rate model")
+    if collective == "alltoall":
+        return ("direct sends in the line-rate model, a stand-in for NCCL's grouped "
+                "sends (--model calibrated predicts them)")
+    return LINE_RATE_NOTE
+
+
 UNCUT = "its chunking does not cut {:,} bytes whole"  # a file that loads, not this size
 
 
@@ -126,7 +137,7 @@ def reference_at(result: Result, nbytes: int, time_of=None) -> tuple[str, float,
         return "none applies", float("nan"), (
             f"NCCL has no {result.collective} of its own, and no baseline applies here to "
             f"stand in for its grouped sends" if result.cost_model == "calibrated"
-            else LINE_RATE_NOTE)
+            else line_rate_note(result.collective))
     if result.cost_model == "calibrated":  # gather, scatter: no NCCL collective
         time_of = time_of or timer(result, nbytes)  # as the points are, not line-rate
         best = min(refs, key=lambda c: time_of(c.schedule)[0])
@@ -134,7 +145,7 @@ def reference_at(result: Result, nbytes: int, time_of=None) -> tuple[str, float,
                 f"NCCL has no {result.collective} of its own: nccl-tests runs it as "
                 f"grouped sends, which this baseline stands in for, in cost model 2")
     best = min(refs, key=lambda c: c.time_us(nbytes))
-    return best.label, best.time_us(nbytes), LINE_RATE_NOTE
+    return best.label, best.time_us(nbytes), line_rate_note(result.collective)
 
 
 def _loadable(timed: list[Point], fmt: str, nbytes: int, time_of,

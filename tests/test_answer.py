@@ -295,6 +295,20 @@ def test_gathers_reference_is_timed_in_the_model_its_points_are(tmp_path):
     assert compare.returncode == 0 and f"{answer['reference_us']:.1f}" == row[3]
 
 
+@pytest.mark.parametrize("collective, said", [
+    ("scatter", "NCCL has no scatter of its own: nccl-tests runs it as grouped sends, "
+                "which this baseline stands in for, in the line-rate model"),
+    ("alltoall", "direct sends in the line-rate model, a stand-in for NCCL's grouped sends "
+                 "(--model calibrated predicts them)")])
+def test_the_line_rate_reference_is_said_as_what_it_is(tmp_path, collective, said):
+    # scatter's reference is the direct baseline: it was called "NCCL-style ring or tree"
+    run = synth_cli(collective, "--topo", "switch:4", "--size", "1KB", "--model",
+                    "line-rate", "--time-limit", "30", "--out", str(tmp_path), "--json")
+    assert run.returncode == 0, run.stderr
+    answer = json.loads(run.stdout)["answer"]
+    assert answer["reference"] == "direct" and answer["reference_is"] == said
+
+
 def test_a_size_no_point_cuts_gets_a_file_synthesized_on_power_of_two_lanes(tmp_path):
     # one H100 box at 64 MiB: the NVLS points cut by 9 pieces a shard (18 lanes), so
     # none runs 2^26 bytes; synthesized again on 16 lanes, an MSCCL++ plan does, faster
