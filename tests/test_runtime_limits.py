@@ -151,7 +151,10 @@ def test_export_command_says_so_in_one_line(tmp_path):
             # one-byte elements; a range that holds none was written, never to be picked
             ("mscclpp", ["--min-bytes", "129", "--max-bytes", "255"], "would ever pick it"),
             ("msccl-xml", ["--min-bytes", "1025", "--max-bytes", "1031"],
-             "would ever pick it")):
+             "would ever pick it"),
+            # from 0 bytes up to less than one cut: only a call of 0 bytes, none at all
+            ("mscclpp", ["--max-bytes", "127"], "would ever pick it"),
+            ("msccl-xml", ["--max-bytes", "7"], "would ever pick it")):
         bad = synth_main("export", src, "--to", fmt, *args, "-o", tmp_path / "no.out")
         assert bad.returncode == 2, (args, bad.stderr)
         assert bad.stderr.count("\n") == 1 and words in bad.stderr, bad.stderr

@@ -89,9 +89,10 @@ class Unit:
 
     def runs_some_size(self) -> bool:
         """Whether some size in [min_bytes, max_bytes] is one the file runs (MSCCL: in
-        1-byte elements, the finest cut)."""
+        1-byte elements, the finest cut): one cut at least, as a call of 0 bytes moves
+        nothing (--max-bytes 50 under a cut of 96 ran no call, and was written)."""
         q = self.quantum(1)
-        first = -(-self.min_bytes // q) * q
+        first = max(q, -(-self.min_bytes // q) * q)
         return self.max_bytes is None or first <= self.max_bytes
 
     def within(self, n: int) -> bool:
