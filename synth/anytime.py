@@ -20,6 +20,7 @@ from pathlib import Path
 from synth.deadline import Deadline
 from synth.files import OutputError
 from synth.output import point_stem, write_points
+from synth.output_folder import record
 from synth.search.pareto import Point
 
 
@@ -27,8 +28,10 @@ class EarlyFiles:
     """The early files of one run into `directory` (JSON only: the runtimes' formats
     are rendered at the end, where the time for them is held)."""
 
-    def __init__(self, directory: Path, started_ns: int, deadline: Deadline, say=None):
+    def __init__(self, directory: Path, started_ns: int, deadline: Deadline, say=None,
+                 owner: str | None = None):
         self.directory, self.started_ns, self.deadline = directory, started_ns, deadline
+        self.owner = owner  # the folder's marker (synth.output_folder.owner_text)
         self.say = say or (lambda text: None)
         # id(schedule) -> (the schedule, kept so its id is not reused; file; identity)
         self.files: dict[int, tuple[object, Path, tuple]] = {}
@@ -44,7 +47,7 @@ class EarlyFiles:
         for p in new:  # one by one: each file written is known, whatever fails after it
             try:
                 path, = write_points([p], self.directory, ["json"], None, self.started_ns,
-                                     self.deadline)
+                                     self.deadline, owner=self.owner)
             except OutputError:  # a full disk: the job's last write says so, after its table
                 self.failed = True
                 break
@@ -66,13 +69,16 @@ class EarlyFiles:
         write's: the frontier's files), unless some point has none."""
         if None in paths:
             return
-        kept = set(paths)
+        kept, removed = set(paths), []
         for _, path, identity in self.files.values():
             if path not in kept and _identity(path) == identity:
                 try:
                     path.unlink()
+                    removed.append(path)
                 except OSError:  # removed meanwhile: nothing to do
                     pass
+        if removed:
+            record(self.directory, [], removed)
 
 
 def _identity(path: Path) -> tuple:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 import stat
 from pathlib import Path
@@ -10,8 +9,9 @@ from pathlib import Path
 from synth.construct.paced import WRITE, size, unrolled_size
 from synth.deadline import Deadline
 from synth.errors import BadInput
-from synth.files import inside, quote, read_text, safe_component, write_atomic
+from synth.files import write_atomic
 from synth.frontier import Result, optimality, ratio_to_bound
+from synth.output_folder import MARKER, manifest_of, record, written_by_synth
 from synth.schedule.cost import format_size, schedule_cost
 from synth.schedule.file import write_schedule
 from synth.search.pareto import Point
@@ -30,33 +30,6 @@ def parse_formats(text: str) -> list[str]:
     if not formats:
         raise BadInput(f"--format: no format given (expected {', '.join(FORMATS)})")
     return formats
-
-
-def output_dir(root: str | Path, topology: str, collective: str) -> Path:
-    """OUT/TOPO/COLLECTIVE, the topology name made one safe path component
-    (synth.files.safe_component: ring:4 -> ring_4; '..' or 'a/b' never lead out of OUT,
-    and two names never share a folder)."""
-    if not str(root):
-        raise BadInput("--out: an empty folder name")
-    name = safe_component(topology)
-    if _owner(Path(root) / name) not in (None, topology):  # ring:4 and a file 'ring_4'
-        name = f"{name}-{hashlib.sha256(topology.encode()).hexdigest()[:8]}"
-    for folder in (Path(root), Path(root) / name):
-        if folder.exists() and not folder.is_dir():
-            raise BadInput(f"{quote(str(folder), 80)}: exists and is not a folder (--out "
-                           "names a folder)")
-    return inside(root, Path(root) / name / collective)
-
-
-MARKER = ".topology-name"  # in OUT/TOPO: the full name of the topology written there
-
-
-def _owner(folder: Path) -> str | None:
-    """The topology whose files a folder holds, from its marker, or None."""
-    try:
-        return read_text(folder / MARKER, 4096, "marker").strip() or None
-    except BadInput:
-        return None
 
 
 def rooted(collective: str, root: int | None) -> str:
@@ -84,8 +57,8 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
                  replaces: tuple[int, int] | None = None, started_ns: int | None = None,
                  deadline: Deadline = Deadline(), grace: float = 0.0,
                  already: dict[int, Path] | None = None,
-                 missed: list[tuple[str, str, str | None]] | None = None
-                 ) -> list[Path | None]:
+                 missed: list[tuple[str, str, str | None]] | None = None,
+                 owner: str | None = None) -> list[Path | None]:
     """Write every point in each format (json: STEM.json, msccl-xml: STEM.xml, mscclpp:
     STEM.mscclpp.json). Returns one path per point, in order: its JSON file, else its
     first format's; None where none was written. A point an exporter cannot express
@@ -99,21 +72,23 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
 
     replaces: the (least, most) steps the search covered. Files of earlier runs in that
     range, in the formats written now, that are not on this frontier are removed (their
-    names follow point_stem), so the folder holds the frontier; files outside it, every file after a run of one
+    names follow point_stem, and synth wrote them: synth.output_folder's manifest), so
+    the folder holds the frontier; files outside it, every file after a run of one
     instance (replaces=None), and every file when the deadline left a point unwritten,
     stay. started_ns: when this run started (time.time_ns());
     a file written since then is another run's, running at the same time, and stays.
     already: {id(schedule): its JSON file} written earlier in this run (synth.anytime),
     not written again. Files are written in the folder synth chose: a symbolic link
-    there is replaced, not followed (nothing is written outside --out)."""
+    there is replaced, not followed (nothing is written outside --out). owner: the
+    folder's marker text (synth.output_folder.owner_text; None: the model's name)."""
     from synth.export import EXTENSIONS, render
 
     already = already or {}
     if points and not deadline.affords(-grace):  # past the deadline and its grace
         return [already.get(id(p.schedule)) for p in points]
     if points:
-        write_atomic(directory.parent / MARKER, points[0].schedule.model.name + "\n",
-                     follow_links=False)
+        write_atomic(directory.parent / MARKER,
+                     owner or points[0].schedule.model.name + "\n", follow_links=False)
     formats = list(dict.fromkeys(formats))
     written, primary, failed, late = [], [None] * len(points), None, False
     for i in sorted(range(len(points)), key=lambda i: size(points[i].schedule)):
@@ -146,6 +121,8 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
         written += paths.values()
         if paths:
             primary[i] = paths.get("json", next(iter(paths.values())))
+    if written:
+        record(directory, written)
     if replaces is not None and points and not late:
         _remove_stale(directory, collective_stem(points[0].schedule.collective), replaces,
                       {path.name for path in written}, {EXTENSIONS[f] for f in formats},
@@ -160,14 +137,17 @@ def _remove_stale(directory: Path, collective: str, steps: tuple[int, int], keep
     """Remove earlier frontier files of `collective` (collective_stem: a rooted one's
     root too, so another root's files stay) whose steps lie in `steps`: only
     names synth writes, with `extensions` (the formats this run writes: a run in one
-    format leaves another's files alone), only regular files (or links) older than this
-    run; best effort (another run may remove one at the same moment)."""
+    format leaves another's files alone), only files synth wrote there and nobody
+    changed since (synth.output_folder), older than this run; best effort (another run
+    may remove one at the same moment)."""
     pattern = re.compile(rf"{collective}-s([1-9]\d*)-r[1-9]\d*-c[1-9]\d*"
                          r"(\.mscclpp\.json|\.json|\.xml)")
+    ours, removed = manifest_of(directory), []
     for old in directory.glob(f"{collective}-s*-r*-c*.*"):
         m = pattern.fullmatch(old.name)
         if (not m or old.name in keep or m.group(2) not in extensions
-                or not steps[0] <= int(m.group(1)) <= steps[1]):
+                or not steps[0] <= int(m.group(1)) <= steps[1]
+                or not written_by_synth(old, ours)):
             continue
         try:
             st = old.lstat()
@@ -176,8 +156,11 @@ def _remove_stale(directory: Path, collective: str, steps: tuple[int, int], keep
             if started_ns is not None and st.st_mtime_ns >= started_ns:
                 continue  # written by a run going on at the same time
             old.unlink()
+            removed.append(old)
         except OSError:
             continue
+    if removed:
+        record(directory, [], removed)
 
 
 def method_of(point: Point) -> str:

@@ -18,7 +18,8 @@ import pytest
 
 import synth.output
 from synth.cli import main
-from synth.output import MARKER, _remove_stale, output_dir
+from synth.output import _remove_stale
+from synth.output_folder import MARKER, fingerprint, output_dir, record
 from synth.schedule.collectives import make_collective
 from synth.search import cache
 from synth.search.instance import solve_instance
@@ -42,8 +43,49 @@ def test_two_topologies_whose_names_look_alike_never_share_a_folder(tmp_path):
     other = {Path(p["file"]) for p in json.loads(second.stdout)["frontier"]}
     assert all(p.exists() for p in ring | other)  # the second run removed nothing
     assert {p.parent.parent for p in ring}.isdisjoint({p.parent.parent for p in other})
-    assert (tmp_path / "o" / "ring_4" / MARKER).read_text() == "ring:4\n"
+    marker = (tmp_path / "o" / "ring_4" / MARKER).read_text()
+    assert marker == f"ring:4\n{fingerprint(resolve('ring:4'))}\n"
     assert synth_main("verify", *map(str, ring | other)).returncode == 0
+
+
+def test_a_file_synth_did_not_write_is_never_removed_whatever_its_name(tmp_path):
+    # a user's own schedule (or any file) named as synth names its files, in the folder
+    # a run writes: it was removed as an earlier run's
+    folder = tmp_path / "o" / "ring_4" / "allgather"
+    folder.mkdir(parents=True)
+    mine = folder / "allgather-s3-r3-c1.json"
+    mine.write_text("precious")
+    first = synth_main("allgather", "--topo", "ring:4", "--out", str(tmp_path / "o"),
+                       "--json")
+    assert first.returncode == 0, first.stderr
+    assert mine.read_text() == "precious"
+    # a file synth wrote and the user then edited stays too; one left as written goes
+    written = [Path(p["file"]) for p in json.loads(first.stdout)["frontier"]]
+    edited, untouched = written[0], folder / "allgather-s5-r5-c1.json"
+    edited.write_text(edited.read_text() + " ")
+    untouched.write_text(written[-1].read_text())
+    record(folder, [untouched])  # as an earlier run of synth's leaves it
+    again = synth_main("allgather", "--topo", "ring:4", "--out", str(tmp_path / "o"),
+                       "--max-steps", "6")
+    assert again.returncode == 0, again.stderr
+    assert mine.read_text() == "precious" and edited.exists()
+    assert not untouched.exists()
+
+
+def test_two_machines_of_one_name_never_share_a_folder(tmp_path):
+    # two files named box.yaml (one name, box), different machines: the second run
+    # removed the first's schedules, and a file named dgxh100 wrote into the built-in's
+    for sub in "ab":
+        (tmp_path / sub).mkdir()
+    a = write_topology(tmp_path / "a" / "box.yaml", SMALL)
+    b = write_topology(tmp_path / "b" / "box.yaml", SMALL.replace("25", "50"))
+    runs = [synth_main("allgather", "--topo", t, "--out", str(tmp_path / "o"), "--json")
+            for t in (a, b)]
+    assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
+    files = [{Path(p["file"]) for p in json.loads(r.stdout)["frontier"]} for r in runs]
+    assert all(p.exists() for p in files[0] | files[1])
+    assert {p.parent.parent for p in files[0]}.isdisjoint({p.parent.parent for p in files[1]})
+    assert synth_main("verify", *map(str, files[0] | files[1])).returncode == 0
 
 
 def test_a_link_in_the_output_folder_is_replaced_not_followed(tmp_path):
@@ -70,6 +112,7 @@ def test_files_written_after_a_run_started_are_another_runs_and_stay(tmp_path):
     new.write_text("{}")  # written by a run going on beside this one
     odd = folder / "allgather-s02-r3-c1.json"  # not a name synth writes
     odd.write_text("{}")
+    record(folder, [old, new, odd])  # as if synth wrote all three
     _remove_stale(folder, "allgather", (1, 10), set(), {".json"}, started)
     assert not old.exists() and new.exists() and odd.exists()
 
@@ -92,7 +135,7 @@ def test_a_run_in_one_format_leaves_another_formats_files(tmp_path):
 def test_an_empty_out_is_refused():
     one_line(synth_main("allgather", "--topo", "ring:4", "--out", ""), 2)
     with pytest.raises(Exception, match="empty"):
-        output_dir("", "ring:4", "allgather")
+        output_dir("", resolve("ring:4"), "allgather")
 
 
 # --- a plan's folder (synth plan -o DIR, synth report -o DIR) -----------------------

@@ -35,7 +35,7 @@ STAGES = [
     ["synth.construct"],
     ["synth.frontier", "synth.cost_choice"],
     ["synth.export"],
-    ["synth.output", "synth.compare", "synth.anytime"],
+    ["synth.output", "synth.output_folder", "synth.compare", "synth.anytime"],
     ["synth.plan", "synth.answer"],
     ["synth.run"],
     ["synth.pictures"],

@@ -142,6 +142,8 @@ def test_generator_names_become_portable_folder_names(tmp_path):
 
 
 def test_one_instance_and_steps_runs_replace_only_their_own_files(tmp_path):
+    from synth.output_folder import record
+
     folder = tmp_path / "dgx1" / "allgather"
     frontier = synth_main("allgather", "--topo", "dgx1", "--out", str(tmp_path))
     assert frontier.returncode == 0, frontier.stderr
@@ -155,6 +157,8 @@ def test_one_instance_and_steps_runs_replace_only_their_own_files(tmp_path):
     # --steps S alone replaces only files with S steps
     (folder / "allgather-s2-r9-c9.json").write_text("{}")  # an old 2-step file
     (folder / "allgather-s5-r9-c9.json").write_text("{}")  # and a 5-step one
+    record(folder, [folder / "allgather-s2-r9-c9.json",  # as synth leaves its own
+                    folder / "allgather-s5-r9-c9.json"])
     again = synth_main("allgather", "--topo", "dgx1", "--steps", "2", "--out",
                        str(tmp_path))
     assert again.returncode == 0, again.stderr
@@ -166,6 +170,7 @@ def test_one_instance_and_steps_runs_replace_only_their_own_files(tmp_path):
 
 def test_stale_files_that_vanish_during_clean_up_are_no_error(tmp_path, monkeypatch):
     from synth.output import _remove_stale
+    from synth.output_folder import MANIFEST, record
 
     folder = tmp_path / "f"
     folder.mkdir()
@@ -177,12 +182,13 @@ def test_stale_files_that_vanish_during_clean_up_are_no_error(tmp_path, monkeypa
     for name in names:
         (folder / name).write_text("{}")
     ghost = folder / "allgather-s2-r3-c1.json"  # listed, then removed by another run
+    record(folder, [folder / name for name in names])  # synth wrote them all
     listed = sorted(folder.iterdir())
     monkeypatch.setattr(Path, "glob", lambda self, pattern: iter([listed[0], ghost,
                                                                    *listed[1:]]))
     _remove_stale(folder, "allgather", (1, 10), {names[2]}, {".json", ".xml"})  # no error
     monkeypatch.undo()
-    assert sorted(p.name for p in folder.iterdir()) == sorted(names[2:])
+    assert sorted(p.name for p in folder.iterdir() if p.name != MANIFEST) == sorted(names[2:])
 
 
 def test_sigterm_keeps_found_points_and_leaves_no_temporary_files(tmp_path):

@@ -117,7 +117,8 @@ def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, 
                   formats, as_json):
     from synth.deadline import job_deadline
     from synth.export import EXTENSIONS
-    from synth.output import output_dir, point_stem, rooted, write_points
+    from synth.output import point_stem, rooted, write_points
+    from synth.output_folder import output_dir, owner_text
     from synth.schedule.collectives import DUAL, make_collective
     from synth.search.encoding import variables_for
     from synth.search.instance import MAX_VARIABLES, TooLarge, solve_instance
@@ -147,8 +148,8 @@ def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, 
     if out.status != "sat":
         raise NoAnswer(f"no answer: {what} was not decided within {time_limit:g} s")
     point = Point(out.schedule, proven=False)
-    directory = output_dir(out_dir, topo.name, name)
-    write_points([point], directory, formats)
+    directory = output_dir(out_dir, topo, name)
+    write_points([point], directory, formats, owner=owner_text(topo))
     # every format's file (the path above is the first's: two formats named one file)
     files = [str(directory / f"{point_stem(point)}{EXTENSIONS[f]}") for f in formats]
     found = out.schedule
@@ -187,7 +188,8 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     from synth.deadline import job_deadline
     from synth.export.loads import chosen
     from synth.frontier import synthesize
-    from synth.output import format_table, output_dir, write_points
+    from synth.output import format_table, write_points
+    from synth.output_folder import output_dir, owner_text
     from synth.search.pareto import Limits
 
     started_ns = time.time_ns()
@@ -195,13 +197,14 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     limits = Limits(max_steps, max_chunks or 8, time_limit, backend)
     if steps is not None:
         limits = replace(limits, max_steps=steps, min_steps=steps)
-    directory = output_dir(out_dir, topo.name, name)  # a bad --out fails before the search
+    directory = output_dir(out_dir, topo, name)  # a bad --out fails before the search
+    owner = owner_text(topo)
     terminal = sys.stderr.isatty()
     reporter = _Progress(progress if progress is not None else terminal, terminal,
                          heartbeat=progress is None and not terminal)
     reporter.say(f"solver: {backend} ({why})")
     searches_end = deadline.reserving(CHOOSING_SHARE * time_limit)  # early files too
-    early = EarlyFiles(directory, started_ns, searches_end, reporter.line) \
+    early = EarlyFiles(directory, started_ns, searches_end, reporter.line, owner) \
         if "json" in formats else None
 
     def on_event(kind: str, data) -> None:
@@ -235,7 +238,8 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
         try:
             paths = write_points(result.points, directory, formats, covered, started_ns,
                                  deadline, GRACE_SHARE * time_limit,
-                                 early.intact() if early is not None else None, missed)
+                                 early.intact() if early is not None else None, missed,
+                                 owner)
             failed = _none_written(missed, len(result.points))
             if early is not None:  # the early files of points no longer on the frontier
                 early.settle(paths)

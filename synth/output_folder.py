@@ -1,0 +1,121 @@
+"""Whose files an output folder holds, and which of them synth may remove.
+
+`synth COLLECTIVE -o OUT` writes into OUT/TOPO/COLLECTIVE. Two things keep a user's
+files safe there:
+
+- OUT/TOPO holds a marker (MARKER) with the topology's name and a fingerprint of the
+  machine itself: a folder another machine of the same safe name wrote (two files
+  named `box.yaml`, a file named `dgxh100`) is never reused; that machine's files go to
+  a folder of their own (the name and a hash).
+- OUT/TOPO/COLLECTIVE holds a manifest (MANIFEST) of the files synth wrote there, each
+  with the identity it had when written (inode, size, modification time). Only a file
+  in the manifest and unchanged since is ever removed as an earlier run's: a file of
+  the user's, or one they edited, copied or replaced, stays whatever its name.
+
+A lost or unreadable manifest costs nothing but stale files left in place. Cost: the
+fingerprint reads every vertex and physical link once; the manifest is one small file
+read and written per write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from synth.errors import BadInput
+from synth.files import inside, quote, read_text, safe_component, write_atomic
+from synth.topology.physical import Topology
+
+MARKER = ".topology-name"  # in OUT/TOPO: the topology's name, then its fingerprint
+MANIFEST = ".written-by-synth"  # in OUT/TOPO/COLLECTIVE: {name: identity}
+
+
+def fingerprint(topo: Topology) -> str:
+    """A short hash of the machine: its unit, vertices and physical links. Made once
+    per topology object (fc:1100's 1.2 million links take 2 s)."""
+    if _MADE.get(id(topo), (None,))[0] is not topo:
+        body = repr((topo.unit_gbps, sorted((v.name, v.kind, v.box, v.can)
+                                            for v in topo.vertices),
+                     sorted((l.src, l.dst, l.gbps, l.count, l.alpha_us)
+                            for l in topo.links)))
+        _MADE[id(topo)] = (topo, hashlib.sha256(body.encode()).hexdigest()[:16])
+    return _MADE[id(topo)][1]
+
+
+_MADE: dict[int, tuple[Topology, str]] = {}  # id -> (the topology, kept alive; its hash)
+
+
+def owner_text(topo: Topology) -> str:
+    """The marker's text for `topo`."""
+    return f"{topo.name}\n{fingerprint(topo)}\n"
+
+
+def output_dir(root: str | Path, topo: Topology, collective: str) -> Path:
+    """OUT/TOPO/COLLECTIVE, the topology name made one safe path component
+    (synth.files.safe_component: ring:4 -> ring_4; '..' or 'a/b' never lead out of OUT,
+    and two names never share a folder), with a hash of the name where another machine
+    of that safe name holds it already."""
+    if not str(root):
+        raise BadInput("--out: an empty folder name")
+    name = safe_component(topo.name)
+    if not _owned_by(Path(root) / name, topo):  # ring:4 and a file 'ring_4'
+        name = f"{name}-{hashlib.sha256(owner_text(topo).encode()).hexdigest()[:8]}"
+    for folder in (Path(root), Path(root) / name):
+        if folder.exists() and not folder.is_dir():
+            raise BadInput(f"{quote(str(folder), 80)}: exists and is not a folder (--out "
+                           "names a folder)")
+    return inside(root, Path(root) / name / collective)
+
+
+def _owned_by(folder: Path, topo: Topology) -> bool:
+    """Whether the folder is free for `topo` (no marker) or holds its files: the same
+    name, and the same fingerprint (a marker of before 2026-12-05 has none)."""
+    try:
+        lines = read_text(folder / MARKER, 4096, "marker").splitlines()
+    except BadInput:
+        return True
+    if not lines or not lines[0].strip():
+        return True
+    return lines[0].strip() == topo.name and (len(lines) < 2
+                                              or lines[1].strip() == fingerprint(topo))
+
+
+def _identity(path: Path) -> list[int] | None:
+    try:
+        st = path.lstat()
+    except OSError:
+        return None
+    return [st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+def manifest_of(directory: Path) -> dict:
+    """{file name: identity} of the files synth wrote in `directory`."""
+    try:
+        doc = json.loads(read_text(directory / MANIFEST, 1 << 24, "manifest"))
+        files = doc["files"]
+        return {str(k): list(v) for k, v in files.items()} if isinstance(files, dict) else {}
+    except (BadInput, ValueError, KeyError, TypeError, AttributeError):
+        return {}  # no manifest, or not one synth wrote: nothing is known to be synth's
+
+
+def record(directory: Path, written: list[Path], removed: list[Path] = ()) -> None:
+    """Add the files just `written` in `directory` to its manifest (their identity as
+    they are now), and drop the `removed` ones."""
+    files = manifest_of(directory)
+    for path in removed:
+        files.pop(path.name, None)
+    for path in written:
+        identity = _identity(path)
+        if identity is not None and path.parent == directory:
+            files[path.name] = identity
+    files = {name: v for name, v in files.items() if os.path.lexists(directory / name)}
+    write_atomic(directory / MANIFEST, json.dumps({"format": "synth.written",
+                                                   "files": files}) + "\n",
+                 follow_links=False)
+
+
+def written_by_synth(path: Path, manifest: dict) -> bool:
+    """Whether `path` is a file synth wrote, unchanged since (its manifest entry)."""
+    return manifest.get(path.name) == _identity(path)
