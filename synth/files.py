@@ -97,6 +97,22 @@ def write_atomic(path: str | Path, data: str | bytes, follow_links: bool = True)
     return path
 
 
+def check_folder(path: str | Path, option: str = "--out") -> None:
+    """BadInput, before any work, unless `path` is a folder or could be made one: it,
+    or the nearest of its parents that exists, is a file (a plan of minutes failed at
+    its end on `-o afile/sub`)."""
+    here = Path(path)
+    while True:
+        if here.exists() or here.is_symlink():
+            if not here.is_dir():
+                raise BadInput(f"{quote(str(here), 80)}: exists and is not a folder "
+                               f"({option} names a folder)")
+            return
+        if here.parent == here:
+            return
+        here = here.parent
+
+
 def write_folder(root: str | Path, files: dict) -> list[Path]:
     """Write `files` ({path relative to root: text or bytes}) under `root` all or none:
     every file goes to a temporary beside its target first, and only when all are

@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 
 from synth.errors import BadInput
-from synth.files import inside, quote, read_text, safe_component, write_atomic
+from synth.files import check_folder, inside, read_text, safe_component, write_atomic
 from synth.topology.physical import Topology
 
 MARKER = ".topology-name"  # in OUT/TOPO: the topology's name, then its fingerprint
@@ -62,10 +62,7 @@ def output_dir(root: str | Path, topo: Topology, collective: str) -> Path:
     name = safe_component(topo.name)
     if not _owned_by(Path(root) / name, topo):  # ring:4 and a file 'ring_4'
         name = f"{name}-{hashlib.sha256(owner_text(topo).encode()).hexdigest()[:8]}"
-    for folder in (Path(root), Path(root) / name):
-        if folder.exists() and not folder.is_dir():
-            raise BadInput(f"{quote(str(folder), 80)}: exists and is not a folder (--out "
-                           "names a folder)")
+    check_folder(Path(root) / name / collective)
     return inside(root, Path(root) / name / collective)
 
 

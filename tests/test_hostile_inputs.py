@@ -132,6 +132,31 @@ def test_a_run_in_one_format_leaves_another_formats_files(tmp_path):
     assert sorted(p.name for p in out.rglob("*.xml"))
 
 
+def test_an_out_under_a_file_is_refused_before_any_work(tmp_path, monkeypatch):
+    # `-o afile/sub`: a plan of minutes, a synthesis, a report failed only at their end
+    import synth.frontier
+    import synth.plan.make
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the work began before the folder was checked")
+
+    monkeypatch.setattr(synth.plan.make, "make_plan", no_work)
+    monkeypatch.setattr(synth.frontier, "synthesize", no_work)
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    workload = tmp_path / "w.yaml"
+    workload.write_text("communicators: {tp: {per: box}}\n"
+                        "collectives: [{communicator: tp, collective: allgather, "
+                        "size: 1MB}]\n")
+    for args in (["plan", workload, "--topo", "ring:4", "-o", afile / "sub"],
+                 ["plan", workload, "--topo", "ring:4", "-o", afile],
+                 ["allgather", "--topo", "ring:4", "-o", afile / "sub"],
+                 ["report", "allgather", "--topo", "ring:4", "-o", afile / "x" / "y"]):
+        said = one_line(synth_main(*args), 2)
+        assert f"{afile}': exists and is not a folder" in said, said
+    assert afile.read_text() == "mine"
+
+
 def test_an_empty_out_is_refused():
     one_line(synth_main("allgather", "--topo", "ring:4", "--out", ""), 2)
     with pytest.raises(Exception, match="empty"):

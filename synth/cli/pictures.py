@@ -9,7 +9,6 @@ are one line on stderr and exit 2) and write each file whole or not at all.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import click
 
@@ -17,7 +16,7 @@ from synth.cli.app import cli, topo
 from synth.cli.options import (BOXES, COLOR, DEGRADED, MODEL, ROOT, SEARCH, SIZES,
                                SOLVER_CHOICE, TIME_LIMIT, TOPO, examples, out_option,
                                resolve_in_time)
-from synth.errors import BadInput, NoAnswer
+from synth.errors import NoAnswer
 
 PAGE_END = 0.95  # of report's limit: its drawings end by then, writing its files follows
 
@@ -92,11 +91,11 @@ def report_command(collective, spec, boxes, without, degrade, out_dir, root, tim
     MB: a drawing too big for it is drawn smaller there, the full one a file beside it."""
     from synth.deadline import job_deadline
     from synth.cli.synthesize import baselines_by, frontier_within
+    from synth.files import check_folder
     from synth.pictures.report import write_report
     from synth.search.pareto import Limits
 
-    if Path(out_dir).exists() and not Path(out_dir).is_dir():
-        raise BadInput(f"{out_dir}: exists and is not a folder")
+    check_folder(out_dir, "-o")
     topology = resolve_in_time(spec, boxes, without + degrade, time_limit)
     backend = SOLVER_CHOICE[solver][0]
     limits = Limits(max_steps, max_chunks, time_limit, backend)

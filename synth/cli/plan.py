@@ -60,6 +60,7 @@ def plan_command(workload, spec, boxes, without, degrade, out_dir, time_limit, m
 
     from synth.deadline import job_deadline
     from synth.errors import BadInput
+    from synth.files import check_folder
     from synth.plan.output import RUNTIMES, render_plan, write_files
     from synth.plan.make import make_plan
     from synth.plan.reading import load_workload
@@ -70,6 +71,7 @@ def plan_command(workload, spec, boxes, without, degrade, out_dir, time_limit, m
     if unknown:
         raise BadInput(f"unknown format {unknown[0]!r} (expected msccl-xml, mscclpp or none)")
     deadline = job_deadline(time_limit)  # from the command's start, as a user counts
+    check_folder(out_dir, "-o")  # before minutes of planning
     topo = resolve_in_time(spec, boxes, without + degrade, time_limit)
     work = load_workload(workload, topo, steps)
     for note in work.notes:  # what the log or trace held that the plan leaves out
