@@ -243,6 +243,28 @@ def test_a_bad_edit_is_one_line_and_exit_2(args, said):
     assert said in one_line(synth_main("bounds", "allgather", "--topo", "dgxh100", *args), 2)
 
 
+def test_a_name_both_a_boxs_and_the_networks_is_refused_not_guessed(tmp_path):
+    # a box's PCIe switch named rail0, on a rail network whose switch 0 is rail0 too:
+    # --without rail0 took the network's, without a word
+    box = tmp_path / "rn.yaml"
+    box.write_text("name: rn\ngpus: 2\nswitches: [{name: sw, kind: nvswitch}, "
+                   "{name: rail0, kind: pcie_switch}]\nnics: [nic0, nic1]\nlinks:\n"
+                   "  - {between: [gpu0, sw], gbps: 25}\n  - {between: [gpu1, sw], gbps: 25}\n"
+                   "  - {between: [gpu0, rail0], gbps: 32}\n"
+                   "  - {between: [rail0, nic0], gbps: 32}\n"
+                   "  - {between: [gpu1, nic1], gbps: 32}\n"
+                   "network: {fabric: rails, gbps: 25}\n")
+    said = one_line(synth_main("topo", "show", str(box), "--boxes", "2", "--without",
+                               "rail0"), 2)
+    assert "rnx2 has a rail0 between its boxes and one in each box: box0.rail0" in said
+    # a box's own, named with its box, is no question
+    shown = synth_main("topo", "show", str(box), "--boxes", "2", "--without", "box1.rail0",
+                       "--json")
+    assert shown.returncode == 0, shown.stderr
+    names = {v["name"] for v in json.loads(shown.stdout)["switches"]}
+    assert {"rail0", "n0.rail0"} <= names and "n1.rail0" not in names
+
+
 def test_bad_edits_in_clusters_files_and_verify(tmp_path):
     assert "dgxh100x2 has boxes 0 to 1" in one_line(
         synth_main("topo", "show", "dgxh100x2", "--without", "box2.nic2"), 2)

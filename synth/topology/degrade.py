@@ -227,10 +227,14 @@ def _named(topo: Topology, name: str, box: int | None, gone: set[str]) -> list[s
             return [] if local in gone else [local]
         between = name in names and names[name].box is None  # a switch between boxes
         return [name] if between and name not in gone else []
+    local = [f"n{b}.{name}" for b in range(topo.boxes) if f"n{b}.{name}" in names]
+    if name in names and local:  # a switch between boxes, and a box's vertex, both rail0
+        raise BadInput(f"{name}: {topo.name} has a {name} between its boxes and one in "
+                       f"each box: box0.{name} names box 0's; to name the one between "
+                       "boxes, rename the box's in its file")
     if name in names:
         return [] if name in gone else [name]
-    return [f"n{b}.{name}" for b in range(topo.boxes)
-            if f"n{b}.{name}" in names and f"n{b}.{name}" not in gone]
+    return [v for v in local if v not in gone]
 
 
 _NAMES: list = [None, {}]  # (topo.vertices, by name) of the machine edited last
