@@ -168,11 +168,17 @@ def test_bad_fabric_options_are_one_line_and_exit_2(topo, says):
     assert says in done.stderr, done.stderr
 
 
-def test_a_bad_network_section_is_one_line_and_exit_2(tmp_path):
+@pytest.mark.parametrize("network, says", [
+    ({"over": 0.5}, "network.over: expected an oversubscription R (R:1) from 1 to 1000"),
+    # 0 was read as "not given": leaf 0 became the default 32 boxes, pod 0 two tiers
+    ({"leaf": 0}, "network.leaf: expected a whole number of boxes from 1 to 4096, got 0"),
+    ({"pod": 0}, "network.pod: expected a whole number of boxes from 1 to 4096, got 0"),
+])
+def test_a_bad_network_section_is_one_line_and_exit_2(tmp_path, network, says):
     box = yaml.safe_load(Path("topologies/dgxh100.yaml").read_text())
-    box["network"] = {"fabric": "fat-tree", "gbps": 50, "over": 0.5}
+    box["network"] = {"fabric": "fat-tree", "gbps": 50, **network}
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(box))
-    done = synth_main("topo", "show", str(path), "--boxes", "2")
+    done = synth_main("topo", "show", str(path), "--boxes", "4")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
-    assert "network.over: expected an oversubscription R (R:1) from 1 to 1000" in done.stderr
+    assert says in done.stderr, done.stderr

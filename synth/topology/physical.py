@@ -350,6 +350,10 @@ def _parse_network(doc) -> Network:
     sharp = doc.get("sharp", False)
     if not isinstance(sharp, bool):
         raise BadInput(f"network.sharp: expected true or false, got {quote(sharp)}")
+    for key in ("leaf", "pod"):  # 0 stands for "not given" inside, never in a file
+        if doc.get(key, 1) == 0 and not isinstance(doc[key], bool):
+            raise BadInput(f"network.{key}: expected a whole number of boxes from 1 to "
+                           f"4096, got 0 (leave it out for the fabric's default)")
     return checked(Network(doc["fabric"], _positive(doc.get("gbps"), "network.gbps",
                                                      MAX_GBPS),
                            alpha, sharp, doc.get("leaf", 0), doc.get("pod", 0),
