@@ -168,7 +168,11 @@ def with_change(**changes):
     (with_change(links=[{"between": ["gpu0", "gpu1"], "gbps": 1, "speed": 2}]), "unknown key 'speed'"),
     (with_change(links=[{"between": ["gpu0", "gpu1"], "gbps": 1},
                         {"from": "gpu0", "to": "gpu1", "gbps": 1}]), "duplicate link"),
-    (with_change(switches=[{"name": "s", "kind": "router"}]), "kind: expected one of"),
+    (with_change(switches=[{"name": "s", "kind": "router"}]),
+     "kind: expected one of nvswitch, pcie_switch, net_switch, got 'router'"),
+    (with_change(links=[{"between": ["gpu0", "gpu1"]}]),
+     r"links\[0\].gbps: missing \(expected a number from 0.001"),
+    (with_change(network={"fabric": "rails"}), r"network.gbps: missing \(expected a number"),
     (with_change(gpus=0), "between 2 and 4096 GPUs"),
     (with_change(gpus=1), "between 2 and 4096 GPUs"),
 ])

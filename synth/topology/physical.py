@@ -191,7 +191,8 @@ def topology_from_dict(doc: dict) -> Topology:
         _check_keys(s, {"name", "kind", "inferred", "can"}, f"switches[{i}]")
         kind = s.get("kind")
         if kind not in SWITCH_KINDS:
-            raise BadInput(f"switches[{i}].kind: expected one of {', '.join(SWITCH_KINDS)}")
+            raise BadInput(f"switches[{i}].kind: expected one of {', '.join(SWITCH_KINDS)}, "
+                           f"got {quote(kind)}")
         vertices.append(Vertex(_string(s.get("name"), f"switches[{i}].name"), kind,
                                inferred=_text(s.get("inferred", ""), f"switches[{i}].inferred"),
                                can=_capabilities(s.get("can", []), kind, f"switches[{i}]")))
@@ -457,6 +458,8 @@ def _number(x, where: str, lo: float, hi: float) -> float:
     """x as a float when it is a finite number from lo to hi; one line naming the field
     otherwise. Huge integers (10**400) are compared, never converted, so they cannot
     overflow."""
+    if x is None:  # a key left out (or given empty)
+        raise BadInput(f"{where}: missing (expected a number from {lo:g} to {hi:g})")
     ok = isinstance(x, (int, float)) and not isinstance(x, bool)
     if ok and isinstance(x, float):
         ok = math.isfinite(x)
