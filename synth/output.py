@@ -38,6 +38,11 @@ def rooted(collective: str, root: int | None) -> str:
     return collective if root is None else f"{collective} (root {root})"
 
 
+def counted(n: int, word: str) -> str:
+    """`n word`, the word plural past one: "1 step", "3 steps"."""
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
 def point_stem(point: Point) -> str:
     """A point's file name without extension: COLLECTIVE[-rootR]-sS-rR-cC, the root of a
     rooted collective named (runs of two roots share a folder); `-p2` for a point

@@ -507,6 +507,12 @@ def test_a_rooted_collectives_plots_carry_the_root(tmp_path):
         for kind in ("frontier", "time"):
             assert (folder / f"broadcast-root{root}-{kind}.png").read_bytes().startswith(
                 PNG_SIGNATURE)
+    # a report's plots carry it too, the speed-up's as well (it had no root)
+    page = synth_main("report", "broadcast", "--topo", "ring:4", "--root", "3", "-o",
+                      str(tmp_path / "r"), "--time-limit", "30")
+    assert page.returncode == 0, page.stderr
+    for kind in ("speedup", "frontier", "time"):
+        ET.parse(tmp_path / "r" / f"broadcast-root3-{kind}.svg")
 
 
 def test_the_frontier_plots_staircase_joins_only_undominated_points():

@@ -27,6 +27,7 @@ from synth.export.mscclpp_sim import PlanInvalid, check_mscclpp_plan
 from synth.frontier import synthesize
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import schedule_to_dict, write_schedule
+from synth.output_folder import MANIFEST, record
 from synth.search.pareto import Limits
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower_with_routes
@@ -871,11 +872,12 @@ def test_export_command(frontier, tmp_path):
 def test_format_at_synthesis_time(tmp_path):
     folder = tmp_path / "out" / "ring_4" / "allgather"
     folder.mkdir(parents=True)
-    (folder / "allgather-s9-r9-c9.mscclpp.json").write_text("{}")  # stale
+    (folder / "allgather-s9-r9-c9.mscclpp.json").write_text("{}")  # stale: as synth left it
+    record(folder, [folder / "allgather-s9-r9-c9.mscclpp.json"])
     run = synth_cli("allgather", "--topo", "ring:4", "--out", str(tmp_path / "out"),
                     "--format", "json,msccl-xml,mscclpp", "--time-limit", "30", "--json")
     assert run.returncode == 0, run.stderr
-    names = sorted(p.name for p in folder.iterdir())
+    names = sorted(p.name for p in folder.iterdir() if p.name != MANIFEST)
     # S2 R2 C1 beside S2 R3 C2: off the line-rate frontier, but the fastest the runtimes
     # load at the smallest sizes in cost model 2 (2 rounds, not 3)
     assert names == [f"allgather-{p}{ext}" for p in ("s2-r2-c1", "s2-r3-c2")

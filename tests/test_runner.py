@@ -19,6 +19,7 @@ from synth.schedule.file import read_schedule, write_schedule
 from synth.schedule.machine import read_verified
 from synth.schedule.ir import Pipeline, Schedule, Step
 from synth.schedule.verify import ScheduleInvalid
+from tests.in_process import synth_main
 from tests.shared_frontiers import synthesized
 from tests.test_in_network import nvls_doc
 
@@ -150,6 +151,20 @@ def test_synth_run_prints_a_correct_json_report(tmp_path):
     assert (report["bytes"], report["dtype"], report["tail_bytes"]) == (65536, "float32", 0)
     assert (report["ranks"], report["chunks"]) == (4, read_schedule(path).collective.chunks)
     assert report["synth_us"] > 0 and report["torch_us"] > 0
+    assert report["root"] is None
+
+
+def test_synth_run_names_a_rooted_collectives_root(tmp_path):
+    run = synth_main("broadcast", "--topo", "ring:4", "--root", "3", "--out", str(tmp_path),
+                     "--json", "--time-limit", "20")
+    assert run.returncode == 0, run.stderr
+    path = json.loads(run.stdout)["frontier"][0]["file"]
+    text = synth_main("run", path, "--size", "4KB", "--iters", "1")
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.startswith("broadcast (root 3) on 4 ranks (gloo)")
+    report = json.loads(synth_main("run", path, "--size", "4KB", "--iters", "0",
+                                   "--json").stdout)
+    assert report["root"] == 3 and report["correct"]
 
 
 def test_a_wrong_schedule_is_caught_by_the_numbers(tmp_path):

@@ -40,6 +40,7 @@ from synth.errors import NoAnswer
               help="Skip the verifier (to test the runner's numeric check).")
 def run_command(path, nproc, size, dtype, runtime, backend, iters, as_json, no_verify):
     """Run FILE on N processes, check it against torch's collective, time both."""
+    from synth.output import counted, rooted
     from synth.run.distributed import run
 
     report = run(path, nproc, size, iters, backend, check_first=not no_verify,
@@ -49,7 +50,8 @@ def run_command(path, nproc, size, dtype, runtime, backend, iters, as_json, no_v
     if as_json:
         click.echo(json.dumps(report, indent=1))
     else:
-        click.echo(f"{report['collective']} on {report['ranks']} ranks ({report['backend']}), "
+        click.echo(f"{rooted(report['collective'], report['root'])} on {report['ranks']} "
+                   f"ranks ({report['backend']}), "
                    f"{_bytes(report['bytes'])} of {report['dtype']}, {report['iters']} "
                    f"timed iterations: {'correct' if report['correct'] else 'WRONG'}")
         click.echo(f"  {_bytes(report['bulk_bytes'])} through the schedule (its chunks in "
@@ -57,7 +59,7 @@ def run_command(path, nproc, size, dtype, runtime, backend, iters, as_json, no_v
                    f"{report['torch_reference']}")
         if report["synth_us"] is not None:  # None: not timed, or no byte through it
             click.echo(f"  synth schedule {report['synth_us']:10.1f} us "
-                       f"{report['synth_algbw_gbps']:8.3f} GB/s  ({report['steps']} steps)")
+                       f"{report['synth_algbw_gbps']:8.3f} GB/s  ({counted(report['steps'], 'step')})")
         if report["torch_us"] is not None:
             click.echo(f"  torch          {report['torch_us']:10.1f} us "
                        f"{report['torch_algbw_gbps']:8.3f} GB/s  ({report['torch_reference']})")

@@ -11,6 +11,7 @@ from collections import Counter
 import click
 
 from synth.cli.app import cli
+from synth.cli.one_instance import one_instance, one_instance_takes_no
 from synth.cli.options import (BOXES, DEGRADED, MODEL, ROOT, SEARCH, SOLVER_CHOICE, Size,
                                TIME_LIMIT, TOPO, apply, examples, json_option, out_option,
                                resolve_in_time)
@@ -44,10 +45,10 @@ def _synthesis_command(name: str):
             if method in ("constructed", "decomposed"):
                 raise BadInput(f"--method {method} builds schedules, and one instance "
                                "(--steps, --rounds, --chunks) is the exact search's")
-            _one_instance_takes_no(("max_steps", "max_chunks", "hints_path", "plots",
-                                    "nbytes"))
-            return _one_instance(topo, name, root, steps, rounds, chunks, backend,
-                                 time_limit, out_dir, formats, as_json)
+            one_instance_takes_no(("max_steps", "max_chunks", "hints_path", "plots",
+                                   "nbytes"))
+            return one_instance(topo, name, root, steps, rounds, chunks, backend,
+                                time_limit, out_dir, formats, as_json, FINISH_SHARE)
         return _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why,
                          time_limit, out_dir, formats, as_json, progress, plots, method, hints,
                          nbytes, cost_model)
@@ -100,70 +101,6 @@ def _synthesis_command(name: str):
                            f"synth {name} --topo dgx1 --steps 2 --rounds 3 --chunks 2"))(command)
 
 
-def _one_instance_takes_no(names) -> None:
-    """BadInput for an option a search takes and one instance would ignore (it wrote its
-    file without a word of --max-chunks 2 beside --chunks 6, of --size or --plots)."""
-    import click.core
-
-    ctx = click.get_current_context()
-    given = [p for p in ctx.command.params if p.name in names and ctx.get_parameter_source(
-        p.name) == click.core.ParameterSource.COMMANDLINE]
-    if given:
-        raise BadInput(f"one instance (--steps, --rounds, --chunks) takes no "
-                       f"{given[0].opts[0]}: it belongs to a search")
-
-
-def _one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, out_dir,
-                  formats, as_json):
-    from synth.deadline import job_deadline
-    from synth.export import EXTENSIONS
-    from synth.output import point_stem, rooted, write_points
-    from synth.output_folder import output_dir, owner_text
-    from synth.schedule.collectives import DUAL, make_collective
-    from synth.search.encoding import variables_for
-    from synth.search.instance import MAX_VARIABLES, TooLarge, solve_instance
-    from synth.search.pareto import Point
-    from synth.topology.linkmodel import TimeLimit, lower_with_routes, rank_links_at_most
-
-    deadline = job_deadline(time_limit)
-    what = f"{name} on {topo.name} with {steps} steps, {rounds} rounds, {chunks} chunks"
-    # too large by arithmetic, before the topology is even lowered (seconds at scale)
-    size = variables_for(DUAL.get(name, name), topo.ranks, chunks, rank_links_at_most(topo),
-                         steps)
-    if size > MAX_VARIABLES:
-        raise NoAnswer(f"no answer: {what} is too large for exact synthesis (about "
-                       f"{size:,} variables at most; limit {MAX_VARIABLES:,})")
-    try:
-        model = lower_with_routes(topo, deadline).model
-    except TimeLimit as e:
-        raise NoAnswer(f"no answer: the time limit ran out while {e}") from None
-    coll = make_collective(name, model.ranks, chunks, root)
-    try:
-        out = solve_instance(model, coll, steps, rounds, backend,
-                             deadline.reserving(FINISH_SHARE * time_limit).solver_seconds())
-    except TooLarge as e:
-        raise NoAnswer(f"no answer: {what} is too large for exact synthesis ({e})") from None
-    if out.status == "unsat":
-        raise NoAnswer(f"no schedule: {what} is infeasible ({out.seconds:.2f} s)")
-    if out.status != "sat":
-        raise NoAnswer(f"no answer: {what} was not decided within {time_limit:g} s")
-    point = Point(out.schedule, proven=False)
-    directory = output_dir(out_dir, topo, name)
-    write_points([point], directory, formats, owner=owner_text(topo))
-    # every format's file (the path above is the first's: two formats named one file)
-    files = [str(directory / f"{point_stem(point)}{EXTENSIONS[f]}") for f in formats]
-    found = out.schedule
-    line = {"collective": name, "root": coll.root, "topology": topo.name,
-            "steps": found.num_steps, "rounds": found.rounds, "chunks": chunks,
-            "file": files[0], "files": files, "solve_seconds": round(out.seconds, 3),
-            "solver": backend, "cached": out.cached}
-    how = "answered from the cache" if out.cached else f"in {out.seconds:.2f} s"
-    click.echo(json.dumps(line) if as_json else
-               f"found {rooted(name, coll.root)} on {topo.name}: {found.num_steps} steps, "
-               f"{found.rounds} rounds, {chunks} chunks {how} -> {', '.join(files)}")
-    return 0
-
-
 # of the time limit, kept for the end: the table, the answer at --size and writing
 # beyond what the searches hold for each point's file as they find it (Deadline.hold);
 # each file is written only if the time left affords it
@@ -197,8 +134,8 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     limits = Limits(max_steps, max_chunks or 8, time_limit, backend)
     if steps is not None:
         limits = replace(limits, max_steps=steps, min_steps=steps)
-    directory = output_dir(out_dir, topo, name)  # a bad --out fails before the search
-    owner = owner_text(topo)
+    # a bad --out fails before the search
+    directory, owner = output_dir(out_dir, topo, name), owner_text(topo)
     terminal = sys.stderr.isatty()
     reporter = _Progress(progress if progress is not None else terminal, terminal,
                          heartbeat=progress is None and not terminal)
@@ -238,8 +175,7 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
         try:
             paths = write_points(result.points, directory, formats, covered, started_ns,
                                  deadline, GRACE_SHARE * time_limit,
-                                 early.intact() if early is not None else None, missed,
-                                 owner)
+                                 early and early.intact(), missed, owner)
             failed = _none_written(missed, len(result.points))
             if early is not None:  # the early files of points no longer on the frontier
                 early.settle(paths)

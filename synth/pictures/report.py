@@ -245,7 +245,8 @@ def write_report(topo: Topology, result: Result, baselines: list, sizes: list[in
                f"({model}).")]
     figures = []  # (name, Picture, alt, caption)
     for key, fig, caption in plots:
-        name = f"{stems.get(key, f'{result.collective}-{key}')}.svg"
+        rooted_as = "" if result.root is None else f"-root{result.root}"  # as plot_files
+        name = f"{stems.get(key, f'{result.collective}{rooted_as}-{key}')}.svg"
         svg = figure_bytes(fig, "svg")
         files[Path(name)] = svg
         figures.append((name, Picture(svg), key, caption))

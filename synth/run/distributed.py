@@ -324,7 +324,7 @@ def _run_and_check(schedule, rank: int, call: Call) -> dict:
     def gbps(s):
         return None if s is None else message / s / 1e9
     return {
-        "collective": name, "ranks": coll.ranks, "chunks": coll.chunks,
+        "collective": name, "root": coll.root, "ranks": coll.ranks, "chunks": coll.chunks,
         "steps": schedule.num_steps, "bytes": message, "dtype": call.dtype,
         "bulk_bytes": split.bulk, "tail_bytes": split.tail, "cut": CUTS[call.runtime],
         "iters": call.iters, "backend": dist.get_backend(),
