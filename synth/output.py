@@ -152,7 +152,7 @@ def _remove_stale(directory: Path, collective: str, steps: tuple[int, int], keep
         m = pattern.fullmatch(old.name)
         if (not m or old.name in keep or m.group(2) not in extensions
                 or not steps[0] <= int(m.group(1)) <= steps[1]
-                or not written_by_synth(old, ours)):
+                or not written_by_synth(directory, old, ours)):
             continue
         try:
             st = old.lstat()

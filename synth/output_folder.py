@@ -98,21 +98,30 @@ def manifest_of(directory: Path) -> dict:
 
 
 def record(directory: Path, written: list[Path], removed: list[Path] = ()) -> None:
-    """Add the files just `written` in `directory` to its manifest (their identity as
-    they are now), and drop the `removed` ones."""
+    """Add the files just `written` under `directory` to its manifest (their identity as
+    they are now; keyed by their path from `directory`), and drop the `removed` ones."""
     files = manifest_of(directory)
     for path in removed:
-        files.pop(path.name, None)
+        files.pop(_key(directory, path), None)
     for path in written:
         identity = _identity(path)
-        if identity is not None and path.parent == directory:
-            files[path.name] = identity
+        if identity is not None and _key(directory, path):
+            files[_key(directory, path)] = identity
     files = {name: v for name, v in files.items() if os.path.lexists(directory / name)}
     write_atomic(directory / MANIFEST, json.dumps({"format": "synth.written",
                                                    "files": files}) + "\n",
                  follow_links=False)
 
 
-def written_by_synth(path: Path, manifest: dict) -> bool:
-    """Whether `path` is a file synth wrote, unchanged since (its manifest entry)."""
-    return manifest.get(path.name) == _identity(path)
+def written_by_synth(directory: Path, path: Path, manifest: dict) -> bool:
+    """Whether `path` is a file synth wrote under `directory`, unchanged since (its
+    manifest entry)."""
+    key = _key(directory, path)
+    return key is not None and manifest.get(key) == _identity(path)
+
+
+def _key(directory: Path, path: Path) -> str | None:
+    try:
+        return Path(path).relative_to(directory).as_posix()
+    except ValueError:  # not under it
+        return None

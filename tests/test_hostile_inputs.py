@@ -196,6 +196,26 @@ def test_a_plan_json_synth_did_not_write_removes_nothing(tmp_path):
     assert (out / "msccl" / "notes.txt").read_text() == "mine too"
 
 
+def test_an_earlier_plans_file_changed_since_is_kept_and_said(tmp_path):
+    # a plan of allgather and reducescatter, then one of allgather alone: the
+    # reducescatter files go, but not one the user edited in between
+    out, workload = tmp_path / "plan", tmp_path / "w.yaml"
+    workload.write_text(WORKLOAD + "  - {communicator: tp, collective: reducescatter, "
+                                   "size: 1MB}\n")
+    assert plan_into(tmp_path, out).returncode == 0
+    gone = sorted(str(p.relative_to(out)) for p in out.rglob("reducescatter*")
+                  if p.is_file())
+    assert len(gone) >= 2, gone
+    edited = out / gone[0]
+    edited.write_text(edited.read_text() + "\n")
+    workload.write_text(WORKLOAD)
+    again = plan_into(tmp_path, out)
+    assert again.returncode == 0, again.stderr
+    assert edited.exists() and all(not (out / g).exists() for g in gone[1:])
+    assert (f"synth: note: kept 1 file an earlier plan wrote and this one does not "
+            f"({gone[0]}...): changed since") in again.stderr
+
+
 def test_a_linked_folder_in_a_plan_is_refused_and_nothing_is_written(tmp_path):
     out, elsewhere = tmp_path / "plan", tmp_path / "elsewhere"
     out.mkdir()

@@ -97,7 +97,7 @@ def plan_command(workload, spec, boxes, without, degrade, out_dir, time_limit, m
                    "fit in --time-limit; NCCL's own algorithm runs their sizes (plan.json: "
                    "not_exported; a longer --time-limit tries them)", err=True)
     with interrupts_deferred():
-        write_files(Path(out_dir), texts, doc["files"])
+        _say_kept(write_files(Path(out_dir), texts, doc["files"]))
     if as_json:
         click.echo(json.dumps(doc, indent=1))
         return
@@ -163,3 +163,13 @@ def load_line(entry: dict, call: dict, nccl: str, out_dir: str) -> str:
 
 
 RUNTIME_NAMES = {"msccl-xml": "MSCCL XML", "mscclpp": "MSCCL++"}
+
+
+def _say_kept(changed: list[str]) -> None:
+    """A note for an earlier plan's files changed since synth wrote them: kept, where a
+    runtime loading their folder still reads them."""
+    if changed:
+        click.echo(f"synth: note: kept {len(changed)} file{'s' * (len(changed) != 1)} an "
+                   f"earlier plan wrote and this one does not ({changed[0]}...): changed "
+                   "since, so not removed; a runtime loading its folder reads it too",
+                   err=True)

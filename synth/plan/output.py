@@ -43,6 +43,7 @@ from synth.export import render
 from synth.export.mscclpp import MAX_MIN_MESSAGE
 from synth.export.units import unit_of
 from synth.files import write_folder
+from synth.output_folder import MANIFEST, manifest_of, record, written_by_synth
 from synth.plan.document import plan_document, ranks_per_node, runtime_steps, within_range
 from synth.plan.page import plan_page
 from synth.plan.report import report_text
@@ -355,15 +356,18 @@ def render_plan(plan: Plan, formats=tuple(RUNTIMES), extra: dict | None = None,
     return texts, doc
 
 
-def write_files(out: Path, texts: dict, keep: list[str]) -> None:
+def write_files(out: Path, texts: dict, keep: list[str]) -> list[str]:
     """Write every file, all or none (synth.files.write_folder: a full disk leaves `out`
     as it was), plan.json last; then remove the files an earlier plan listed that are
-    not in `keep`."""
+    not in `keep`, where synth wrote them and nobody changed them since (the folder's
+    manifest, synth.output_folder; a folder of a plan before it has none, and its listed
+    files go as they did). Returns the listed files kept as changed since."""
     out = Path(out)
     stale = _earlier_files(out)
+    ours = manifest_of(out) if (out / MANIFEST).exists() else None
     ordered = sorted(texts.items(), key=lambda item: Path(item[0]) == Path("plan.json"))
-    write_folder(out, dict(ordered))
-    _remove_stale(out, stale, set(keep))
+    record(out, write_folder(out, dict(ordered)))
+    return _remove_stale(out, stale, set(keep), ours)
 
 
 PLAN_FOLDERS = ("schedules", "msccl", "mscclpp", "plots")  # what a plan writes, but its
@@ -386,11 +390,13 @@ def _earlier_files(out: Path) -> list[str]:
             and Path(f).parts[0] in PLAN_FOLDERS and f.endswith(PLAN_SUFFIXES)]
 
 
-def _remove_stale(out: Path, listed: list[str], keep: set[str]) -> None:
+def _remove_stale(out: Path, listed: list[str], keep: set[str], ours: dict | None
+                  ) -> list[str]:
     """Remove the `listed` files this plan does not write (a runtime loads every file
     of its folder: a stale one would shadow ranges): only plain files inside `out`,
-    reached without a symbolic link."""
-    root = out.resolve()
+    reached without a symbolic link, and unchanged since synth wrote them where `ours`
+    (the manifest) says how they were. Returns the changed ones, kept."""
+    root, changed, removed = out.resolve(), [], []
     for name in listed:
         rel = Path(name)
         if name in keep or rel.is_absolute() or ".." in rel.parts:
@@ -400,8 +406,16 @@ def _remove_stale(out: Path, listed: list[str], keep: set[str]) -> None:
             real = path.resolve(strict=True)
         except (OSError, RuntimeError):
             continue
-        if real == root / rel and real.is_file():  # no link anywhere on the way
-            real.unlink(missing_ok=True)
+        if real != root / rel or not real.is_file():  # a link somewhere on the way
+            continue
+        if ours is not None and not written_by_synth(out, path, ours):
+            changed.append(name)
+            continue
+        real.unlink(missing_ok=True)
+        removed.append(path)
+    if removed:
+        record(out, [], removed)
+    return changed
 
 
 def _register(plan: Plan, entries: list[dict]) -> str:
