@@ -129,6 +129,10 @@ def test_a_nic_behind_a_half_width_pcie_link_runs_at_that_links_rate():
     # NCCL's tuner sees the path's narrowest hop (its share of it, 0.96)
     assert nccl_rates(degraded).nic == pytest.approx(32 * 0.96)
     assert nccl_rates(healthy).nic == pytest.approx(50 * 0.96)
+    # dgx2: two GPUs behind each NIC, over 16 GB/s PCIe links; GPU 0's at half width is
+    # its own way out, whatever GPU 1's (each GPU's widest path, the slowest GPU's)
+    dgx2 = machine_of(resolve("dgx2x2", edits=("box0.gpu0-pcie0=0.5",)))
+    assert (dgx2.nic_path_gbps, machine_of(resolve("dgx2x2")).nic_path_gbps) == (8.0, 16.0)
 
 
 def test_a_forced_algorithm_nccl_lacks_there_is_one_clear_error():

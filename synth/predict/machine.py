@@ -41,8 +41,8 @@ class Machine:
     # all meet on NVSwitches), when alltoall first asks: on one box of 1100 GPUs it takes
     # 40 s, and no other collective reads it
     spread: float | Callable[[], float] = field(default=1.0, compare=False, repr=False)
-    # the narrowest PCIe hop from a GPU to its NIC (the least node's): a GPU link at half
-    # width runs the NIC's traffic at that hop's rate, at PCIe's efficiency
+    # the narrowest PCIe hop on a GPU's widest way to a NIC (the slowest GPU's): a GPU
+    # link at half width runs its NIC traffic at that hop's rate, at PCIe's efficiency
     nic_path_gbps: float = math.inf
 
     @cached_property
@@ -97,14 +97,19 @@ def machine_of(topo: Topology) -> Machine:
         pair = intra_gbps
     node_of = [box[g] for g in gpus]
     nodes = len(set(node_of))
-    nics_per = defaultdict(list)
-    for nic, reached in _reachable_nics(topo, kind).items():
-        if nic in uplink:
-            nics_per[box[nic]].append((uplink[nic], reached))
+    paths = _nic_paths(topo, kind)
+    nics_per = defaultdict(set)
+    for reached in paths.values():
+        for nic in reached:
+            if nic in uplink:
+                nics_per[box[nic]].add(nic)
     nics = min((len(v) for v in nics_per.values()), default=0) if nodes > 1 else 0
-    found = [pair for v in nics_per.values() for pair in v] if nics else []
-    nic_gbps = min((line for line, _ in found), default=0.0)
-    nic_path = min((path for _, path in found), default=math.inf)
+    nic_gbps = min((uplink[n] for v in nics_per.values() for n in v), default=0.0) \
+        if nics else 0.0
+    # each GPU's best way out, and the slowest GPU's of those
+    nic_path = min((max(rate for nic, rate in reached.items() if nic in uplink)
+                    for reached in paths.values() if set(reached) & set(uplink)),
+                   default=math.inf) if nics else math.inf
     nvls = (any({"reduce", "multicast"} <= set(v.can) for v in switches)
             and figures.arch in ("hopper", "blackwell"))
     sharp = any("reduce" in v.can for v in topo.vertices if v.kind == "net_switch")
@@ -214,26 +219,28 @@ def _nvlink_joins_boxes(topo: Topology, kind: dict, box: dict) -> bool:
     return all(first.setdefault(box[g], root(g)) == root(g) for g in topo.gpus)
 
 
-def _reachable_nics(topo: Topology, kind: dict) -> dict[str, float]:
-    """The NICs some GPU reaches over PCIe alone (not through another GPU or a switch
-    that joins GPUs), those NCCL sends a node's traffic through, each with the widest
-    such path's narrowest link (GB/s): NCCL's path to a NIC is no faster than its
-    slowest hop (a GPU's PCIe link at half width, a NIC on an older PCIe switch). A
-    communicator's view keeps its box's other NICs, which its GPUs do not use.
-    O(links log links)."""
+def _nic_paths(topo: Topology, kind: dict) -> dict[str, dict[str, float]]:
+    """{GPU: {NIC: the widest path's narrowest link, GB/s}} over the NICs each GPU
+    reaches over PCIe alone (not through another GPU or a switch that joins GPUs), those
+    NCCL sends its traffic through: NCCL's path to a NIC is no faster than its slowest
+    hop (a GPU's PCIe link at half width, a NIC on an older PCIe switch), per GPU (two
+    GPUs behind one NIC each take their own path). A communicator's view keeps its
+    box's other NICs, which its GPUs do not use. O(GPUs x the links each reaches)."""
     onward = defaultdict(list)  # the links such a walk may take (not into a GPU: fc:1100
     for link in topo.links:     # has 1.2 million of those)
         if kind[link.dst] not in (GPU, "nvswitch", "net_switch"):
             onward[link.src].append((link.dst, link.bandwidth))
-    widest = {g: math.inf for g in topo.gpus}
-    heap = [(-math.inf, g) for g in topo.gpus]
-    while heap:  # Dijkstra on the narrowest hop, widest first
-        rate, v = heapq.heappop(heap)
-        if -rate < widest[v]:
-            continue
-        for w, gbps in onward[v]:
-            through = min(-rate, gbps)
-            if through > widest.get(w, 0.0):
-                widest[w] = through
-                heapq.heappush(heap, (-through, w))
-    return {v: rate for v, rate in widest.items() if kind[v] == NIC}
+    paths = {}
+    for gpu in topo.gpus:
+        widest, heap = {gpu: math.inf}, [(-math.inf, gpu)]
+        while heap:  # Dijkstra on the narrowest hop, widest first
+            rate, v = heapq.heappop(heap)
+            if -rate < widest[v]:
+                continue
+            for w, gbps in onward[v]:
+                through = min(-rate, gbps)
+                if through > widest.get(w, 0.0):
+                    widest[w] = through
+                    heapq.heappush(heap, (-through, w))
+        paths[gpu] = {v: rate for v, rate in widest.items() if kind[v] == NIC}
+    return paths
