@@ -238,22 +238,27 @@ def write_answer(answer: Answer, directory: Path) -> dict:
     (STEM.xml, STEM.mscclpp.json, as write_points names them), and a lane variant's
     schedule file (STEM-p2.json: not on the frontier, so not written with it), and
     return the answer as the --json summary's `answer`."""
+    from synth.output_folder import record
     from synth.schedule.file import write_schedule
 
-    runtimes = {}
+    runtimes, written = {}, []
     for fmt, found in answer.runtimes.items():
         entry = {"runtime": RUNTIME_NAMES[fmt], "file": None, "us": None,
                  "not_loadable": found.why_not, "not_loadable_points": found.tried}
         if found.point is not None:
             if found.point.schedule.info.get("lanes"):  # synth verify reads it
-                write_schedule(found.point.schedule, directory / f"{point_stem(found.point)}"
-                               ".json", follow_links=False)
+                written.append(write_schedule(found.point.schedule, directory /
+                                              f"{point_stem(found.point)}.json",
+                                              follow_links=False))
             path = directory / f"{point_stem(found.point)}{EXTENSIONS[fmt]}"
-            entry.update(file=str(write_atomic(path, found.text, follow_links=False)),
+            written.append(write_atomic(path, found.text, follow_links=False))
+            entry.update(file=str(path),
                          us=round(found.us, 3), point=point_stem(found.point),
                          speedup=round(answer.reference_us / found.us, 4)
                          if answer.reference_us == answer.reference_us else None)
         runtimes[fmt] = entry
+    if written:  # synth's own, to be replaced by a later run's (synth.output_folder)
+        record(directory, written)
     loads = [fmt for fmt, f in answer.runtimes.items() if f.point is answer.fastest]
     uncut = [fmt for fmt, f in answer.runtimes.items() if id(answer.fastest) in f.uncut]
     return {"bytes": answer.nbytes, "fastest": point_stem(answer.fastest),

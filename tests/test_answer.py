@@ -309,6 +309,21 @@ def test_the_line_rate_reference_is_said_as_what_it_is(tmp_path, collective, sai
     assert answer["reference"] == "direct" and answer["reference_is"] == said
 
 
+def test_the_answers_files_are_listed_as_synths_own(tmp_path):
+    # so that a later run may replace them when stale, as the frontier's: they were
+    # written but never listed
+    from synth.output_folder import manifest_of
+
+    run = synth_cli("allgather", "--topo", "switch:4", "--size", "1MB", "--time-limit",
+                    "30", "--out", str(tmp_path), "--json")
+    assert run.returncode == 0, run.stderr
+    files = [Path(r["file"]) for r in json.loads(run.stdout)["answer"]["runtimes"].values()
+             if r["file"]]
+    assert files
+    for f in files:
+        assert f.name in manifest_of(f.parent), f
+
+
 def test_a_size_no_point_cuts_gets_a_file_synthesized_on_power_of_two_lanes(tmp_path):
     # one H100 box at 64 MiB: the NVLS points cut by 9 pieces a shard (18 lanes), so
     # none runs 2^26 bytes; synthesized again on 16 lanes, an MSCCL++ plan does, faster
