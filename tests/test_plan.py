@@ -504,9 +504,11 @@ def _dp_allgather_plan(edits=(), name="dgxh100x2"):
 
 
 def _fails_on(schedule, topo, group) -> bool:
-    """Whether the verifier rejects `schedule` on `group`'s own links in `topo`."""
+    """Whether the verifier rejects `schedule` on `group`'s own links in `topo`, in the
+    schedule's capacity unit (the plan's view may have its own)."""
+    sub = replace(view(topo, group), unit_gbps=schedule.model.unit_gbps)
     try:
-        verify_schedule(schedule_to_dict(replace(schedule, model=lower(view(topo, group)))))
+        verify_schedule(schedule_to_dict(replace(schedule, model=lower(sub))))
     except ScheduleInvalid:
         return True
     return False
@@ -598,6 +600,39 @@ def test_a_group_slower_only_at_its_links_efficiency_is_not_taken_for_the_faster
     assert best.time_us(n) == pytest.approx(best.latency_us + (n / 2) / 21.6e3, rel=1e-9)
 
 
+SHARED_NIC_BOX = """
+name: sh
+gpus: 2
+switches: [{name: ps, kind: pcie_switch}]
+nics: [nic0]
+links:
+  - {between: [gpu0, ps], gbps: 32}
+  - {between: [gpu1, ps], gbps: 32}
+  - {between: [ps, nic0], gbps: 50}
+network: {fabric: single-switch, gbps: 50}
+"""
+
+
+def test_a_group_is_not_carried_past_a_shared_nic_it_lacks(tmp_path):
+    # 4 boxes of 2 GPUs behind one PCIe switch and NIC; group A = boxes 0 and 1 (GPU
+    # links at 0.3: too slow to share anything), group B = boxes 2 and 3 (box 2's NIC
+    # link at 0.25, shared by its 2 GPUs). A's links are each faster in B, but B's NIC
+    # binds tighter than anything in A: A was taken as carried, and every one of its
+    # schedules overran B's NIC
+    path = tmp_path / "sh.yaml"
+    path.write_text(SHARED_NIC_BOX)
+    edits = ("box0.gpu0-ps=0.3", "box0.gpu1-ps=0.3", "box1.gpu0-ps=0.3",
+             "box1.gpu1-ps=0.3", "box2.ps-nic0=0.25")
+    topo = resolve(str(path), 4, edits=edits)
+    groups = [[0, 1, 2, 3], [4, 5, 6, 7]]
+    work = parse_workload({"communicators": {"dp": {"ranks": groups}}, "collectives": [
+        {"communicator": "dp", "collective": "allgather", "size": "64MB"}]}, topo)
+    plan = make_plan(work, topo, Limits(time_limit=30))
+    assert plan.planned_on["dp"] != [groups[0]]
+    schedules = [c.schedule for c in plan.entries[0].candidates if c.schedule is not None]
+    assert schedules and not any(_fails_on(s, topo, g) for s in schedules for g in groups)
+
+
 def test_a_degraded_first_group_is_said_as_any_other():
     # the slowest group is the first: still noted, as the groups differ
     _, plan = _dp_allgather_plan(("box0.gpu0-nic0=0.5",))
@@ -619,8 +654,9 @@ def test_groups_of_another_structure_are_refused():
                            "collectives": [{"communicator": "trios",
                                             "collective": "allreduce", "size": "1MB"}]}, TOPO)
     with pytest.raises(BadInput, match=r"communicator trios: group \[3, 11, 12\] sees the "
-                                       r"topology differently from group \[0, 1, 2\], in "
-                                       r"more than its links' rates"):
+                                       r"topology differently from group \[0, 1, 2\], and "
+                                       r"no group, nor every link at its slowest in them, "
+                                       r"is carried by all"):
         make_plan(work, TOPO, Limits(time_limit=10))
 
 
@@ -834,9 +870,11 @@ def test_a_plan_with_no_time_left_says_so_and_plans_nothing():
     # no floor of a second a collective: with nothing left before the first is planned,
     # the plan stops at once, saying how many it planned (18 collectives at a floor of
     # 1 s each ran a 10 s plan to 15 s)
+    # (here while the groups of the first communicator were compared)
     with pytest.raises(NoAnswer, match=r"^no plan: the search's share of the time limit "
                                        r"\(0 s\) ran out with 0 of the workload's 3 "
-                                       r"collectives planned$"):  # tp, ep, dp
+                                       r"collectives planned \(while comparing the groups "
+                                       r"of communicator tp \(0 of 2\)\)$"):  # tp, ep, dp
         make_plan(parse_workload(TOGETHER, TOPO, "together"), TOPO, Limits(time_limit=0))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from synth.deadline import Deadline, TimeLimit
 from synth.errors import NoAnswer
 from synth.cost_choice import in_cost_model
 from synth.frontier import synthesize
@@ -39,11 +40,13 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
         if key not in keys:
             keys.append(key)
     plan = Plan(workload, topo.name, cost_model=cost_model)
-    for comm in dict.fromkeys(k[0] for k in keys):
-        groups = workload.communicators[comm]
-        plan.planned_on[comm], differ = planning_groups(topo, comm, groups)
-        if differ:
-            plan.notes.append(_planned_on(comm, plan.planned_on[comm], bool(topo.edits)))
+    try:
+        views = _planning_views(plan, topo, [k[0] for k in keys],
+                                Deadline(start + limits.time_limit))
+    except TimeLimit as e:
+        raise NoAnswer(f"no plan: the search's share of the time limit "
+                       f"({limits.time_limit:.3g} s) ran out with 0 of the workload's "
+                       f"{len(keys)} collectives planned (while {e})") from None
     for i, (comm, coll, root) in enumerate(keys):
         group = workload.communicators[comm][0]
         left = limits.time_limit - (time.monotonic() - start)
@@ -54,8 +57,7 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
         # no floor of a second a collective (18 of them ran 1.5 x a 10 s limit); a share
         # too short for even the quickest answer says so
         share = left / (len(keys) - i)
-        sub = fastest_unit(replace(planning_view(topo, plan.planned_on[comm]),
-                                   name=f"{topo.name}:{comm}"), topo.ranks)
+        sub = views[comm]
         on_event("search", f"{coll} on {comm} ({len(group)} GPUs)")
         began = time.monotonic()
         try:
@@ -94,6 +96,21 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
             limits, time_limit=max(left / (len(tags) - i), 0.0))))
     plan.seconds = time.monotonic() - start
     return plan
+
+
+def _planning_views(plan: Plan, topo: Topology, comms: list[str], deadline: Deadline
+                    ) -> dict[str, Topology]:
+    """{communicator: the view it is planned on} (synth.plan.shapes), each made once;
+    the plan's planned_on and notes say which. TimeLimit past `deadline`."""
+    views = {}
+    for comm in dict.fromkeys(comms):
+        groups = plan.workload.communicators[comm]
+        plan.planned_on[comm], differ = planning_groups(topo, comm, groups, deadline)
+        if differ:
+            plan.notes.append(_planned_on(comm, plan.planned_on[comm], bool(topo.edits)))
+        views[comm] = fastest_unit(replace(planning_view(topo, plan.planned_on[comm]),
+                                           name=f"{topo.name}:{comm}"), topo.ranks)
+    return views
 
 
 def _planned_on(comm: str, reps: list[list[int]], degraded: bool) -> str:

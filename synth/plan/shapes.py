@@ -15,15 +15,16 @@ carries; its times are then no faster than any group's."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
-from fractions import Fraction
 
 import networkx as nx
 
+from synth.deadline import Deadline, TimeLimit
 from synth.errors import BadInput
+from synth.predict.timing import prices_of
 from synth.topology.communicator import view
-from synth.predict.timing import prices
-from synth.topology.linkmodel import lower, lower_with_routes
+from synth.topology.linkmodel import LinkModel, Lowering, lower_with_routes
 from synth.topology.physical import Topology
 
 
@@ -34,11 +35,12 @@ KIND_ORDER = {"nvlink": 0, "pcie": 1, "net": 2}
 @dataclass(frozen=True)
 class Shape:
     """A group's view of the topology, in its own rank order: each rank link's line rate
-    and achieved rate (cost model 2's, GB/s), latency and kind of route; each physical
+    and achieved rate (cost model 2's), latency and kind of route; each physical
     resource rank links share; the switches that compute in the network for it."""
 
-    links: frozenset  # (src, dst, (line GB/s, achieved GB/s), alpha us, route kind)
-    shared: frozenset  # (its rank links, (line GB/s, achieved GB/s))
+    # line rates are capacities in the machine's unit (every group's view keeps it)
+    links: frozenset  # (src, dst, (line rate, achieved GB/s), alpha us, route kind)
+    shared: frozenset  # (its rank links, (line rate, achieved GB/s))
     switches: frozenset  # (what it can do, its rank links)
 
     def carried_by(self, other: "Shape") -> bool:
@@ -58,7 +60,8 @@ class Shape:
         # a resource of theirs binds no tighter than one of ours on the same links, or
         # than the links themselves (ours may be a link of its own, not a group)
         alone = {(s, d): rates for s, d, rates, _, _ in self.links}
-        return (all(_at_least(rates, tuple(map(min, mine.get(links, rates),
+        unbound = (math.inf, math.inf)
+        return (all(_at_least(rates, tuple(map(min, mine.get(links, unbound),
                                                 _links_rate(links, alone))))
                     for links, rates in other.shared)
                 and self.switches <= other.switches)
@@ -73,49 +76,61 @@ def _links_rate(links: frozenset, alone: dict) -> tuple:
     return tuple(sum(alone[link][i] for link in links if link in alone) for i in (0, 1))
 
 
-def shape_of(sub: Topology) -> Shape:
-    """`sub`'s Shape. Cost: a lowering and cost model 2's prices of it."""
-    model = lower(sub)
-    p = prices(sub)
-    unit = Fraction(str(model.unit_gbps))
+def shape_of(lowering: Lowering) -> Shape:
+    """A lowered view's Shape. Cost: cost model 2's prices of it."""
+    model, p = lowering.model, prices_of(lowering)
     return Shape(
-        frozenset((l.src, l.dst, (l.capacity * unit, p.link_gbps[l.src, l.dst]),
-                   l.alpha_us, p.link_kind[l.src, l.dst]) for l in model.links),
-        frozenset((frozenset(g.links), (g.capacity * unit, p.group_gbps[g.name]))
+        frozenset((l.src, l.dst, (l.capacity, p.link_gbps[l.src, l.dst]), l.alpha_us,
+                   p.link_kind[l.src, l.dst]) for l in model.links),
+        frozenset((frozenset(g.links), (g.capacity, p.group_gbps[g.name]))
                   for g in model.groups),
         frozenset((tuple(sorted(s.can)), frozenset(s.links)) for s in model.switches))
 
 
-def planning_groups(topo: Topology, name: str, groups: list[list[int]]
-                    ) -> tuple[list[list[int]], bool]:
+def _line_shape(model: LinkModel) -> tuple:
+    """What tells groups apart before any pricing: links, shared resources, switches."""
+    return (frozenset((l.src, l.dst, l.capacity, l.alpha_us) for l in model.links),
+            frozenset((frozenset(g.links), g.capacity) for g in model.groups),
+            frozenset((tuple(sorted(s.can)), frozenset(s.links)) for s in model.switches))
+
+
+def planning_groups(topo: Topology, name: str, groups: list[list[int]],
+                    deadline: Deadline = Deadline()) -> tuple[list[list[int]], bool]:
     """(the groups communicator `name` is planned on, whether its groups differ), by the
     module docstring: the first alone where every group sees the topology alike, or one
     every other group carries, or else the slowest groups (each carrying no other),
     planned on their meet (planning_view). BadInput where a group's GPUs cannot reach
-    each other within it, or groups differ in more than their links' rates. Cost: a
-    view, lowered and priced, per group."""
-    shapes = []
-    for group in groups:
-        sub = view(topo, group)
-        _check_routes(name, group, lower_with_routes(sub).routes)
-        shapes.append(shape_of(sub))
-    distinct = list(dict.fromkeys(shapes))
-    if len(distinct) == 1:
+    each other within it, or groups differ in more than their links' rates; TimeLimit
+    past `deadline`. Cost: a view and a lowering per group; prices per distinct one."""
+    firsts: dict = {}  # a line shape -> the first group's index and lowering
+    for i, group in enumerate(groups):
+        if deadline.passed():
+            raise TimeLimit(f"comparing the groups of communicator {name} ({i} of "
+                            f"{len(groups)})")
+        lowering = lower_with_routes(view(topo, group))
+        _check_routes(name, group, lowering.routes)
+        firsts.setdefault(_line_shape(lowering.model), (i, lowering))
+    if len(firsts) == 1:
         return groups[:1], False
-    for candidate in distinct:
-        if all(candidate.carried_by(s) for s in distinct if s is not candidate):
-            return [groups[shapes.index(candidate)]], True
+    shapes = {i: shape_of(lowering) for i, lowering in firsts.values()}
+    if all(a.carried_by(b) for a in shapes.values() for b in shapes.values()):
+        return groups[:1], False  # alike but for float rounding
+    for i, candidate in shapes.items():
+        if all(candidate.carried_by(s) for s in shapes.values() if s is not candidate):
+            return [groups[i]], True
     # a group that carries another adds no slow link to the meet (a healthy one)
-    slowest = [s for s in distinct
-               if not any(o is not s and o.carried_by(s) for o in distinct)] or distinct
-    reps = [groups[shapes.index(s)] for s in slowest]
+    slowest = [i for i, s in shapes.items()
+               if not any(o is not s and o.carried_by(s) for o in shapes.values())]
+    reps = [groups[i] for i in slowest or shapes]
     met = planning_view(topo, reps)
-    if met is None or not all(shape_of(met).carried_by(s) for s in distinct):
-        raise BadInput(f"communicator {name}: group {groups[shapes.index(distinct[1])]} "
-                       f"sees the topology differently from group {groups[0]}, in more "
-                       "than its links' rates (one plan serves every group, as a runtime "
-                       "loads one file for all: give groups of one shape, or name them as "
-                       "communicators of their own)")
+    if met is None or not all(shape_of(lower_with_routes(met)).carried_by(s)
+                              for s in shapes.values()):
+        other = next(i for i in shapes if i)
+        raise BadInput(f"communicator {name}: group {groups[other]} sees the topology "
+                       f"differently from group {groups[0]}, and no group, nor every "
+                       "link at its slowest in them, is carried by all (one plan serves "
+                       "every group, as a runtime loads one file for all: give groups of "
+                       "one shape, or name them as communicators of their own)")
     return reps, True
 
 

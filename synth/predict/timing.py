@@ -38,7 +38,7 @@ from synth.predict.nccl import BANDWIDTH_FACTOR as NCCL_BANDWIDTH_FACTOR
 from synth.predict.nccl import PROTOCOLS, hardware_net_hop
 from synth.schedule.ir import Schedule
 from synth.topology.figures import Figures, defaults
-from synth.topology.linkmodel import lower_with_routes, step_loads
+from synth.topology.linkmodel import Lowering, lower_with_routes, step_loads
 from synth.topology.physical import NIC, Topology
 
 BANDWIDTH_FACTOR = dict(zip(PROTOCOLS, NCCL_BANDWIDTH_FACTOR))  # of achieved (tuning.cc)
@@ -77,7 +77,12 @@ def prices(topo: Topology) -> Prices:
 
 @lru_cache(maxsize=8)
 def _prices(topo: Topology) -> Prices:
-    lowering = lower_with_routes(topo)
+    return prices_of(lower_with_routes(topo))
+
+
+def prices_of(lowering: Lowering) -> Prices:
+    """The prices of a lowering made already (one pass over its routes)."""
+    topo = lowering.topology
     figures = topo.figures or defaults("ampere")
     kind = {v.name: v.kind for v in topo.vertices}
     rate = {(l.src, l.dst): l.bandwidth for l in topo.links}
