@@ -581,6 +581,20 @@ def _priced_on(candidate, topo, group, n: int) -> float:
     return next(l for l in lines if l.protocol == candidate.protocol).time_us(n)
 
 
+def test_groups_listed_in_another_box_order_meet_all_the_same():
+    # the same two degraded groups as above, one listed from box 1 first: the meet
+    # matched vertices by their place in each view, and refused it
+    edits = ("box1.gpu2-nic2=0.5", "box3.gpu5-nic5=0.5")
+    topo = resolve("dgxh100x4", edits=edits)
+    groups = [[2, 10, 18, 26], [13, 5, 21, 29]]
+    work = parse_workload({"communicators": {"dp": {"ranks": groups}}, "collectives": [
+        {"communicator": "dp", "collective": "allgather", "size": "64MB"}]}, topo)
+    plan = make_plan(work, topo, Limits(time_limit=20))
+    assert plan.planned_on == {"dp": groups}
+    schedules = [c.schedule for c in plan.entries[0].candidates if c.schedule is not None]
+    assert schedules and not any(_fails_on(s, topo, g) for s in schedules for g in groups)
+
+
 def test_a_group_slower_only_at_its_links_efficiency_is_not_taken_for_the_faster():
     # group [3, 11]'s network link at half width (25 GB/s line rate, at the NIC's
     # efficiency 0.95) against [2, 10]'s PCIe link at 0.45 (28.8 GB/s, at PCIe's 0.75):

@@ -137,46 +137,47 @@ def planning_groups(topo: Topology, name: str, groups: list[list[int]],
 def planning_view(topo: Topology, reps: list[list[int]]) -> Topology | None:
     """The view of `topo` a communicator is planned on, given planning_groups' answer:
     the one group's, or the first's with each link its groups route over at its slowest
-    in any of them (None where their routed parts are not one structure: meet)."""
+    in any of them (None where their routes are not one structure: meet)."""
     first = view(topo, reps[0])
     if len(reps) == 1:
         return first
-    slowest = meet([routed_part(view(topo, g)) for g in reps])
+    slowest = meet([view(topo, g) for g in reps])
     if slowest is None:
         return None
     return replace(first, links=tuple(slowest.get((l.src, l.dst), l) for l in first.links))
 
 
-def routed_part(sub: Topology) -> Topology:
-    """`sub` with only the vertices and links on a route between its GPUs: another
-    rail's NIC, which a group's view keeps, carries none of its traffic."""
-    routes = lower_with_routes(sub).routes.values()
-    hops = {hop for route in routes for hop in zip(route, route[1:])}
-    on = {v for route in routes for v in route}
-    return replace(sub, vertices=tuple(v for v in sub.vertices if v.name in on),
-                   links=tuple(l for l in sub.links if (l.src, l.dst) in hops))
-
-
 def meet(views: list[Topology]) -> dict | None:
-    """{(src, dst): link} of the first view, each link at its slowest in any of `views`
-    (fewest lanes or GB/s, most latency), or None where they are not one structure: the
-    same vertices (by position, the names aside, GPUs in rank order last) joined by the
-    same links."""
-    first = views[0]
-    slowest = {(l.src, l.dst): l for l in first.links}
-    for other in views[1:]:
-        if len(other.vertices) != len(first.vertices) or any(
-                _kind(a) != _kind(b) for a, b in zip(first.vertices, other.vertices)):
+    """{(src, dst): link} of the links the first view routes its GPUs over, each at its
+    slowest in any of `views` (fewest lanes or GB/s, most latency), or None where they
+    are not one structure. A view's vertices are matched to the first's along the
+    routes of the same rank pair (a group listed in another box order is matched too);
+    a vertex matched two ways, or of another kind, means another structure."""
+    routes = [lower_with_routes(v).routes for v in views]
+    kinds = [{v.name: _kind(v) for v in sub.vertices} for sub in views]
+    links = [{(l.src, l.dst): l for l in sub.links} for sub in views]
+    hops = {hop for route in routes[0].values() for hop in zip(route, route[1:])}
+    slowest = {hop: links[0][hop] for hop in hops}
+    for k in range(1, len(views)):
+        if routes[k].keys() != routes[0].keys():
             return None
-        rename = {b.name: a.name for a, b in zip(first.vertices, other.vertices)}
-        mapped = {(rename[l.src], rename[l.dst]): l for l in other.links}
-        if mapped.keys() != slowest.keys():
+        rename: dict[str, str] = {}
+        for pair, route in routes[k].items():
+            mine = routes[0][pair]
+            if len(route) != len(mine) or any(
+                    rename.setdefault(b, a) != a or kinds[k][b] != kinds[0][a]
+                    for a, b in zip(mine, route)):
+                return None
+        if len(set(rename.values())) != len(rename):  # two vertices on one
             return None
-        for key, link in mapped.items():
-            mine = slowest[key]
-            if link.bandwidth < mine.bandwidth:
-                mine = replace(mine, gbps=link.gbps, count=link.count)
-            slowest[key] = replace(mine, alpha_us=max(mine.alpha_us, link.alpha_us))
+        back = {a: b for b, a in rename.items()}
+        for hop in hops:
+            link, kept = links[k].get((back[hop[0]], back[hop[1]])), slowest[hop]
+            if link is None:
+                return None
+            if link.bandwidth < kept.bandwidth:
+                kept = replace(kept, gbps=link.gbps, count=link.count)
+            slowest[hop] = replace(kept, alpha_us=max(kept.alpha_us, link.alpha_us))
     return slowest
 
 
