@@ -22,14 +22,10 @@ import networkx as nx
 
 from synth.deadline import Deadline, TimeLimit
 from synth.errors import BadInput
-from synth.predict.timing import prices_of
+from synth.predict.timing import hop_latencies, prices_of
 from synth.topology.communicator import view
 from synth.topology.linkmodel import LinkModel, Lowering, lower_with_routes
 from synth.topology.physical import Topology
-
-
-# the latency a route pays, by its slowest kind of hop (synth.predict.timing)
-KIND_ORDER = {"nvlink": 0, "pcie": 1, "net": 2}
 
 
 @dataclass(frozen=True)
@@ -39,7 +35,8 @@ class Shape:
     resource rank links share; the switches that compute in the network for it."""
 
     # line rates are capacities in the machine's unit (every group's view keeps it)
-    links: frozenset  # (src, dst, (line rate, achieved GB/s), alpha us, route kind)
+    # a route's latency per protocol is its slowest kind of hop's (synth.predict.timing)
+    links: frozenset  # (src, dst, (line rate, achieved GB/s), alpha us, latencies us)
     shared: frozenset  # (its rank links, (line rate, achieved GB/s))
     switches: frozenset  # (what it can do, its rank links)
 
@@ -47,12 +44,12 @@ class Shape:
         """Whether a schedule valid here is valid on `other`, and no slower there in
         either cost model."""
         theirs = {(s, d): rest for s, d, *rest in other.links}
-        for s, d, rates, alpha, kind in self.links:
+        for s, d, rates, alpha, hops in self.links:
             if (s, d) not in theirs:
                 return False
-            their_rates, their_alpha, their_kind = theirs[s, d]
+            their_rates, their_alpha, their_hops = theirs[s, d]
             if (not _at_least(their_rates, rates) or their_alpha > alpha
-                    or KIND_ORDER[their_kind] > KIND_ORDER[kind]):
+                    or any(t > m for t, m in zip(their_hops, hops))):
                 return False
         mine = {}
         for links, rates in self.shared:
@@ -79,9 +76,10 @@ def _links_rate(links: frozenset, alone: dict) -> tuple:
 def shape_of(lowering: Lowering) -> Shape:
     """A lowered view's Shape. Cost: cost model 2's prices of it."""
     model, p = lowering.model, prices_of(lowering)
+    hops = hop_latencies(p.figures)
     return Shape(
         frozenset((l.src, l.dst, (l.capacity, p.link_gbps[l.src, l.dst]), l.alpha_us,
-                   p.link_kind[l.src, l.dst]) for l in model.links),
+                   hops[p.link_kind[l.src, l.dst]]) for l in model.links),
         frozenset((frozenset(g.links), (g.capacity, p.group_gbps[g.name]))
                   for g in model.groups),
         frozenset((tuple(sorted(s.can)), frozenset(s.links)) for s in model.switches))

@@ -121,6 +121,11 @@ def prices_of(lowering: Lowering) -> Prices:
     return Prices(figures, link_gbps, link_kind, group_gbps, group_kind)
 
 
+def hop_latencies(f: Figures) -> dict[str, tuple[float, ...]]:
+    """{route kind: a step's latency over it per protocol (LL, LL128, Simple), us}."""
+    return dict(HOP_US, net=tuple(hardware_net_hop(f, "ring", i) for i in range(3)))
+
+
 def schedule_lines(schedule: Schedule, p: Prices) -> list[Line]:
     """The schedule's time per protocol, a line in n each (module docstring). A
     pipeline's expanded step carries the loads of the program steps active in it (a
@@ -136,7 +141,7 @@ def schedule_lines(schedule: Schedule, p: Prices) -> list[Line]:
     ports = {g for w in model.switches for _, g in w.up + w.down}
     per_byte, sends_us = 0.0, 0.0
     hops = {proto: 0.0 for proto in PROTOCOLS}
-    hop_us = dict(HOP_US, net=tuple(hardware_net_hop(f, "ring", i) for i in range(3)))
+    hop_us = hop_latencies(f)
     windows = {}  # the program steps active at once -> their bottleneck (a pipeline's
     for t in range(schedule.num_steps):  # steady state repeats one window)
         active = tuple(i for _, i in schedule.active(t))
