@@ -40,11 +40,14 @@ def fingerprint(topo: Topology) -> str:
                                             for v in topo.vertices),
                      sorted((l.src, l.dst, l.gbps, l.count, l.alpha_us)
                             for l in topo.links)))
+        while len(_MADE) >= 4:  # the last few only: a process may resolve thousands
+            del _MADE[next(iter(_MADE))]
         _MADE[id(topo)] = (topo, hashlib.sha256(body.encode()).hexdigest()[:16])
     return _MADE[id(topo)][1]
 
 
-_MADE: dict[int, tuple[Topology, str]] = {}  # id -> (the topology, kept alive; its hash)
+# id -> (the topology, kept alive so that its id is not reused; its hash)
+_MADE: dict[int, tuple[Topology, str]] = {}
 
 
 def owner_text(topo: Topology) -> str:
