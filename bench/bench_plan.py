@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """synth plan on the 3-D parallel example: time, the step's predicted speed-up, the
-runtime files loaded back into their simulators, and the overlapped pair.
+runtime files loaded back into their simulators, and the overlapped pair; on a degraded
+machine too, where every runtime file's schedule is verified on every group of its
+communicator (each group's own links: one file serves them all).
 
     python bench/bench_plan.py [--out bench/results/plan-DATE] [--time-limit 300]
+                               [--degrade LINK=F]... [--without PART]...
 
 Runs `synth plan examples/3d-parallel-dgxh100x8.yaml --topo dgxh100x8 --json` in a
 child process (wall time and peak memory), then reads every runtime file it wrote back
@@ -36,7 +39,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--out", help="PREFIX for PREFIX.json and PREFIX.md")
     ap.add_argument("--time-limit", type=float, default=300.0)
+    ap.add_argument("--degrade", action="append", default=[], help="as synth plan's")
+    ap.add_argument("--without", action="append", default=[], help="as synth plan's")
     args = ap.parse_args()
+    edits = [x for e in args.degrade for x in ("--degrade", e)] + \
+        [x for e in args.without for x in ("--without", e)]
     machine = recorded_machine(REPO, "bench_plan", bool(args.out))
     if machine is None:
         return 2
@@ -50,7 +57,7 @@ def main() -> int:
         out = Path(tmp) / "plan"
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "synth", "plan", WORKLOAD, "--topo",
-                               TOPOLOGY, "-o", str(out), "--time-limit",
+                               TOPOLOGY, *edits, "-o", str(out), "--time-limit",
                                f"{args.time_limit:g}", "--json"],
                               capture_output=True, text=True, cwd=REPO)
         wall = time.perf_counter() - start
@@ -74,6 +81,7 @@ def main() -> int:
                         loaded += 1
                     except Exception as e:  # noqa: BLE001 (recorded, not raised)
                         failed.append(f"{f['file']}: {e}")
+        on_groups, off = verified_on_groups(out, doc, args.degrade + args.without)
     step = doc["step_us"]
     pairs = doc["overlaps"]
     # NVLS hardware also moves the destination's own copy through the switch and stores
@@ -90,8 +98,9 @@ def main() -> int:
     lines = [f"# synth plan, {date}", "",
              f"`python3 bench/bench_plan.py`, commit {commit}, {machine['cpu']}, "
              f"{machine['memory_gib']} GiB, Python {machine['python']}; `synth plan "
-             f"{WORKLOAD} --topo {TOPOLOGY} --time-limit {args.time_limit:g}` in a child "
-             "process.", "",
+             f"{WORKLOAD} --topo {TOPOLOGY} {' '.join(edits)} --time-limit "
+             f"{args.time_limit:g}` in a child process.", "",
+             *([f"Planned: {n}." for n in doc["notes"]] + [""] if doc["notes"] else []),
              "## Goals (issue 19)", "",
              f"- planned in at most 5 minutes on 2 cores: **{'met' if wall <= 300 else 'missed'}"
              f"** ({wall:.1f} s wall, synth's own {doc['seconds']} s, peak {peak_gb:.2f} GB)",
@@ -105,6 +114,9 @@ def main() -> int:
              f"- the exported sets load in their simulators: **"
              f"{'met' if not failed else 'missed'}** ({loaded} files read back and "
              f"simulated{'; failed: ' + '; '.join(failed) if failed else ''})",
+             f"- every runtime file's schedule valid on every group of its communicator "
+             f"(verified on each group's own links): **{'met' if not off else 'missed'}** "
+             f"({on_groups} schedule and group pairs{'; not: ' + '; '.join(off[:5]) if off else ''})",
              f"- the overlapped pair predicted faster than one after the other: **"
              f"{'met' if faster else 'missed'}** ("
              + "; ".join(f"{o['tag']}: {o['overlapped_us'] / 1000:.2f} ms against "
@@ -134,9 +146,40 @@ def main() -> int:
         Path(f"{args.out}.json").write_text(json.dumps(
             {"date": date, "commit": commit, "wall_s": round(wall, 2),
              "peak_gb": round(peak_gb, 3), "plan": doc, "loaded": loaded,
-             "failed": failed}, indent=1) + "\n")
+             "failed": failed, "verified_on_groups": on_groups, "not_on_groups": off,
+             "edits": edits}, indent=1) + "\n")
         Path(f"{args.out}.md").write_text(text)
     return 0
+
+
+def verified_on_groups(out: Path, doc: dict, edits: list[str]) -> tuple[int, list[str]]:
+    """(schedule and group pairs verified, those that failed): each runtime file's
+    schedule (plan.json's `schedule`) on every group of its communicator, with that
+    group's own links in the schedule's capacity unit."""
+    from dataclasses import replace
+
+    from synth.schedule.file import read_schedule, schedule_to_dict
+    from synth.schedule.verify import verify_schedule
+    from synth.topology.catalog import resolve
+    from synth.topology.communicator import view
+    from synth.topology.linkmodel import lower
+
+    topo = resolve(TOPOLOGY, edits=tuple(edits))
+    done, off = 0, []
+    for entries in doc["runtimes"].values():
+        for entry in entries:
+            groups = doc["communicators"][entry["communicator"]]["groups"]
+            for name in {f["schedule"] for f in entry["files"] if f.get("schedule")}:
+                schedule = read_schedule(out / name)
+                for group in groups:
+                    sub = replace(view(topo, group), unit_gbps=schedule.model.unit_gbps)
+                    try:
+                        verify_schedule(schedule_to_dict(replace(schedule,
+                                                                 model=lower(sub))))
+                        done += 1
+                    except Exception as e:  # noqa: BLE001 (recorded, not raised)
+                        off.append(f"{name} on {group}: {str(e)[:80]}")
+    return done, off
 
 
 if __name__ == "__main__":
