@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import stat
 from pathlib import Path
@@ -11,7 +12,8 @@ from synth.deadline import Deadline
 from synth.errors import BadInput
 from synth.files import write_atomic
 from synth.frontier import Result, optimality, ratio_to_bound
-from synth.output_folder import MARKER, manifest_of, record, written_by_synth
+from synth.output_folder import (MANIFEST, MARKER, keep_aside, manifest_of, record,
+                                 users_file, written_by_synth)
 from synth.schedule.cost import format_size, schedule_cost
 from synth.schedule.file import write_schedule
 from synth.search.pareto import Point
@@ -63,7 +65,7 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
                  deadline: Deadline = Deadline(), grace: float = 0.0,
                  already: dict[int, Path] | None = None,
                  missed: list[tuple[str, str, str | None]] | None = None,
-                 owner: str | None = None) -> list[Path | None]:
+                 owner: str | None = None, kept: list | None = None) -> list[Path | None]:
     """Write every point in each format (json: STEM.json, msccl-xml: STEM.xml, mscclpp:
     STEM.mscclpp.json). Returns one path per point, in order: its JSON file, else its
     first format's; None where none was written. A point an exporter cannot express
@@ -85,7 +87,10 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
     already: {id(schedule): its JSON file} written earlier in this run (synth.anytime),
     not written again. Files are written in the folder synth chose: a symbolic link
     there is replaced, not followed (nothing is written outside --out). owner: the
-    folder's marker text (synth.output_folder.owner_text; None: the model's name)."""
+    folder's marker text (synth.output_folder.owner_text; None: the model's name). A
+    file of the user's at a name this run writes (one synth did not write there, or that
+    changed since) is moved aside first, and (its name, where it went) added to `kept`
+    (synth.output_folder.keep_aside)."""
     from synth.export import EXTENSIONS, render
 
     already = already or {}
@@ -95,6 +100,7 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
         write_atomic(directory.parent / MARKER,
                      owner or points[0].schedule.model.name + "\n", follow_links=False)
     formats = list(dict.fromkeys(formats))
+    ours = manifest_of(directory) if (directory / MANIFEST).exists() else None
     written, primary, failed, late = [], [None] * len(points), None, False
     for i in sorted(range(len(points)), key=lambda i: size(points[i].schedule)):
         p, paths = points[i], {}
@@ -110,6 +116,11 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
                 if missed is not None:
                     missed.append((fmt, point_stem(p), None))
                 continue
+            # no manifest: a folder of an older synth's, its files written over as then
+            if users_file(directory, path, ours, None if ours is not None else math.inf):
+                moved = keep_aside(path)
+                if kept is not None:
+                    kept.append((path, moved))
             with WRITE[fmt].timing(units):
                 if fmt == "json":
                     paths[fmt] = write_schedule(p.schedule, path, follow_links=False)

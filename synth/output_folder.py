@@ -8,9 +8,10 @@ files safe there:
   named `box.yaml`, a file named `dgxh100`) is never reused; that machine's files go to
   a folder of their own (the name and a hash).
 - OUT/TOPO/COLLECTIVE holds a manifest (MANIFEST) of the files synth wrote there, each
-  with the identity it had when written (inode, size, modification time). Only a file
-  in the manifest and unchanged since is ever removed as an earlier run's: a file of
-  the user's, or one they edited, copied or replaced, stays whatever its name.
+  with the identity it had when written (inode, size, status-change time). Only a file
+  in the manifest and unchanged since is ever removed, or written over, as an earlier
+  run's: a file of the user's, or one they edited, copied or replaced, stays whatever
+  its name (keep_aside moves one at a name this run writes to NAME.kept).
 
 A lost or unreadable manifest costs nothing but stale files left in place. Cost: the
 fingerprint reads every vertex and physical link once; the manifest is one small file
@@ -22,10 +23,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 
 from synth.errors import BadInput
-from synth.files import check_folder, inside, read_text, safe_component, write_atomic
+from synth.files import (OutputError, check_folder, inside, quote, read_text,
+                         safe_component, write_atomic)
 from synth.topology.physical import Topology
 
 MARKER = ".topology-name"  # in OUT/TOPO: the topology's name, then its fingerprint
@@ -63,31 +66,44 @@ def output_dir(root: str | Path, topo: Topology, collective: str) -> Path:
     if not str(root):
         raise BadInput("--out: an empty folder name")
     name = safe_component(topo.name)
-    if not _owned_by(Path(root) / name, topo):  # ring:4 and a file 'ring_4'
-        name = f"{name}-{hashlib.sha256(owner_text(topo).encode()).hexdigest()[:8]}"
+    hashed = f"{name}-{hashlib.sha256(owner_text(topo).encode()).hexdigest()[:8]}"
+    # ring:4 and a file 'ring_4'; two files box.yaml; a folder whose marker went
+    if _holds(Path(root) / hashed, topo) or not _owned_by(Path(root) / name, topo):
+        name = hashed
     check_folder(Path(root) / name / collective)
     return inside(root, Path(root) / name / collective)
 
 
 def _owned_by(folder: Path, topo: Topology) -> bool:
-    """Whether the folder is free for `topo` (no marker) or holds its files: the same
-    name, and the same fingerprint (a marker of before 2026-12-05 has none)."""
+    """Whether the folder is free for `topo` (none yet, or empty) or holds its files:
+    its marker names it, with the same fingerprint (a marker of before 2026-12-05 has
+    none). A folder with files and no marker is nobody's to reuse."""
+    try:
+        if not folder.is_dir() or not any(folder.iterdir()):
+            return True
+    except OSError:
+        return False
+    return _holds(folder, topo)
+
+
+def _holds(folder: Path, topo: Topology) -> bool:
+    """Whether the folder's marker says it holds `topo`'s files."""
     try:
         lines = read_text(folder / MARKER, 4096, "marker").splitlines()
     except BadInput:
-        return True
-    if not lines or not lines[0].strip():
-        return True
-    return lines[0].strip() == topo.name and (len(lines) < 2
-                                              or lines[1].strip() == fingerprint(topo))
+        return False
+    return bool(lines) and lines[0].strip() == topo.name and (
+        len(lines) < 2 or lines[1].strip() == fingerprint(topo))
 
 
 def _identity(path: Path) -> list[int] | None:
+    """inode, size and status-change time: an edit, a copy over it, a chmod all change
+    it (a read does not)."""
     try:
         st = path.lstat()
     except OSError:
         return None
-    return [st.st_ino, st.st_size, st.st_mtime_ns]
+    return [st.st_ino, st.st_size, st.st_ctime_ns]
 
 
 def manifest_of(directory: Path) -> dict:
@@ -128,3 +144,35 @@ def _key(directory: Path, path: Path) -> str | None:
         return Path(path).relative_to(directory).as_posix()
     except ValueError:  # not under it
         return None
+
+
+def users_file(directory: Path, path: Path, manifest: dict | None,
+               written_by: int | None = None) -> bool:
+    """Whether `path`, a regular file there now, is not synth's as it wrote it: not in
+    the manifest unchanged; where there is no manifest (a folder of before 2026-12-05,
+    or one copied without its dotfiles), changed after `written_by` (ns: when synth
+    last wrote there, as far as that is known; None: nothing says synth wrote it)."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        return False  # a link at the name is replaced, its target left alone
+    if manifest is not None:
+        return not written_by_synth(directory, path, manifest)
+    return written_by is None or st.st_mtime_ns > written_by
+
+
+def keep_aside(path: Path) -> Path:
+    """Move the file at `path` to the first free NAME.kept, NAME.kept-2, ... beside it,
+    so that this run can write `path` and nothing of the user's is lost."""
+    for n in range(1, 10_000):
+        spare = path.with_name(f"{path.name}.kept" + (f"-{n}" if n > 1 else ""))
+        if not os.path.lexists(spare):
+            try:
+                os.rename(path, spare)
+            except OSError as e:
+                raise OutputError(f"cannot keep {path} aside before writing it: "
+                                  f"{e.strerror or e}") from None
+            return spare
+    raise BadInput(f"{quote(str(path), 80)}: too many kept copies beside it")

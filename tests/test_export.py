@@ -27,7 +27,7 @@ from synth.export.mscclpp_sim import PlanInvalid, check_mscclpp_plan
 from synth.frontier import synthesize
 from synth.schedule.collectives import make_collective
 from synth.schedule.file import schedule_to_dict, write_schedule
-from synth.output_folder import MANIFEST, record
+from synth.output_folder import MANIFEST, MARKER, owner_text, record
 from synth.search.pareto import Limits
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower_with_routes
@@ -874,6 +874,7 @@ def test_format_at_synthesis_time(tmp_path):
     folder.mkdir(parents=True)
     (folder / "allgather-s9-r9-c9.mscclpp.json").write_text("{}")  # stale: as synth left it
     record(folder, [folder / "allgather-s9-r9-c9.mscclpp.json"])
+    (folder.parent / MARKER).write_text(owner_text(resolve("ring:4")))
     run = synth_cli("allgather", "--topo", "ring:4", "--out", str(tmp_path / "out"),
                     "--format", "json,msccl-xml,mscclpp", "--time-limit", "30", "--json")
     assert run.returncode == 0, run.stderr

@@ -19,7 +19,7 @@ import pytest
 import synth.output
 from synth.cli import main
 from synth.output import _remove_stale
-from synth.output_folder import MARKER, fingerprint, output_dir, record
+from synth.output_folder import MANIFEST, MARKER, fingerprint, output_dir, record
 from synth.schedule.collectives import make_collective
 from synth.search import cache
 from synth.search.instance import solve_instance
@@ -52,12 +52,14 @@ def test_a_file_synth_did_not_write_is_never_removed_whatever_its_name(tmp_path)
     # a user's own schedule (or any file) named as synth names its files, in the folder
     # a run writes: it was removed as an earlier run's
     folder = tmp_path / "o" / "ring_4" / "allgather"
-    folder.mkdir(parents=True)
-    mine = folder / "allgather-s3-r3-c1.json"
-    mine.write_text("precious")
     first = synth_main("allgather", "--topo", "ring:4", "--out", str(tmp_path / "o"),
                        "--json")
     assert first.returncode == 0, first.stderr
+    mine = folder / "allgather-s3-r3-c1.json"
+    assert not mine.exists()
+    mine.write_text("precious")
+    assert synth_main("allgather", "--topo", "ring:4", "--out",
+                      str(tmp_path / "o")).returncode == 0
     assert mine.read_text() == "precious"
     # a file synth wrote and the user then edited stays too; one left as written goes
     written = [Path(p["file"]) for p in json.loads(first.stdout)["frontier"]]
@@ -70,6 +72,50 @@ def test_a_file_synth_did_not_write_is_never_removed_whatever_its_name(tmp_path)
     assert again.returncode == 0, again.stderr
     assert mine.read_text() == "precious" and edited.exists()
     assert not untouched.exists()
+
+
+def test_a_users_file_at_a_name_a_run_writes_is_kept_aside(tmp_path):
+    # an edited schedule at a name the next run writes again was written over, unsaid
+    out = tmp_path / "o"
+    args = ("allgather", "--topo", "ring:6", "--out", str(out), "--max-chunks", "3",
+            "--time-limit", "30")
+    first = synth_main(*args, "--json")
+    assert first.returncode == 0, first.stderr
+    edited = Path(json.loads(first.stdout)["frontier"][0]["file"])
+    edited.write_text('{"my hand-tuned": true}')
+    again = synth_main(*args)
+    assert again.returncode == 0, again.stderr
+    kept = edited.with_name(edited.name + ".kept")
+    assert kept.read_text() == '{"my hand-tuned": true}'
+    assert f"synth: note: {edited} was not synth's as it wrote it" in again.stderr
+    assert synth_main("verify", str(edited)).returncode == 0  # this run's, in its place
+    # a stale file of synth's that the user only made read-only is theirs now too
+    stale = edited.with_name("allgather-s4-r9-c1.json")
+    stale.write_text(edited.read_text())
+    record(edited.parent, [stale])
+    stale.chmod(0o444)
+    assert synth_main(*args).returncode == 0 and stale.exists()
+
+
+def test_a_folder_whose_marker_went_is_not_taken_by_a_namesake(tmp_path):
+    # two machines named box; the first's marker removed: the second took its folder
+    # over and wrote over its schedules
+    for sub in "ab":
+        (tmp_path / sub).mkdir()
+    a = write_topology(tmp_path / "a" / "box.yaml", SMALL)
+    b = write_topology(tmp_path / "b" / "box.yaml", SMALL.replace("25", "50"))
+    out = str(tmp_path / "o")
+    first = synth_main("allgather", "--topo", a, "--out", out, "--json")
+    assert first.returncode == 0, first.stderr
+    theirs = {Path(p["file"]): Path(p["file"]).read_bytes()
+              for p in json.loads(first.stdout)["frontier"]}
+    (tmp_path / "o" / "box" / MARKER).unlink()
+    for _ in range(2):  # and again, into the folder it took the first time
+        second = synth_main("allgather", "--topo", b, "--out", out, "--json")
+        assert second.returncode == 0, second.stderr
+        assert all(Path(p["file"]).parent.parent.name.startswith("box-")
+                   for p in json.loads(second.stdout)["frontier"])
+    assert all(path.read_bytes() == data for path, data in theirs.items())
 
 
 def test_two_machines_of_one_name_never_share_a_folder(tmp_path):
@@ -214,6 +260,33 @@ def test_an_earlier_plans_file_changed_since_is_kept_and_said(tmp_path):
     assert edited.exists() and all(not (out / g).exists() for g in gone[1:])
     assert (f"synth: note: kept 1 file an earlier plan wrote and this one does not "
             f"({gone[0]}...): changed since") in again.stderr
+
+
+def test_a_plan_folder_copied_without_its_dotfiles_keeps_the_users_edits(tmp_path):
+    # `cp -r plan/* copy/` leaves the manifest behind: an edited file of an earlier
+    # plan's was removed as a folder of before the manifest's
+    import shutil
+
+    out, workload = tmp_path / "plan", tmp_path / "w.yaml"
+    workload.write_text(WORKLOAD + "  - {communicator: tp, collective: reducescatter, "
+                                   "size: 1MB}\n")
+    assert plan_into(tmp_path, out).returncode == 0
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy, ignore=lambda d, names: [n for n in names if n[0] == "."])
+    assert not (copy / MANIFEST).exists()
+    stale = sorted(p for p in copy.rglob("reducescatter*") if p.is_file())
+    assert len(stale) >= 2
+    time.sleep(0.01)  # an edit after the copy, as a user's comes
+    stale[0].write_text(stale[0].read_text() + "\n")
+    workload.write_text(WORKLOAD)
+    again = plan_into(tmp_path, copy)
+    assert again.returncode == 0, again.stderr
+    assert stale[0].exists() and "synth: note: kept 1 file" in again.stderr
+    # a user's file at a name the plan writes is moved aside, not written over
+    (copy / "report.md").write_text("my notes")
+    again = plan_into(tmp_path, copy)
+    assert (copy / "report.md.kept").read_text() == "my notes"
+    assert "report.md was not synth's as it wrote it" in again.stderr
 
 
 def test_a_linked_folder_in_a_plan_is_refused_and_nothing_is_written(tmp_path):

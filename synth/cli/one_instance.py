@@ -8,6 +8,7 @@ import json
 
 import click
 
+from synth.cli.options import say_kept
 from synth.errors import BadInput, NoAnswer
 
 
@@ -63,7 +64,9 @@ def one_instance(topo, name, root, steps, rounds, chunks, backend, time_limit, o
     if out.status != "sat":
         raise NoAnswer(f"no answer: {what} was not decided within {time_limit:g} s")
     point = Point(out.schedule, proven=False)
-    write_points([point], directory, formats, owner=owner_text(topo))
+    kept = []
+    write_points([point], directory, formats, owner=owner_text(topo), kept=kept)
+    say_kept(kept)
     # every format's file (the path above is the first's: two formats named one file)
     files = [str(directory / f"{point_stem(point)}{EXTENSIONS[f]}") for f in formats]
     found = out.schedule

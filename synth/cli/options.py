@@ -261,3 +261,11 @@ COLOR = click.option("--color", type=click.Choice(["chunk", "origin"]), default=
 
 def json_option(help: str = "Print one JSON object instead of the text."):
     return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+def say_kept(kept: list) -> None:
+    """A note per file of the user's moved aside (synth.output_folder.keep_aside)."""
+    for path, moved in kept:
+        click.echo(f"synth: note: {path} was not synth's as it wrote it (yours, or changed "
+                   f"since): kept as {moved.name}, and this run's file written in its place",
+                   err=True)

@@ -15,7 +15,7 @@ import click
 from synth.cli.app import cli
 from synth.cli.options import (BOXES, DEGRADED, MODEL, Renamed, SEARCH, SOLVER_CHOICE,
                                TIME_LIMIT, TOPO, examples, json_option, out_option,
-                               resolve_in_time)
+                               resolve_in_time, say_kept)
 from synth.signals import interrupts_deferred
 
 
@@ -97,7 +97,7 @@ def plan_command(workload, spec, boxes, without, degrade, out_dir, time_limit, m
                    "fit in --time-limit; NCCL's own algorithm runs their sizes (plan.json: "
                    "not_exported; a longer --time-limit tries them)", err=True)
     with interrupts_deferred():
-        _say_kept(write_files(Path(out_dir), texts, doc["files"]))
+        _say_kept(*write_files(Path(out_dir), texts, doc["files"]))
     if as_json:
         click.echo(json.dumps(doc, indent=1))
         return
@@ -165,11 +165,13 @@ def load_line(entry: dict, call: dict, nccl: str, out_dir: str) -> str:
 RUNTIME_NAMES = {"msccl-xml": "MSCCL XML", "mscclpp": "MSCCL++"}
 
 
-def _say_kept(changed: list[str]) -> None:
-    """A note for an earlier plan's files changed since synth wrote them: kept, where a
-    runtime loading their folder still reads them."""
+def _say_kept(changed: list[str], moved: list) -> None:
+    """Notes for the user's files: an earlier plan's, changed since synth wrote them,
+    kept where a runtime loading their folder still reads them; and those at a name
+    this plan writes, moved aside."""
     if changed:
         click.echo(f"synth: note: kept {len(changed)} file{'s' * (len(changed) != 1)} an "
                    f"earlier plan wrote and this one does not ({changed[0]}...): changed "
                    "since, so not removed; a runtime loading its folder reads it too",
                    err=True)
+    say_kept(moved)

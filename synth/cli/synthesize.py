@@ -14,7 +14,7 @@ from synth.cli.app import cli
 from synth.cli.one_instance import one_instance, one_instance_takes_no
 from synth.cli.options import (BOXES, DEGRADED, MODEL, ROOT, SEARCH, SOLVER_CHOICE, Size,
                                TIME_LIMIT, TOPO, apply, examples, json_option, out_option,
-                               resolve_in_time)
+                               resolve_in_time, say_kept)
 from synth.cli.summary import frontier_summary, timed_points
 from synth.errors import BadInput, NoAnswer, SynthError
 from synth.signals import interrupts_deferred
@@ -170,12 +170,12 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     interrupted = result.interrupted
     # replace the earlier files of the steps this search covered; after Ctrl-C, none
     covered = None if interrupted else result.steps_searched
-    failed, paths, missed = None, [], []
+    failed, paths, missed, kept = None, [], [], []
     with interrupts_deferred() as caught:  # a second Ctrl-C must not lose the points
         try:
             paths = write_points(result.points, directory, formats, covered, started_ns,
                                  deadline, GRACE_SHARE * time_limit,
-                                 early and early.intact(), missed, owner)
+                                 early and early.intact(), missed, owner, kept)
             failed = _none_written(missed, len(result.points))
             if early is not None:  # the early files of points no longer on the frontier
                 early.settle(paths)
@@ -196,7 +196,7 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
             click.echo(format_answer(summary["answer"]))
     if nbytes is not None and summary.get("answer") is None:
         _say_unanswered(nbytes, time_limit, failed is not None, result)
-    _say_refused(missed, len(result.points))
+    _say_refused(missed, len(result.points), kept)
     if failed is not None:
         raise failed
     return _ending(result, paths, interrupted or bool(caught), name, topo.name, time_limit,
@@ -252,10 +252,13 @@ def _say_unanswered(nbytes: int, time_limit: float, failed: bool, result) -> Non
                + ("" if failed else "; a longer --time-limit gives one"), err=True)
 
 
-def _say_refused(missed: list[tuple[str, str, str | None]], points: int) -> None:
+def _say_refused(missed: list[tuple[str, str, str | None]], points: int,
+                 kept: list = ()) -> None:
     """One note on stderr per format and reason: the points a format's exporter
     refused (mostly a runtime that does not load them: the table's loads column), written
-    in the others; not for a format that refused every point (_none_written's error)."""
+    in the others; not for a format that refused every point (_none_written's error).
+    And one per file of the user's moved aside before a point's file took its name."""
+    say_kept(kept)
     everywhere = _refused_everywhere(missed, points)
     reasons: dict[tuple[str, str], list[str]] = {}
     for fmt, stem, why in missed:

@@ -31,6 +31,7 @@ written; the files are written all or none (synth.files.write_folder).
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import OrderedDict
 from dataclasses import replace
@@ -43,7 +44,7 @@ from synth.export import render
 from synth.export.mscclpp import MAX_MIN_MESSAGE
 from synth.export.units import unit_of
 from synth.files import write_folder
-from synth.output_folder import MANIFEST, manifest_of, record, written_by_synth
+from synth.output_folder import MANIFEST, keep_aside, manifest_of, record, users_file
 from synth.plan.document import plan_document, ranks_per_node, runtime_steps, within_range
 from synth.plan.page import plan_page
 from synth.plan.report import report_text
@@ -356,46 +357,58 @@ def render_plan(plan: Plan, formats=tuple(RUNTIMES), extra: dict | None = None,
     return texts, doc
 
 
-def write_files(out: Path, texts: dict, keep: list[str]) -> list[str]:
+def write_files(out: Path, texts: dict, keep: list[str]) -> tuple[list[str], list]:
     """Write every file, all or none (synth.files.write_folder: a full disk leaves `out`
     as it was), plan.json last; then remove the files an earlier plan listed that are
-    not in `keep`, where synth wrote them and nobody changed them since (the folder's
-    manifest, synth.output_folder; a folder of a plan before it has none, and its listed
-    files go as they did). Returns the listed files kept as changed since."""
+    not in `keep`. Only synth's own files, as it wrote them, are written over or removed
+    (the folder's manifest, synth.output_folder; where there is none, a folder of a plan
+    before it or one copied without its dotfiles, those no newer than the earlier
+    plan.json): a file of the user's at a name the plan writes is moved aside first.
+    Returns (the listed files kept as changed since, (name, where it went) of each
+    file moved aside)."""
     out = Path(out)
-    stale = _earlier_files(out)
+    stale, written_by = _earlier_files(out)
     ours = manifest_of(out) if (out / MANIFEST).exists() else None
+    moved = [(out / rel, keep_aside(out / rel)) for rel in texts
+             if users_file(out, out / rel, ours, written_by)]
     ordered = sorted(texts.items(), key=lambda item: Path(item[0]) == Path("plan.json"))
-    record(out, write_folder(out, dict(ordered)))
-    return _remove_stale(out, stale, set(keep), ours)
+    try:
+        record(out, write_folder(out, dict(ordered)))
+    except BaseException:  # the folder as it was: the user's files back in place
+        for path, aside in moved:
+            os.replace(aside, path)
+        raise
+    return _remove_stale(out, stale, set(keep), ours, written_by), moved
 
 
 PLAN_FOLDERS = ("schedules", "msccl", "mscclpp", "plots")  # what a plan writes, but its
 PLAN_SUFFIXES = (".json", ".xml", ".png", ".py")          # report.md and plan.json
 
 
-def _earlier_files(out: Path) -> list[str]:
-    """The files an earlier plan in `out` wrote, as its plan.json lists them: only when
-    synth wrote that plan.json ("format": "synth.plan"), and only names a plan writes
-    (PLAN_FOLDERS, PLAN_SUFFIXES): a user's plan.json, or a listing edited to name
-    their files, never removes anything else."""
+def _earlier_files(out: Path) -> tuple[list[str], int | None]:
+    """(the files an earlier plan in `out` wrote, as its plan.json lists them; when it
+    was written, ns): only when synth wrote that plan.json ("format": "synth.plan"), and
+    only names a plan writes (PLAN_FOLDERS, PLAN_SUFFIXES): a user's plan.json, or a
+    listing edited to name their files, never removes anything else."""
     try:
         doc = json.loads((out / "plan.json").read_text())
         if not isinstance(doc, dict) or doc.get("format") != "synth.plan":
-            return []
+            return [], None
         listed = [f for f in doc["files"] if isinstance(f, str)]
+        written_by = (out / "plan.json").stat().st_mtime_ns
     except (OSError, ValueError, TypeError, KeyError, RecursionError):
-        return []
+        return [], None
     return [f for f in listed if len(Path(f).parts) > 1
-            and Path(f).parts[0] in PLAN_FOLDERS and f.endswith(PLAN_SUFFIXES)]
+            and Path(f).parts[0] in PLAN_FOLDERS and f.endswith(PLAN_SUFFIXES)], written_by
 
 
-def _remove_stale(out: Path, listed: list[str], keep: set[str], ours: dict | None
-                  ) -> list[str]:
+def _remove_stale(out: Path, listed: list[str], keep: set[str], ours: dict | None,
+                  written_by: int | None) -> list[str]:
     """Remove the `listed` files this plan does not write (a runtime loads every file
     of its folder: a stale one would shadow ranges): only plain files inside `out`,
-    reached without a symbolic link, and unchanged since synth wrote them where `ours`
-    (the manifest) says how they were. Returns the changed ones, kept."""
+    reached without a symbolic link, and synth's as it wrote them (users_file, by the
+    manifest `ours` or the earlier plan's time `written_by`). Returns the changed ones,
+    kept."""
     root, changed, removed = out.resolve(), [], []
     for name in listed:
         rel = Path(name)
@@ -408,7 +421,7 @@ def _remove_stale(out: Path, listed: list[str], keep: set[str], ours: dict | Non
             continue
         if real != root / rel or not real.is_file():  # a link somewhere on the way
             continue
-        if ours is not None and not written_by_synth(out, path, ours):
+        if users_file(out, path, ours, written_by):
             changed.append(name)
             continue
         real.unlink(missing_ok=True)
