@@ -106,8 +106,10 @@ def _planning_views(plan: Plan, topo: Topology, comms: list[str], deadline: Dead
     for comm in dict.fromkeys(comms):
         groups = plan.workload.communicators[comm]
         plan.planned_on[comm], differ = planning_groups(topo, comm, groups, deadline)
-        if differ:
-            plan.notes.append(_planned_on(comm, plan.planned_on[comm], bool(topo.edits)))
+        if differ:  # degraded where the healthy machine's groups are alike
+            degraded = topo.healthy is not None and not planning_groups(
+                topo.healthy, comm, groups, deadline)[1]
+            plan.notes.append(_planned_on(comm, plan.planned_on[comm], degraded))
         views[comm] = fastest_unit(replace(planning_view(topo, plan.planned_on[comm]),
                                            name=f"{topo.name}:{comm}"), topo.ranks)
     return views
