@@ -84,6 +84,30 @@ def test_an_unmeasured_pace_is_guessed_from_the_middle_measured_slowdown_not_the
     assert odd.seconds(10) == 140.0  # a measured pace is what it measured
 
 
+def test_a_guess_at_writing_that_alone_blocks_a_point_is_measured_first(monkeypatch):
+    # dgx2x32's alltoall: verifying its first point fitted, but the unmeasured guess at
+    # writing it (8 x the real pace) did not, and every point was dropped at any limit
+    import synth.deadline
+    from synth.construct import paced
+    from synth.construct.baselines import baselines
+
+    monkeypatch.setattr(synth.deadline, "_PACES", [])  # no pace here outlives the test
+    schedule = baselines(lower_with_routes(resolve("ring:4")).model, "allgather",
+                         None)[0].schedule
+    monkeypatch.setattr(paced, "VERIFY", Pace(1e-9))  # verifying: nothing to speak of
+    dear = Pace(3600.0, least=1)  # writing guessed at an hour a unit, unmeasured
+    monkeypatch.setattr(paced, "WRITE", {**paced.WRITE, "json": dear})
+    kept = paced.verified_within(schedule, Deadline.after(600).holding())
+    assert kept is schedule and dear.measured  # measured (a text made), then kept
+    # where even verifying does not fit, nothing is measured: out of time at once
+    monkeypatch.setattr(paced, "VERIFY", Pace(3600.0))
+    other = Pace(3600.0, least=1)
+    monkeypatch.setattr(paced, "WRITE", {**paced.WRITE, "json": other})
+    with pytest.raises(OutOfTime):
+        paced.verified_within(schedule, Deadline.after(600))
+    assert not other.measured
+
+
 def test_a_solver_that_ignores_its_stop_is_left_behind_with_no_answer():
     release = threading.Event()
     told = []
