@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field, replace
-from fractions import Fraction
 
 from synth.bounds import Bounds, bounds
 from synth.construct.baselines import ALGORITHMS, baselines_within
@@ -39,6 +38,7 @@ from synth.cost_choice import ROUTING
 from synth.cycles import cycles_paused
 from synth.deadline import Deadline, OutOfTime
 from synth.errors import BadInput, NoAnswer
+from synth.pareto_front import pareto_filter
 from synth.schedule.collectives import make_collective
 from synth.schedule.cost import schedule_cost
 from synth.schedule.transform import compose_allreduce, refine
@@ -157,7 +157,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
         built = [p for key in CONSTRUCTED for p in searches.get(key, Search()).points]
         # the baselines on the frontier so far are verified now, while there is time
         # (what the exact search adds can only push more off it)
-        points = _verify_baselines(pareto_filter(built), searches, deadline, checked)
+        points = _verified_frontier(built, searches, deadline, checked)
     _hand_over(on_event, points, searches)
     candidates = list(built)  # every candidate, for the runtimes' own frontiers
     if method in SEARCHING and not _interrupted(searches):
@@ -391,6 +391,22 @@ def _verify_baselines(points: list[Point], searches: dict[str, Search],
     return kept
 
 
+def _verified_frontier(built: list[Point], searches: dict[str, Search],
+                       deadline: Deadline, checked: set) -> list[Point]:
+    """The Pareto frontier of `built` with its baselines verified: a baseline the time
+    left cannot verify is dropped, and the points it alone kept off come back (dgx2x32's
+    direct alltoall, one step at the bound, beat every relayed point, could not be
+    verified in time, and the job ended with none). Each round drops at least one."""
+    pool = list(built)
+    while True:
+        front = pareto_filter(pool)
+        kept = _verify_baselines(front, searches, deadline, checked)
+        if len(kept) == len(front):
+            return kept
+        dropped = {id(p) for p in front} - {id(p) for p in kept}
+        pool = [p for p in pool if id(p) not in dropped]
+
+
 def _baselines_kept(points: list[Point], searches: dict[str, Search]) -> None:
     """The baselines' summary: how many of them are on the final frontier."""
     found = searches.get("baselines", Search())
@@ -461,40 +477,3 @@ def _compose(rs, ag, deadline: Deadline = Deadline()):
     k = math.lcm(rs.collective.chunks, ag.collective.chunks)
     return verified_within(compose_allreduce(refine(rs, k // rs.collective.chunks),
                                              refine(ag, k // ag.collective.chunks)), deadline)
-
-
-def pareto_filter(points: list[Point]) -> list[Point]:
-    """The points no other beats on both real costs, latency (us) and bandwidth (us/MB,
-    exactly: rounds per chunk), ordered by steps. Of equal costs the one with fewer
-    steps, then a proven one, then fewer chunks is kept. Since time(n) = latency +
-    n x us/byte, the frontier is at every message size as fast as any point it drops.
-    O(P log P) for P points."""
-    kept, best = [], None
-    for p in sorted(points, key=pareto_key):
-        if best is None or p.ratio < best:
-            kept.append(p)
-            best = p.ratio
-    return sorted(kept, key=lambda p: (p.steps, p.ratio))
-
-
-def pareto_key(p: Point) -> tuple:
-    """pareto_filter's order: latency (a float sum of alphas: rounded, so that equal sums
-    compare equal), rounds per chunk, then the tie-breaks."""
-    return (round(schedule_cost(p.schedule).latency_us, 9), p.ratio, p.steps,
-            not p.proven, p.chunks)
-
-
-def optimality(point: Point, b: Bounds) -> str:
-    """How far a point is known to be optimal, in words for the table."""
-    marks = []
-    if point.proven:
-        marks.append("proven")
-    if point.ratio == b.rounds_per_chunk:
-        marks.append("bw-bound")
-    if point.steps == b.steps:
-        marks.append("step-bound")
-    return ",".join(marks) or "-"
-
-
-def ratio_to_bound(point: Point, b: Bounds) -> Fraction:
-    return point.ratio / b.rounds_per_chunk

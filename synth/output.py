@@ -11,9 +11,10 @@ from synth.construct.paced import WRITE, size, unrolled_size
 from synth.deadline import Deadline
 from synth.errors import BadInput
 from synth.files import write_atomic
-from synth.frontier import Result, optimality, ratio_to_bound
+from synth.frontier import Result
 from synth.output_folder import (MANIFEST, MARKER, keep_aside, manifest_of, record,
                                  users_file, written_by_synth)
+from synth.pareto_front import optimality, ratio_to_bound
 from synth.schedule.cost import format_size, schedule_cost
 from synth.schedule.file import write_schedule
 from synth.search.pareto import Point

@@ -289,3 +289,27 @@ def test_the_exact_allreduce_shares_its_time_3_2_1(monkeypatch):
     assert given["allreduce"] == pytest.approx(60.0 * 3 / 6, abs=1.0)
     assert given["allgather"] == pytest.approx(60.0 * 2 / 3, abs=1.0)
     assert given["reducescatter"] == pytest.approx(60.0, abs=1.0)
+
+
+def test_a_baseline_the_time_cannot_verify_gives_back_the_points_it_kept_off(monkeypatch):
+    # dgx2x2's direct alltoall, one step at 64 rounds a chunk, beats every relayed point
+    # (2 steps and more, 69 and down); where it could not be verified in time (dgx2x32's,
+    # at any time limit), the job ended with no point at all
+    import synth.frontier
+    from synth.deadline import OutOfTime
+
+    verified = synth.frontier.verified_within
+
+    def none_for_baselines(schedule, deadline):
+        if "baseline" in schedule.info:
+            raise OutOfTime("verifying a schedule")
+        return verified(schedule, deadline)
+
+    monkeypatch.setattr(synth.frontier, "verified_within", none_for_baselines)
+    result = synthesize(resolve("dgx2x2"), "alltoall", None, Limits(time_limit=60),
+                        method="constructed")
+    assert result.points and not any("baseline" in p.schedule.info for p in result.points)
+    assert (result.points[0].steps, result.points[0].ratio) == (2, 69)
+    assert result.searches["baselines"].stopped == "out of time"
+    for p in result.points:
+        verify_schedule(schedule_to_dict(p.schedule))

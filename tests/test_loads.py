@@ -26,7 +26,8 @@ from synth.export import IN_NETWORK, render
 from synth.export.loads import (RUNTIMES, chosen, forget, loads_of, phrase, refusal, where,
                                 with_runtimes)
 from synth.export.mscclpp_sim import check_mscclpp_plan
-from synth.frontier import Result, pareto_filter
+from synth.frontier import Result
+from synth.pareto_front import pareto_filter
 from synth.output import format_table, result_summary
 from synth.predict.timing import SIZES, prices, schedule_lines
 from synth.schedule.collectives import make_collective

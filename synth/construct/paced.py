@@ -150,7 +150,7 @@ MEASURED_FROM = 0.01
 
 
 def costs(schedule: Schedule) -> tuple:
-    """What makes a point worth keeping (synth.frontier.pareto_filter's order): its
+    """What makes a point worth keeping (synth.pareto_front.pareto_filter's order): its
     latency and its rounds per chunk; one that another beats on both is not written."""
     return (round(schedule_cost(schedule).latency_us, 9),
             Fraction(schedule.rounds, schedule.collective.chunks))

@@ -34,7 +34,8 @@ from dataclasses import replace
 from synth.errors import BadInput
 from synth.export import answers
 from synth.export.form import RUNTIME_PROTOCOLS, runtime_form
-from synth.frontier import Result, pareto_key
+from synth.frontier import Result
+from synth.pareto_front import pareto_key
 from synth.construct.paced import verified_within
 from synth.cycles import cycles_paused
 from synth.deadline import Deadline, OutOfTime

@@ -1,0 +1,47 @@
+"""The Pareto frontier of a set of points, and how each stands against the bounds: plain
+functions over synth.search.pareto's Points (synth.frontier assembles the frontier)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from synth.bounds import Bounds
+from synth.schedule.cost import schedule_cost
+from synth.search.pareto import Point
+
+
+def pareto_filter(points: list[Point]) -> list[Point]:
+    """The points no other beats on both real costs, latency (us) and bandwidth (us/MB,
+    exactly: rounds per chunk), ordered by steps. Of equal costs the one with fewer
+    steps, then a proven one, then fewer chunks is kept. Since time(n) = latency +
+    n x us/byte, the frontier is at every message size as fast as any point it drops.
+    O(P log P) for P points."""
+    kept, best = [], None
+    for p in sorted(points, key=pareto_key):
+        if best is None or p.ratio < best:
+            kept.append(p)
+            best = p.ratio
+    return sorted(kept, key=lambda p: (p.steps, p.ratio))
+
+
+def pareto_key(p: Point) -> tuple:
+    """pareto_filter's order: latency (a float sum of alphas: rounded, so that equal sums
+    compare equal), rounds per chunk, then the tie-breaks."""
+    return (round(schedule_cost(p.schedule).latency_us, 9), p.ratio, p.steps,
+            not p.proven, p.chunks)
+
+
+def optimality(point: Point, b: Bounds) -> str:
+    """How far a point is known to be optimal, in words for the table."""
+    marks = []
+    if point.proven:
+        marks.append("proven")
+    if point.ratio == b.rounds_per_chunk:
+        marks.append("bw-bound")
+    if point.steps == b.steps:
+        marks.append("step-bound")
+    return ",".join(marks) or "-"
+
+
+def ratio_to_bound(point: Point, b: Bounds) -> Fraction:
+    return point.ratio / b.rounds_per_chunk
