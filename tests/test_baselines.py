@@ -293,3 +293,6 @@ def test_a_baseline_that_does_not_fit_leaves_the_cheaper_ones_after_it(monkeypat
     built, why = b.baselines_within(model("fc:8"), "allgather", None, Deadline.after(60))
     assert built and all(x.algorithm != "ring" for x in built)
     assert why.startswith("not built: about 1000000000.0 s needed")
+    # the time left is the searches' share, not the whole limit's (a run that ended 8 s
+    # before its limit said "0.0 s left")
+    assert why.endswith(" s left for the searches")

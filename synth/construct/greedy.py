@@ -83,7 +83,7 @@ def greedy_search(model: LinkModel, name: str, root: int | None, limits: Limits,
         need = SEND_SECONDS * sends
         if not deadline.affords(need):
             search.stopped = (f"out of time before {_a_share(chunks)}: about "
-                              f"{need:.1f} s needed, {deadline.left():.1f} s left")
+                              f"{need:.1f} s needed, {deadline.left():.1f} s left for the searches")
             search.complete = False
             break
         try:

@@ -130,7 +130,8 @@ def survey_within(model: LinkModel, collective: str, root: int | None, deadline:
         pace, units = _pace(model, collective, name, pairs, deadline)
         need = pace.seconds(units)
         if not deadline.affords(need):  # the next may still fit
-            why = why or f"not built: about {need:.1f} s needed, {deadline.left():.1f} s left"
+            why = why or (f"not built: about {need:.1f} s needed, {deadline.left():.1f} s left "
+                          "for the searches")
             continue
         started = time.monotonic()
         built = build_baseline(model, collective, root, name)
