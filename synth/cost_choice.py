@@ -9,6 +9,7 @@ from dataclasses import replace
 from synth.construct.paced import TIMING, timing_size
 from synth.deadline import Deadline, Pace
 from synth.errors import BadInput
+from synth.pareto_front import baselines_kept
 from synth.search.pareto import Point
 from synth.topology.physical import Topology
 
@@ -49,6 +50,7 @@ def in_cost_model(result: Result, topo: Topology, cost_model: str,
                                               (protocols or {}).get(fmt))}
         out = {id(pt) for pt in done if id(pt) not in kept}  # by identity: comparing
         result.points = [pt for pt in result.points if id(pt) not in out]  # is O(schedule)
+        baselines_kept(result.points, result.searches)  # of those the table shows
         # a point of a kept one's steps, rounds and chunks (an exact point and the
         # baseline it equals) is not named as left out: its name is a row of the table
         shown = {(pt.steps, pt.rounds, pt.chunks) for pt in result.points}

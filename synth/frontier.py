@@ -38,7 +38,7 @@ from synth.cost_choice import ROUTING
 from synth.cycles import cycles_paused
 from synth.deadline import Deadline, OutOfTime
 from synth.errors import BadInput, NoAnswer
-from synth.pareto_front import pareto_filter
+from synth.pareto_front import baselines_kept, pareto_filter
 from synth.schedule.collectives import make_collective
 from synth.schedule.cost import schedule_cost
 from synth.schedule.transform import compose_allreduce, refine
@@ -169,7 +169,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
                          topo.translations)
     candidates += again
     points = pareto_filter(points + again) if again else points
-    _baselines_kept(points, searches)
+    baselines_kept(points, searches)
     covered = _covered(model, b, limits, searches, points)
     # a cluster whose boxes differ falls back to the methods that need no alike boxes:
     # say why, as its users expect the decomposition
@@ -405,14 +405,6 @@ def _verified_frontier(built: list[Point], searches: dict[str, Search],
             return kept
         dropped = {id(p) for p in front} - {id(p) for p in kept}
         pool = [p for p in pool if id(p) not in dropped]
-
-
-def _baselines_kept(points: list[Point], searches: dict[str, Search]) -> None:
-    """The baselines' summary: how many of them are on the final frontier."""
-    found = searches.get("baselines", Search())
-    if found.points and not found.stopped:
-        on = sum("baseline" in p.schedule.info for p in points)
-        found.stopped = f"{on} of {len(found.points)} on the frontier"
 
 
 def _baselines(model: LinkModel, name: str, root: int | None, limits: Limits,

@@ -1,5 +1,6 @@
-"""The Pareto frontier of a set of points, and how each stands against the bounds: plain
-functions over synth.search.pareto's Points (synth.frontier assembles the frontier)."""
+"""The Pareto frontier of a set of points, how each stands against the bounds, and how
+many baselines are on it: plain functions over synth.search.pareto's Points
+(synth.frontier assembles the frontier)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from fractions import Fraction
 
 from synth.bounds import Bounds
 from synth.schedule.cost import schedule_cost
-from synth.search.pareto import Point
+from synth.search.pareto import Point, Search
 
 
 def pareto_filter(points: list[Point]) -> list[Point]:
@@ -45,3 +46,13 @@ def optimality(point: Point, b: Bounds) -> str:
 
 def ratio_to_bound(point: Point, b: Bounds) -> Fraction:
     return point.ratio / b.rounds_per_chunk
+
+
+def baselines_kept(points: list[Point], searches: dict[str, Search]) -> None:
+    """The baselines' summary: how many of them are on the final frontier (again where
+    a cost model chose from it: synth.cost_choice; dgx2x4's allreduce said "1 of 6"
+    with its one baseline on the line-rate frontier left out of the table)."""
+    found = searches.get("baselines", Search())
+    if found.points and (not found.stopped or found.stopped.endswith(" on the frontier")):
+        on = sum("baseline" in p.schedule.info for p in points)
+        found.stopped = f"{on} of {len(found.points)} on the frontier"

@@ -313,3 +313,15 @@ def test_a_baseline_the_time_cannot_verify_gives_back_the_points_it_kept_off(mon
     assert result.searches["baselines"].stopped == "out of time"
     for p in result.points:
         verify_schedule(schedule_to_dict(p.schedule))
+
+
+def test_the_baselines_count_is_of_the_rows_the_table_shows(tmp_path):
+    # switch:8's alltoall: the exact point and the direct baseline cost the same; the
+    # table shows the exact one, and the summary said "baselines: 1 of 1 on the frontier"
+    run = synth_cli("alltoall", "--topo", "switch:8", "--time-limit", "30", "--out",
+                    str(tmp_path), "--json")
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    shown = sum(p["method"].startswith("baseline") for p in doc["frontier"])
+    assert doc["stopped"]["baselines"] == f"{shown} of 1 on the frontier"
+    assert shown == 0 and [p["method"] for p in doc["frontier"]] == ["exact"]
