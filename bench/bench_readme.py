@@ -90,7 +90,9 @@ def run(args: list[str], code: Path, cwd: Path, cache: Path,
 
 
 def files_of(folder: Path) -> dict:
-    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    """The schedule and runtime files: not synth's own bookkeeping (.topology-name, and
+    since 2026-12-05 .written-by-synth)."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith("."))
     sizes = [p.stat().st_size for p in files]
     return {"count": len(files), "total_mb": round(sum(sizes) / 1e6, 2),
             "largest_mb": round(max(sizes, default=0) / 1e6, 3)}
