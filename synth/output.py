@@ -12,8 +12,8 @@ from synth.deadline import Deadline
 from synth.errors import BadInput
 from synth.files import write_atomic
 from synth.frontier import Result
-from synth.output_folder import (MANIFEST, MARKER, keep_aside, manifest_of, record,
-                                 users_file, written_by_synth)
+from synth.output_folder import (MARKER, keep_aside, manifest_of, record, users_file,
+                                 written_by_synth)
 from synth.pareto_front import optimality, ratio_to_bound
 from synth.schedule.cost import format_size, schedule_cost
 from synth.schedule.file import write_schedule
@@ -101,7 +101,7 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
         write_atomic(directory.parent / MARKER,
                      owner or points[0].schedule.model.name + "\n", follow_links=False)
     formats = list(dict.fromkeys(formats))
-    ours = manifest_of(directory) if (directory / MANIFEST).exists() else None
+    ours = manifest_of(directory)
     written, primary, failed, late = [], [None] * len(points), None, False
     for i in sorted(range(len(points)), key=lambda i: size(points[i].schedule)):
         p, paths = points[i], {}
@@ -118,7 +118,7 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
                     missed.append((fmt, point_stem(p), None))
                 continue
             # no manifest: a folder of an older synth's, its files written over as then
-            if users_file(directory, path, ours, None if ours is not None else math.inf):
+            if users_file(directory, path, ours, math.inf):
                 moved = keep_aside(path)
                 if kept is not None:
                     kept.append((path, moved))
@@ -159,7 +159,7 @@ def _remove_stale(directory: Path, collective: str, steps: tuple[int, int], keep
     may remove one at the same moment)."""
     pattern = re.compile(rf"{collective}-s([1-9]\d*)-r[1-9]\d*-c[1-9]\d*"
                          r"(\.mscclpp\.json|\.json|\.xml)")
-    ours, removed = manifest_of(directory), []
+    ours, removed = manifest_of(directory) or {}, []
     for old in directory.glob(f"{collective}-s*-r*-c*.*"):
         m = pattern.fullmatch(old.name)
         if (not m or old.name in keep or m.group(2) not in extensions

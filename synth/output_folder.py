@@ -106,20 +106,23 @@ def _identity(path: Path) -> list[int] | None:
     return [st.st_ino, st.st_size, st.st_ctime_ns]
 
 
-def manifest_of(directory: Path) -> dict:
-    """{file name: identity} of the files synth wrote in `directory`."""
+def manifest_of(directory: Path) -> dict | None:
+    """{file name: identity} of the files synth wrote in `directory`; None where it has
+    no manifest at all (a folder of before 2026-12-05, or copied without dotfiles)."""
+    if not os.path.lexists(directory / MANIFEST):
+        return None
     try:
         doc = json.loads(read_text(directory / MANIFEST, 1 << 24, "manifest"))
         files = doc["files"]
         return {str(k): list(v) for k, v in files.items()} if isinstance(files, dict) else {}
     except (BadInput, ValueError, KeyError, TypeError, AttributeError):
-        return {}  # no manifest, or not one synth wrote: nothing is known to be synth's
+        return {}  # not one synth wrote: nothing is known to be synth's
 
 
 def record(directory: Path, written: list[Path], removed: list[Path] = ()) -> None:
     """Add the files just `written` under `directory` to its manifest (their identity as
     they are now; keyed by their path from `directory`), and drop the `removed` ones."""
-    files = manifest_of(directory)
+    files = manifest_of(directory) or {}
     for path in removed:
         files.pop(_key(directory, path), None)
     for path in written:

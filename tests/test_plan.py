@@ -496,11 +496,24 @@ def test_groups_that_share_a_nic_take_turns_on_it():
     assert entry.nccl(64 << 20).shared == pytest.approx(2, rel=0.01)
 
 
+def _dp_allgather(topo, dp=None, time_limit=20):
+    """The plan of one 64 MB allgather on communicator dp (default: across the boxes)."""
+    work = parse_workload({"communicators": {"dp": dp or {"across": "boxes"}},
+                           "collectives": [{"communicator": "dp", "collective": "allgather",
+                                            "size": "64MB"}]}, topo)
+    return make_plan(work, topo, Limits(time_limit=time_limit))
+
+
 def _dp_allgather_plan(edits=(), name="dgxh100x2"):
     topo = resolve(name, edits=edits)
-    work = parse_workload({"communicators": {"dp": {"across": "boxes"}}, "collectives": [
-        {"communicator": "dp", "collective": "allgather", "size": "64MB"}]}, topo)
-    return topo, make_plan(work, topo, Limits(time_limit=20))
+    return topo, _dp_allgather(topo)
+
+
+def _serves_every_group(entry, topo) -> bool:
+    """Whether the entry has schedules, each valid on every group's own links."""
+    schedules = [c.schedule for c in entry.candidates if c.schedule is not None]
+    return bool(schedules) and not any(_fails_on(s, topo, g) for s in schedules
+                                       for g in entry.groups)
 
 
 def _fails_on(schedule, topo, group) -> bool:
@@ -521,9 +534,7 @@ def test_a_degraded_group_is_planned_on_and_its_files_serve_every_group():
     assert plan.planned_on == {"dp": [[2, 10]]}
     assert "planned on group [2, 10]" in plan.notes[0]
     (entry,) = plan.entries
-    schedules = [c.schedule for c in entry.candidates if c.schedule is not None]
-    assert schedules and not any(_fails_on(s, topo, g) for s in schedules
-                                 for g in entry.groups)
+    assert _serves_every_group(entry, topo)
     # the healthy machine's plan does not: its schedules overrun [2, 10]'s NIC link
     _, healthy = _dp_allgather_plan()
     best = healthy.entries[0].best(64 << 20).schedule
@@ -544,9 +555,7 @@ def test_groups_degraded_apart_are_planned_on_each_links_slowest():
     assert plan.planned_on == {"dp": [[2, 10, 18, 26], [5, 13, 21, 29]]}
     assert "at its slowest in groups [2, 10, 18, 26], [5, 13, 21, 29]" in plan.notes[0]
     (entry,) = plan.entries
-    schedules = [c.schedule for c in entry.candidates if c.schedule is not None]
-    assert schedules and not any(_fails_on(s, topo, g) for s in schedules
-                                 for g in entry.groups)
+    assert _serves_every_group(entry, topo)
     # the schedule chosen runs on every group's own links in no more than the plan says
     n = 64 << 20
     best = entry.best(n)
@@ -587,12 +596,9 @@ def test_groups_listed_in_another_box_order_meet_all_the_same():
     edits = ("box1.gpu2-nic2=0.5", "box3.gpu5-nic5=0.5")
     topo = resolve("dgxh100x4", edits=edits)
     groups = [[2, 10, 18, 26], [13, 5, 21, 29]]
-    work = parse_workload({"communicators": {"dp": {"ranks": groups}}, "collectives": [
-        {"communicator": "dp", "collective": "allgather", "size": "64MB"}]}, topo)
-    plan = make_plan(work, topo, Limits(time_limit=20))
+    plan = _dp_allgather(topo, {"ranks": groups})
     assert plan.planned_on == {"dp": groups}
-    schedules = [c.schedule for c in plan.entries[0].candidates if c.schedule is not None]
-    assert schedules and not any(_fails_on(s, topo, g) for s in schedules for g in groups)
+    assert _serves_every_group(plan.entries[0], topo)
 
 
 def test_a_group_slower_only_at_its_links_efficiency_is_not_taken_for_the_faster():
@@ -639,12 +645,9 @@ def test_a_group_is_not_carried_past_a_shared_nic_it_lacks(tmp_path):
              "box1.gpu1-ps=0.3", "box2.ps-nic0=0.25")
     topo = resolve(str(path), 4, edits=edits)
     groups = [[0, 1, 2, 3], [4, 5, 6, 7]]
-    work = parse_workload({"communicators": {"dp": {"ranks": groups}}, "collectives": [
-        {"communicator": "dp", "collective": "allgather", "size": "64MB"}]}, topo)
-    plan = make_plan(work, topo, Limits(time_limit=30))
+    plan = _dp_allgather(topo, {"ranks": groups}, time_limit=30)
     assert plan.planned_on["dp"] != [groups[0]]
-    schedules = [c.schedule for c in plan.entries[0].candidates if c.schedule is not None]
-    assert schedules and not any(_fails_on(s, topo, g) for s in schedules for g in groups)
+    assert _serves_every_group(plan.entries[0], topo)
 
 
 def test_a_degraded_first_group_is_said_as_any_other():

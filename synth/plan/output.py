@@ -44,7 +44,7 @@ from synth.export import render
 from synth.export.mscclpp import MAX_MIN_MESSAGE
 from synth.export.units import unit_of
 from synth.files import write_folder
-from synth.output_folder import MANIFEST, keep_aside, manifest_of, record, users_file
+from synth.output_folder import keep_aside, manifest_of, record, users_file
 from synth.plan.document import plan_document, ranks_per_node, runtime_steps, within_range
 from synth.plan.page import plan_page
 from synth.plan.report import report_text
@@ -368,7 +368,7 @@ def write_files(out: Path, texts: dict, keep: list[str]) -> tuple[list[str], lis
     file moved aside)."""
     out = Path(out)
     stale, written_by = _earlier_files(out)
-    ours = manifest_of(out) if (out / MANIFEST).exists() else None
+    ours = manifest_of(out)
     moved = [(out / rel, keep_aside(out / rel)) for rel in texts
              if users_file(out, out / rel, ours, written_by)]
     ordered = sorted(texts.items(), key=lambda item: Path(item[0]) == Path("plan.json"))
