@@ -58,9 +58,11 @@ SEND_SECONDS = 1.2e-5
 
 def greedy_search(model: LinkModel, name: str, root: int | None, limits: Limits,
                   deadline: Deadline | float | None = None, bound: Fraction | None = None,
-                  dims: tuple[int, ...] = ()) -> Search:
+                  dims: tuple[int, ...] = (), on_point=None) -> Search:
     """`name` by greedy matching at each chunk count of CHUNKS in turn, each schedule
-    verified; None is `proven`. More chunks pipeline better, up to a point: a count
+    verified; None is `proven`. on_point(points), if given, is called with the points so
+    far as each one is verified (anytime: the first often beats every baseline); a true
+    answer ends the search as Ctrl-C does. More chunks pipeline better, up to a point: a count
     that only ties the last is not kept, one that does worse ends the search, as do
     `bound` (rounds per chunk), MAX_SENDS, `limits.max_chunks`, the step limit and the
     deadline (keeping what it built; a count whose building and verifying would
@@ -111,6 +113,9 @@ def greedy_search(model: LinkModel, name: str, root: int | None, limits: Limits,
                                                                              deadline)))
             except OutOfTime:
                 search.stopped, search.complete = "out of time", False
+                break
+            if on_point is not None and on_point(search.points):
+                search.stopped, search.complete = "interrupted", False
                 break
         if bound is not None and point.ratio <= bound:
             search.stopped = "reached the bandwidth bound"
