@@ -9,13 +9,20 @@ Each job is one collective on one torus, with the generator's links (25 GB/s, 0.
 run by `synthesize` (what `synth COLLECTIVE --topo torus:RxC` runs, without writing
 files) in a fresh process, one at a time. Recorded per job:
 
-- cpu_s: CPU seconds of the whole synthesis (routing, bounds, greedy matching, trees,
-  baselines, verification), counted after the imports, as the TACOS figures are
-  (scipy.optimize's too, 0.4 s, which synth imports only once it packs trees: counted
-  inside the clock in records before 2026-12-04);
-- greedy_cpu_s: CPU seconds from the lowering to the first greedy schedule built (one
-  chunk a share, under the torus's translations as the frontier builds it: what TACOS's
-  figure measures, one schedule);
+- cpu_s: CPU seconds of the whole synthesis (making the topology, routing, bounds,
+  greedy matching, trees, baselines, verification), counted after the imports, as the
+  TACOS figures are (scipy.optimize's too, 0.4 s, which synth imports only once it
+  packs trees: counted inside the clock in records before 2026-12-04; the topology's
+  making outside it before 2026-12-05);
+- first_cpu_s: CPU seconds until synthesize handed over its first verified frontier
+  (on_event "frontier", what synth.anytime writes to disk at once);
+- beats_tacos_cpu_s: CPU seconds until a frontier handed over was at least as fast as
+  TACOS's fastest point at every message size (where TACOS's points are known:
+  torus:8x8 allgather), its times lines in the line-rate model;
+- greedy_cpu_s: CPU seconds of greedy matching's first schedule alone (one chunk a
+  share, under the torus's translations as the frontier builds it: what TACOS's figure
+  measures, one schedule, not verified), from the topology's making, in a process of
+  its own;
 - best / bound: the frontier's best rounds per chunk over the cut bound;
 - us at 1 MiB, 64 MiB, 1 GiB: the frontier's fastest point in the line-rate model
   (latency + size x us/MB), the model TACOS's figures are in;
