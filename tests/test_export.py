@@ -306,8 +306,8 @@ def test_a_refused_try_stops_making_ops_and_the_search_tries_the_same_lanes(fron
     def searched(fewest, whole):
         made = []
 
-        def finish(plan, enough=float("inf")):
-            why = real(plan, float("inf") if whole else enough)
+        def finish(plan, enough=float("inf"), ranks=None):
+            why = real(plan, float("inf") if whole else enough, ranks)
             made.append((plan.t, plan.cap, len(plan.ops), why is None))
             return why
 

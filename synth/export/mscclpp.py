@@ -48,10 +48,11 @@ The recipe (docs/runtimes.md, "The plan synth writes"):
   at most 2^31 - 1 (every release reads it as a 32-bit int).
 
 Its rooms: the slots and the log of their accesses, synth.export.mscclpp_flow; the ops
-of a thread block, synth.export.mscclpp_emit; here, thread blocks, channels, hand-offs,
-the search for the fewest thread blocks, and the plan's JSON. Without switch operations
-a plan is made rank by rank as its ops are asked for (a rank's part reads its own moves
-alone), so a refused try costs the ranks up to the first over a limit.
+of a thread block, synth.export.mscclpp_emit; the search for the fewest thread blocks,
+synth.export.mscclpp_search; here, thread blocks, channels, hand-offs and the plan's
+JSON. Without switch operations a plan is made rank by rank as its ops are asked for (a
+rank's part reads its own moves alone), so a refused try costs the ranks up to the
+first over a limit.
 """
 
 from __future__ import annotations
@@ -63,13 +64,13 @@ from synth.errors import BadInput
 from synth.export.layout import Layout
 from synth.export.mscclpp_emit import ACQ_RE, ACQ_SEND, RECV, REDUCED, SENT, thread_block_ops
 from synth.export.mscclpp_flow import Accesses, _Flow, most_peers, thread_block_floor
+from synth.export.mscclpp_search import fewest_split, sample_ranks
 
 MAX_OPS = 64
 MAX_MIN_MESSAGE = 2 ** 31 - 1  # min_message_size: a 32-bit int in every release
 MAX_TB_CHANNELS = 16  # per thread block and channel type
 MAX_TB_REMOTE = 16    # per thread block and access type
 MAX_LANES = 64
-CAPS = (16, 8, 4, 2, 1)  # peers per thread block, tried in this order
 ALIGNMENT = 16
 IN_PLACE = frozenset({"allgather", "gather", "allreduce", "broadcast", "reduce"})
 KINDS = ("memory", "port")
@@ -265,16 +266,17 @@ class _Plan:
 
     # --- the plan's tables and ops ------------------------------------------------------
 
-    def finish(self, enough=float("inf")):
+    def finish(self, enough=float("inf"), ranks=None):
         """Ids, channels, remote buffers, semaphores and ops, rank by rank (a rank's thread
         blocks and hand-offs made first if left for now). None, or why a limit fails (then
-        made only until a thread block needs `enough` ops: all a failed try tells)."""
+        made only until a thread block needs `enough` ops: all a failed try tells).
+        ranks: only those (a search's sample: the plan is then not whole)."""
         n = self.layout.n
         self.channels = {kd: defaultdict(list) for kd in KINDS}  # rank -> peers (id = position)
         self.remote = defaultdict(dict)  # rank -> {(peer, buf): id}
         self.semaphores = defaultdict(dict)  # rank -> {(releaser, acquirer): id}
         chan_id, self.ops, self.worst, why = {}, {}, 0, None
-        for r in range(n):
+        for r in range(n) if ranks is None else ranks:
             self._ready(r)
             peers = defaultdict(list)  # (lane, kind) -> peers
             for tb_id, tb in enumerate(self.tbs[r]):
@@ -324,9 +326,10 @@ class _Plan:
 
 def build(schedule, inplace: bool = False, fewest: bool = True,
           deadline: Deadline = Deadline()) -> _Plan:
-    """The plan with the fewest thread blocks the search finds; BadInput when it finds
-    none. fewest=False: the first plan it finds (whether there is one, answered sooner:
-    synth.export.loads). OutOfTime when the deadline passes before a try."""
+    """The plan with the fewest thread blocks the search finds
+    (synth.export.mscclpp_search); BadInput when it finds none. fewest=False: the first
+    plan it finds (whether there is one, answered sooner: synth.export.loads).
+    OutOfTime when the deadline passes before a try."""
     coll = schedule.collective
     if inplace and coll.name not in IN_PLACE:
         raise BadInput(f"cannot export {coll.name} in place to MSCCL++ (in place: "
@@ -335,76 +338,37 @@ def build(schedule, inplace: bool = False, fewest: bool = True,
     flow = _Flow(schedule, layout)
     boxes = schedule.model.boxes or None
     most = max(1, min(coll.num_chunks, MAX_LANES))
-    best, why = None, None
+    refused = []  # the last try's refusal
 
-    def attempt(lanes, cap, enough=0):  # a failed try's worst: at least `enough`
-        nonlocal why
+    def attempt(lanes, cap, enough=0, ranks=None):  # a failed try's worst: >= `enough`
         deadline.check("exporting to MSCCL++")
-        if best is not None and thread_block_floor(
-                flow, boxes, lanes, min(cap, MAX_TB_CHANNELS)) >= best[0]:
-            return None, float("inf")  # not fewer thread blocks than the best: not tried
         plan = _Plan(flow, layout, boxes, lanes, cap)
-        why = plan.finish(enough)
+        why = plan.finish(enough, ranks)
         if why is not None:
+            refused[:] = [why]
             plan.drop()
         return plan if why is None else None, plan.worst
 
+    def floor(lanes, cap):
+        return thread_block_floor(flow, boxes, lanes, min(cap, MAX_TB_CHANNELS))
+
     widest = most_peers(flow, boxes)
-    for cap in CAPS:
-        if widest <= cap < CAPS[0]:
-            continue  # no group reaches cap peers: the same plans as the first cap's
-        lo, hi, plan = _first_fit(attempt, cap, most, early_widest=not fewest)
-        if plan is None:
-            continue
-        if not fewest:
-            return plan
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            found, _ = attempt(mid, cap)
-            if found is None:
-                lo = mid
-            else:
-                plan.drop()
-                hi, plan = mid, found
-        size = max(len(tbs) for tbs in plan.tbs.values())
-        if best is None or size < best[0]:
-            if best is not None:
-                best[1].drop()
-            best = (size, plan)
-        else:
-            plan.drop()
-        if plan.t == 1:  # smaller groups only add thread blocks
-            break
-    if best is None:
+    switched = any(summed for _, _, summed in flow.steps)  # ranks joined: no sample
+    sample = None if switched else sample_ranks(layout.n, boxes)
+    plan = None
+    if sample is not None:
+        found = fewest_split(lambda lanes, cap, enough=0: attempt(lanes, cap, enough, sample),
+                             floor, widest, most, fewest)
+        if found is not None:  # made for every rank; where it does not fit, the whole search
+            found.drop()
+            plan = attempt(found.t, found.cap)[0] or fewest_split(attempt, floor, widest,
+                                                                  most, fewest)
+    else:
+        plan = fewest_split(attempt, floor, widest, most, fewest)
+    if plan is None:
         raise BadInput(f"cannot export to MSCCL++: no split into thread blocks (up to {most} "
-                       f"chunk lanes, down to one peer each) fits the limits: {why}")
-    return best[1]
-
-
-def _first_fit(attempt, cap: int, most: int, early_widest: bool):
-    """(lo, hi, plan): a plan on hi lanes, lo having failed (0: none tried), or plan None.
-    Lanes double from 1 while the longest thread block shortens, then the most lanes
-    (more lanes split runs of consecutive chunks, one op each: no steady shortening);
-    early_widest (an ask): the most right after one (dgxh100x64: 2 tries, not 6). Both
-    orders try the same lane counts, so an ask and an export agree."""
-    lo, hi, longest, tried = 0, 1, None, set()
-    while hi not in tried:
-        plan, worst = attempt(hi, cap, longest or float("inf"))  # is it under longest?
-        tried.add(hi)
-        if plan is not None:
-            return lo, hi, plan
-        if hi == most or (longest is not None and worst >= longest):
-            break
-        lo, hi, longest = hi, min(2 * hi, most), worst
-        if early_widest and lo == 1 and most not in tried:
-            plan, _ = attempt(most, cap)
-            tried.add(most)
-            if plan is not None:
-                return lo, most, plan
-    if most in tried:
-        return lo, hi, None
-    plan, _ = attempt(most, cap)
-    return hi, most, plan
+                       f"chunk lanes, down to one peer each) fits the limits: {refused[0]}")
+    return plan
 
 
 def max_message_size(layout: Layout, scratch: int) -> int:
