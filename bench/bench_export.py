@@ -14,7 +14,7 @@ REV; see bench_scale.py for how snapshots are made and checked), in child proces
     python3 -m synth export POINT --to mscclpp   -o TMPDIR/out.json
 
 where POINT is that code's own frontier point closest to the bound (the file the
-README's user would export). Per export: wall seconds around the child, its peak
+README's user would export), or with --steps S its point of S steps. Per export: wall seconds around the child, its peak
 resident memory (ru_maxrss from os.wait4), the exit code, the size written and the
 last line of stderr (the exporter's summary, or why it refused). An export still
 running after --limit seconds (default 300) is killed and recorded as DNF. The two
@@ -42,7 +42,7 @@ FORMATS = {"msccl-xml": "out.xml", "mscclpp": "out.mscclpp.json"}
 
 
 def measure(code: Path, label: str, job: tuple[str, str, str], limit: float,
-            work: Path) -> dict:
+            work: Path, steps: int | None = None) -> dict:
     collective, topo, method = job
     cache = work / "cache"  # empty at the start: a cold run
     synth = run([collective, "--topo", topo, "--method", method, "--json",
@@ -51,6 +51,10 @@ def measure(code: Path, label: str, job: tuple[str, str, str], limit: float,
         raise SystemExit(f"{label}: synthesis failed: {synth['stderr']}")
     frontier = json.loads(synth["stdout"])["frontier"]
     best = min(frontier, key=lambda p: (p["ratio_to_bound"], p["steps"]))
+    if steps is not None:  # the point of those steps instead
+        best = next((p for p in frontier if p["steps"] == steps), None)
+        if best is None:
+            raise SystemExit(f"{label}: no point of {steps} steps on the frontier")
     point = {k: best[k] for k in ("steps", "rounds", "chunks", "ratio_to_bound", "method")}
     point["file_mb"] = round(Path(best["file"]).stat().st_size / 2**20, 3)
     exports = {}
@@ -72,8 +76,10 @@ def measure(code: Path, label: str, job: tuple[str, str, str], limit: float,
 
 def markdown(doc: dict) -> str:
     m = doc["machine"]
+    which = (f"{doc['steps']}-step point" if doc.get("steps")
+             else "point closest to the bound")
     lines = [f"# Export of the {doc['topology']} {doc.get('collective', 'allreduce')} "
-             f"point closest to the bound (--method {doc.get('method', 'decomposed')}), "
+             f"{which} (--method {doc.get('method', 'decomposed')}), "
              f"{m['date']}", "", f"`{doc['command']}`", "",
              f"- CPU: {m['cpu']}, {m['cores_usable']} cores usable, "
              f"{m['memory_gib']:.1f} GiB; Python {m['python']}",
@@ -114,6 +120,8 @@ def main(argv=None) -> int:
     ap.add_argument("--collective", default="allreduce", help="the collective")
     ap.add_argument("--method", default="decomposed", help="synth's --method")
     ap.add_argument("--baseline", default="ee83763", help="the old code's commit")
+    ap.add_argument("--steps", type=int, default=None, help="export the frontier's point "
+                    "of these steps (default: the point closest to the bound)")
     ap.add_argument("--limit", type=float, default=300.0,
                     help="seconds each synthesis and export may take (then DNF)")
     ap.add_argument("--out", default=None, help="PREFIX of the record "
@@ -121,7 +129,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     out = Path(args.out) if args.out else record_stem(HERE.parent, "export")
     doc = {"topology": args.topo, "collective": args.collective, "method": args.method,
-           "limit": args.limit,
+           "limit": args.limit, "steps": args.steps,
            "command": "python3 bench/bench_export.py " + " ".join(argv or sys.argv[1:]),
            "runs": []}
     with tempfile.TemporaryDirectory() as new_dir, tempfile.TemporaryDirectory() as old_dir:
@@ -134,7 +142,8 @@ def main(argv=None) -> int:
         for label, code in (("old", old_dir), ("new", new_dir)):
             with tempfile.TemporaryDirectory(prefix="synth-export-bench-") as work:
                 job = (args.collective, args.topo, args.method)
-                doc["runs"].append(measure(Path(code), label, job, args.limit, Path(work)))
+                doc["runs"].append(measure(Path(code), label, job, args.limit, Path(work),
+                                           args.steps))
     out.parent.mkdir(parents=True, exist_ok=True)
     Path(f"{out}.json").write_text(json.dumps(doc, indent=1) + "\n")
     Path(f"{out}.md").write_text(markdown(doc))
