@@ -19,6 +19,7 @@ def test_the_sample_is_the_first_box_and_one_rank_of_every_box_at_its_own_place(
                                               54, 63, 64]
     assert search.sample_ranks(64, boxes[:64]) is None  # up to 64: every rank
     assert search.sample_ranks(80, None) == list(range(0, 80, 2))  # no boxes: spread
+    assert search.sample_ranks(72, [0] * 72) is None  # one box: the sample is every rank
 
 
 def _plans(schedule, monkeypatch):
@@ -55,17 +56,25 @@ def test_a_split_that_fits_the_sample_but_not_every_rank_is_searched_again(monke
     check_mscclpp_plan(sampled, root=5)
 
 
-@pytest.mark.parametrize("sample", [[45], [5]])
-def test_no_split_fitting_the_sample_is_a_refusal_of_the_whole(monkeypatch, sample):
-    from synth.errors import BadInput
-
+def test_a_sample_that_gives_no_split_sends_the_search_over_every_rank(monkeypatch):
+    # which lane counts are tried depends on the longest thread block seen: on the
+    # sample (rank 45) one and two lanes are as long, so doubling stops there, and the
+    # most lanes do not fit either; over every rank the root's thread blocks shorten,
+    # four lanes fit and bisection finds three. The ops are counted by a stand-in
     result = synthesize(resolve("ring:80"), "gather", root=5, limits=Limits(time_limit=30),
                         method="constructed")
     schedule = result.points[0].schedule
-    monkeypatch.setattr(mscclpp, "MAX_OPS", 2)  # no thread block fits two ops
-    monkeypatch.setattr(mscclpp, "sample_ranks", lambda n, boxes: sample)
-    with pytest.raises(BadInput, match="no split into thread blocks"):
-        to_mscclpp_plan(schedule)
-    monkeypatch.setattr(mscclpp, "sample_ranks", lambda n, boxes: None)
-    with pytest.raises(BadInput, match="no split into thread blocks"):
-        to_mscclpp_plan(schedule)
+    real = mscclpp.thread_block_ops
+    def count(rank, lanes):
+        if rank == 45:
+            return 10 if lanes in (3, 4) else 100
+        return {1: 200, 2: 150}.get(lanes, 10) if rank == 5 else 1
+
+    def ops(plan, tb):
+        return [real(plan, tb)[0]] * count(tb.rank, plan.t)
+
+    monkeypatch.setattr(mscclpp, "thread_block_ops", ops)
+    monkeypatch.setattr(mscclpp, "sample_ranks", lambda n, boxes: [45])
+    plan = mscclpp.build(schedule)
+    assert (plan.t, plan.cap) == (3, 16)
+    assert len(plan.tbs) == 80  # made for every rank

@@ -356,14 +356,14 @@ def build(schedule, inplace: bool = False, fewest: bool = True,
     switched = any(summed for _, _, summed in flow.steps)  # ranks joined: no sample
     sample = None if switched else sample_ranks(layout.n, boxes)
     plan = None
-    if sample is not None:
+    if sample is not None:  # no floor: it counts every rank, the sample's sizes do not
         found = fewest_split(lambda lanes, cap, enough=0: attempt(lanes, cap, enough, sample),
-                             floor, widest, most, fewest)
-        if found is not None:  # made for every rank; where it does not fit, the whole search
+                             lambda lanes, cap: 0, widest, most, fewest)
+        if found is not None:  # made for every rank
             found.drop()
-            plan = attempt(found.t, found.cap)[0] or fewest_split(attempt, floor, widest,
-                                                                  most, fewest)
-    else:
+            plan = attempt(found.t, found.cap)[0]
+    if plan is None:  # no sample, or its split does not fit every rank (or it found none:
+        # which lane counts are tried depends on the longest thread block seen)
         plan = fewest_split(attempt, floor, widest, most, fewest)
     if plan is None:
         raise BadInput(f"cannot export to MSCCL++: no split into thread blocks (up to {most} "

@@ -7,12 +7,14 @@ thread block, then bisects to the fewest lanes that fit; smaller caps only where
 could need fewer thread blocks (a try whose peers alone need as many as the best found
 is not made).
 
-Past SAMPLE_PAST ranks the search runs on a sample of them and the plan is then made
-once for every rank: without switch operations a rank's thread blocks and ops read its
-own moves alone, so a split refused on a sampled rank is refused on the whole (no
-split fitting the sample: none fits at all), and a split that fits the sample is tried
-on every rank before it is taken (the whole search follows where it does not fit). At
-512 GPUs a try on every rank took 2.5-3 s and an export made 29 of them.
+Past SAMPLE_PAST ranks, where there are no switch operations (they join ranks), the
+search runs first on a sample of the ranks, and the split it chooses (the fewest thread
+blocks on the sample) is then made once for every rank: a rank's thread blocks and ops
+read its own moves alone, so each try on the sample is exact for the sampled ranks.
+Where that split does not fit every rank, or the sample's search finds none (which
+lane counts it tries depends on the longest thread block it sees), the search runs
+over every rank as before. At 512 GPUs a try on every rank took 2.5-3 s and an export
+made 29 of them.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ SAMPLE_PAST = 64  # ranks: up to here every try is made on every rank
 
 
 def sample_ranks(n: int, boxes) -> list[int] | None:
-    """The ranks a split is searched on, None for every rank (n <= SAMPLE_PAST): the
-    first box whole and, of box b, its member b mod its size (every local position and
-    every box); without boxes, SAMPLE_PAST ranks evenly spread."""
+    """The ranks a split is searched on first, None for every rank (n <= SAMPLE_PAST, or
+    a sample that would be all of them): the first box whole and, of box b, its member
+    b mod its size (every local position and every box); without boxes, every
+    ceil(n / SAMPLE_PAST)-th rank (at most SAMPLE_PAST)."""
     if n <= SAMPLE_PAST:
         return None
     if not boxes:
@@ -35,7 +38,8 @@ def sample_ranks(n: int, boxes) -> list[int] | None:
     for r in range(n):
         members[boxes[r]].append(r)
     groups = list(members.values())
-    return sorted(set(groups[0]) | {g[b % len(g)] for b, g in enumerate(groups)})
+    sample = sorted(set(groups[0]) | {g[b % len(g)] for b, g in enumerate(groups)})
+    return sample if len(sample) < n else None
 
 
 def fewest_split(attempt, floor, widest: int, most: int, fewest: bool = True):
