@@ -113,8 +113,9 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     memory: the exact search took 2.5 GB on dgx2x2, for points with fewer steps).
     hints: synth.construct.hints, for the decomposition. on_event(kind, data): progress
     ("stage", "search", "ask", "build", "point"), and ("frontier", the points in hand,
-    every one verified) once the baselines are built, as each construction begins, and
-    once they are all done (synth.anytime writes them).
+    every one verified) as greedy matching verifies each point, once the baselines are
+    built, as each construction begins, and once they are all done (synth.anytime
+    writes them).
     Raises NoAnswer when "decomposed" does not apply.
     """
     if method not in METHODS:
@@ -139,8 +140,9 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
         if method in BUILDING and name in GREEDY and hierarchy is None:
             _greedy(model, name, coll.root, limits, deadline.within(GREEDY_SHARE * total),
                     b, searches, checked, on_event, topo.translations)
-        if method in BUILDING and baselines_cheap(model.ranks, deadline):
-            # the quickest answer first (anytime): on small clusters the baselines take a
+        if method in BUILDING and baselines_cheap(model.ranks, deadline) and \
+                not _interrupted(searches):
+            # a quick answer early (anytime): on small clusters the baselines take a
             # fraction of a second, and whatever follows may take all the time there is
             on_event("stage", "building the baselines")
             searches["baselines"] = _baselines(model, name, coll.root, limits, deadline)
@@ -343,7 +345,12 @@ def _greedy(model: LinkModel, name: str, root, limits: Limits, deadline: Deadlin
         return
 
     def handed(points: list[Point]) -> bool:
-        _hand_over(on_event, pareto_filter(_in_hand(searches, checked) + points), searches)
+        try:
+            in_hand = pareto_filter(_in_hand(searches, checked) + points)
+        except KeyboardInterrupt:
+            searches["anytime files"] = Search(stopped="interrupted")
+            return True
+        _hand_over(on_event, in_hand, searches)
         return _interrupted(searches)
 
     on_event("search", f"{name} by greedy link-chunk matching")

@@ -328,3 +328,59 @@ def test_the_baselines_count_is_of_the_rows_the_table_shows(tmp_path):
     shown = sum(p["method"].startswith("baseline") for p in doc["frontier"])
     assert doc["stopped"]["baselines"] == f"{shown} of 1 on the frontier"
     assert shown == 0 and [p["method"] for p in doc["frontier"]] == ["exact"]
+
+
+def _events_of(spec, name, on_frontier=lambda points: None):
+    """synthesize's events (kind, the points handed over or the text), in order."""
+    events = []
+
+    def on_event(kind, data):
+        events.append((kind, list(data) if kind == "frontier" else data))
+        if kind == "frontier":
+            on_frontier(data)
+
+    result = synthesize(resolve(spec), name, None, Limits(time_limit=20.0),
+                        on_event=on_event)
+    return result, events
+
+
+def test_greedy_matching_hands_over_its_first_point_before_anything_else_is_built():
+    # torus:4x4 allgather: greedy's one chunk a share (13.3 us at 1 MiB by hand of the
+    # 8 steps at 0.7 us and 15 chunks over 4 links in) is on disk before the baselines
+    _, events = _events_of("torus:4x4", "allgather")
+    first = next(i for i, (kind, _) in enumerate(events) if kind == "frontier")
+    baselines = events.index(("stage", "building the baselines"))
+    assert first < baselines
+    (point,) = events[first][1]
+    assert point.schedule.info["method"] == "greedy, 1 chunk(s) a share"
+    verify_schedule(schedule_to_dict(point.schedule))  # raises where it is invalid
+
+
+def test_ctrl_c_at_greedy_matching_s_first_point_keeps_it_and_builds_nothing_more():
+    def stop(points):
+        raise KeyboardInterrupt
+
+    result, events = _events_of("torus:4x4", "allgather", stop)
+    assert [p.schedule.info["method"] for p in result.points] == ["greedy, 1 chunk(s) a share"]
+    assert result.searches["greedy"].stopped == "interrupted" and result.interrupted
+    assert "baselines" not in result.searches and "trees" not in result.searches
+    first = next(i for i, (kind, _) in enumerate(events) if kind == "frontier")
+    assert all(kind == "frontier" for kind, _ in events[first:])  # nothing built after
+
+
+def test_ctrl_c_while_greedy_matching_verifies_keeps_the_points_verified(monkeypatch):
+    import synth.construct.greedy as greedy
+
+    real, calls = greedy.verified_within, []
+
+    def verified_within(schedule, deadline):
+        calls.append(schedule)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(schedule, deadline)
+
+    monkeypatch.setattr(greedy, "verified_within", verified_within)
+    result = synthesize(resolve("torus:4x4"), "allgather", None, Limits(time_limit=20.0))
+    assert [p.schedule.info["method"] for p in result.points] == ["greedy, 1 chunk(s) a share"]
+    assert result.searches["greedy"].stopped == "interrupted"
+    assert "baselines" not in result.searches

@@ -1,8 +1,6 @@
 """The MSCCL++ plan's split searched on a sample of ranks past 64 (synth.export.mscclpp_search):
 the same plan as the search over every rank, checked by the plan simulator."""
 
-import pytest
-
 import synth.export.mscclpp as mscclpp
 import synth.export.mscclpp_search as search
 from synth.export.mscclpp import to_mscclpp_plan

@@ -114,6 +114,9 @@ def greedy_search(model: LinkModel, name: str, root: int | None, limits: Limits,
             except OutOfTime:
                 search.stopped, search.complete = "out of time", False
                 break
+            except KeyboardInterrupt:  # the points verified before are kept
+                search.stopped, search.complete = "interrupted", False
+                break
             if on_point is not None and on_point(search.points):
                 search.stopped, search.complete = "interrupted", False
                 break
