@@ -349,16 +349,17 @@ def build(schedule, inplace: bool = False, fewest: bool = True,
             plan.drop()
         return plan if why is None else None, plan.worst
 
-    def floor(lanes, cap):
-        return thread_block_floor(flow, boxes, lanes, min(cap, MAX_TB_CHANNELS))
+    def floor(lanes, cap, ranks=None):
+        return thread_block_floor(flow, boxes, lanes, min(cap, MAX_TB_CHANNELS), ranks)
 
     widest = most_peers(flow, boxes)
     switched = any(summed for _, _, summed in flow.steps)  # ranks joined: no sample
     sample = None if switched else sample_ranks(layout.n, boxes)
     plan = None
-    if sample is not None:  # no floor: it counts every rank, the sample's sizes do not
+    if sample is not None:  # its sizes and floor count the sampled ranks alone
         found = fewest_split(lambda lanes, cap, enough=0: attempt(lanes, cap, enough, sample),
-                             lambda lanes, cap: 0, widest, most, fewest)
+                             lambda lanes, cap: floor(lanes, cap, sample), widest, most,
+                             fewest)
         if found is not None:  # made for every rank
             found.drop()
             plan = attempt(found.t, found.cap)[0]

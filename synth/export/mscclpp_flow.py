@@ -434,16 +434,19 @@ def most_peers(flow: _Flow, boxes) -> int:
     return max((len(p) for p in _peers(flow, boxes, 1).values()), default=0)
 
 
-def thread_block_floor(flow: _Flow, boxes, lanes: int, most: int) -> int:
-    """At least how many thread blocks the busiest rank gets in any split of `flow` into
-    `lanes` lanes (chunk k in lane k mod lanes) with at most `most` peers a thread block:
-    one per `most` peers of each (rank, lane, channel type). The split itself
-    (synth.export.mscclpp) only adds to that: it also parts peers whose remote buffers
-    do not fit one thread block, and gives local work one where a lane has none. One
-    pass over the moves: what lets a search skip a try that cannot beat its best."""
+def thread_block_floor(flow: _Flow, boxes, lanes: int, most: int, ranks=None) -> int:
+    """At least how many thread blocks the busiest rank (of `ranks`, default every one)
+    gets in any split of `flow` into `lanes` lanes (chunk k in lane k mod lanes) with at
+    most `most` peers a thread block: one per `most` peers of each (rank, lane, channel
+    type). The split itself (synth.export.mscclpp) only adds to that: it also parts
+    peers whose remote buffers do not fit one thread block, and gives local work one
+    where a lane has none. One pass over the moves: what lets a search skip a try that
+    cannot beat its best."""
     per_rank = defaultdict(int)
+    counted = None if ranks is None else set(ranks)
     for (rank, _, _), them in _peers(flow, boxes, lanes).items():
-        per_rank[rank] += -(-len(them) // most)
+        if counted is None or rank in counted:
+            per_rank[rank] += -(-len(them) // most)
     return max(per_rank.values(), default=0)
 
 

@@ -8,8 +8,9 @@ could need fewer thread blocks (a try whose peers alone need as many as the best
 is not made).
 
 Past SAMPLE_PAST ranks, where there are no switch operations (they join ranks), the
-search runs first on a sample of the ranks, and the split it chooses (the fewest thread
-blocks on the sample) is then made once for every rank: a rank's thread blocks and ops
+search runs first on a sample of the ranks (thread blocks counted, and tries skipped by
+their floor, on the sample alone), and the split it chooses (the fewest thread blocks on
+the sample) is then made once for every rank: a rank's thread blocks and ops
 read its own moves alone, so each try on the sample is exact for the sampled ranks.
 Where that split does not fit every rank, or the sample's search finds none (which
 lane counts it tries depends on the longest thread block it sees), the search runs
