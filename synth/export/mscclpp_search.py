@@ -9,13 +9,14 @@ is not made).
 
 Past SAMPLE_PAST ranks, where there are no switch operations (they join ranks), the
 search runs first on a sample of the ranks (thread blocks counted, and tries skipped by
-their floor, on the sample alone), and the split it chooses (the fewest thread blocks on
-the sample) is then made once for every rank: a rank's thread blocks and ops
-read its own moves alone, so each try on the sample is exact for the sampled ranks.
-Where that split does not fit every rank, or the sample's search finds none (which
-lane counts it tries depends on the longest thread block it sees), the search runs
-over every rank as before. At 512 GPUs a try on every rank took 2.5-3 s and an export
-made 29 of them.
+their floor, on the sample alone), and the split it chooses (the fewest thread blocks
+on the sample) is then made once for every rank: a rank's thread blocks and ops read
+its own moves alone, so each try on the sample is exact for the sampled ranks. Where
+that split does not fit every rank, or the sample's search finds none (which lane
+counts it tries depends on the longest thread block it sees), the search runs over
+every rank as before. Either way an ask and an export answer as the search over every
+rank would: a split fits only if it fits every rank. At 512 GPUs a try on every rank
+took 2.5-3 s and an export made 29 of them.
 """
 
 from __future__ import annotations
