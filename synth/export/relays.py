@@ -25,15 +25,21 @@ copy overwrites it, and not part of the result. A slot relays at most one value 
 two steps. A send no candidate can carry is refused (BadInput, one line). The result is
 checked by the independent verifier.
 
-Cost: O(sends) to index the slots' accesses and to follow the values, then at most 8
-candidates per rerouted send, each O(steps that touch its slots: a few), tried again while
-another send's relay opens a way (the built-ins' schedules take one pass); small next
-to the export and its simulation.
+Chunks. A relay carries chunk k in a slot of chunk k, so each chunk whose sends cross
+where a GPU lacks a device is rerouted by itself, over its own slots; the steps are then
+put together as the whole schedule's rerouting would put them (whole-schedule tables of
+every slot held 45 MB at once on dgx2x2's tree pipelines).
+
+Cost: O(sends) to find and index the chunks to reroute, then per such chunk O(its
+sends) to follow its values and at most 8 candidates per rerouted send, each O(steps
+that touch its slots: a few), tried again while another send's relay opens a way (the
+built-ins' schedules take one pass); small next to the export and its simulation.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from synth.errors import BadInput
 from synth.schedule.file import verified
@@ -76,24 +82,24 @@ def ib_device(rank: int, g: int) -> int | None:
 
 
 class _Slots:
-    """Which steps touch each (rank, chunk), and how; and the slots of the result."""
+    """Which steps touch each slot of one chunk, and how; and the slots of the result."""
 
-    def __init__(self, schedule: Schedule):
+    def __init__(self, events, collective):
         # slot -> [t0, how0, t1, how1, ...], steps ascending: a flat list, since a dict
         # per slot and a sorted copy of its keys took 68 MB for dgx2x2's relayed trees
         self.touches = {}
-        for t, step in enumerate(schedule.steps):
-            for x in step.sends:
+        for t, sends, _, ops in events:
+            for x in sends:
                 self._touch((x.src, x.chunk), t, READ)
                 self._touch((x.dst, x.chunk), t, WRITE | (READ if x.op == "reduce" else 0))
-            for op in step.switch_ops:
+            for op in ops:
                 into = WRITE | (READ if op.op == "switch_reduce" else 0)
                 for k in op.chunks():
                     for r in op.srcs:
                         self._touch((r, k), t, READ)
                     for r in op.dsts:
                         self._touch((r, k), t, into)
-        self.collective = schedule.collective  # its result, listed when first asked
+        self.collective = collective  # its result, listed when first asked
 
     def _touch(self, slot, t, how):
         seen = self.touches.get(slot)
@@ -157,13 +163,12 @@ def _paths(a: int, b: int, g: int):
 
 
 class _Step:
-    """The rerouting of one step t: its hops per stage and the relay slots it claims."""
+    """The rerouting of one step t of one chunk: the relay slots it claims."""
 
     def __init__(self, t, sends, kept, slots: _Slots, state: dict, combining: bool, links):
         self.t, self.slots, self.state, self.combining, self.links = (t, slots, state,
                                                                       combining, links)
         self.claims = {}  # (gap, slot) -> the value it relays then; gap: MAIN or POST
-        self.hops = {PRE: [], MAIN: list(kept), POST: []}
         # slot -> the value it holds after MAIN where step t writes it once, by a copy
         # that needs no relay (the only writes known before the rerouting)
         self.writes = writes = Counter((x.dst, x.chunk) for x in sends)
@@ -193,7 +198,9 @@ class _Step:
             return False  # step t reads the old value after the relay wrote it
         return (gap == MAIN and here == WRITE) or self.slots.dead_after(slot, self.t)
 
-    def reroute(self, x: Send, g: int) -> bool:
+    def reroute(self, x: Send, g: int) -> list[tuple[int, Send]] | None:
+        """The hops that carry x, each with its stage, its relay slots claimed; None
+        where no candidate route can."""
         value = self.state[(x.src, x.chunk)]
         for path in _paths(x.src, x.dst, g):
             cross = next(i for i in range(len(path) - 1) if path[i] // g != path[i + 1] // g)
@@ -212,14 +219,13 @@ class _Step:
                 self.claims[(stage[start], (path[start], x.chunk))] = value
             for r in relays:
                 self.claims[r] = value
-            for j in range(start, len(path) - 1):
-                op = x.op if j == len(path) - 2 else "copy"
-                self.hops[stage[j]].append(Send(x.chunk, path[j], path[j + 1], op))
             end = (x.dst, x.chunk)
             if stage[-1] == MAIN and x.op == "copy" and self.writes[end] == 1:
                 self.landed[end] = value  # a relay after MAIN may start from it
-            return True
-        return False
+            return [(stage[j], Send(x.chunk, path[j], path[j + 1],
+                                    x.op if j == len(path) - 2 else "copy"))
+                    for j in range(start, len(path) - 1)]
+        return None
 
 
 def _refusal(x: Send, t: int, g: int) -> str:
@@ -231,6 +237,88 @@ def _refusal(x: Send, t: int, g: int) -> str:
             "a value the schedule still needs")
 
 
+def _events(schedule: Schedule, chunks: set) -> dict[int, list]:
+    """chunk -> its steps [(t, its sends, where each is in step t's sends, its switch
+    operations)], steps ascending, for each chunk in `chunks`; a switch operation over
+    several chunks is cut into one per chunk."""
+    events = {k: [] for k in chunks}
+
+    def at(k, t):
+        mine = events[k]
+        if not mine or mine[-1][0] != t:
+            mine.append((t, [], [], []))
+        return mine[-1]
+
+    for t, step in enumerate(schedule.steps):
+        for i, x in enumerate(step.sends):
+            if x.chunk in chunks:
+                _, sends, where, _ = at(x.chunk, t)
+                sends.append(x)
+                where.append(i)
+        for op in step.switch_ops:
+            for k in op.chunks():
+                if k in chunks:
+                    at(k, t)[3].append(replace(op, chunk=k, count=1))
+    return events
+
+
+class _Rerouting:
+    """The rerouting of a schedule, chunk by chunk: the hops that replace each step's
+    sends that cross where a GPU lacks a device, and the first send none can carry."""
+
+    def __init__(self, schedule: Schedule, g: int, connects):
+        self.coll, self.g, self.connects = schedule.collective, g, connects
+        self.links = set(schedule.model.link)
+        self.ranks = schedule.model.ranks
+        # (t, stage) -> [((pass, index in step t's sends, hop), hop)]: sorted, the order
+        # in which rerouting the whole schedule at once appends them
+        self.hops = {}
+        self.failed = None  # (t, index, send): the earliest send none carries
+
+    def chunk(self, k: int, events) -> None:
+        coll, pre = self.coll, self.coll.pre
+        slots = _Slots(events, coll)
+        state = {(r, k): (1 << r if coll.combining else 1) for r in range(self.ranks)
+                 if (r, k) in pre}
+        for t, sends, where, ops in events:
+            if self.failed and t > self.failed[0]:
+                return
+            away = [(i, x) for i, x in zip(where, sends) if not self.connects(x.src, x.dst)]
+            if not away:
+                _run(state, sends, ops)
+                continue
+            kept = [x for x in sends if self.connects(x.src, x.dst)]
+            here = _Step(t, sends, kept, slots, state, coll.combining, self.links)
+            hops = self._step(t, here, away)
+            if hops is None:
+                return
+            for stage in (PRE, MAIN, POST):
+                _run(state, (kept if stage == MAIN else []) + hops[stage],
+                     ops if stage == MAIN else ())
+
+    def _step(self, t, here: _Step, away: list[tuple[int, Send]]):
+        """A chunk's hops in step t per stage, kept for the schedule; None where a send
+        (i: where it is in step t's sends) cannot be carried (the failure, where it is
+        the earliest)."""
+        pending = away
+        hops, tried = {PRE: [], MAIN: [], POST: []}, 0
+        while pending:  # a send may relay from where an earlier one lands
+            left = []
+            for i, x in pending:
+                carried = here.reroute(x, self.g)
+                if carried is None:
+                    left.append((i, x))
+                    continue
+                for j, (stage, hop) in enumerate(carried):
+                    hops[stage].append(hop)
+                    self.hops.setdefault((t, stage), []).append(((tried, i, j), hop))
+            if len(left) == len(pending):
+                i, x = left[0]
+                if self.failed is None or (t, i) < self.failed[:2]:
+                    self.failed = (t, i, x)
+                return None
+            pending, tried = left, tried + 1
+        return hops
 def ib_relayed(schedule: Schedule) -> tuple[Schedule, str]:
     """(the schedule with every cross-box send between GPUs the executor gives InfiniBand
     devices, a note for the export summary; "" when nothing moved). Takes a schedule in
@@ -246,30 +334,30 @@ def ib_relayed(schedule: Schedule) -> tuple[Schedule, str]:
         return schedule, ""
     if schedule.compact:
         raise ValueError("ib_relayed takes a schedule in runtime form")
-    slots, links = _Slots(schedule), set(model.link)
-    state = {(r, k): (1 << r if coll.combining else 1) for r, k in coll.pre}
+    crossing = {t for t, step in enumerate(schedule.steps)
+                if not all(connects(x.src, x.dst) for x in step.sends)}
+    chunks = {x.chunk for t in crossing for x in schedule.steps[t].sends
+              if not connects(x.src, x.dst)}
+    rerouting = _Rerouting(schedule, g, connects)
+    for k, events in sorted(_events(schedule, chunks).items()):
+        rerouting.chunk(k, events)
+    if rerouting.failed:
+        t, _, x = rerouting.failed
+        raise BadInput(_refusal(x, t, g))
     steps, moved = [], 0
     for t, step in enumerate(schedule.steps):
-        away = [x for x in step.sends if not connects(x.src, x.dst)]
-        if not away:
+        if t not in crossing:
             steps.append(step)
-            _run(state, step.sends, step.switch_ops)
             continue
         kept = [x for x in step.sends if connects(x.src, x.dst)]
-        here = _Step(t, step.sends, kept, slots, state, coll.combining, links)
-        pending = away
-        while pending:  # a send may relay from where an earlier one lands
-            left = [x for x in pending if not here.reroute(x, g)]
-            if len(left) == len(pending):
-                raise BadInput(_refusal(left[0], t, g))
-            pending = left
-        moved += len(away)
+        moved += len(step.sends) - len(kept)
         for stage in (PRE, MAIN, POST):
             ops = step.switch_ops if stage == MAIN else ()
-            if here.hops[stage] or ops or stage == MAIN:
-                sends = tuple(here.hops[stage])
+            hops = [hop for _, hop in sorted(rerouting.hops.get((t, stage), ()),
+                                             key=lambda keyed: keyed[0])]
+            if hops or ops or stage == MAIN:
+                sends = tuple((kept if stage == MAIN else []) + hops)
                 steps.append(Step(switch_rounds(model, ops, sends), sends, ops))
-                _run(state, sends, ops)
     added = len(steps) - len(schedule.steps)
     info = {**schedule.info, "relayed": {"sends": moved, "steps_added": added}}
     relayed = Schedule(coll, model, tuple(steps), info)
