@@ -107,6 +107,28 @@ def test_a_symlink_is_written_through_and_a_file_keeps_its_mode(tmp_path, schedu
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
 
 
+def test_no_folder_is_made_where_a_link_leads_nowhere(tmp_path, schedule_file):
+    """A link at the file is written through only into a folder that exists, and a link
+    among the folders must lead somewhere: mkdir -p refuses both, and synth made the
+    folders at the far end of the link."""
+    link = tmp_path / "link.json"
+    link.symlink_to(tmp_path / "far" / "away" / "real.json")
+    folder_link = tmp_path / "gone"
+    folder_link.symlink_to(tmp_path / "nowhere")
+    said = one_line(synth_main("export", str(schedule_file), "--to", "json",
+                               "-o", str(link)), 2)
+    assert "whose folder does not exist" in said
+    said = one_line(synth_main("export", str(schedule_file), "--to", "json",
+                               "-o", str(folder_link / "sub" / "x.json")), 2)
+    assert f"{folder_link} is a link to {tmp_path / 'nowhere'}, which does not exist" in said
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gone", "link.json"]
+    (tmp_path / "far" / "away").mkdir(parents=True)  # where the link's folder exists
+    result = synth_main("export", str(schedule_file), "--to", "json", "-o", str(link))
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "far" / "away" / "real.json").read_text() == \
+        schedule_file.read_text()
+
+
 def test_a_path_ending_in_a_slash_names_a_folder_and_long_names_fit(tmp_path,
                                                                     schedule_file):
     one_line(synth_main("export", str(schedule_file), "--to", "json",
