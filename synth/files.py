@@ -72,7 +72,11 @@ def write_atomic(path: str | Path, data: str | bytes, follow_links: bool = True)
         raise BadInput(f"{quote(text, 80) if text else 'an empty path'}: expected a file "
                        "name, not a folder")
     path = Path(text)
-    if why := _dangling(path, follow_links):
+    try:
+        why = _dangling(path, follow_links)
+    except OSError as e:
+        raise OutputError(f"cannot write {path}: {_reason(e)}") from None
+    if why:
         raise OutputError(f"cannot write {path}: {why}")
     if follow_links:
         target = Path(os.path.realpath(path))  # through symbolic links to the final file
@@ -100,16 +104,18 @@ def write_atomic(path: str | Path, data: str | bytes, follow_links: bool = True)
 
 
 def _dangling(path: Path, follow_links: bool) -> str | None:
-    """Why writing `path` would make folders where a symbolic link points at nothing (as
-    mkdir -p refuses to), else None: a link among its folders that leads nowhere, or,
-    followed, a link at the file whose target's folder is missing. O(path's parts)."""
+    """Why writing `path` would make folders where a symbolic link leads to nothing, else
+    None: a link among its folders whose chain ends nowhere (or loops), or, followed, a
+    link at the file whose final target's folder is missing. O(path's parts)."""
     for folder in reversed(path.parents):
         if folder.is_symlink() and not folder.exists():
-            return f"{folder} is a link to {os.readlink(folder)}, which does not exist"
+            return (f"{folder} is a symbolic link that leads to nothing (a missing "
+                    "target, or a loop)")
     if follow_links and path.is_symlink() and not path.exists():
-        if not Path(os.path.realpath(path)).parent.is_dir():
-            return (f"it is a link to {os.readlink(path)}, whose folder does not exist "
-                    "(synth makes no folders a link leads to)")
+        target = Path(os.path.realpath(path))
+        if not target.parent.is_dir():
+            return (f"it is a symbolic link to {target}, whose folder does not exist "
+                    "(synth makes no folders where a link leads)")
     return None
 
 

@@ -117,11 +117,15 @@ def test_no_folder_is_made_where_a_link_leads_nowhere(tmp_path, schedule_file):
     folder_link.symlink_to(tmp_path / "nowhere")
     said = one_line(synth_main("export", str(schedule_file), "--to", "json",
                                "-o", str(link)), 2)
-    assert "whose folder does not exist" in said
+    assert f"link to {tmp_path / 'far' / 'away' / 'real.json'}, whose folder does not " \
+        "exist" in said
     said = one_line(synth_main("export", str(schedule_file), "--to", "json",
                                "-o", str(folder_link / "sub" / "x.json")), 2)
-    assert f"{folder_link} is a link to {tmp_path / 'nowhere'}, which does not exist" in said
+    assert f"{folder_link} is a symbolic link that leads to nothing" in said
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gone", "link.json"]
+    too_long = tmp_path / "sub" / ("x" * 300 + ".json")  # the check's own error, named
+    assert "cannot write" in one_line(synth_main("export", str(schedule_file), "--to",
+                                                 "json", "-o", str(too_long)), 2)
     (tmp_path / "far" / "away").mkdir(parents=True)  # where the link's folder exists
     result = synth_main("export", str(schedule_file), "--to", "json", "-o", str(link))
     assert result.returncode == 0, result.stderr
