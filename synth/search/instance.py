@@ -22,6 +22,7 @@ from synth.search import cache
 from synth.search.constraints import SAT, UNKNOWN, UNSAT, solve
 from synth.search.encoding import (Instance, decode, encode, estimated_variables,
                                    variables_for)
+from synth.search.one_step import one_step
 from synth.topology.linkmodel import LinkModel
 
 # CP-SAT's portfolio: more workers than cores still pays, since the workers run
@@ -151,6 +152,11 @@ def _solve(instance: Instance, backend: str, time_limit: float, workers: int) ->
     if size > MAX_VARIABLES:
         raise TooLarge(f"about {size:,} variables (limit {MAX_VARIABLES:,})")
     started = time.monotonic()
+    if instance.steps == 1 and (forced := one_step(instance.model, instance.collective,
+                                                   instance.rounds,
+                                                   instance.rounds_floor)):
+        status, schedule = forced  # proven either way: the one schedule there is
+        return Outcome(status, schedule, time.monotonic() - started, "", optimal=True)
     try:
         enc = encode(instance, started + time_limit)
     except TimeoutError:  # encoding alone took the time: undecided, like a solver time-out
