@@ -7,7 +7,7 @@ import re
 import stat
 from pathlib import Path
 
-from synth.construct.paced import WRITE, size, unrolled_size
+from synth.construct.paced import WRITE, export_size, size
 from synth.deadline import Deadline
 from synth.errors import BadInput
 from synth.files import write_atomic
@@ -110,7 +110,7 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
                 paths[fmt] = already[id(p.schedule)]
                 continue
             path = directory / f"{point_stem(p)}{EXTENSIONS[fmt]}"
-            units = (size if fmt == "json" else unrolled_size)(p.schedule)
+            units = (size if fmt == "json" else export_size)(p.schedule)
             first = not written and not paths
             if not deadline.affords(WRITE[fmt].seconds(units) - (grace if first else 0)):
                 late = True

@@ -997,3 +997,31 @@ def test_the_table_reads_what_the_size_answer_asked_after_the_tables_asking():
     assert loads_learned(result).points[0].loads is None  # one runtime is not all
     assert refusal(ring, "mscclpp") is None
     assert loads_learned(result).points[0].loads == {"msccl-xml": None, "mscclpp": None}
+
+
+def test_a_pipelines_runtime_file_is_priced_as_its_batch_program(monkeypatch, tmp_path):
+    # the file holds the batch program once, however many batches (dgx2x4's 125-batch
+    # point: 0.9 s, as its 1-batch one); priced by every batch, a 60 s job left four
+    # points' files unwritten at 27 s. Here a file priced a batch at a time fits the
+    # deadline, and priced by every batch it would not
+    import synth.deadline
+    from synth.construct import paced
+    from synth.deadline import Deadline, Pace
+    from synth.output import write_points
+    from synth.search.pareto import Point
+
+    pipelined = ring_tree_pipeline()
+    batch, every = paced.export_size(pipelined), paced.export_size(pipelined) * \
+        pipelined.batches
+    assert pipelined.batches > 2
+    monkeypatch.setattr(synth.deadline, "_PACES", [])
+    pace = Pace(1.0, least=1)
+    pace.record(1, 20.0 / (batch + every))  # measured: the limit falls between the two
+    monkeypatch.setitem(paced.WRITE, "mscclpp", pace)
+    deadline = Deadline.after(20.0 * 2 * batch / (batch + every))
+    assert deadline.affords(pace.seconds(batch)) and not deadline.affords(pace.seconds(every))
+    missed = []
+    paths = write_points([Point(pipelined, False)], tmp_path / "ring_4" / "allgather", ["mscclpp"],
+                         deadline=deadline, missed=missed)
+    assert missed == [] and paths[0].name.endswith(".mscclpp.json")
+    check_mscclpp_plan(json.loads(paths[0].read_text()))

@@ -18,15 +18,18 @@ from synth.schedule.file import schedule_text, topology_kept, verified
 from synth.schedule.ir import Schedule
 
 # seconds per unit of size: verifying (size), timing in cost model 2 (timing_size), and
-# writing a file (json: size; the runtimes' formats spell out every batch: unrolled_size).
+# writing a file (json: size; a runtime's file, its text made and simulated: export_size,
+# its batch program, which the file holds once however many batches a pipeline has).
 # The priors are an idle core's pace (verifying and writing tree and decomposed
 # schedules: 6-9 us a unit; timing: about 1 us a unit on those, up to 11 us on
-# in-network pipelines of few batches, so the dearer), scaled until measured by how
-# much slower than their priors this command's other work ran (synth.deadline.Pace)
+# in-network pipelines of few batches, so the dearer; a runtime's file: 0.9-1.1e-4 s a
+# unit for dgx2x4's decomposed allreduce, 0.8 s each from 1 to 125 batches), scaled
+# until measured by how much slower than their priors this command's other work ran
+# (synth.deadline.Pace)
 VERIFY = Pace(1e-5, least=1000)
 TIMING = Pace(1e-5, least=10_000)
-WRITE = {"json": Pace(1e-5, least=1000), "msccl-xml": Pace(2e-5, least=1000),
-         "mscclpp": Pace(2e-5, least=1000)}
+WRITE = {"json": Pace(1e-5, least=1000), "msccl-xml": Pace(1e-4, least=1000),
+         "mscclpp": Pace(1e-4, least=1000)}
 # asking an exporter whether its runtime loads a schedule (synth.export.loads), per unit
 # of export_size: an idle core ran 3e-5 to 2e-4 (MSCCL XML 1e-4 to 1.4e-3 where it
 # tries every channel count before it refuses, which pacing cannot foresee: each try
@@ -69,18 +72,14 @@ def timing_size(schedule: Schedule) -> int:
                                                          schedule.batches)
 
 
-def unrolled_size(schedule: Schedule) -> int:
-    """Units of work in writing a runtime's file that spells out every batch: the
-    program once per batch, and each expanded step."""
-    return _program(schedule) * schedule.batches + schedule.num_steps
-
-
 def export_size(schedule: Schedule) -> int:
-    """Units of work in asking an exporter for the schedule's program: the runtimes'
-    programs spell out every chunk of a range; a pipeline's is its batch program (MSCCL
-    repeats it over slices of the buffer, MSCCL++ runs it once: synth.export.form), so
-    its batches cost nothing more (counting them made a 16-batch pipeline look 16 times
-    dearer to ask about than it is, and dgxh100x2 at 60 s asked 1 of 8 points)."""
+    """Units of work in asking an exporter for the schedule's program, or in making its
+    runtime file: the runtimes' programs spell out every chunk of a range; a pipeline's
+    is its batch program (MSCCL repeats it over slices of the buffer, MSCCL++ runs it
+    once: synth.export.form), so its batches cost nothing more (counting them made a
+    16-batch pipeline look 16 times dearer to ask about than it is, and dgxh100x2 at
+    60 s asked 1 of 8 points; priced so, dgx2x4's 125-batch file looked 31 times dearer
+    than its 0.9 s, and a 60 s job left 4 points' files unwritten at 27 s)."""
     chunks = sum(x.count for step in schedule.steps for x in step.sends) + sum(
         op.count * (len(op.srcs) + len(op.dsts))
         for step in schedule.steps for op in step.switch_ops)

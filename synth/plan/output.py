@@ -37,7 +37,7 @@ from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
 
-from synth.construct.paced import WRITE, unrolled_size
+from synth.construct.paced import WRITE, export_size
 from synth.deadline import Deadline, OutOfTime
 from synth.errors import BadInput
 from synth.export import render
@@ -98,7 +98,7 @@ def _rendered(schedule, fmt: str, protocol: str = "Simple",
     if key in _RENDERED:
         _RENDERED.move_to_end(key)
         return _RENDERED[key]
-    units = unrolled_size(schedule)
+    units = export_size(schedule)
     if deadline is not None and time.monotonic() + WRITE[fmt].seconds(units) > deadline:
         raise OutOfTime(f"no time to export to {fmt}")
     with WRITE[fmt].timing(units):
