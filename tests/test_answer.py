@@ -388,3 +388,28 @@ def test_on_rccl_an_xml_file_is_offered_only_for_whole_loops_in_every_share():
     refused = _loadable(point, "msccl-xml", n, time_of, library="rccl")
     assert refused.point is None and refused.why_not == [UNCUT.format(n)]
     assert _loadable(point, "msccl-xml", n * 4, time_of, library="rccl").point is not None
+
+
+def test_an_export_that_would_not_end_before_the_deadline_is_not_started(monkeypatch):
+    # an export and its simulation are not cut once started: gb200nvl72's direct
+    # baseline, started with a second left of a 10 s limit, ended the job at 17 s
+    import synth.deadline
+    from synth import answer
+    from synth.construct import paced
+    from synth.deadline import Deadline, Pace
+    from synth.frontier import synthesize
+    from synth.search.pareto import Limits
+    from synth.topology.catalog import resolve
+
+    monkeypatch.setattr(synth.deadline, "_PACES", [])
+    result = synthesize(resolve("ring:4"), "allgather", None, Limits(time_limit=30), None,
+                        "constructed")
+    points, time_of = result.points, answer.timer(result, MIB)
+    monkeypatch.setitem(paced.WRITE, "mscclpp", Pace(60.0, least=1))  # a minute a unit
+    monkeypatch.setattr(answer, "render", lambda *a, **k: pytest.fail("an export started"))
+    found = answer._loadable(points, "mscclpp", MIB, time_of, Deadline.after(60))
+    assert found.point is None and found.tried == []
+    monkeypatch.undo()  # at the priors' pace every point's file fits: the first is taken
+    monkeypatch.setattr(synth.deadline, "_PACES", [])
+    found = answer._loadable(points, "mscclpp", MIB, time_of, Deadline.after(60))
+    assert found.point is points[0] and check_mscclpp_plan(json.loads(found.text))
