@@ -55,6 +55,45 @@ def test_sigint_during_a_z3_solve_is_an_interrupt(tmp_path):
                        "--time-limit", "600", env={**os.environ, "SYNTH_CACHE": "0"})
 
 
+def test_a_ctrl_c_swallowed_while_a_model_is_built_still_stops_the_solve(monkeypatch,
+                                                                        capsys):
+    # z3's objects free themselves in __del__ by the thousand while a model is built; a
+    # KeyboardInterrupt raised there is swallowed by Python ("Exception ignored"), and on
+    # a busy machine the Ctrl-C above was lost, its solve left running for minutes. The
+    # handler's record of it stops the build and the wait, and no solver is started
+    import synth.signals
+    from synth.cli import app
+    from synth.search import constraints
+    from synth.search.constraints import ConstraintModel
+
+    monkeypatch.setattr(synth.signals, "SEEN", [signal.SIGINT])
+    started = []
+    with pytest.raises(KeyboardInterrupt):
+        constraints._interruptible(lambda: started.append(1), lambda: None, 60)
+    model = ConstraintModel()
+    model.bools = 2
+    model.clauses = [[1, 2], [-1, 2]]
+    with pytest.raises(KeyboardInterrupt):  # z3's build looks before each constraint
+        constraints.solve(model, "z3", time_limit=60)
+    assert started == []
+    monkeypatch.setattr(synth.signals, "SEEN", [])
+    assert constraints.solve(model, "z3", time_limit=60).status == "sat"
+    # what Python reports of the swallowed one is kept off stderr; anything else is not
+
+    class Raises:
+        def __init__(self, error):
+            self.error = error
+
+        def __del__(self):
+            raise self.error
+
+    monkeypatch.setattr(sys, "unraisablehook", app._unraisable)
+    Raises(KeyboardInterrupt())
+    assert capsys.readouterr().err == ""
+    Raises(ValueError("a real one"))
+    assert "a real one" in capsys.readouterr().err
+
+
 def _interrupted_after(seconds: float, *args, env=None) -> None:
     """`synth ARGS` sent SIGINT after `seconds` (whenever it lands, even while starting
     up): it stops at all (not how fast: load varies), exit 130, and says so."""

@@ -16,6 +16,7 @@ import sys
 
 import click
 
+from synth import signals
 from synth.cli.options import examples
 from synth.deadline import start_job, timed_job
 from synth.errors import REPORT, SynthError
@@ -59,7 +60,15 @@ def _terminated(signum, frame):
     raise KeyboardInterrupt  # SIGTERM is handled like Ctrl-C: keep what was found
 
 
-_SIGINTS: list[int] = []  # Ctrl-C seen during this command
+_SIGINTS = signals.SEEN  # Ctrl-C and SIGTERM seen during this command
+
+
+def _unraisable(unraisable) -> None:
+    """Python's report of an exception it could not raise, but for a Ctrl-C raised in
+    a destructor: that one is in _SIGINTS, and the command stops at its next wait on a
+    solver (synth.signals), without the traceback on stderr."""
+    if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+        sys.__unraisablehook__(unraisable)
 
 
 def _ctrl_c(signum, frame):
@@ -74,6 +83,7 @@ def main(argv=None) -> None:
     start_job(with_process=argv is None)  # --time-limit counts from here (the program's start)
     signal.signal(signal.SIGTERM, _terminated)
     _SIGINTS.clear()
+    sys.unraisablehook = _unraisable
     given = signal.getsignal(signal.SIGINT)
     if given is signal.default_int_handler:
         signal.signal(signal.SIGINT, _ctrl_c)  # not where a shell has it ignored

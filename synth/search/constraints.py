@@ -16,6 +16,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from synth.signals import interrupt_seen
+
 SAT, UNSAT, UNKNOWN = "sat", "unsat", "unknown"
 BACKENDS = ("cpsat", "z3")
 # A solver is told its time limit, and CP-SAT a memory bound too, but neither is checked
@@ -171,8 +173,12 @@ def _solve_z3(model: ConstraintModel, time_limit: float, workers: int, seed: int
     for i, (lo, hi) in enumerate(model.ints):
         s.add(n[i] >= lo, n[i] <= hi)
     for clause in model.clauses:
+        if interrupt_seen():  # swallowed in z3's destructors: a look costs nothing here
+            raise KeyboardInterrupt
         s.add(z3.Or([lit(x) for x in clause]) if len(clause) > 1 else lit(clause[0]))
     for bool_terms, int_terms, rhs in model.linear:
+        if interrupt_seen():
+            raise KeyboardInterrupt
         if not int_terms and all(c > 0 for c, _ in bool_terms):
             s.add(z3.PbLe([(b[v], c) for c, v in bool_terms], rhs))
         else:
@@ -194,9 +200,13 @@ def _solve_z3(model: ConstraintModel, time_limit: float, workers: int, seed: int
 
 def _interruptible(run, stop, seconds: float):
     """run() in a worker thread, so that Ctrl-C reaches Python at once: it stops the
-    solver and raises KeyboardInterrupt here, and the caller keeps what it had. Past
+    solver and raises KeyboardInterrupt here, and the caller keeps what it had; so does
+    a Ctrl-C seen before or meanwhile whose KeyboardInterrupt was swallowed (synth.signals),
+    and then run() is not started. Past
     `seconds` the solver is told to stop (stop()), and None is returned if it has not
     within STOP_GRACE more."""
+    if interrupt_seen():  # a Ctrl-C came while the model was built, swallowed there
+        raise KeyboardInterrupt
     box = {}
 
     def target():
@@ -212,6 +222,8 @@ def _interruptible(run, stop, seconds: float):
     try:
         while worker.is_alive():
             worker.join(0.1)
+            if interrupt_seen():
+                raise KeyboardInterrupt
             now = time.monotonic()
             if told is None and now > limit:
                 stop()
