@@ -188,3 +188,7 @@ def test_ctrl_c_inside_a_native_import_is_an_interrupt_not_a_bug(monkeypatch, ca
         signal.signal(signal.SIGINT, before)
     assert stop.value.code == 130
     assert capsys.readouterr().err == "synth: interrupted\n"
+    # the command's record of its Ctrl-C ended with it: a later solve in this process
+    # (another test) is not stopped by it
+    import synth.signals
+    assert synth.signals.SEEN == []

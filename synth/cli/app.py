@@ -83,6 +83,7 @@ def main(argv=None) -> None:
     start_job(with_process=argv is None)  # --time-limit counts from here (the program's start)
     signal.signal(signal.SIGTERM, _terminated)
     _SIGINTS.clear()
+    hook = sys.unraisablehook
     sys.unraisablehook = _unraisable
     given = signal.getsignal(signal.SIGINT)
     if given is signal.default_int_handler:
@@ -134,6 +135,10 @@ def main(argv=None) -> None:
             code = 3
     _stdout_open()
     signal.signal(signal.SIGINT, given)
+    # the command's record ends with it: a caller in this process (a test) that solves
+    # on would otherwise be stopped by this command's Ctrl-C (synth.signals)
+    _SIGINTS.clear()
+    sys.unraisablehook = hook
     if argv is None and timed_job():
         # run as the program under a time limit: the limit counts the exit too, and
         # tearing down the interpreter (freeing every route and schedule) takes seconds on
