@@ -144,8 +144,18 @@ def test_the_fit_recovers_the_hosts_launch_cost_from_a_one_thread_log():
     assert max(abs(f.error) for f in fitted) < 0.05
 
 
+def _first_row_sized(text: str, size: str) -> str:
+    lines = text.splitlines()
+    i = next(i for i, line in enumerate(lines) if line.strip()[:1].isdigit())
+    lines[i] = lines[i].replace(lines[i].split()[0], size, 1)
+    return "\n".join(lines)
+
+
 @pytest.mark.parametrize("change, message", [
     (lambda t: t.replace("     float     sum", "     float     sum  x", 1), "line 1[0-9]: not a result row"),
+    # rows whose size is not a size were skipped in silence, the fit run on the rest
+    (lambda t: _first_row_sized(t, "-1048576"), r"line \d+: expected a size from 1 B"),
+    (lambda t: _first_row_sized(t, "abc1"), r"line \d+: not a result row"),
     (lambda t: "\n".join(l for l in t.splitlines() if "Rank" not in l), "no '#  Rank N Group"),
     (lambda t: t.replace("all_reduce_perf", "my_test"), "cannot tell which collective"),
     (lambda t: "\n".join(l for l in t.splitlines() if not l[:12].strip().isdigit()), "no result rows"),

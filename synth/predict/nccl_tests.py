@@ -104,7 +104,7 @@ def parse_log(text: str, where: str, collective: str | None = None) -> Log:
         if m:
             ranks.add(int(m.group(1)))
             devices.update(filter(None, [m.group(2)]))
-        elif line and line[0].isdigit() and " NCCL " not in line:
+        elif line and " NCCL " not in line and _a_row(line):
             rows.append(_row(line, number, where))
     _one_run(runs, where)
     program = next(iter(runs["program"]), None)
@@ -179,6 +179,14 @@ def _forced(value: str, names: dict, where: str) -> str:
                            f"({', '.join(sorted(names))})")
         out.append(names[key])
     return ",".join(out)
+
+
+def _a_row(line: str) -> bool:
+    """Whether the line is meant as a result row (then _row checks it): it begins with
+    a digit, or its third field is a data type. A row whose size was "-1048576" or
+    "abc1" was skipped in silence, and the fit ran on the rest."""
+    fields = line.split()
+    return line[0].isdigit() or (len(fields) > 3 and fields[2] in TYPES)
 
 
 def _row(line: str, number: int, where: str) -> Row:
