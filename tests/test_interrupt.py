@@ -192,3 +192,29 @@ def test_ctrl_c_inside_a_native_import_is_an_interrupt_not_a_bug(monkeypatch, ca
     # (another test) is not stopped by it
     import synth.signals
     assert synth.signals.SEEN == []
+
+
+def test_a_command_gives_back_the_handlers_it_set_however_it_ends(monkeypatch, capsys):
+    # SIGTERM's handler stayed installed after the command: a SIGTERM later in the
+    # process was recorded as the command's and stopped every later solve; an internal
+    # error shown with SYNTH_TRACEBACK left the Ctrl-C handler and unraisable hook set
+    import synth.frontier
+    from synth.cli.app import main
+
+    def broken(*args, **kwargs):
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(synth.frontier, "synthesize", broken)
+    monkeypatch.setenv("SYNTH_TRACEBACK", "1")
+    before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM),
+              sys.unraisablehook)
+    with pytest.raises(ValueError, match="a bug"):
+        main(["allgather", "--topo", "ring:4", "--time-limit", "5"])
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM),
+            sys.unraisablehook) == before
+    monkeypatch.delenv("SYNTH_TRACEBACK")
+    with pytest.raises(SystemExit) as stop:
+        main(["allgather", "--topo", "ring:4", "--time-limit", "5"])
+    assert stop.value.code == 3 and "internal error" in capsys.readouterr().err
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM),
+            sys.unraisablehook) == before

@@ -81,7 +81,7 @@ def _ctrl_c(signum, frame):
 
 def main(argv=None) -> None:
     start_job(with_process=argv is None)  # --time-limit counts from here (the program's start)
-    signal.signal(signal.SIGTERM, _terminated)
+    terminated = signal.signal(signal.SIGTERM, _terminated)
     _SIGINTS.clear()
     hook = sys.unraisablehook
     sys.unraisablehook = _unraisable
@@ -133,12 +133,15 @@ def main(argv=None) -> None:
                        f"{_one_line(f'{type(e).__name__}: {e}')} "
                        f"({REPORT}; SYNTH_TRACEBACK=1 shows where)", err=True)
             code = 3
-    _stdout_open()
-    signal.signal(signal.SIGINT, given)
-    # the command's record ends with it: a caller in this process (a test) that solves
-    # on would otherwise be stopped by this command's Ctrl-C (synth.signals)
-    _SIGINTS.clear()
-    sys.unraisablehook = hook
+    finally:
+        _stdout_open()
+        # the command's handlers and its record of Ctrl-C end with it, however it ends:
+        # a caller in this process (a test) that solves on would otherwise be stopped by
+        # this command's Ctrl-C or a later SIGTERM (synth.signals)
+        signal.signal(signal.SIGINT, given)
+        signal.signal(signal.SIGTERM, terminated)
+        _SIGINTS.clear()
+        sys.unraisablehook = hook
     if argv is None and timed_job():
         # run as the program under a time limit: the limit counts the exit too, and
         # tearing down the interpreter (freeing every route and schedule) takes seconds on
