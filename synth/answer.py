@@ -24,6 +24,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from synth.construct.paced import WRITE, export_size
 from synth.deadline import Deadline, OutOfTime
 from synth.errors import BadInput, NoAnswer
 from synth.export import EXTENSIONS, RUNTIME_PROTOCOLS, render
@@ -150,8 +151,6 @@ def reference_at(result: Result, nbytes: int, time_of=None) -> tuple[str, float,
 
 def _loadable(timed: list[Point], fmt: str, nbytes: int, time_of,
               deadline: Deadline = Deadline(), library: str = "nccl") -> Loadable:
-    from synth.construct.paced import WRITE, export_size
-
     found, until = Loadable(None), deadline.within(BUDGET_S)
     for p in timed:
         if (found.why_not and until.passed()) or deadline.passed():

@@ -56,16 +56,13 @@ def topo(ctx):
 
 
 def _terminated(signum, frame):
-    _SIGINTS.append(signum)
+    signals.SEEN.append(signum)
     raise KeyboardInterrupt  # SIGTERM is handled like Ctrl-C: keep what was found
-
-
-_SIGINTS = signals.SEEN  # Ctrl-C and SIGTERM seen during this command
 
 
 def _unraisable(unraisable) -> None:
     """Python's report of an exception it could not raise, but for a Ctrl-C raised in
-    a destructor: that one is in _SIGINTS, and the command stops at its next wait on a
+    a destructor: that one is in signals.SEEN, and the command stops at its next wait on a
     solver (synth.signals), without the traceback on stderr."""
     if not isinstance(unraisable.exc_value, KeyboardInterrupt):
         sys.__unraisablehook__(unraisable)
@@ -75,14 +72,14 @@ def _ctrl_c(signum, frame):
     """Python's own Ctrl-C, remembered: an interrupt that lands inside a native
     module's import comes out as ImportError ("initialization failed"), not as
     KeyboardInterrupt, and is still the user's Ctrl-C."""
-    _SIGINTS.append(signum)
+    signals.SEEN.append(signum)
     raise KeyboardInterrupt
 
 
 def main(argv=None) -> None:
     start_job(with_process=argv is None)  # --time-limit counts from here (the program's start)
     terminated = signal.signal(signal.SIGTERM, _terminated)
-    _SIGINTS.clear()
+    signals.SEEN.clear()
     hook = sys.unraisablehook
     sys.unraisablehook = _unraisable
     given = signal.getsignal(signal.SIGINT)
@@ -123,7 +120,7 @@ def main(argv=None) -> None:
         code = 2
     except Exception as e:  # noqa: BLE001 -- a bug: one line, exit 3, unless asked
         failed = e
-        if _SIGINTS:  # what a Ctrl-C or SIGTERM broke on its way (_ctrl_c's docstring)
+        if signals.SEEN:  # what a Ctrl-C or SIGTERM broke on its way (_ctrl_c's docstring)
             click.echo("synth: interrupted", err=True)
             code = 130
         elif os.environ.get("SYNTH_TRACEBACK"):
@@ -140,7 +137,7 @@ def main(argv=None) -> None:
         # this command's Ctrl-C or a later SIGTERM (synth.signals)
         signal.signal(signal.SIGINT, given)
         signal.signal(signal.SIGTERM, terminated)
-        _SIGINTS.clear()
+        signals.SEEN.clear()
         sys.unraisablehook = hook
     if argv is None and timed_job():
         # run as the program under a time limit: the limit counts the exit too, and

@@ -319,6 +319,8 @@ class _Rerouting:
                 return None
             pending, tried = left, tried + 1
         return hops
+
+
 def ib_relayed(schedule: Schedule) -> tuple[Schedule, str]:
     """(the schedule with every cross-box send between GPUs the executor gives InfiniBand
     devices, a note for the export summary; "" when nothing moved). Takes a schedule in
