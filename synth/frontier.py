@@ -38,7 +38,7 @@ from synth.cost_choice import ROUTING
 from synth.cycles import cycles_paused
 from synth.deadline import Deadline, OutOfTime
 from synth.errors import BadInput, NoAnswer
-from synth.pareto_front import baselines_kept, pareto_filter
+from synth.pareto_front import baselines_kept, pareto_filter, within_steps
 from synth.schedule.collectives import make_collective
 from synth.schedule.cost import schedule_cost
 from synth.schedule.transform import compose_allreduce, refine
@@ -148,7 +148,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
             searches["baselines"] = _baselines(model, name, coll.root, limits, deadline)
             _verify_baselines(pareto_filter(searches["baselines"].points), searches,
                               deadline, checked)
-            _hand_over(on_event, _in_hand(searches, checked), searches)
+            _hand_over(on_event, _in_hand(searches, checked, limits), searches)
         if hierarchy is not None:
             on_event("search", f"{name} by decomposition: {hierarchy.describe()}")
             # the first design may take all the time where nothing is in hand yet
@@ -158,21 +158,22 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
                                                deadline if none_yet else None)
         if method in BUILDING:
             _constructions(model, name, coll.root, limits, deadline, total, b, hierarchy,
-                           searches, _staged(on_event, searches, checked),
+                           searches, _staged(on_event, searches, checked, limits),
                            topo.translations)
-        built = [p for key in CONSTRUCTED for p in searches.get(key, Search()).points]
+        built = within_steps([p for key in CONSTRUCTED
+                              for p in searches.get(key, Search()).points], limits)
         # the baselines on the frontier so far are verified now, while there is time
         # (what the exact search adds can only push more off it)
         points = _verified_frontier(built, searches, deadline, checked)
     _hand_over(on_event, points, searches)
     candidates = list(built)  # every candidate, for the runtimes' own frontiers
     if method in SEARCHING and not _interrupted(searches):
-        exact = _exact_searches(lowering, name, coll.root, b, limits, deadline, built,
-                                searches, on_event)
+        exact = within_steps(_exact_searches(lowering, name, coll.root, b, limits, deadline,
+                                             built, searches, on_event), limits)
         candidates += exact
         points = pareto_filter(points + exact)
-    again = _trees_again(model, name, coll.root, limits, deadline, b, searches, points,
-                         topo.translations)
+    again = within_steps(_trees_again(model, name, coll.root, limits, deadline, b, searches,
+                                      points, topo.translations), limits)
     candidates += again
     points = pareto_filter(points + again) if again else points
     baselines_kept(points, searches)
@@ -344,7 +345,7 @@ def _greedy(model: LinkModel, name: str, root, limits: Limits, deadline: Deadlin
 
     def handed(points: list[Point]) -> bool:
         try:
-            in_hand = pareto_filter(_in_hand(searches, checked) + points)
+            in_hand = pareto_filter(_in_hand(searches, checked, limits) + points)
         except KeyboardInterrupt:
             searches["anytime files"] = Search(stopped="interrupted")
             return True
@@ -365,21 +366,23 @@ def _hand_over(on_event, points: list[Point], searches: dict[str, Search]) -> No
         searches["anytime files"] = Search(stopped="interrupted")
 
 
-def _staged(on_event, searches: dict[str, Search], checked: set):
+def _staged(on_event, searches: dict[str, Search], checked: set, limits: Limits):
     """on_event, but each construction begun first hands over what the ones before it
     built (on a cluster, the decomposition's points while the trees are packed)."""
     def staged(kind: str, data) -> None:
         if kind == "search":
-            _hand_over(on_event, _in_hand(searches, checked), searches)
+            _hand_over(on_event, _in_hand(searches, checked, limits), searches)
         on_event(kind, data)
     return staged
 
 
-def _in_hand(searches: dict[str, Search], checked: set) -> list[Point]:
-    """The Pareto front of what the constructions built so far, every point verified
-    (each construction verifies its own; baselines not verified yet left out)."""
-    return pareto_filter([p for key in CONSTRUCTED for p in searches.get(key, Search()).points
-                          if "baseline" not in p.schedule.info or id(p) in checked])
+def _in_hand(searches: dict[str, Search], checked: set, limits: Limits) -> list[Point]:
+    """The Pareto front of what the constructions built so far within the steps asked
+    for, every point verified (each construction verifies its own; baselines not
+    verified yet left out)."""
+    return pareto_filter(within_steps([
+        p for key in CONSTRUCTED for p in searches.get(key, Search()).points
+        if "baseline" not in p.schedule.info or id(p) in checked], limits))
 
 
 def _interrupted(searches: dict[str, Search]) -> bool:
@@ -434,14 +437,13 @@ def _baselines(model: LinkModel, name: str, root: int | None, limits: Limits,
     """The baselines `synth compare` prints, within the step range asked for, as
     candidates (verified only if they reach the frontier): each algorithm only if the
     time left affords it (baselines_within)."""
-    lo, hi = max(1, limits.min_steps), limits.max_steps or (1 << 30)
     try:
         built, why = baselines_within(model, name, root, deadline)
     except KeyboardInterrupt:
         return Search(stopped="interrupted")
     search = Search(points=[Point(replace(b.schedule, info={
         **b.schedule.info, "method": f"baseline: {b.name}", "baseline": b.name}),
-        proven=False) for b in built if lo <= b.schedule.num_steps <= hi], stopped=why)
+        proven=False) for b in built if limits.allows(b.schedule.num_steps)], stopped=why)
     if not search.points and not search.stopped:  # none of them, or none in the steps
         search.stopped = ("none applies within the steps asked for" if built else
                           f"none applies to {name} here")

@@ -8,7 +8,7 @@ from fractions import Fraction
 
 from synth.bounds import Bounds
 from synth.schedule.cost import schedule_cost
-from synth.search.pareto import Point, Search
+from synth.search.pareto import Limits, Point, Search
 
 
 def pareto_filter(points: list[Point]) -> list[Point]:
@@ -23,6 +23,12 @@ def pareto_filter(points: list[Point]) -> list[Point]:
             kept.append(p)
             best = p.ratio
     return sorted(kept, key=lambda p: (p.steps, p.ratio))
+
+
+def within_steps(points: list[Point], limits: Limits) -> list[Point]:
+    """The points within the steps asked for. Take it before pareto_filter: a point past
+    --max-steps may be what kept another off the front."""
+    return [p for p in points if limits.allows(p.steps)]
 
 
 def pareto_key(p: Point) -> tuple:

@@ -384,3 +384,41 @@ def test_ctrl_c_while_greedy_matching_verifies_keeps_the_points_verified(monkeyp
     assert [p.schedule.info["method"] for p in result.points] == ["greedy, 1 chunk(s) a share"]
     assert result.searches["greedy"].stopped == "interrupted"
     assert "baselines" not in result.searches
+
+
+@pytest.mark.parametrize("spec,cap", [
+    ("ring:4", 2),    # the exact reducescatter + allgather composed: 4 steps
+    ("dgxh100", 2),   # NVLS pipelines of 3 to 1025 steps, trees of 2
+])
+def test_max_steps_caps_every_point_kept_handed_over_and_offered(spec, cap):
+    handed = []
+
+    def on_event(kind, data):
+        if kind == "frontier":
+            handed.extend(data)
+
+    result = synthesize(resolve(spec), "allreduce", None,
+                        Limits(max_steps=cap, time_limit=60), on_event=on_event)
+    free = frontier_of(spec, "allreduce", time_limit=60)
+    assert max(p.steps for p in free.points) > cap  # what the cap has to drop
+    assert result.points
+    for p in result.points + handed + result.candidates:
+        assert p.steps <= cap, (p.steps, p.schedule.info.get("method"))
+    for p in result.points:
+        verify_schedule(schedule_to_dict(p.schedule))
+    # the front of the points within the cap: none of them left off
+    within = [p for p in free.candidates if p.steps <= cap]
+    costs = [schedule_cost(p.schedule) for p in result.points]
+    for p in within:
+        mine = schedule_cost(p.schedule)
+        assert any(c.latency_us <= mine.latency_us + 1e-9 and
+                   c.us_per_byte <= mine.us_per_byte * (1 + 1e-12) for c in costs)
+
+
+def test_max_steps_caps_the_rows_of_the_table(tmp_path):
+    result = synth_main("allreduce", "--topo", "ring:4", "--max-steps", "2",
+                        "--out", tmp_path, "--no-progress", "--time-limit", "60")
+    assert result.returncode == 0, result.stderr
+    rows = [line.split()[0] for line in result.stdout.splitlines()[2:]
+            if line[:1].isdigit()]
+    assert rows and all(int(s) <= 2 for s in rows), result.stdout

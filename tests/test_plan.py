@@ -985,3 +985,19 @@ def test_on_rccl_an_xml_file_runs_a_size_only_where_every_share_is_whole_loops()
     for f in runtime_files(entry, "msccl-xml"):
         if f["candidate"] is not None and f["min_bytes"] <= n <= (f["max_bytes"] or n):
             assert f["unit"].per_share and (n // 8) % (f["unit"].chunks * 4) == 0
+
+
+def test_max_steps_caps_every_candidate_of_the_plan():
+    # the baselines (recursive doubling, 3 steps; direct, 2) and the NVLS pipelines were
+    # offered past --max-steps 1, and the plan chose them
+    box = resolve("dgxh100")
+    workload = parse_workload({"communicators": {"tp": {"per": "box"}}, "collectives": [
+        {"communicator": "tp", "collective": "allreduce", "size": "1MB"}]}, box, "tp")
+    free = make_plan(workload, box, Limits(time_limit=20))
+    assert max(c.schedule.num_steps for c in free.entries[0].candidates) > 1
+    plan = make_plan(workload, box, Limits(max_steps=1, time_limit=20))
+    (entry,) = plan.entries
+    assert entry.candidates
+    for c in entry.candidates:
+        assert c.schedule.num_steps <= 1, c.label
+        verify_schedule(schedule_to_dict(c.schedule))

@@ -75,7 +75,8 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
         variants = runtime_variants(sub, result, Limits(
             limits.max_steps, limits.max_chunks, share / 4, limits.backend))
         p = prices(sub) if calibrated else None
-        cands = [with_groups(c, topo, groups) for c in candidates_of(result, p) + variants]
+        cands = [with_groups(c, topo, groups)
+                 for c in candidates_of(result, p, limits) + variants]
         made = (nccl_reference(sub, coll, result.model, root) if calibrated
                 else reference_of(coll, result.model, root))
         reference = [with_groups(c, topo, groups) for c in made] or list(cands)

@@ -104,6 +104,10 @@ class Limits:
     min_steps: int = 1  # searched from max(this, the hop bound)
     workers: int = DEFAULT_WORKERS  # CP-SAT portfolio size
 
+    def allows(self, steps: int) -> bool:
+        """Whether `steps` is within the steps asked for (no max_steps: no cap)."""
+        return max(1, self.min_steps) <= steps <= (self.max_steps or steps)
+
 
 def frontier(model: LinkModel, name: str, root: int | None, min_steps: int,
              ratio_bound: Fraction, limits: Limits,
