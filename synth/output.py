@@ -12,7 +12,7 @@ from synth.deadline import Deadline
 from synth.errors import BadInput
 from synth.files import write_atomic
 from synth.frontier import Result
-from synth.output_folder import (MARKER, keep_aside, manifest_of, record, users_file,
+from synth.output_folder import (MARKER, Manifest, keep_aside, manifest_of, record, users_file,
                                  written_by_synth)
 from synth.pareto_front import optimality, ratio_to_bound
 from synth.schedule.cost import format_size, schedule_cost
@@ -159,7 +159,7 @@ def _remove_stale(directory: Path, collective: str, steps: tuple[int, int], keep
     may remove one at the same moment)."""
     pattern = re.compile(rf"{collective}-s([1-9]\d*)-r[1-9]\d*-c[1-9]\d*"
                          r"(\.mscclpp\.json|\.json|\.xml)")
-    ours, removed = manifest_of(directory) or {}, []
+    ours, removed = manifest_of(directory) or Manifest({}), []
     for old in directory.glob(f"{collective}-s*-r*-c*.*"):
         m = pattern.fullmatch(old.name)
         if (not m or old.name in keep or m.group(2) not in extensions

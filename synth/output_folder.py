@@ -11,9 +11,13 @@ files safe there:
   with the identity it had when written (inode, size, status-change time). Only a file
   in the manifest and unchanged since is ever removed, or written over, as an earlier
   run's: a file of the user's, or one they edited, copied or replaced, stays whatever
-  its name (keep_aside moves one at a name this run writes to NAME.kept).
+  its name (keep_aside moves one at a name this run writes to NAME.kept). The manifest
+  also says when it was made: a file there since before (its status last changed
+  earlier) is treated as in a folder without one, as an older synth's.
 
-A lost or unreadable manifest costs nothing but stale files left in place. Cost: the
+A lost or unreadable manifest costs nothing but stale files left in place: a run that
+finds none writes over the files at its names as an older synth's, and lists only
+its own (a second write of the same run does the same, by the manifest's age). Cost: the
 fingerprint reads every vertex and physical link once; the manifest is one small file
 read and written per write.
 """
@@ -24,6 +28,7 @@ import hashlib
 import json
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 from synth.errors import BadInput
@@ -106,40 +111,66 @@ def _identity(path: Path) -> list[int] | None:
     return [st.st_ino, st.st_size, st.st_ctime_ns]
 
 
-def manifest_of(directory: Path) -> dict | None:
-    """{file name: identity} of the files synth wrote in `directory`; None where it has
-    no manifest at all (a folder of before 2026-12-05, or copied without dotfiles)."""
+@dataclass
+class Manifest:
+    files: dict[str, list[int]]  # {path from the folder: identity as synth wrote it}
+    created_ns: int | None = None  # when it was first written (None: not known)
+
+    def predates(self, st: os.stat_result) -> bool:
+        """Whether a file's status last changed before this manifest was made."""
+        return self.created_ns is not None and st.st_ctime_ns < self.created_ns
+
+
+def manifest_of(directory: Path) -> Manifest | None:
+    """The files synth wrote in `directory`; None where it has no manifest at all (a
+    folder of before 2026-12-05, one copied without dotfiles, or its manifest deleted)."""
     if not os.path.lexists(directory / MANIFEST):
         return None
     try:
         doc = json.loads(read_text(directory / MANIFEST, 1 << 24, "manifest"))
-        files = doc["files"]
-        return {str(k): list(v) for k, v in files.items()} if isinstance(files, dict) else {}
+        files, created = doc["files"], doc.get("created_ns")
+        return Manifest({str(k): list(v) for k, v in files.items()}
+                        if isinstance(files, dict) else {},
+                        created if type(created) is int else None)
     except (BadInput, ValueError, KeyError, TypeError, AttributeError):
-        return {}  # not one synth wrote: nothing is known to be synth's
+        return Manifest({})  # not one synth wrote: nothing is known to be synth's
 
 
 def record(directory: Path, written: list[Path], removed: list[Path] = ()) -> None:
     """Add the files just `written` under `directory` to its manifest (their identity as
-    they are now; keyed by their path from `directory`), and drop the `removed` ones."""
-    files = manifest_of(directory) or {}
+    they are now; keyed by their path from `directory`), and drop the `removed` ones.
+    A new manifest is dated by the file system's clock, as the files are (it may run a
+    tick behind time.time_ns()): the status-change time of its first version. One of
+    before 2026-12-06 stays undated (what was there before it is not known)."""
+    manifest, new = manifest_of(directory), False
+    if manifest is None:
+        manifest, new = Manifest({}), True
+    files = manifest.files
     for path in removed:
         files.pop(_key(directory, path), None)
     for path in written:
         identity = _identity(path)
         if identity is not None and _key(directory, path):
             files[_key(directory, path)] = identity
-    files = {name: v for name, v in files.items() if os.path.lexists(directory / name)}
+    manifest.files = {name: v for name, v in files.items() if os.path.lexists(directory / name)}
+    _write_manifest(directory, manifest)
+    if new:
+        manifest.created_ns = (directory / MANIFEST).lstat().st_ctime_ns
+        _write_manifest(directory, manifest)
+
+
+def _write_manifest(directory: Path, manifest: Manifest) -> None:
     write_atomic(directory / MANIFEST, json.dumps({"format": "synth.written",
-                                                   "files": files}) + "\n",
+                                                   "created_ns": manifest.created_ns,
+                                                   "files": manifest.files}) + "\n",
                  follow_links=False)
 
 
-def written_by_synth(directory: Path, path: Path, manifest: dict) -> bool:
+def written_by_synth(directory: Path, path: Path, manifest: Manifest) -> bool:
     """Whether `path` is a file synth wrote under `directory`, unchanged since (its
     manifest entry)."""
     key = _key(directory, path)
-    return key is not None and manifest.get(key) == _identity(path)
+    return key is not None and manifest.files.get(key) == _identity(path)
 
 
 def _key(directory: Path, path: Path) -> str | None:
@@ -149,20 +180,23 @@ def _key(directory: Path, path: Path) -> str | None:
         return None
 
 
-def users_file(directory: Path, path: Path, manifest: dict | None,
+def users_file(directory: Path, path: Path, manifest: Manifest | None,
                written_by: int | None = None) -> bool:
     """Whether `path`, a regular file there now, is not synth's as it wrote it: not in
     the manifest unchanged; where there is no manifest (a folder of before 2026-12-05,
-    or one copied without its dotfiles), changed after `written_by` (ns: when synth
-    last wrote there, as far as that is known; None: nothing says synth wrote it)."""
+    or one copied without its dotfiles) or the file predates it, changed after
+    `written_by` (ns: when synth last wrote there, as far as that is known; None:
+    nothing says synth wrote it)."""
     try:
         st = path.lstat()
     except OSError:
         return False
     if not stat.S_ISREG(st.st_mode):
         return False  # a link at the name is replaced, its target left alone
-    if manifest is not None:
-        return not written_by_synth(directory, path, manifest)
+    if written_by_synth(directory, path, manifest or Manifest({})):
+        return False
+    if manifest is not None and not manifest.predates(st):
+        return True
     return written_by is None or st.st_mtime_ns > written_by
 
 

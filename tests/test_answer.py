@@ -321,7 +321,7 @@ def test_the_answers_files_are_listed_as_synths_own(tmp_path):
              if r["file"]]
     assert files
     for f in files:
-        assert f.name in manifest_of(f.parent), f
+        assert f.name in manifest_of(f.parent).files, f
 
 
 def test_a_size_no_point_cuts_gets_a_file_synthesized_on_power_of_two_lanes(tmp_path):

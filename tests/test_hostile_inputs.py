@@ -977,3 +977,52 @@ def test_a_size_that_is_not_whole_bytes_is_refused(size, said):
 def test_a_fraction_that_makes_whole_bytes_is_taken_exactly():
     from synth.schedule.cost import parse_size
     assert parse_size("1.5KB") == 1536 and parse_size("0.25MB") == 262144
+
+
+def test_a_folder_whose_manifest_was_deleted_is_written_over_as_an_older_synths(tmp_path):
+    # the job's first (anytime) write made a manifest of its own files only, and the
+    # last write then kept the earlier run's files aside as the user's, with a note
+    # saying so (dgxh100's allreduce: its trees first, the NVLS pipelines later)
+    out = tmp_path / "o"
+    args = ("allreduce", "--topo", "dgxh100", "--out", out, "--no-progress",
+            "--time-limit", "60")
+    assert synth_main(*args).returncode == 0
+    folder = out / "dgxh100" / "allreduce"
+    names = sorted(p.name for p in folder.iterdir())
+    (folder / MANIFEST).unlink()
+    again = synth_main(*args)
+    assert again.returncode == 0, again.stderr
+    assert "not synth's" not in again.stderr
+    assert sorted(p.name for p in folder.iterdir()) == names
+    written = json.loads((folder / MANIFEST).read_text())["files"]
+    assert sorted(written) == sorted(n for n in names if n != MANIFEST)
+
+
+def test_a_file_made_after_the_manifest_is_the_users_and_one_from_before_is_not(tmp_path):
+    from synth.output_folder import manifest_of, users_file
+
+    (tmp_path / "before.json").write_text("an older synth's")
+    time.sleep(0.2)  # past the manifest's margin for the clock's tick
+    (tmp_path / "ours.json").write_text("this run's")
+    record(tmp_path, [tmp_path / "ours.json"])
+    (tmp_path / "after.json").write_text("the user's")
+    manifest = manifest_of(tmp_path)
+    assert not users_file(tmp_path, tmp_path / "ours.json", manifest)
+    assert not users_file(tmp_path, tmp_path / "before.json", manifest, time.time_ns())
+    assert users_file(tmp_path, tmp_path / "after.json", manifest, time.time_ns())
+    # a plan's rule without a manifest: what changed after the earlier plan is the user's
+    assert users_file(tmp_path, tmp_path / "before.json", manifest, 0)
+
+
+def test_a_manifest_of_before_its_date_was_kept_stays_undated(tmp_path):
+    # one written before manifests were dated: every file not listed in it stays the
+    # user's, however old, as before
+    from synth.output_folder import manifest_of, users_file
+
+    (tmp_path / "mine.json").write_text("the user's")
+    (tmp_path / MANIFEST).write_text(json.dumps({"format": "synth.written", "files": {}}))
+    (tmp_path / "ours.json").write_text("this run's")
+    record(tmp_path, [tmp_path / "ours.json"])
+    manifest = manifest_of(tmp_path)
+    assert manifest.created_ns is None and "ours.json" in manifest.files
+    assert users_file(tmp_path, tmp_path / "mine.json", manifest, time.time_ns())

@@ -44,7 +44,7 @@ from synth.export import render
 from synth.export.mscclpp import MAX_MIN_MESSAGE
 from synth.export.units import unit_of
 from synth.files import write_folder
-from synth.output_folder import keep_aside, manifest_of, record, users_file
+from synth.output_folder import Manifest, keep_aside, manifest_of, record, users_file
 from synth.plan.document import plan_document, ranks_per_node, runtime_steps, within_range
 from synth.plan.page import plan_page
 from synth.plan.report import report_text
@@ -402,7 +402,7 @@ def _earlier_files(out: Path) -> tuple[list[str], int | None]:
             and Path(f).parts[0] in PLAN_FOLDERS and f.endswith(PLAN_SUFFIXES)], written_by
 
 
-def _remove_stale(out: Path, listed: list[str], keep: set[str], ours: dict | None,
+def _remove_stale(out: Path, listed: list[str], keep: set[str], ours: Manifest | None,
                   written_by: int | None) -> list[str]:
     """Remove the `listed` files this plan does not write (a runtime loads every file
     of its folder: a stale one would shadow ranges): only plain files inside `out`,
