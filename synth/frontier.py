@@ -44,6 +44,7 @@ from synth.schedule.cost import schedule_cost
 from synth.schedule.transform import compose_allreduce, refine
 from synth.search.instance import too_large
 from synth.search.pareto import Limits, Point, Search, frontier
+from synth.signals import interrupt_seen
 from synth.topology.hierarchy import find_hierarchy
 from synth.topology.linkmodel import LinkModel, Lowering, TimeLimit, lower_with_routes
 from synth.topology.physical import Topology
@@ -83,8 +84,10 @@ class Result:
 
     @property
     def interrupted(self) -> bool:
-        """Whether Ctrl-C (or SIGTERM) ended a search: the points are those found so far."""
-        return any(s.stopped == "interrupted" for s in self.searches.values())
+        """Whether Ctrl-C (or SIGTERM) ended a search, or came since (a KeyboardInterrupt
+        Python swallowed: synth.signals): the points are those found so far."""
+        return interrupt_seen() or any(s.stopped == "interrupted"
+                                       for s in self.searches.values())
 
 
 def default_max_steps(b: Bounds) -> int:

@@ -218,3 +218,56 @@ def test_a_command_gives_back_the_handlers_it_set_however_it_ends(monkeypatch, c
     assert stop.value.code == 3 and "internal error" in capsys.readouterr().err
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM),
             sys.unraisablehook) == before
+
+
+def _interrupted_exact_search(monkeypatch):
+    """Every exact search ends as Ctrl-C ends one (it catches it and says so)."""
+    from synth.search.pareto import Search
+
+    monkeypatch.setattr("synth.frontier.frontier",
+                        lambda *a, **k: Search(stopped="interrupted", complete=False))
+
+
+def test_after_ctrl_c_no_runtime_is_asked_and_every_point_is_kept(monkeypatch):
+    # dgxh100x4's allreduce asked its runtimes for 10 s after the Ctrl-C, before a file
+    # was written
+    from synth.export import loads
+    from synth.frontier import synthesize
+    from synth.search.pareto import Limits
+    from synth.topology.catalog import resolve
+
+    asked = []
+    real = loads.loads_within
+    monkeypatch.setattr(loads, "loads_within", lambda *a, **k: asked.append(1) or real(*a, **k))
+    topo = resolve("ring:4")
+    whole = loads.chosen(synthesize(topo, "allgather", None, Limits(time_limit=60)), topo,
+                         "calibrated")
+    assert asked and whole.runtimes_stopped != "interrupted"
+    asked.clear()
+    _interrupted_exact_search(monkeypatch)
+    cut = synthesize(topo, "allgather", None, Limits(time_limit=60))
+    assert cut.interrupted and cut.points
+    shown = loads.chosen(cut, topo, "calibrated")
+    assert asked == [] and shown.runtimes_stopped == "interrupted"
+    assert {id(p.schedule) for p in shown.points} == {id(p.schedule) for p in cut.points}
+
+
+def test_after_ctrl_c_the_report_draws_only_what_fits_in_a_second(monkeypatch, tmp_path):
+    # dgxh100x4's page drew every point for 14 s after the Ctrl-C; a drawing guessed at
+    # 4 s or more (its pace unmeasured) fits in a 60 s job, not in the second after one
+    import synth.deadline
+    from synth.deadline import Pace
+    from tests.in_process import synth_main
+
+    monkeypatch.setattr(synth.deadline, "_PACES", [])
+    monkeypatch.setattr("synth.pictures.report.DRAWING", Pace(0.5, least=8))
+    args = ("report", "allgather", "--topo", "ring:4", "--time-limit", "60", "-o")
+    whole = synth_main(*args, tmp_path / "whole")
+    assert whole.returncode == 0, whole.stderr
+    assert len(list((tmp_path / "whole").glob("allgather-s[0-9]*.svg"))) >= 2
+    monkeypatch.setattr("synth.pictures.report.DRAWING", Pace(0.5, least=8))
+    _interrupted_exact_search(monkeypatch)
+    cut = synth_main(*args, tmp_path / "cut")
+    assert cut.returncode == 130 and "interrupted" in cut.stderr
+    assert (tmp_path / "cut" / "index.html").exists()
+    assert list((tmp_path / "cut").glob("allgather-s[0-9]*.svg")) == []

@@ -9,6 +9,7 @@ are one line on stderr and exit 2) and write each file whole or not at all.
 
 from __future__ import annotations
 
+import math
 
 import click
 
@@ -19,6 +20,9 @@ from synth.cli.options import (BOXES, COLOR, DEGRADED, MODEL, ROOT, SEARCH, SIZE
 from synth.errors import NoAnswer
 
 PAGE_END = 0.95  # of report's limit: its drawings end by then, writing its files follows
+# seconds after a Ctrl-C for the page's baselines and drawings: what fits, then the page
+# (dgxh100x4's took 14 s more, asking the runtimes and drawing every point)
+AFTER_CTRL_C_S = 1.0
 
 PICTURE = out_option("output", "FILE.svg|FILE.png",
                      "Where to write the picture; its suffix picks the format.",
@@ -102,13 +106,15 @@ def report_command(collective, spec, boxes, without, degrade, out_dir, root, tim
     # the page's drawings and plots follow: a third of the limit
     result = frontier_within(topology, collective, root, limits, cost_model, time_limit,
                              0.5, 0.65, method)
-    # the baselines end where the page's third begins
-    built, skipped, _ = baselines_by(result, collective,
-                                     job_deadline(time_limit).reserving(time_limit / 3))
+    # the baselines end where the page's third begins, the drawings by PAGE_END of the
+    # limit (writing its files follows); after a Ctrl-C, both by AFTER_CTRL_C_S
+    soon = AFTER_CTRL_C_S if result.interrupted else math.inf
+    built, skipped, _ = baselines_by(
+        result, collective, job_deadline(time_limit).reserving(time_limit / 3).within(soon))
     base = [(x.name, x.schedule) for x in built]
-    # the page's drawings end by PAGE_END of the limit: writing its files follows
     page = write_report(topology, result, base, sizes, out_dir, backend, color, skipped,
-                        job_deadline(time_limit).reserving(time_limit * (1 - PAGE_END)))
+                        job_deadline(time_limit).reserving(time_limit * (1 - PAGE_END))
+                        .within(soon))
     n, k = len(result.points), len(base)
     click.echo(f"wrote {page} ({n} frontier point{'s' * (n != 1)}, {k} baseline"
                f"{'s' * (k != 1)})")

@@ -265,6 +265,8 @@ def chosen(result: Result, topo, cost_model: str, deadline: Deadline | None = No
     from synth.cost_choice import in_cost_model, timed, winners
 
     deadline = Deadline.of(deadline)
+    if result.interrupted:  # dgxh100x4's asked 10 s before its files
+        return _unasked(result, topo, cost_model, None)
     lines = None
     if cost_model == "calibrated" and topo is not None and result.points:
         lines = {}
@@ -274,20 +276,24 @@ def chosen(result: Result, topo, cost_model: str, deadline: Deadline | None = No
             result = _fastest_candidates(result, topo, deadline.share(CANDIDATES_SHARE),
                                          lines)
         except KeyboardInterrupt:  # the times so far are kept; nothing more is asked
-            searches = dict(result.searches, runtimes=Search(stopped="interrupted"))
-            return in_cost_model(replace(result, searches=searches,
-                                         runtimes_stopped="interrupted"),
-                                 topo, cost_model, RUNTIME_PROTOCOLS, Deadline.after(0),
-                                 lines)
+            return _unasked(result, topo, cost_model, lines)
         first = {id(p) for p in winners([p for p in result.points
                                          if id(p.schedule) in lines], lines)}
-        result = replace(result, points=sorted(result.points,
-                                               key=lambda p: id(p) not in first))
+        result = replace(result, points=sorted(result.points, key=lambda p: id(p) not in first))
     # the asking has the whole deadline: each try is cut at it (loads_within), and the
     # runtimes' own points are timed as the walks meet them
     return in_cost_model(with_runtimes(result, topo, cost_model, deadline=deadline,
                                        lines=lines),
                          topo, cost_model, RUNTIME_PROTOCOLS, deadline, lines, asked=True)
+
+
+def _unasked(result: Result, topo, cost_model: str, lines: dict | None) -> Result:
+    """The frontier after Ctrl-C: no runtime asked, no point timed but those in `lines`."""
+    from synth.cost_choice import in_cost_model
+
+    return in_cost_model(replace(result, runtimes_stopped="interrupted", searches=dict(
+        result.searches, runtimes=Search(stopped="interrupted"))), topo, cost_model,
+        RUNTIME_PROTOCOLS, Deadline.after(0), lines)
 
 
 CANDIDATES_SHARE = 0.25  # of the time left, at most, to time the candidates off the frontier
