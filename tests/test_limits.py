@@ -164,13 +164,13 @@ def test_the_time_limit_keeps_the_points_found_writes_them_and_says_so(tmp_path,
     assert points and all(p["method"].startswith(("greedy", "trees", "baseline: "))
                           for p in points)
     written = [p["file"] for p in points if p["file"]]
-    kept = f": {len(written)} point{'s' * (len(written) != 1)} kept"
+    kept = f": {len(points)} point{'s' * (len(points) != 1)} kept"
     unwritten = len(points) - len(written)
     # the test's clock ran out at once: the line says the searches' share ended early
     said = re.fullmatch(r"synth: stopped at the time limit \(6 s\) at ([\d.]+) s, the "
                         r"searches' share of it spent(.*)\n", result.stderr)
     assert said and float(said[1]) < 6, result.stderr
-    assert said[2] == kept + (f", {unwritten} not written" if unwritten else "")
+    assert said[2] == kept + (f", {unwritten} of them not written" if unwritten else "")
     assert written and synth_main("verify", *written).returncode == 0
 
 
@@ -195,8 +195,8 @@ def test_a_file_the_time_left_cannot_afford_is_not_written_and_no_old_file_is_re
     written = [p["file"] for p in points if p["file"]]
     # the job ends in seconds, the files set aside: the line says when, not "at the limit"
     assert re.fullmatch(rf"synth: cut short by the time limit \(300 s\) at [\d.]+ s: "
-                        rf"{len(written)} points kept, {len(points) - len(written)} not "
-                        r"written\n", result.stderr), result.stderr
+                        rf"{len(points)} points kept, {len(points) - len(written)} of "
+                        r"them not written\n", result.stderr), result.stderr
     assert old.read_text() == "{}"  # a run that could not write everything removes nothing
     assert synth_main("verify", *written).returncode == 0
     # and when no file can be written at all, the answer is no (exit 1), in one line

@@ -339,7 +339,7 @@ def _ending(result, paths, interrupted: bool, name: str, topology: str,
                        f"{found} point{'s' * (found != 1)} found"
                        + (f" ({unloadable} refused by every format)" if unloadable else ""))
     if result.out_of_time or unwritten or late:
-        kept = len(result.points) - unwritten
+        kept = len(result.points)  # every row of the table, with a file or not
         # points whose timing in cost model 2 would not fit (the job may end long
         # before the limit: say what the limit cost, not only that it was reached)
         untimed = 0 if result.lines is None else sum(
@@ -348,7 +348,7 @@ def _ending(result, paths, interrupted: bool, name: str, topology: str,
 
         click.echo(f"synth: {_limit_said(time_limit, timed_out(result.searches))}: {kept} "
                    f"point{'s' * (kept != 1)} kept"
-                   + (f", {unwritten} not written" if unwritten else "")
+                   + (f", {unwritten} of them not written" if unwritten else "")
                    + (f", {len(late)} of their files not written ({_listed(late)})"
                       if late else "")
                    + (f", {untimed} not timed in cost model 2 (it would not fit)"
