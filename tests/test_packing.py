@@ -137,8 +137,7 @@ def test_the_program_split_stops_at_the_deadline_and_the_even_splits_stand(monke
     # the split's linear program ran 6 s past a report's deadline on a degraded 64-GPU
     # cluster (HiGHS had no time limit): past the deadline no program split is made,
     # only the even one
-    import scipy.optimize
-
+    import synth.lp
     from synth.construct import splitting
     from synth.deadline import Deadline
 
@@ -146,11 +145,11 @@ def test_the_program_split_stops_at_the_deadline_and_the_even_splits_stand(monke
     everyone = list(range(model.ranks))
     assert len(list(candidate_splits(model, everyone))) == 2  # one even, one program
     told = []  # HiGHS is told the time left
-    solve = scipy.optimize.linprog
-    monkeypatch.setattr(scipy.optimize, "linprog",
-                        lambda *a, **k: told.append(k["options"]) or solve(*a, **k))
+    solve = synth.lp.solve
+    monkeypatch.setattr(synth.lp, "solve",
+                        lambda *a, **k: told.append(k["seconds"]) or solve(*a, **k))
     splitting.program_split(model, everyone, deadline=Deadline.after(60))
-    assert 0 < told[0]["time_limit"] <= 60
+    assert 0 < told[0] <= 60
     assert len(list(candidate_splits(model, everyone, None, Deadline(0.0)))) == 1  # even
     with pytest.raises(splitting.OutOfTime):
         splitting.program_split(model, everyone, deadline=Deadline(0.0))
@@ -158,8 +157,8 @@ def test_the_program_split_stops_at_the_deadline_and_the_even_splits_stand(monke
     assert packing.rate == Fraction(3, 10)  # the program's split, given the time
     # HiGHS's limit is the time left, taken a moment before the deadline: stopped by it
     # just before the deadline passed was an internal error (a RuntimeError, exit 3)
-    stopped = scipy.optimize.OptimizeResult(status=1, message="Time limit reached")
-    monkeypatch.setattr(scipy.optimize, "linprog", lambda *a, **k: stopped)
+    stopped = synth.lp.Solution("time", None, None)
+    monkeypatch.setattr(synth.lp, "solve", lambda *a, **k: stopped)
     with pytest.raises(splitting.OutOfTime):
         splitting.program_split(model, everyone, deadline=Deadline.after(60))
 

@@ -43,8 +43,9 @@ def _max_concurrent_flow(graph: nx.DiGraph, gpus: list[str], edges, clock: Clock
     """The linear program's optimum, or None when HiGHS runs out of the clock's time
     (the clock then says partial)."""
     import numpy as np
-    from scipy.optimize import linprog
-    from scipy.sparse import coo_matrix
+    from scipy.sparse import coo_matrix, vstack
+
+    from synth.lp import solve
 
     nodes = {v: i for i, v in enumerate(graph.nodes)}
     n_src, n_edges, n_nodes = len(gpus), len(edges), len(nodes)
@@ -73,14 +74,14 @@ def _max_concurrent_flow(graph: nx.DiGraph, gpus: list[str], edges, clock: Clock
     a_ub = coo_matrix((vals, (rows, cols)), shape=(n_edges, t_var + 1)).tocsr()
     cost = np.zeros(t_var + 1)
     cost[t_var] = 1.0
-    result = linprog(cost, A_ub=a_ub, b_ub=np.zeros(n_edges), A_eq=a_eq, b_eq=demand,
-                     bounds=(0, None), method="highs",
-                     options={"time_limit": clock.deadline.solver_seconds()})
-    if result.status == 1:  # HiGHS's time (or iteration) limit
+    result = solve(cost, vstack([a_ub, a_eq]), np.r_[np.full(n_edges, -np.inf), demand],
+                   np.r_[np.zeros(n_edges), demand], 0.0, np.inf,
+                   seconds=clock.deadline.solver_seconds())
+    if result.status == "time":  # HiGHS's time (or iteration) limit
         clock.partial = True
         return None
-    if result.status != 0:
-        raise RuntimeError(f"alltoall bound: the linear program failed: {result.message}")
+    if result.status != "optimal":
+        raise RuntimeError(f"alltoall bound: the linear program failed: {result.status}")
     return float(result.x[t_var])
 
 

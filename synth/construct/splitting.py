@@ -183,8 +183,9 @@ def _split_program(model: LinkModel, roots: list[int], ranks: list[int],
     rank, one per class, as trees span them all), their capacities' sum within each
     class's and each group's; and lam. OutOfTime past `deadline`, building the program
     or solving it (HiGHS is told the time left)."""
-    from scipy.optimize import linprog  # here: 0.1 s to import, and rarely needed
-    from scipy.sparse import coo_matrix
+    from scipy.sparse import coo_matrix, vstack
+
+    from synth.lp import solve
 
     n_classes, m = max(links) + 1, len(model.links)
     if sinks is None:
@@ -248,19 +249,18 @@ def _split_program(model: LinkModel, roots: list[int], ranks: list[int],
            float(g.capacity))
     a_ub = coo_matrix((ub_vals, (ub_rows, ub_cols)), shape=(len(ub_rhs), n_vars))
     a_eq = coo_matrix((eq_vals, (eq_rows, eq_cols)), shape=(len(eq_rhs), n_vars))
-    bounds = ([(0.0, float(caps[c % n_classes])) for c in range(n_split)] + [(0.0, None)]
-              + [(0.0, None)] * (n_vars - n_split - 1))
+    upper = np.r_[[float(caps[c % n_classes]) for c in range(n_split)],
+                  np.full(n_vars - n_split, np.inf)]
     cost = np.zeros(n_vars)
     cost[lam_col] = -1.0
-    result = linprog(cost, A_ub=a_ub.tocsr(), b_ub=ub_rhs, A_eq=a_eq.tocsr(), b_eq=eq_rhs,
-                     bounds=bounds, method="highs",
-                     options={"time_limit": deadline.solver_seconds()})
+    result = solve(cost, vstack([a_ub, a_eq]), np.r_[np.full(len(ub_rhs), -np.inf), eq_rhs],
+                   np.r_[ub_rhs, eq_rhs], 0.0, upper, seconds=deadline.solver_seconds())
     # HiGHS stopped at its time limit (solver_seconds: the time left, maybe a moment
-    # before the deadline itself passes); with no deadline, status 1 is its iterations'
-    if result.status == 1 and math.isfinite(deadline.moment):
+    # before the deadline itself passes); with no deadline, "time" is its iterations'
+    if result.status == "time" and math.isfinite(deadline.moment):
         raise OutOfTime
-    if result.status != 0:  # cannot happen for a feasible model (x = 0 is a solution)
-        raise RuntimeError(f"splitting {model.name}: {result.message}")
+    if result.status != "optimal":  # cannot happen for a feasible model (x = 0 is one)
+        raise RuntimeError(f"splitting {model.name}: {result.status}")
     split = _rounded(model, links, caps, phase_cols, result.x[:n_split])
     return ([{c: split[p * n_classes + c] for c in range(n_classes)}
              for p in range(len(phases))], float(result.x[lam_col]))

@@ -273,8 +273,9 @@ def _with_images(columns, symmetry: Symmetry, program: _Program):
 def _solve(program: _Program, columns, firsts, deadline: Deadline):
     """The program over `columns`: their amounts, lam, the price of each row and of
     each root's row; OutOfTime when HiGHS runs out of the time left."""
-    from scipy.optimize import linprog
     from scipy.sparse import csc_matrix, hstack
+
+    from synth.lp import solve
 
     rows, m = len(program.capacity), len(columns)
     where = {r: rows + a for a, r in enumerate(firsts)}
@@ -290,13 +291,12 @@ def _solve(program: _Program, columns, firsts, deadline: Deadline):
                         np.zeros(len(firsts))])
     cost = np.zeros(m + 1)
     cost[m] = -1.0
-    result = linprog(cost, A_ub=a, b_ub=b, bounds=[(0, None)] * (m + 1), method="highs",
-                     options={"time_limit": deadline.solver_seconds()})
-    if result.status == 1:  # HiGHS's iteration or time limit
+    result = solve(cost, a, -math.inf, b, 0.0, math.inf, seconds=deadline.solver_seconds())
+    if result.status == "time":  # HiGHS's iteration or time limit
         raise OutOfTime("packing trees")
-    if result.status != 0:  # cannot happen: y = 0 is feasible and lam is bounded
-        raise RuntimeError(f"tree program: {result.message}")
-    prices = -result.ineqlin.marginals
+    if result.status != "optimal":  # cannot happen: y = 0 is feasible and lam is bounded
+        raise RuntimeError(f"tree program: {result.status}")
+    prices = -result.row_dual
     return result.x[:m], result.x[m], prices[:rows], prices[rows:]
 
 
@@ -417,7 +417,7 @@ def _most_at(program: _Program, columns, firsts, lanes, most, deadline,
     sooner than a maximum) that fit `lanes` lanes per unit of capacity, from an integer
     program over `columns` (HiGHS, at most MILP_SECONDS); None when it finds none in
     time."""
-    from scipy.optimize import Bounds, LinearConstraint, milp
+    from synth.lp import solve
 
     if deadline.passed():
         return None
@@ -427,15 +427,14 @@ def _most_at(program: _Program, columns, firsts, lanes, most, deadline,
     caps = np.array([float(c * lanes) for c in program.capacity])
     own = np.array([[float(c[0] == r) for c in columns] for r in firsts])
     # loads w <= caps; own w - k >= 0; maximise k
-    constraints = [LinearConstraint(np.hstack([loads, np.zeros((len(caps), 1))]),
-                                    -np.inf, caps),
-                   LinearConstraint(np.hstack([own, -np.ones((len(firsts), 1))]), 0)]
+    rows = np.vstack([np.hstack([loads, np.zeros((len(caps), 1))]),
+                      np.hstack([own, -np.ones((len(firsts), 1))])])
     cost = np.zeros(n + 1)
     cost[n] = 0.0 if exactly else -1.0
-    result = milp(cost, integrality=np.ones(n + 1),
-                  bounds=Bounds(np.r_[np.zeros(n), most if exactly else 0],
-                                np.r_[np.full(n, np.inf), most]),
-                  constraints=constraints, options={"time_limit": left})
+    result = solve(cost, rows, np.r_[np.full(len(caps), -np.inf), np.zeros(len(firsts))],
+                   np.r_[caps, np.full(len(firsts), np.inf)],
+                   np.r_[np.zeros(n), most if exactly else 0], np.r_[np.full(n, np.inf), most],
+                   integer=True, seconds=left)
     if result.x is None or round(result.x[n]) < 1:
         return None
     per_root = int(round(result.x[n]))
