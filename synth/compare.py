@@ -17,7 +17,7 @@ from synth.bounds import Bounds
 from synth.predict.machine import machine_of
 from synth.predict.nccl import COLLECTIVES, as_it_runs, choose
 from synth.predict.timing import schedule_lines
-from synth.schedule.cost import Cost, format_size, schedule_cost
+from synth.schedule.cost import Cost, format_size, per_chunk, schedule_cost
 from synth.schedule.ir import Schedule
 
 
@@ -109,7 +109,7 @@ def format_comparison(title: str, data: dict, sizes: list[int]) -> str:
                                for i, (c, w) in enumerate(zip(row, widths))).rstrip())
     b = data["bounds"]
     lines.append(f"bounds: {b['steps']} step{'s' * (b['steps'] != 1)}, "
-                 f"{b['rounds_per_chunk']} rounds per chunk "
+                 f"{per_chunk(b['rounds_per_chunk'])} "
                  f"({b['us_per_mb']:.3f} us/MB)")
     lines.append("fastest: " + ", ".join(f"{l} {data['winners'][l]}" for l in labels))
     if data["nccl"]:

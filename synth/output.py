@@ -15,7 +15,7 @@ from synth.frontier import Result
 from synth.output_folder import (MARKER, Manifest, keep_aside, manifest_of, record, users_file,
                                  written_by_synth)
 from synth.pareto_front import optimality, ratio_to_bound
-from synth.schedule.cost import format_size, schedule_cost
+from synth.schedule.cost import format_size, per_chunk, schedule_cost
 from synth.schedule.file import write_schedule
 from synth.search.pareto import Point
 from synth.topology.physical import Topology
@@ -311,7 +311,7 @@ def degraded_line(d: dict) -> str:
     h = d["healthy_bounds"]
     bound = ("the healthy machine's bound not computed (out of time)" if h is None else
              f"degraded bound {d['bound_ratio']:.3f} x the healthy machine's "
-             f"({h['rounds_per_chunk']} rounds per chunk"
+             f"({per_chunk(h['rounds_per_chunk'])}"
              f"{', partial' if h['partial'] else ''})")
     return f"degraded from {d['healthy']} ({', '.join(d['changes'])}): {bound}"
 
@@ -341,7 +341,7 @@ def format_table(summary: dict) -> str:
             f"solver {summary['solver']}"
             f"{' (' + summary['solver_reason'] + ')' if summary.get('solver_reason') else ''}"
             f": bounds {b['steps']} step{'s' * (b['steps'] != 1)}, "
-            f"{b['rounds_per_chunk']} rounds per chunk ({b['us_per_mb']:.3f} us/MB)"
+            f"{per_chunk(b['rounds_per_chunk'])} ({b['us_per_mb']:.3f} us/MB)"
             + (f" with in-network reduction, {b['without_in_network']} without"
                if "without_in_network" in b else ""))
     searches_by_stop: dict[str, list[str]] = {}  # one reason, once, for the searches

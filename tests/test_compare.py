@@ -55,7 +55,7 @@ def test_compare_in_cost_model_2_names_nccls_choice_and_the_speedup_over_it():
 
 def test_compare_says_one_step_and_a_ring_at_the_bound_is_exactly_at_it():
     text = synth_main("compare", "allreduce", "--topo", "ring:2", "--sizes", "1MB").stdout
-    assert "bounds: 1 step, 1 rounds per chunk" in text  # was "1 steps"
+    assert "bounds: 1 step, 1 round per chunk" in text  # was "1 steps", "1 rounds"
     # dgx1's allreduce ring is at the bandwidth bound: 1, not 0.9999999999999999
     doc = json.loads(synth_main("compare", "allreduce", "--topo", "dgx1", "--json").stdout)
     ring = next(r for r in doc["rows"] if "ring" in r["name"])

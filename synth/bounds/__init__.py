@@ -49,6 +49,7 @@ from synth.bounds.orbits import Symmetry
 from synth.bounds.steps import step_bound
 from synth.deadline import Deadline
 from synth.schedule.collectives import Collective, make_collective
+from synth.schedule.cost import per_chunk
 from synth.topology.linkmodel import Lowering
 
 __all__ = ["Bounds", "Clock", "bandwidth_bound_shares", "bounds", "collective_bounds",
@@ -117,7 +118,7 @@ def bounds(lowering: Lowering, collective: Collective,
         note = (f"with in-network reduction ({', '.join(w.name for w in model.switches)}): "
                 "each chunk crosses the thinnest cut between GPUs at least once each way, and "
                 "2(K-1) times across K boxes where no switch between them reduces; without "
-                f"it {plain} rounds per chunk ({note})")
+                f"it {per_chunk(plain)} ({note})")
     if clock.looser:
         note = ("partial: the time limit cut the bounds short; they hold, but may be "
                 "looser than the full ones") + (f"; {note}" if note else "")

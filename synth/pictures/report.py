@@ -37,7 +37,7 @@ from synth.pictures.topology import topology_graph
 from synth.predict.machine import machine_of
 from synth.predict.nccl import COLLECTIVES, NCCL_VERSION, as_it_runs, choose
 from synth.predict.timing import prices
-from synth.schedule.cost import format_size
+from synth.schedule.cost import format_size, per_chunk
 from synth.schedule.file import schedule_json, schedule_to_dict
 from synth.topology.physical import Topology
 
@@ -294,7 +294,7 @@ def _page_text(topo: Topology, result: Result, summary: dict, data: dict,
         f"{result.model.unit_gbps:g} GB/s.</p>",
         f"<p>Lower bounds: {b.steps} step{'' if b.steps == 1 else 's'} "
         f"(latency {b.latency_us:.2f} us), "
-        f"{_e(b.rounds_per_chunk)} rounds per chunk ({b.us_per_mb:.3f} us/MB)"
+        f"{_e(per_chunk(b.rounds_per_chunk))} ({b.us_per_mb:.3f} us/MB)"
         + (f"; {_e(b.note)}" if b.note else "") + ".</p>",
         "<h2>Speed-up over the best alternative</h2>", speed_words, _slot("speedup"),
         "<h2>Pareto frontier</h2>",

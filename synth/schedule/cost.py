@@ -102,3 +102,9 @@ def format_size(nbytes: int) -> str:
         if nbytes >= scale and nbytes % scale == 0:
             return f"{nbytes // scale}{unit}"
     return f"{nbytes}B"
+
+
+def per_chunk(rounds) -> str:
+    """'1 round per chunk', '3/4 rounds per chunk': a bound's rounds in words (a
+    Fraction, or its text)."""
+    return f"{rounds} round{'' if Fraction(str(rounds)) == 1 else 's'} per chunk"
