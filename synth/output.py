@@ -117,8 +117,9 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
                 if missed is not None:
                     missed.append((fmt, point_stem(p), None))
                 continue
-            # no manifest: a folder of an older synth's, its files written over as then
-            if users_file(directory, path, ours, math.inf):
+            # no manifest (or for a file older than the one this run made): a folder of an
+            # older synth's, its files written over as then
+            if users_file(directory, path, ours, math.inf, started_ns):
                 moved = keep_aside(path)
                 if kept is not None:
                     kept.append((path, moved))

@@ -12,12 +12,13 @@ files safe there:
   in the manifest and unchanged since is ever removed, or written over, as an earlier
   run's: a file of the user's, or one they edited, copied or replaced, stays whatever
   its name (keep_aside moves one at a name this run writes to NAME.kept). The manifest
-  also says when it was made: a file there since before (its status last changed
-  earlier) is treated as in a folder without one, as an older synth's.
+  also says when it was made: in the run that made it, a file there since before (its
+  status last changed earlier) is treated as in a folder without one, as an older
+  synth's; in any later run, a file it does not list is the user's.
 
 A lost or unreadable manifest costs nothing but stale files left in place: a run that
 finds none writes over the files at its names as an older synth's, and lists only
-its own (a second write of the same run does the same, by the manifest's age). Cost: the
+its own (its later writes do the same, by the manifest's age). Cost: the
 fingerprint reads every vertex and physical link once; the manifest is one small file
 read and written per write.
 """
@@ -116,9 +117,13 @@ class Manifest:
     files: dict[str, list[int]]  # {path from the folder: identity as synth wrote it}
     created_ns: int | None = None  # when it was first written (None: not known)
 
-    def predates(self, st: os.stat_result) -> bool:
-        """Whether a file's status last changed before this manifest was made."""
-        return self.created_ns is not None and st.st_ctime_ns < self.created_ns
+    def predates(self, st: os.stat_result, run_started_ns: int | None) -> bool:
+        """Whether this manifest was made by the run that started at `run_started_ns`
+        (time.time_ns(): that run found none) and a file's status last changed before.
+        Such a file was there when that run found the folder as one without a list; in
+        any later run, a file not listed is the user's."""
+        return (self.created_ns is not None and run_started_ns is not None
+                and self.created_ns >= run_started_ns and st.st_ctime_ns < self.created_ns)
 
 
 def manifest_of(directory: Path) -> Manifest | None:
@@ -181,12 +186,12 @@ def _key(directory: Path, path: Path) -> str | None:
 
 
 def users_file(directory: Path, path: Path, manifest: Manifest | None,
-               written_by: int | None = None) -> bool:
+               written_by: int | None = None, run_started_ns: int | None = None) -> bool:
     """Whether `path`, a regular file there now, is not synth's as it wrote it: not in
     the manifest unchanged; where there is no manifest (a folder of before 2026-12-05,
-    or one copied without its dotfiles) or the file predates it, changed after
-    `written_by` (ns: when synth last wrote there, as far as that is known; None:
-    nothing says synth wrote it)."""
+    or one copied without its dotfiles) or the file predates the one this run made
+    (Manifest.predates), changed after `written_by` (ns: when synth last wrote there,
+    as far as that is known; None: nothing says synth wrote it)."""
     try:
         st = path.lstat()
     except OSError:
@@ -195,7 +200,7 @@ def users_file(directory: Path, path: Path, manifest: Manifest | None,
         return False  # a link at the name is replaced, its target left alone
     if written_by_synth(directory, path, manifest or Manifest({})):
         return False
-    if manifest is not None and not manifest.predates(st):
+    if manifest is not None and not manifest.predates(st, run_started_ns):
         return True
     return written_by is None or st.st_mtime_ns > written_by
 

@@ -998,20 +998,43 @@ def test_a_folder_whose_manifest_was_deleted_is_written_over_as_an_older_synths(
     assert sorted(written) == sorted(n for n in names if n != MANIFEST)
 
 
-def test_a_file_made_after_the_manifest_is_the_users_and_one_from_before_is_not(tmp_path):
+def test_a_file_from_before_the_manifest_is_synths_only_in_the_run_that_made_it(tmp_path):
     from synth.output_folder import manifest_of, users_file
 
     (tmp_path / "before.json").write_text("an older synth's")
-    time.sleep(0.2)  # past the manifest's margin for the clock's tick
+    time.sleep(0.05)  # a tick of the file system's clock at least
+    started = time.time_ns()
     (tmp_path / "ours.json").write_text("this run's")
     record(tmp_path, [tmp_path / "ours.json"])
     (tmp_path / "after.json").write_text("the user's")
     manifest = manifest_of(tmp_path)
     assert not users_file(tmp_path, tmp_path / "ours.json", manifest)
-    assert not users_file(tmp_path, tmp_path / "before.json", manifest, time.time_ns())
-    assert users_file(tmp_path, tmp_path / "after.json", manifest, time.time_ns())
-    # a plan's rule without a manifest: what changed after the earlier plan is the user's
-    assert users_file(tmp_path, tmp_path / "before.json", manifest, 0)
+    now = time.time_ns()
+    assert not users_file(tmp_path, tmp_path / "before.json", manifest, now, started)
+    assert users_file(tmp_path, tmp_path / "after.json", manifest, now, started)
+    # a later run: what the manifest does not list is the user's, however old
+    assert users_file(tmp_path, tmp_path / "before.json", manifest, now, time.time_ns())
+    assert users_file(tmp_path, tmp_path / "before.json", manifest, now)  # a plan's
+    # the run that made it, with a plan's rule: changed after the earlier plan
+    assert users_file(tmp_path, tmp_path / "before.json", manifest, 0, started)
+
+
+def test_a_users_file_left_alone_by_the_run_that_made_the_manifest_stays_theirs(tmp_path):
+    # a reviewer's case: the list deleted, a file of the user's at a name a later
+    # format writes; the run that lists anew leaves it (it writes json only), and the
+    # next run, in both formats, wrote over it without a word
+    out = tmp_path / "o"
+    args = ("allgather", "--topo", "ring:4", "--out", out, "--no-progress")
+    assert synth_main(*args).returncode == 0
+    folder = out / "ring_4" / "allgather"
+    (folder / MANIFEST).unlink()
+    stem = sorted(folder.glob("allgather-s*.json"))[0].name.removesuffix(".json")
+    (folder / f"{stem}.xml").write_text("mine")
+    assert synth_main(*args, "--format", "json").returncode == 0
+    both = synth_main(*args, "--format", "json,msccl-xml")
+    assert both.returncode == 0, both.stderr
+    assert (folder / f"{stem}.xml.kept").read_text() == "mine"
+    assert f"{stem}.xml was not synth's" in both.stderr
 
 
 def test_a_manifest_of_before_its_date_was_kept_stays_undated(tmp_path):
