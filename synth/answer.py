@@ -195,15 +195,16 @@ def lane_variants(result: Result, deadline: Deadline) -> list[Point]:
     left. Their schedules say so (info `lanes`, the method's words, `-p2` file names)."""
     from synth.frontier import synthesize
     from synth.topology.lanes import power_of_two_lanes
-    from synth.search.pareto import Limits
 
     fewer = power_of_two_lanes(result.topology)
     seconds = min(VARIANT_S, deadline.left() / 2)
     if fewer is None or seconds < 1:
         return []
     try:
-        found = synthesize(fewer, result.collective, result.root, Limits(time_limit=seconds),
-                           None, "constructed", None, deadline.within(seconds))
+        # the steps and chunks asked for hold here too (--max-steps, --steps)
+        found = synthesize(fewer, result.collective, result.root,
+                           replace(result.limits, time_limit=seconds), None, "constructed",
+                           None, deadline.within(seconds))
     except NoAnswer:
         return []
     for p in found.points:

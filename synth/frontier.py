@@ -72,6 +72,7 @@ class Result:
     # cost model 2's lines of the points timed (id of the schedule -> lines), once
     # synth.cost_choice.in_cost_model has run; a point the deadline left untimed has none
     lines: dict | None = None
+    limits: Limits = field(default_factory=Limits)  # as asked: what is built again keeps them
 
     @property
     def complete(self) -> bool:
@@ -189,7 +190,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     out_of_time = deadline.passed() or timed_out(searches)
     return Result(name, coll.root, model, b, points, searches,
                   time.monotonic() - start, (max(1, limits.min_steps), covered),
-                  not_decomposed, out_of_time=out_of_time, candidates=candidates)
+                  not_decomposed, out_of_time=out_of_time, candidates=candidates, limits=limits)
 
 
 def _lowered(topo: Topology, limits: Limits, deadline: Deadline, on_event):

@@ -413,3 +413,29 @@ def test_an_export_that_would_not_end_before_the_deadline_is_not_started(monkeyp
     monkeypatch.setattr(synth.deadline, "_PACES", [])
     found = answer._loadable(points, "mscclpp", MIB, time_of, Deadline.after(60))
     assert found.point is points[0] and check_mscclpp_plan(json.loads(found.text))
+
+
+def test_the_power_of_two_lane_variants_keep_the_steps_asked_for():
+    # `--max-steps 2 --size 1GB` on dgxh100 wrote and recommended a 65-step variant
+    from dataclasses import replace
+
+    from synth.answer import lane_variants
+    from synth.deadline import Deadline
+    from synth.frontier import synthesize
+    from synth.schedule.file import schedule_to_dict
+    from synth.schedule.verify import verify_schedule
+    from synth.search.pareto import Limits
+    from synth.topology.catalog import resolve
+
+    topo = resolve("dgxh100")
+
+    def variants(limits):
+        result = synthesize(topo, "allreduce", None, limits, method="constructed")
+        return lane_variants(replace(result, topology=topo), Deadline.after(60))
+
+    assert max(p.steps for p in variants(Limits(time_limit=30))) > 2
+    capped = variants(Limits(max_steps=2, time_limit=30))
+    assert capped and all(p.steps <= 2 for p in capped), [p.steps for p in capped]
+    for p in capped:
+        assert p.schedule.info["lanes"] == "power-of-two"
+        verify_schedule(schedule_to_dict(p.schedule))
