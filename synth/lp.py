@@ -48,8 +48,9 @@ def solve(cost, rows, row_lower, row_upper, col_lower, col_upper, integer: bool 
         lp.integrality_ = [highspy.HighsVarType.kInteger] * n_cols
     h = _Highs()
     h.setOptionValue("output_flag", False)
-    h.setOptionValue("time_limit", float(seconds))
-    h.passModel(lp)
+    h.setOptionValue("time_limit", max(float(seconds), 0.0))  # below 0: none, to HiGHS
+    if h.passModel(lp) == highspy.HighsStatus.kError:  # a bug: bounds or matrix malformed
+        raise RuntimeError(f"HiGHS refused a program of {n_rows} rows, {n_cols} columns")
     h.run()
     status = h.getModelStatus()
     solution = h.getSolution()
