@@ -38,7 +38,6 @@ checks the result like any schedule.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
