@@ -271,3 +271,27 @@ def test_after_ctrl_c_the_report_draws_only_what_fits_in_a_second(monkeypatch, t
     assert cut.returncode == 130 and "interrupted" in cut.stderr
     assert (tmp_path / "cut" / "index.html").exists()
     assert list((tmp_path / "cut").glob("allgather-s[0-9]*.svg")) == []
+
+
+def test_ctrl_c_while_a_plan_searches_ends_it_with_nothing_written(monkeypatch, tmp_path):
+    # the searches kept what Ctrl-C left them, and the plan went on to write a whole
+    # folder of cut-short schedules and exit 0 (a user trial's finding)
+    import synth.signals
+    from synth.search.pareto import Search
+    from tests.in_process import synth_main
+
+    def ctrl_c(*args, **kwargs):  # what the handler and the exact search do
+        synth.signals.SEEN.append(signal.SIGINT)
+        return Search(stopped="interrupted", complete=False)
+
+    workload = tmp_path / "w.yaml"
+    workload.write_text("communicators:\n  tp: {per: box}\ncollectives:\n"
+                        "  - {communicator: tp, collective: allgather, size: 1MB}\n")
+    args = ("plan", workload, "--topo", "ring:4", "--time-limit", "60", "-o")
+    whole = synth_main(*args, tmp_path / "whole")
+    assert whole.returncode == 0, whole.stderr
+    assert (tmp_path / "whole" / "plan.json").exists()
+    monkeypatch.setattr("synth.frontier.frontier", ctrl_c)
+    cut = synth_main(*args, tmp_path / "cut")
+    assert cut.returncode == 130 and cut.stderr.strip().endswith("synth: interrupted")
+    assert not (tmp_path / "cut").exists()

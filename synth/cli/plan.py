@@ -16,7 +16,7 @@ from synth.cli.app import cli
 from synth.cli.options import (BOXES, DEGRADED, MODEL, Renamed, SEARCH, SOLVER_CHOICE,
                                TIME_LIMIT, TOPO, examples, json_option, out_option,
                                resolve_in_time, say_kept)
-from synth.signals import interrupts_deferred
+from synth.signals import interrupt_seen, interrupts_deferred
 
 
 SYNTHESIS_END = 0.6  # of --time-limit: when the candidates' synthesis ends
@@ -96,6 +96,8 @@ def plan_command(workload, spec, boxes, without, degrade, out_dir, time_limit, m
         click.echo(f"synth: note: {skipped} candidate export{'s' * (skipped != 1)} did not "
                    "fit in --time-limit; NCCL's own algorithm runs their sizes (plan.json: "
                    "not_exported; a longer --time-limit tries them)", err=True)
+    if interrupt_seen():  # a Ctrl-C a search or export kept to itself: DIR as it was
+        raise KeyboardInterrupt
     with interrupts_deferred():
         _say_kept(*write_files(Path(out_dir), texts, doc["files"]))
     if as_json:

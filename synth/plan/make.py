@@ -22,6 +22,7 @@ from synth.plan.workload import Workload
 from synth.predict.machine import machine_of
 from synth.predict.timing import prices
 from synth.search.pareto import Limits
+from synth.signals import interrupt_seen
 from synth.topology.communicator import fastest_unit
 from synth.topology.figures import library_of
 from synth.topology.physical import Topology
@@ -74,6 +75,8 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
         groups = workload.communicators[comm]
         variants = runtime_variants(sub, result, Limits(
             limits.max_steps, limits.max_chunks, share / 4, limits.backend))
+        if interrupt_seen():  # the searches keep what Ctrl-C left them; a plan does not
+            raise KeyboardInterrupt
         p = prices(sub) if calibrated else None
         cands = [with_groups(c, topo, groups)
                  for c in candidates_of(result, p, limits) + variants]
@@ -95,6 +98,8 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
         left = limits.time_limit - (time.monotonic() - start)
         plan.overlaps.append(overlap(plan, topo, tag, replace(
             limits, time_limit=max(left / (len(tags) - i), 0.0))))
+        if interrupt_seen():
+            raise KeyboardInterrupt
     plan.seconds = time.monotonic() - start
     return plan
 
