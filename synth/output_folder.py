@@ -128,11 +128,15 @@ class Manifest:
 
 def manifest_of(directory: Path) -> Manifest | None:
     """The files synth wrote in `directory`; None where it has no manifest at all (a
-    folder of before 2026-12-05, one copied without dotfiles, or its manifest deleted)."""
+    folder of before 2026-12-05, one copied without dotfiles, or its manifest deleted)
+    or one written in another folder (copied with it: `cp -a` gives every file a new
+    inode, and each would read as the user's)."""
     if not os.path.lexists(directory / MANIFEST):
         return None
     try:
         doc = json.loads(read_text(directory / MANIFEST, 1 << 24, "manifest"))
+        if "folder" in doc and doc["folder"] != _folder_identity(directory):
+            return None
         files, created = doc["files"], doc.get("created_ns")
         return Manifest({str(k): list(v) for k, v in files.items()}
                         if isinstance(files, dict) else {},
@@ -166,9 +170,16 @@ def record(directory: Path, written: list[Path], removed: list[Path] = ()) -> No
 
 def _write_manifest(directory: Path, manifest: Manifest) -> None:
     write_atomic(directory / MANIFEST, json.dumps({"format": "synth.written",
+                                                   "folder": _folder_identity(directory),
                                                    "created_ns": manifest.created_ns,
                                                    "files": manifest.files}) + "\n",
                  follow_links=False)
+
+
+def _folder_identity(directory: Path) -> list[int]:
+    """The folder's device and inode: a copy of it has others (a rename keeps them)."""
+    st = os.stat(directory)
+    return [st.st_dev, st.st_ino]
 
 
 def written_by_synth(directory: Path, path: Path, manifest: Manifest) -> bool:

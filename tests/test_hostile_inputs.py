@@ -1049,3 +1049,30 @@ def test_a_manifest_of_before_its_date_was_kept_stays_undated(tmp_path):
     manifest = manifest_of(tmp_path)
     assert manifest.created_ns is None and "ours.json" in manifest.files
     assert users_file(tmp_path, tmp_path / "mine.json", manifest, time.time_ns())
+
+
+def test_a_folder_copied_with_its_list_is_as_one_copied_without_it(tmp_path):
+    # `cp -a` gives every file a new inode: the list read each of synth's own files as
+    # the user's, and the next run kept a `.kept` copy of every one (a runtime loading
+    # the folder would load them all); a plan's edited file is still kept aside
+    import shutil
+
+    out = tmp_path / "o"
+    args = ("allgather", "--topo", "ring:4", "--no-progress", "--out")
+    assert synth_main(*args, out).returncode == 0
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)  # copy2: times kept, as cp -a
+    again = synth_main(*args, copy)
+    assert again.returncode == 0, again.stderr
+    assert "not synth's" not in again.stderr and not list(copy.rglob("*.kept"))
+    plan, workload = tmp_path / "plan", tmp_path / "w.yaml"
+    workload.write_text(WORKLOAD)
+    assert plan_into(tmp_path, plan).returncode == 0
+    plan_copy = tmp_path / "plan-copy"
+    shutil.copytree(plan, plan_copy)
+    edited = sorted(p for p in plan_copy.rglob("*.xml"))[0]
+    time.sleep(0.01)  # an edit after the copy, as a user's comes
+    edited.write_text(edited.read_text() + "\n")
+    replanned = plan_into(tmp_path, plan_copy)
+    assert replanned.returncode == 0, replanned.stderr
+    assert [p.name for p in plan_copy.rglob("*.kept")] == [edited.name + ".kept"]
