@@ -274,6 +274,7 @@ def result_summary(result: Result, topology: str, solver: str, paths: list[Path]
                      for p, path in zip(result.points, paths + [None] * len(result.points))],
         "complete": result.complete,
         "out_of_time": result.out_of_time,
+        "interrupted": result.interrupted,
         "stopped": ({"not decomposed": result.not_decomposed}
                     if result.not_decomposed else {})
         | {name: s.stopped for name, s in result.searches.items()},

@@ -250,6 +250,19 @@ def test_after_ctrl_c_no_runtime_is_asked_and_every_point_is_kept(monkeypatch):
     shown = loads.chosen(cut, topo, "calibrated")
     assert asked == [] and shown.runtimes_stopped == "interrupted"
     assert {id(p.schedule) for p in shown.points} == {id(p.schedule) for p in cut.points}
+    assert not cut.out_of_time and not shown.out_of_time  # nothing untimed by the limit
+
+
+def test_after_ctrl_c_the_json_says_interrupted_not_out_of_time(monkeypatch, tmp_path):
+    from tests.in_process import synth_main
+
+    _interrupted_exact_search(monkeypatch)
+    cut = synth_main("allgather", "--topo", "ring:4", "--time-limit", "60", "--json",
+                     "-o", tmp_path)
+    assert cut.returncode == 130, cut.stderr
+    summary = json.loads(cut.stdout)
+    assert summary["interrupted"] is True and summary["out_of_time"] is False
+    assert summary["frontier"] and all(p["file"] for p in summary["frontier"])
 
 
 def test_after_ctrl_c_the_report_draws_only_what_fits_in_a_second(monkeypatch, tmp_path):
