@@ -1001,3 +1001,15 @@ def test_max_steps_caps_every_candidate_of_the_plan():
     for c in entry.candidates:
         assert c.schedule.num_steps <= 1, c.label
         verify_schedule(schedule_to_dict(c.schedule))
+
+
+def test_max_steps_under_a_collectives_bound_is_exit_1_naming_it(tmp_path):
+    # it was exit 2, "no candidate schedule to plan with"
+    workload = tmp_path / "w.yaml"
+    workload.write_text("communicators:\n  tp: {per: box}\ncollectives:\n"
+                        "  - {communicator: tp, collective: allgather, size: 1MB}\n")
+    result = synth_main("plan", workload, "--topo", "ring:4", "--max-steps", "1",
+                        "--time-limit", "30", "-o", tmp_path / "p")
+    assert one_line(result, 1) == ("synth: error: no plan: allgather on tp: --max-steps 1 "
+                                   "is under its bound of 2 steps\n")
+    assert not (tmp_path / "p").exists()
