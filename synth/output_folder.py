@@ -34,7 +34,7 @@ from pathlib import Path
 
 from synth.errors import BadInput
 from synth.files import (OutputError, check_folder, inside, quote, read_text,
-                         safe_component, write_atomic)
+                         safe_component, write_atomic, write_folder)
 from synth.topology.physical import Topology
 
 MARKER = ".topology-name"  # in OUT/TOPO: the topology's name, then its fingerprint
@@ -229,3 +229,22 @@ def keep_aside(path: Path) -> Path:
                                   f"{e.strerror or e}") from None
             return spare
     raise BadInput(f"{quote(str(path), 80)}: too many kept copies beside it")
+
+
+def write_guarded(directory: Path, files: dict, written_by: int | None = None
+                  ) -> tuple[list[Path], list[tuple[Path, Path]]]:
+    """synth.files.write_folder (all or none), a user's file at a name it writes moved
+    aside first (users_file, with `written_by` where the folder has no manifest) and
+    back if the folder cannot be written whole; the manifest then lists the files.
+    Returns (the paths written, (path, where it went) of each file moved aside)."""
+    directory, ours = Path(directory), manifest_of(Path(directory))
+    moved = [(directory / rel, keep_aside(directory / rel)) for rel in files
+             if users_file(directory, directory / rel, ours, written_by)]
+    try:
+        written = write_folder(directory, files)
+    except BaseException:  # the folder as it was: the user's files back in place
+        for path, aside in moved:
+            os.replace(aside, path)
+        raise
+    record(directory, written)
+    return written, moved

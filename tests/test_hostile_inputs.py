@@ -1076,3 +1076,24 @@ def test_a_folder_copied_with_its_list_is_as_one_copied_without_it(tmp_path):
     replanned = plan_into(tmp_path, plan_copy)
     assert replanned.returncode == 0, replanned.stderr
     assert [p.name for p in plan_copy.rglob("*.kept")] == [edited.name + ".kept"]
+
+
+def test_report_moves_a_users_file_aside_and_writes_over_its_own(tmp_path):
+    # a user's file at a name the page writes was written over without a word
+    out = tmp_path / "r"
+    args = ("report", "allgather", "--topo", "ring:4", "--time-limit", "60", "-o", out)
+    assert synth_main(*args).returncode == 0
+    page = sorted(out.glob("allgather-s*.json"))[0]
+    page.write_text('{"mine": 1}')
+    again = synth_main(*args)
+    assert again.returncode == 0, again.stderr
+    assert (out / f"{page.name}.kept").read_text() == '{"mine": 1}'
+    assert f"{page.name} was not synth's as it wrote it" in again.stderr
+    assert synth_main("verify", page).returncode == 0  # synth's own in its place
+    third = synth_main(*args)  # synth's own files are written over, none kept
+    assert third.returncode == 0 and "not synth's" not in third.stderr
+    assert len(list(out.glob("*.kept"))) == 1
+    # a folder an earlier synth wrote, with no list: its files written over as then
+    (out / MANIFEST).unlink()
+    older = synth_main(*args)
+    assert older.returncode == 0 and "not synth's" not in older.stderr

@@ -16,7 +16,7 @@ import click
 from synth.cli.app import cli, topo
 from synth.cli.options import (BOXES, COLOR, DEGRADED, MODEL, ROOT, SEARCH, SIZES,
                                SOLVER_CHOICE, TIME_LIMIT, TOPO, examples, out_option,
-                               resolve_in_time)
+                               resolve_in_time, say_kept)
 from synth.errors import NoAnswer
 
 PAGE_END = 0.95  # of report's limit: its drawings end by then, writing its files follows
@@ -112,9 +112,11 @@ def report_command(collective, spec, boxes, without, degrade, out_dir, root, tim
     built, skipped, _ = baselines_by(
         result, collective, job_deadline(time_limit).reserving(time_limit / 3).within(soon))
     base = [(x.name, x.schedule) for x in built]
+    kept = []
     page = write_report(topology, result, base, sizes, out_dir, backend, color, skipped,
                         job_deadline(time_limit).reserving(time_limit * (1 - PAGE_END))
-                        .within(soon))
+                        .within(soon), kept)
+    say_kept(kept)
     n, k = len(result.points), len(base)
     click.echo(f"wrote {page} ({n} frontier point{'s' * (n != 1)}, {k} baseline"
                f"{'s' * (k != 1)})")

@@ -23,10 +23,10 @@ from pathlib import Path
 from synth.compare import comparison, make_rows, nccl_choices
 from synth.deadline import Deadline, Pace
 from synth.export.loads import RUNTIMES
-from synth.files import write_folder
 from synth.frontier import Result
 from synth.html import page
 from synth.output import loads_lines, point_stem, result_summary, solve_cell
+from synth.output_folder import write_guarded
 from synth.pictures.graphviz import render_bytes
 from synth.pictures.matrix import MAX_RANKS
 from synth.pictures.page import PAGE_LIMIT, Picture, figure, fit_pictures
@@ -210,8 +210,12 @@ def _placed(fitted, name: str, data: bytes, alt: str, caption: str, lazy: bool =
 
 def write_report(topo: Topology, result: Result, baselines: list, sizes: list[int],
                  directory: str | Path, solver: str = "cpsat", color: str = "chunk",
-                 skipped: dict | None = None, deadline: Deadline = Deadline()) -> Path:
-    """Write DIR/index.html and the files it links to; returns the page's path.
+                 skipped: dict | None = None, deadline: Deadline = Deadline(),
+                 kept: list | None = None) -> Path:
+    """Write DIR/index.html and the files it links to; returns the page's path. A
+    user's file at a name it writes is moved aside first, and (its path, where it went)
+    added to `kept` (synth.output_folder.write_guarded; in a folder with no manifest,
+    the files no newer than an earlier report's page are synth's).
 
     `baselines` is a list of (name, Schedule); `skipped` optionally {algorithm: why}
     for the baselines that do not apply. The page keeps to PAGE_LIMIT bytes
@@ -271,7 +275,23 @@ def write_report(topo: Topology, result: Result, baselines: list, sizes: list[in
                         ("schedules", drawn)):
         text = text.replace(_slot(slot), "".join(html_))
     files[Path("index.html")] = text
-    return write_folder(directory, files)[-1]
+    written, moved = write_guarded(directory, files, _earlier_page(directory))
+    if kept is not None:
+        kept += moved
+    return written[-1]
+
+
+def _earlier_page(directory: Path) -> int | None:
+    """When an earlier report wrote its page here (ns), if synth wrote it."""
+    blank = page("synth: ", [])
+    start = blank[:blank.index("<title>synth: ") + len("<title>synth: ")].encode()
+    try:
+        with open(directory / "index.html", "rb") as f:
+            if not f.read(len(start)) == start:
+                return None
+        return (directory / "index.html").stat().st_mtime_ns
+    except OSError:
+        return None
 
 
 def _page_text(topo: Topology, result: Result, summary: dict, data: dict,

@@ -31,7 +31,6 @@ written; the files are written all or none (synth.files.write_folder).
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections import OrderedDict
 from dataclasses import replace
@@ -43,8 +42,7 @@ from synth.errors import BadInput
 from synth.export import render
 from synth.export.mscclpp import MAX_MIN_MESSAGE
 from synth.export.units import unit_of
-from synth.files import write_folder
-from synth.output_folder import Manifest, keep_aside, manifest_of, record, users_file
+from synth.output_folder import Manifest, manifest_of, record, users_file, write_guarded
 from synth.plan.document import plan_document, ranks_per_node, runtime_steps, within_range
 from synth.plan.page import plan_page
 from synth.plan.report import report_text
@@ -368,16 +366,9 @@ def write_files(out: Path, texts: dict, keep: list[str]) -> tuple[list[str], lis
     file moved aside)."""
     out = Path(out)
     stale, written_by = _earlier_files(out)
-    ours = manifest_of(out)
-    moved = [(out / rel, keep_aside(out / rel)) for rel in texts
-             if users_file(out, out / rel, ours, written_by)]
+    ours = manifest_of(out)  # as it was before this plan
     ordered = sorted(texts.items(), key=lambda item: Path(item[0]) == Path("plan.json"))
-    try:
-        record(out, write_folder(out, dict(ordered)))
-    except BaseException:  # the folder as it was: the user's files back in place
-        for path, aside in moved:
-            os.replace(aside, path)
-        raise
+    _, moved = write_guarded(out, dict(ordered), written_by)
     return _remove_stale(out, stale, set(keep), ours, written_by), moved
 
 
