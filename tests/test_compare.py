@@ -111,6 +111,14 @@ def test_steps_under_the_bound_say_so_not_a_max_steps_never_given(tmp_path):
     assert said.returncode == 1 and said.stderr == (
         "synth: error: no schedule found for allgather on dgx1: --max-steps 1 is under its "
         "bound of 2 steps\n")
+    # and in compare and report, which said "none applies within the steps asked for;
+    # ..." and "no schedule found ... within the limits (the page says so)"
+    for command, *out in (("compare",), ("report", "-o", tmp_path / "r")):
+        said = synth_main(command, "allgather", "--topo", "dgx1", "--max-steps", "1",
+                          "--time-limit", "20", *out)
+        assert said.returncode == 1 and said.stderr.endswith(
+            "synth: error: no schedule found for allgather on dgx1: --max-steps 1 is under "
+            "its bound of 2 steps\n"), (command, said.stderr)
 
 
 def test_a_size_given_twice_is_one_column():

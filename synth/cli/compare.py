@@ -88,7 +88,8 @@ def compare_command(collective, spec, boxes, without, degrade, root, sizes, max_
     from synth.compare import comparison, format_comparison, make_rows, nccl_choices
     from synth.deadline import job_deadline
     from synth.output import degraded_line, degraded_summary, rooted
-    from synth.cli.synthesize import baselines_by, frontier_within, nothing_found
+    from synth.cli.synthesize import (baselines_by, frontier_within, nothing_found,
+                                       under_the_bound)
     from synth.predict.nccl import as_it_runs
     from synth.predict.timing import prices
     from synth.search.pareto import Limits
@@ -99,6 +100,7 @@ def compare_command(collective, spec, boxes, without, degrade, root, sizes, max_
     result = frontier_within(topo, collective, root, limits, cost_model, time_limit,
                              0.7, 0.9, method)
     if not result.points and not result.interrupted:  # nothing of synth's to compare
+        under_the_bound(result, topo.name, None, max_steps)
         raise nothing_found(result, collective, topo.name)
     calibrated = cost_model == "calibrated"
     deadline = job_deadline(time_limit)

@@ -94,7 +94,7 @@ def report_command(collective, spec, boxes, without, degrade, out_dir, root, tim
     topology and every frontier schedule drawn. The page works offline and keeps to 5
     MB: a drawing too big for it is drawn smaller there, the full one a file beside it."""
     from synth.deadline import job_deadline
-    from synth.cli.synthesize import baselines_by, frontier_within
+    from synth.cli.synthesize import baselines_by, frontier_within, under_the_bound
     from synth.files import check_folder
     from synth.pictures.report import write_report
     from synth.search.pareto import Limits
@@ -124,5 +124,6 @@ def report_command(collective, spec, boxes, without, degrade, out_dir, root, tim
         click.echo("synth: interrupted (the page has the points found until then)", err=True)
         return 130
     if not result.points:
+        under_the_bound(result, topology.name, None, max_steps)
         raise NoAnswer(f"no schedule found for {collective} on {topology.name} within the "
                        "limits (the page says so)")

@@ -157,7 +157,7 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
     if steps is not None:
         result.points = [p for p in result.points if p.steps == steps]
         result.candidates = [p for p in result.candidates if p.steps == steps]
-    _under_the_bound(result, topo.name, steps, max_steps)
+    under_the_bound(result, topo.name, steps, max_steps)
     # the points are timed, and the runtimes' own found, in what their files leave (a
     # file already on disk leaves its time: dgx2x32's 13 early files held 40 s that the
     # job then ended without using) and FINISH_SHARE; an exporter's try is cut at that
@@ -300,7 +300,7 @@ def baselines_by(result, collective: str, deadline):
     return built, dict(skipped), unbuilt
 
 
-def _under_the_bound(result, topology: str, steps, max_steps) -> None:
+def under_the_bound(result, topology: str, steps, max_steps) -> None:
     """NoAnswer where --steps, or --max-steps with no point found, is under the step
     bound (the summary said "reached --max-steps", never given, or the searches' words)."""
     from synth.output import rooted
