@@ -103,19 +103,33 @@ def _holds(folder: Path, topo: Topology) -> bool:
 
 
 def _identity(path: Path) -> list[int] | None:
-    """inode, size and status-change time: an edit, a copy over it, a chmod all change
-    it (a read does not)."""
+    """inode, size, status-change time and (since 2026-12-06) modification time: an
+    edit, a copy over it, a chmod all change it (a read does not). A copy of the folder
+    that keeps times (`cp -a`) keeps the size and modification time alone."""
     try:
         st = path.lstat()
     except OSError:
         return None
-    return [st.st_ino, st.st_size, st.st_ctime_ns]
+    return [st.st_ino, st.st_size, st.st_ctime_ns, st.st_mtime_ns]
+
+
+def _same(entry: list, identity: list[int] | None, moved: bool) -> bool:
+    """Whether a manifest entry is the file as it is now: all of it (an entry of before
+    2026-12-06 has no modification time); in a manifest copied from another folder,
+    the size and modification time, which a copy keeping times keeps and an edit or a
+    copy that does not (`cp -r`) changes."""
+    if identity is None:
+        return False
+    if moved:
+        return len(entry) == 4 and entry[1] == identity[1] and entry[3] == identity[3]
+    return entry == identity[:len(entry)] and len(entry) >= 3
 
 
 @dataclass
 class Manifest:
     files: dict[str, list[int]]  # {path from the folder: identity as synth wrote it}
     created_ns: int | None = None  # when it was first written (None: not known)
+    moved: bool = False  # written in another folder (copied with it): _same
 
     def predates(self, st: os.stat_result, run_started_ns: int | None) -> bool:
         """Whether this manifest was made by the run that started at `run_started_ns`
@@ -128,20 +142,22 @@ class Manifest:
 
 def manifest_of(directory: Path) -> Manifest | None:
     """The files synth wrote in `directory`; None where it has no manifest at all (a
-    folder of before 2026-12-05, one copied without dotfiles, or its manifest deleted)
-    or one written in another folder (copied with it: `cp -a` gives every file a new
-    inode, and each would read as the user's)."""
+    folder of before 2026-12-05, one copied without dotfiles, or its manifest deleted).
+    One written in another folder (copied with it: every file has a new inode) is
+    `moved`, its entries matched by size and modification time (_same)."""
     if not os.path.lexists(directory / MANIFEST):
         return None
     try:
         doc = json.loads(read_text(directory / MANIFEST, 1 << 24, "manifest"))
-        if "folder" in doc and doc["folder"] != _folder_identity(directory):
-            return None
-        files, created = doc["files"], doc.get("created_ns")
+        files, created, folder = doc["files"], doc.get("created_ns"), doc.get("folder")
+        if "folder" in doc and not (isinstance(folder, list) and len(folder) == 2
+                                    and all(type(x) is int for x in folder)):
+            return Manifest({})
         return Manifest({str(k): list(v) for k, v in files.items()}
                         if isinstance(files, dict) else {},
-                        created if type(created) is int else None)
-    except (BadInput, ValueError, KeyError, TypeError, AttributeError):
+                        created if type(created) is int else None,
+                        folder is not None and folder != _folder_identity(directory))
+    except (BadInput, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return Manifest({})  # not one synth wrote: nothing is known to be synth's
 
 
@@ -155,6 +171,9 @@ def record(directory: Path, written: list[Path], removed: list[Path] = ()) -> No
     if manifest is None:
         manifest, new = Manifest({}), True
     files = manifest.files
+    if manifest.moved:  # from now on this folder's: its copies as they are here
+        files = {name: _identity(directory / name) for name, entry in files.items()
+                 if _same(entry, _identity(directory / name), True)}
     for path in removed:
         files.pop(_key(directory, path), None)
     for path in written:
@@ -186,7 +205,8 @@ def written_by_synth(directory: Path, path: Path, manifest: Manifest) -> bool:
     """Whether `path` is a file synth wrote under `directory`, unchanged since (its
     manifest entry)."""
     key = _key(directory, path)
-    return key is not None and manifest.files.get(key) == _identity(path)
+    entry = manifest.files.get(key) if key is not None else None
+    return entry is not None and _same(entry, _identity(path), manifest.moved)
 
 
 def _key(directory: Path, path: Path) -> str | None:
@@ -238,9 +258,11 @@ def write_guarded(directory: Path, files: dict, written_by: int | None = None
     back if the folder cannot be written whole; the manifest then lists the files.
     Returns (the paths written, (path, where it went) of each file moved aside)."""
     directory, ours = Path(directory), manifest_of(Path(directory))
-    moved = [(directory / rel, keep_aside(directory / rel)) for rel in files
-             if users_file(directory, directory / rel, ours, written_by)]
+    moved = []
     try:
+        for rel in files:
+            if users_file(directory, directory / rel, ours, written_by):
+                moved.append((directory / rel, keep_aside(directory / rel)))
         written = write_folder(directory, files)
     except BaseException:  # the folder as it was: the user's files back in place
         for path, aside in moved:

@@ -1051,10 +1051,12 @@ def test_a_manifest_of_before_its_date_was_kept_stays_undated(tmp_path):
     assert users_file(tmp_path, tmp_path / "mine.json", manifest, time.time_ns())
 
 
-def test_a_folder_copied_with_its_list_is_as_one_copied_without_it(tmp_path):
-    # `cp -a` gives every file a new inode: the list read each of synth's own files as
-    # the user's, and the next run kept a `.kept` copy of every one (a runtime loading
-    # the folder would load them all); a plan's edited file is still kept aside
+def test_a_folder_copied_with_its_list_keeps_synths_files_by_size_and_time(tmp_path):
+    # every copy has a new inode: the list read each of synth's own files as the user's,
+    # and the next run kept a `.kept` copy of every one (a runtime loading the folder
+    # would load them all); read as no list instead, a user's edit was written over.
+    # Matched by size and modification time, a copy keeping times (cp -a) is synth's,
+    # an edited file the user's, and a copy that resets times (cp -r) kept aside
     import shutil
 
     out = tmp_path / "o"
@@ -1062,20 +1064,45 @@ def test_a_folder_copied_with_its_list_is_as_one_copied_without_it(tmp_path):
     assert synth_main(*args, out).returncode == 0
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)  # copy2: times kept, as cp -a
+    edited = sorted(copy.rglob("allgather-s*.json"))[0]
+    time.sleep(0.01)
+    edited.write_text('{"mine": 1}')
     again = synth_main(*args, copy)
     assert again.returncode == 0, again.stderr
-    assert "not synth's" not in again.stderr and not list(copy.rglob("*.kept"))
+    assert [p.name for p in copy.rglob("*.kept")] == [edited.name + ".kept"]
+    assert (edited.parent / (edited.name + ".kept")).read_text() == '{"mine": 1}'
+    third = synth_main(*args, copy)  # the list is the copy's own now
+    assert third.returncode == 0 and "not synth's" not in third.stderr
+    plain = tmp_path / "plain"
+    shutil.copytree(out, plain, copy_function=shutil.copy)  # times reset, as cp -r
+    fourth = synth_main(*args, plain)
+    assert fourth.returncode == 0
+    assert len(list(plain.rglob("*.kept"))) == len(list(out.rglob("allgather-s*.json")))
+    # a plan's folder: an edit after a copy that keeps times is kept aside
     plan, workload = tmp_path / "plan", tmp_path / "w.yaml"
     workload.write_text(WORKLOAD)
     assert plan_into(tmp_path, plan).returncode == 0
     plan_copy = tmp_path / "plan-copy"
     shutil.copytree(plan, plan_copy)
-    edited = sorted(p for p in plan_copy.rglob("*.xml"))[0]
-    time.sleep(0.01)  # an edit after the copy, as a user's comes
-    edited.write_text(edited.read_text() + "\n")
+    xml = sorted(p for p in plan_copy.rglob("*.xml"))[0]
+    time.sleep(0.01)
+    xml.write_text(xml.read_text() + "\n")
     replanned = plan_into(tmp_path, plan_copy)
     assert replanned.returncode == 0, replanned.stderr
-    assert [p.name for p in plan_copy.rglob("*.kept")] == [edited.name + ".kept"]
+    assert [p.name for p in plan_copy.rglob("*.kept")] == [xml.name + ".kept"]
+
+
+@pytest.mark.parametrize("folder", ['"x"', "null", "5", '{"a": 1}', "[1e400, 2]", "[1, 2, 3]"])
+def test_a_list_whose_folder_is_malformed_claims_no_file(tmp_path, folder):
+    from synth.output_folder import manifest_of, users_file
+
+    (tmp_path / "ours.json").write_text("{}")
+    record(tmp_path, [tmp_path / "ours.json"])
+    doc = (tmp_path / MANIFEST).read_text()
+    (tmp_path / MANIFEST).write_text(doc.replace('"folder": [', f'"folder": {folder}, "x": ['))
+    manifest = manifest_of(tmp_path)
+    assert manifest is not None and manifest.files == {}
+    assert users_file(tmp_path, tmp_path / "ours.json", manifest, time.time_ns())
 
 
 def test_report_moves_a_users_file_aside_and_writes_over_its_own(tmp_path):
@@ -1097,3 +1124,20 @@ def test_report_moves_a_users_file_aside_and_writes_over_its_own(tmp_path):
     (out / MANIFEST).unlink()
     older = synth_main(*args)
     assert older.returncode == 0 and "not synth's" not in older.stderr
+
+
+@pytest.mark.parametrize("command", ["report", "plan"])
+def test_a_pipe_at_the_page_or_listing_is_refused_not_waited_on(tmp_path, command):
+    # report opened DIR/index.html to see whether synth wrote it, and a pipe there
+    # waited for a writer past any time limit; plan the same with plan.json
+    out = tmp_path / "o"
+    out.mkdir()
+    name = "index.html" if command == "report" else "plan.json"
+    os.mkfifo(out / name)
+    if command == "report":
+        args = ("report", "allgather", "--topo", "ring:4")
+    else:
+        (tmp_path / "w.yaml").write_text(WORKLOAD)
+        args = ("plan", tmp_path / "w.yaml", "--topo", "ring:4")
+    said = synth_cli(*map(str, args), "--time-limit", "10", "-o", str(out), timeout=100)
+    assert f"{name}: is not a regular file" in one_line(said, 2)

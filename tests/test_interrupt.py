@@ -308,3 +308,27 @@ def test_ctrl_c_while_a_plan_searches_ends_it_with_nothing_written(monkeypatch, 
     cut = synth_main(*args, tmp_path / "cut")
     assert cut.returncode == 130 and cut.stderr.strip().endswith("synth: interrupted")
     assert not (tmp_path / "cut").exists()
+
+
+def test_ctrl_c_while_a_plan_writes_its_folder_writes_it_whole_and_exits_130(monkeypatch,
+                                                                           tmp_path):
+    # the Ctrl-C held while the folder was written was dropped: exit 0, the summary
+    # printed as if nothing had come (a reviewer's finding)
+    import synth.plan.output
+    from tests.in_process import synth_main
+
+    real = synth.plan.output.write_files
+
+    def write_files(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # held until the folder is whole
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(synth.plan.output, "write_files", write_files)
+    workload = tmp_path / "w.yaml"
+    workload.write_text("communicators:\n  tp: {per: box}\ncollectives:\n"
+                        "  - {communicator: tp, collective: allgather, size: 1MB}\n")
+    said = synth_main("plan", workload, "--topo", "ring:4", "--time-limit", "60", "-o",
+                      tmp_path / "p")
+    assert said.returncode == 130 and said.stderr.strip().endswith("synth: interrupted")
+    doc = json.loads((tmp_path / "p" / "plan.json").read_text())
+    assert doc["files"] and all((tmp_path / "p" / f).exists() for f in doc["files"])

@@ -98,8 +98,10 @@ def plan_command(workload, spec, boxes, without, degrade, out_dir, time_limit, m
                    "not_exported; a longer --time-limit tries them)", err=True)
     if interrupt_seen():  # a Ctrl-C a search or export kept to itself: DIR as it was
         raise KeyboardInterrupt
-    with interrupts_deferred():
+    with interrupts_deferred() as caught:
         _say_kept(*write_files(Path(out_dir), texts, doc["files"]))
+    if caught:  # the folder is whole; the command still ends as interrupted
+        raise KeyboardInterrupt
     if as_json:
         click.echo(json.dumps(doc, indent=1))
         return

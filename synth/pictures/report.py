@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 import math
+import stat
 from functools import lru_cache
 from pathlib import Path
 
@@ -286,6 +287,8 @@ def _earlier_page(directory: Path) -> int | None:
     blank = page("synth: ", [])
     start = blank[:blank.index("<title>synth: ") + len("<title>synth: ")].encode()
     try:
+        if not stat.S_ISREG((directory / "index.html").lstat().st_mode):
+            return None  # a link, a pipe (it would wait for a writer): not synth's page
         with open(directory / "index.html", "rb") as f:
             if not f.read(len(start)) == start:
                 return None

@@ -31,6 +31,7 @@ written; the files are written all or none (synth.files.write_folder).
 from __future__ import annotations
 
 import json
+import stat
 import time
 from collections import OrderedDict
 from dataclasses import replace
@@ -382,6 +383,8 @@ def _earlier_files(out: Path) -> tuple[list[str], int | None]:
     only names a plan writes (PLAN_FOLDERS, PLAN_SUFFIXES): a user's plan.json, or a
     listing edited to name their files, never removes anything else."""
     try:
+        if not stat.S_ISREG((out / "plan.json").stat().st_mode):
+            return [], None  # a pipe would wait for a writer, a folder is no listing
         doc = json.loads((out / "plan.json").read_text())
         if not isinstance(doc, dict) or doc.get("format") != "synth.plan":
             return [], None
