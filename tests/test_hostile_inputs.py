@@ -1141,3 +1141,17 @@ def test_a_pipe_at_the_page_or_listing_is_refused_not_waited_on(tmp_path, comman
         args = ("plan", tmp_path / "w.yaml", "--topo", "ring:4")
     said = synth_cli(*map(str, args), "--time-limit", "10", "-o", str(out), timeout=100)
     assert f"{name}: is not a regular file" in one_line(said, 2)
+
+
+def test_a_list_of_before_modification_times_still_names_synths_files(tmp_path):
+    # its entries are inode, size and status-change time: a file unchanged since is synth's
+    from synth.output_folder import manifest_of, users_file
+
+    ours = tmp_path / "ours.json"
+    ours.write_text("{}")
+    st = ours.lstat()
+    (tmp_path / MANIFEST).write_text(json.dumps({"format": "synth.written", "files": {
+        "ours.json": [st.st_ino, st.st_size, st.st_ctime_ns]}}))
+    assert not users_file(tmp_path, ours, manifest_of(tmp_path), time.time_ns())
+    ours.write_text("{ }")  # changed since: the user's
+    assert users_file(tmp_path, ours, manifest_of(tmp_path), time.time_ns())
