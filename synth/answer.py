@@ -29,7 +29,6 @@ from synth.deadline import Deadline, OutOfTime
 from synth.errors import BadInput, NoAnswer
 from synth.export import EXTENSIONS, RUNTIME_PROTOCOLS, render
 from synth.export.units import unit_of
-from synth.files import write_atomic
 from synth.frontier import Result
 from synth.output import method_of, point_stem
 from synth.plan.planner import reference_of
@@ -243,32 +242,35 @@ def with_variants(answer: Answer, result: Result, deadline: Deadline) -> Answer:
     return answer
 
 
-def write_answer(answer: Answer, directory: Path) -> dict:
+def write_answer(answer: Answer, directory: Path, kept: list | None = None) -> dict:
     """Write each runtime's file of an Answer beside the frontier's files
     (STEM.xml, STEM.mscclpp.json, as write_points names them), and a lane variant's
     schedule file (STEM-p2.json: not on the frontier, so not written with it), and
-    return the answer as the --json summary's `answer`."""
-    from synth.output_folder import record
-    from synth.schedule.file import write_schedule
+    return the answer as the --json summary's `answer`. A user's file at one of those
+    names is moved aside first, and (its path, where it went) added to `kept`
+    (synth.output_folder.write_guarded)."""
+    from synth.output_folder import write_guarded
+    from synth.schedule.file import schedule_json, schedule_to_dict
 
-    runtimes, written = {}, []
+    runtimes, files = {}, {}
     for fmt, found in answer.runtimes.items():
         entry = {"runtime": RUNTIME_NAMES[fmt], "file": None, "us": None,
                  "not_loadable": found.why_not, "not_loadable_points": found.tried}
         if found.point is not None:
             if found.point.schedule.info.get("lanes"):  # synth verify reads it
-                written.append(write_schedule(found.point.schedule, directory /
-                                              f"{point_stem(found.point)}.json",
-                                              follow_links=False))
+                files[f"{point_stem(found.point)}.json"] = schedule_json(
+                    schedule_to_dict(found.point.schedule))
             path = directory / f"{point_stem(found.point)}{EXTENSIONS[fmt]}"
-            written.append(write_atomic(path, found.text, follow_links=False))
+            files[path.name] = found.text
             entry.update(file=str(path),
                          us=round(found.us, 3), point=point_stem(found.point),
                          speedup=round(answer.reference_us / found.us, 4)
                          if answer.reference_us == answer.reference_us else None)
         runtimes[fmt] = entry
-    if written:  # synth's own, to be replaced by a later run's (synth.output_folder)
-        record(directory, written)
+    if files:  # in a folder with no list, files are written over as an older synth's
+        kept_aside = write_guarded(directory, files, math.inf)[1]
+        if kept is not None:
+            kept += kept_aside
     loads = [fmt for fmt, f in answer.runtimes.items() if f.point is answer.fastest]
     uncut = [fmt for fmt, f in answer.runtimes.items() if id(answer.fastest) in f.uncut]
     return {"bytes": answer.nbytes, "fastest": point_stem(answer.fastest),

@@ -8,7 +8,8 @@ files safe there:
   named `box.yaml`, a file named `dgxh100`) is never reused; that machine's files go to
   a folder of their own (the name and a hash).
 - OUT/TOPO/COLLECTIVE holds a manifest (MANIFEST) of the files synth wrote there, each
-  with the identity it had when written (inode, size, status-change time). Only a file
+  with the identity it had when written (inode, size, status-change and modification
+  times; in a copy of the folder, size and modification time alone). Only a file
   in the manifest and unchanged since is ever removed, or written over, as an earlier
   run's: a file of the user's, or one they edited, copied or replaced, stays whatever
   its name (keep_aside moves one at a name this run writes to NAME.kept). The manifest
@@ -120,8 +121,10 @@ def _same(entry: list, identity: list[int] | None, moved: bool) -> bool:
     copy that does not (`cp -r`) changes."""
     if identity is None:
         return False
-    if moved:
-        return len(entry) == 4 and entry[1] == identity[1] and entry[3] == identity[3]
+    if moved:  # a copy keeping times to the second only (tar, zip) has no nanoseconds
+        return len(entry) == 4 and entry[1] == identity[1] and (
+            entry[3] == identity[3] or identity[3] % 10**9 == 0
+            and entry[3] // 10**9 == identity[3] // 10**9)
     return entry == identity[:len(entry)] and len(entry) >= 3
 
 

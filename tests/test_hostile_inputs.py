@@ -1155,3 +1155,34 @@ def test_a_list_of_before_modification_times_still_names_synths_files(tmp_path):
     assert not users_file(tmp_path, ours, manifest_of(tmp_path), time.time_ns())
     ours.write_text("{ }")  # changed since: the user's
     assert users_file(tmp_path, ours, manifest_of(tmp_path), time.time_ns())
+
+
+def test_the_size_answer_moves_a_users_file_aside(tmp_path):
+    # --size wrote its runtime files with no look at what was there: an edited file of
+    # a format the frontier's write did not ask for was written over (a reviewer's case)
+    args = ("allgather", "--topo", "ring:4", "--no-progress", "--out", tmp_path)
+    assert synth_main(*args, "--format", "json,msccl-xml").returncode == 0
+    folder = tmp_path / "ring_4" / "allgather"
+    edited = sorted(folder.glob("*.xml"))[-1]
+    edited.write_text("mine")
+    said = synth_main(*args, "--size", "1MB")
+    assert said.returncode == 0, said.stderr
+    assert (folder / f"{edited.name}.kept").read_text() == "mine"
+    assert f"{edited.name} was not synth's as it wrote it" in said.stderr
+
+
+def test_a_copy_keeping_times_to_the_second_is_still_synths(tmp_path):
+    # GNU tar's default format, zip and scp -p keep whole seconds: every file was kept
+    # aside as the user's (a reviewer's case)
+    import shutil
+
+    out, copy = tmp_path / "o", tmp_path / "copy"
+    args = ("allgather", "--topo", "ring:4", "--no-progress", "--out")
+    assert synth_main(*args, out).returncode == 0
+    shutil.copytree(out, copy)
+    for path in copy.rglob("allgather-s*.json"):
+        whole = path.stat().st_mtime_ns // 10**9 * 10**9
+        os.utime(path, ns=(whole, whole))
+    again = synth_main(*args, copy)
+    assert again.returncode == 0 and "not synth's" not in again.stderr
+    assert not list(copy.rglob("*.kept"))

@@ -46,8 +46,12 @@ def size_answer(result, nbytes: int, deadline, directory, failed) -> dict | None
         return None
     from synth.answer import answer_at, with_variants, write_answer
 
-    answer = answer_at(replace(result, points=timed), nbytes, deadline)
-    return write_answer(with_variants(answer, result, deadline), directory)
+    from synth.cli.options import say_kept
+
+    answer, kept = answer_at(replace(result, points=timed), nbytes, deadline), []
+    said = write_answer(with_variants(answer, result, deadline), directory, kept)
+    say_kept(kept)
+    return said
 
 
 def timed_points(result) -> list:
