@@ -39,7 +39,8 @@ def in_cost_model(result: Result, topo: Topology, cost_model: str,
     if cost_model == "calibrated" and result.points:
         result.lines = {} if lines is None else lines
         untimed = timed(result.points, topo, result.model, deadline, result.lines)
-        result.out_of_time = result.out_of_time or untimed  # a search's time-out stays
+        # a search's time-out stays; points left untimed after a Ctrl-C are not the limit's
+        result.out_of_time = result.out_of_time or (untimed and not result.interrupted)
         done = [pt for pt in result.points if id(pt.schedule) in result.lines]
         kept = {id(pt) for pt in winners(done, result.lines)}
         if asked:  # a point the asking did not reach in time is not judged

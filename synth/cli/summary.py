@@ -45,7 +45,6 @@ def size_answer(result, nbytes: int, deadline, directory, failed) -> dict | None
     if not timed or failed is not None or deadline.passed():
         return None
     from synth.answer import answer_at, with_variants, write_answer
-
     from synth.cli.options import say_kept
 
     answer, kept = answer_at(replace(result, points=timed), nbytes, deadline), []

@@ -291,9 +291,9 @@ def _unasked(result: Result, topo, cost_model: str, lines: dict | None) -> Resul
     """The frontier after Ctrl-C: no runtime asked, no point timed but those in `lines`."""
     from synth.cost_choice import in_cost_model
 
-    return replace(in_cost_model(replace(result, runtimes_stopped="interrupted", searches=dict(
-        result.searches, runtimes=Search(stopped="interrupted"))), topo, cost_model,
-        RUNTIME_PROTOCOLS, Deadline.after(0), lines), out_of_time=result.out_of_time)
+    stopped = replace(result, runtimes_stopped="interrupted",
+                      searches=dict(result.searches, runtimes=Search(stopped="interrupted")))
+    return in_cost_model(stopped, topo, cost_model, RUNTIME_PROTOCOLS, Deadline.after(0), lines)
 
 
 CANDIDATES_SHARE = 0.25  # of the time left, at most, to time the candidates off the frontier

@@ -290,7 +290,7 @@ def _earlier_page(directory: Path) -> int | None:
         if not stat.S_ISREG((directory / "index.html").lstat().st_mode):
             return None  # a link, a pipe (it would wait for a writer): not synth's page
         with open(directory / "index.html", "rb") as f:
-            if not f.read(len(start)) == start:
+            if f.read(len(start)) != start:
                 return None
         return (directory / "index.html").stat().st_mtime_ns
     except OSError:

@@ -79,9 +79,9 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
             raise KeyboardInterrupt
         p = prices(sub) if calibrated else None
         cands = [with_groups(c, topo, groups)
-                 for c in candidates_of(result, p, limits) + variants]
+                 for c in candidates_of(result, p) + variants]
         if not cands:
-            raise _none_within(f"{coll} on {comm}", result, limits)
+            raise _none_within(f"{coll} on {comm}", result)
         made = (nccl_reference(sub, coll, result.model, root) if calibrated
                 else reference_of(coll, result.model, root))
         reference = [with_groups(c, topo, groups) for c in made] or list(cands)
@@ -136,10 +136,11 @@ def _planned_on(comm: str, reps: list[list[int]], degraded: bool) -> str:
             "than the slowest runs them")
 
 
-def _none_within(what: str, result, limits: Limits) -> NoAnswer:
+def _none_within(what: str, result) -> NoAnswer:
     """Why a collective has no candidate: --max-steps under its step bound (exit 1, as
     synthesis says it), or nothing found in its share of the time."""
-    if limits.max_steps is not None and limits.max_steps < result.bounds.steps:
-        return NoAnswer(f"no plan: {what}: --max-steps {limits.max_steps} is under its "
-                        f"bound of {result.bounds.steps} steps")
+    most = result.limits.max_steps
+    if most is not None and most < result.bounds.steps:
+        return NoAnswer(f"no plan: {what}: --max-steps {most} is under its bound of "
+                        f"{result.bounds.steps} steps")
     return NoAnswer(f"no plan: {what}: no schedule found within the limits")

@@ -120,7 +120,7 @@ def _on_residual(on: Topology, entry: Entry, reps: list[list[int]], n: int, nccl
     else:
         try:
             result = synthesize(sub, entry.collective, entry.root, limits)
-            made = candidates_of(result, prices(sub) if calibrated else None, limits)
+            made = candidates_of(result, prices(sub) if calibrated else None)
         except NoAnswer:
             made = []
         # no time left to plan it again (there is no floor): its own, on the residual

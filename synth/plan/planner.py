@@ -147,15 +147,14 @@ def typical(call: Call) -> int:
     return call.low if call.low == call.high else round(math.sqrt(call.low * call.high))
 
 
-def candidates_of(result: Result, p: Prices | None = None,
-                  limits: Limits = Limits()) -> list[Candidate]:
+def candidates_of(result: Result, p: Prices | None = None) -> list[Candidate]:
     """The frontier's points and every baseline of the same instance within the steps
-    `limits` asks for, as candidates: one line each (line-rate), or one per protocol
-    priced with `p` (cost model 2)."""
+    the search was asked for (result.limits), as candidates: one line each (line-rate),
+    or one per protocol priced with `p` (cost model 2)."""
     out = [c for pt in result.points
            for c in _candidate(pt.schedule, pt.schedule.info.get("method", "synthesized"), p)]
     for b in baselines(result.model, result.collective, result.root):
-        if limits.allows(b.schedule.num_steps):
+        if result.limits.allows(b.schedule.num_steps):
             out += _candidate(b.schedule, b.name, p)
     return out
 
@@ -178,7 +177,7 @@ def runtime_variants(sub: Topology, result: Result, limits: Limits) -> list[Cand
         return []
     p = prices(sub) if result.cost_model == "calibrated" else None
     return [replace(c, label=f"{c.label} (power-of-two lanes)")
-            for c in candidates_of(found, p, limits)]
+            for c in candidates_of(found, p)]
 
 
 def with_groups(c: Candidate, topo: Topology, groups) -> Candidate:
