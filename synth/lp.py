@@ -28,9 +28,10 @@ class Solution:
     row_dual: np.ndarray | None  # the rows' prices (LP only): d objective / d row bound
 
 
-def solve(cost, rows, row_lower, row_upper, col_lower, col_upper, integer: bool = False,
+def solve(cost, rows, row_lower, row_upper, col_lower, col_upper, integer=False,
           seconds: float = math.inf) -> Solution:
-    """The program above; `rows` a scipy.sparse matrix (or a numpy array)."""
+    """The program above; `rows` a scipy.sparse matrix (or a numpy array); `integer`
+    True (every variable), False, or one flag per variable."""
     import highspy
     from highspy._core import _Highs
     from scipy.sparse import csc_matrix
@@ -44,8 +45,10 @@ def solve(cost, rows, row_lower, row_upper, col_lower, col_upper, integer: bool 
     lp.row_lower_, lp.row_upper_ = _bounds(row_lower, n_rows), _bounds(row_upper, n_rows)
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
     lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = a.indptr, a.indices, a.data
-    if integer:
-        lp.integrality_ = [highspy.HighsVarType.kInteger] * n_cols
+    flags = np.broadcast_to(np.asarray(integer, dtype=bool), (n_cols,))
+    if flags.any():
+        lp.integrality_ = [highspy.HighsVarType.kInteger if f else
+                           highspy.HighsVarType.kContinuous for f in flags]
     h = _Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", max(float(seconds), 0.0))  # below 0: none, to HiGHS

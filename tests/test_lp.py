@@ -44,3 +44,14 @@ def test_no_time_is_the_time_limit_not_an_answer():
         result = solve([-1.0, -1.0], rows, -math.inf, [4.0, 6.0], 0.0, math.inf, integer,
                        seconds=0.0)
         assert result.status == "time"
+
+
+def test_integer_flags_per_variable():
+    # max x + y with x + y <= 3.5 and y <= 0.5: x whole and y free reach 3.5 (x = 3,
+    # y = 0.5); both whole stop at 3 (x = 3, y = 0)
+    rows = np.array([[1.0, 1.0]])
+    mixed = solve([-1.0, -1.0], rows, -math.inf, 3.5, 0.0, [math.inf, 0.5],
+                  integer=[True, False])
+    assert mixed.status == "optimal" and list(mixed.x) == pytest.approx([3.0, 0.5])
+    whole = solve([-1.0, -1.0], rows, -math.inf, 3.5, 0.0, [math.inf, 0.5], integer=True)
+    assert whole.status == "optimal" and list(whole.x) == pytest.approx([3.0, 0.0])
