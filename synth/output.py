@@ -265,6 +265,7 @@ def result_summary(result: Result, topology: str, solver: str, paths: list[Path]
     b = result.bounds
     return {
         "collective": result.collective, "topology": topology, "ranks": result.model.ranks,
+        "routes": "several" if result.topology.several_routes else "widest",
         "root": result.root, "solver": solver, "solver_reason": solver_reason,
         "bounds": {"steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
                    "us_per_mb": b.us_per_mb, "note": b.note}
@@ -357,8 +358,15 @@ def format_table(summary: dict) -> str:
                if summary.get("cached_calls") else "") + ", "
             f"{summary['seconds']:.1f} s ({stops})")
     degraded = [degraded_line(summary["degraded"])] if summary.get("degraded") else []
-    return "\n".join([head] + degraded + lines + [tail] + loads_lines(summary)
+    several = [SEVERAL_ROUTES] if summary.get("routes") == "several" else []
+    return "\n".join([head] + degraded + lines + [tail] + loads_lines(summary) + several
                      + model_lines(model))
+
+
+SEVERAL_ROUTES = ("routes: several per GPU pair (--routes several), which no runtime synth "
+                  "exports to can pin: there each pair's chunks take one route, and these "
+                  "figures assume hardware that splits them (docs/cli.md, \"Several "
+                  "routes\")")
 
 
 def loads_lines(summary: dict) -> list[str]:

@@ -102,6 +102,8 @@ def unit_graph(lowering: Lowering) -> tuple[nx.DiGraph, list[str]]:
     topo = lowering.topology
     unit = Fraction(str(topo.unit_gbps))
     routed = {hop for path in lowering.routes.values() for hop in zip(path, path[1:])}
+    routed |= {hop for paths in lowering.further.values() for path in paths
+               for hop in zip(path, path[1:])}
     g = nx.DiGraph()
     g.add_nodes_from(v.name for v in topo.vertices)
     capacity = {}  # per (gbps, lanes): a Fraction each made once, not per link (fc:1100

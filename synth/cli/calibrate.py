@@ -20,7 +20,7 @@ from synth.cli.options import BOXES, DEGRADED, TOPO, examples, out_option
 @click.option("--collective", type=click.Choice(["allreduce", "allgather", "reducescatter",
                                                  "alltoall", "broadcast", "reduce"]),
               help="What the logs measured, where neither they nor their names say.")
-def calibrate(logs, spec, boxes, without, degrade, output, collective):
+def calibrate(logs, spec, boxes, without, degrade, routes, output, collective):
     """Fit the call cost, NCCL's latencies and the link efficiencies of cost model 2 to
     nccl-tests output measured on TOPO (least squares on log time), print the fit per
     row and write the topology with its fitted `costs:` section: a file every command
@@ -41,7 +41,7 @@ def calibrate(logs, spec, boxes, without, degrade, output, collective):
     from synth.topology.catalog import box_and_boxes, resolve
     from synth.topology.physical import topology_to_dict
 
-    topo = resolve(spec, boxes, without + degrade)
+    topo = resolve(spec, boxes, without + degrade, routes=routes)
     machine = machine_of(topo)
     samples = []
     for path in logs:

@@ -21,18 +21,18 @@ from synth.cli.options import (BOXES, DEGRADED, MODEL, ROOT, SEARCH, SIZES, SOLV
 @ROOT
 @TIME_LIMIT
 @json_option()
-def bounds_command(collective, spec, boxes, without, degrade, root, time_limit, as_json):
+def bounds_command(collective, spec, boxes, without, degrade, routes, root, time_limit, as_json):
     """Lower bounds on steps and bandwidth for COLLECTIVE on TOPO. Past --time-limit,
     the best bound found so far (a valid, maybe looser bound, marked partial)."""
     from synth.bounds import collective_bounds
     from synth.deadline import job_deadline
     from synth.errors import NoAnswer
-    from synth.output import degraded_line, degraded_summary, rooted
+    from synth.output import SEVERAL_ROUTES, degraded_line, degraded_summary, rooted
     from synth.schedule.collectives import make_collective
     from synth.topology.linkmodel import TimeLimit, lower_with_routes
 
     deadline = job_deadline(time_limit)
-    topo = resolve_in_time(spec, boxes, without + degrade, time_limit)
+    topo = resolve_in_time(spec, boxes, without + degrade, time_limit, routes)
     try:
         lowering = lower_with_routes(topo, deadline)
     except TimeLimit as e:
@@ -41,7 +41,7 @@ def bounds_command(collective, spec, boxes, without, degrade, root, time_limit, 
     b = collective_bounds(lowering, collective, root, deadline)
     root = make_collective(collective, b.ranks, 1, root).root  # the default's, 0, named
     summary = {"collective": b.collective, "topology": topo.name, "ranks": b.ranks,
-               "root": root, "steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
+               "routes": "several" if topo.several_routes else "widest", "root": root, "steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
                "latency_us": b.latency_us, "us_per_mb": b.us_per_mb,
                "algbw_gbps_max": 1 / (b.us_per_byte * 1e3), "note": b.note,
                "partial": b.partial}
@@ -66,6 +66,8 @@ def bounds_command(collective, spec, boxes, without, degrade, root, time_limit, 
         click.echo(f"  note: {b.note}")
     if degraded is not None:
         click.echo(f"  {degraded_line(degraded)}")
+    if topo.several_routes:
+        click.echo(f"  {SEVERAL_ROUTES}")
 
 
 @cli.command("compare", short_help="The frontier against the baselines and NCCL, per size.",
@@ -81,20 +83,20 @@ def bounds_command(collective, spec, boxes, without, degrade, root, time_limit, 
 @TIME_LIMIT
 @json_option()
 @MODEL
-def compare_command(collective, spec, boxes, without, degrade, root, sizes, max_steps,
+def compare_command(collective, spec, boxes, without, degrade, routes, root, sizes, max_steps,
                     max_chunks, method, solver, time_limit, as_json, cost_model):
     """Synthesized frontier against ring, tree, recursive, direct and hierarchical, and
     (cost model 2) NCCL as it runs there: its choice per size and why."""
     from synth.compare import comparison, format_comparison, make_rows, nccl_choices
     from synth.deadline import job_deadline
-    from synth.output import degraded_line, degraded_summary, rooted
+    from synth.output import SEVERAL_ROUTES, degraded_line, degraded_summary, rooted
     from synth.cli.synthesize import (baselines_by, frontier_within, nothing_found,
                                        under_the_bound)
     from synth.predict.nccl import as_it_runs
     from synth.predict.timing import prices
     from synth.search.pareto import Limits
 
-    topo = resolve_in_time(spec, boxes, without + degrade, time_limit)
+    topo = resolve_in_time(spec, boxes, without + degrade, time_limit, routes)
     limits = Limits(max_steps, max_chunks, time_limit, SOLVER_CHOICE[solver][0])
     # the baselines, their times and NCCL's choices follow: a tenth of the limit
     result = frontier_within(topo, collective, root, limits, cost_model, time_limit,
@@ -115,6 +117,7 @@ def compare_command(collective, spec, boxes, without, degrade, root, sizes, max_
     nccl = nccl_choices(topo, collective, sizes) if calibrated else None
     data = comparison(rows, result.bounds, sizes, nccl, as_it_runs(topo.figures))
     data.update(collective=collective, root=result.root, topology=topo.name,
+                routes="several" if topo.several_routes else "widest",
                 complete=result.complete and not unbuilt, interrupted=result.interrupted)
     degraded = degraded_summary(topo, collective, result.root, result.bounds, deadline)
     if degraded is not None:
@@ -127,6 +130,8 @@ def compare_command(collective, spec, boxes, without, degrade, root, sizes, max_
         click.echo(format_comparison(title, data, sizes))
         if degraded is not None:
             click.echo(degraded_line(degraded))
+        if topo.several_routes:
+            click.echo(SEVERAL_ROUTES)
     if result.interrupted:
         click.echo("synth: interrupted (the comparison has the points found until then)",
                    err=True)

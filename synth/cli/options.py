@@ -21,8 +21,8 @@ from synth.deadline import DEFAULT_TIME_LIMIT
 DEFAULT_SIZES = "1KB,1MB,64MB,1GB"
 
 
-def resolve_in_time(spec, boxes, edits, time_limit: float):
-    """The machine TOPO (with --boxes, --without, --degrade) names, built within the
+def resolve_in_time(spec, boxes, edits, time_limit: float, routes: str = "widest"):
+    """The machine TOPO (with --boxes, --without, --degrade, --routes) names, built within the
     command's --time-limit: fc:1049's million links take seconds to build and edit.
     NoAnswer, one line, when the limit runs out first."""
     from synth.deadline import job_deadline
@@ -31,7 +31,7 @@ def resolve_in_time(spec, boxes, edits, time_limit: float):
     from synth.topology.linkmodel import TimeLimit
 
     try:
-        return resolve(spec, boxes, edits, job_deadline(time_limit))
+        return resolve(spec, boxes, edits, job_deadline(time_limit), routes)
     except TimeLimit as e:
         raise NoAnswer(f"the time limit ({time_limit:g} s) ran out while {e}") from None
 
@@ -213,8 +213,15 @@ DEGRADE = click.option(
     help="Run a link at a fraction of its bandwidth, both directions: gpu0-nic0=0.5 (half "
          "width). Repeatable.")
 
-# a degraded machine: wherever a topology is named, the same two edits
-DEGRADED = apply(WITHOUT, DEGRADE)
+ROUTES = click.option(
+    "--routes", type=click.Choice(["widest", "several"]), default="widest",
+    show_default=True,
+    help="widest: one route per GPU pair; several: also its other fewest-hop routes "
+         "(a PCIe switch two GPUs share beside NVSwitch), which no runtime synth exports "
+         "to can pin (docs/cli.md, \"Several routes\").")
+
+# a degraded machine: wherever a topology is named, the same two edits and the routes
+DEGRADED = apply(WITHOUT, DEGRADE, ROUTES)
 
 ROOT = click.option("--root", type=click.IntRange(min=0), default=None, metavar="R",
                     help="Root rank of a rooted collective [0].")

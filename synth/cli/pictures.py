@@ -35,7 +35,7 @@ PICTURE = out_option("output", "FILE.svg|FILE.png",
 @BOXES
 @DEGRADED
 @PICTURE
-def topo_draw(spec, boxes, without, degrade, output):
+def topo_draw(spec, boxes, without, degrade, routes, output):
     """Draw TOPO: GPUs, NVSwitches, PCIe switches, NICs, network switches, and links
     labelled lanes x GB/s; the boxes of a multi-node topology framed."""
     from synth.pictures.graphviz import picture_format, render
@@ -43,7 +43,7 @@ def topo_draw(spec, boxes, without, degrade, output):
     from synth.topology.catalog import resolve
 
     picture_format(output)
-    path = render(topology_graph(resolve(spec, boxes, without + degrade)), output)
+    path = render(topology_graph(resolve(spec, boxes, without + degrade, routes=routes)), output)
     click.echo(f"wrote {path}")
 
 
@@ -86,7 +86,7 @@ def draw_command(file, output, color, columns):
 @SIZES
 @COLOR
 @MODEL
-def report_command(collective, spec, boxes, without, degrade, out_dir, root, time_limit,
+def report_command(collective, spec, boxes, without, degrade, routes, out_dir, root, time_limit,
                    max_steps, max_chunks, method, sizes, solver, color, cost_model):
     """Synthesize COLLECTIVE on TOPO and write one HTML page: first the fastest frontier
     point's speed-up over the best alternative (NCCL as it runs there, the baselines)
@@ -100,7 +100,7 @@ def report_command(collective, spec, boxes, without, degrade, out_dir, root, tim
     from synth.search.pareto import Limits
 
     check_folder(out_dir, "-o")
-    topology = resolve_in_time(spec, boxes, without + degrade, time_limit)
+    topology = resolve_in_time(spec, boxes, without + degrade, time_limit, routes)
     backend = SOLVER_CHOICE[solver][0]
     limits = Limits(max_steps, max_chunks, time_limit, backend)
     # the page's drawings and plots follow: a third of the limit

@@ -50,7 +50,7 @@ EXPORTS_END = 0.8
 @click.option("--plots", is_flag=True, help="Also plot the step and each collective's time "
               "against size (DIR/plots/*.png).")
 @MODEL
-def plan_command(workload, spec, boxes, without, degrade, out_dir, time_limit, max_steps,
+def plan_command(workload, spec, boxes, without, degrade, routes, out_dir, time_limit, max_steps,
                  max_chunks, method, solver, steps, formats, as_json, plots, cost_model):
     """Plan every collective of WORKLOAD (a YAML file, an NCCL_DEBUG=INFO log or a
     PyTorch profiler trace) on the topology: per communicator and message size the
@@ -72,7 +72,7 @@ def plan_command(workload, spec, boxes, without, degrade, out_dir, time_limit, m
         raise BadInput(f"unknown format {unknown[0]!r} (expected msccl-xml, mscclpp or none)")
     deadline = job_deadline(time_limit)  # from the command's start, as a user counts
     check_folder(out_dir, "-o")  # before minutes of planning
-    topo = resolve_in_time(spec, boxes, without + degrade, time_limit)
+    topo = resolve_in_time(spec, boxes, without + degrade, time_limit, routes)
     work = load_workload(workload, topo, steps)
     for note in work.notes:  # what the log or trace held that the plan leaves out
         click.echo(f"synth: note: {note}", err=True)

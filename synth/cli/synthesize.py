@@ -25,14 +25,14 @@ HEARTBEAT = 30.0  # seconds: without a terminal, a line at least this often
 
 
 def _synthesis_command(name: str):
-    def command(spec, boxes, without, degrade, steps, rounds, chunks, max_steps, max_chunks,
+    def command(spec, boxes, without, degrade, routes, steps, rounds, chunks, max_steps, max_chunks,
                 solver, time_limit, method, hints_path, out_dir, formats, as_json, progress,
                 plots, nbytes, cost_model, root=None):
         from synth.construct.hints import read_hints
         from synth.output import parse_formats
 
         formats = parse_formats(formats)
-        topo = resolve_in_time(spec, boxes, without + degrade, time_limit)
+        topo = resolve_in_time(spec, boxes, without + degrade, time_limit, routes)
         hints = read_hints(hints_path, topo.ranks) if hints_path is not None else None
         backend, why = SOLVER_CHOICE[solver]
         if (steps is not None and max_steps is not None and steps > max_steps

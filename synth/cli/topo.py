@@ -43,7 +43,7 @@ def topo_list():
 @DEGRADED
 @TIME_LIMIT
 @json_option()
-def topo_show(spec, boxes, without, degrade, time_limit, as_json):
+def topo_show(spec, boxes, without, degrade, routes, time_limit, as_json):
     """GPUs, switches, NICs, links, groups, per-GPU bandwidth, hop diameter."""
     from synth.deadline import job_deadline
     from synth.errors import NoAnswer
@@ -53,7 +53,7 @@ def topo_show(spec, boxes, without, degrade, time_limit, as_json):
 
     deadline = job_deadline(time_limit)
     try:
-        summary = topology_summary(resolve(spec, boxes, without + degrade, deadline),
+        summary = topology_summary(resolve(spec, boxes, without + degrade, deadline, routes),
                                    deadline)
     except TimeLimit as e:
         raise NoAnswer(f"the time limit ({time_limit:g} s) ran out while {e}") from None

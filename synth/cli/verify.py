@@ -20,7 +20,7 @@ from synth.errors import BadInput, SynthError
                    "where synth knows it).")
 @BOXES
 @DEGRADED
-def verify(files, show_cost, sizes, spec, boxes, without, degrade):
+def verify(files, show_cost, sizes, spec, boxes, without, degrade, routes):
     """Check schedule files with the independent simulator, and their machine: the
     model a file embeds must be the one synth derives from the topology it names.
 
@@ -36,7 +36,7 @@ def verify(files, show_cost, sizes, spec, boxes, without, degrade):
     size_list = sizes if show_cost else []
     if (without or degrade) and not spec:
         raise BadInput("--without and --degrade edit the machine --topo names: give --topo")
-    topo = resolve(spec, boxes, without + degrade) if spec else None
+    topo = resolve(spec, boxes, without + degrade, routes=routes) if spec else None
     worst = 0
     for path in files:
         try:

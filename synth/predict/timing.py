@@ -105,16 +105,31 @@ def prices_of(lowering: Lowering) -> Prices:
         worst = next(k for k in ("net", "pcie", "nvlink") if k in kinds)
         return achieved / min(rate[h] for h in hops), worst
 
+    def added(routes):
+        """Routes side by side (synth.topology.several_routes): each its bottleneck at
+        its own efficiency, the slowest kind any is."""
+        each = [(min(rate[h] for h in hops),) + priced(hops) for hops in routes]
+        return (sum(gbps * eff for gbps, eff, _ in each),
+                next(k for k in ("net", "pcie", "nvlink") if k in {w for *_, w in each}))
+
     model = lowering.model
     link_gbps, link_kind = {}, {}
     for l in model.links:
-        path = lowering.routes[(l.src, l.dst)]
+        pair = (l.src, l.dst)
+        path = lowering.routes[pair]
+        if pair in lowering.further:
+            paths = (path,) + lowering.further[pair]
+            link_gbps[pair], link_kind[pair] = added([list(zip(p, p[1:])) for p in paths])
+            continue
         eff, worst = priced(list(zip(path, path[1:])))
-        link_gbps[(l.src, l.dst)] = float(l.capacity) * model.unit_gbps * eff
-        link_kind[(l.src, l.dst)] = worst
+        link_gbps[pair] = float(l.capacity) * model.unit_gbps * eff
+        link_kind[pair] = worst
     group_gbps, group_kind = {}, {}
     for g in model.groups:
         hops = [tuple(h.split("->")) for h in lowering.group_sources[g.name]]
+        if g.name in lowering.sums:  # one hop per route, their capacities added
+            group_gbps[g.name], group_kind[g.name] = added([[h] for h in hops])
+            continue
         eff, worst = priced(hops)
         group_gbps[g.name] = float(g.capacity) * model.unit_gbps * eff
         group_kind[g.name] = worst

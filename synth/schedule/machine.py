@@ -35,6 +35,7 @@ from synth.topology.fabric import split_options
 from synth.topology.lanes import lanes_of, power_of_two_lanes
 from synth.topology.linkmodel import LinkModel, lower
 from synth.topology.physical import FABRICS, Topology
+from synth.topology.several_routes import base_of
 
 ALPHA_TOLERANCE = 1e-9  # relative: alphas are floats written as decimals
 
@@ -45,6 +46,8 @@ def known_by_name(name: str) -> bool:
     these on power-of-two lanes (synth.topology.lanes)."""
     if lanes_of(name) is not None:
         return known_by_name(lanes_of(name))
+    if base_of(name) is not None:  # NAME-several-routes (synth.topology.several_routes)
+        return known_by_name(base_of(name))
     healthy, edits = split_name(name)
     if edits:  # but a plan's view of a degraded machine's communicator (NAME-without-
         # nic2:tp: its last edit would read "nic2:tp") is not one synth derives by name

@@ -28,6 +28,7 @@ from synth.topology.physical import (GPU, MAX_GPUS, MAX_LINKS, MAX_VERTICES, NIC
                                      Topology, Vertex, load_topology_file,
                                      topology_from_dict, validate)
 from synth.topology.rates import NVLINK_GBPS
+from synth.topology.several_routes import base_of, with_several_routes
 
 TOPOLOGY_DIR = Path(__file__).resolve().parents[2] / "topologies"
 # sources `--topo` imports on the fly: NCCL topology XML, nvidia-smi topo -m output
@@ -54,17 +55,22 @@ def builtin_names() -> list[str]:
 
 
 def resolve(spec: str, boxes: int | None = None, edits=(),
-            deadline: Deadline = Deadline()) -> Topology:
+            deadline: Deadline = Deadline(), routes: str = "widest") -> Topology:
     """Turn a topology name, generator, NAMExK form or file path into a Topology; with
     `boxes`, K copies of that one box joined by its network: section (`--boxes K`: a
     file of one's own repeated like a built-in's NAMExK); then degraded by a file's
     `without:`/`degrade:` and `edits` (`--without`, `--degrade`: synth.topology.degrade),
-    on the whole machine, so that one box may differ. TimeLimit past `deadline` while
-    building or editing a machine of a million links (fc:1049)."""
+    on the whole machine, so that one box may differ. `routes` "several" (`--routes`,
+    or a name NAME-several-routes) lowers it with several routes per GPU pair
+    (synth.topology.several_routes), applied before the edits, so that the healthy
+    machine a degraded one is compared with has them too. TimeLimit past `deadline`
+    while building or editing a machine of a million links (fc:1049)."""
     if isinstance(spec, str) and not _a_file(spec):
         healthy, named = split_name(spec)  # a degraded machine's name (a file names it)
         if named:
-            return resolve(healthy, boxes, named + tuple(edits), deadline)
+            return resolve(healthy, boxes, named + tuple(edits), deadline, routes)
+        if base_of(spec):
+            return resolve(base_of(spec), boxes, edits, deadline, "several")
     topo = _resolve(spec, deadline)
     pending = topo.edits  # a file's own edits, applied once its boxes are joined
     if pending:
@@ -79,6 +85,8 @@ def resolve(spec: str, boxes: int | None = None, edits=(),
             raise BadInput(f"{topo.name} already has a network switch: --boxes repeats one "
                            "box, joined by its network: section")
         topo = join_boxes(topo, boxes, name=f"{topo.name}x{boxes}")
+    if routes == "several":
+        topo = with_several_routes(topo)
     try:
         topo = degraded(topo, pending, deadline)
     except BadInput as e:

@@ -168,7 +168,8 @@ def _fabric(lowering: Lowering, hierarchy: Hierarchy):
     topo = lowering.topology
     between = {v.name for v in topo.vertices if v.box is None}
     uplinks = tuple(sorted(name for name, hops in lowering.group_sources.items()
-                           if all(set(h.split("->")) <= between for h in hops)))
+                           if name not in lowering.sums
+                           and all(set(h.split("->")) <= between for h in hops)))
     box_of = {r: b for b, box in enumerate(hierarchy.boxes) for r in box}
     rank_of = {name: r for r, name in enumerate(topo.gpus)}
     graph = topo.graph()

@@ -1,6 +1,7 @@
 """Lower a physical Topology to the rank-to-rank link model the solvers use.
 
-The lowering, step by step (README "How a topology is lowered"):
+The lowering, step by step (docs/guide/02-your-cluster.md, "How a topology is lowered for
+the solvers"):
 
 1. Route. For every ordered pair of GPUs (a, b), the route is a path from a to b whose
    inner vertices are switches or NICs, never another GPU (forwarding through a GPU is
@@ -9,7 +10,9 @@ The lowering, step by step (README "How a topology is lowered"):
    the sending GPU's own NIC and then one that arrives through the receiving GPU's own
    NIC, where they have one (synth.topology.routes.own_nics: GPUs that share their
    nearest NICs take different ones, as NCCL spreads them); other ties go to the vertex
-   listed first. A pair with a route gets one rank link.
+   listed first. A pair with a route gets one rank link. With `--routes several`, a
+   pair's other fewest-hop routes too, where the groups can say so exactly
+   (synth.topology.several_routes: their capacities add, and so do their groups').
 2. Capacity. A rank link's capacity is its route's bottleneck in units of unit_gbps
    (chunks per round); its alpha is the largest alpha on the route (switches forward
    cut-through, so a message pays the slowest hop's latency once).
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property, lru_cache
 
@@ -37,6 +40,8 @@ from synth.deadline import Deadline, TimeLimit, in_time
 from synth.errors import BadInput
 from synth.topology.physical import GPU, Topology
 from synth.topology.routes import last_legs, own_nics, widest_shortest_routes
+from synth.topology.several_routes import (drop_crossed, exact_splits, further_routes,
+                                          split_groups)
 
 
 @dataclass(frozen=True)
@@ -97,8 +102,12 @@ class Lowering:
 
     topology: Topology
     model: LinkModel
-    routes: dict[tuple[int, int], tuple[str, ...]]
+    routes: dict[tuple[int, int], tuple[str, ...]]  # each pair's widest
     group_sources: dict[str, tuple[str, ...]]  # group name -> the physical links merged
+    # a machine of several routes (synth.topology.several_routes): the pairs' other
+    # routes, and the groups whose physical links' capacities add (one per route)
+    further: dict[tuple[int, int], tuple[tuple[str, ...], ...]] = field(default_factory=dict)
+    sums: frozenset[str] = frozenset()
 
 
 # Past this many rank links (GPU pairs with a route) the lowering alone would take
@@ -132,7 +141,6 @@ def lower_with_routes(topo: Topology, deadline: Deadline | float | None = None
                        f"{MAX_ROUTE_VERTICES:,} the lowering can hold in memory (chains of "
                        "switches that long are not a GPU cluster)")
     gpus = topo.gpus
-    rank_of = {name: r for r, name in enumerate(gpus)}
     unit = Fraction(str(topo.unit_gbps))
     # one Fraction per distinct width: made per link, fc:1049's took 13 s, unchecked
     exact = {(g, c): Fraction(str(g)) * c / unit
@@ -141,16 +149,43 @@ def lower_with_routes(topo: Topology, deadline: Deadline | float | None = None
                   for l in in_time(topo.links, deadline, doing)}
     alphas = {(l.src, l.dst): l.alpha_us for l in in_time(topo.links, deadline, doing)}
 
-    routes: dict[tuple[int, int], tuple[str, ...]] = {}
     order = {v.name: i for i, v in enumerate(topo.vertices)}
     # each vertex's successors with their bandwidth, and whether it is a GPU, read once
     # from the links: a networkx graph of fc:1049's 1.1 million links took 3.7 s, unchecked
     adjacency: dict[str, list] = {v.name: [] for v in topo.vertices}
     for l in in_time(topo.links, deadline, doing):
         adjacency[l.src].append((l.dst, l.bandwidth))
+    routes, split = _routes(topo, adjacency, order, deadline, doing)
+    users = _users(routes, split, deadline, doing)
+    drop_crossed(split, users, routes)
+    links = _rank_links(routes, split, capacities, alphas, deadline, doing)
+    groups, sources = _groups(users, links, capacities, deadline, doing)
+    summed = split_groups(split, users, capacities, {(l.src, l.dst): l.capacity for l in links})
+    for name, members, cap, hops in summed:
+        groups.append(Group(name, members, cap))
+        sources[name] = hops
+    groups.sort(key=lambda g: g.name)
+    box_of = {v.name: v.box for v in topo.vertices}
+    boxes = tuple(box_of[g] for g in gpus) if topo.boxes > 1 else ()
+    switches = _capable_switches(topo, routes, sources, deadline, doing)
+    model = LinkModel(topo.name, topo.unit_gbps, len(gpus), tuple(links), tuple(groups),
+                      boxes, switches)
+    further = {pair: tuple(paths[1:]) for pair, paths in split.items()}
+    return Lowering(topo, model, routes, sources, further, frozenset(g[0] for g in summed))
+
+
+def _routes(topo: Topology, adjacency: dict, order: dict[str, int], deadline: Deadline,
+            doing: str) -> tuple[dict, dict]:
+    """Every GPU pair's widest route (module docstring, step 1), in rank order; and
+    on a machine of several routes (synth.topology.several_routes) the pairs that have
+    more, each with all its routes, the widest first."""
+    gpus = topo.gpus
+    rank_of = {name: r for r, name in enumerate(gpus)}
     ends = {v.name for v in topo.vertices if v.kind == GPU}
     own = own_nics(topo, adjacency, order)
     legs = last_legs(topo, adjacency, own, order)
+    routes: dict[tuple[int, int], tuple[str, ...]] = {}
+    further = {}
     for a, name in enumerate(gpus):
         if deadline.passed():
             raise TimeLimit(doing)
@@ -158,29 +193,54 @@ def lower_with_routes(topo: Topology, deadline: Deadline | float | None = None
         # in rank order here, so that routes is sorted with no sort of a million pairs
         for b, path in sorted((rank_of[dst], path) for dst, path in found.items()):
             routes[(a, b)] = path
+        if topo.several_routes:
+            more = further_routes(adjacency, ends, name, order, found)
+            further.update({(a, rank_of[dst]): paths for dst, paths in more.items()})
+    capable = {v.name for v in topo.vertices if v.can}
+    return routes, exact_splits(further, routes, capable) if further else {}
 
-    def capacity(u, v):
-        return capacities[(u, v)]
 
-    links = []
+def _users(routes: dict, split: dict, deadline: Deadline, doing: str) -> dict:
+    """Per physical hop, the GPU pairs of one route over it, in rank order."""
     users: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
+    for pair, path in in_time(routes.items(), deadline, doing):
+        if pair not in split:
+            for hop in zip(path, path[1:]):
+                users[hop].append(pair)
+    return users
+
+
+def _rank_links(routes: dict, split: dict, capacities: dict, alphas: dict,
+                deadline: Deadline, doing: str) -> list[RankLink]:
+    """One rank link per routed pair: the sum of its routes' narrowest hops (one route
+    but where `split` gives several), the largest alpha on any of them."""
     # the narrowest hop picked by float, its capacity taken exact: a million routes
     # through a spine compared as Fractions took half a minute
     width = {hop: float(c) for hop, c in in_time(capacities.items(), deadline, doing)}
+    links = []
     for pair, path in in_time(routes.items(), deadline, doing):
+        if pair in split:
+            hops = [list(zip(p, p[1:])) for p in split[pair]]
+            links.append(RankLink(pair[0], pair[1], sum(
+                (capacities[min(h, key=width.get)] for h in hops), Fraction(0)),
+                max(alphas[h] for route in hops for h in route)))
+            continue
         hops = list(zip(path, path[1:]))
         links.append(RankLink(pair[0], pair[1], capacities[min(hops, key=width.get)],
                               max(alphas[h] for h in hops)))
-        for hop in hops:
-            users[hop].append(pair)
+    return links
 
+
+def _groups(users: dict, links: list[RankLink], capacities: dict, deadline: Deadline,
+            doing: str) -> tuple[list[Group], dict[str, tuple[str, ...]]]:
+    """The groups of the module docstring's step 3, and each one's physical hops."""
     link_capacity = {(l.src, l.dst): l.capacity for l in links}
     merged: dict[tuple, tuple[Fraction, list[tuple[str, str]]]] = {}
     for hop, members in in_time(users.items(), deadline, doing):
         if len(members) < 2:
             continue
         key = tuple(members)
-        cap = capacity(*hop)
+        cap = capacities[hop]
         if not _can_bind(cap, (link_capacity[m] for m in members)):
             continue  # never binds
         if key in merged:
@@ -192,17 +252,11 @@ def lower_with_routes(topo: Topology, deadline: Deadline | float | None = None
         raise TimeLimit(doing)
     groups, sources = [], {}
     for members, (cap, hops) in merged.items():
-        tightest = min(hops, key=lambda h: (capacity(*h), h))
+        tightest = min(hops, key=lambda h: (capacities[h], h))
         name = f"{tightest[0]}->{tightest[1]}"
         groups.append(Group(name, members, cap))
         sources[name] = tuple(f"{u}->{v}" for u, v in hops)
-    groups.sort(key=lambda g: g.name)
-    box_of = {v.name: v.box for v in topo.vertices}
-    boxes = tuple(box_of[g] for g in gpus) if topo.boxes > 1 else ()
-    switches = _capable_switches(topo, routes, sources, deadline, doing)
-    model = LinkModel(topo.name, topo.unit_gbps, len(gpus), tuple(links), tuple(groups),
-                      boxes, switches)
-    return Lowering(topo, model, routes, sources)
+    return groups, sources
 
 
 def _can_bind(cap: Fraction, members) -> bool:

@@ -113,6 +113,7 @@ class Topology:
     edits: tuple[str, ...] = ()
     healthy: "Topology | None" = None
     said: tuple[str, ...] = ()  # what each edit did, in words (degrade.changes)
+    several_routes: bool = False  # a GPU pair's routes besides its widest (several_routes)
 
     @property
     def gpus(self) -> list[str]:

@@ -64,9 +64,9 @@ def last_legs(topo: Topology, adjacency: dict, own: dict[str, str], order: dict[
     ends = {v.name for v in topo.vertices if v.kind in (GPU, NIC)}
     legs = {}
     for gpu, nic in own.items():
-        best = _labels(adjacency, ends, nic, order, None, until=gpu)
+        best = route_labels(adjacency, ends, nic, order, None, until=gpu)
         if gpu in best:
-            legs[gpu] = (_read_back(best, nic, gpu, False), best[gpu][1])
+            legs[gpu] = (read_back(best, nic, gpu, False), best[gpu][1])
     return legs
 
 
@@ -87,7 +87,7 @@ def widest_shortest_routes(adjacency: dict, gpus: set[str], source: str,
     graph, made once by the caller for all sources (made per source, it was N^2 work:
     seconds at 4096 GPUs).
     """
-    best = _labels(adjacency, gpus, source, order, own.get(source))
+    best = route_labels(adjacency, gpus, source, order, own.get(source))
     routes = {}
     for v, label in best.items():
         if v not in gpus or v == source:
@@ -101,11 +101,11 @@ def widest_shortest_routes(adjacency: dict, gpus: set[str], source: str,
                 if min(w, width) == label[1] and via >= through:
                     end, through, tail = nic, via, leg[1:]
                     break
-        routes[v] = _read_back(best, source, end, through) + tail
+        routes[v] = read_back(best, source, end, through) + tail
     return routes
 
 
-def _labels(adjacency: dict, ends: set[str], source: str, order: dict[str, int],
+def route_labels(adjacency: dict, ends: set[str], source: str, order: dict[str, int],
             mine: str | None, until: str | None = None) -> dict[str, list]:
     """Per vertex reached from `source` (through no vertex of `ends`, and no further
     than the layer that reaches `until`): [hops, widest width, its vertex before, widest
@@ -141,7 +141,7 @@ def _labels(adjacency: dict, ends: set[str], source: str, order: dict[str, int],
     return best
 
 
-def _read_back(best: dict, source: str, end: str, through: bool) -> tuple[str, ...]:
+def read_back(best: dict, source: str, end: str, through: bool) -> tuple[str, ...]:
     """The path to `end` kept in best (through the source's NIC or not), source first."""
     path, at = [], end
     while at != source:

@@ -1,0 +1,151 @@
+"""Several routes per GPU pair (issue 28, `--routes several`): where two GPUs meet over
+more than one fewest-hop path through switches, such as a DGX-2's NVSwitch and the PCIe
+switch two GPUs share with their NIC, the pair's rank link carries chunks over each.
+
+    with_several_routes(topo)   the machine NAME-several-routes (a name of its own, so
+                                that a schedule file made on it names a machine synth
+                                derives: synth.schedule.machine)
+    base_of(name)               NAME, or None where `name` names no such machine
+    further_routes(...)         per GPU pair, its routes besides the widest
+    exact_splits(...)           the pairs whose split the groups can state exactly,
+    drop_crossed(...)             less those another pair crosses twice
+    split_groups(...)           their groups
+
+The lowering (synth.topology.linkmodel) gives such a pair one rank link whose capacity
+is the sum of its routes' bottlenecks, and leaves how the pair's chunks split over the
+routes to the hardware, so the groups must allow every split and nothing more. A pair
+L with link-disjoint routes R_1..R_k, whose physical hops p carry the other pairs' flow
+o(p) besides L's, can split its flow f over its routes exactly when
+
+    f + o(p_1) + ... + o(p_k) <= c(p_1) + ... + c(p_k)   for every choice of p_i in R_i
+
+(min over p of c(p) - o(p), summed over the routes, is the room L has) and o(p) <= c(p)
+for every hop (the other pairs' own groups). That needs each hop to carry at most one
+pair of several routes, and no other pair to cross two of one pair's routes (it would
+count twice); a pair for which that fails, or whose routes cross a switch that computes
+(its ports belong to one route), keeps its widest route only.
+
+Cost: per GPU, one breadth-first search from each of its first hops, O(N * degree *
+(V + E)); then one pass over the pairs of several routes and their hops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction
+from itertools import product
+
+from synth.topology.physical import Topology
+from synth.topology.routes import read_back, route_labels
+
+SUFFIX = "-several-routes"
+Hop = tuple[str, str]
+Pair = tuple[int, int]
+
+
+def with_several_routes(topo: Topology) -> Topology:
+    """`topo` lowered with several routes per GPU pair, named NAME-several-routes."""
+    if topo.several_routes:
+        return topo
+    return replace(topo, several_routes=True, name=f"{topo.name}{SUFFIX}")
+
+
+def base_of(name: str) -> str | None:
+    """The machine NAME-several-routes was made from, or None."""
+    return name[: -len(SUFFIX)] if name.endswith(SUFFIX) and len(name) > len(SUFFIX) \
+        else None
+
+
+def further_routes(adjacency: dict, ends: set[str], source: str, order: dict[str, int],
+                   widest: dict[str, tuple[str, ...]]) -> dict[str, list[tuple[str, ...]]]:
+    """Per GPU that `source` routes to (`widest`: its route), the other routes of as
+    few hops that share no physical link with it or with each other, widest first
+    (ties to the vertex listed first). A second route leaves through another first hop,
+    as the first link of the widest is taken: one search from each."""
+    width = dict(adjacency[source])
+    found: dict[str, list[tuple[tuple[str, ...], float]]] = {}
+    for first in sorted(width, key=order.get):
+        if first in ends:
+            continue  # a direct GPU link is one route of its own
+        labels = route_labels(adjacency, ends, first, order, None)
+        for dst, route in widest.items():
+            label = labels.get(dst)
+            if route[1] == first or label is None or label[0] + 1 != len(route) - 1:
+                continue
+            path = (source,) + read_back(labels, first, dst, False)
+            found.setdefault(dst, []).append((path, min(width[first], label[1])))
+    further = {}
+    for dst, paths in found.items():
+        taken = set(zip(widest[dst], widest[dst][1:]))
+        chosen = []
+        for path, _ in sorted(paths, key=lambda p: -p[1]):  # stable: first hops in order
+            hops = set(zip(path, path[1:]))
+            if not hops & taken:
+                taken |= hops
+                chosen.append(path)
+        if chosen:
+            further[dst] = chosen
+    return further
+
+
+def _hops(path) -> list[Hop]:
+    return list(zip(path, path[1:]))
+
+
+def exact_splits(further: dict[Pair, list[tuple[str, ...]]], routes: dict, capable: set[str]
+                 ) -> dict[Pair, list[tuple[str, ...]]]:
+    """The pairs (of `further`, in rank order) whose routes cross no computing switch
+    and no hop of an earlier pair of several routes; each with all its routes, the
+    widest first. The other condition, no pair crossing two routes, is checked by
+    drop_crossed once the pairs of one route are known."""
+    claimed: set[Hop] = set()
+    kept = {}
+    for pair in sorted(further):
+        paths = [routes[pair]] + further[pair]
+        hops = {h for p in paths for h in _hops(p)}
+        if hops & claimed or any(v in capable for p in paths for v in p[1:-1]):
+            continue
+        claimed |= hops
+        kept[pair] = paths
+    return kept
+
+
+def drop_crossed(split: dict[Pair, list[tuple[str, ...]]], users: dict[Hop, list[Pair]],
+                 routes: dict) -> None:
+    """Leave the pairs of `split` that another pair (`users`: the pairs of one route on
+    each hop) crosses on two of their routes with their widest route only: out of
+    `split`, into `users` (kept in rank order)."""
+    crossed = set()
+    for pair, paths in split.items():
+        seen: dict[Pair, int] = {}
+        for i, path in enumerate(paths):
+            for hop in _hops(path):
+                for other in users.get(hop, ()):
+                    if seen.setdefault(other, i) != i:
+                        crossed.add(pair)
+    for pair in crossed:
+        del split[pair]
+        for hop in _hops(routes[pair]):
+            users[hop] = sorted(users[hop] + [pair])
+
+
+def split_groups(split: dict[Pair, list[tuple[str, ...]]], users: dict[Hop, list[Pair]],
+                 capacities: dict[Hop, Fraction], link_capacity: dict[Pair, Fraction]
+                 ) -> list[tuple[str, tuple[Pair, ...], Fraction, tuple[str, ...]]]:
+    """(name, members, capacity, the hops whose capacities add, as "u->v") of every
+    group the module docstring states for the pairs of several routes that can bind:
+    one per choice of a hop on each of a pair's routes."""
+    groups = {}
+    for pair, paths in split.items():
+        for hops in product(*(_hops(p) for p in paths)):
+            members = tuple(sorted({pair, *(m for h in hops for m in users.get(h, ()))}))
+            cap = sum((capacities[h] for h in hops), Fraction(0))
+            if sum(link_capacity[m] for m in members) <= cap:
+                continue  # never binds
+            if members not in groups or cap < groups[members][0]:
+                groups[members] = (cap, hops)
+    named = []
+    for members, (cap, hops) in groups.items():
+        sources = tuple(f"{u}->{v}" for u, v in hops)
+        named.append((" + ".join(sources), members, cap, sources))
+    return named

@@ -1,0 +1,156 @@
+"""Several routes per GPU pair (synth.topology.several_routes, `--routes several`).
+
+Every expectation is worked out from the topology files' numbers in the comments, and
+the split feasibility from the physical links directly, never by lowering twice. Units:
+capacities in chunks per round, gbps x lanes / unit_gbps (dgx2: unit 25 GB/s, so a
+GPU's 6 NVLink lanes are 6, its PCIe link to the switch it shares with its partner
+16/25).
+"""
+
+import json
+import random
+from fractions import Fraction as F
+
+
+from synth.schedule.machine import known_by_name
+from synth.topology.catalog import resolve
+from synth.topology.linkmodel import lower, lower_with_routes
+from tests.in_process import synth_main
+
+NV, PCIE = F(6), F(16, 25)  # dgx2: a GPU's NVSwitch port, its PCIe link (each way)
+
+
+def test_partners_on_one_pcie_switch_get_both_routes():
+    lowering = lower_with_routes(resolve("dgx2", routes="several"))
+    link = lowering.model.link
+    # gpu0 and gpu1 share pcie0: NVSwitch and PCIe side by side
+    assert link[0, 1].capacity == link[1, 0].capacity == NV + PCIE
+    assert lowering.further[0, 1] == (("gpu0", "pcie0", "gpu1"),)
+    # gpu0 and gpu2 share no PCIe switch: NVSwitch alone, as on the one-route machine
+    assert link[0, 2].capacity == NV and (0, 2) not in lowering.further
+    assert lower(resolve("dgx2")).link[0, 1].capacity == NV
+    assert len(lowering.further) == 16  # 8 partner pairs, both ways
+
+
+def _loads(rng):
+    """Random loads on every rank link of one dgx2, in hundredths so the checks are
+    exact: about 4 out of and into each GPU, but one GPU sends and another receives
+    near its NVSwitch port's 6 and past it, and partners' loads reach past 16/25."""
+    load = {(a, b): F(rng.randint(15, 35), 100) for a in range(16) for b in range(16)
+            if a != b}
+    busy, taking = rng.sample(range(16), 2)
+    for x in range(16):
+        if x != busy:
+            load[busy, x] = F(rng.randint(37, 47), 100)
+        if x != taking:
+            load[x, taking] = F(rng.randint(37, 47), 100)
+    for a in range(16):
+        load[a, a ^ 1] = F(rng.randint(0, 90), 100)
+    return load
+
+
+def _fits_physically(load):
+    """Whether a dgx2 carries `load` when each partner pair may send part of its load
+    over its PCIe switch (worked out from dgx2.yaml, not from synth): each GPU has one
+    partner, so the part s(a, b) that partners a, b = a ^ 1 send over PCIe must cover
+    what a's NVSwitch port and b's cannot, out(a) - 6 and in(b) - 6, within its PCIe
+    link (16/25) and its own load; and the 48-lane trunk between the boards carries
+    its side's sum."""
+    out = {a: sum(v for (s, _), v in load.items() if s == a) for a in range(16)}
+    into = {b: sum(v for (_, d), v in load.items() if d == b) for b in range(16)}
+    for a in range(16):
+        b = a ^ 1
+        if max(F(0), out[a] - NV, into[b] - NV) > min(load[a, b], PCIE):
+            return False
+    across = [sum(v for (s, d), v in load.items() if (s < 8) == side and (d < 8) != side)
+              for side in (True, False)]
+    return max(across) <= 48
+
+
+def _fits_model(model, load):
+    return (all(load[l.src, l.dst] <= l.capacity for l in model.links)
+            and all(sum(load[p] for p in g.links) <= g.capacity for g in model.groups))
+
+
+def test_the_groups_allow_every_split_and_nothing_more():
+    several = lower(resolve("dgx2", routes="several"))
+    widest = lower(resolve("dgx2"))
+    rng = random.Random(28)
+    seen = {True: 0, False: 0}
+    only_with_pcie = 0
+    for _ in range(300):
+        load = _loads(rng)
+        physical = _fits_physically(load)
+        assert _fits_model(several, load) == physical
+        seen[physical] += 1
+        only_with_pcie += physical and not _fits_model(widest, load)
+    assert min(seen.values()) > 30  # both answers tried often
+    assert only_with_pcie > 10  # loads only the second route carries
+
+
+def test_a_hop_carries_one_pair_of_several_routes_at_most(tmp_path):
+    # three GPUs on one NVSwitch (2 lanes of 25) and one PCIe switch (16 GB/s): in rank
+    # order, (0, 1) takes its PCIe route first, which claims gpu0->pcie and pcie->gpu1;
+    # (0, 2) would cross gpu0->nvswitch, already (0, 1)'s, and so keeps one route; (1, 0)
+    # crosses none of (0, 1)'s hops and takes both; the rest each cross a claimed hop
+    doc = {"name": "three", "unit_gbps": 25, "gpus": 3,
+           "switches": [{"name": "nvs", "kind": "nvswitch"},
+                        {"name": "pcie", "kind": "pcie_switch"}],
+           "links": [{"between": [f"gpu{i}", "nvs"], "gbps": 25, "count": 2} for i in range(3)]
+           + [{"between": [f"gpu{i}", "pcie"], "gbps": 16} for i in range(3)]}
+    path = tmp_path / "three.json"
+    path.write_text(json.dumps(doc))
+    link = lower(resolve(str(path), routes="several")).link
+    both = F(2) + F(16, 25)
+    assert {p: l.capacity for p, l in link.items()} == {
+        (0, 1): both, (1, 0): both, (0, 2): 2, (1, 2): 2, (2, 0): 2, (2, 1): 2}
+    # where the NVSwitch computes (NVLS), its ports belong to one route: none split
+    doc["switches"][0]["can"] = ["reduce", "multicast"]
+    path.write_text(json.dumps(doc))
+    assert lower(resolve(str(path), routes="several")).link[0, 1].capacity == 2
+
+
+def test_a_pair_crossed_twice_keeps_one_route(tmp_path):
+    # gpu0 reaches gpu1 over s1, t1 and over s2, t2 (3 hops each, 25 GB/s a link); with
+    # t1 joined to s2, gpu2's only route to gpu3 (gpu2 s1 t1 s2 t2 gpu3) crosses s1->t1
+    # and s2->t2, one hop of each: the groups would count its load twice, so (0, 1)
+    # keeps one route, and so does (1, 0), crossed by (3, 2)
+    pairs = [("gpu0", "s1"), ("gpu0", "s2"), ("s1", "t1"), ("t1", "gpu1"), ("s2", "t2"),
+             ("t2", "gpu1"), ("gpu2", "s1"), ("t2", "gpu3")]
+    doc = {"name": "crossed", "unit_gbps": 25, "gpus": 4,
+           "switches": [{"name": n, "kind": "pcie_switch"} for n in ("s1", "t1", "s2", "t2")]}
+    path = tmp_path / "crossed.json"
+    for joined, expected in ((False, 2), (True, 1)):
+        links = pairs + [("t1", "s2")] * joined
+        doc["links"] = [{"between": list(p), "gbps": 25} for p in links]
+        path.write_text(json.dumps(doc))
+        link = lower(resolve(str(path), routes="several")).link
+        assert link[0, 1].capacity == link[1, 0].capacity == expected
+
+
+def test_the_name_says_the_routes_and_resolves_back():
+    machine = resolve("dgx2x2", routes="several")
+    assert machine.name == "dgx2x2-several-routes"
+    assert lower(resolve("dgx2x2-several-routes")) == lower(machine)
+    degraded = resolve("dgx2x2", edits=("nic2",), routes="several")
+    assert degraded.name == "dgx2x2-several-routes-without-nic2"
+    assert degraded.healthy.name == "dgx2x2-several-routes"  # compared like with like
+    assert lower(resolve(degraded.name)) == lower(degraded)
+    assert known_by_name(degraded.name) and known_by_name("dgx2-several-routes")
+    assert not known_by_name("nosuch-several-routes")
+
+
+def test_allgather_on_several_routes_verifies_by_name(tmp_path):
+    out = tmp_path / "out"
+    ran = synth_main("allgather", "--topo", "dgx2", "--routes", "several", "--method",
+                     "constructed", "--model", "line-rate", "--time-limit", "120", "-o", out)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.startswith("allgather on dgx2-several-routes (16 ranks)")
+    # one GPU takes in 6 + 16/25 = 166/25 a round and needs 15 shards: 375/166 rounds a
+    # chunk at best; on one route it would be 15/6 = 5/2
+    assert "375/166 rounds per chunk" in ran.stdout.splitlines()[0]
+    files = sorted(out.rglob("*.json"))
+    assert files
+    checked = synth_main("verify", files[0])
+    assert checked.returncode == 0, checked.stderr
+    assert "own model" not in checked.stdout  # the machine derived from its name
