@@ -265,7 +265,8 @@ def result_summary(result: Result, topology: str, solver: str, paths: list[Path]
     b = result.bounds
     return {
         "collective": result.collective, "topology": topology, "ranks": result.model.ranks,
-        "routes": "several" if result.topology.several_routes else "widest",
+        "routes": "several" if getattr(result.topology, "several_routes", False)
+        else "widest",
         "root": result.root, "solver": solver, "solver_reason": solver_reason,
         "bounds": {"steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
                    "us_per_mb": b.us_per_mb, "note": b.note}
