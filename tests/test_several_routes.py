@@ -11,7 +11,11 @@ import json
 import random
 from fractions import Fraction as F
 
+import networkx as nx
 
+from synth.construct.packing import _best_lanes
+from synth.construct.splitting import whole_split
+from synth.deadline import Deadline
 from synth.schedule.machine import known_by_name
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower, lower_with_routes
@@ -138,6 +142,39 @@ def test_the_name_says_the_routes_and_resolves_back():
     assert lower(resolve(degraded.name)) == lower(degraded)
     assert known_by_name(degraded.name) and known_by_name("dgx2-several-routes")
     assert not known_by_name("nosuch-several-routes")
+
+
+def test_whole_split_reaches_the_bound_in_whole_lanes():
+    # dgx2x2 on several routes: each GPU takes in at most 6 + 16/25 = 166/25 a round and
+    # needs 31 shards, so at most 166/775 trees per root a round; in L = 775 lanes that
+    # is k = 166 trees per root. Checked here with networkx's max-flow (Edmonds: the
+    # trees pack iff a source joined to every root by k lanes reaches every rank with
+    # 32 k)
+    model = lower(resolve("dgx2x2", routes="several"))
+    rate, lanes = F(166, 775), 775
+    split = whole_split(model, list(range(32)), None, rate, lanes, Deadline.after(60))
+    assert split is not None
+    assert all((l.capacity * lanes).denominator == 1 for l in split.links)
+    kept = {(l.src, l.dst): l.capacity for l in split.links}
+    assert all(c <= model.link[p].capacity for p, c in kept.items())
+    assert all(sum(kept.get(p, 0) for p in g.links) <= g.capacity for g in model.groups)
+    graph = nx.DiGraph()
+    for (a, b), c in kept.items():
+        graph.add_edge(a, b, capacity=int(c * lanes))
+    for r in range(32):
+        graph.add_edge("s", r, capacity=166)
+    for v in range(32):
+        assert nx.maximum_flow_value(graph, "s", v) >= 32 * 166
+
+
+def test_the_packing_takes_the_whole_split_at_the_bound():
+    # dgx2x2's program split falls 0.2% short of 166/775 in the lanes MAX_TREES allows
+    # (its vertex's denominators); the lanes the packing grows its trees in are the
+    # whole split's instead: 166 trees per root in 775 lanes, the bound itself
+    model = lower(resolve("dgx2x2", routes="several"))
+    lanes, per_capacity, per_root = _best_lanes(model, list(range(32)), None, Deadline(),
+                                                F(166, 775))
+    assert (per_capacity, per_root) == (775, 166)
 
 
 def test_allgather_on_several_routes_verifies_by_name(tmp_path):

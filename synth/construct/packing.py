@@ -31,7 +31,10 @@ that fit the lanes fit every group. The rate, trees per root per round, is the l
 ratio over rank sets S of the lanes into S to the roots outside S; Newton's method on
 cuts (Dinkelbach) finds it exactly in a few rounds of N max-flows. L, the lanes per unit
 of capacity, is the lcm of the capacities' denominators and the rate's, so that k = rate
-x L trees per root is an integer.
+x L trees per root is an integer. Where that would take more than MAX_TREES trees per
+root and the best split falls just short of the bound (the program's vertex has large
+denominators, and coarser lanes round some of it away), a split in whole lanes at the
+bound's own rate is sought instead (splitting.whole_split, _whole_at).
 
 Cost: per distinct tree, (N - 1) edges, each up to N max-flows over N + 1 vertices
 (scipy's Dinic, in C, about 1 ms a call with its input checks at 32 ranks and 1,000
@@ -48,13 +51,16 @@ from fractions import Fraction
 
 import numpy as np
 
-from synth.construct.splitting import candidate_splits
+from synth.construct.splitting import candidate_splits, rails_only, whole_split
 from synth.deadline import Deadline, OutOfTime
 from synth.topology.linkmodel import LinkModel
 
 MAX_TREES = 1024  # trees per root at most (chunks per batch per root): past it, fewer
 MAX_UNITS = 8192  # chunks per batch per source along paths (they cost nothing to find)
 MAX_LANES = 1 << 24  # lanes per link fit the int32 that scipy's max-flow counts in
+# where the best split falls short of the bound by less than this, whole splits at the
+# bound are sought (_whole_at), in at most this many multiples of its denominator
+WHOLE_WITHIN, WHOLE_MULTIPLES = Fraction(1, 100), 8
 
 
 @dataclass(frozen=True)
@@ -242,12 +248,38 @@ def _best_lanes(model: LinkModel, roots: list[int], sinks: list[int] | None,
     scale = math.lcm(rate.denominator, *(l.capacity.denominator for l in split.links))
     if rate * scale <= most and _top_lanes(split, scale) <= MAX_LANES:
         return _lanes_of(split, scale), scale, int(rate * scale)
+    if target is not None and target * (1 - WHOLE_WITHIN) <= rate < target:
+        found = _whole_at(model, roots, sinks, deadline, target, most)
+        if found is not None:
+            return found
     scale = max(1, math.floor(most / rate))
     if _top_lanes(split, scale) * len(roots) > MAX_LANES:
         return None
     lanes = _lanes_of(split, scale)
     k = min(math.floor(_exact_rate(lanes, roots, sinks)), most)
     return (lanes, scale, k) if k > 0 else None
+
+
+def _whole_at(model: LinkModel, roots: list[int], sinks: list[int] | None,
+              deadline: Deadline, target: Fraction, most: int
+              ) -> tuple[_Lanes, int, int] | None:
+    """(lanes, L, k) at exactly `target` trees per root per round: k = m x its numerator
+    trees in L = m x its denominator lanes, for the least m (k at most `most`, m at most
+    WHOLE_MULTIPLES) whose
+    whole split (splitting.whole_split) the max-flows confirm; None when none does."""
+    bases = [m for m in (rails_only(model), model) if m is not None]
+    for multiple in range(1, min(most // target.numerator, WHOLE_MULTIPLES) + 1):
+        scale, k = target.denominator * multiple, target.numerator * multiple
+        for base in bases:  # rail peers alone first: fewer, wider links (candidate_splits)
+            if deadline.passed():
+                return None
+            split = whole_split(base, roots, sinks, target, scale, deadline)
+            if split is None or _top_lanes(split, scale) * len(roots) > MAX_LANES:
+                continue
+            lanes = _lanes_of(split, scale)
+            if _exact_rate(lanes, roots, sinks) >= k:
+                return lanes, scale, k
+    return None
 
 
 def _top_lanes(split: LinkModel, scale: int) -> Fraction:

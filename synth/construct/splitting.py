@@ -46,8 +46,8 @@ second.
 from __future__ import annotations
 
 import math
-
 from collections import defaultdict
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -56,6 +56,7 @@ from synth.deadline import Deadline, OutOfTime
 from synth.schedule.transform import reverse_model
 from synth.topology.linkmodel import Group, LinkModel, RankLink, box_places
 
+MILP_SECONDS = 5.0  # whole_split's program at most (dgx2x2 on several routes: 0.3 s)
 DENOMINATOR = 10_000  # an LP vertex here has small denominators; past this, the nearest
 
 
@@ -175,6 +176,22 @@ def _kept(model: LinkModel, links: list[int], split: dict[int, Fraction]) -> Lin
     return LinkModel(model.name, model.unit_gbps, model.ranks, kept, (), model.boxes)
 
 
+@dataclass
+class _Program:
+    """The split program's rows (module docstring): variables are each phase's link
+    class capacities (`n_split`, phase by phase), then lam (`lam_col`), then the flows;
+    every row is `lower` <= rows x <= `upper`, and each variable within 0 and `cap`."""
+
+    rows: object  # scipy.sparse
+    lower: np.ndarray
+    upper: np.ndarray
+    cap: np.ndarray
+    n_split: int
+    lam_col: int
+    caps: dict[int, Fraction]
+    phase_cols: list[list[int]]
+
+
 def _split_program(model: LinkModel, roots: list[int], ranks: list[int],
                    links: list[int], sinks: list[int] | None, phases: tuple[bool, ...],
                    deadline: Deadline) -> tuple[list[dict[int, Fraction]], float]:
@@ -183,9 +200,64 @@ def _split_program(model: LinkModel, roots: list[int], ranks: list[int],
     rank, one per class, as trees span them all), their capacities' sum within each
     class's and each group's; and lam. OutOfTime past `deadline`, building the program
     or solving it (HiGHS is told the time left)."""
-    from scipy.sparse import coo_matrix, vstack
-
     from synth.lp import solve
+
+    program = _program(model, roots, ranks, links, sinks, phases, deadline)
+    cost = np.zeros(len(program.cap))
+    cost[program.lam_col] = -1.0
+    result = solve(cost, program.rows, program.lower, program.upper, 0.0, program.cap,
+                   seconds=deadline.solver_seconds())
+    # HiGHS stopped at its time limit (solver_seconds: the time left, maybe a moment
+    # before the deadline itself passes); with no deadline, "time" is its iterations'
+    if result.status == "time" and math.isfinite(deadline.moment):
+        raise OutOfTime
+    if result.status != "optimal":  # cannot happen for a feasible model (x = 0 is one)
+        raise RuntimeError(f"splitting {model.name}: {result.status}")
+    n_split, n_classes = program.n_split, len(program.phase_cols)
+    split = _rounded(model, links, program.caps, program.phase_cols, result.x[:n_split])
+    return ([{c: split[p * n_classes + c] for c in range(n_classes)}
+             for p in range(len(phases))], float(result.x[program.lam_col]))
+
+
+def whole_split(model: LinkModel, roots: list[int], sinks: list[int] | None,
+                rate: Fraction, lanes: int, deadline: Deadline = Deadline()
+                ) -> LinkModel | None:
+    """A split (program_split's) at exactly `rate` trees per root per round whose every
+    capacity is a whole number of 1/`lanes` of a unit: the program with its link
+    classes integer in those units and lam fixed, a question of feasibility for HiGHS.
+    program_split's vertex has denominators of its own (dgx2x2 on several routes: 4,143
+    and 4,340), and its lanes coarsened to MAX_TREES trees per root fall 0.2% short;
+    in L lanes, with L a multiple of the rate's denominator, whole trees reach the rate
+    itself. None where the program finds no such split in time (it may promise what the
+    classes' ranks do not all get: the packing measures)."""
+    from synth.lp import solve
+
+    ranks, links = rank_classes(model, roots)
+    try:
+        program = _program(model, roots, ranks, links, sinks, (False,), deadline)
+    except OutOfTime:
+        return None
+    n_split = program.n_split
+    scale = np.ones(len(program.cap))  # a class's column counts 1/lanes units
+    scale[:n_split] = 1.0 / lanes
+    cap = program.cap.copy()
+    cap[:n_split] = np.floor(cap[:n_split] * lanes + 1e-9)
+    low = np.zeros(len(cap))
+    low[program.lam_col] = cap[program.lam_col] = float(rate)
+    result = solve(np.zeros(len(cap)), program.rows.multiply(scale).tocsc(), program.lower,
+                   program.upper, low, cap, integer=np.arange(len(cap)) < n_split,
+                   seconds=deadline.solver_seconds(MILP_SECONDS))
+    if result.x is None or result.status not in ("optimal", "time"):
+        return None
+    split = {c: Fraction(round(result.x[c]), lanes) for c in range(n_split)}
+    return _kept(model, links, split)
+
+
+def _program(model: LinkModel, roots: list[int], ranks: list[int], links: list[int],
+             sinks: list[int] | None, phases: tuple[bool, ...], deadline: Deadline
+             ) -> _Program:
+    """_split_program's rows. OutOfTime past `deadline`."""
+    from scipy.sparse import coo_matrix, vstack
 
     n_classes, m = max(links) + 1, len(model.links)
     if sinks is None:
@@ -249,21 +321,10 @@ def _split_program(model: LinkModel, roots: list[int], ranks: list[int],
            float(g.capacity))
     a_ub = coo_matrix((ub_vals, (ub_rows, ub_cols)), shape=(len(ub_rhs), n_vars))
     a_eq = coo_matrix((eq_vals, (eq_rows, eq_cols)), shape=(len(eq_rhs), n_vars))
-    upper = np.r_[[float(caps[c % n_classes]) for c in range(n_split)],
-                  np.full(n_vars - n_split, np.inf)]
-    cost = np.zeros(n_vars)
-    cost[lam_col] = -1.0
-    result = solve(cost, vstack([a_ub, a_eq]), np.r_[np.full(len(ub_rhs), -np.inf), eq_rhs],
-                   np.r_[ub_rhs, eq_rhs], 0.0, upper, seconds=deadline.solver_seconds())
-    # HiGHS stopped at its time limit (solver_seconds: the time left, maybe a moment
-    # before the deadline itself passes); with no deadline, "time" is its iterations'
-    if result.status == "time" and math.isfinite(deadline.moment):
-        raise OutOfTime
-    if result.status != "optimal":  # cannot happen for a feasible model (x = 0 is one)
-        raise RuntimeError(f"splitting {model.name}: {result.status}")
-    split = _rounded(model, links, caps, phase_cols, result.x[:n_split])
-    return ([{c: split[p * n_classes + c] for c in range(n_classes)}
-             for p in range(len(phases))], float(result.x[lam_col]))
+    cap = np.r_[[float(caps[c % n_classes]) for c in range(n_split)],
+                np.full(n_vars - n_split, np.inf)]
+    return _Program(vstack([a_ub, a_eq]).tocsc(), np.r_[np.full(len(ub_rhs), -np.inf), eq_rhs],
+                    np.r_[ub_rhs, eq_rhs], cap, n_split, lam_col, caps, phase_cols)
 
 
 def _rounded(model: LinkModel, links: list[int], caps: dict[int, Fraction],
