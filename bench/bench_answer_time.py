@@ -19,7 +19,8 @@ every 0.05 s: synth writes the frontier in hand as the search goes on
   rounds per chunk; a pipeline's fill keeps it a little above the cut bound) was on
   disk; within_1pct_s: until some file within 1.01 x the bound was;
 - end_s: when the job ended (it goes on searching for points with fewer steps);
-- best / bound: the best point of the final frontier;
+- best / bound: the best point of the final frontier, and its algbw in GB/s (the bound's
+  over that, rounded down);
 - peak MiB: the job's peak resident memory (GNU time's %M).
 
 ForestColl's side (its public Python, measured on this kind of machine and quoted in
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -45,16 +47,19 @@ sys.path.insert(0, str(REPO))
 
 from bench.machine import recorded_machine  # noqa: E402
 
-JOBS = ("ndv2x4", "dgx1ibx4", "dgx2x2", "dgxa100x4")
+# dgx2x2-several-routes: --routes several (docs/cli.md), the shared PCIe switches too
+JOBS = ("ndv2x4", "dgx1ibx4", "dgx2x2", "dgx2x2-several-routes", "dgxa100x4")
 FORESTCOLL = {"ndv2x4": "13-16 s", "dgx1ibx4": "47-59 s", "dgx2x2": "94-122 s, 40 MB",
-              "dgxa100x4": "55-61 s"}
+              "dgx2x2-several-routes": "171.35 GB/s", "dgxa100x4": "55-61 s"}
 
 
-def bound_of(topo: str) -> Fraction:
+def bound_of(topo: str) -> tuple[Fraction, float]:
+    """The allgather bound in rounds per chunk, and the algbw (GB/s) it allows."""
     out = subprocess.run([sys.executable, "-m", "synth", "bounds", "allgather", "--topo",
                           topo, "--json"], capture_output=True, text=True, check=True,
                          cwd=REPO)
-    return Fraction(json.loads(out.stdout)["rounds_per_chunk"])
+    said = json.loads(out.stdout)
+    return Fraction(said["rounds_per_chunk"]), said["algbw_gbps_max"]
 
 
 def ratio_of(path: Path, bound: Fraction) -> Fraction | None:
@@ -67,7 +72,7 @@ def ratio_of(path: Path, bound: Fraction) -> Fraction | None:
 
 
 def run_job(topo: str, limit: float, method: str = "auto") -> dict:
-    bound = bound_of(topo)
+    bound, most_gbps = bound_of(topo)
     with tempfile.TemporaryDirectory() as out:
         command = ["/usr/bin/time", "-f", "%M", sys.executable, "-m", "synth", "allgather",
                    "--topo", topo, "--time-limit", f"{limit:g}", "--model", "line-rate",
@@ -96,9 +101,10 @@ def run_job(topo: str, limit: float, method: str = "auto") -> dict:
     summary = json.loads(stdout)
     best = min(summary["frontier"], key=lambda p: Fraction(p["rounds"], p["chunks"]))
     written = Path(best["file"]).name if best["file"] else None  # None: never written
+    over = Fraction(best["rounds"], best["chunks"]) / bound
     return {"best_s": seen.get(written, end), "within_1pct_s": within,
-            "end_s": end, "best_over_bound": float(Fraction(best["rounds"], best["chunks"])
-                                                   / bound),
+            "end_s": end, "best_over_bound": float(over),
+            "best_gbps": most_gbps / float(over),
             "points": len(summary["frontier"]),
             "peak_mib": round(int(stderr.strip().splitlines()[-1]) / 1024)}
 
@@ -150,16 +156,17 @@ def write_record(machine: dict, rows: list[dict], limit: float, method: str,
              f"{' '.join(machine['load_after'])}; --time-limit {limit:g}; --method {method}; "
              "the answer cache "
              "off; --model line-rate; jobs one at a time in fresh processes.", "",
-             "| job | best point on disk s | within 1% s | job ends s | best / bound | points "
-             "| peak MiB | ForestColl (issue 28) |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+             "| job | best point on disk s | within 1% s | job ends s | best / bound "
+             "| best GB/s | points | peak MiB | ForestColl (issue 28) |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['job']} | error: {r['error']} ||||||| ")
+            lines.append(f"| {r['job']} | error: {r['error']} |||||||| ")
             continue
         lines.append(f"| {r['job']} | {r['best_s']}"
                      f" | {r['within_1pct_s'] if r['within_1pct_s'] is not None else '-'} | "
-                     f"{r['end_s']} | {r['best_over_bound']:.4f} | {r['points']} | "
+                     f"{r['end_s']} | {r['best_over_bound']:.4f} | "
+                     f"{math.floor(r['best_gbps'] * 100) / 100:.2f} | {r['points']} | "
                      f"{r['peak_mib']} | {r['forestcoll']} |")
     (folder / f"{name}.md").write_text("\n".join(lines) + "\n")
 
