@@ -315,7 +315,10 @@ def read_bytes(path: str | Path, limit: int = TEXT_LIMIT, what: str = "file") ->
             raise BadInput(f"{quote(name, 80)}: {st.st_size:,} bytes, over the "
                            f"{limit:,}-byte limit for a {what}")
         with open(name, "rb") as f:
-            data = f.read(limit + 1)
+            # read(n) allocates n bytes first: a 1 GB limit's buffer for a small file
+            data = f.read(st.st_size + 1)
+            if len(data) > st.st_size:  # it grew since: the rest, up to the limit
+                data += f.read(limit + 1 - len(data))
     except OSError as e:
         raise BadInput(f"{quote(name, 80)}: cannot read: {_reason(e)}") from None
     if len(data) > limit:

@@ -142,11 +142,12 @@ def drop_redundant(coll: Collective, steps) -> list[list]:
     rank overwrite a slot it may be reading)."""
     if coll.combining:
         return [list(step.sends) for step in steps]
-    held = set(coll.pre)
+    g = coll.num_chunks  # (rank, chunk) as one int: a tree batch's 124,000 tuples, 7 MB
+    held = {r * g + k for r, k in coll.pre}
     out = []
     for step in steps:
-        kept = [x for x in step.sends if (x.dst, x.chunk) not in held]
-        held |= {(x.dst, x.chunk) for x in kept}
+        kept = [x for x in step.sends if x.dst * g + x.chunk not in held]
+        held |= {x.dst * g + x.chunk for x in kept}
         out.append(kept)
     return out
 

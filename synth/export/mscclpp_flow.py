@@ -21,6 +21,8 @@ from collections import defaultdict
 from synth.errors import BadInput
 from synth.export.layout import Layout, Slot, drop_redundant
 
+MIXED = -1  # the reads of a slot since its last write were by more than one peer
+
 
 class _Flow:
     """Where every value lives: the slots of every send, reduction and final copy.
@@ -76,9 +78,10 @@ class _Flow:
 
 class _Places:
     """The work of placing values, step by step: where each (rank, chunk) value is now
-    (loc), the slots each rank has touched (accessed), and per (rank, slot) every read
-    since its last write in the launch, as (peer, step) of the sends that read it (peer
-    None for a local read)."""
+    (loc, keyed rank x chunks + chunk), the slots each rank has touched (accessed), and
+    per rank and slot the reads since its last write in the launch (since: see read).
+    Ints and one pair where tuples and lists would do: a tree batch places 124,000
+    sends, and its tuples were most of an export's peak memory."""
 
     def __init__(self, lay: Layout):
         self.lay = lay
@@ -87,13 +90,21 @@ class _Places:
             for k in range(lay.g):
                 slot = lay.init_slot(r, k)
                 if slot is not None:
-                    self.loc[(r, k)] = slot
+                    self.loc[r * lay.g + k] = slot
                     self.accessed[r].add(slot)
         self.scratch = defaultdict(int)
-        self.since = defaultdict(list)
+        self.since = defaultdict(dict)
         # rank -> its slots written in a launch, by the rank or a peer (a set per rank,
         # not of (rank, slot) pairs: a tree batch's 124,000 pairs took 7 MB)
         self.written = defaultdict(set)
+
+    def read(self, rank, slot, peer, t):
+        """Note a read of rank's slot at step t by `peer` (None: the rank itself). All
+        that copy_slot asks of the reads since the last write is whether every one was
+        by one peer, and the latest step: (that peer, or MIXED; the latest step)."""
+        seen = self.since[rank].get(slot)
+        self.since[rank][slot] = (peer, t) if seen is None else (
+            seen[0] if seen[0] == peer else MIXED, max(seen[1], t))
 
     def fresh(self, rank):
         """A scratch slot of rank not used before in the launch."""
@@ -111,8 +122,8 @@ class _Places:
         if out is not None and out not in self.accessed[rank]:
             self.accessed[rank].add(out)
             return out
-        reads = self.since.get((rank, out))
-        if out is not None and reads and all(p == peer and s < t for p, s in reads):
+        reads = self.since[rank].get(out)
+        if out is not None and reads is not None and reads[0] == peer and reads[1] < t:
             return out
         return self.fresh(rank)
 
@@ -128,10 +139,10 @@ class _Places:
         """Where the members of a switch reduction gather chunk k when it sits at
         different slots: its output slot, the same on every member, if every member that
         must copy into it has not touched it; else one fresh scratch slot for all."""
-        lay, loc, accessed = self.lay, self.loc, self.accessed
+        lay, loc, accessed, g = self.lay, self.loc, self.accessed, self.lay.g
         out = {lay.out_slot(m, k) for m in group}
         out = out.pop() if len(out) == 1 else None
-        if out is not None and all(loc[(m, k)] == out or out not in accessed[m]
+        if out is not None and all(loc[m * g + k] == out or out not in accessed[m]
                                    for m in group):
             for m in group:
                 accessed[m].add(out)
@@ -141,24 +152,27 @@ class _Places:
     def moves(self, t, sends):
         """The sends of step t placed: (moves (chunk, src, dst, src slot, dst slot),
         arrived {(rank, chunk): [(sender, scratch slot)]} of the reductions to sum)."""
-        loc, since = self.loc, self.since
+        loc, since, g = self.loc, self.since, self.lay.g
         moves, moved, arrived = [], {}, defaultdict(list)
         for x in sends:
-            since[(x.src, loc[(x.src, x.chunk)])].append((x.dst, t))
+            self.read(x.src, loc[x.src * g + x.chunk], x.dst, t)
         # copies in chunk order, reductions per sender in chunk order: runs of
-        # consecutive chunks get runs of consecutive slots
-        for x in sorted(sends, key=lambda x: (x.dst, x.op == "reduce",
-                                              x.src if x.op == "reduce" else 0, x.chunk)):
-            src = loc[(x.src, x.chunk)]
+        # consecutive chunks get runs of consecutive slots (the key one int, not a
+        # tuple: a tree batch's step sorts 31,000 sends)
+        n = self.lay.n
+        for x in sorted(sends, key=lambda x: ((x.dst * 2 + (x.op == "reduce")) * n
+                                              + (x.src if x.op == "reduce" else 0)) * g
+                        + x.chunk):
+            src = loc[x.src * g + x.chunk]
             if x.op == "copy":
                 dst = self.copy_slot(x.dst, x.chunk, x.src, t)
-                moved[(x.dst, x.chunk)] = dst
+                moved[x.dst * g + x.chunk] = dst
             else:
                 dst = self.fresh(x.dst)
                 arrived[(x.dst, x.chunk)].append((x.src, dst))
             moves.append((x.chunk, x.src, x.dst, src, dst))
             self.written[x.dst].add(dst)
-            since.pop((x.dst, dst), None)
+            since[x.dst].pop(dst, None)
         loc.update(moved)
         return moves, arrived
 
@@ -168,10 +182,11 @@ class _Places:
         value (in place when the layout lets it be written; else into its output slot
         while untouched, or the first arrival's slot)."""
         lay, loc, accessed, since = self.lay, self.loc, self.accessed, self.since
+        g = lay.g
         reductions = []
         for (d, k), got in sorted(arrived.items()):
             slots = [s for _, s in got]
-            cur = loc[(d, k)]
+            cur = loc[d * g + k]
             if lay.writable(d, k, cur):
                 dst, srcs = cur, [cur, *slots]
             else:
@@ -181,12 +196,12 @@ class _Places:
                     dst, srcs = out, [cur, *slots]
                 else:
                     dst, srcs = slots[0], [slots[0], cur, *slots[1:]]
-            loc[(d, k)] = dst
+            loc[d * g + k] = dst
             reductions.append((d, k, dst, srcs, got[0][0]))
             self.written[d].add(dst)
             for slot in srcs:
-                since[(d, slot)].append((None, t))
-            since.pop((d, dst), None)
+                self.read(d, slot, None, t)
+            since[d].pop(dst, None)
         return reductions
 
     def switch_ops(self, t, ops):
@@ -194,18 +209,18 @@ class _Places:
         group, d) each): (summed (chunk, source group, destination group, d, src slot,
         out slot), aligned (rank, chunk, from, to): the local copies that first gather a
         chunk at one slot on every member of a source group)."""
-        accessed, loc, since = self.accessed, self.loc, self.since
+        accessed, loc, since, g = self.accessed, self.loc, self.since, self.lay.g
         summed, aligned = [], []
         for k, readers, writers, d in ops:
             src = self.switch_source(t, k, readers, aligned)
             out = self.switch_target(k, readers, writers, d, src)
             for m in readers:
-                since[(m, src)].append((d, t))
+                self.read(m, src, d, t)
             for m in writers:
                 accessed[m].add(out)
-                loc[(m, k)] = out
+                loc[m * g + k] = out
                 self.written[m].add(out)
-                since.pop((m, out), None)
+                since[m].pop(out, None)
             summed.append((k, readers, writers, d, src, out))
         return summed, aligned
 
@@ -214,18 +229,18 @@ class _Places:
         offset on every member): where k sits, or, where it sits at different slots, an
         aligned slot each reader whose value is elsewhere first copies it to (appended
         to `aligned`)."""
-        loc, since = self.loc, self.since
-        src = {loc[(m, k)] for m in readers}
+        loc, since, g = self.loc, self.since, self.lay.g
+        src = {loc[m * g + k] for m in readers}
         if len(src) == 1:
             return src.pop()
         src = self.aligned_slot(k, readers)
         for m in readers:
-            if loc[(m, k)] != src:  # a local copy, read here, written there
-                aligned.append((m, k, loc[(m, k)], src))
-                since[(m, loc[(m, k)])].append((None, t))
-                loc[(m, k)] = src
+            if loc[m * g + k] != src:  # a local copy, read here, written there
+                aligned.append((m, k, loc[m * g + k], src))
+                self.read(m, loc[m * g + k], None, t)
+                loc[m * g + k] = src
                 self.written[m].add(src)
-                since.pop((m, src), None)
+                since[m].pop(src, None)
         return src
 
     def switch_target(self, k, readers, writers, d, src):
@@ -254,11 +269,11 @@ class _Places:
         """(rank, chunk, from, to) of every result in `post` (sorted (rank, first chunk,
         count) runs: a tree batch's set of pairs took 14 MB) not in its output slot at
         the end, to be copied there."""
-        epilogue = []
+        epilogue, g = [], self.lay.g
         for r, k in ((r, k) for r, first, count in post for k in range(first, first + count)):
             out = self.lay.out_slot(r, k)
-            if self.loc.get((r, k)) not in (None, out):
-                epilogue.append((r, k, self.loc[(r, k)], out))
+            if self.loc.get(r * g + k) not in (None, out):
+                epilogue.append((r, k, self.loc[r * g + k], out))
                 self.written[r].add(out)
         return epilogue
 
