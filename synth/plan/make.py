@@ -13,6 +13,7 @@ from synth.deadline import Deadline, TimeLimit
 from synth.errors import NoAnswer
 from synth.cost_choice import in_cost_model
 from synth.frontier import synthesize
+from synth.output import routes_summary
 from synth.plan.overlap import overlap
 from synth.plan.shapes import planning_groups, planning_view
 from synth.plan.planner import (Entry, Plan, candidates_of, envelope,
@@ -25,7 +26,9 @@ from synth.search.pareto import Limits
 from synth.signals import interrupt_seen
 from synth.topology.communicator import fastest_unit
 from synth.topology.figures import library_of
+from synth.topology.linkmodel import lower
 from synth.topology.physical import Topology
+from synth.topology.several_routes import one_route
 
 def make_plan(workload: Workload, topo: Topology, limits: Limits,
               on_event=None, cost_model: str = "calibrated", method: str = "auto") -> Plan:
@@ -40,7 +43,7 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
         key = (call.communicator, call.collective, call.root)
         if key not in keys:
             keys.append(key)
-    plan = Plan(workload, topo.name, cost_model=cost_model)
+    plan = Plan(workload, topo.name, cost_model=cost_model, routes=routes_summary(topo))
     try:
         views = _planning_views(plan, topo, [k[0] for k in keys],
                                 Deadline(start + limits.time_limit))
@@ -82,9 +85,11 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
                  for c in candidates_of(result, p) + variants]
         if not cands:
             raise _none_within(f"{coll} on {comm}", result)
-        made = (nccl_reference(sub, coll, result.model, root) if calibrated
-                else reference_of(coll, result.model, root))
-        reference = [with_groups(c, topo, groups) for c in made] or list(cands)
+        # NCCL runs on one route per GPU pair, whatever synth's schedules may assume
+        model = result.model if not sub.several_routes else lower(one_route(sub))
+        made = (nccl_reference(one_route(sub), coll, model, root) if calibrated
+                else reference_of(coll, model, root))
+        reference = [with_groups(c, one_route(topo), groups) for c in made] or list(cands)
         plan.entries.append(Entry(
             comm, coll, root, len(group), sub.name, result.bounds, cands, reference,
             envelope(cands), [c for c in workload.calls if (c.communicator, c.collective,

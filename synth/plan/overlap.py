@@ -34,6 +34,7 @@ from synth.search.pareto import Limits
 from synth.topology.communicator import fastest_unit
 from synth.topology.linkmodel import lower_with_routes
 from synth.topology.physical import Topology
+from synth.topology.several_routes import one_route
 
 GRAIN = 32  # residual shares are rounded down to 1/GRAIN: capacities with small
 # denominators, which the exact search's integer model needs; a link the others use
@@ -108,6 +109,8 @@ def _on_residual(on: Topology, entry: Entry, reps: list[list[int]], n: int, nccl
     (synth.plan.shapes)."""
     sub = fastest_unit(replace(planning_view(on, reps), name=f"{on.name}:{entry.communicator}"),
                        on.ranks)
+    if nccl:  # NCCL runs on one route per GPU pair
+        sub, on = one_route(sub), one_route(on)
     model = lower_with_routes(sub).model
     calibrated = entry.machine is not None
     if nccl and calibrated:

@@ -5,6 +5,7 @@ switch two GPUs share with their NIC, the pair's rank link carries chunks over e
     with_several_routes(topo)   the machine NAME-several-routes (a name of its own, so
                                 that a schedule file made on it names a machine synth
                                 derives: synth.schedule.machine)
+    one_route(topo)             the machine as NCCL runs on it, one route per pair
     base_of(name)               NAME, or None where `name` names no such machine
     further_routes(...)         per GPU pair, its routes besides the widest
     exact_splits(...)           the pairs whose split the groups can state exactly,
@@ -48,6 +49,16 @@ def with_several_routes(topo: Topology) -> Topology:
     if topo.several_routes:
         return topo
     return replace(topo, several_routes=True, name=f"{topo.name}{SUFFIX}")
+
+
+def one_route(topo: Topology) -> Topology:
+    """`topo` with one route per GPU pair again: the machine NCCL runs on, whatever
+    synth's schedules assume (its name without -several-routes)."""
+    if not topo.several_routes:
+        return topo
+    healthy = one_route(topo.healthy) if topo.healthy is not None else None
+    return replace(topo, several_routes=False, name=topo.name.replace(SUFFIX, "", 1),
+                   healthy=healthy)
 
 
 def base_of(name: str) -> str | None:
