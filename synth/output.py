@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 import stat
+from functools import lru_cache
 from pathlib import Path
 
 from synth.construct.paced import WRITE, export_size, size
@@ -265,8 +266,6 @@ def result_summary(result: Result, topology: str, solver: str, paths: list[Path]
     b = result.bounds
     return {
         "collective": result.collective, "topology": topology, "ranks": result.model.ranks,
-        "routes": "several" if getattr(result.topology, "several_routes", False)
-        else "widest",
         "root": result.root, "solver": solver, "solver_reason": solver_reason,
         "bounds": {"steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
                    "us_per_mb": b.us_per_mb, "note": b.note}
@@ -284,7 +283,8 @@ def result_summary(result: Result, topology: str, solver: str, paths: list[Path]
         "cached_calls": sum(a.cached for s in result.searches.values() for a in s.attempts),
         "seconds": round(result.seconds, 3),
         "cost_model": model_summary(result),
-    } | ({"runtimes_stopped": result.runtimes_stopped} if result.runtimes_stopped else {})
+    } | ({"runtimes_stopped": result.runtimes_stopped} if result.runtimes_stopped else {}) \
+        | routes_summary(result.topology)
 
 
 def degraded_summary(topo: Topology | None, collective: str, root, bounds,
@@ -359,15 +359,38 @@ def format_table(summary: dict) -> str:
                if summary.get("cached_calls") else "") + ", "
             f"{summary['seconds']:.1f} s ({stops})")
     degraded = [degraded_line(summary["degraded"])] if summary.get("degraded") else []
-    several = [SEVERAL_ROUTES] if summary.get("routes") == "several" else []
-    return "\n".join([head] + degraded + lines + [tail] + loads_lines(summary) + several
-                     + model_lines(model))
+    return "\n".join([head] + degraded + lines + [tail] + loads_lines(summary)
+                     + routes_lines(summary) + model_lines(model))
 
 
-SEVERAL_ROUTES = ("routes: several per GPU pair (--routes several), which no runtime synth "
-                  "exports to can pin: there each pair's chunks take one route, and these "
-                  "figures assume hardware that splits them (docs/cli.md, \"Several "
-                  "routes\")")
+def routes_summary(topo: Topology | None) -> dict:
+    """{"routes": "widest"}, or on a machine of several routes (--routes several) also
+    how many GPU pairs have more than one ("several_route_pairs"; lowered again, once
+    per machine: only where asked for)."""
+    if topo is None or not topo.several_routes:
+        return {"routes": "widest"}
+    return {"routes": "several", "several_route_pairs": _several_route_pairs(topo)}
+
+
+@lru_cache(maxsize=4)
+def _several_route_pairs(topo: Topology) -> int:
+    from synth.topology.linkmodel import lower_with_routes
+
+    return len(lower_with_routes(topo).further)
+
+
+def routes_lines(summary: dict) -> list[str]:
+    """On a machine of several routes, one line: what they assume (routes_summary)."""
+    if summary.get("routes") != "several":
+        return []
+    pairs = summary["several_route_pairs"]
+    if not pairs:
+        return ["routes: --routes several, but no GPU pair here has a second route of as "
+                "few hops: the links are --routes widest's"]
+    return [f"routes: {pairs} GPU pairs on two routes or more at once (--routes several), "
+            "which no runtime synth exports to can pin: there each pair's chunks take one "
+            "route, and these figures assume hardware that splits them (docs/cli.md, "
+            "\"Several routes\")"]
 
 
 def loads_lines(summary: dict) -> list[str]:

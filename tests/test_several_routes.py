@@ -191,3 +191,67 @@ def test_allgather_on_several_routes_verifies_by_name(tmp_path):
     checked = synth_main("verify", files[0])
     assert checked.returncode == 0, checked.stderr
     assert "own model" not in checked.stdout  # the machine derived from its name
+
+
+FOUR = """name: four
+unit_gbps: 25
+gpus: 4
+switches:
+  - {name: nvswitch, kind: nvswitch}
+  - {name: pcie0, kind: pcie_switch}
+  - {name: pcie1, kind: pcie_switch}
+links:
+  - {between: [gpu0, nvswitch], gbps: 25, count: 4, alpha_us: 0.35}
+  - {between: [gpu1, nvswitch], gbps: 25, count: 4, alpha_us: 0.35}
+  - {between: [gpu2, nvswitch], gbps: 25, count: 4, alpha_us: 0.35}
+  - {between: [gpu3, nvswitch], gbps: 25, count: 4, alpha_us: 0.35}
+  - {between: [gpu0, pcie0], gbps: 16, alpha_us: 0.35}
+  - {between: [gpu1, pcie0], gbps: 16, alpha_us: 0.35}
+  - {between: [gpu2, pcie1], gbps: 16, alpha_us: 0.35}
+  - {between: [gpu3, pcie1], gbps: 16, alpha_us: 0.35}
+costs: {arch: volta}
+"""
+WORKLOAD = """name: one allreduce
+communicators:
+  world: {per: box}
+collectives:
+  - {communicator: world, collective: allreduce, size: 64MB, count: 1}
+"""
+
+
+def test_a_plan_compares_with_nccl_on_one_route(tmp_path):
+    # NCCL sends each pair's chunks over NVLink alone, whatever the plan's schedules
+    # assume: its time is the same on --routes several as on widest (the NCCL-style
+    # stand-in made on the summed links, with each group's traffic on one route, made
+    # it 1.16 x slower), and the plan says what the routes assume
+    (tmp_path / "four.yaml").write_text(FOUR)
+    (tmp_path / "wl.yaml").write_text(WORKLOAD)
+    docs = {}
+    for routes in ("widest", "several"):
+        ran = synth_main("plan", "wl.yaml", "--topo", "four.yaml", "--routes", routes,
+                         "--method", "constructed", "--time-limit", "60", "-o", routes,
+                         "--json", cwd=tmp_path)
+        assert ran.returncode == 0, ran.stderr
+        docs[routes] = json.loads(ran.stdout)
+    assert docs["several"]["step_us"]["nccl"] == docs["widest"]["step_us"]["nccl"]
+    assert (docs["several"]["routes"], docs["several"]["several_route_pairs"]) == ("several", 4)
+    assert docs["widest"]["routes"] == "widest" and "several_route_pairs" not in docs["widest"]
+    assert "4 GPU pairs on two routes or more" in (tmp_path / "several" / "report.md").read_text()
+    schedule = next((tmp_path / "several" / "schedules").rglob("*.json"))
+    exported = synth_main("export", schedule, "--to", "msccl-xml", "-o", tmp_path / "a.xml")
+    assert exported.returncode == 0 and "sends each pair's chunks over one" in exported.stderr
+    mismatched = synth_main("verify", schedule, "--topo", tmp_path / "four.yaml")
+    assert mismatched.returncode == 1
+    assert mismatched.stderr.rstrip().endswith("made with --routes several: give that too")
+
+
+def test_a_name_of_several_routes_with_widest_or_twice_is_refused():
+    for args in (("--topo", "dgx2-several-routes", "--routes", "widest"),
+                 ("--topo", "dgx2-several-routes-several-routes")):
+        ran = synth_main("bounds", "allgather", *args)
+        assert ran.returncode == 2 and ran.stderr.count("\n") == 1
+        assert "names a machine of several routes" in ran.stderr
+    shown = json.loads(synth_main("topo", "show", "dgx1", "--routes", "several", "--json").stdout)
+    assert (shown["routes"], shown["several_route_pairs"]) == ("several", 0)
+    shown = json.loads(synth_main("topo", "show", "dgx2", "--routes", "several", "--json").stdout)
+    assert shown["several_route_pairs"] == 16

@@ -27,7 +27,8 @@ def bounds_command(collective, spec, boxes, without, degrade, routes, root, time
     from synth.bounds import collective_bounds
     from synth.deadline import job_deadline
     from synth.errors import NoAnswer
-    from synth.output import SEVERAL_ROUTES, degraded_line, degraded_summary, rooted
+    from synth.output import (degraded_line, degraded_summary, rooted, routes_lines,
+                              routes_summary)
     from synth.schedule.collectives import make_collective
     from synth.topology.linkmodel import TimeLimit, lower_with_routes
 
@@ -41,10 +42,11 @@ def bounds_command(collective, spec, boxes, without, degrade, routes, root, time
     b = collective_bounds(lowering, collective, root, deadline)
     root = make_collective(collective, b.ranks, 1, root).root  # the default's, 0, named
     summary = {"collective": b.collective, "topology": topo.name, "ranks": b.ranks,
-               "routes": "several" if topo.several_routes else "widest", "root": root, "steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
+               "root": root, "steps": b.steps, "rounds_per_chunk": str(b.rounds_per_chunk),
                "latency_us": b.latency_us, "us_per_mb": b.us_per_mb,
                "algbw_gbps_max": 1 / (b.us_per_byte * 1e3), "note": b.note,
                "partial": b.partial}
+    summary |= routes_summary(topo)
     if b.without_in_network is not None:  # the switches reduce: the bound without them too
         summary["without_in_network"] = str(b.without_in_network)
     degraded = degraded_summary(topo, collective, root, b, deadline)
@@ -66,8 +68,8 @@ def bounds_command(collective, spec, boxes, without, degrade, routes, root, time
         click.echo(f"  note: {b.note}")
     if degraded is not None:
         click.echo(f"  {degraded_line(degraded)}")
-    if topo.several_routes:
-        click.echo(f"  {SEVERAL_ROUTES}")
+    for line in routes_lines(summary):
+        click.echo(f"  {line}")
 
 
 @cli.command("compare", short_help="The frontier against the baselines and NCCL, per size.",
@@ -89,7 +91,8 @@ def compare_command(collective, spec, boxes, without, degrade, routes, root, siz
     (cost model 2) NCCL as it runs there: its choice per size and why."""
     from synth.compare import comparison, format_comparison, make_rows, nccl_choices
     from synth.deadline import job_deadline
-    from synth.output import SEVERAL_ROUTES, degraded_line, degraded_summary, rooted
+    from synth.output import (degraded_line, degraded_summary, rooted, routes_lines,
+                              routes_summary)
     from synth.cli.synthesize import (baselines_by, frontier_within, nothing_found,
                                        under_the_bound)
     from synth.predict.nccl import as_it_runs
@@ -117,7 +120,7 @@ def compare_command(collective, spec, boxes, without, degrade, routes, root, siz
     nccl = nccl_choices(topo, collective, sizes) if calibrated else None
     data = comparison(rows, result.bounds, sizes, nccl, as_it_runs(topo.figures))
     data.update(collective=collective, root=result.root, topology=topo.name,
-                routes="several" if topo.several_routes else "widest",
+                **routes_summary(topo),
                 complete=result.complete and not unbuilt, interrupted=result.interrupted)
     degraded = degraded_summary(topo, collective, result.root, result.bounds, deadline)
     if degraded is not None:
@@ -130,8 +133,8 @@ def compare_command(collective, spec, boxes, without, degrade, routes, root, siz
         click.echo(format_comparison(title, data, sizes))
         if degraded is not None:
             click.echo(degraded_line(degraded))
-        if topo.several_routes:
-            click.echo(SEVERAL_ROUTES)
+        for line in routes_lines(data):
+            click.echo(line)
     if result.interrupted:
         click.echo("synth: interrupted (the comparison has the points found until then)",
                    err=True)

@@ -45,6 +45,7 @@ def export_command(file, fmt, path, inplace, name, min_bytes, max_bytes):
     from synth.export.units import header_of
     from synth.files import write_atomic
     from synth.schedule.machine import read_verified
+    from synth.topology.several_routes import SUFFIX as SEVERAL_ROUTES
 
     given = [opt for opt, v in (("--inplace", inplace), ("--name", name),
                                 ("--min-bytes", min_bytes), ("--max-bytes", max_bytes))
@@ -59,6 +60,11 @@ def export_command(file, fmt, path, inplace, name, min_bytes, max_bytes):
     if header is not None:
         _runs_some_size(header.unit)
     sizes = header.contract() if header is not None else ""
+    if fmt != "json" and SEVERAL_ROUTES in schedule.model.name:
+        click.echo(f"synth: note: made for {schedule.model.name}, whose GPU pairs may use two "
+                   f"routes at once; {fmt} sends each pair's chunks over one, so this may "
+                   "run slower than the schedule's times (docs/cli.md, \"Several routes\")",
+                   err=True)
     if path == "-":  # standard output: the file's text there, the summary on stderr
         click.echo(text, nl=False)
         click.echo(f"wrote standard output ({fmt}): {summary}", err=True)

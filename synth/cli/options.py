@@ -21,7 +21,7 @@ from synth.deadline import DEFAULT_TIME_LIMIT
 DEFAULT_SIZES = "1KB,1MB,64MB,1GB"
 
 
-def resolve_in_time(spec, boxes, edits, time_limit: float, routes: str = "widest"):
+def resolve_in_time(spec, boxes, edits, time_limit: float, routes: str | None = None):
     """The machine TOPO (with --boxes, --without, --degrade, --routes) names, built within the
     command's --time-limit: fc:1049's million links take seconds to build and edit.
     NoAnswer, one line, when the limit runs out first."""
@@ -214,9 +214,9 @@ DEGRADE = click.option(
          "width). Repeatable.")
 
 ROUTES = click.option(
-    "--routes", type=click.Choice(["widest", "several"]), default="widest",
-    show_default=True,
-    help="widest: one route per GPU pair; several: also its other fewest-hop routes "
+    "--routes", type=click.Choice(["widest", "several"]), default=None,
+    help="widest (the default): one route per GPU pair; several: also its other fewest-hop "
+         "routes "
          "(a PCIe switch two GPUs share beside NVSwitch), which no runtime synth exports "
          "to can pin (docs/cli.md, \"Several routes\").")
 

@@ -125,14 +125,7 @@ def plan_command(workload, spec, boxes, without, degrade, routes, out_dir, time_
                f"{step['nccl_overlapped']:.1f} us {nccl}: "
                f"{math.floor(step['speedup'] * 100) / 100:.2f} x; "
                f"files and report in {out_dir}/")
-    files_alone = [f"{fmt} {step[f'{fmt}_files']:.1f} us "
-                   f"({math.floor(step['nccl'] / step[f'{fmt}_files'] * 100) / 100:.2f} x)"
-                   for fmt in ("msccl-xml", "mscclpp") if step.get(f"{fmt}_files")]
-    if files_alone:  # what a user can load: the step above is the schedules' in the model
-        skipped = sum(len(r["not_exported"]) for rs in doc["runtimes"].values() for r in rs)
-        click.echo("  with each runtime's files alone, every call one after the other: "
-                   + ", ".join(files_alone) + f" against {step['nccl']:.1f} us {nccl}"
-                   + (f" ({skipped} exports did not fit the time limit)" if skipped else ""))
+    _files_alone(doc, nccl)
     if nccl == "NCCL for RCCL":
         from synth.predict.nccl import as_it_runs
 
@@ -140,6 +133,24 @@ def plan_command(workload, spec, boxes, without, degrade, routes, out_dir, time_
     for e in doc["entries"]:  # what to load, per call: the user's question, answered
         for c in e["calls"]:
             click.echo(load_line(e, c, nccl, out_dir))
+
+
+def _files_alone(doc: dict, nccl: str) -> None:
+    """The step with each runtime's files alone (what a user can load: the plan's step
+    is the schedules' in the model), and what several routes assume."""
+    from synth.output import routes_lines
+
+    step = doc["step_us"]
+    files_alone = [f"{fmt} {step[f'{fmt}_files']:.1f} us "
+                   f"({math.floor(step['nccl'] / step[f'{fmt}_files'] * 100) / 100:.2f} x)"
+                   for fmt in ("msccl-xml", "mscclpp") if step.get(f"{fmt}_files")]
+    if files_alone:
+        skipped = sum(len(r["not_exported"]) for rs in doc["runtimes"].values() for r in rs)
+        click.echo("  with each runtime's files alone, every call one after the other: "
+                   + ", ".join(files_alone) + f" against {step['nccl']:.1f} us {nccl}"
+                   + (f" ({skipped} exports did not fit the time limit)" if skipped else ""))
+    for line in routes_lines(doc):
+        click.echo(f"  {line}")
 
 
 def _model_only(call: dict) -> str:

@@ -26,7 +26,7 @@ from synth.deadline import Deadline, Pace
 from synth.export.loads import RUNTIMES
 from synth.frontier import Result
 from synth.html import page
-from synth.output import loads_lines, point_stem, result_summary, solve_cell
+from synth.output import loads_lines, point_stem, result_summary, routes_lines, solve_cell
 from synth.output_folder import write_guarded
 from synth.pictures.graphviz import render_bytes
 from synth.pictures.matrix import MAX_RANKS
@@ -315,6 +315,7 @@ def _page_text(topo: Topology, result: Result, summary: dict, data: dict,
         f"<h1>synth: {_e(title)}</h1>",
         f"<p>{_e(topo.description or topo.name)}; {result.model.ranks} ranks, capacity unit "
         f"{result.model.unit_gbps:g} GB/s.</p>",
+        *(f'<p class="note">{_e(line)}.</p>' for line in routes_lines(summary)),
         f"<p>Lower bounds: {b.steps} step{'' if b.steps == 1 else 's'} "
         f"(latency {b.latency_us:.2f} us), "
         f"{_e(per_chunk(b.rounds_per_chunk))} ({b.us_per_mb:.3f} us/MB)"

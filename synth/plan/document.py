@@ -65,7 +65,7 @@ def plan_document(plan: Plan, runtime: dict | None = None, loaded: dict | None =
                  "busiest_link_share": round(max(o.utilisation.values(), default=0), 6)}
                 for o in plan.overlaps]
     return {"format": "synth.plan", "version": 1, "workload": w.name, "source": w.source,
-            "notes": list(w.notes) + plan.notes, "topology": plan.topology,
+            "notes": list(w.notes) + plan.notes, "topology": plan.topology, **plan.routes,
             "communicators": {n: {"ranks": len(gs[0]), "groups": gs,
                                   "planned_on": plan.planned_on.get(n, gs[:1])}
                               for n, gs in w.communicators.items()},

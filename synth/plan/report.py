@@ -10,6 +10,7 @@ import math
 from synth.plan.document import (call_doc, model_text, ranks_per_node, runnable,
                                   runtime_steps)
 from synth.plan.planner import Plan, typical
+from synth.output import routes_lines
 from synth.predict.nccl import as_it_runs
 from synth.schedule.cost import format_size
 
@@ -29,6 +30,8 @@ def report_text(plan: Plan, runtime: dict | None = None, loaded: dict | None = N
         lines += ["Read from the workload: " + "; ".join(w.notes) + ".", ""]
     for note in plan.notes:
         lines += [f"Planned: {note}.", ""]
+    for line in routes_lines(plan.routes):
+        lines += [f"{line[0].upper()}{line[1:]}.", ""]
     lines += _calls_table(plan) + _overlaps(plan) + _fastest(plan)
     if runtime:
         lines += _runtime_files(runtime)

@@ -35,7 +35,7 @@ from synth.topology.fabric import split_options
 from synth.topology.lanes import lanes_of, power_of_two_lanes
 from synth.topology.linkmodel import LinkModel, lower
 from synth.topology.physical import FABRICS, Topology
-from synth.topology.several_routes import base_of
+from synth.topology.several_routes import SUFFIX, base_of
 
 ALPHA_TOLERANCE = 1e-9  # relative: alphas are floats written as decimals
 
@@ -113,8 +113,10 @@ def check_machine(doc: dict, topo: Topology | None = None) -> str:
     difference = first_difference(embedded, derived)
     what = topo.name if topo is not None else name
     if difference:
+        hint = ("; it was made with --routes several: give that too"
+                if topo is not None and not topo.several_routes and SUFFIX in name else "")
         raise ScheduleInvalid(f"its embedded model is not {what} as synth derives it: "
-                              f"{difference}")
+                              f"{difference}{hint}")
     return f"on {what} as synth derives it"
 
 

@@ -55,7 +55,7 @@ def builtin_names() -> list[str]:
 
 
 def resolve(spec: str, boxes: int | None = None, edits=(),
-            deadline: Deadline = Deadline(), routes: str = "widest") -> Topology:
+            deadline: Deadline = Deadline(), routes: str | None = None) -> Topology:
     """Turn a topology name, generator, NAMExK form or file path into a Topology; with
     `boxes`, K copies of that one box joined by its network: section (`--boxes K`: a
     file of one's own repeated like a built-in's NAMExK); then degraded by a file's
@@ -63,13 +63,18 @@ def resolve(spec: str, boxes: int | None = None, edits=(),
     on the whole machine, so that one box may differ. `routes` "several" (`--routes`,
     or a name NAME-several-routes) lowers it with several routes per GPU pair
     (synth.topology.several_routes), applied before the edits, so that the healthy
-    machine a degraded one is compared with has them too. TimeLimit past `deadline`
+    machine a degraded one is compared with has them too (None: as the name says, else
+    one route; "widest" with such a name is refused). TimeLimit past `deadline`
     while building or editing a machine of a million links (fc:1049)."""
     if isinstance(spec, str) and not _a_file(spec):
         healthy, named = split_name(spec)  # a degraded machine's name (a file names it)
         if named:
             return resolve(healthy, boxes, named + tuple(edits), deadline, routes)
         if base_of(spec):
+            if routes == "widest" or base_of(base_of(spec)):
+                raise BadInput(f"{quote(spec)} names a machine of several routes"
+                               + (" twice" if routes != "widest" else
+                                  ", and --routes widest asks for one: give one of them"))
             return resolve(base_of(spec), boxes, edits, deadline, "several")
     topo = _resolve(spec, deadline)
     pending = topo.edits  # a file's own edits, applied once its boxes are joined
