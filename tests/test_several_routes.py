@@ -140,6 +140,8 @@ def test_the_name_says_the_routes_and_resolves_back():
     assert degraded.name == "dgx2x2-several-routes-without-nic2"
     assert degraded.healthy.name == "dgx2x2-several-routes"  # compared like with like
     assert lower(resolve(degraded.name)) == lower(degraded)
+    # the suffix after the edits names the same machine (a user trial wrote it so)
+    assert resolve("dgx2x2-without-nic2-several-routes").name == degraded.name
     assert known_by_name(degraded.name) and known_by_name("dgx2-several-routes")
     assert not known_by_name("nosuch-several-routes")
 

@@ -67,15 +67,15 @@ def resolve(spec: str, boxes: int | None = None, edits=(),
     one route; "widest" with such a name is refused). TimeLimit past `deadline`
     while building or editing a machine of a million links (fc:1049)."""
     if isinstance(spec, str) and not _a_file(spec):
-        healthy, named = split_name(spec)  # a degraded machine's name (a file names it)
-        if named:
-            return resolve(healthy, boxes, named + tuple(edits), deadline, routes)
-        if base_of(spec):
+        if base_of(spec):  # before the edits: NAME-without-nic2-several-routes too
             if routes == "widest" or base_of(base_of(spec)):
                 raise BadInput(f"{quote(spec)} names a machine of several routes"
                                + (" twice" if routes != "widest" else
                                   ", and --routes widest asks for one: give one of them"))
             return resolve(base_of(spec), boxes, edits, deadline, "several")
+        healthy, named = split_name(spec)  # a degraded machine's name (a file names it)
+        if named:
+            return resolve(healthy, boxes, named + tuple(edits), deadline, routes)
     topo = _resolve(spec, deadline)
     pending = topo.edits  # a file's own edits, applied once its boxes are joined
     if pending:
