@@ -160,7 +160,8 @@ def lower_with_routes(topo: Topology, deadline: Deadline | float | None = None
     drop_crossed(split, users, routes)
     links = _rank_links(routes, split, capacities, alphas, deadline, doing)
     groups, sources = _groups(users, links, capacities, deadline, doing)
-    summed = split_groups(split, users, capacities, {(l.src, l.dst): l.capacity for l in links})
+    summed = split_groups(split, users, capacities, {(l.src, l.dst): l.capacity for l in links},
+                          deadline, doing)
     for name, members, cap, hops in summed:
         groups.append(Group(name, members, cap))
         sources[name] = hops

@@ -23,23 +23,30 @@ o(p) besides L's, can split its flow f over its routes exactly when
 (min over p of c(p) - o(p), summed over the routes, is the room L has) and o(p) <= c(p)
 for every hop (the other pairs' own groups). That needs each hop to carry at most one
 pair of several routes, and no other pair to cross two of one pair's routes (it would
-count twice); a pair for which that fails, or whose routes cross a switch that computes
-(its ports belong to one route), keeps its widest route only.
+count twice); a pair for which that fails, whose routes cross a switch that computes (its
+ports belong to one route), or whose choices of one hop per route number more than
+MAX_CHOICES (the groups would be that many), keeps its widest route only.
 
 Cost: per GPU, one breadth-first search from each of its first hops, O(N * degree *
-(V + E)); then one pass over the pairs of several routes and their hops.
+(V + E)); then per pair of several routes, one group per choice of a hop on each route
+(at most MAX_CHOICES; hops of a route with the same other pairs count once, the
+tightest), each summed only until it can bind.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from fractions import Fraction
 from itertools import product
+
+from synth.deadline import Deadline, in_time
 
 from synth.topology.physical import Topology
 from synth.topology.routes import read_back, route_labels
 
 SUFFIX = "-several-routes"
+MAX_CHOICES = 256  # choices of one hop per route for one pair (dgx2's pairs: 2 x 2)
 Hop = tuple[str, str]
 Pair = tuple[int, int]
 
@@ -103,6 +110,29 @@ def _hops(path) -> list[Hop]:
     return list(zip(path, path[1:]))
 
 
+def _tightest(path, users: dict[Hop, list[Pair]], capacities: dict[Hop, Fraction]
+              ) -> list[Hop]:
+    """The route's hops, one per set of other pairs on them: the tightest (a choice of
+    a wider hop with the same others gives a group that never binds first)."""
+    best: dict[tuple, Hop] = {}
+    for hop in _hops(path):
+        key = tuple(users.get(hop, ()))
+        if key not in best or capacities[hop] < capacities[best[key]]:
+            best[key] = hop
+    return list(best.values())
+
+
+def _over(cap: Fraction, members) -> bool:
+    """Whether the members' capacities add up to more than `cap`, summed only until
+    they do (a PCIe hop of dgx2x90 carries 1,424 other pairs)."""
+    total = Fraction(0)
+    for c in members:
+        total += c
+        if total > cap:
+            return True
+    return False
+
+
 def exact_splits(further: dict[Pair, list[tuple[str, ...]]], routes: dict, capable: set[str]
                  ) -> dict[Pair, list[tuple[str, ...]]]:
     """The pairs (of `further`, in rank order) whose routes cross no computing switch
@@ -114,7 +144,8 @@ def exact_splits(further: dict[Pair, list[tuple[str, ...]]], routes: dict, capab
     for pair in sorted(further):
         paths = [routes[pair]] + further[pair]
         hops = {h for p in paths for h in _hops(p)}
-        if hops & claimed or any(v in capable for p in paths for v in p[1:-1]):
+        if hops & claimed or any(v in capable for p in paths for v in p[1:-1]) or \
+                math.prod(len(p) - 1 for p in paths) > MAX_CHOICES:
             continue
         claimed |= hops
         kept[pair] = paths
@@ -141,17 +172,18 @@ def drop_crossed(split: dict[Pair, list[tuple[str, ...]]], users: dict[Hop, list
 
 
 def split_groups(split: dict[Pair, list[tuple[str, ...]]], users: dict[Hop, list[Pair]],
-                 capacities: dict[Hop, Fraction], link_capacity: dict[Pair, Fraction]
+                 capacities: dict[Hop, Fraction], link_capacity: dict[Pair, Fraction],
+                 deadline: Deadline = Deadline(), doing: str = ""
                  ) -> list[tuple[str, tuple[Pair, ...], Fraction, tuple[str, ...]]]:
     """(name, members, capacity, the hops whose capacities add, as "u->v") of every
     group the module docstring states for the pairs of several routes that can bind:
-    one per choice of a hop on each of a pair's routes."""
+    one per choice of a hop on each of a pair's routes. TimeLimit past `deadline`."""
     groups = {}
-    for pair, paths in split.items():
-        for hops in product(*(_hops(p) for p in paths)):
+    for pair, paths in in_time(split.items(), deadline, doing, 64):
+        for hops in product(*(_tightest(p, users, capacities) for p in paths)):
             members = tuple(sorted({pair, *(m for h in hops for m in users.get(h, ()))}))
             cap = sum((capacities[h] for h in hops), Fraction(0))
-            if sum(link_capacity[m] for m in members) <= cap:
+            if not _over(cap, (link_capacity[m] for m in members)):
                 continue  # never binds
             if members not in groups or cap < groups[members][0]:
                 groups[members] = (cap, hops)
