@@ -20,8 +20,19 @@ from synth.topology.physical import Topology
 
 @lru_cache(maxsize=256)
 def _routes(topo: Topology, group: tuple[int, ...]):
+    """The group's routes, the computing switches, and the pairs of several routes
+    (synth.topology.several_routes) with each route's share of their traffic: its
+    bottleneck's share of the routes' summed bottlenecks, as the model's summed
+    capacity assumes."""
     sub = view(topo, list(group))
-    return lower_with_routes(sub).routes, frozenset(v.name for v in sub.vertices if v.can)
+    lowering = lower_with_routes(sub)
+    bw = bandwidth(sub)
+    split = {}
+    for pair, more in lowering.further.items():
+        paths = (lowering.routes[pair],) + more
+        widths = [min(bw[h] for h in zip(p, p[1:])) for p in paths]
+        split[pair] = [(p, w / sum(widths)) for p, w in zip(paths, widths)]
+    return lowering.routes, frozenset(v.name for v in sub.vertices if v.can), split
 
 
 def physical_use(topo: Topology, groups, schedule, n: int) -> dict[tuple[str, str], float]:
@@ -40,11 +51,11 @@ def physical_use(topo: Topology, groups, schedule, n: int) -> dict[tuple[str, st
             load[hop] = load.get(hop, 0.0) + count * chunk * batches
 
     for group in groups:
-        routes, computing = _routes(topo, tuple(group))  # computing: this group's switches
+        routes, computing, split = _routes(topo, tuple(group))  # computing: its switches
         for step in steps:
             for x in step.sends:
-                path = routes[(x.src, x.dst)]
-                add(zip(path, path[1:]), x.count)
+                for path, share in split.get((x.src, x.dst), ((routes[x.src, x.dst], 1),)):
+                    add(zip(path, path[1:]), x.count * share)
             for op in step.switch_ops:
                 once = set()
                 for a, b in op.pairs():
