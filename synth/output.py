@@ -385,8 +385,9 @@ def routes_lines(summary: dict) -> list[str]:
         return []
     pairs = summary["several_route_pairs"]
     if not pairs:
-        return ["routes: --routes several, but no GPU pair here has a second route of as "
-                "few hops: the links are --routes widest's"]
+        return ["routes: --routes several, but no GPU pair here takes a second route (none "
+                "of as few hops, or none its groups can state exactly: docs/cli.md, "
+                "\"Several routes\"): the links are --routes widest's"]
     return [f"routes: {pairs} GPU pairs on two routes or more at once (--routes several), "
             "which no runtime synth exports to can pin: there each pair's chunks take one "
             "route, and these figures assume hardware that splits them (docs/cli.md, "

@@ -253,7 +253,33 @@ def test_a_name_of_several_routes_with_widest_or_twice_is_refused():
         ran = synth_main("bounds", "allgather", *args)
         assert ran.returncode == 2 and ran.stderr.count("\n") == 1
         assert "names a machine of several routes" in ran.stderr
+    # calibrate fits NCCL's times, one route's, and its file could not say several
+    log = synth_main("calibrate", "no.log", "--topo", "dgx2", "--routes", "several", "-o",
+                     "out.yaml")
+    assert log.returncode == 2 and "calibrate the machine without --routes several" in log.stderr
+    # calibrate fits NCCL's times, one route's, and its file could not say several
+    log = synth_main("calibrate", "no.log", "--topo", "dgx2", "--routes", "several", "-o",
+                     "out.yaml")
+    assert log.returncode == 2 and "calibrate the machine without --routes several" in log.stderr
     shown = json.loads(synth_main("topo", "show", "dgx1", "--routes", "several", "--json").stdout)
     assert (shown["routes"], shown["several_route_pairs"]) == ("several", 0)
     shown = json.loads(synth_main("topo", "show", "dgx2", "--routes", "several", "--json").stdout)
     assert shown["several_route_pairs"] == 16
+
+
+def test_a_pair_of_too_many_hop_choices_keeps_one_route(tmp_path):
+    # gpu0 and gpu1 joined by k rails of 6 hops (gpu, NIC, leaf, spine, leaf, NIC, gpu),
+    # each 25 GB/s: k routes of as few hops, 6^k choices of one hop per route; 6^3 = 216
+    # are within MAX_CHOICES (256) and the pair gets all three rails, 6^4 = 1,296 are
+    # not and it keeps one (the groups would be that many)
+    for k, expected in ((3, 3), (4, 1)):
+        chain = [["gpu0", f"nica{r}", f"leafa{r}", f"spine{r}", f"leafb{r}", f"nicb{r}",
+                  "gpu1"] for r in range(k)]
+        doc = {"name": f"rails{k}", "unit_gbps": 25, "gpus": 2,
+               "switches": [{"name": n, "kind": "net_switch"} for c in chain for n in c[2:5]],
+               "nics": [n for c in chain for n in (c[1], c[5])],
+               "links": [{"between": [u, v], "gbps": 25} for c in chain
+                         for u, v in zip(c, c[1:])]}
+        path = tmp_path / f"rails{k}.json"
+        path.write_text(json.dumps(doc))
+        assert lower(resolve(str(path), routes="several")).link[0, 1].capacity == expected

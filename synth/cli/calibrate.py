@@ -42,6 +42,10 @@ def calibrate(logs, spec, boxes, without, degrade, routes, output, collective):
     from synth.topology.physical import topology_to_dict
 
     topo = resolve(spec, boxes, without + degrade, routes=routes)
+    if topo.several_routes:  # its file could not say so, and NCCL's times are one route's
+        raise BadInput(f"{topo.name}: calibrate fits NCCL's measured times, which run on one "
+                       "route per GPU pair; calibrate the machine without --routes several "
+                       "and give the option with the file it writes")
     machine = machine_of(topo)
     samples = []
     for path in logs:

@@ -128,8 +128,8 @@ def format_summary(s: dict) -> str:
                          f"GB/s below it ({t['oversubscription']:g}:1)")
             lines.append(line)
     if s["routes"] == "several" and not s["several_route_pairs"]:
-        lines.append("  routes: several (--routes several), but no GPU pair here has a "
-                     "second route of as few hops")
+        lines.append("  routes: several (--routes several), but no GPU pair here takes a "
+                     "second route (docs/cli.md, \"Several routes\")")
     elif s["routes"] == "several":
         lines.append(f"  routes: several (--routes several): {s['several_route_pairs']} GPU "
                      "pairs on two or more at once, which no runtime synth exports to can "
