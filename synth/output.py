@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import re
 import stat
-from functools import lru_cache
 from pathlib import Path
 
 from synth.construct.paced import WRITE, export_size, size
@@ -284,7 +283,7 @@ def result_summary(result: Result, topology: str, solver: str, paths: list[Path]
         "seconds": round(result.seconds, 3),
         "cost_model": model_summary(result),
     } | ({"runtimes_stopped": result.runtimes_stopped} if result.runtimes_stopped else {}) \
-        | routes_summary(result.topology)
+        | routes_summary(result.topology, result.model)
 
 
 def degraded_summary(topo: Topology | None, collective: str, root, bounds,
@@ -363,20 +362,14 @@ def format_table(summary: dict) -> str:
                      + routes_lines(summary) + model_lines(model))
 
 
-def routes_summary(topo: Topology | None) -> dict:
+def routes_summary(topo: Topology | None, *models) -> dict:
     """{"routes": "widest"}, or on a machine of several routes (--routes several) also
-    how many GPU pairs have more than one ("several_route_pairs"; lowered again, once
-    per machine: only where asked for)."""
+    how many GPU pairs take more than one ("several_route_pairs": the most in any of
+    `models`, its lowerings: a plan's communicators' views)."""
     if topo is None or not topo.several_routes:
         return {"routes": "widest"}
-    return {"routes": "several", "several_route_pairs": _several_route_pairs(topo)}
-
-
-@lru_cache(maxsize=4)
-def _several_route_pairs(topo: Topology) -> int:
-    from synth.topology.linkmodel import lower_with_routes
-
-    return len(lower_with_routes(topo).further)
+    return {"routes": "several",
+            "several_route_pairs": max((m.several_route_pairs for m in models), default=0)}
 
 
 def routes_lines(summary: dict) -> list[str]:

@@ -46,7 +46,7 @@ def bounds_command(collective, spec, boxes, without, degrade, routes, root, time
                "latency_us": b.latency_us, "us_per_mb": b.us_per_mb,
                "algbw_gbps_max": 1 / (b.us_per_byte * 1e3), "note": b.note,
                "partial": b.partial}
-    summary |= routes_summary(topo)
+    summary |= routes_summary(topo, lowering.model)
     if b.without_in_network is not None:  # the switches reduce: the bound without them too
         summary["without_in_network"] = str(b.without_in_network)
     degraded = degraded_summary(topo, collective, root, b, deadline)
@@ -120,7 +120,7 @@ def compare_command(collective, spec, boxes, without, degrade, routes, root, siz
     nccl = nccl_choices(topo, collective, sizes) if calibrated else None
     data = comparison(rows, result.bounds, sizes, nccl, as_it_runs(topo.figures))
     data.update(collective=collective, root=result.root, topology=topo.name,
-                **routes_summary(topo),
+                **routes_summary(topo, result.model),
                 complete=result.complete and not unbuilt, interrupted=result.interrupted)
     degraded = degraded_summary(topo, collective, result.root, result.bounds, deadline)
     if degraded is not None:

@@ -43,7 +43,8 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
         key = (call.communicator, call.collective, call.root)
         if key not in keys:
             keys.append(key)
-    plan = Plan(workload, topo.name, cost_model=cost_model, routes=routes_summary(topo))
+    plan = Plan(workload, topo.name, cost_model=cost_model)
+    models = []  # the communicators' views' lowerings, for routes_summary
     try:
         views = _planning_views(plan, topo, [k[0] for k in keys],
                                 Deadline(start + limits.time_limit))
@@ -68,6 +69,7 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
             result = in_cost_model(synthesize(sub, coll, root, Limits(
                 limits.max_steps, limits.max_chunks, share * 3 / 4, limits.backend),
                 method=method), sub, cost_model)
+            models.append(result.model)
         except NoAnswer as e:
             if "time limit" not in str(e):
                 raise
@@ -107,6 +109,7 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
             limits, time_limit=max(left / (len(tags) - i), 0.0))))
         if interrupt_seen():
             raise KeyboardInterrupt
+    plan.routes = routes_summary(topo, *models)
     plan.seconds = time.monotonic() - start
     return plan
 

@@ -86,6 +86,7 @@ class LinkModel:
     groups: tuple[Group, ...] = ()
     boxes: tuple[int, ...] = ()  # each rank's machine (NAMExK), empty when one box
     switches: tuple[Switch, ...] = ()  # the capable switches; sub-models leave them out
+    several_route_pairs: int = field(default=0, compare=False)  # (several_routes; not filed)
 
     @cached_property
     def link(self) -> dict[tuple[int, int], RankLink]:
@@ -170,7 +171,7 @@ def lower_with_routes(topo: Topology, deadline: Deadline | float | None = None
     boxes = tuple(box_of[g] for g in gpus) if topo.boxes > 1 else ()
     switches = _capable_switches(topo, routes, sources, deadline, doing)
     model = LinkModel(topo.name, topo.unit_gbps, len(gpus), tuple(links), tuple(groups),
-                      boxes, switches)
+                      boxes, switches, len(split))
     further = {pair: tuple(paths[1:]) for pair, paths in split.items()}
     return Lowering(topo, model, routes, sources, further, frozenset(g[0] for g in summed))
 
