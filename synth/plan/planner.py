@@ -185,7 +185,11 @@ def runtime_variants(sub: Topology, result: Result, limits: Limits) -> list[Cand
 def with_groups(c: Candidate, topo: Topology, groups) -> Candidate:
     """c as it runs on every group at once: where their traffic meets on a physical link
     (synth.plan.traffic.busiest_rate), the bandwidth term that link needs. Linear in n
-    still, so the envelope holds; a little pessimistic where latency dominates."""
+    still, so the envelope holds; a little pessimistic where latency dominates. One
+    group meets no other: its own model is the truth there (on several routes the
+    physical split is a guess, proportional to the routes' bottlenecks)."""
+    if len(groups) < 2:
+        return c
     rate = busiest_rate(topo, groups, c.schedule)
     alone = schedule_cost(c.schedule).us_per_byte  # the line-rate term the rate compares with
     if rate <= alone * (1 + 1e-9):
