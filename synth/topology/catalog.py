@@ -28,7 +28,7 @@ from synth.topology.physical import (GPU, MAX_GPUS, MAX_LINKS, MAX_VERTICES, NIC
                                      Topology, Vertex, load_topology_file,
                                      topology_from_dict, validate)
 from synth.topology.rates import NVLINK_GBPS
-from synth.topology.several_routes import base_of, with_several_routes
+from synth.topology.several_routes import SUFFIX, base_of, with_several_routes
 
 TOPOLOGY_DIR = Path(__file__).resolve().parents[2] / "topologies"
 # sources `--topo` imports on the fly: NCCL topology XML, nvidia-smi topo -m output
@@ -68,7 +68,7 @@ def resolve(spec: str, boxes: int | None = None, edits=(),
     while building or editing a machine of a million links (fc:1049)."""
     if isinstance(spec, str) and not _a_file(spec):
         if base_of(spec):  # before the edits: NAME-without-nic2-several-routes too
-            if routes == "widest" or base_of(base_of(spec)):
+            if routes == "widest" or spec.count(SUFFIX) > 1:
                 raise BadInput(f"{quote(spec)} names a machine of several routes"
                                + (" twice" if routes != "widest" else
                                   ", and --routes widest asks for one: give one of them"))
