@@ -9,7 +9,7 @@ import yaml
 from synth.topology.catalog import resolve
 from synth.topology.linkmodel import lower
 from tests.in_process import synth_main
-from tests.test_reliability import one_line
+from tests.test_reliability import one_line, synth_cli
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -112,3 +112,15 @@ def test_topo_show_says_nics_on_one_box_carry_nothing():
     assert one.returncode == 0 and "NICs: no GPU sends through one" in one.stdout
     two = synth_main("topo", "show", "dgxh100x2")
     assert two.returncode == 0 and "NICs shared by: 1 GPU (16 NICs)" in two.stdout
+
+
+def test_boxes_that_cannot_match_are_told_apart_at_once():
+    # dgx2x2 without box 0's nic2: box 0 has 14 ranks with a NIC, box 1 16, and inside a
+    # box every rank looks like every other, so the search for a box-to-box map that
+    # does not exist ran past any time limit (a subprocess, so that a return of it
+    # fails at the timeout instead of hanging the suite); a matching of the ranks that
+    # may go to each other settles it first. The machine is still shown, undecomposed.
+    shown = synth_cli("topo", "show", "dgx2x2", "--without", "box0.nic2", "--time-limit",
+                      "30", timeout=90)
+    assert shown.returncode == 0, shown.stderr
+    assert "box 1 (ranks 16..31) is not a copy of box 0" in shown.stdout

@@ -301,10 +301,34 @@ def _isomorphism(model: LinkModel, first: nx.DiGraph, other: nx.DiGraph,
             return box_of[x] not in reach[y]
         return True
 
+    if not _can_match(first, other, partners):
+        return None
     matcher = DiGraphMatcher(
         first, other, node_match=partners,
         edge_match=lambda a, b: a["capacity"] == b["capacity"])
     return next(matcher.isomorphisms_iter(), None)
+
+
+def _can_match(first: nx.DiGraph, other: nx.DiGraph, partners) -> bool:
+    """Whether each rank of `first` can go to its own rank of `other` that `partners`
+    allows and that has the same capacities out and in: a perfect matching, which any
+    isomorphism is one of. Without it, the search for one that does not exist ran
+    past every time limit (dgx2x2 without box 0's nic2: 14 gateways against 16, on a
+    box where every rank looks like every other). O(n^2) pairs, Hopcroft-Karp."""
+    def signature(g, r):
+        return (sorted(c for _, _, c in g.out_edges(r, data="capacity")),
+                sorted(c for _, _, c in g.in_edges(r, data="capacity")))
+
+    theirs = {b: signature(other, b) for b in other}
+    pairs = nx.Graph()
+    pairs.add_nodes_from((("a", a) for a in first), bipartite=0)
+    pairs.add_nodes_from((("b", b) for b in other), bipartite=1)
+    for a in first:
+        mine = signature(first, a)
+        pairs.add_edges_from((("a", a), ("b", b)) for b in other
+                             if theirs[b] == mine and partners(first.nodes[a], other.nodes[b]))
+    matching = nx.bipartite.hopcroft_karp_matching(pairs, [("a", a) for a in first])
+    return len(matching) == 2 * len(first) == 2 * len(other)
 
 
 def _rails(lowering: Lowering, hierarchy: Hierarchy):
