@@ -280,3 +280,23 @@ def test_a_pair_of_too_many_hop_choices_keeps_one_route(tmp_path):
         path = tmp_path / f"rails{k}.json"
         path.write_text(json.dumps(doc))
         assert lower(resolve(str(path), routes="several")).link[0, 1].capacity == expected
+
+
+def test_one_group_is_timed_on_its_own_model():
+    # a communicator of one group shares no link with another: its schedules' own
+    # model is what they cost. On several routes the physical traffic is only a guess
+    # (each pair's split over its routes by their bottlenecks, 150:16 on dgx2), and
+    # it made the bandwidth-bound ring look 1.096 x slower than its model, every
+    # candidate of a plan with it
+    from synth.construct.baselines import baselines
+    from synth.plan.planner import Candidate, with_groups
+    from synth.plan.traffic import busiest_rate
+    from synth.schedule.cost import schedule_cost
+
+    topo = resolve("dgx2", routes="several")
+    ring = next(b.schedule for b in baselines(lower(topo), "allgather")
+                if b.name.startswith("ring"))
+    alone = schedule_cost(ring).us_per_byte
+    assert busiest_rate(topo, [list(range(16))], ring) > alone * 1.01  # the guess
+    c = Candidate("ring", ring, 1.0, alone)
+    assert with_groups(c, topo, [list(range(16))]) == c
