@@ -12,6 +12,7 @@ from synth.deadline import Deadline
 from synth.errors import BadInput
 from synth.files import write_atomic
 from synth.frontier import Result
+from synth.topology.several_routes import routes_lines, routes_summary
 from synth.output_folder import (MARKER, Manifest, keep_aside, manifest_of, record, users_file,
                                  written_by_synth)
 from synth.pareto_front import optimality, ratio_to_bound
@@ -360,31 +361,6 @@ def format_table(summary: dict) -> str:
     degraded = [degraded_line(summary["degraded"])] if summary.get("degraded") else []
     return "\n".join([head] + degraded + lines + [tail] + loads_lines(summary)
                      + routes_lines(summary) + model_lines(model))
-
-
-def routes_summary(topo: Topology | None, *models) -> dict:
-    """{"routes": "widest"}, or on a machine of several routes (--routes several) also
-    how many GPU pairs take more than one ("several_route_pairs": the most in any of
-    `models`, its lowerings: a plan's communicators' views)."""
-    if topo is None or not topo.several_routes:
-        return {"routes": "widest"}
-    return {"routes": "several",
-            "several_route_pairs": max((m.several_route_pairs for m in models), default=0)}
-
-
-def routes_lines(summary: dict) -> list[str]:
-    """On a machine of several routes, one line: what they assume (routes_summary)."""
-    if summary.get("routes") != "several":
-        return []
-    pairs = summary["several_route_pairs"]
-    if not pairs:
-        return ["routes: --routes several, but no GPU pair here takes a second route (none "
-                "of as few hops, or none its groups can state exactly: docs/cli.md, "
-                "\"Several routes\"): the links are --routes widest's"]
-    return [f"routes: {pairs} GPU pairs on two routes or more at once (--routes several), "
-            "which no runtime synth exports to can pin: there each pair's chunks take one "
-            "route, and these figures assume hardware that splits them (docs/cli.md, "
-            "\"Several routes\")"]
 
 
 def loads_lines(summary: dict) -> list[str]:

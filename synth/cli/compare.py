@@ -27,8 +27,8 @@ def bounds_command(collective, spec, boxes, without, degrade, routes, root, time
     from synth.bounds import collective_bounds
     from synth.deadline import job_deadline
     from synth.errors import NoAnswer
-    from synth.output import (degraded_line, degraded_summary, rooted, routes_lines,
-                              routes_summary)
+    from synth.output import degraded_line, degraded_summary, rooted
+    from synth.topology.several_routes import routes_lines, routes_summary
     from synth.schedule.collectives import make_collective
     from synth.topology.linkmodel import TimeLimit, lower_with_routes
 
@@ -91,8 +91,8 @@ def compare_command(collective, spec, boxes, without, degrade, routes, root, siz
     (cost model 2) NCCL as it runs there: its choice per size and why."""
     from synth.compare import comparison, format_comparison, make_rows, nccl_choices
     from synth.deadline import job_deadline
-    from synth.output import (degraded_line, degraded_summary, rooted, routes_lines,
-                              routes_summary)
+    from synth.output import degraded_line, degraded_summary, rooted
+    from synth.topology.several_routes import routes_lines, routes_summary
     from synth.cli.synthesize import (baselines_by, frontier_within, nothing_found,
                                        under_the_bound)
     from synth.predict.nccl import as_it_runs

@@ -138,7 +138,7 @@ def plan_command(workload, spec, boxes, without, degrade, routes, out_dir, time_
 def _files_alone(doc: dict, nccl: str) -> None:
     """The step with each runtime's files alone (what a user can load: the plan's step
     is the schedules' in the model), and what several routes assume."""
-    from synth.output import routes_lines
+    from synth.topology.several_routes import routes_lines
 
     step = doc["step_us"]
     files_alone = [f"{fmt} {step[f'{fmt}_files']:.1f} us "

@@ -26,7 +26,7 @@ from synth.deadline import Deadline, Pace
 from synth.export.loads import RUNTIMES
 from synth.frontier import Result
 from synth.html import page
-from synth.output import loads_lines, point_stem, result_summary, routes_lines, solve_cell
+from synth.output import loads_lines, point_stem, result_summary, solve_cell
 from synth.output_folder import write_guarded
 from synth.pictures.graphviz import render_bytes
 from synth.pictures.matrix import MAX_RANKS
@@ -41,6 +41,7 @@ from synth.predict.timing import prices
 from synth.schedule.cost import format_size, per_chunk
 from synth.schedule.file import schedule_json, schedule_to_dict
 from synth.topology.physical import Topology
+from synth.topology.several_routes import routes_lines
 
 # seconds per rank drawn for the page (a matrix draws at most MAX_RANKS), the slowest so
 # far (a 64-rank drawing takes 1-3 s, a 4-rank one a few hundredths): none is begun that

@@ -13,7 +13,6 @@ from synth.deadline import Deadline, TimeLimit
 from synth.errors import NoAnswer
 from synth.cost_choice import in_cost_model
 from synth.frontier import synthesize
-from synth.output import routes_summary
 from synth.plan.overlap import overlap
 from synth.plan.shapes import planning_groups, planning_view
 from synth.plan.planner import (Entry, Plan, candidates_of, envelope,
@@ -28,7 +27,7 @@ from synth.topology.communicator import fastest_unit
 from synth.topology.figures import library_of
 from synth.topology.linkmodel import lower
 from synth.topology.physical import Topology
-from synth.topology.several_routes import one_route
+from synth.topology.several_routes import one_route, routes_summary
 
 def make_plan(workload: Workload, topo: Topology, limits: Limits,
               on_event=None, cost_model: str = "calibrated", method: str = "auto") -> Plan:

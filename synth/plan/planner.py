@@ -123,7 +123,7 @@ class Plan:
     # communicator -> the groups whose view it was planned on (synth.plan.shapes)
     planned_on: dict[str, list[list[int]]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what the planner chose, in words
-    # one route per GPU pair or several (synth.output.routes_summary)
+    # one route per GPU pair or several (synth.topology.several_routes.routes_summary)
     routes: dict = field(default_factory=lambda: {"routes": "widest"})
 
     def step_time(self, which: str) -> float:

@@ -10,9 +10,9 @@ import math
 from synth.plan.document import (call_doc, model_text, ranks_per_node, runnable,
                                   runtime_steps)
 from synth.plan.planner import Plan, typical
-from synth.output import routes_lines
 from synth.predict.nccl import as_it_runs
 from synth.schedule.cost import format_size
+from synth.topology.several_routes import routes_lines
 
 PERF = {"allreduce": "all_reduce_perf", "allgather": "all_gather_perf",
         "reducescatter": "reduce_scatter_perf", "broadcast": "broadcast_perf",

@@ -40,7 +40,7 @@ from synth.deadline import Deadline, TimeLimit, in_time
 from synth.errors import BadInput
 from synth.topology.physical import GPU, Topology
 from synth.topology.routes import last_legs, own_nics, widest_shortest_routes
-from synth.topology.several_routes import (drop_crossed, exact_splits, further_routes,
+from synth.topology.several_routes import (binds, drop_crossed, exact_splits, further_routes,
                                           split_groups)
 
 
@@ -243,7 +243,7 @@ def _groups(users: dict, links: list[RankLink], capacities: dict, deadline: Dead
             continue
         key = tuple(members)
         cap = capacities[hop]
-        if not _can_bind(cap, (link_capacity[m] for m in members)):
+        if not binds(cap, (link_capacity[m] for m in members)):
             continue  # never binds
         if key in merged:
             best, hops = merged[key]
@@ -259,17 +259,6 @@ def _groups(users: dict, links: list[RankLink], capacities: dict, deadline: Dead
         groups.append(Group(name, members, cap))
         sources[name] = tuple(f"{u}->{v}" for u, v in hops)
     return groups, sources
-
-
-def _can_bind(cap: Fraction, members) -> bool:
-    """Whether the members' capacities add up to more than `cap`: summed only until
-    they do (a spine's link carries a hundred thousand routes)."""
-    total = Fraction(0)
-    for c in members:
-        total += c
-        if total > cap:
-            return True
-    return False
 
 
 def _capable_switches(topo: Topology, routes, sources, deadline: Deadline, doing: str

@@ -10,6 +10,7 @@ from synth.topology.fabric import describe, tiers_of
 from synth.topology.hierarchy import find_hierarchy
 from synth.topology.linkmodel import diameter, lower_with_routes
 from synth.topology.physical import GPU, NIC, Topology
+from synth.topology.several_routes import routes_lines, routes_summary
 
 
 def topology_summary(topo: Topology, deadline: Deadline = Deadline()) -> dict:
@@ -57,8 +58,7 @@ def topology_summary(topo: Topology, deadline: Deadline = Deadline()) -> dict:
         "network": _network(topo),
         "source": topo.source,
         "assumptions": list(topo.assumptions),
-        "routes": "several" if topo.several_routes else "widest",
-        **({"several_route_pairs": len(lowering.further)} if topo.several_routes else {}),
+        **routes_summary(topo, model),
         # a degraded machine (synth.topology.degrade): the healthy one and the edits
         **({"degraded": {"healthy": topo.healthy.name, "edits": list(topo.edits),
                          "changes": changes(topo)}} if topo.healthy is not None else {}),
@@ -127,13 +127,7 @@ def format_summary(s: dict) -> str:
                 line += (f", each up at {t['uplink_gbps']:g} GB/s for {t['below_gbps']:g} "
                          f"GB/s below it ({t['oversubscription']:g}:1)")
             lines.append(line)
-    if s["routes"] == "several" and not s["several_route_pairs"]:
-        lines.append("  routes: several (--routes several), but no GPU pair here takes a "
-                     "second route (docs/cli.md, \"Several routes\")")
-    elif s["routes"] == "several":
-        lines.append(f"  routes: several (--routes several): {s['several_route_pairs']} GPU "
-                     "pairs on two or more at once, which no runtime synth exports to can "
-                     "pin (docs/cli.md, \"Several routes\")")
+    lines += [f"  {line}" for line in routes_lines(s)]
     h = s["hierarchy"]
     lines.append(f"  decomposition: {h['summary']}" if "summary" in h
                  else f"  decomposition: none ({h['none']})")

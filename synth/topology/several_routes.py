@@ -11,6 +11,8 @@ switch two GPUs share with their NIC, the pair's rank link carries chunks over e
     exact_splits(...)           the pairs whose split the groups can state exactly,
     drop_crossed(...)             less those another pair crosses twice
     split_groups(...)           their groups
+    binds(cap, capacities)      whether a group can bind (every group of the lowering)
+    routes_summary, routes_lines  what a machine's routes are, for the outputs
 
 The lowering (synth.topology.linkmodel) gives such a pair one rank link whose capacity
 is the sum of its routes' bottlenecks, and leaves how the pair's chunks split over the
@@ -122,9 +124,10 @@ def _tightest(path, users: dict[Hop, list[Pair]], capacities: dict[Hop, Fraction
     return list(best.values())
 
 
-def _over(cap: Fraction, members) -> bool:
-    """Whether the members' capacities add up to more than `cap`, summed only until
-    they do (a PCIe hop of dgx2x90 carries 1,424 other pairs)."""
+def binds(cap: Fraction, members) -> bool:
+    """Whether the members' capacities add up to more than `cap`: whether a group can
+    bind (else the lowering drops it). Summed only until they do: a spine's link carries
+    a hundred thousand routes, a PCIe hop of dgx2x90 1,424 other pairs."""
     total = Fraction(0)
     for c in members:
         total += c
@@ -183,7 +186,7 @@ def split_groups(split: dict[Pair, list[tuple[str, ...]]], users: dict[Hop, list
         for hops in product(*(_tightest(p, users, capacities) for p in paths)):
             members = tuple(sorted({pair, *(m for h in hops for m in users.get(h, ()))}))
             cap = sum((capacities[h] for h in hops), Fraction(0))
-            if not _over(cap, (link_capacity[m] for m in members)):
+            if not binds(cap, (link_capacity[m] for m in members)):
                 continue  # never binds
             if members not in groups or cap < groups[members][0]:
                 groups[members] = (cap, hops)
@@ -192,3 +195,29 @@ def split_groups(split: dict[Pair, list[tuple[str, ...]]], users: dict[Hop, list
         sources = tuple(f"{u}->{v}" for u, v in hops)
         named.append((" + ".join(sources), members, cap, sources))
     return named
+
+
+def routes_summary(topo: Topology | None, *models) -> dict:
+    """{"routes": "widest"}, or on a machine of several routes (--routes several) also
+    how many GPU pairs take more than one ("several_route_pairs": the most in any of
+    `models`, its lowerings: a plan's communicators' views)."""
+    if topo is None or not topo.several_routes:
+        return {"routes": "widest"}
+    return {"routes": "several",
+            "several_route_pairs": max((m.several_route_pairs for m in models), default=0)}
+
+
+def routes_lines(summary: dict) -> list[str]:
+    """On a machine of several routes, one line: what they assume (routes_summary's
+    `summary`, or any dict with its keys)."""
+    if summary.get("routes") != "several":
+        return []
+    pairs = summary["several_route_pairs"]
+    if not pairs:
+        return ["routes: --routes several, but no GPU pair here takes a second route (none "
+                "of as few hops, or none its groups can state exactly: docs/cli.md, "
+                "\"Several routes\"): the links are --routes widest's"]
+    return [f"routes: {pairs} GPU pairs on two routes or more at once (--routes several), "
+            "which no runtime synth exports to can pin: there each pair's chunks take one "
+            "route, and these figures assume hardware that splits them (docs/cli.md, "
+            "\"Several routes\")"]
