@@ -21,6 +21,10 @@ every 0.05 s: synth writes the frontier in hand as the search goes on
 - end_s: when the job ended (it goes on searching for points with fewer steps);
 - best / bound: the best point of the final frontier, and its algbw in GB/s (the bound's
   over that, rounded down);
+- steady GB/s: the algbw of the frontier's deepest pipeline with every level busy (its
+  steady step's rounds per chunk, the fill left out), the measure ForestColl reports: its
+  figure is its trees' optimal algbw (1 / the runtime formula of its packing), not a
+  schedule's with a fill; "-" where no pipeline on the frontier has such a step;
 - peak MiB: the job's peak resident memory (GNU time's %M).
 
 ForestColl's side (its public Python, measured on this kind of machine and quoted in
@@ -71,6 +75,17 @@ def ratio_of(path: Path, bound: Fraction) -> Fraction | None:
     return Fraction(cost["rounds"], cost["chunks"]) / bound
 
 
+def steady_of(path: Path) -> Fraction | None:
+    """A pipelined schedule file's rounds per chunk in a step with every level busy (the
+    rounds of expanded step D - 1, D the program's steps, over a batch's chunks); None
+    without a pipeline or with fewer batches than levels."""
+    doc = json.loads(path.read_text())
+    pipe, depth = doc.get("pipeline"), len(doc["steps"])
+    if pipe is None or pipe["batches"] < depth:
+        return None
+    return Fraction(pipe["rounds"][depth - 1] * pipe["batches"], doc["chunks"])
+
+
 def run_job(topo: str, limit: float, method: str = "auto") -> dict:
     bound, most_gbps = bound_of(topo)
     with tempfile.TemporaryDirectory() as out:
@@ -96,15 +111,18 @@ def run_job(topo: str, limit: float, method: str = "auto") -> dict:
             time.sleep(0.05)
         end = round(time.monotonic() - start, 2)
         stdout, stderr = job.communicate()
-    if job.returncode != 0:
-        return {"error": f"exit {job.returncode}: {stderr.strip().splitlines()[-1:]}"}
-    summary = json.loads(stdout)
+        if job.returncode != 0:
+            return {"error": f"exit {job.returncode}: {stderr.strip().splitlines()[-1:]}"}
+        summary = json.loads(stdout)
+        steady = [s for p in summary["frontier"] if p["file"]
+                  and (s := steady_of(Path(p["file"]))) is not None]
     best = min(summary["frontier"], key=lambda p: Fraction(p["rounds"], p["chunks"]))
     written = Path(best["file"]).name if best["file"] else None  # None: never written
     over = Fraction(best["rounds"], best["chunks"]) / bound
     return {"best_s": seen.get(written, end), "within_1pct_s": within,
             "end_s": end, "best_over_bound": float(over),
             "best_gbps": most_gbps / float(over),
+            "steady_gbps": most_gbps / float(min(steady) / bound) if steady else None,
             "points": len(summary["frontier"]),
             "peak_mib": round(int(stderr.strip().splitlines()[-1]) / 1024)}
 
@@ -157,18 +175,23 @@ def write_record(machine: dict, rows: list[dict], limit: float, method: str,
              "the answer cache "
              "off; --model line-rate; jobs one at a time in fresh processes.", "",
              "| job | best point on disk s | within 1% s | job ends s | best / bound "
-             "| best GB/s | points | peak MiB | ForestColl (issue 28) |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+             "| best GB/s | steady GB/s | points | peak MiB | ForestColl (issue 28) |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['job']} | error: {r['error']} |||||||| ")
+            lines.append(f"| {r['job']} | error: {r['error']} ||||||||| ")
             continue
         lines.append(f"| {r['job']} | {r['best_s']}"
                      f" | {r['within_1pct_s'] if r['within_1pct_s'] is not None else '-'} | "
                      f"{r['end_s']} | {r['best_over_bound']:.4f} | "
-                     f"{math.floor(r['best_gbps'] * 100) / 100:.2f} | {r['points']} | "
+                     f"{_down(r['best_gbps'])} | {_down(r.get('steady_gbps'))} | {r['points']} | "
                      f"{r['peak_mib']} | {r['forestcoll']} |")
     (folder / f"{name}.md").write_text("\n".join(lines) + "\n")
+
+
+def _down(gbps: float | None) -> str:
+    """GB/s rounded down to two decimals (against synth), or "-"."""
+    return "-" if gbps is None else f"{math.floor(gbps * 100) / 100:.2f}"
 
 
 if __name__ == "__main__":
