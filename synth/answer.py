@@ -267,8 +267,8 @@ def write_answer(answer: Answer, directory: Path, kept: list | None = None) -> d
                          speedup=round(answer.reference_us / found.us, 4)
                          if answer.reference_us == answer.reference_us else None)
         runtimes[fmt] = entry
-    if files:  # in a folder with no list, files are written over as an older synth's
-        kept_aside = write_guarded(directory, files, math.inf)[1]
+    if files:
+        kept_aside = write_guarded(directory, files)[1]
         if kept is not None:
             kept += kept_aside
     loads = [fmt for fmt, f in answer.runtimes.items() if f.point is answer.fastest]

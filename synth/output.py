@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 import stat
 from pathlib import Path
@@ -17,7 +16,7 @@ from synth.output_folder import (MARKER, Manifest, keep_aside, manifest_of, reco
                                  written_by_synth)
 from synth.pareto_front import optimality, ratio_to_bound
 from synth.schedule.cost import format_size, per_chunk, schedule_cost
-from synth.schedule.file import write_schedule
+from synth.schedule.file import schedule_text
 from synth.search.pareto import Point
 from synth.topology.physical import Topology
 
@@ -118,24 +117,22 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
                 if missed is not None:
                     missed.append((fmt, point_stem(p), None))
                 continue
-            # no manifest (or for a file older than the one this run made): a folder of an
-            # older synth's, its files written over as then
-            if users_file(directory, path, ours, math.inf, started_ns):
-                moved = keep_aside(path)
-                if kept is not None:
-                    kept.append((path, moved))
             with WRITE[fmt].timing(units):
-                if fmt == "json":
-                    paths[fmt] = write_schedule(p.schedule, path, follow_links=False)
-                    continue
                 try:
-                    text, _ = render(p.schedule, fmt)
+                    text = (schedule_text(p.schedule) if fmt == "json"
+                            else render(p.schedule, fmt)[0])
                 except BadInput as e:
                     if missed is None:
                         failed = failed or f"{point_stem(p)}: {e}"
                     else:
                         missed.append((fmt, point_stem(p), str(e)))
                     continue
+                # no manifest (or a file older than the one this run made): written over
+                # only where it holds these very bytes
+                if users_file(directory, path, ours, text, started_ns):
+                    moved = keep_aside(path)
+                    if kept is not None:
+                        kept.append((path, moved))
                 paths[fmt] = write_atomic(path, text, follow_links=False)
         written += paths.values()
         if paths:

@@ -17,9 +17,10 @@ files safe there:
   status last changed earlier) is treated as in a folder without one, as an older
   synth's; in any later run, a file it does not list is the user's.
 
-A lost or unreadable manifest costs nothing but stale files left in place: a run that
-finds none writes over the files at its names as an older synth's, and lists only
-its own (its later writes do the same, by the manifest's age). Cost: the
+A lost or unreadable manifest costs nothing but stale files left in place and files
+kept aside: a run that finds none writes over a file at its names only where it holds
+the very bytes being written (nothing is lost), keeps any other aside, removes none,
+and lists only its own (its later writes do the same, by the manifest's age). Cost: the
 fingerprint reads every vertex and physical link once; the manifest is one small file
 read and written per write.
 """
@@ -220,12 +221,14 @@ def _key(directory: Path, path: Path) -> str | None:
 
 
 def users_file(directory: Path, path: Path, manifest: Manifest | None,
-               written_by: int | None = None, run_started_ns: int | None = None) -> bool:
-    """Whether `path`, a regular file there now, is not synth's as it wrote it: not in
-    the manifest unchanged; where there is no manifest (a folder of before 2026-12-05,
-    or one copied without its dotfiles) or the file predates the one this run made
-    (Manifest.predates), changed after `written_by` (ns: when synth last wrote there,
-    as far as that is known; None: nothing says synth wrote it)."""
+               data: str | bytes | None = None, run_started_ns: int | None = None) -> bool:
+    """Whether `path`, a regular file there now, must not be written over or removed as
+    synth's: not in the manifest unchanged, and either the manifest says the folder's
+    other files are the user's or nothing says whose it is (no manifest: a folder of
+    before 2026-12-05, or one copied without its dotfiles; or a file older than the
+    manifest this run made, Manifest.predates) and it does not hold `data`, the bytes
+    about to be written at its name (writing those over it loses nothing; None: it is
+    to be removed, which would)."""
     try:
         st = path.lstat()
     except OSError:
@@ -236,7 +239,19 @@ def users_file(directory: Path, path: Path, manifest: Manifest | None,
         return False
     if manifest is not None and not manifest.predates(st, run_started_ns):
         return True
-    return written_by is None or st.st_mtime_ns > written_by
+    return data is None or not _same_bytes(path, data.encode() if isinstance(data, str)
+                                           else data, st.st_size)
+
+
+def _same_bytes(path: Path, data: bytes, size: int) -> bool:
+    """Whether the file of `size` bytes at `path` holds exactly `data`."""
+    if size != len(data):
+        return False
+    try:
+        with open(path, "rb") as f:
+            return f.read(size + 1) == data
+    except OSError:
+        return False
 
 
 def keep_aside(path: Path) -> Path:
@@ -254,17 +269,17 @@ def keep_aside(path: Path) -> Path:
     raise BadInput(f"{quote(str(path), 80)}: too many kept copies beside it")
 
 
-def write_guarded(directory: Path, files: dict, written_by: int | None = None
-                  ) -> tuple[list[Path], list[tuple[Path, Path]]]:
+def write_guarded(directory: Path, files: dict) -> tuple[list[Path], list[tuple[Path, Path]]]:
     """synth.files.write_folder (all or none), a user's file at a name it writes moved
-    aside first (users_file, with `written_by` where the folder has no manifest) and
-    back if the folder cannot be written whole; the manifest then lists the files.
+    aside first (users_file: where the folder has no manifest, one that differs from
+    what is written there) and back if the folder cannot be written whole; the
+    manifest then lists the files.
     Returns (the paths written, (path, where it went) of each file moved aside)."""
     directory, ours = Path(directory), manifest_of(Path(directory))
     moved = []
     try:
         for rel in files:
-            if users_file(directory, directory / rel, ours, written_by):
+            if users_file(directory, directory / rel, ours, files[rel]):
                 moved.append((directory / rel, keep_aside(directory / rel)))
         written = write_folder(directory, files)
     except BaseException:  # the folder as it was: the user's files back in place

@@ -264,7 +264,9 @@ def test_an_earlier_plans_file_changed_since_is_kept_and_said(tmp_path):
 
 def test_a_plan_folder_copied_without_its_dotfiles_keeps_the_users_edits(tmp_path):
     # `cp -r plan/* copy/` leaves the manifest behind: an edited file of an earlier
-    # plan's was removed as a folder of before the manifest's
+    # plan's was removed as a folder of before the manifest's. With no list, an edit
+    # and synth's own file look alike (a copy resets both times): none is removed, and
+    # a file at a name the plan writes is written over only where it holds those bytes
     import shutil
 
     out, workload = tmp_path / "plan", tmp_path / "w.yaml"
@@ -276,16 +278,24 @@ def test_a_plan_folder_copied_without_its_dotfiles_keeps_the_users_edits(tmp_pat
     assert not (copy / MANIFEST).exists()
     stale = sorted(p for p in copy.rglob("reducescatter*") if p.is_file())
     assert len(stale) >= 2
-    time.sleep(0.01)  # an edit after the copy, as a user's comes
+    same = {p: p.read_bytes() for p in copy.rglob("allgather*") if p.is_file()}
+    assert same
     stale[0].write_text(stale[0].read_text() + "\n")
     workload.write_text(WORKLOAD)
     again = plan_into(tmp_path, copy)
     assert again.returncode == 0, again.stderr
-    assert stale[0].exists() and "synth: note: kept 1 file" in again.stderr
+    assert all(p.exists() for p in stale)
+    assert f"synth: note: kept {len(stale)} files an earlier plan wrote" in again.stderr
+    # the allgather's files hold what this plan writes: written over, none kept aside
+    assert all(p.read_bytes() == data for p, data in same.items())
+    assert not any(p.name.startswith("allgather") for p in copy.rglob("*.kept"))
+    # plan.json lists other files now: the earlier one, not known to be synth's, aside
+    assert "plan.json was not synth's as it wrote it" in again.stderr
+    assert json.loads((copy / "plan.json.kept").read_text())["format"] == "synth.plan"
     # a user's file at a name the plan writes is moved aside, not written over
     (copy / "report.md").write_text("my notes")
     again = plan_into(tmp_path, copy)
-    assert (copy / "report.md.kept").read_text() == "my notes"
+    assert (copy / "report.md.kept-2").read_text() == "my notes"  # .kept: the earlier's
     assert "report.md was not synth's as it wrote it" in again.stderr
 
 
@@ -998,6 +1008,25 @@ def test_a_folder_whose_manifest_was_deleted_is_written_over_as_an_older_synths(
     assert sorted(written) == sorted(n for n in names if n != MANIFEST)
 
 
+def test_an_edit_in_a_folder_whose_manifest_was_deleted_is_kept_aside(tmp_path):
+    # with no list, the frontier's files were written over as an older synth's, a
+    # user's edit at a point's name too; now only a file holding this run's bytes is
+    out = tmp_path / "o"
+    args = ("allgather", "--topo", "ring:4", "--out", out, "--no-progress")
+    assert synth_main(*args).returncode == 0
+    folder = out / "ring_4" / "allgather"
+    (folder / MANIFEST).unlink()
+    edited = sorted(folder.glob("allgather-s*.json"))[0]
+    theirs = edited.read_text().replace('"allgather"', '"allgather" ', 1)
+    edited.write_text(theirs)
+    again = synth_main(*args)
+    assert again.returncode == 0, again.stderr
+    assert (folder / f"{edited.name}.kept").read_text() == theirs
+    assert f"{edited.name} was not synth's" in again.stderr
+    assert [p.name for p in folder.glob("*.kept")] == [f"{edited.name}.kept"]
+    assert synth_main("verify", edited).returncode == 0
+
+
 def test_a_file_from_before_the_manifest_is_synths_only_in_the_run_that_made_it(tmp_path):
     from synth.output_folder import manifest_of, users_file
 
@@ -1009,14 +1038,35 @@ def test_a_file_from_before_the_manifest_is_synths_only_in_the_run_that_made_it(
     (tmp_path / "after.json").write_text("the user's")
     manifest = manifest_of(tmp_path)
     assert not users_file(tmp_path, tmp_path / "ours.json", manifest)
-    now = time.time_ns()
-    assert not users_file(tmp_path, tmp_path / "before.json", manifest, now, started)
-    assert users_file(tmp_path, tmp_path / "after.json", manifest, now, started)
-    # a later run: what the manifest does not list is the user's, however old
-    assert users_file(tmp_path, tmp_path / "before.json", manifest, now, time.time_ns())
-    assert users_file(tmp_path, tmp_path / "before.json", manifest, now)  # a plan's
-    # the run that made it, with a plan's rule: changed after the earlier plan
-    assert users_file(tmp_path, tmp_path / "before.json", manifest, 0, started)
+    # the run that made it: a file from before is nobody's known, written over only
+    # with the bytes it holds, and never removed
+    assert not users_file(tmp_path, tmp_path / "before.json", manifest, "an older synth's",
+                          started)
+    assert users_file(tmp_path, tmp_path / "before.json", manifest, "other bytes", started)
+    assert users_file(tmp_path, tmp_path / "before.json", manifest, None, started)
+    assert users_file(tmp_path, tmp_path / "after.json", manifest, "the user's!", started)
+    # a later run: what the manifest does not list is the user's, whatever it holds
+    assert users_file(tmp_path, tmp_path / "before.json", manifest, "an older synth's",
+                      time.time_ns())
+    assert users_file(tmp_path, tmp_path / "before.json", manifest, "an older synth's")
+
+
+def test_with_no_list_a_file_is_written_over_only_with_its_own_bytes(tmp_path):
+    # a folder copied without its dotfiles (or of before the lists): a copy resets
+    # every time, so times cannot tell an edit from synth's own file; the bytes can
+    from synth.output_folder import users_file, write_guarded
+
+    (tmp_path / "same.json").write_text("synth's text")
+    (tmp_path / "edited.json").write_text("synth's text, edited")
+    assert not users_file(tmp_path, tmp_path / "same.json", None, "synth's text")
+    assert not users_file(tmp_path, tmp_path / "same.json", None, b"synth's text")
+    assert users_file(tmp_path, tmp_path / "edited.json", None, "synth's text")
+    assert users_file(tmp_path, tmp_path / "same.json", None)  # to remove: never
+    written, moved = write_guarded(tmp_path, {"same.json": "synth's text",
+                                              "edited.json": "synth's text"})
+    assert moved == [(tmp_path / "edited.json", tmp_path / "edited.json.kept")]
+    assert (tmp_path / "edited.json.kept").read_text() == "synth's text, edited"
+    assert (tmp_path / "edited.json").read_text() == "synth's text"
 
 
 def test_a_users_file_left_alone_by_the_run_that_made_the_manifest_stays_theirs(tmp_path):
@@ -1120,10 +1170,20 @@ def test_report_moves_a_users_file_aside_and_writes_over_its_own(tmp_path):
     third = synth_main(*args)  # synth's own files are written over, none kept
     assert third.returncode == 0 and "not synth's" not in third.stderr
     assert len(list(out.glob("*.kept"))) == 1
-    # a folder an earlier synth wrote, with no list: its files written over as then
+    # a folder with no list (an older synth's, or copied without it): a file is written
+    # over only where it holds this run's bytes; the page, which says how long the run
+    # took, is kept aside (a copy resets times, so they cannot tell an edit apart)
     (out / MANIFEST).unlink()
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     older = synth_main(*args)
-    assert older.returncode == 0 and "not synth's" not in older.stderr
+    assert older.returncode == 0, older.stderr
+    assert (out / "index.html.kept").read_bytes() == before["index.html"]
+    for kept in [k for k in out.glob("*.kept") if k.name not in before]:
+        assert kept.read_bytes() == before[kept.name.removesuffix(".kept")]
+        assert f"{kept.name.removesuffix('.kept')} was not synth's" in older.stderr
+    unchanged = [n for n, data in before.items() if (out / n).read_bytes() == data]
+    assert any(n.endswith(".json") for n in unchanged)  # the schedules: written over
+    assert not any((out / f"{n}.kept").exists() for n in unchanged if f"{n}.kept" not in before)
 
 
 @pytest.mark.parametrize("command", ["report", "plan"])

@@ -783,6 +783,7 @@ def test_runtime_files_tile_from_zero_and_a_new_plan_removes_the_old_ones(
 
 
 def test_an_earlier_plans_files_are_removed_only_inside_the_folder(tmp_path):
+    from synth.output_folder import record
     from synth.plan.output import write_files
 
     out, outside = tmp_path / "plan", tmp_path / "precious"
@@ -791,6 +792,7 @@ def test_an_earlier_plans_files_are_removed_only_inside_the_folder(tmp_path):
     (outside / "keep.txt").write_text("mine")
     (out / "linked").symlink_to(outside)
     (out / "msccl" / "old.xml").write_text("stale")
+    record(out, [out / "msccl" / "old.xml"])  # synth's as it wrote it: removed when stale
     listed = ["msccl/old.xml", str(outside / "keep.txt"), "../precious/keep.txt",
               "linked/keep.txt", "msccl/../../precious/keep.txt", 5]
     (out / "plan.json").write_text(json.dumps({"format": "synth.plan", "files": listed}))

@@ -181,12 +181,13 @@ RUNTIME_NAMES = {"msccl-xml": "MSCCL XML", "mscclpp": "MSCCL++"}
 
 
 def _say_kept(changed: list[str], moved: list) -> None:
-    """Notes for the user's files: an earlier plan's, changed since synth wrote them,
-    kept where a runtime loading their folder still reads them; and those at a name
-    this plan writes, moved aside."""
+    """Notes for the user's files: an earlier plan's, changed since synth wrote them or
+    not known to be its (no list), kept where a runtime loading their folder still
+    reads them; and those at a name this plan writes, moved aside."""
     if changed:
         click.echo(f"synth: note: kept {len(changed)} file{'s' * (len(changed) != 1)} an "
                    f"earlier plan wrote and this one does not ({changed[0]}...): changed "
-                   "since, so not removed; a runtime loading its folder reads it too",
-                   err=True)
+                   "since, or no list in the folder says synth wrote it, so not removed; a "
+                   "runtime loading its folder reads it too: remove it by hand if it is "
+                   "not yours", err=True)
     say_kept(moved)

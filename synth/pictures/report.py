@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import html
 import math
-import stat
 from functools import lru_cache
 from pathlib import Path
 
@@ -217,7 +216,7 @@ def write_report(topo: Topology, result: Result, baselines: list, sizes: list[in
     """Write DIR/index.html and the files it links to; returns the page's path. A
     user's file at a name it writes is moved aside first, and (its path, where it went)
     added to `kept` (synth.output_folder.write_guarded; in a folder with no manifest,
-    the files no newer than an earlier report's page are synth's).
+    one that differs from what is written there).
 
     `baselines` is a list of (name, Schedule); `skipped` optionally {algorithm: why}
     for the baselines that do not apply. The page keeps to PAGE_LIMIT bytes
@@ -277,25 +276,10 @@ def write_report(topo: Topology, result: Result, baselines: list, sizes: list[in
                         ("schedules", drawn)):
         text = text.replace(_slot(slot), "".join(html_))
     files[Path("index.html")] = text
-    written, moved = write_guarded(directory, files, _earlier_page(directory))
+    written, moved = write_guarded(directory, files)
     if kept is not None:
         kept += moved
     return written[-1]
-
-
-def _earlier_page(directory: Path) -> int | None:
-    """When an earlier report wrote its page here (ns), if synth wrote it."""
-    blank = page("synth: ", [])
-    start = blank[:blank.index("<title>synth: ") + len("<title>synth: ")].encode()
-    try:
-        if not stat.S_ISREG((directory / "index.html").lstat().st_mode):
-            return None  # a link, a pipe (it would wait for a writer): not synth's page
-        with open(directory / "index.html", "rb") as f:
-            if f.read(len(start)) != start:
-                return None
-        return (directory / "index.html").stat().st_mtime_ns
-    except OSError:
-        return None
 
 
 def _page_text(topo: Topology, result: Result, summary: dict, data: dict,

@@ -361,48 +361,46 @@ def write_files(out: Path, texts: dict, keep: list[str]) -> tuple[list[str], lis
     as it was), plan.json last; then remove the files an earlier plan listed that are
     not in `keep`. Only synth's own files, as it wrote them, are written over or removed
     (the folder's manifest, synth.output_folder; where there is none, a folder of a plan
-    before it or one copied without its dotfiles, those no newer than the earlier
-    plan.json): a file of the user's at a name the plan writes is moved aside first.
-    Returns (the listed files kept as changed since, (name, where it went) of each
-    file moved aside)."""
+    before it or one copied without its dotfiles, a file is written over only where it
+    holds the bytes written there, and none is removed): a file of the user's at a name
+    the plan writes is moved aside first. Returns (the listed files kept, as changed
+    since or not known to be synth's, (name, where it went) of each file moved aside)."""
     out = Path(out)
-    stale, written_by = _earlier_files(out)
+    stale = _earlier_files(out)
     ours = manifest_of(out)  # as it was before this plan
     ordered = sorted(texts.items(), key=lambda item: Path(item[0]) == Path("plan.json"))
-    _, moved = write_guarded(out, dict(ordered), written_by)
-    return _remove_stale(out, stale, set(keep), ours, written_by), moved
+    _, moved = write_guarded(out, dict(ordered))
+    return _remove_stale(out, stale, set(keep), ours), moved
 
 
 PLAN_FOLDERS = ("schedules", "msccl", "mscclpp", "plots")  # what a plan writes, but its
 PLAN_SUFFIXES = (".json", ".xml", ".png", ".py")          # report.md and plan.json
 
 
-def _earlier_files(out: Path) -> tuple[list[str], int | None]:
-    """(the files an earlier plan in `out` wrote, as its plan.json lists them; when it
-    was written, ns): only when synth wrote that plan.json ("format": "synth.plan"), and
+def _earlier_files(out: Path) -> list[str]:
+    """The files an earlier plan in `out` wrote, as its plan.json lists them: only when
+    synth wrote that plan.json ("format": "synth.plan"), and
     only names a plan writes (PLAN_FOLDERS, PLAN_SUFFIXES): a user's plan.json, or a
     listing edited to name their files, never removes anything else."""
     try:
         if not stat.S_ISREG((out / "plan.json").stat().st_mode):
-            return [], None  # a pipe would wait for a writer, a folder is no listing
+            return []  # a pipe would wait for a writer, a folder is no listing
         doc = json.loads((out / "plan.json").read_text())
         if not isinstance(doc, dict) or doc.get("format") != "synth.plan":
-            return [], None
+            return []
         listed = [f for f in doc["files"] if isinstance(f, str)]
-        written_by = (out / "plan.json").stat().st_mtime_ns
     except (OSError, ValueError, TypeError, KeyError, RecursionError):
-        return [], None
+        return []
     return [f for f in listed if len(Path(f).parts) > 1
-            and Path(f).parts[0] in PLAN_FOLDERS and f.endswith(PLAN_SUFFIXES)], written_by
+            and Path(f).parts[0] in PLAN_FOLDERS and f.endswith(PLAN_SUFFIXES)]
 
 
-def _remove_stale(out: Path, listed: list[str], keep: set[str], ours: Manifest | None,
-                  written_by: int | None) -> list[str]:
+def _remove_stale(out: Path, listed: list[str], keep: set[str], ours: Manifest | None
+                  ) -> list[str]:
     """Remove the `listed` files this plan does not write (a runtime loads every file
     of its folder: a stale one would shadow ranges): only plain files inside `out`,
     reached without a symbolic link, and synth's as it wrote them (users_file, by the
-    manifest `ours` or the earlier plan's time `written_by`). Returns the changed ones,
-    kept."""
+    manifest `ours`: with none, no file is known to be). Returns the others, kept."""
     root, changed, removed = out.resolve(), [], []
     for name in listed:
         rel = Path(name)
@@ -415,7 +413,7 @@ def _remove_stale(out: Path, listed: list[str], keep: set[str], ours: Manifest |
             continue
         if real != root / rel or not real.is_file():  # a link somewhere on the way
             continue
-        if users_file(out, path, ours, written_by):
+        if users_file(out, path, ours):
             changed.append(name)
             continue
         real.unlink(missing_ok=True)
