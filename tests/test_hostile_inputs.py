@@ -1171,19 +1171,20 @@ def test_report_moves_a_users_file_aside_and_writes_over_its_own(tmp_path):
     assert third.returncode == 0 and "not synth's" not in third.stderr
     assert len(list(out.glob("*.kept"))) == 1
     # a folder with no list (an older synth's, or copied without it): a file is written
-    # over only where it holds this run's bytes; the page, which says how long the run
-    # took, is kept aside (a copy resets times, so they cannot tell an edit apart)
+    # over only where it holds this run's bytes (the same report: every file), and an
+    # edit is kept aside (a copy resets times, so they cannot tell an edit apart)
     (out / MANIFEST).unlink()
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     older = synth_main(*args)
-    assert older.returncode == 0, older.stderr
-    assert (out / "index.html.kept").read_bytes() == before["index.html"]
-    for kept in [k for k in out.glob("*.kept") if k.name not in before]:
-        assert kept.read_bytes() == before[kept.name.removesuffix(".kept")]
-        assert f"{kept.name.removesuffix('.kept')} was not synth's" in older.stderr
-    unchanged = [n for n, data in before.items() if (out / n).read_bytes() == data]
-    assert any(n.endswith(".json") for n in unchanged)  # the schedules: written over
-    assert not any((out / f"{n}.kept").exists() for n in unchanged if f"{n}.kept" not in before)
+    assert older.returncode == 0 and "not synth's" not in older.stderr
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()
+            and p.name != MANIFEST} == {n: b for n, b in before.items()}
+    (out / MANIFEST).unlink()
+    page.write_text('{"mine": 2}')
+    edited = synth_main(*args)
+    assert edited.returncode == 0, edited.stderr
+    assert (out / f"{page.name}.kept-2").read_text() == '{"mine": 2}'
+    assert edited.stderr.count("not synth's") == 1
 
 
 @pytest.mark.parametrize("command", ["report", "plan"])

@@ -17,6 +17,7 @@ import io
 import math
 from pathlib import Path
 
+import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
@@ -242,7 +243,9 @@ def figure_bytes(fig: Figure, fmt: str) -> bytes:
     """The figure encoded as `fmt` ("png" or "svg")."""
     buf = io.BytesIO()
     metadata = {"Date": None} if fmt == "svg" else {}
-    with glyphs_quiet():
+    # the same figure, the same bytes: no date, and SVG ids from a fixed salt, not a
+    # random one (a folder with no list keeps aside a file that differs: output_folder)
+    with glyphs_quiet(), matplotlib.rc_context({"svg.hashsalt": "synth"}):
         fig.savefig(buf, format=fmt, metadata=metadata, facecolor="white")
     return buf.getvalue()
 
