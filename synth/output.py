@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import stat
 from pathlib import Path
@@ -129,11 +130,16 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
                     continue
                 # no manifest (or a file older than the one this run made): written over
                 # only where it holds these very bytes
-                if users_file(directory, path, ours, text, started_ns):
-                    moved = keep_aside(path)
-                    if kept is not None:
-                        kept.append((path, moved))
-                paths[fmt] = write_atomic(path, text, follow_links=False)
+                aside = keep_aside(path) if users_file(directory, path, ours, text,
+                                                       started_ns) else None
+                try:
+                    paths[fmt] = write_atomic(path, text, follow_links=False)
+                except BaseException:  # not written: the user's file back at its name
+                    if aside is not None:
+                        os.replace(aside, path)
+                    raise
+                if aside is not None and kept is not None:
+                    kept.append((path, aside))
         written += paths.values()
         if paths:
             primary[i] = paths.get("json", next(iter(paths.values())))

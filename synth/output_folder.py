@@ -269,22 +269,23 @@ def keep_aside(path: Path) -> Path:
     raise BadInput(f"{quote(str(path), 80)}: too many kept copies beside it")
 
 
-def write_guarded(directory: Path, files: dict) -> tuple[list[Path], list[tuple[Path, Path]]]:
+def write_guarded(directory: Path, files: dict, run_started_ns: int | None = None
+                  ) -> tuple[list[Path], list[tuple[Path, Path]]]:
     """synth.files.write_folder (all or none), a user's file at a name it writes moved
-    aside first (users_file: where the folder has no manifest, one that differs from
-    what is written there) and back if the folder cannot be written whole; the
-    manifest then lists the files.
-    Returns (the paths written, (path, where it went) of each file moved aside)."""
+    aside first (users_file: where the folder has no manifest, or for a file older than
+    the one the run that started at `run_started_ns` made, one that differs from what is
+    written there) and back if the folder, or its manifest listing the files, cannot be
+    written. Returns (the paths written, (path, where it went) of each file moved aside)."""
     directory, ours = Path(directory), manifest_of(Path(directory))
     moved = []
     try:
         for rel in files:
-            if users_file(directory, directory / rel, ours, files[rel]):
+            if users_file(directory, directory / rel, ours, files[rel], run_started_ns):
                 moved.append((directory / rel, keep_aside(directory / rel)))
         written = write_folder(directory, files)
-    except BaseException:  # the folder as it was: the user's files back in place
+        record(directory, written)
+    except BaseException:  # the user's files back in place
         for path, aside in moved:
             os.replace(aside, path)
         raise
-    record(directory, written)
     return written, moved

@@ -481,11 +481,28 @@ def ring4_result():
 
 def test_write_plots(tmp_path, ring4_result):
     base = [(b.name, b.schedule) for b in baselines(ring4_result.model, "allgather")]
-    paths = write_plots(ring4_result, base, tmp_path)
+    paths, moved = write_plots(ring4_result, base, tmp_path)
     assert [p.name for p in paths] == ["allgather-frontier.png", "allgather-time.png"]
+    assert moved == []
     for p in paths:
         data = p.read_bytes()
         assert data.startswith(PNG_SIGNATURE) and len(data) > 20_000
+
+
+def test_plots_never_write_over_a_users_file(tmp_path):
+    # --plots wrote its PNGs with no look at what was there: a user's file at
+    # COLLECTIVE-frontier.png was lost without a word
+    args = ("allgather", "--topo", "ring:4", "--out", str(tmp_path), "--plots")
+    assert synth_main(*args).returncode == 0
+    frontier = tmp_path / "ring_4" / "allgather" / "allgather-frontier.png"
+    frontier.write_text("my annotated plot")
+    again = synth_main(*args)
+    assert again.returncode == 0, again.stderr
+    assert (frontier.parent / "allgather-frontier.png.kept").read_text() == "my annotated plot"
+    assert frontier.read_bytes().startswith(PNG_SIGNATURE)
+    assert "allgather-frontier.png was not synth's" in again.stderr
+    third = synth_main(*args)  # its own plot, listed: written over without a note
+    assert third.returncode == 0 and "not synth's" not in third.stderr
 
 
 def test_synthesis_plots_flag(tmp_path):

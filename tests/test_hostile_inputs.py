@@ -286,6 +286,10 @@ def test_a_plan_folder_copied_without_its_dotfiles_keeps_the_users_edits(tmp_pat
     assert again.returncode == 0, again.stderr
     assert all(p.exists() for p in stale)
     assert f"synth: note: kept {len(stale)} files an earlier plan wrote" in again.stderr
+    left = sorted(str(p.relative_to(copy)) for p in stale)
+    assert sorted(json.loads((copy / "plan.json").read_text())["kept_files"]) == left
+    still = plan_into(tmp_path, copy)  # said again while they are there, not forgotten
+    assert f"synth: note: kept {len(stale)} files an earlier plan wrote" in still.stderr
     # the allgather's files hold what this plan writes: written over, none kept aside
     assert all(p.read_bytes() == data for p, data in same.items())
     assert not any(p.name.startswith("allgather") for p in copy.rglob("*.kept"))
@@ -1025,6 +1029,56 @@ def test_an_edit_in_a_folder_whose_manifest_was_deleted_is_kept_aside(tmp_path):
     assert f"{edited.name} was not synth's" in again.stderr
     assert [p.name for p in folder.glob("*.kept")] == [f"{edited.name}.kept"]
     assert synth_main("verify", edited).returncode == 0
+
+
+def test_a_size_answers_files_in_a_folder_whose_manifest_was_deleted(tmp_path):
+    # the answer's runtime files came after the run's first write had made a list, and
+    # were kept aside as the user's though they held the very bytes written
+    args = ("allreduce", "--topo", "ring:4", "--size", "1MB", "--out", tmp_path)
+    assert synth_main(*args).returncode == 0
+    folder = tmp_path / "ring_4" / "allreduce"
+    runtime_files = sorted(folder.glob("*.xml")) + sorted(folder.glob("*.mscclpp.json"))
+    assert runtime_files
+    (folder / MANIFEST).unlink()
+    again = synth_main(*args)
+    assert again.returncode == 0, again.stderr
+    # the runtime files hold this run's bytes: written over (a schedule file says how
+    # long its solver took, so an exact point's differs and is kept aside)
+    assert not [p for p in folder.glob("*.kept") if not p.name.endswith(".json.kept")
+                or p.name.endswith(".mscclpp.json.kept")]
+    # an edit of the same size is told apart by its bytes
+    data = runtime_files[0].read_bytes()
+    (folder / MANIFEST).unlink()
+    runtime_files[0].write_bytes(data.replace(b"<", b"[", 1))
+    edited = synth_main(*args)
+    assert edited.returncode == 0, edited.stderr
+    kept = runtime_files[0].with_name(runtime_files[0].name + ".kept")
+    assert kept.read_bytes() == data.replace(b"<", b"[", 1)
+    assert runtime_files[0].read_bytes() == data
+
+
+def test_a_users_file_is_put_back_when_the_write_fails(tmp_path, monkeypatch):
+    # moved aside, then the write (or the list) failed: the name was left empty, or
+    # the file moved aside with no note
+    from synth.files import OutputError
+    import synth.output_folder as folder
+
+    (tmp_path / "a.json").write_text("mine")
+
+    def full(*args, **kwargs):
+        raise OutputError("cannot write: no space left on device")
+    monkeypatch.setattr(folder, "record", full)
+    with pytest.raises(OutputError):
+        folder.write_guarded(tmp_path, {"a.json": "synth's"})
+    assert (tmp_path / "a.json").read_text() == "mine"
+    assert not list(tmp_path.glob("*.kept"))
+    args = ("allgather", "--topo", "ring:4", "--out", tmp_path / "o", "--no-progress")
+    assert synth_main(*args).returncode == 0
+    first = sorted((tmp_path / "o" / "ring_4" / "allgather").glob("allgather-s*.json"))[0]
+    first.write_text("mine")
+    monkeypatch.setattr(synth.output, "write_atomic", full)
+    assert synth_main(*args).returncode != 0
+    assert first.read_text() == "mine" and not list(first.parent.glob("*.kept"))
 
 
 def test_a_file_from_before_the_manifest_is_synths_only_in_the_run_that_made_it(tmp_path):

@@ -99,7 +99,10 @@ def plan_command(workload, spec, boxes, without, degrade, routes, out_dir, time_
     if interrupt_seen():  # a Ctrl-C a search or export kept to itself: DIR as it was
         raise KeyboardInterrupt
     with interrupts_deferred() as caught:
-        _say_kept(*write_files(Path(out_dir), texts, doc["files"]))
+        left, moved = write_files(Path(out_dir), texts, doc["files"])
+        _say_kept(left, moved)
+    if left:  # as plan.json has it
+        doc["kept_files"] = left
     if caught:  # the folder is whole; the command still ends as interrupted
         raise KeyboardInterrupt
     if as_json:

@@ -2,7 +2,8 @@
 
     frontier_figure(result, baselines)   latency against bandwidth cost, the bounds marked
     time_figure(result, baselines)       predicted time and algbw against message size
-    write_plots(result, baselines, dir)  both, as PNG files; returns their paths
+    write_plots(result, baselines, dir)  both, as PNG files; returns their paths and
+                                         any file of the user's moved aside
 
 `result` is a synth.frontier.Result, `baselines` a list of (name, Schedule). The curves
 use synth.schedule.cost's line-rate (alpha-beta) model unless time_figure is given rows timed in
@@ -22,7 +23,6 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
-from synth.files import write_atomic
 from synth.frontier import Result
 from synth.pictures.labels import glyphs_quiet, place_labels
 from synth.schedule.cost import format_size, schedule_cost
@@ -259,12 +259,18 @@ def plot_files(result: Result) -> dict[str, str]:
 
 
 def write_plots(result: Result, baselines: list, directory: str | Path,
-                fmt: str = "png") -> list[Path]:
-    """Write COLLECTIVE-frontier.FMT and COLLECTIVE-time.FMT into `directory` (each
-    whole or not at all); returns their paths."""
-    directory = Path(directory)
+                fmt: str = "png", run_started_ns: int | None = None
+                ) -> tuple[list[Path], list[tuple[Path, Path]]]:
+    """Write COLLECTIVE-frontier.FMT and COLLECTIVE-time.FMT into `directory` (both or
+    neither; a user's file at their names moved aside first, as the run that started at
+    `run_started_ns` does for its schedules: synth.output_folder.write_guarded); returns
+    (their paths, (path, where it went) of each file moved aside)."""
+    from synth.output_folder import write_guarded
+
     stems = plot_files(result)
     figures = {"frontier": frontier_figure(result, baselines),
                "time": time_figure(result, baselines)}
-    return [write_atomic(directory / f"{stems[k]}.{fmt}", figure_bytes(fig, fmt))
-            for k, fig in figures.items()]
+    return write_guarded(Path(directory), {f"{stems[k]}.{fmt}": figure_bytes(fig, fmt)
+                                           for k, fig in figures.items()}, run_started_ns)
+
+

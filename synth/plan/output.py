@@ -363,14 +363,23 @@ def write_files(out: Path, texts: dict, keep: list[str]) -> tuple[list[str], lis
     (the folder's manifest, synth.output_folder; where there is none, a folder of a plan
     before it or one copied without its dotfiles, a file is written over only where it
     holds the bytes written there, and none is removed): a file of the user's at a name
-    the plan writes is moved aside first. Returns (the listed files kept, as changed
-    since or not known to be synth's, (name, where it went) of each file moved aside)."""
+    the plan writes is moved aside first. The earlier plan's files left in place are
+    listed in plan.json's `kept_files`, so that the next plan says so again. Returns
+    (those files, (name, where it went) of each file moved aside)."""
     out = Path(out)
-    stale = _earlier_files(out)
     ours = manifest_of(out)  # as it was before this plan
+    removable, kept = _stale(out, _earlier_files(out), set(keep), ours)
+    if kept and Path("plan.json") in texts:
+        doc = json.loads(texts[Path("plan.json")])
+        texts = {**texts, Path("plan.json"): json.dumps({**doc, "kept_files": kept},
+                                                          indent=1) + "\n"}
     ordered = sorted(texts.items(), key=lambda item: Path(item[0]) == Path("plan.json"))
     _, moved = write_guarded(out, dict(ordered))
-    return _remove_stale(out, stale, set(keep), ours), moved
+    for path in removable:
+        path.unlink(missing_ok=True)
+    if removable:
+        record(out, [], removable)
+    return kept, moved
 
 
 PLAN_FOLDERS = ("schedules", "msccl", "mscclpp", "plots")  # what a plan writes, but its
@@ -378,7 +387,8 @@ PLAN_SUFFIXES = (".json", ".xml", ".png", ".py")          # report.md and plan.j
 
 
 def _earlier_files(out: Path) -> list[str]:
-    """The files an earlier plan in `out` wrote, as its plan.json lists them: only when
+    """The files an earlier plan in `out` wrote or left in place, as its plan.json lists
+    them (`files`, `kept_files`): only when
     synth wrote that plan.json ("format": "synth.plan"), and
     only names a plan writes (PLAN_FOLDERS, PLAN_SUFFIXES): a user's plan.json, or a
     listing edited to name their files, never removes anything else."""
@@ -388,20 +398,23 @@ def _earlier_files(out: Path) -> list[str]:
         doc = json.loads((out / "plan.json").read_text())
         if not isinstance(doc, dict) or doc.get("format") != "synth.plan":
             return []
-        listed = [f for f in doc["files"] if isinstance(f, str)]
+        left = doc.get("kept_files")  # files of a plan before it, left in place
+        listed = [f for f in doc["files"] + (left if isinstance(left, list) else [])
+                  if isinstance(f, str)]
     except (OSError, ValueError, TypeError, KeyError, RecursionError):
         return []
     return [f for f in listed if len(Path(f).parts) > 1
             and Path(f).parts[0] in PLAN_FOLDERS and f.endswith(PLAN_SUFFIXES)]
 
 
-def _remove_stale(out: Path, listed: list[str], keep: set[str], ours: Manifest | None
-                  ) -> list[str]:
-    """Remove the `listed` files this plan does not write (a runtime loads every file
-    of its folder: a stale one would shadow ranges): only plain files inside `out`,
-    reached without a symbolic link, and synth's as it wrote them (users_file, by the
-    manifest `ours`: with none, no file is known to be). Returns the others, kept."""
-    root, changed, removed = out.resolve(), [], []
+def _stale(out: Path, listed: list[str], keep: set[str], ours: Manifest | None
+           ) -> tuple[list[Path], list[str]]:
+    """The `listed` files this plan does not write (a runtime loads every file of its
+    folder: a stale one would shadow ranges), as (those to remove: plain files inside
+    `out`, reached without a symbolic link, and synth's as it wrote them by the manifest
+    `ours`; the names of the others there, kept: changed since, or, with no manifest,
+    not known to be synth's)."""
+    root, kept, removable = out.resolve(), [], []
     for name in listed:
         rel = Path(name)
         if name in keep or rel.is_absolute() or ".." in rel.parts:
@@ -414,13 +427,10 @@ def _remove_stale(out: Path, listed: list[str], keep: set[str], ours: Manifest |
         if real != root / rel or not real.is_file():  # a link somewhere on the way
             continue
         if users_file(out, path, ours):
-            changed.append(name)
-            continue
-        real.unlink(missing_ok=True)
-        removed.append(path)
-    if removed:
-        record(out, [], removed)
-    return changed
+            kept.append(name)
+        else:
+            removable.append(real)
+    return removable, kept
 
 
 def _register(plan: Plan, entries: list[dict]) -> str:
