@@ -175,9 +175,11 @@ def record(directory: Path, written: list[Path], removed: list[Path] = ()) -> No
     if manifest is None:
         manifest, new = Manifest({}), True
     files = manifest.files
-    if manifest.moved:  # from now on this folder's: its copies as they are here
+    if manifest.moved:  # from now on this folder's: its copies as they are here, and
+        # dated as new (the files there before it are nobody's known in this run)
         files = {name: _identity(directory / name) for name, entry in files.items()
                  if _same(entry, _identity(directory / name), True)}
+        manifest.created_ns, new = None, True
     for path in removed:
         files.pop(_key(directory, path), None)
     for path in written:
@@ -225,10 +227,10 @@ def users_file(directory: Path, path: Path, manifest: Manifest | None,
     """Whether `path`, a regular file there now, must not be written over or removed as
     synth's: not in the manifest unchanged, and either the manifest says the folder's
     other files are the user's or nothing says whose it is (no manifest: a folder of
-    before 2026-12-05, or one copied without its dotfiles; or a file older than the
-    manifest this run made, Manifest.predates) and it does not hold `data`, the bytes
-    about to be written at its name (writing those over it loses nothing; None: it is
-    to be removed, which would)."""
+    before 2026-12-05, or one copied without its dotfiles; a manifest copied with its
+    folder, Manifest.moved; or a file older than the manifest this run made,
+    Manifest.predates) and it does not hold `data`, the bytes about to be written at its
+    name (writing those over it loses nothing; None: it is to be removed, which would)."""
     try:
         st = path.lstat()
     except OSError:
@@ -237,7 +239,8 @@ def users_file(directory: Path, path: Path, manifest: Manifest | None,
         return False  # a link at the name is replaced, its target left alone
     if written_by_synth(directory, path, manifest or Manifest({})):
         return False
-    if manifest is not None and not manifest.predates(st, run_started_ns):
+    if manifest is not None and not manifest.moved and not manifest.predates(
+            st, run_started_ns):
         return True
     return data is None or not _same_bytes(path, data.encode() if isinstance(data, str)
                                            else data, st.st_size)
