@@ -242,14 +242,13 @@ def with_variants(answer: Answer, result: Result, deadline: Deadline) -> Answer:
     return answer
 
 
-def write_answer(answer: Answer, directory: Path, kept: list | None = None,
-                 run_started_ns: int | None = None) -> dict:
+def write_answer(answer: Answer, directory: Path, kept: list | None = None) -> dict:
     """Write each runtime's file of an Answer beside the frontier's files
     (STEM.xml, STEM.mscclpp.json, as write_points names them), and a lane variant's
     schedule file (STEM-p2.json: not on the frontier, so not written with it), and
     return the answer as the --json summary's `answer`. A user's file at one of those
     names is moved aside first, and (its path, where it went) added to `kept`
-    (synth.output_folder.write_guarded, for the run that started at `run_started_ns`)."""
+    (synth.output_folder.write_guarded)."""
     from synth.output_folder import write_guarded
     from synth.schedule.file import schedule_json, schedule_to_dict
 
@@ -269,7 +268,7 @@ def write_answer(answer: Answer, directory: Path, kept: list | None = None,
                          if answer.reference_us == answer.reference_us else None)
         runtimes[fmt] = entry
     if files:
-        kept_aside = write_guarded(directory, files, run_started_ns)[1]
+        kept_aside = write_guarded(directory, files)[1]
         if kept is not None:
             kept += kept_aside
     loads = [fmt for fmt, f in answer.runtimes.items() if f.point is answer.fastest]

@@ -128,10 +128,9 @@ def write_points(points: list[Point], directory: Path, formats: list[str],
                     else:
                         missed.append((fmt, point_stem(p), str(e)))
                     continue
-                # no manifest (or a file older than the one this run made): written over
-                # only where it holds these very bytes
-                aside = keep_aside(path) if users_file(directory, path, ours, text,
-                                                       started_ns) else None
+                # one the manifest does not vouch for: written over only where it holds
+                # these very bytes
+                aside = keep_aside(path) if users_file(directory, path, ours, text) else None
                 try:
                     paths[fmt] = write_atomic(path, text, follow_links=False)
                 except BaseException:  # not written: the user's file back at its name

@@ -10,19 +10,16 @@ files safe there:
 - OUT/TOPO/COLLECTIVE holds a manifest (MANIFEST) of the files synth wrote there, each
   with the identity it had when written (inode, size, status-change and modification
   times; in a copy of the folder, size and modification time alone). Only a file
-  in the manifest and unchanged since is ever removed, or written over, as an earlier
-  run's: a file of the user's, or one they edited, copied or replaced, stays whatever
-  its name (keep_aside moves one at a name this run writes to NAME.kept). The manifest
-  also says when it was made: in the run that made it, a file there since before (its
-  status last changed earlier) is treated as in a folder without one, as an older
-  synth's; in any later run, a file it does not list is the user's.
+  in the manifest and unchanged since is ever removed as an earlier run's, or written
+  over whatever it holds. Any other file, the user's, one they edited, copied or
+  replaced, or one of a run before the manifest (nothing tells these apart: a copy
+  resets every time), is written over only where it already holds the very bytes being
+  written (nothing is lost), else moved aside first (keep_aside: NAME.kept), and never
+  removed.
 
 A lost or unreadable manifest costs nothing but stale files left in place and files
-kept aside: a run that finds none writes over a file at its names only where it holds
-the very bytes being written (nothing is lost), keeps any other aside, removes none,
-and lists only its own (its later writes do the same, by the manifest's age). Cost: the
-fingerprint reads every vertex and physical link once; the manifest is one small file
-read and written per write.
+kept aside. Cost: the fingerprint reads every vertex and physical link once; the
+manifest is one small file read and written per write.
 """
 
 from __future__ import annotations
@@ -135,14 +132,6 @@ class Manifest:
     created_ns: int | None = None  # when it was first written (None: not known)
     moved: bool = False  # written in another folder (copied with it): _same
 
-    def predates(self, st: os.stat_result, run_started_ns: int | None) -> bool:
-        """Whether this manifest was made by the run that started at `run_started_ns`
-        (time.time_ns(): that run found none) and a file's status last changed before.
-        Such a file was there when that run found the folder as one without a list; in
-        any later run, a file not listed is the user's."""
-        return (self.created_ns is not None and run_started_ns is not None
-                and self.created_ns >= run_started_ns and st.st_ctime_ns < self.created_ns)
-
 
 def manifest_of(directory: Path) -> Manifest | None:
     """The files synth wrote in `directory`; None where it has no manifest at all (a
@@ -175,11 +164,9 @@ def record(directory: Path, written: list[Path], removed: list[Path] = ()) -> No
     if manifest is None:
         manifest, new = Manifest({}), True
     files = manifest.files
-    if manifest.moved:  # from now on this folder's: its copies as they are here, and
-        # dated as new (the files there before it are nobody's known in this run)
+    if manifest.moved:  # from now on this folder's: its copies as they are here
         files = {name: _identity(directory / name) for name, entry in files.items()
                  if _same(entry, _identity(directory / name), True)}
-        manifest.created_ns, new = None, True
     for path in removed:
         files.pop(_key(directory, path), None)
     for path in written:
@@ -223,14 +210,13 @@ def _key(directory: Path, path: Path) -> str | None:
 
 
 def users_file(directory: Path, path: Path, manifest: Manifest | None,
-               data: str | bytes | None = None, run_started_ns: int | None = None) -> bool:
+               data: str | bytes | None = None) -> bool:
     """Whether `path`, a regular file there now, must not be written over or removed as
-    synth's: not in the manifest unchanged, and either the manifest says the folder's
-    other files are the user's or nothing says whose it is (no manifest: a folder of
-    before 2026-12-05, or one copied without its dotfiles; a manifest copied with its
-    folder, Manifest.moved; or a file older than the manifest this run made,
-    Manifest.predates) and it does not hold `data`, the bytes about to be written at its
-    name (writing those over it loses nothing; None: it is to be removed, which would)."""
+    synth's: the manifest (None: the folder has none) does not list it as synth wrote
+    it, and it does not hold `data`, the bytes about to be written at its name (writing
+    those over it loses nothing; None: it is to be removed, which would). Whose a file
+    the manifest does not vouch for is, nothing says: the user's, an edit, a copy, or a
+    file of a run before the manifest; its bytes alone tell what writing over it loses."""
     try:
         st = path.lstat()
     except OSError:
@@ -239,9 +225,6 @@ def users_file(directory: Path, path: Path, manifest: Manifest | None,
         return False  # a link at the name is replaced, its target left alone
     if written_by_synth(directory, path, manifest or Manifest({})):
         return False
-    if manifest is not None and not manifest.moved and not manifest.predates(
-            st, run_started_ns):
-        return True
     return data is None or not _same_bytes(path, data.encode() if isinstance(data, str)
                                            else data, st.st_size)
 
@@ -272,18 +255,17 @@ def keep_aside(path: Path) -> Path:
     raise BadInput(f"{quote(str(path), 80)}: too many kept copies beside it")
 
 
-def write_guarded(directory: Path, files: dict, run_started_ns: int | None = None
-                  ) -> tuple[list[Path], list[tuple[Path, Path]]]:
+def write_guarded(directory: Path, files: dict) -> tuple[list[Path], list[tuple[Path, Path]]]:
     """synth.files.write_folder (all or none), a user's file at a name it writes moved
-    aside first (users_file: where the folder has no manifest, or for a file older than
-    the one the run that started at `run_started_ns` made, one that differs from what is
-    written there) and back if the folder, or its manifest listing the files, cannot be
-    written. Returns (the paths written, (path, where it went) of each file moved aside)."""
+    aside first (users_file: one the manifest does not vouch for that differs from what
+    is written there) and back if the folder, or its manifest listing the files, cannot
+    be written. Returns (the paths written, (path, where it went) of each file moved
+    aside)."""
     directory, ours = Path(directory), manifest_of(Path(directory))
     moved = []
     try:
         for rel in files:
-            if users_file(directory, directory / rel, ours, files[rel], run_started_ns):
+            if users_file(directory, directory / rel, ours, files[rel]):
                 moved.append((directory / rel, keep_aside(directory / rel)))
         written = write_folder(directory, files)
         record(directory, written)

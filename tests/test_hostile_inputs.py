@@ -1057,6 +1057,22 @@ def test_a_size_answers_files_in_a_folder_whose_manifest_was_deleted(tmp_path):
     assert runtime_files[0].read_bytes() == data
 
 
+def test_files_of_a_run_before_the_list_are_written_over_with_their_own_bytes(tmp_path):
+    # a user trial: the list deleted, a run at another size made a new one naming its
+    # own files only, and the next run at the first size kept its earlier, identical,
+    # runtime files aside as not synth's
+    def at(size):
+        return synth_main("allreduce", "--topo", "ring:4", "--size", size, "--out", tmp_path)
+    assert at("1MB").returncode == 0
+    folder = tmp_path / "ring_4" / "allreduce"
+    (folder / MANIFEST).unlink()
+    assert at("1KB").returncode == 0
+    again = at("1MB")
+    assert again.returncode == 0, again.stderr
+    assert not [p for p in folder.glob("*.kept") if p.name.endswith((".xml.kept",
+                                                                      ".mscclpp.json.kept"))]
+
+
 def test_a_users_file_is_put_back_when_the_write_fails(tmp_path, monkeypatch):
     # moved aside, then the write (or the list) failed: the name was left empty, or
     # the file moved aside with no note
@@ -1081,28 +1097,21 @@ def test_a_users_file_is_put_back_when_the_write_fails(tmp_path, monkeypatch):
     assert first.read_text() == "mine" and not list(first.parent.glob("*.kept"))
 
 
-def test_a_file_from_before_the_manifest_is_synths_only_in_the_run_that_made_it(tmp_path):
+def test_a_file_the_list_does_not_name_is_written_over_only_with_its_own_bytes(tmp_path):
+    # from before the list, the user's, or a run's whose list was lost: nothing tells
+    # them apart, in the run that made the list or any later one; their bytes tell what
+    # writing over them would lose
     from synth.output_folder import manifest_of, users_file
 
     (tmp_path / "before.json").write_text("an older synth's")
-    time.sleep(0.05)  # a tick of the file system's clock at least
-    started = time.time_ns()
     (tmp_path / "ours.json").write_text("this run's")
     record(tmp_path, [tmp_path / "ours.json"])
-    (tmp_path / "after.json").write_text("the user's")
     manifest = manifest_of(tmp_path)
     assert not users_file(tmp_path, tmp_path / "ours.json", manifest)
-    # the run that made it: a file from before is nobody's known, written over only
-    # with the bytes it holds, and never removed
-    assert not users_file(tmp_path, tmp_path / "before.json", manifest, "an older synth's",
-                          started)
-    assert users_file(tmp_path, tmp_path / "before.json", manifest, "other bytes", started)
-    assert users_file(tmp_path, tmp_path / "before.json", manifest, None, started)
-    assert users_file(tmp_path, tmp_path / "after.json", manifest, "the user's!", started)
-    # a later run: what the manifest does not list is the user's, whatever it holds
-    assert users_file(tmp_path, tmp_path / "before.json", manifest, "an older synth's",
-                      time.time_ns())
-    assert users_file(tmp_path, tmp_path / "before.json", manifest, "an older synth's")
+    assert not users_file(tmp_path, tmp_path / "ours.json", manifest, "other bytes")
+    assert not users_file(tmp_path, tmp_path / "before.json", manifest, "an older synth's")
+    assert users_file(tmp_path, tmp_path / "before.json", manifest, "an older synth!s")
+    assert users_file(tmp_path, tmp_path / "before.json", manifest)  # to remove: never
 
 
 def test_with_no_list_a_file_is_written_over_only_with_its_own_bytes(tmp_path):
@@ -1152,7 +1161,7 @@ def test_a_manifest_of_before_its_date_was_kept_stays_undated(tmp_path):
     record(tmp_path, [tmp_path / "ours.json"])
     manifest = manifest_of(tmp_path)
     assert manifest.created_ns is None and "ours.json" in manifest.files
-    assert users_file(tmp_path, tmp_path / "mine.json", manifest, time.time_ns())
+    assert users_file(tmp_path, tmp_path / "mine.json", manifest, "this run's")
 
 
 def test_a_folder_copied_with_its_list_keeps_synths_files_by_size_and_time(tmp_path):
@@ -1213,7 +1222,7 @@ def test_a_list_whose_folder_is_malformed_claims_no_file(tmp_path, folder):
     (tmp_path / MANIFEST).write_text(doc.replace('"folder": [', f'"folder": {folder}, "x": ['))
     manifest = manifest_of(tmp_path)
     assert manifest is not None and manifest.files == {}
-    assert users_file(tmp_path, tmp_path / "ours.json", manifest, time.time_ns())
+    assert users_file(tmp_path, tmp_path / "ours.json", manifest, "other bytes")
 
 
 def test_report_moves_a_users_file_aside_and_writes_over_its_own(tmp_path):
@@ -1274,9 +1283,9 @@ def test_a_list_of_before_modification_times_still_names_synths_files(tmp_path):
     st = ours.lstat()
     (tmp_path / MANIFEST).write_text(json.dumps({"format": "synth.written", "files": {
         "ours.json": [st.st_ino, st.st_size, st.st_ctime_ns]}}))
-    assert not users_file(tmp_path, ours, manifest_of(tmp_path), time.time_ns())
+    assert not users_file(tmp_path, ours, manifest_of(tmp_path))
     ours.write_text("{ }")  # changed since: the user's
-    assert users_file(tmp_path, ours, manifest_of(tmp_path), time.time_ns())
+    assert users_file(tmp_path, ours, manifest_of(tmp_path))
 
 
 def test_the_size_answer_moves_a_users_file_aside(tmp_path):

@@ -8,16 +8,15 @@ from dataclasses import replace
 
 
 def frontier_summary(result, topo, name, backend, paths, why, nbytes, deadline, directory,
-                     failed, started_ns: int | None = None) -> dict:
+                     failed) -> dict:
     """result_summary, with a degraded machine's distance to its healthy one (first: the
     --size answer's asks may take the time left) and the answer at `nbytes`, whose asks
-    the table then reads (loads_learned); started_ns: when the run began (its files'
-    manifest, synth.output_folder)."""
+    the table then reads (loads_learned)."""
     from synth.output import degraded_summary, result_summary
 
     degraded = degraded_summary(topo, name, result.root, result.bounds, deadline) \
         if topo.healthy is not None else None
-    answer = size_answer(result, nbytes, deadline, directory, failed, started_ns) \
+    answer = size_answer(result, nbytes, deadline, directory, failed) \
         if nbytes is not None else None
     summary = result_summary(loads_learned(result), topo.name, backend, paths, why)
     if degraded is not None:
@@ -39,8 +38,7 @@ def loads_learned(result):
     return replace(result, points=points)
 
 
-def size_answer(result, nbytes: int, deadline, directory, failed,
-                started_ns: int | None = None) -> dict | None:
+def size_answer(result, nbytes: int, deadline, directory, failed) -> dict | None:
     """--size's answer (synth.answer), written beside the points; None where the files
     failed or the deadline passed first."""
     timed = timed_points(result)
@@ -50,7 +48,7 @@ def size_answer(result, nbytes: int, deadline, directory, failed,
     from synth.cli.options import say_kept
 
     answer, kept = answer_at(replace(result, points=timed), nbytes, deadline), []
-    said = write_answer(with_variants(answer, result, deadline), directory, kept, started_ns)
+    said = write_answer(with_variants(answer, result, deadline), directory, kept)
     say_kept(kept)
     return said
 

@@ -185,11 +185,11 @@ def _frontier(topo, name, root, steps, max_steps, max_chunks, backend, why, time
 
                 kept += write_plots(result, [(base.name, base.schedule) for base in
                                              baselines(result.model, name, result.root)],
-                                    directory, run_started_ns=started_ns)[1]
+                                    directory)[1]
         except SynthError as e:  # the table is still worth printing
             failed = e
         summary = frontier_summary(result, topo, name, backend, paths, why, nbytes,
-                                   deadline, directory, failed, started_ns)
+                                   deadline, directory, failed)
         click.echo(json.dumps(summary, indent=1) if as_json else format_table(summary))
         if summary.get("answer") is not None and not as_json:
             from synth.answer import format_answer

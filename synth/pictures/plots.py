@@ -258,19 +258,18 @@ def plot_files(result: Result) -> dict[str, str]:
     return {k: f"{result.collective}{root}-{k}" for k in ("frontier", "time")}
 
 
-def write_plots(result: Result, baselines: list, directory: str | Path,
-                fmt: str = "png", run_started_ns: int | None = None
+def write_plots(result: Result, baselines: list, directory: str | Path, fmt: str = "png"
                 ) -> tuple[list[Path], list[tuple[Path, Path]]]:
     """Write COLLECTIVE-frontier.FMT and COLLECTIVE-time.FMT into `directory` (both or
-    neither; a user's file at their names moved aside first, as the run that started at
-    `run_started_ns` does for its schedules: synth.output_folder.write_guarded); returns
-    (their paths, (path, where it went) of each file moved aside)."""
+    neither; a user's file at their names moved aside first, as for the schedules:
+    synth.output_folder.write_guarded); returns (their paths, (path, where it went) of
+    each file moved aside)."""
     from synth.output_folder import write_guarded
 
     stems = plot_files(result)
     figures = {"frontier": frontier_figure(result, baselines),
                "time": time_figure(result, baselines)}
     return write_guarded(Path(directory), {f"{stems[k]}.{fmt}": figure_bytes(fig, fmt)
-                                           for k, fig in figures.items()}, run_started_ns)
+                                           for k, fig in figures.items()})
 
 
