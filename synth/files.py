@@ -144,7 +144,7 @@ def write_folder(root: str | Path, files: dict) -> list[Path]:
     folder (refused: BadInput); a link at a file's own path is replaced, not followed,
     so nothing is written outside `root`. Returns the paths written."""
     root = Path(root)
-    targets = [(_inside_without_links(root, Path(rel)), data) for rel, data in files.items()]
+    targets = [(inside_without_links(root, Path(rel)), data) for rel, data in files.items()]
     made, staged = [], []
     try:
         for target, data in targets:
@@ -169,7 +169,9 @@ def write_folder(root: str | Path, files: dict) -> list[Path]:
     return [target for _, target in staged]
 
 
-def _inside_without_links(root: Path, rel: Path) -> Path:
+def inside_without_links(root: Path, rel: Path) -> Path:
+    """root / rel, once rel is checked to stay inside root through no symbolic link to a
+    folder and not to name a folder (BadInput)."""
     if rel.is_absolute() or ".." in rel.parts or not rel.parts:
         raise BadInput(f"{quote(str(rel), 80)}: not a path inside {root}")
     folder = root

@@ -240,11 +240,18 @@ def _same_bytes(path: Path, data: bytes, size: int) -> bool:
         return False
 
 
-def keep_aside(path: Path) -> Path:
-    """Move the file at `path` to the first free NAME.kept, NAME.kept-2, ... beside it,
-    so that this run can write `path` and nothing of the user's is lost."""
+def keep_aside(path: Path, into: Path | None = None) -> Path:
+    """Move the file at `path` to the first free NAME.kept, NAME.kept-2, ... in the
+    folder `into` (made if need be; None: beside it), so that this run can write `path`
+    and nothing of the user's is lost."""
+    if into is not None:
+        try:
+            into.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise OutputError(f"cannot make {into} to keep {path} aside: "
+                              f"{e.strerror or e}") from None
     for n in range(1, 10_000):
-        spare = path.with_name(f"{path.name}.kept" + (f"-{n}" if n > 1 else ""))
+        spare = (into or path.parent) / (f"{path.name}.kept" + (f"-{n}" if n > 1 else ""))
         if not os.path.lexists(spare):
             try:
                 os.rename(path, spare)
@@ -255,18 +262,20 @@ def keep_aside(path: Path) -> Path:
     raise BadInput(f"{quote(str(path), 80)}: too many kept copies beside it")
 
 
-def write_guarded(directory: Path, files: dict) -> tuple[list[Path], list[tuple[Path, Path]]]:
+def write_guarded(directory: Path, files: dict, aside_in=lambda rel: None
+                  ) -> tuple[list[Path], list[tuple[Path, Path]]]:
     """synth.files.write_folder (all or none), a user's file at a name it writes moved
     aside first (users_file: one the manifest does not vouch for that differs from what
-    is written there) and back if the folder, or its manifest listing the files, cannot
-    be written. Returns (the paths written, (path, where it went) of each file moved
-    aside)."""
+    is written there; into the folder aside_in(its path from `directory`) names, or
+    beside it where that is None) and back if the folder, or its manifest listing the
+    files, cannot be written. Returns (the paths written, (path, where it went) of each
+    file moved aside)."""
     directory, ours = Path(directory), manifest_of(Path(directory))
     moved = []
     try:
         for rel in files:
             if users_file(directory, directory / rel, ours, files[rel]):
-                moved.append((directory / rel, keep_aside(directory / rel)))
+                moved.append((directory / rel, keep_aside(directory / rel, aside_in(rel))))
         written = write_folder(directory, files)
         record(directory, written)
     except BaseException:  # the user's files back in place

@@ -253,13 +253,35 @@ def test_an_earlier_plans_file_changed_since_is_kept_and_said(tmp_path):
                   if p.is_file())
     assert len(gone) >= 2, gone
     edited = out / gone[0]
-    edited.write_text(edited.read_text() + "\n")
+    mine = edited.read_text() + "\n"
+    edited.write_text(mine)
     workload.write_text(WORKLOAD)
     again = plan_into(tmp_path, out)
     assert again.returncode == 0, again.stderr
-    assert edited.exists() and all(not (out / g).exists() for g in gone[1:])
-    assert (f"synth: note: kept 1 file an earlier plan wrote and this one does not "
-            f"({gone[0]}...): changed since") in again.stderr
+    assert all(not (out / g).exists() for g in gone)
+    # moved out of the runtime's folder, which loads every file there (it was left in
+    # place, and MSCCL would have run it)
+    aside = out / "kept" / f"{gone[0]}.kept" if gone[0].startswith("msccl") \
+        else edited.with_name(f"{edited.name}.kept")
+    assert aside.read_text() == mine
+    assert (f"synth: note: moved 1 file an earlier plan wrote and this one does not aside "
+            f"({edited} to {aside}...): changed since") in again.stderr
+
+
+def test_a_users_runtime_file_is_kept_out_of_the_runtimes_folder(tmp_path):
+    # a trial's: an edited file at a name the plan writes was kept beside it, as
+    # msccl/tp/NAME.xml.kept, in the folder MSCCL loads every file of
+    out, workload = tmp_path / "plan", tmp_path / "w.yaml"
+    workload.write_text(WORKLOAD)
+    assert plan_into(tmp_path, out).returncode == 0
+    xml = sorted((out / "msccl").rglob("*.xml"))[0]
+    xml.write_text(xml.read_text() + "<!-- mine -->\n")
+    again = plan_into(tmp_path, out)
+    assert again.returncode == 0, again.stderr
+    aside = out / "kept" / xml.relative_to(out).parent / f"{xml.name}.kept"
+    assert aside.read_text().endswith("<!-- mine -->\n")
+    assert f"kept as {aside}" in again.stderr
+    assert not [p for p in (out / "msccl").rglob("*") if p.name.endswith(".kept")]
 
 
 def test_a_plan_folder_copied_without_its_dotfiles_keeps_the_users_edits(tmp_path):
@@ -284,12 +306,13 @@ def test_a_plan_folder_copied_without_its_dotfiles_keeps_the_users_edits(tmp_pat
     workload.write_text(WORKLOAD)
     again = plan_into(tmp_path, copy)
     assert again.returncode == 0, again.stderr
-    assert all(p.exists() for p in stale)
-    assert f"synth: note: kept {len(stale)} files an earlier plan wrote" in again.stderr
-    left = sorted(str(p.relative_to(copy)) for p in stale)
-    assert sorted(json.loads((copy / "plan.json").read_text())["kept_files"]) == left
-    still = plan_into(tmp_path, copy)  # said again while they are there, not forgotten
-    assert f"synth: note: kept {len(stale)} files an earlier plan wrote" in still.stderr
+    assert f"synth: note: moved {len(stale)} files an earlier plan wrote" in again.stderr
+    for p in stale:  # none lost, none left where a runtime loads it
+        rel = p.relative_to(copy)
+        aside = copy / "kept" / f"{rel}.kept" if rel.parts[0] in ("msccl", "mscclpp") \
+            else p.with_name(f"{p.name}.kept")
+        assert not p.exists() and aside.exists()
+    assert not [p for p in (copy / "msccl").rglob("*") if p.name.endswith(".kept")]
     # the allgather's files hold what this plan writes: written over, none kept aside
     assert all(p.read_bytes() == data for p, data in same.items())
     assert not any(p.name.startswith("allgather") for p in copy.rglob("*.kept"))

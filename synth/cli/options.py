@@ -273,7 +273,7 @@ def json_option(help: str = "Print one JSON object instead of the text."):
 def say_kept(kept: list) -> None:
     """A note per file of the user's moved aside (synth.output_folder.keep_aside)."""
     for path, moved in kept:
+        where = moved.name if moved.parent == path.parent else moved
         click.echo(f"synth: note: {path} was not synth's as it wrote it (yours, changed "
                    f"since, or in a folder with no list and not what this run writes): kept "
-                   f"as {moved.name}, and this run's file written in its place",
-                   err=True)
+                   f"as {where}, and this run's file written in its place", err=True)

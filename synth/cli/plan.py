@@ -99,10 +99,7 @@ def plan_command(workload, spec, boxes, without, degrade, routes, out_dir, time_
     if interrupt_seen():  # a Ctrl-C a search or export kept to itself: DIR as it was
         raise KeyboardInterrupt
     with interrupts_deferred() as caught:
-        left, moved = write_files(Path(out_dir), texts, doc["files"])
-        _say_kept(left, moved)
-    if left:  # as plan.json has it
-        doc["kept_files"] = left
+        _say_kept(*write_files(Path(out_dir), texts, doc["files"]))
     if caught:  # the folder is whole; the command still ends as interrupted
         raise KeyboardInterrupt
     if as_json:
@@ -183,14 +180,14 @@ def load_line(entry: dict, call: dict, nccl: str, out_dir: str) -> str:
 RUNTIME_NAMES = {"msccl-xml": "MSCCL XML", "mscclpp": "MSCCL++"}
 
 
-def _say_kept(changed: list[str], moved: list) -> None:
-    """Notes for the user's files: an earlier plan's, changed since synth wrote them or
-    not known to be its (no list), kept where a runtime loading their folder still
-    reads them; and those at a name this plan writes, moved aside."""
+def _say_kept(changed: list, moved: list) -> None:
+    """Notes for the user's files: an earlier plan's that this one does not write,
+    changed since synth wrote them or not known to be its, moved aside; and those at a
+    name this plan writes, moved aside."""
     if changed:
-        click.echo(f"synth: note: kept {len(changed)} file{'s' * (len(changed) != 1)} an "
-                   f"earlier plan wrote and this one does not ({changed[0]}...): changed "
-                   "since, or no list in the folder says synth wrote it, so not removed; a "
-                   "runtime loading its folder reads it too: remove it by hand if it is "
-                   "not yours", err=True)
+        path, aside = changed[0]
+        click.echo(f"synth: note: moved {len(changed)} file{'s' * (len(changed) != 1)} an "
+                   f"earlier plan wrote and this one does not aside ({path} to {aside}...): "
+                   "changed since, or not known to be synth's, so not removed; out of the "
+                   "runtimes' folders, none of them loads it", err=True)
     say_kept(moved)

@@ -43,7 +43,9 @@ from synth.errors import BadInput
 from synth.export import render
 from synth.export.mscclpp import MAX_MIN_MESSAGE
 from synth.export.units import unit_of
-from synth.output_folder import Manifest, manifest_of, record, users_file, write_guarded
+from synth.files import inside_without_links
+from synth.output_folder import (Manifest, keep_aside, manifest_of, record, users_file,
+                                 write_guarded)
 from synth.plan.document import plan_document, ranks_per_node, runtime_steps, within_range
 from synth.plan.page import plan_page
 from synth.plan.report import report_text
@@ -356,30 +358,41 @@ def render_plan(plan: Plan, formats=tuple(RUNTIMES), extra: dict | None = None,
     return texts, doc
 
 
-def write_files(out: Path, texts: dict, keep: list[str]) -> tuple[list[str], list]:
+def write_files(out: Path, texts: dict, keep: list[str]) -> tuple[list, list]:
     """Write every file, all or none (synth.files.write_folder: a full disk leaves `out`
     as it was), plan.json last; then remove the files an earlier plan listed that are
     not in `keep`. Only synth's own files, as it wrote them, are written over or removed
-    (the folder's manifest, synth.output_folder; where there is none, a folder of a plan
-    before it or one copied without its dotfiles, a file is written over only where it
-    holds the bytes written there, and none is removed): a file of the user's at a name
-    the plan writes is moved aside first. The earlier plan's files left in place are
-    listed in plan.json's `kept_files`, so that the next plan says so again. Returns
-    (those files, (name, where it went) of each file moved aside)."""
+    (the folder's manifest, synth.output_folder; any other file is written over only
+    where it holds the bytes written there): a file of the user's at a name the plan
+    writes is moved aside first, and an earlier plan's file it does not write that is
+    not synth's as it wrote it is moved aside too, where the runtimes' folders hold it
+    (a runtime loads every file of its folder: it would run the old file) into KEPT,
+    out of their way. Returns ((path, where it went) of each earlier plan's file moved
+    aside, and of each file moved aside from a name this plan writes)."""
     out = Path(out)
     ours = manifest_of(out)  # as it was before this plan
-    removable, kept = _stale(out, _earlier_files(out), set(keep), ours)
-    if kept and Path("plan.json") in texts:
-        doc = json.loads(texts[Path("plan.json")])
-        texts = {**texts, Path("plan.json"): json.dumps({**doc, "kept_files": kept},
-                                                          indent=1) + "\n"}
+    removable, left = _stale(out, _earlier_files(out), set(keep), ours)
     ordered = sorted(texts.items(), key=lambda item: Path(item[0]) == Path("plan.json"))
-    _, moved = write_guarded(out, dict(ordered))
+    _, moved = write_guarded(out, dict(ordered), lambda rel: _aside_in(out, rel))
     for path in removable:
         path.unlink(missing_ok=True)
     if removable:
         record(out, [], removable)
-    return kept, moved
+    return [(out / name, keep_aside(out / name, _aside_in(out, name))) for name in left], moved
+
+
+KEPT = "kept"  # in a plan's folder: the files moved out of the runtimes' folders
+RUNTIME_FOLDERS = ("msccl", "mscclpp")  # a runtime is pointed at one of their folders
+
+
+def _aside_in(out: Path, name) -> Path | None:
+    """Where a file of the plan's folder `out` is moved aside to: KEPT/ and its path
+    there, for one in a runtime's folder (no symbolic link on the way: BadInput), else
+    None (beside it)."""
+    rel = Path(name)
+    if rel.parts[0] not in RUNTIME_FOLDERS:
+        return None
+    return inside_without_links(out, Path(KEPT) / rel).parent
 
 
 PLAN_FOLDERS = ("schedules", "msccl", "mscclpp", "plots")  # what a plan writes, but its
@@ -387,8 +400,7 @@ PLAN_SUFFIXES = (".json", ".xml", ".png", ".py")          # report.md and plan.j
 
 
 def _earlier_files(out: Path) -> list[str]:
-    """The files an earlier plan in `out` wrote or left in place, as its plan.json lists
-    them (`files`, `kept_files`): only when
+    """The files an earlier plan in `out` wrote, as its plan.json lists them: only when
     synth wrote that plan.json ("format": "synth.plan"), and
     only names a plan writes (PLAN_FOLDERS, PLAN_SUFFIXES): a user's plan.json, or a
     listing edited to name their files, never removes anything else."""
@@ -398,9 +410,7 @@ def _earlier_files(out: Path) -> list[str]:
         doc = json.loads((out / "plan.json").read_text())
         if not isinstance(doc, dict) or doc.get("format") != "synth.plan":
             return []
-        left = doc.get("kept_files")  # files of a plan before it, left in place
-        listed = [f for f in doc["files"] + (left if isinstance(left, list) else [])
-                  if isinstance(f, str)]
+        listed = [f for f in doc["files"] if isinstance(f, str)]
     except (OSError, ValueError, TypeError, KeyError, RecursionError):
         return []
     return [f for f in listed if len(Path(f).parts) > 1
@@ -412,8 +422,7 @@ def _stale(out: Path, listed: list[str], keep: set[str], ours: Manifest | None
     """The `listed` files this plan does not write (a runtime loads every file of its
     folder: a stale one would shadow ranges), as (those to remove: plain files inside
     `out`, reached without a symbolic link, and synth's as it wrote them by the manifest
-    `ours`; the names of the others there, kept: changed since, or, with no manifest,
-    not known to be synth's)."""
+    `ours`; the names of the others there: changed since, or not known to be synth's)."""
     root, kept, removable = out.resolve(), [], []
     for name in listed:
         rel = Path(name)
