@@ -432,6 +432,9 @@ def test_nccl_as_it_runs_is_derived_by_hand_on_a_small_switch(tmp_path):
     (lambda d: d["communicators"].update(tp={"per": "rack"}), "per: box or across: boxes"),
     # its files' machine, NAME:clos, read as that fabric
     (lambda d: d["communicators"].update(clos={"per": "box"}), "'clos' is a fabric's"),
+    # which file and entry, as for every other workload error (a trial's: it said neither)
+    (lambda d: d["collectives"][1].update(size="-1MB"),
+     r"^'w.yaml': collectives\[1\]: size '-1MB': expected a number"),
 ])
 def test_bad_workloads_get_one_line(change, message):
     doc = json.loads(json.dumps(TOGETHER))

@@ -109,7 +109,8 @@ def plan_command(workload, spec, boxes, without, degrade, routes, out_dir, time_
     nccl = "NCCL" if cost_model == "calibrated" else "NCCL-style"
     if cost_model == "calibrated" and getattr(topo.figures, "library", "") == "rccl":
         nccl = "NCCL for RCCL"  # NCCL's tuner standing in for RCCL's, said below
-    click.echo(f"{work.name} on {topo.name}: {len(plan.entries)} collectives planned in "
+    many = len(plan.entries)
+    click.echo(f"{work.name} on {topo.name}: {many} collective{'s' * (many != 1)} planned in "
                f"{plan.seconds:.1f} s")
     for e in doc["entries"]:
         for c in e["calls"]:

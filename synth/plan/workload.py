@@ -148,7 +148,10 @@ def _bytes(value, where: str) -> int:
         value = str(value)
     if not isinstance(value, str):
         raise BadInput(f"{where}: size {quote(value)}: expected bytes or a size like 64MB")
-    return parse_size(value)
+    try:
+        return parse_size(value)
+    except BadInput as e:  # which entry of which file, as every other workload error
+        raise BadInput(f"{where}: {e}") from None
 
 
 def check_disjoint(calls, where: str) -> None:
