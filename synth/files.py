@@ -148,7 +148,7 @@ def write_folder(root: str | Path, files: dict) -> list[Path]:
     made, staged = [], []
     try:
         for target, data in targets:
-            made += _make_folders(target.parent)
+            made += make_folders(target.parent)
             mode = _mode_for(target, target) if not target.is_symlink() else \
                 0o666 & ~_umask()
             tmp = _temporary(target.parent)
@@ -187,7 +187,7 @@ def inside_without_links(root: Path, rel: Path) -> Path:
     return target
 
 
-def _make_folders(folder: Path) -> list[Path]:
+def make_folders(folder: Path) -> list[Path]:
     """Make `folder` and any missing parents; the ones made, outermost first."""
     missing = []
     while not folder.exists() and folder != folder.parent:

@@ -32,8 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from synth.errors import BadInput
-from synth.files import (OutputError, check_folder, inside, quote, read_text,
-                         safe_component, write_atomic, write_folder)
+from synth.files import (OutputError, check_folder, inside, inside_without_links,
+                         make_folders, quote, read_text, safe_component, write_atomic,
+                         write_folder)
 from synth.topology.physical import Topology
 
 MARKER = ".topology-name"  # in OUT/TOPO: the topology's name, then its fingerprint
@@ -117,8 +118,8 @@ def _same(entry: list, identity: list[int] | None, moved: bool) -> bool:
     2026-12-06 has no modification time); in a manifest copied from another folder,
     the size and modification time, which a copy keeping times keeps and an edit or a
     copy that does not (`cp -r`) changes."""
-    if identity is None:
-        return False
+    if identity is None or not all(type(x) is int for x in entry):
+        return False  # an entry synth did not write vouches for nothing
     if moved:  # a copy keeping times to the second only (tar, zip) has no nanoseconds
         return len(entry) == 4 and entry[1] == identity[1] and (
             entry[3] == identity[3] or identity[3] % 10**9 == 0
@@ -262,24 +263,40 @@ def keep_aside(path: Path, into: Path | None = None) -> Path:
     raise BadInput(f"{quote(str(path), 80)}: too many kept copies beside it")
 
 
-def write_guarded(directory: Path, files: dict, aside_in=lambda rel: None
-                  ) -> tuple[list[Path], list[tuple[Path, Path]]]:
+def write_guarded(directory: Path, files: dict, aside_in=lambda rel: None,
+                  also_aside: list = ()) -> tuple[list[Path], list[tuple[Path, Path]]]:
     """synth.files.write_folder (all or none), a user's file at a name it writes moved
     aside first (users_file: one the manifest does not vouch for that differs from what
-    is written there; into the folder aside_in(its path from `directory`) names, or
-    beside it where that is None) and back if the folder, or its manifest listing the
-    files, cannot be written. Returns (the paths written, (path, where it went) of each
-    file moved aside)."""
+    is written there), and the files `also_aside` names too (paths from `directory`),
+    each into the folder aside_in(its path) names, or beside it where that is None; all
+    moved back if the folder, or its manifest listing the files, cannot be written.
+    Every path and folder is checked before anything moves (synth.files.
+    inside_without_links: nothing outside `directory` is touched). Returns (the paths
+    written, (path, where it went) of each file moved aside)."""
     directory, ours = Path(directory), manifest_of(Path(directory))
-    moved = []
+    for rel in list(files) + list(also_aside):
+        inside_without_links(directory, Path(rel))
+        aside_in(rel)
+    moved, made = [], []
     try:
-        for rel in files:
-            if users_file(directory, directory / rel, ours, files[rel]):
-                moved.append((directory / rel, keep_aside(directory / rel, aside_in(rel))))
+        for rel in [r for r in files if users_file(directory, directory / r, ours, files[r])
+                    ] + list(also_aside):
+            if aside_in(rel) is not None:
+                try:
+                    made += make_folders(aside_in(rel))
+                except OSError as e:
+                    raise OutputError(f"cannot make {aside_in(rel)} to keep a file aside: "
+                                      f"{e.strerror or e}") from None
+            moved.append((directory / rel, keep_aside(directory / rel, aside_in(rel))))
         written = write_folder(directory, files)
         record(directory, written)
-    except BaseException:  # the user's files back in place
+    except BaseException:  # the user's files back in place, the folder as it was
         for path, aside in moved:
             os.replace(aside, path)
+        for folder in reversed(made):
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
         raise
     return written, moved

@@ -1103,22 +1103,69 @@ def test_a_users_file_is_put_back_when_the_write_fails(tmp_path, monkeypatch):
     from synth.files import OutputError
     import synth.output_folder as folder
 
-    (tmp_path / "a.json").write_text("mine")
-
     def full(*args, **kwargs):
         raise OutputError("cannot write: no space left on device")
-    monkeypatch.setattr(folder, "record", full)
-    with pytest.raises(OutputError):
-        folder.write_guarded(tmp_path, {"a.json": "synth's"})
+    (tmp_path / "a.json").write_text("mine")
+    with monkeypatch.context() as patched:
+        patched.setattr(folder, "record", full)
+        with pytest.raises(OutputError):
+            folder.write_guarded(tmp_path, {"a.json": "synth's"})
     assert (tmp_path / "a.json").read_text() == "mine"
     assert not list(tmp_path.glob("*.kept"))
+    # synthesis: a point's file fails to write after the user's was moved aside
     args = ("allgather", "--topo", "ring:4", "--out", tmp_path / "o", "--no-progress")
     assert synth_main(*args).returncode == 0
     first = sorted((tmp_path / "o" / "ring_4" / "allgather").glob("allgather-s*.json"))[0]
     first.write_text("mine")
-    monkeypatch.setattr(synth.output, "write_atomic", full)
-    assert synth_main(*args).returncode != 0
+    write = synth.output.write_atomic
+
+    def full_at_points(path, *args, **kwargs):
+        if Path(path).name.startswith("allgather-"):
+            full()
+        return write(path, *args, **kwargs)
+    monkeypatch.setattr(synth.output, "write_atomic", full_at_points)
+    failed = synth_main(*args)
+    assert failed.returncode != 0 and "no space left on device" in failed.stderr
     assert first.read_text() == "mine" and not list(first.parent.glob("*.kept"))
+
+
+def test_a_plans_kept_folder_is_checked_before_anything_moves(tmp_path):
+    # a reviewer's: a link at DIR/kept was found only after the plan was written, the
+    # earlier plan's edited leftover left where the runtime loads it, and no note
+    out, workload = tmp_path / "plan", tmp_path / "w.yaml"
+    workload.write_text(WORKLOAD + "  - {communicator: tp, collective: reducescatter, "
+                                   "size: 1MB}\n")
+    assert plan_into(tmp_path, out).returncode == 0
+    leftover = sorted((out / "msccl").rglob("reducescatter*.xml"))[0]
+    leftover.write_text(leftover.read_text() + "<!-- mine -->\n")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    (tmp_path / "elsewhere").mkdir()
+    (out / "kept").symlink_to(tmp_path / "elsewhere")
+    workload.write_text(WORKLOAD)
+    again = plan_into(tmp_path, out)
+    assert "symbolic link" in one_line(again, 2)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert not list((tmp_path / "elsewhere").iterdir())
+    (out / "kept").unlink()
+    (out / "kept").write_text("a file of mine")  # a file where the folder would go
+    assert "not a folder" in one_line(plan_into(tmp_path, out), 2)
+    assert leftover.read_text().endswith("<!-- mine -->\n")
+
+
+def test_a_copied_list_entry_of_other_types_vouches_for_nothing(tmp_path):
+    # a reviewer's: [0, SIZE, 0, "x"] in a copied list reached an integer division
+    # (exit 3, internal error)
+    from synth.output_folder import manifest_of, users_file
+
+    ours = tmp_path / "ours.json"
+    ours.write_text("{}")
+    os.utime(ours, ns=(10**18, 10**18))  # on a whole second, as a copy by tar has it
+    (tmp_path / MANIFEST).write_text(json.dumps({"format": "synth.written", "folder": [1, 2],
+                                                 "files": {"ours.json": [0, 2, 0, "x"]}}))
+    manifest = manifest_of(tmp_path)
+    assert manifest.moved
+    assert users_file(tmp_path, ours, manifest)  # not synth's: kept, not removed
+    assert not users_file(tmp_path, ours, manifest, "{}")  # its own bytes: written over
 
 
 def test_a_file_the_list_does_not_name_is_written_over_only_with_its_own_bytes(tmp_path):

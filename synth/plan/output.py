@@ -43,9 +43,8 @@ from synth.errors import BadInput
 from synth.export import render
 from synth.export.mscclpp import MAX_MIN_MESSAGE
 from synth.export.units import unit_of
-from synth.files import inside_without_links
-from synth.output_folder import (Manifest, keep_aside, manifest_of, record, users_file,
-                                 write_guarded)
+from synth.files import check_folder, inside_without_links
+from synth.output_folder import Manifest, manifest_of, record, users_file, write_guarded
 from synth.plan.document import plan_document, ranks_per_node, runtime_steps, within_range
 from synth.plan.page import plan_page
 from synth.plan.report import report_text
@@ -373,12 +372,13 @@ def write_files(out: Path, texts: dict, keep: list[str]) -> tuple[list, list]:
     ours = manifest_of(out)  # as it was before this plan
     removable, left = _stale(out, _earlier_files(out), set(keep), ours)
     ordered = sorted(texts.items(), key=lambda item: Path(item[0]) == Path("plan.json"))
-    _, moved = write_guarded(out, dict(ordered), lambda rel: _aside_in(out, rel))
+    _, moved = write_guarded(out, dict(ordered), lambda rel: _aside_in(out, rel), left)
     for path in removable:
         path.unlink(missing_ok=True)
     if removable:
         record(out, [], removable)
-    return [(out / name, keep_aside(out / name, _aside_in(out, name))) for name in left], moved
+    earlier = {out / name for name in left}
+    return ([m for m in moved if m[0] in earlier], [m for m in moved if m[0] not in earlier])
 
 
 KEPT = "kept"  # in a plan's folder: the files moved out of the runtimes' folders
@@ -387,12 +387,14 @@ RUNTIME_FOLDERS = ("msccl", "mscclpp")  # a runtime is pointed at one of their f
 
 def _aside_in(out: Path, name) -> Path | None:
     """Where a file of the plan's folder `out` is moved aside to: KEPT/ and its path
-    there, for one in a runtime's folder (no symbolic link on the way: BadInput), else
-    None (beside it)."""
+    there, for one in a runtime's folder, else None (beside it). BadInput where that
+    folder could not be made inside `out`: a symbolic link or a file on the way."""
     rel = Path(name)
     if rel.parts[0] not in RUNTIME_FOLDERS:
         return None
-    return inside_without_links(out, Path(KEPT) / rel).parent
+    folder = inside_without_links(out, Path(KEPT) / rel.parent / "-").parent
+    check_folder(folder, "a plan's kept/")
+    return folder
 
 
 PLAN_FOLDERS = ("schedules", "msccl", "mscclpp", "plots")  # what a plan writes, but its
