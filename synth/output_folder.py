@@ -130,7 +130,6 @@ def _same(entry: list, identity: list[int] | None, moved: bool) -> bool:
 @dataclass
 class Manifest:
     files: dict[str, list[int]]  # {path from the folder: identity as synth wrote it}
-    created_ns: int | None = None  # when it was first written (None: not known)
     moved: bool = False  # written in another folder (copied with it): _same
 
 
@@ -143,13 +142,12 @@ def manifest_of(directory: Path) -> Manifest | None:
         return None
     try:
         doc = json.loads(read_text(directory / MANIFEST, 1 << 24, "manifest"))
-        files, created, folder = doc["files"], doc.get("created_ns"), doc.get("folder")
+        files, folder = doc["files"], doc.get("folder")  # a 2026-12-06 created_ns: unread
         if "folder" in doc and not (isinstance(folder, list) and len(folder) == 2
                                     and all(type(x) is int for x in folder)):
             return Manifest({})
         return Manifest({str(k): list(v) for k, v in files.items()}
                         if isinstance(files, dict) else {},
-                        created if type(created) is int else None,
                         folder is not None and folder != _folder_identity(directory))
     except (BadInput, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return Manifest({})  # not one synth wrote: nothing is known to be synth's
@@ -157,13 +155,8 @@ def manifest_of(directory: Path) -> Manifest | None:
 
 def record(directory: Path, written: list[Path], removed: list[Path] = ()) -> None:
     """Add the files just `written` under `directory` to its manifest (their identity as
-    they are now; keyed by their path from `directory`), and drop the `removed` ones.
-    A new manifest is dated by the file system's clock, as the files are (it may run a
-    tick behind time.time_ns()): the status-change time of its first version. One of
-    before 2026-12-06 stays undated (what was there before it is not known)."""
-    manifest, new = manifest_of(directory), False
-    if manifest is None:
-        manifest, new = Manifest({}), True
+    they are now; keyed by their path from `directory`), and drop the `removed` ones."""
+    manifest = manifest_of(directory) or Manifest({})
     files = manifest.files
     if manifest.moved:  # from now on this folder's: its copies as they are here
         files = {name: _identity(directory / name) for name, entry in files.items()
@@ -176,15 +169,11 @@ def record(directory: Path, written: list[Path], removed: list[Path] = ()) -> No
             files[_key(directory, path)] = identity
     manifest.files = {name: v for name, v in files.items() if os.path.lexists(directory / name)}
     _write_manifest(directory, manifest)
-    if new:
-        manifest.created_ns = (directory / MANIFEST).lstat().st_ctime_ns
-        _write_manifest(directory, manifest)
 
 
 def _write_manifest(directory: Path, manifest: Manifest) -> None:
     write_atomic(directory / MANIFEST, json.dumps({"format": "synth.written",
                                                    "folder": _folder_identity(directory),
-                                                   "created_ns": manifest.created_ns,
                                                    "files": manifest.files}) + "\n",
                  follow_links=False)
 
@@ -243,14 +232,8 @@ def _same_bytes(path: Path, data: bytes, size: int) -> bool:
 
 def keep_aside(path: Path, into: Path | None = None) -> Path:
     """Move the file at `path` to the first free NAME.kept, NAME.kept-2, ... in the
-    folder `into` (made if need be; None: beside it), so that this run can write `path`
+    folder `into` (one that exists; None: beside it), so that this run can write `path`
     and nothing of the user's is lost."""
-    if into is not None:
-        try:
-            into.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise OutputError(f"cannot make {into} to keep {path} aside: "
-                              f"{e.strerror or e}") from None
     for n in range(1, 10_000):
         spare = (into or path.parent) / (f"{path.name}.kept" + (f"-{n}" if n > 1 else ""))
         if not os.path.lexists(spare):
@@ -274,20 +257,19 @@ def write_guarded(directory: Path, files: dict, aside_in=lambda rel: None,
     inside_without_links: nothing outside `directory` is touched). Returns (the paths
     written, (path, where it went) of each file moved aside)."""
     directory, ours = Path(directory), manifest_of(Path(directory))
-    for rel in list(files) + list(also_aside):
-        inside_without_links(directory, Path(rel))
-        aside_in(rel)
+    place = {rel: (inside_without_links(directory, Path(rel)), aside_in(rel))[1]
+             for rel in list(files) + list(also_aside)}  # all checked before any move
     moved, made = [], []
     try:
         for rel in [r for r in files if users_file(directory, directory / r, ours, files[r])
                     ] + list(also_aside):
-            if aside_in(rel) is not None:
+            if place[rel] is not None:
                 try:
-                    made += make_folders(aside_in(rel))
+                    made += make_folders(place[rel])
                 except OSError as e:
-                    raise OutputError(f"cannot make {aside_in(rel)} to keep a file aside: "
+                    raise OutputError(f"cannot make {place[rel]} to keep a file aside: "
                                       f"{e.strerror or e}") from None
-            moved.append((directory / rel, keep_aside(directory / rel, aside_in(rel))))
+            moved.append((directory / rel, keep_aside(directory / rel, place[rel])))
         written = write_folder(directory, files)
         record(directory, written)
     except BaseException:  # the user's files back in place, the folder as it was

@@ -1036,14 +1036,20 @@ def test_a_folder_whose_manifest_was_deleted_is_written_over_as_an_older_synths(
     assert sorted(written) == sorted(n for n in names if n != MANIFEST)
 
 
+def ring4_without_its_list(tmp_path):
+    """(the arguments of a ring:4 allgather into tmp_path/o, its frontier's folder),
+    once run, its list then deleted."""
+    args = ("allgather", "--topo", "ring:4", "--out", tmp_path / "o", "--no-progress")
+    assert synth_main(*args).returncode == 0
+    folder = tmp_path / "o" / "ring_4" / "allgather"
+    (folder / MANIFEST).unlink()
+    return args, folder
+
+
 def test_an_edit_in_a_folder_whose_manifest_was_deleted_is_kept_aside(tmp_path):
     # with no list, the frontier's files were written over as an older synth's, a
     # user's edit at a point's name too; now only a file holding this run's bytes is
-    out = tmp_path / "o"
-    args = ("allgather", "--topo", "ring:4", "--out", out, "--no-progress")
-    assert synth_main(*args).returncode == 0
-    folder = out / "ring_4" / "allgather"
-    (folder / MANIFEST).unlink()
+    args, folder = ring4_without_its_list(tmp_path)
     edited = sorted(folder.glob("allgather-s*.json"))[0]
     theirs = edited.read_text().replace('"allgather"', '"allgather" ', 1)
     edited.write_text(theirs)
@@ -1207,11 +1213,7 @@ def test_a_users_file_left_alone_by_the_run_that_made_the_manifest_stays_theirs(
     # a reviewer's case: the list deleted, a file of the user's at a name a later
     # format writes; the run that lists anew leaves it (it writes json only), and the
     # next run, in both formats, wrote over it without a word
-    out = tmp_path / "o"
-    args = ("allgather", "--topo", "ring:4", "--out", out, "--no-progress")
-    assert synth_main(*args).returncode == 0
-    folder = out / "ring_4" / "allgather"
-    (folder / MANIFEST).unlink()
+    args, folder = ring4_without_its_list(tmp_path)
     stem = sorted(folder.glob("allgather-s*.json"))[0].name.removesuffix(".json")
     (folder / f"{stem}.xml").write_text("mine")
     assert synth_main(*args, "--format", "json").returncode == 0
@@ -1221,9 +1223,9 @@ def test_a_users_file_left_alone_by_the_run_that_made_the_manifest_stays_theirs(
     assert f"{stem}.xml was not synth's" in both.stderr
 
 
-def test_a_manifest_of_before_its_date_was_kept_stays_undated(tmp_path):
-    # one written before manifests were dated: every file not listed in it stays the
-    # user's, however old, as before
+def test_an_older_list_gains_the_files_written_and_vouches_for_no_other(tmp_path):
+    # one of before 2026-12-06 (no folder, no date): a file it does not name is the
+    # user's unless it holds the bytes written, as in any list
     from synth.output_folder import manifest_of, users_file
 
     (tmp_path / "mine.json").write_text("the user's")
@@ -1231,8 +1233,9 @@ def test_a_manifest_of_before_its_date_was_kept_stays_undated(tmp_path):
     (tmp_path / "ours.json").write_text("this run's")
     record(tmp_path, [tmp_path / "ours.json"])
     manifest = manifest_of(tmp_path)
-    assert manifest.created_ns is None and "ours.json" in manifest.files
+    assert "ours.json" in manifest.files and "mine.json" not in manifest.files
     assert users_file(tmp_path, tmp_path / "mine.json", manifest, "this run's")
+    assert not users_file(tmp_path, tmp_path / "mine.json", manifest, "the user's")
 
 
 def test_a_folder_copied_with_its_list_keeps_synths_files_by_size_and_time(tmp_path):

@@ -271,5 +271,3 @@ def write_plots(result: Result, baselines: list, directory: str | Path, fmt: str
                "time": time_figure(result, baselines)}
     return write_guarded(Path(directory), {f"{stems[k]}.{fmt}": figure_bytes(fig, fmt)
                                            for k, fig in figures.items()})
-
-

@@ -392,6 +392,7 @@ def _aside_in(out: Path, name) -> Path | None:
     rel = Path(name)
     if rel.parts[0] not in RUNTIME_FOLDERS:
         return None
+    # a stand-in last name: only the folders on the way are checked (links, files)
     folder = inside_without_links(out, Path(KEPT) / rel.parent / "-").parent
     check_folder(folder, "a plan's kept/")
     return folder
