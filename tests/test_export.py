@@ -1011,8 +1011,8 @@ def test_the_threadblock_count_build_rules_out_by_arithmetic_is_the_one_it_would
         for tb in program.tbs:
             per_gpu[tb.rank] = per_gpu.get(tb.rank, 0) + 1
             per_chan[(tb.rank, tb.chan)] = per_chan.get((tb.rank, tb.chan), 0) + 1
-        transfers = msccl_export._transfer_array(steps)
-        need = msccl_export._lane_threadblocks(transfers, k)
+        transfers = msccl_export.transfer_array(steps)
+        need = msccl_export.lane_threadblocks(transfers, k)
         assert (need.sum(axis=1).max(), need.max()) == (max(per_gpu.values()),
                                                          max(per_chan.values()))
 

@@ -655,8 +655,8 @@ def test_msccl_xml_skips_channel_counts_its_lower_bounds_rule_out_and_only_those
     # receives 100 chunks from rank 1 in one threadblock (at least 100 steps, limit 64),
     # on 2 channels 50 each: the bound cannot tell, the program is built
     from synth.export.layout import Layout
-    from synth.export.msccl import (_Program, _lane_threadblocks, _surely_over,
-                                    _transfer_array, build)
+    from synth.export.msccl import (_Program, build, lane_threadblocks, surely_over,
+                                    transfer_array)
     from synth.schedule.ir import Schedule, Send, Step
     from synth.topology.linkmodel import switch_rounds
 
@@ -665,20 +665,22 @@ def test_msccl_xml_skips_channel_counts_its_lower_bounds_rule_out_and_only_those
     schedule = Schedule(make_collective("allgather", 2, 100), model,
                         (Step(switch_rounds(model, [], sends), sends),)).expanded()
     verify_schedule(schedule_to_dict(schedule))
-    transfers = _transfer_array([list(s.sends) for s in schedule.steps])
+    transfers = transfer_array([list(s.sends) for s in schedule.steps])
 
-    def surely_over(k):
-        return _surely_over(transfers, k, 2, _lane_threadblocks(transfers, k).sum(axis=1))
+    def over(k):
+        return surely_over(transfers, k, 2, lane_threadblocks(transfers, k).sum(axis=1))
 
-    assert surely_over(1) == "a threadblock of rank 0 needs at least 100 steps (limit 64)"
-    assert surely_over(2) is None
-    # the bound holds for the program it spares: built anyway, it breaks the limit
+    assert over(1) == "a threadblock of rank 0 needs at least 100 steps (limit 64)"
+    assert over(2) is None
+    # the bound holds for the program it spares: built and ordered anyway, it breaks
+    # the limit
     spared = _Program(schedule, Layout(schedule.collective, False), 1, fuse=True)
+    spared.order()
     assert "steps (limit 64)" in spared.check_limits()
     assert max(len(v) for v in spared.steps.values()) >= 100
     # and the channel count found is the one found without the bounds
     found = build(schedule).k
-    monkeypatch.setattr("synth.export.msccl._surely_over", lambda *args: None)
+    monkeypatch.setattr("synth.export.msccl.surely_over", lambda *args: None)
     assert build(schedule).k == found > 1
 
 
@@ -699,7 +701,7 @@ def test_msccl_xml_refuses_by_arithmetic_what_no_channel_count_can_hold(monkeypa
     def counted(*args):
         raise AssertionError("a channel count was counted")
 
-    monkeypatch.setattr("synth.export.msccl._lane_threadblocks", counted)
+    monkeypatch.setattr("synth.export.msccl.lane_threadblocks", counted)
     with pytest.raises(BadInput, match=r"on 1 channel a threadblock of rank 0 needs at "
                                        r"least 4096 steps \(limit 64\), and on up to 32 "
                                        r"channels a threadblock of rank 0 needs at least "
@@ -1025,3 +1027,39 @@ def test_a_pipelines_runtime_file_is_priced_as_its_batch_program(monkeypatch, tm
                          deadline=deadline, missed=missed)
     assert missed == [] and paths[0].name.endswith(".mscclpp.json")
     check_mscclpp_plan(json.loads(paths[0].read_text()))
+
+
+def test_msccl_xml_orders_no_program_whose_ops_alone_break_a_limit(monkeypatch):
+    # dgxh100's allreduce trees on 1 channel: a threadblock of rank 0 holds 72 ops (limit
+    # 64 steps), which the transfers' bound cannot see (no peer sends it 64 chunks);
+    # ordering such a program ends refused anyway, and at 512 GPUs took 5-11 s and up
+    # to 2 GB of memory per channel count (dgxh100x64's 9-step tree pipeline, 1 to 6)
+    import synth.export.msccl as msccl
+    from synth.construct.tree_schedules import tree_search
+    from synth.export import runtime_form
+    from synth.export.layout import Layout, drop_redundant
+    from synth.export.msccl import to_msccl_xml
+
+    model = lower_with_routes(resolve("dgxh100")).model
+    point = min(tree_search(model, "allreduce", None, Limits()).points,
+                key=lambda p: p.steps)
+    batch, _ = runtime_form(point.schedule)
+    transfers = msccl.transfer_array(drop_redundant(batch.collective, batch.steps))
+    per_rank = msccl.lane_threadblocks(transfers, 1).sum(axis=1)
+    assert msccl.surely_over(transfers, 1, 8, per_rank) is None
+    program = msccl._Program(batch, Layout(batch.collective, False), 1, fuse=True)
+    assert program.check_limits(ordered=False) == (
+        "a threadblock of rank 0 needs at least 72 steps (limit 64)")
+    program.order()  # the bound holds: ordered, the program breaks the limit
+    assert program.check_limits() == "a threadblock of rank 0 needs 72 steps (limit 64)"
+
+    ordered, order, check = [], msccl._Program.order, msccl._Program.check_limits
+    monkeypatch.setattr(msccl._Program, "order",
+                        lambda self: (ordered.append(self.k), order(self))[1])
+    spared = to_msccl_xml(point.schedule)
+    assert ordered and 1 not in ordered  # 1 channel: refused before its order
+    # the same file as when every program is ordered before it is judged
+    monkeypatch.setattr(msccl._Program, "check_limits",
+                        lambda self, ordered=True: check(self) if ordered else None)
+    ordered.clear()
+    assert to_msccl_xml(point.schedule) == spared and ordered[0] == 1

@@ -28,8 +28,9 @@ The program, per rank:
   are done. Dependencies (depid/deps, hasdep, extra ones as nop steps) order every
   cross-threadblock read-after-write, write-after-read and write-after-write on a slot.
 
-The ops and their slots are placed by synth.export.msccl_flow; here, the channels,
-threadblocks, fusion, order and dependencies, the limits and the XML text.
+The ops and their slots are placed by synth.export.msccl_flow, and the limits and what
+the transfers alone tell of them are synth.export.msccl_limits; here, the channels,
+threadblocks, fusion, order and dependencies, and the XML text.
 """
 
 from __future__ import annotations
@@ -44,14 +45,10 @@ from synth.deadline import Deadline
 from synth.errors import BadInput
 from synth.export.layout import Layout, drop_redundant
 from synth.export.msccl_flow import _TB, place_ops
+from synth.export.msccl_limits import (MAX_BUFFER, MAX_BYTES, MAX_CHANNELS, MAX_NODES,
+                                       MAX_STEPS, MAX_TBS, MAX_TBS_PER_CHANNEL,
+                                       lane_threadblocks, surely_over, transfer_array)
 
-MAX_STEPS = 64          # steps per threadblock: msccl-executor-nccl and RCCL
-MAX_TBS = 64            # threadblocks per GPU: RCCL
-MAX_TBS_PER_CHANNEL = 32  # msccl-executor-nccl
-MAX_CHANNELS = 32
-MAX_NODES = 1024        # msccl-executor-nccl's parser: algo + gpus + one rank's tbs and steps
-MAX_BUFFER = 2 ** 15    # chunks per buffer: every runtime keeps a step's offsets in int16
-MAX_BYTES = 2 ** 63 - 1  # minBytes, maxBytes: int64 (strtoll)
 
 
 @dataclass(eq=False)
@@ -90,7 +87,9 @@ def _lane_tbs(rank, chan, in_peers, out_peers, pair_counts):
 
 
 class _Program:
-    """The ops of every rank for one choice of channel count, before XML."""
+    """The ops of every rank for one choice of channel count, before XML; their order
+    and waits come with order() (check_limits(ordered=False) asks first whether the ops
+    alone break a limit: ordering takes seconds and gigabytes at 512 GPUs)."""
 
     def __init__(self, schedule, layout: Layout, channels: int, fuse: bool):
         self.coll, self.layout, self.k = schedule.collective, layout, channels
@@ -110,7 +109,6 @@ class _Program:
         self._threadblocks(self._candidates() if fuse else [])
         self._fuse()
         self.scratch = place_ops(self)
-        self._order_and_deps()
 
     def lane(self, chunk: int) -> int:
         return chunk % self.k
@@ -177,7 +175,7 @@ class _Program:
 
     # --- order and dependencies (the ops: synth.export.msccl_flow) -----------------
 
-    def _order_and_deps(self):
+    def order(self):
         """Sort each threadblock by virtual time; turn dependencies into depid/deps, one
         per step, extra ones as nop steps before it; mark what is waited on."""
         by_rank = defaultdict(list)
@@ -265,23 +263,27 @@ class _Program:
                 raise _NotOrdered()
         return plans
 
-    def check_limits(self):
-        """None when the runtimes' limits hold, else why not."""
+    def check_limits(self, ordered: bool = True):
+        """None when the runtimes' limits hold, else why not. Before order()
+        (ordered=False) a threadblock's ops stand for its steps: the nops that carry its
+        extra waits come with the order, so a limit broken then is broken after."""
+        steps = (lambda tb: len(self.steps[tb])) if ordered else (lambda tb: len(tb.ops))
+        least = "" if ordered else "at least "
         per_gpu, per_chan = defaultdict(int), defaultdict(int)
         for tb in self.tbs:
             per_gpu[tb.rank] += 1
             per_chan[(tb.rank, tb.chan)] += 1
-            if len(self.steps[tb]) > MAX_STEPS:
-                return (f"a threadblock of rank {tb.rank} needs {len(self.steps[tb])} steps "
+            if steps(tb) > MAX_STEPS:
+                return (f"a threadblock of rank {tb.rank} needs {least}{steps(tb)} steps "
                         f"(limit {MAX_STEPS})")
         if per_gpu and max(per_gpu.values()) > MAX_TBS:
             return f"a rank needs {max(per_gpu.values())} threadblocks (limit {MAX_TBS})"
         nodes = defaultdict(lambda: 1 + self.layout.n)
         for tb in self.tbs:
-            nodes[tb.rank] += 1 + len(self.steps[tb])
+            nodes[tb.rank] += 1 + steps(tb)
         if nodes and max(nodes.values()) > MAX_NODES:
-            return (f"a rank's part of the XML has {max(nodes.values())} elements (the "
-                    f"parser takes {MAX_NODES})")
+            return (f"a rank's part of the XML has {least}{max(nodes.values())} elements "
+                    f"(the parser takes {MAX_NODES})")
         if per_chan and max(per_chan.values()) > MAX_TBS_PER_CHANNEL:
             return (f"a channel needs {max(per_chan.values())} threadblocks "
                     f"(limit {MAX_TBS_PER_CHANNEL})")
@@ -316,67 +318,6 @@ def _lane_peers(transfers, k: int):
     return ins, outs
 
 
-def _transfer_array(steps):
-    """The transfers of `steps` as rows (src, dst, chunk): counted for every channel
-    count at once in arrays (at 512 GPUs, 31 counts one send at a time took 19 s)."""
-    import numpy as np
-
-    rows = [(x.src, x.dst, x.chunk) for sends in steps for x in sends]
-    return np.array(rows, dtype=np.int64).reshape(len(rows), 3)
-
-
-def _lane_threadblocks(transfers, k: int):
-    """Per rank and channel on k channels (an array of N rows, k columns), the
-    threadblocks _Program makes, from the transfers (_transfer_array's) alone: _lane_tbs
-    pairs receive and send peers, so a rank's channel needs as many as its larger side."""
-    import numpy as np
-
-    if not len(transfers):
-        return np.zeros((1, k), dtype=np.int64)
-    n = int(transfers[:, :2].max()) + 1
-    channel = transfers[:, 2] % k
-
-    def peers(rank, peer):  # distinct peers per (rank, channel)
-        lanes = np.unique((rank * k + channel) * n + peer) // n
-        return np.bincount(lanes, minlength=n * k)
-
-    return np.maximum(peers(transfers[:, 1], transfers[:, 0]),
-                      peers(transfers[:, 0], transfers[:, 1])).reshape(n, k)
-
-
-def _surely_over(transfers, k: int, n: int, per_rank) -> str | None:
-    """Why a program on k channels would break a limit, known from the transfers alone
-    (a big schedule's program takes seconds to build), or None; `per_rank`: each rank's
-    threadblocks (_lane_threadblocks). Lower bounds that hold for _Program: every
-    receive is a step of the threadblock of its (channel, sender), every send one of the
-    threadblock of its (channel, receiver) (alone, or fused with the receive that feeds
-    it), so a threadblock has at least as many steps as it receives from or sends to its
-    peer on its channel, and a rank's part of the XML at least 1 + N + its threadblocks
-    + the larger of its receives and its sends. Counted in arrays (in Python, torus:16x32's
-    refusal took 22 s)."""
-    import numpy as np
-
-    if not len(transfers):
-        return None
-    src, dst, channel = transfers[:, 0], transfers[:, 1], transfers[:, 2] % k
-    ranks = len(per_rank)
-    # (rank, channel, peer) as one number, in the order of the triples; receives and
-    # sends counted apart (a threadblock's peer may be both)
-    keys, counts = (np.concatenate(side) for side in zip(*(
-        np.unique((rank * k + channel) * ranks + peer, return_counts=True)
-        for rank, peer in ((dst, src), (src, dst)))))
-    most = int(counts.max())
-    if most > MAX_STEPS:
-        rank = int(keys[counts == most].min()) // (k * ranks)
-        return f"a threadblock of rank {rank} needs at least {most} steps (limit {MAX_STEPS})"
-    recv, sent = np.bincount(dst, minlength=ranks), np.bincount(src, minlength=ranks)
-    nodes = (1 + n + per_rank + np.maximum(recv, sent))[(recv > 0) | (sent > 0)]
-    if nodes.max() > MAX_NODES:
-        return (f"a rank's part of the XML has at least {int(nodes.max())} elements (the "
-                f"parser takes {MAX_NODES})")
-    return None
-
-
 def refuse_collective(schedule) -> None:
     """BadInput for gather and scatter: no XML runtime runs them as synth means them."""
     if schedule.collective.name in ("gather", "scatter"):
@@ -398,7 +339,7 @@ def build(schedule, inplace: bool = False, deadline: Deadline = Deadline()):
     why = first = None
     steps = drop_redundant(schedule.collective, schedule.steps)
     # the most chunks one rank receives from one peer: on k channels some threadblock
-    # has at least that over k steps (_surely_over's bound, counted once for every k)
+    # has at least that over k steps (surely_over's bound, counted once for every k)
     pairs = Counter((x.dst, x.src) for sends in steps for x in sends)
     most_from_one = max(pairs.values(), default=0)
     busiest = min((min(pair) for pair, n in pairs.items() if n == most_from_one), default=0)
@@ -411,8 +352,8 @@ def build(schedule, inplace: bool = False, deadline: Deadline = Deadline()):
             continue
         deadline.check("exporting to MSCCL XML")  # each try below takes seconds at scale
         if transfers is None:
-            transfers = _transfer_array(steps)
-        need = _lane_threadblocks(transfers, k)
+            transfers = transfer_array(steps)
+        need = lane_threadblocks(transfers, k)
         per_gpu, per_chan = int(need.sum(axis=1).max()), int(need.max())
         if per_gpu > MAX_TBS:
             why = f"a rank needs {per_gpu} threadblocks (limit {MAX_TBS})"
@@ -420,15 +361,20 @@ def build(schedule, inplace: bool = False, deadline: Deadline = Deadline()):
         if per_chan > MAX_TBS_PER_CHANNEL:
             why = f"a channel needs {per_chan} threadblocks (limit {MAX_TBS_PER_CHANNEL})"
             continue
-        short = _surely_over(transfers, k, layout.n, need.sum(axis=1))
+        short = surely_over(transfers, k, layout.n, need.sum(axis=1))
         if short:
             why = short
             continue
         deadline.check("exporting to MSCCL XML")
+        program = _Program(schedule, layout, k, fuse=True)
+        why = program.check_limits(ordered=False)
+        if why is not None:  # over before its order: over after it (check_limits)
+            continue
         try:
-            program = _Program(schedule, layout, k, fuse=True)
+            program.order()
         except _NotOrdered:
             program = _Program(schedule, layout, k, fuse=False)
+            program.order()
         why = program.check_limits()
         if why is None:
             return program
