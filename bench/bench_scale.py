@@ -64,6 +64,7 @@ Options:
     --all-512          also allgather and reducescatter at 512 GPUs (dgx2x32,
                        dgxh100x64); by default only allreduce runs there
     --baseline REV     also measure commit REV (e.g. ee83763), alternating with HEAD
+    --default-method   the multi-box runs with method auto (the command's default)
     --max-rss-mb M     kill a child whose resident memory passes M MiB (default 12288)
     --render JSON      run nothing: rewrite the .md and .png of a recorded .json
 
@@ -894,6 +895,9 @@ def main(argv=None) -> int:
                     help="topology files repeated with --boxes beside the built-in NAMExK "
                     "instead (" + ", ".join(f"topologies/{f}.yaml --boxes {k}" for f, k
                                             in OWN_FILE_TOPOLOGIES) + "), frontiers compared")
+    ap.add_argument("--default-method", action="store_true",
+                    help="the multi-box runs with method auto, the command's default (what "
+                    "a user who gives no --method gets), instead of decomposed")
     ap.add_argument("--at-4096", action="store_true",
                     help="dgxh100x512 (4096 GPUs) allgather, reducescatter and allreduce "
                     "instead, method auto, --model line-rate (issue 28)")
@@ -915,6 +919,8 @@ def main(argv=None) -> int:
                                      if args.gateways or args.own_files
                                      else DEFAULT_TIME_LIMIT)
     jobs = all_jobs(time_limit, args.all_512)
+    if args.default_method:
+        jobs = [dict(j, method="auto") if j["method"] == "decomposed" else j for j in jobs]
     if args.alltoall:
         jobs = [{"topology": topo_name(f, k), "family": f, "boxes": k,
                  "gpus": k * BOX_GPUS[f], "collective": "alltoall", "method": "auto",
