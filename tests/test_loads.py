@@ -1048,7 +1048,7 @@ def test_msccl_xml_orders_no_program_whose_ops_alone_break_a_limit(monkeypatch):
     per_rank = msccl.lane_threadblocks(transfers, 1).sum(axis=1)
     assert msccl.surely_over(transfers, 1, 8, per_rank) is None
     program = msccl._Program(batch, Layout(batch.collective, False), 1, fuse=True)
-    assert program.check_limits(ordered=False) == (
+    assert program.check_limits() == (  # before its order
         "a threadblock of rank 0 needs at least 72 steps (limit 64)")
     program.order()  # the bound holds: ordered, the program breaks the limit
     assert program.check_limits() == "a threadblock of rank 0 needs 72 steps (limit 64)"
@@ -1060,6 +1060,45 @@ def test_msccl_xml_orders_no_program_whose_ops_alone_break_a_limit(monkeypatch):
     assert ordered and 1 not in ordered  # 1 channel: refused before its order
     # the same file as when every program is ordered before it is judged
     monkeypatch.setattr(msccl._Program, "check_limits",
-                        lambda self, ordered=True: check(self) if ordered else None)
+                        lambda self: check(self) if self.steps is not None else None)
     ordered.clear()
     assert to_msccl_xml(point.schedule) == spared and ordered[0] == 1
+
+
+def test_msccl_xml_refuses_by_its_ops_a_rank_whose_xml_would_pass_the_parser(
+        monkeypatch):
+    # allgather on 2 GPUs out of place, 600 chunks a share, all in one step: a rank
+    # copies its 600 chunks to its output, sends them and receives 600 (none forwarded:
+    # nothing to fuse), 1800 ops, so its part of the XML has at least 1 + 2 + k + 1800
+    # elements on k channels (the parser takes 1024). The transfers' bound counts the
+    # larger side of the transfers alone (3 + k + 600), and passes every channel count
+    # from 10 (below it, 600 / k > 64 steps); each is refused by its ops, none ordered
+    import re
+
+    import synth.export.msccl as msccl
+    from synth.export.layout import Layout
+    from synth.schedule.ir import Schedule, Send, Step
+    from synth.topology.linkmodel import switch_rounds
+
+    model = lower_with_routes(resolve("ring:2")).model
+    sends = (Send(0, 0, 1, "copy", 600), Send(600, 1, 0, "copy", 600))
+    schedule = Schedule(make_collective("allgather", 2, 600), model,
+                        (Step(switch_rounds(model, [], sends), sends),)).expanded()
+    verify_schedule(schedule_to_dict(schedule))
+    transfers = msccl.transfer_array([list(s.sends) for s in schedule.steps])
+    for k in range(10, 33):
+        per_rank = msccl.lane_threadblocks(transfers, k).sum(axis=1)
+        assert msccl.surely_over(transfers, k, 2, per_rank) is None
+    ordered = []
+    monkeypatch.setattr(msccl._Program, "order", lambda self: ordered.append(self.k))
+    with pytest.raises(BadInput, match=r"on up to 32 channels a rank's part of the XML "
+                                       r"has at least 1835 elements \(the parser takes "
+                                       r"1024\)"):
+        msccl.build(schedule)
+    assert ordered == []
+    monkeypatch.undo()  # the bound holds: ordered, the program is over the limit too
+    program = msccl._Program(schedule, Layout(schedule.collective, False), 32, True)
+    program.order()
+    said = re.fullmatch(r"a rank's part of the XML has (\d+) elements \(the parser takes "
+                        r"1024\)", program.check_limits())
+    assert said and int(said.group(1)) >= 1835

@@ -28,9 +28,10 @@ The program, per rank:
   are done. Dependencies (depid/deps, hasdep, extra ones as nop steps) order every
   cross-threadblock read-after-write, write-after-read and write-after-write on a slot.
 
-The ops and their slots are placed by synth.export.msccl_flow, and the limits and what
-the transfers alone tell of them are synth.export.msccl_limits; here, the channels,
-threadblocks, fusion, order and dependencies, and the XML text.
+The ops and their slots are placed by synth.export.msccl_flow, and the limits' values
+and what the transfers alone tell of them are synth.export.msccl_limits; here, the
+channels, threadblocks, fusion, order and dependencies, the limits' checks on a program,
+and the XML text.
 """
 
 from __future__ import annotations
@@ -48,7 +49,6 @@ from synth.export.msccl_flow import _TB, place_ops
 from synth.export.msccl_limits import (MAX_BUFFER, MAX_BYTES, MAX_CHANNELS, MAX_NODES,
                                        MAX_STEPS, MAX_TBS, MAX_TBS_PER_CHANNEL,
                                        lane_threadblocks, surely_over, transfer_array)
-
 
 
 @dataclass(eq=False)
@@ -88,8 +88,8 @@ def _lane_tbs(rank, chan, in_peers, out_peers, pair_counts):
 
 class _Program:
     """The ops of every rank for one choice of channel count, before XML; their order
-    and waits come with order() (check_limits(ordered=False) asks first whether the ops
-    alone break a limit: ordering takes seconds and gigabytes at 512 GPUs)."""
+    and waits come with order(), which check_limits need not wait for where the ops
+    alone break a limit (ordering takes seconds and gigabytes at 512 GPUs)."""
 
     def __init__(self, schedule, layout: Layout, channels: int, fuse: bool):
         self.coll, self.layout, self.k = schedule.collective, layout, channels
@@ -109,6 +109,7 @@ class _Program:
         self._threadblocks(self._candidates() if fuse else [])
         self._fuse()
         self.scratch = place_ops(self)
+        self.steps = None  # per threadblock, its steps with their waits: order()
 
     def lane(self, chunk: int) -> int:
         return chunk % self.k
@@ -263,10 +264,11 @@ class _Program:
                 raise _NotOrdered()
         return plans
 
-    def check_limits(self, ordered: bool = True):
-        """None when the runtimes' limits hold, else why not. Before order()
-        (ordered=False) a threadblock's ops stand for its steps: the nops that carry its
-        extra waits come with the order, so a limit broken then is broken after."""
+    def check_limits(self):
+        """None when the runtimes' limits hold, else why not. Before order() a
+        threadblock's ops stand for its steps: the nops that carry its extra waits come
+        with the order, so a limit broken then is broken after."""
+        ordered = self.steps is not None
         steps = (lambda tb: len(self.steps[tb])) if ordered else (lambda tb: len(tb.ops))
         least = "" if ordered else "at least "
         per_gpu, per_chan = defaultdict(int), defaultdict(int)
@@ -330,7 +332,8 @@ def refuse_collective(schedule) -> None:
 def build(schedule, inplace: bool = False, deadline: Deadline = Deadline()):
     """The _Program with the fewest channels that fits the runtimes' limits. Channel
     counts whose threadblocks alone break a limit are ruled out before any is built
-    (a big schedule's program takes seconds and gigabytes per try); OutOfTime when the
+    (a big schedule's program takes seconds and gigabytes per try), and a program whose
+    ops alone break one before it is ordered (the dearer half); OutOfTime when the
     deadline passes before a try. BadInput for a collective no XML runtime runs as synth
     means it (here too, as synth.export.loads asks this, not to_msccl_xml)."""
     refuse_collective(schedule)
@@ -367,7 +370,7 @@ def build(schedule, inplace: bool = False, deadline: Deadline = Deadline()):
             continue
         deadline.check("exporting to MSCCL XML")
         program = _Program(schedule, layout, k, fuse=True)
-        why = program.check_limits(ordered=False)
+        why = program.check_limits()
         if why is not None:  # over before its order: over after it (check_limits)
             continue
         try:
