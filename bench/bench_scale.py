@@ -658,7 +658,8 @@ def markdown(doc: dict) -> str:
                   "| ---: | ---: | ---: | --- | --- | ---: | --- | --- | --- |"]
         lines += sbs or ["| (no job finished on both) |"]
     lines += ["", "## Every run", "",
-              "Method: `decomposed` on K >= 2 boxes, `auto` on one box (exact synthesis), "
+              "Method: each run's own (the table's column; without --default-method, "
+              "`decomposed` on K >= 2 boxes, `auto` on one box), "
               f"time limit {doc['time_limit']:g} s; `exact` runs get "
               f"{min(EXACT_TIME_LIMIT, doc['time_limit']):g} s. Wall s: around the child "
               "process (start-up, imports, synthesis, verification, writing files). Synth s: "
@@ -919,8 +920,6 @@ def main(argv=None) -> int:
                                      if args.gateways or args.own_files
                                      else DEFAULT_TIME_LIMIT)
     jobs = all_jobs(time_limit, args.all_512)
-    if args.default_method:
-        jobs = [dict(j, method="auto") if j["method"] == "decomposed" else j for j in jobs]
     if args.alltoall:
         jobs = [{"topology": topo_name(f, k), "family": f, "boxes": k,
                  "gpus": k * BOX_GPUS[f], "collective": "alltoall", "method": "auto",
@@ -943,6 +942,8 @@ def main(argv=None) -> int:
                  "gpus": k * BOX_GPUS[f], "collective": c, "method": "decomposed",
                  "time_limit": time_limit}
                 for f, k in GATEWAY_TOPOLOGIES for c in COLLECTIVES]
+    if args.default_method:  # after every list above: --gateways' and --own-files' too
+        jobs = [dict(j, method="auto") if j["method"] == "decomposed" else j for j in jobs]
     if args.quick:
         jobs = [j for j in jobs if j["topology"] in EXACT_TOPOS
                 and j["collective"] == "allgather"]
