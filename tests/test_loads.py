@@ -709,6 +709,21 @@ def test_msccl_xml_refuses_by_arithmetic_what_no_channel_count_can_hold(monkeypa
         build(schedule)
 
 
+def test_msccl_xml_names_its_one_channel_in_the_singular():
+    # a direct broadcast on fc:70 has one chunk, so one channel at most, and its root
+    # sends to 69 peers, a threadblock each (limit 64); it read "even on 1 channels"
+    from synth.construct.baselines import baselines
+    from synth.export.msccl import build
+
+    model = lower_with_routes(resolve("fc:70")).model
+    direct = next(b.schedule for b in baselines(model, "broadcast", 0)
+                  if b.schedule.collective.num_chunks == 1)
+    with pytest.raises(BadInput) as refused:
+        build(direct)
+    assert str(refused.value) == ("cannot export to MSCCL XML: even on 1 channel a rank "
+                                  "needs 69 threadblocks (limit 64)")
+
+
 # --- asking within a deadline ---------------------------------------------------------
 
 def test_an_exporter_stops_at_its_deadline_and_nothing_is_remembered():

@@ -382,7 +382,8 @@ def build(schedule, inplace: bool = False, deadline: Deadline = Deadline()):
         if why is None:
             return program
     if first is None or most == 1:
-        raise BadInput(f"cannot export to MSCCL XML: even on {most} channels {why}")
+        raise BadInput(f"cannot export to MSCCL XML: even on {most} channel"
+                       f"{'s' if most > 1 else ''} {why}")
     raise BadInput(f"cannot export to MSCCL XML: on 1 channel {first}, and on up to "
                    f"{most} channels {why}")
 
