@@ -143,11 +143,11 @@ class _Ops:
         self.release((t, REDUCED))
 
     def put_ops(self, step_puts):
-        """The puts of one step, `step_puts` (src, peer, dst): per peer in runs of
-        consecutive slots; on memory channels one op per source buffer type, then a
-        nop; on port channels as port_puts says."""
+        """The puts of one step, `step_puts` (the flow's moves: chunk, rank, peer, src,
+        dst): per peer in runs of consecutive slots; on memory channels one op per
+        source buffer type, then a nop; on port channels as port_puts says."""
         per_peer = defaultdict(list)
-        for src, p, dst in step_puts:
+        for _, _, p, src, dst in step_puts:
             per_peer[p].append((src, dst))
         runs = {p: [(s, p, d, c) for s, d, c in coalesce(pairs)]
                 for p, pairs in sorted(per_peer.items())}
@@ -191,7 +191,7 @@ class _Ops:
         """The signals of step t (the memory destinations of its puts, and the peers it
         tells), its waits, and the nop after them unless an acquire's follows."""
         tb = self.tb
-        told = step["notify"] | ({p for _, p, _ in step["puts"]}
+        told = step["notify"] | ({p for _, _, p, _, _ in step["puts"]}
                                  if tb.kind == "memory" else set())
         if told:
             self.control("signal", told, tb.kind)
