@@ -38,7 +38,6 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
@@ -395,6 +394,10 @@ def to_msccl_xml(schedule, inplace: bool = False, name: str | None = None,
     A compact schedule (ranged sends, a pipeline) is lowered in its runtime form
     (synth.export.form.runtime_form), as `synth export` does. `program`: build's, when the
     caller has it (synth.export.loads.lowered)."""
+    # quoteattr here, not at the top: it imports urllib.request and ssl (1.2 MB), which
+    # a job that only asks whether the runtime loads a schedule does not need
+    from xml.sax.saxutils import quoteattr
+
     from synth.export.form import runtime_form
 
     name = name or default_name(schedule, inplace)  # after the schedule asked for
