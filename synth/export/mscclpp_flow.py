@@ -37,7 +37,7 @@ class _Flow:
     step is followed by one step with no moves (its hand-shakes only)."""
 
     def __init__(self, schedule, layout: Layout):
-        places = _Places(layout)
+        places = _Places(layout, schedule.collective)
         self.steps = []  # per step: (moves, reductions, switch operations)
         self.aligned = []  # per step: (rank, chunk, from, to) copies before its glres
         switch = switch_operations(schedule)
@@ -76,19 +76,30 @@ class _Flow:
         return self._by_rank[0].get(r, []), self._by_rank[1].get(r, [])
 
 
+class _NoneIfMissing(dict):
+    """A dict that reads None where it has no entry, as a list of Nones would."""
+
+    def __missing__(self, key):
+        return None
+
+
 class _Places:
     """The work of placing values, step by step: where each (rank, chunk) value is now
-    (loc, a list indexed rank x chunks + chunk, None where it is not), the slots each
-    rank has touched (accessed), and per rank and slot the reads since its last write
-    in the launch (since: see read). Ints and one pair where tuples and lists would do:
-    a tree batch places 124,000 sends, and its tuples were most of an export's peak
-    memory; a list, not a dict, for loc: the same batch's dict and its int keys took
-    8.6 MiB more (the list costs 8 bytes a (rank, chunk), as the loop below costs a
-    step each)."""
+    (loc, indexed rank x chunks + chunk, None where it is not), the slots each rank has
+    touched (accessed), and per rank and slot the reads since its last write in the
+    launch (since: see read). Ints and one pair where tuples and lists would do: a tree
+    batch places 124,000 sends, and its tuples were most of an export's peak memory."""
 
-    def __init__(self, lay: Layout):
+    def __init__(self, lay: Layout, coll):
         self.lay = lay
-        self.loc, self.accessed = [None] * (lay.n * lay.g), defaultdict(set)
+        # loc: a list where the collective ends with most (rank, chunk) pairs held
+        # (allgather, allreduce, broadcast), 8 bytes a pair: that tree batch's dict and
+        # its int keys took 8.6 MiB more; else a dict (gather, scatter, alltoall hold
+        # few: a list would cost ranks x more)
+        held = sum(count for _, _, count in coll.post_ranges())
+        self.loc = ([None] * (lay.n * lay.g) if 2 * held >= lay.n * lay.g
+                    else _NoneIfMissing())
+        self.accessed = defaultdict(set)
         for r in range(lay.n):
             for k in range(lay.g):
                 slot = lay.init_slot(r, k)
