@@ -951,7 +951,8 @@ def main(argv=None) -> int:
         wanted = [w.strip() for w in args.jobs.split(",") if w.strip()]
         jobs = [j for j in jobs if any(w in job_name(j) for w in wanted)]
         if not jobs:
-            ap.error("no run matches --jobs; names look like 'dgx2x4 allreduce decomposed'"
+            example = "auto" if args.default_method else "decomposed"
+            ap.error(f"no run matches --jobs; names look like 'dgx2x4 allreduce {example}'"
                      + ("" if args.all_512 else f" (at {LARGEST_GPUS} GPUs only allreduce "
                         "runs without --all-512)"))
     out = Path(args.out) if args.out else record_stem(HERE.parent, "scale")
