@@ -94,8 +94,8 @@ class _Places:
         self.lay = lay
         # loc: a list where the collective ends with most (rank, chunk) pairs held
         # (allgather, allreduce, broadcast), 8 bytes a pair: that tree batch's dict and
-        # its int keys took 8.6 MiB more; else a dict (gather, scatter, alltoall hold
-        # few: a list would cost ranks x more)
+        # its int keys took 8.8 MiB, its list 1; else a dict (gather, scatter, alltoall
+        # hold few: a list would cost ranks x more)
         held = sum(count for _, _, count in coll.post_ranges())
         self.loc = ([None] * (lay.n * lay.g) if 2 * held >= lay.n * lay.g
                     else _NoneIfMissing())
