@@ -86,6 +86,27 @@ def test_mscclpp_plan_of_every_frontier_schedule_runs(frontier, topo, name):
             assert plan["inplace"] is inplace and plan["collective"] == name
 
 
+@pytest.mark.parametrize("name", ["allgather", "gather"])
+def test_mscclpp_refuses_in_one_line_a_send_of_a_chunk_its_rank_does_not_hold(frontier,
+                                                                           name):
+    """A library caller's unverified schedule: a first step where rank 1 sends rank 3
+    a chunk it does not hold at the start. Where each value lives is a list for
+    allgather and a dict for gather; both say which send, not a TypeError later."""
+    from dataclasses import replace
+
+    from synth.schedule.ir import Send, Step
+
+    schedule = frontier("ring:4", name)[0]
+    coll = schedule.collective
+    chunk = min(k for k in range(coll.num_chunks) if (1, k) not in set(coll.pre))
+    broken = replace(schedule, steps=(Step(1, (Send(chunk, 1, 3),)),) + schedule.steps)
+    with pytest.raises(BadInput) as refused:
+        to_mscclpp_plan(broken)
+    assert str(refused.value) == (f"cannot export to MSCCL++: rank 1 sends chunk {chunk} "
+                                  "in step 0 without holding it (not a valid schedule: "
+                                  "synth verify says more)")
+
+
 @pytest.mark.parametrize("fmt", ["msccl-xml", "mscclpp"])
 def test_a_render_done_once_keeps_no_program_and_writes_the_same(frontier, fmt):
     from synth.export import loads

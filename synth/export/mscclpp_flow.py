@@ -94,8 +94,8 @@ class _Places:
         self.lay = lay
         # loc: a list where the collective ends with most (rank, chunk) pairs held
         # (allgather, allreduce, broadcast), 8 bytes a pair: that tree batch's dict and
-        # its int keys took 8.8 MiB, its list 1; else a dict (gather, scatter, alltoall
-        # hold few: a list would cost ranks x more)
+        # its int keys took 8.8 MiB, its list 1; else a dict (gather, scatter, reduce,
+        # reducescatter, alltoall hold few: a list would cost up to ranks x more)
         held = sum(count for _, _, count in coll.post_ranges())
         self.loc = ([None] * (lay.n * lay.g) if 2 * held >= lay.n * lay.g
                     else _NoneIfMissing())
@@ -169,7 +169,12 @@ class _Places:
         loc, since, g = self.loc, self.since, self.lay.g
         moves, moved, arrived = [], {}, defaultdict(list)
         for x in sends:
-            self.read(x.src, loc[x.src * g + x.chunk], x.dst, t)
+            held = loc[x.src * g + x.chunk]
+            if held is None:  # synth verifies before it exports; a library caller may not
+                raise BadInput(f"cannot export to MSCCL++: rank {x.src} sends chunk "
+                               f"{x.chunk} in step {t} without holding it (not a valid "
+                               "schedule: synth verify says more)")
+            self.read(x.src, held, x.dst, t)
         # copies in chunk order, reductions per sender in chunk order: runs of
         # consecutive chunks get runs of consecutive slots (the key one int, not a
         # tuple: a tree batch's step sorts 31,000 sends)
