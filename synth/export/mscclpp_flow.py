@@ -93,9 +93,8 @@ class _Places:
     def __init__(self, lay: Layout, coll):
         self.lay = lay
         # loc: a list where the collective ends with most (rank, chunk) pairs held
-        # (allgather, allreduce, broadcast), 8 bytes a pair: that tree batch's dict and
-        # its int keys took 8.8 MiB, its list 1; else a dict (gather, scatter, reduce,
-        # reducescatter, alltoall hold few: a list would cost up to ranks x more)
+        # (allgather, allreduce, broadcast): that batch's dict and int keys took 8.8 MiB,
+        # its list 1; else a dict (the rest hold few: a list would cost ranks x more)
         held = sum(count for _, _, count in coll.post_ranges())
         self.loc = ([None] * (lay.n * lay.g) if 2 * held >= lay.n * lay.g
                     else _NoneIfMissing())
