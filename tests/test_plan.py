@@ -1018,3 +1018,25 @@ def test_max_steps_under_a_collectives_bound_is_exit_1_naming_it(tmp_path):
     assert one_line(result, 1) == ("synth: error: no plan: allgather on tp: --max-steps 1 "
                                    "is under its bound of 2 steps\n")
     assert not (tmp_path / "p").exists()
+
+
+def test_files_of_equal_times_share_one_range_not_a_one_byte_one():
+    # dgxh100x2's across-boxes allgather: direct, greedy, ring and recursive doubling are
+    # one step of the same line, which NCCL's own LL crosses at 275,500 bytes. The
+    # envelope gave the sizes above to one of them (its tie rule), the workload's size
+    # to another (the first of the list), and the ranges split there: a one-byte range
+    # at 275,500 B (a trial's plan, stop 59)
+    from synth.plan.output import runtime_files
+
+    work = parse_workload({"communicators": {"dp": {"across": "boxes"}}, "collectives": [
+        {"communicator": "dp", "collective": "allgather", "size": "384MB"}]}, TOPO)
+    (entry,) = make_plan(work, TOPO, Limits(time_limit=20)).entries
+    ranges = [f for f in runtime_files(entry, "mscclpp") if f["candidate"] is not None]
+    n = 384 << 20
+    (f,) = [f for f in ranges if f["min_bytes"] <= n <= f["max_bytes"]]
+    tied = [c for c in entry.candidates if c.time_us(n) == f["candidate"].time_us(n)]
+    assert len(tied) > 1  # the case at hand: a tie at the workload's size
+    # of equals, the smaller slope, the fewer steps, the label (docs/cli.md, synth plan)
+    assert f["candidate"] is min(tied, key=lambda c: (c.us_per_byte, c.schedule.num_steps,
+                                                      c.label))
+    assert ranges == [f] and f["min_bytes"] < n // 1000  # one range, from far below n

@@ -48,7 +48,7 @@ from synth.output_folder import Manifest, manifest_of, record, users_file, write
 from synth.plan.document import plan_document, ranks_per_node, runtime_steps, within_range
 from synth.plan.page import plan_page
 from synth.plan.report import report_text
-from synth.plan.planner import Entry, Plan, envelope, typical
+from synth.plan.planner import Entry, Plan, envelope, preference, typical
 from synth.schedule.cost import MAX_SIZE
 from synth.schedule.file import schedule_json, schedule_to_dict
 
@@ -139,7 +139,7 @@ def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
 
     def fastest(n):  # a file beats NCCL's own where it beats what NCCL runs at n
         able = [c for c in files if cuts(c, n)]
-        mine = min(able, key=lambda c: c.time_us(n)) if able else None
+        mine = min(able, key=lambda c: preference(c, n)) if able else None
         if mine is not None and not entry.modelled_nccl:
             return mine
         theirs = _nccl_runs(entry, own, n)

@@ -256,17 +256,20 @@ def reference_of(collective: str, model, root) -> list[Candidate]:
     return [c for b in (picked or made) for c in _candidate(b.schedule, b.name)]
 
 
+def preference(c: Candidate, n: int) -> tuple:
+    """The order of candidates at n bytes: the fastest, and of equals the one with the
+    smaller slope, then the fewer steps, then the label (every choice among candidates
+    uses it: two that broke a tie differently made a one-byte range)."""
+    return (c.time_us(n), c.us_per_byte, c.schedule.num_steps, c.label)
+
+
 def envelope(candidates: list[Candidate], low: int = 1) -> list[Span]:
     """The lower envelope of the candidates' time lines from `low` bytes up: spans in
-    size order, each with the fastest candidate there (of equals, the one with the
-    smaller slope, then the fewer steps), consecutive, the last without an upper limit.
-    O(K^2) for K candidates."""
+    size order, each with the candidate `preference` puts first there, consecutive, the
+    last without an upper limit. O(K^2) for K candidates."""
     if not candidates:
         raise BadInput("no candidate schedule to plan with")
-
-    def key(c, n):
-        return (c.time_us(n), c.us_per_byte, c.schedule.num_steps, c.label)
-
+    key = preference
     spans, n = [], low
     best = min(candidates, key=lambda c: key(c, n))
     while True:
