@@ -381,3 +381,23 @@ def test_every_workload_size_runs_its_file_whether_the_bound_is_inclusive_or_not
         assert f["unit"].cuts(1 << 20) and not f["unit"].cuts((1 << 20) + 1)
         assert ('minBytes="0" maxBytes="1048577"' in f["text"] if fmt == "msccl-xml"
                 else json.loads(f["text"])["max_message_size"] == (1 << 20) + 1)
+
+
+def test_two_files_crossing_exactly_on_a_workload_size_keep_their_own_ranges():
+    # a: 2^-19 us a byte; b: 2^20 x 2^-20 us more, 2^-20 us a byte: equal at 1 MiB,
+    # exactly in floats, a call of that size and the largest (no file serves above it);
+    # NCCL's own far slower. The envelope keeps 1 MiB in a's span, and the call's choice
+    # must be a too: b there split the span and took every size below where it beats
+    # NCCL's own, a's included (a reviewer's)
+    from dataclasses import replace
+
+    entry = entry_with_crossing(0, 1 << 20)
+    (ring,), (theirs,) = entry.candidates, entry.reference
+    a = replace(ring, label="a", latency_us=0.0, us_per_byte=2 ** -19)
+    b = replace(ring, label="b", latency_us=(1 << 20) * 2 ** -20, us_per_byte=2 ** -20)
+    assert a.time_us(1 << 20) == b.time_us(1 << 20)
+    entry = replace(entry, candidates=[b, a],  # b first: list order favoured it
+                    reference=[replace(theirs, latency_us=1e6, us_per_byte=1e-3)])
+    ranges = [(f["min_bytes"], f["max_bytes"], f["algorithm"])
+              for f in runtime_files(entry, "msccl-xml")]
+    assert ranges == [(0, 1 << 20, "a"), ((1 << 20) + 1, None, "NCCL's own (ring)")]

@@ -139,7 +139,11 @@ def runtime_files(entry: Entry, fmt: str, deadline: float | None = None,
 
     def fastest(n):  # a file beats NCCL's own where it beats what NCCL runs at n
         able = [c for c in files if cuts(c, n)]
-        mine = min(able, key=lambda c: preference(c, n)) if able else None
+        # of files equally fast at n, the envelope's own there: any other would split
+        # its span (a tie broken two ways left a one-byte range)
+        here = next((s.candidate for s in spans if within_range(s.low, s.high, n)), None)
+        mine = min(able, key=lambda c: (c.time_us(n), c is not here, preference(c, n))) \
+            if able else None
         if mine is not None and not entry.modelled_nccl:
             return mine
         theirs = _nccl_runs(entry, own, n)

@@ -258,15 +258,17 @@ def reference_of(collective: str, model, root) -> list[Candidate]:
 
 def preference(c: Candidate, n: int) -> tuple:
     """The order of candidates at n bytes: the fastest, and of equals the one with the
-    smaller slope, then the fewer steps, then the label (every choice among candidates
-    uses it: two that broke a tie differently made a one-byte range)."""
+    smaller slope, then the fewer steps, then the label. The envelope takes the first of
+    those that overtake its span's candidate together; where one overtakes it exactly on
+    a byte, that byte stays the span's."""
     return (c.time_us(n), c.us_per_byte, c.schedule.num_steps, c.label)
 
 
 def envelope(candidates: list[Candidate], low: int = 1) -> list[Span]:
     """The lower envelope of the candidates' time lines from `low` bytes up: spans in
-    size order, each with the candidate `preference` puts first there, consecutive, the
-    last without an upper limit. O(K^2) for K candidates."""
+    size order, each with the fastest candidate there (of equals, as `preference` says;
+    a crossing on a whole byte stays the lower span's), consecutive, the last without
+    an upper limit. O(K^2) for K candidates."""
     if not candidates:
         raise BadInput("no candidate schedule to plan with")
     key = preference
