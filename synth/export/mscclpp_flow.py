@@ -92,10 +92,10 @@ class _Places:
 
     def __init__(self, lay: Layout, coll):
         self.lay = lay
-        # loc: a list where the collective ends with most (rank, chunk) pairs held
-        # (allgather, allreduce, broadcast): that batch's dict and int keys took 8.8 MiB,
-        # its list 1; else a dict (the rest hold few: a list would cost ranks x more)
-        held = sum(count for _, _, count in coll.post_ranges())
+        # loc: a list where the collective starts or ends with most (rank, chunk) pairs
+        # held (all but gather, scatter, alltoall): a tree batch's dict and int keys took
+        # 8.8 MiB, its list 1; else a dict (those hold few: a list costs ranks x more)
+        held = max(sum(c for _, _, c in r) for r in (coll.pre_ranges(), coll.post_ranges()))
         self.loc = ([None] * (lay.n * lay.g) if 2 * held >= lay.n * lay.g
                     else _NoneIfMissing())
         self.accessed = defaultdict(set)
