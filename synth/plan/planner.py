@@ -271,15 +271,15 @@ def envelope(candidates: list[Candidate], low: int = 1) -> list[Span]:
     an upper limit. O(K^2) for K candidates."""
     if not candidates:
         raise BadInput("no candidate schedule to plan with")
-    key = preference
     spans, n = [], low
-    best = min(candidates, key=lambda c: key(c, n))
+    best = min(candidates, key=lambda c: preference(c, n))
     while True:
         # the next size where a line with a smaller slope gets strictly faster
         nxt = None
         for c in candidates:
             at = _overtakes(c, best, n)
-            if at is not None and (nxt is None or (at, key(c, at)) < (nxt[0], key(nxt[1], at))):
+            if at is not None and (nxt is None or (at, preference(c, at))
+                                   < (nxt[0], preference(nxt[1], at))):
                 nxt = (at, c)
         if nxt is None:
             spans.append(Span(n, None, best))
