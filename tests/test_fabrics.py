@@ -132,19 +132,21 @@ def test_a_decomposition_behind_pods_is_written_once_per_box(tmp_path):
 
 def test_the_pods_level_takes_few_chunks_for_a_hairs_bandwidth():
     # dgxh100x16:clos,pod=4,over=7: the across level of 16 boxes, decomposed by its 4
-    # pods of 4, builds two one-batch designs: both levels direct in one step, 3 chunks
-    # a share, 50 rounds (50/3 = 16.67 a chunk), and recursive doubling across the pods
-    # with 17 lanes, 282 rounds (16.59, 0.5% less). The outer batch takes the lcm of
-    # its levels' chunks, and recursive doubling is no shift of the pods: the 17 made
-    # every outer design 17 pieces a batch, priced and built rank by rank, never
-    # written once per box
+    # pods of 4, builds two one-batch designs: both levels direct in one step, a few
+    # chunks a share, and recursive doubling across the pods with 17 lanes, a hair less
+    # a chunk. The outer batch takes the lcm of its levels' chunks, and recursive
+    # doubling is no shift of the pods: the 17 made every outer design 17 pieces a
+    # batch, priced and built rank by rank, never written once per box. Both direct in
+    # one step took 50 rounds for 3 chunks (16.67 a chunk) while a pod's own pieces
+    # spread after the crossing; beside it, less
     lowering = lower_with_routes(resolve("dgxh100x16:clos,pod=4,over=7"))
     hierarchy, _ = find_hierarchy(lowering)
     group = hierarchy.peers[0]
     sub = restrict(shared_out(lowering.model, hierarchy), group, "across")
     level, = _across_pods(sub, hierarchy.pods, Limits(max_chunks=1, time_limit=30),
                           Deadline.after(30), lambda kind, data: None)
-    assert (level.num_steps, level.rounds, level.collective.chunks) == (2, 50, 3)
+    assert level.num_steps == 2 and level.collective.chunks < 17
+    assert Fraction(level.rounds, level.collective.chunks) < Fraction(50, 3)
     grid = Orbits((4, 4), (0, 1))  # the pods shifted, and the boxes within each
     assert all(grid.fold(step.sends, level.collective.num_chunks) is not None
                for step in level.expanded().steps)

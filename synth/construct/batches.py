@@ -46,14 +46,15 @@ def allgather_batch(hierarchy: Hierarchy, levels: Levels, share_chunks: int, bat
                     at: tuple[int, int] | None = None) -> Moves:
     """One batch of the decomposed allgather: chunks batch * pieces .. + pieces - 1 of
     every rank's share (share_chunks chunks a share, the chunk numbering) cross the
-    network within each peer group, then spread inside every box. OutOfTime past the
+    network within each peer group, then spread inside every box; a box's own pieces
+    spread beside the crossing where that adds no step (home_beside). OutOfTime past the
     deadline (at 512 GPUs a batch takes half a minute). With `at` = (end, b) (no
     gateways), only the moves out of box b (end 0) or into it (end 1), each step kept
     even where none is left: a K-th of them."""
     assert at is None or not hierarchy.proxy
     boxes, peers = hierarchy.boxes, hierarchy.peers
     across_steps = levels.across.expanded().steps
-    inside_steps = levels.inside.expanded().steps
+    inside_steps = inside_steps_of(levels)
     ca, ci = levels.across.collective.chunks, levels.inside.collective.chunks
     first = batch * pieces
     proxy = hierarchy.proxy or range(len(boxes[0]))
@@ -82,17 +83,36 @@ def allgather_batch(hierarchy: Hierarchy, levels: Levels, share_chunks: int, bat
     to_gateways = along(hierarchy.to_proxy, [(box, box) for box in boxes])
     from_gateways = along(hierarchy.from_proxy, [(box, origin) for box in boxes
                                                  for origin in boxes if origin != box])
-    inside, li = [], pieces // ci
+    home, remote, li = [], [], pieces // ci
     for box in (boxes if at is None else boxes[at[1]:at[1] + 1]):
         deadline.check("building a batch")
         for origin in boxes:  # after `across`, local rank i holds origin[i]'s pieces
             for lane in range(li):
                 chunk_of = [chunk(origin[x // ci], (x % ci) * li + lane)
                             for x in range(len(box) * ci)]
-                inside.append(_embed(inside_steps, box, chunk_of))
-    moves = in_sequence(to_gateways, in_parallel(*across), from_gateways,
-                        in_parallel(*inside))
+                (home if origin == box else remote).append(
+                    _embed(inside_steps, box, chunk_of))
+    crossing = in_sequence(to_gateways, in_parallel(*across), from_gateways)
+    home = in_parallel(*home)
+    if home_beside(len(inside_steps), len(crossing)):
+        moves = in_sequence(in_parallel(crossing, home), in_parallel(*remote))
+    else:
+        moves = in_sequence(crossing, in_parallel(home, *remote))
     return first_receipts(moves, share_chunks) if hierarchy.proxy else moves
+
+
+def inside_steps_of(levels: Levels) -> list:
+    """The inside level's steps that send something."""
+    return [step for step in levels.inside.expanded().steps if step.sends]
+
+
+def home_beside(inside: int, crossing: int) -> bool:
+    """Whether a box's own pieces spread inside it (`inside` steps) beside the
+    crossing (`crossing` steps) rather than after it: they need nothing from the other
+    boxes, so they start at once where that adds no step; the crossing takes the
+    network's links and the spread the box's, so a step of both takes about the rounds
+    of the busier, and the spread after the crossing carries a box fewer."""
+    return inside <= crossing
 
 
 def first_receipts(moves: Moves, share_chunks: int) -> Moves:
@@ -195,19 +215,35 @@ def batch_loads(name: str, hierarchy: Hierarchy, levels: tuple[Levels, ...],
 
 def _allgather_loads(hierarchy: Hierarchy, levels: Levels, pieces: int
                      ) -> tuple[Loads, int]:
+    """As allgather_batch lists the moves: the crossing, and each box's spread of its
+    own pieces beside it where home_beside says so (else after it, with the rest)."""
     boxes, peers = hierarchy.boxes, hierarchy.peers
-    loads, count = [], 0
-    for level, places, times in (
-            (levels.across, peers, pieces // levels.across.collective.chunks),
-            (levels.inside, boxes, len(boxes) * (pieces // levels.inside.collective.chunks))):
-        for step in level.expanded().steps:
-            if not step.sends:
-                continue
-            pairs = Counter((x.src, x.dst) for x in step.sends)
-            load = Counter()
-            for ranks in places:
-                for (u, v), n in pairs.items():
-                    load[(ranks[u], ranks[v])] += n * times
-            loads.append(load)
-            count += len(step.sends) * times * len(places)
+    across = [step for step in levels.across.expanded().steps if step.sends]
+    inside = inside_steps_of(levels)
+    per_crossing = pieces // levels.across.collective.chunks
+    per_origin = pieces // levels.inside.collective.chunks
+    crossing = _level_loads(across, peers, per_crossing)
+    home = _level_loads(inside, boxes, per_origin)
+    remote = _level_loads(inside, boxes, (len(boxes) - 1) * per_origin)
+    if home_beside(len(inside), len(crossing)):
+        home += [Counter()] * (len(crossing) - len(home))
+        loads = [a + h for a, h in zip(crossing, home)] + remote
+    else:
+        loads = crossing + [h + r for h, r in zip(home, remote)]
+    count = (sum(len(s.sends) for s in across) * len(peers) * per_crossing
+             + sum(len(s.sends) for s in inside) * len(boxes) ** 2 * per_origin)
     return loads, count
+
+
+def _level_loads(steps, places, times: int) -> Loads:
+    """Per step, the moves per rank pair of `steps` (a level's, on its own ranks) run
+    `times` over in each of `places` (the level's ranks on the global ones)."""
+    loads = []
+    for step in steps:
+        pairs = Counter((x.src, x.dst) for x in step.sends)
+        load = Counter()
+        for ranks in places:
+            for (u, v), n in pairs.items():
+                load[(ranks[u], ranks[v])] += n * times
+        loads.append(load)
+    return loads

@@ -14,7 +14,8 @@ a fallback):
 Allgather, one batch of data: every peer group runs the across schedule on the batch's
 pieces of its members' shares (one peer group per local index, all at once); then each
 box runs the inside schedule once per box of origin, spreading the K shares each member
-now holds. Where only some GPUs reach the network (gateways: ndv2xK), a local rank's
+now holds. A box's own pieces need nothing from the network: where the inside schedule
+has no more steps than the crossing, they spread beside it (batches.home_beside). Where only some GPUs reach the network (gateways: ndv2xK), a local rank's
 pieces first go to its proxy gateway, cross in the gateway's peer group, and arrive at
 the same local rank of the other boxes along a path from their gateway; the rest is the
 same, and a piece a rank already holds is not sent to it again (first_receipts), so
