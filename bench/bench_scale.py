@@ -404,7 +404,7 @@ def run_one(job: dict, code_dir: Path, code: str = "new",
     b = summary.get("bounds", {})
     points = [{k: p.get(k) for k in ("steps", "rounds", "chunks", "rounds_per_chunk",
                                      "ratio_to_bound", "latency_us", "us_per_mb", "method",
-                                     "proven")}
+                                     "proven", "predicted_us")}
               for p in summary.get("frontier", [])]
     best = min(points, key=lambda p: (p["ratio_to_bound"], p["steps"]), default=None)
     fewest = min(points, key=lambda p: (p["steps"], p["ratio_to_bound"]), default=None)
