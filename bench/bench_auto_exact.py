@@ -97,7 +97,7 @@ def main(argv=None) -> int:
         code = snapshot(Path(code_dir))
         machine = recorded_machine(REPO, "bench_auto_exact", args.record, committed(code))
         if machine is None:
-            return 1
+            return 2
         load = [round(os.getloadavg()[0], 2)]
         done = []
         for topo, coll in jobs:
