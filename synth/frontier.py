@@ -3,19 +3,19 @@
 Multi-node topologies (synth.topology.hierarchy finds boxes) first get the decomposition
 (synth.construct.decompose): pipelined schedules built from small exact problems per
 level, in seconds; the exact searches then run in the time left, where the instance is
-small enough to encode. Allreduce gets three exact searches sharing that time: allreduce
+small enough to encode (with method "auto", on at most synth.exact.AUTO_EXACT_GPUS).
+Allreduce gets three exact searches sharing that time (synth.exact): allreduce
 directly, and the reducescatter and allgather frontiers, whose every pairing (cut to a
 common number of chunks per rank) is a composed allreduce candidate. Every collective
 but alltoall also gets packed spanning trees (gather and scatter: a flow's paths),
 pipelined (synth.construct.tree_schedules), and with method "auto" (or "constructed",
-which leaves out the exact search) the baselines are
-candidates too. All candidates meet on one frontier,
-Pareto in latency and us/MB. Every schedule returned has passed the verifier.
+which leaves out the exact search) the baselines are candidates too. All candidates
+meet on one frontier, Pareto in latency and us/MB. Every schedule returned has passed
+the verifier.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field, replace
 
@@ -38,11 +38,10 @@ from synth.cost_choice import ROUTING
 from synth.cycles import cycles_paused
 from synth.deadline import Deadline, OutOfTime
 from synth.errors import BadInput, NoAnswer
+from synth.exact import allreduce_searches, compose, exact_left_out
 from synth.pareto_front import baselines_kept, pareto_filter, within_steps
 from synth.schedule.collectives import make_collective
 from synth.schedule.cost import schedule_cost
-from synth.schedule.transform import compose_allreduce, refine
-from synth.search.instance import too_large
 from synth.search.pareto import Limits, Point, Search, frontier
 from synth.signals import interrupt_seen
 from synth.topology.hierarchy import find_hierarchy
@@ -61,6 +60,7 @@ class Result:
     seconds: float = 0.0
     steps_searched: tuple[int, int] = (1, 0)  # the step counts some search covered
     not_decomposed: str = ""  # why a cluster (a network switch) was not decomposed
+    not_searched: str = ""  # why the exact search did not run (synth.exact)
     cost_model: str = "line-rate"  # what chose the points (synth.cost_choice.COST_MODELS)
     left_out: list[Point] = field(default_factory=list)  # line-rate points it did not keep
     topology: Topology | None = None
@@ -112,9 +112,10 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     limits.time_limit from now; every stage gets it, or a share of what is left).
 
     method: "auto" decomposes multi-node topologies, runs the other constructions and
-    then searches exactly in the time left; "exact" or "decomposed" do only that;
-    "constructed" all but the exact search (an answer in the constructions' time and
-    memory: the exact search took 2.5 GB on dgx2x2, for points with fewer steps).
+    then, on at most synth.exact.AUTO_EXACT_GPUS, searches exactly in the time left;
+    "exact" or "decomposed" do only that; "constructed" all but the exact search (an
+    answer in the constructions' time and memory: the exact search took 2.5 GB on
+    dgx2x2, for points with fewer steps).
     hints: synth.construct.hints, for the decomposition. on_event(kind, data): progress
     ("stage", "search", "ask", "build", "point"), and ("frontier", the points in hand,
     every one verified) as greedy matching verifies each point, once the baselines are
@@ -171,7 +172,8 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
         points = _verified_frontier(built, searches, deadline, checked)
     _hand_over(on_event, points, searches)
     candidates = list(built)  # every candidate, for the runtimes' own frontiers
-    if method in SEARCHING and not _interrupted(searches):
+    not_searched = exact_left_out(method, model.ranks)
+    if method in SEARCHING and not not_searched and not _interrupted(searches):
         exact = within_steps(_exact_searches(lowering, name, coll.root, b, limits, deadline,
                                              built, searches, on_event), limits)
         candidates += exact
@@ -190,7 +192,8 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     out_of_time = deadline.passed() or timed_out(searches)
     return Result(name, coll.root, model, b, points, searches,
                   time.monotonic() - start, (max(1, limits.min_steps), covered),
-                  not_decomposed, out_of_time=out_of_time, candidates=candidates, limits=limits)
+                  not_decomposed, out_of_time=out_of_time, candidates=candidates, limits=limits,
+                  not_searched=not_searched)
 
 
 def _lowered(topo: Topology, limits: Limits, deadline: Deadline, on_event):
@@ -285,12 +288,13 @@ def _exact_searches(lowering: Lowering, name: str, root, b: Bounds, limits: Limi
         searches[name] = frontier(model, name, root, b.steps, b.rounds_per_chunk, exact,
                                   on_event, known, deadline)
         return searches[name].points
-    searches.update(_allreduce_searches(lowering, b, exact, on_event, known, deadline))
+    searches.update(allreduce_searches(lowering, b, exact, on_event, known, deadline,
+                                       BOUNDS_SHARE))
     found = list(searches["allreduce"].points)
     for rs in searches.get("reducescatter", Search()).points:
         for ag in searches.get("allgather", Search()).points:
             try:
-                found.append(Point(_compose(rs.schedule, ag.schedule, deadline), proven=False))
+                found.append(Point(compose(rs.schedule, ag.schedule, deadline), proven=False))
             except OutOfTime:
                 searches["allreduce"].stopped = "out of time (composing)"
                 return found
@@ -460,40 +464,3 @@ def _plain(b: Bounds) -> Bounds:
     if b.without_in_network is None:
         return b
     return replace(b, rounds_per_chunk=b.without_in_network, without_in_network=None)
-
-
-def _allreduce_searches(lowering: Lowering, b: Bounds, limits: Limits, on_event,
-                        known=(), deadline: Deadline = Deadline()) -> dict[str, Search]:
-    """Allreduce directly (asking only for what beats `known`, as frontier does), then
-    allgather and reducescatter for the composition, sharing the time 3 : 2 : 1 of what
-    is left at each start."""
-    model = lowering.model
-    searches = {}
-    parts = (("allreduce", 3), ("allgather", 2), ("reducescatter", 1))
-    for k, (part, weight) in enumerate(parts):
-        refused = too_large(model, part, 1, limits.max_chunks // 2 + 1)
-        if refused:  # not even one step fits: skip the bounds too (minutes at 256 GPUs)
-            searches[part] = Search(stopped=f"instances too large for exact synthesis: "
-                                            f"{refused}", complete=False, too_large=refused)
-            continue
-        # its weight of those left (1 / weight gave each a third, as the walker found)
-        part_deadline = deadline.share(weight / sum(w for _, w in parts[k:]))
-        part_limits = replace(limits, time_limit=part_deadline.left())
-        pb = b if part == "allreduce" else bounds(
-            lowering, make_collective(part, model.ranks), part_deadline.share(BOUNDS_SHARE))
-        if part != "allreduce":  # room for the other phase, at least its hop bound
-            part_limits = replace(part_limits, min_steps=1,
-                                  max_steps=max(pb.steps, limits.max_steps - pb.steps))
-        on_event("search", part)
-        searches[part] = frontier(model, part, None, pb.steps, pb.rounds_per_chunk,
-                                  part_limits, on_event, known if part == "allreduce" else (),
-                                  part_deadline)
-        if searches[part].stopped == "interrupted":
-            break  # Ctrl-C ends the whole job, keeping what was found
-    return searches
-
-
-def _compose(rs, ag, deadline: Deadline = Deadline()):
-    k = math.lcm(rs.collective.chunks, ag.collective.chunks)
-    return verified_within(compose_allreduce(refine(rs, k // rs.collective.chunks),
-                                             refine(ag, k // ag.collective.chunks)), deadline)

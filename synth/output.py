@@ -280,6 +280,7 @@ def result_summary(result: Result, topology: str, solver: str, paths: list[Path]
         "interrupted": result.interrupted,
         "stopped": ({"not decomposed": result.not_decomposed}
                     if result.not_decomposed else {})
+        | ({"exact search": result.not_searched} if result.not_searched else {})
         | {name: s.stopped for name, s in result.searches.items()},
         "solver_calls": sum(len(s.attempts) for s in result.searches.values()),
         "cached_calls": sum(a.cached for s in result.searches.values() for a in s.attempts),

@@ -104,6 +104,24 @@ def test_constructed_builds_everything_auto_builds_but_asks_no_solver(tmp_path):
     assert synth_main("verify", *files).returncode == 0
 
 
+@pytest.mark.parametrize("topo, method, searched", [
+    ("ring:16", "auto", True), ("ring:17", "auto", False), ("ring:17", "exact", True)])
+def test_auto_searches_the_whole_machine_exactly_on_at_most_16_gpus(tmp_path, topo, method,
+                                                                     searched):
+    # on 32 GPUs the exact search took 854-2550 MiB and minutes and made nothing faster
+    # at 1 KB, 1 MB or 1 GB (bench/results/auto-exact-2026-12-06.md): auto leaves it out
+    # past 16 and says so; --method exact still runs it
+    run = synth_main("allgather", "--topo", topo, "--method", method, "--max-steps", "8",
+                     "--max-chunks", "1", "--out", tmp_path, "--json")
+    assert run.returncode == 0, run.stderr
+    stopped = json.loads(run.stdout)["stopped"]
+    assert ("allgather" in stopped) is searched
+    assert ("exact search" in stopped) is not searched
+    if not searched:
+        assert stopped["exact search"].startswith("left out past 16 GPUs (17 here)")
+        assert "--method exact runs it" in stopped["exact search"]
+
+
 def test_constructed_refuses_one_instance_which_only_the_solver_answers():
     run = synth_main("allgather", "--topo", "ring:4", "--method", "constructed",
                      "--steps", "2", "--rounds", "3", "--chunks", "1")
@@ -270,7 +288,7 @@ def test_the_exact_allreduce_shares_its_time_3_2_1(monkeypatch):
     # the direct search, then allgather and reducescatter for the composition: each
     # got a third (1 / 3, then 1 / 2 of the rest), and torus:3x3's direct search ended
     # out of time at 3.4 s of a 10 s limit
-    import synth.frontier as frontier_module
+    import synth.exact as exact_module
     from synth.bounds import bounds
     from synth.deadline import Deadline
     from synth.schedule.collectives import make_collective
@@ -283,11 +301,11 @@ def test_the_exact_allreduce_shares_its_time_3_2_1(monkeypatch):
         given[part] = limits.time_limit
         return Search()
 
-    monkeypatch.setattr(frontier_module, "frontier", search)
+    monkeypatch.setattr(exact_module, "frontier", search)
     lowering = lower_with_routes(resolve("ring:4"))
     b = bounds(lowering, make_collective("allreduce", 4))
-    frontier_module._allreduce_searches(lowering, b, Limits(8, 2, 60.0), lambda *a: None,
-                                        deadline=Deadline.after(60.0))
+    exact_module.allreduce_searches(lowering, b, Limits(8, 2, 60.0), lambda *a: None,
+                                    deadline=Deadline.after(60.0))
     # of what is left at each start (here all of it: the stand-in searches take none)
     assert given["allreduce"] == pytest.approx(60.0 * 3 / 6, abs=1.0)
     assert given["allgather"] == pytest.approx(60.0 * 2 / 3, abs=1.0)

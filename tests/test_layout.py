@@ -33,7 +33,7 @@ STAGES = [
     ["synth.predict"],  # after the bounds: NCCL's alltoall is never faster than they allow
     ["synth.search"],
     ["synth.construct"],
-    ["synth.pareto_front", "synth.frontier", "synth.cost_choice"],
+    ["synth.pareto_front", "synth.frontier", "synth.exact", "synth.cost_choice"],
     ["synth.export"],
     ["synth.output", "synth.output_folder", "synth.compare", "synth.anytime"],
     ["synth.plan", "synth.answer"],
