@@ -17,8 +17,8 @@ from synth.search.pareto import Limits, Search, frontier
 from synth.topology.linkmodel import Lowering
 
 # past this many GPUs, "auto" leaves the exact search over the whole machine out: on 32
-# (dgxh100x4, dgx2x2, ndv2x4, dgxa100x4) it took 854-2550 MiB and 190-235 s against
-# 107-279 MiB and 3-20 s for the constructions, and made nothing faster at 1 KB, 1 MB or
+# (dgxh100x4, dgx2x2, ndv2x4, dgxa100x4) it took 854-2550 MiB and 189.8-235.4 s against
+# 107-279 MiB and 3.0-20.3 s for the constructions, and made nothing faster at 1 KB, 1 MB or
 # 1 GB; on 16 (dgxh100x2, ndv2x2) its few-step points were 1.080-1.937 x faster at 1 KB
 # (bench/results/auto-exact-2026-12-06.md). "exact" still runs it
 AUTO_EXACT_GPUS = 16
