@@ -17,19 +17,21 @@ from synth.search.pareto import Limits, Search, frontier
 from synth.topology.linkmodel import Lowering
 
 # past this many GPUs, "auto" leaves the exact search over the whole machine out: on 32
-# (dgxh100x4, dgx2x2, ndv2x4, dgxa100x4) it took 854-2550 MiB and 189.8-235.4 s against
-# 107-279 MiB and 3.0-20.3 s for the constructions, and made nothing faster at 1 KB, 1 MB or
+# (dgxh100x4, dgx2x2, ndv2x4, dgxa100x4) the job took 854-2550 MiB and 189.8-235.4 s with
+# it, 107-279 MiB and 3.0-20.3 s without, and it made nothing faster at 1 KB, 1 MB or
 # 1 GB; on 16 (dgxh100x2, ndv2x2) its few-step points were 1.080-1.937 x faster at 1 KB
 # (bench/results/auto-exact-2026-12-06.md). "exact" still runs it
 AUTO_EXACT_GPUS = 16
 
 
-def exact_left_out(method: str, ranks: int) -> str:
-    """Why `method` leaves the exact search over all `ranks` out ("" where it runs it)."""
-    if method != "auto" or ranks <= AUTO_EXACT_GPUS:
+def exact_left_out(method: str, ranks: int, limits: Limits) -> str:
+    """Why `method` leaves the exact search over all `ranks` out ("" where it runs it):
+    auto past AUTO_EXACT_GPUS, unless a step count was asked for (--steps S alone), which
+    the constructions may not reach."""
+    if method != "auto" or ranks <= AUTO_EXACT_GPUS or limits.min_steps > 1:
         return ""
-    return (f"left out past {AUTO_EXACT_GPUS} GPUs ({ranks} here), where it takes GBs and "
-            "minutes and made nothing faster (--method exact runs it)")
+    return (f"left out past {AUTO_EXACT_GPUS} GPUs ({ranks} here): on 32 it took GBs and "
+            "minutes for nothing faster at 1 KB, 1 MB or 1 GB (--method exact runs it)")
 
 
 def allreduce_searches(lowering: Lowering, b: Bounds, limits: Limits, on_event,

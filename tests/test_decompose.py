@@ -237,15 +237,16 @@ def level_options(spec):
                                            lambda kind, data: None)
 
 
-@pytest.mark.parametrize("spec", ["dgx2x2", THREE_TIERS])
+@pytest.mark.parametrize("spec, option", [("dgx2x2", 0), (THREE_TIERS, 0), ("dgx1ibx2", -1)])
 @pytest.mark.parametrize("name", ["allgather", "reducescatter", "allreduce"])
-def test_a_batch_is_priced_from_its_levels_as_its_moves_load_the_links(spec, name):
+def test_a_batch_is_priced_from_its_levels_as_its_moves_load_the_links(spec, option, name):
     # the loads batch_loads counts from the levels are those of the moves listed, step by
     # step, pair by pair (dgx2x2: two GPUs on a NIC; the three-tier fabric: the across
-    # level itself decomposed by pods)
+    # level itself decomposed by pods; dgx1ibx2's last option: an inside level of more
+    # steps than the crossing, so a box's own pieces spread after it, not beside it)
     h, _ = hierarchy_of(spec)
     options = level_options(spec)
-    levels = (options[0],) if name != "allreduce" else (options[0], options[-1])
+    levels = (options[option],) if name != "allreduce" else (options[option], options[-1])
     pieces = decompose_module._base(levels) * 2
     moves = batch_moves(name, h, levels, pieces, 0, pieces)
     loads, sends = batch_loads(name, h, levels, pieces)

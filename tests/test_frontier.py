@@ -122,6 +122,30 @@ def test_auto_searches_the_whole_machine_exactly_on_at_most_16_gpus(tmp_path, to
         assert "--method exact runs it" in stopped["exact search"]
 
 
+def test_auto_past_16_gpus_still_searches_exactly_for_a_step_count_asked_for(tmp_path):
+    # --steps S alone: the constructions have no 10-step allgather on ring:17, the exact
+    # search does
+    run = synth_main("allgather", "--topo", "ring:17", "--steps", "10", "--max-chunks", "2",
+                     "--out", tmp_path, "--json")
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert "exact search" not in doc["stopped"] and "allgather" in doc["stopped"]
+    assert [p["steps"] for p in doc["frontier"]] == [10]
+    assert synth_main("verify", doc["frontier"][0]["file"]).returncode == 0
+
+
+def test_auto_past_16_gpus_replaces_stale_files_over_the_exact_search_s_range(tmp_path):
+    # as where the exact search ran or refused an instance too large: a 10-step file of
+    # an earlier run, beaten by the 8-step point at the bound, goes
+    args = ("allgather", "--topo", "ring:17", "--max-chunks", "2", "--out", tmp_path)
+    assert synth_main(*args, "--steps", "10", "--method", "exact").returncode == 0
+    folder = tmp_path / "ring_17" / "allgather"
+    assert [p.name for p in folder.glob("allgather-s10-*.json")]
+    assert synth_main(*args, "--max-steps", "10").returncode == 0
+    assert not list(folder.glob("allgather-s10-*.json"))
+    assert list(folder.glob("allgather-s8-*.json"))
+
+
 def test_constructed_refuses_one_instance_which_only_the_solver_answers():
     run = synth_main("allgather", "--topo", "ring:4", "--method", "constructed",
                      "--steps", "2", "--rounds", "3", "--chunks", "1")

@@ -6,9 +6,9 @@ part that made the thing, in process."""
 
 import pytest
 
+import synth.exact
 import synth.export.msccl_sim
 import synth.export.mscclpp_sim
-import synth.frontier
 import synth.topology.catalog
 from synth.cli import main
 from synth.errors import SynthError
@@ -54,13 +54,13 @@ def test_a_plan_whose_export_fails_stops_instead_of_dropping_the_file(
 
 def test_a_composition_the_verifier_refuses_is_an_internal_error(monkeypatch, capsys,
                                                                  tmp_path):
-    real = synth.frontier.compose_allreduce
+    real = synth.exact.compose_allreduce
 
     def losing_the_allgather(rs, ag):  # what refine's old bug amounted to
         made = real(rs, ag)
         return Schedule(made.collective, made.model, rs.steps, made.info)
 
-    monkeypatch.setattr(synth.frontier, "compose_allreduce", losing_the_allgather)
+    monkeypatch.setattr(synth.exact, "compose_allreduce", losing_the_allgather)
     code, err = run(["allreduce", "--topo", "ring:4", "--out", str(tmp_path),
                      "--time-limit", "20"], capsys)
     assert code == 3 and "fails verification" in err

@@ -109,9 +109,11 @@ def inside_steps_of(levels: Levels) -> list:
 def home_beside(inside: int, crossing: int) -> bool:
     """Whether a box's own pieces spread inside it (`inside` steps) beside the
     crossing (`crossing` steps) rather than after it: they need nothing from the other
-    boxes, so they start at once where that adds no step; the crossing takes the
-    network's links and the spread the box's, so a step of both takes about the rounds
-    of the busier, and the spread after the crossing carries a box fewer."""
+    boxes, so they start at once where that adds no step. The crossing mostly takes the
+    network's links and the spread the box's (not all: a GPU's PCIe way to a shared NIC,
+    or a path to a gateway, may carry both), so a step of both takes about the rounds of
+    the busier, and the spread after the crossing carries a box fewer. The choice is made
+    on step counts, not priced both ways: no design checked got worse (2026-12-06)."""
     return inside <= crossing
 
 

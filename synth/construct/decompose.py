@@ -19,9 +19,10 @@ has no more steps than the crossing, they spread beside it (batches.home_beside)
 pieces first go to its proxy gateway, cross in the gateway's peer group, and arrive at
 the same local rank of the other boxes along a path from their gateway; the rest is the
 same, and a piece a rank already holds is not sent to it again (first_receipts), so
-every rank receives each piece once and the duality below still holds. Batches are pipelined: batch b starts at step b, so while batch b crosses the
-network, batch b - 1 spreads inside the boxes, and only the first and last steps run one
-level alone. Each step's rounds come from everything it carries
+every rank receives each piece once and the duality below still holds. Batches are
+pipelined: batch b starts at step b, so while batch b crosses the network, batch b - 1
+spreads inside the boxes, and only the first and last steps carry one batch alone
+(the first its crossing and its boxes' own pieces, the last its other pieces). Each step's rounds come from everything it carries
 (synth.topology.linkmodel.min_rounds), so sharing (two GPUs on one NIC, a GPU's port
 used by both levels) is priced exactly, and every composed schedule is verified whole.
 
