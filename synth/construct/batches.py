@@ -227,11 +227,15 @@ def _allgather_loads(hierarchy: Hierarchy, levels: Levels, pieces: int
     crossing = _level_loads(across, peers, per_crossing)
     home = _level_loads(inside, boxes, per_origin)
     remote = _level_loads(inside, boxes, (len(boxes) - 1) * per_origin)
+    # summed in place: at 4096 GPUs a crossing step loads 2.1 million pairs
     if home_beside(len(inside), len(crossing)):
-        home += [Counter()] * (len(crossing) - len(home))
-        loads = [a + h for a, h in zip(crossing, home)] + remote
+        for a, h in zip(crossing, home):
+            a.update(h)
+        loads = crossing + remote
     else:
-        loads = crossing + [h + r for h, r in zip(home, remote)]
+        for h, r in zip(home, remote):
+            h.update(r)
+        loads = crossing + home
     count = (sum(len(s.sends) for s in across) * len(peers) * per_crossing
              + sum(len(s.sends) for s in inside) * len(boxes) ** 2 * per_origin)
     return loads, count
