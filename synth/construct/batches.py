@@ -53,8 +53,8 @@ def allgather_batch(hierarchy: Hierarchy, levels: Levels, share_chunks: int, bat
     even where none is left: a K-th of them."""
     assert at is None or not hierarchy.proxy
     boxes, peers = hierarchy.boxes, hierarchy.peers
-    across_steps = levels.across.expanded().steps
-    inside_steps = inside_steps_of(levels)
+    across_steps = sending_steps(levels.across)
+    inside_steps = sending_steps(levels.inside)
     ca, ci = levels.across.collective.chunks, levels.inside.collective.chunks
     first = batch * pieces
     proxy = hierarchy.proxy or range(len(boxes[0]))
@@ -101,9 +101,9 @@ def allgather_batch(hierarchy: Hierarchy, levels: Levels, share_chunks: int, bat
     return first_receipts(moves, share_chunks) if hierarchy.proxy else moves
 
 
-def inside_steps_of(levels: Levels) -> list:
-    """The inside level's steps that send something."""
-    return [step for step in levels.inside.expanded().steps if step.sends]
+def sending_steps(level: Schedule) -> list:
+    """A level's steps that send something (a step of none is no step of a batch)."""
+    return [step for step in level.expanded().steps if step.sends]
 
 
 def home_beside(inside: int, crossing: int) -> bool:
@@ -187,8 +187,7 @@ def batch_steps(hierarchy: Hierarchy, levels: tuple[Levels, ...]) -> int | None:
     paths to them add steps, and receipts already made drop some)."""
     if hierarchy.proxy:
         return None
-    return sum(sum(1 for step in s.expanded().steps if step.sends)
-               for lv in levels for s in (lv.across, lv.inside))
+    return sum(len(sending_steps(s)) for lv in levels for s in (lv.across, lv.inside))
 
 
 Loads = list  # list[Counter]: per step of a batch, moves per (src, dst) rank pair
@@ -220,8 +219,7 @@ def _allgather_loads(hierarchy: Hierarchy, levels: Levels, pieces: int
     """As allgather_batch lists the moves: the crossing, and each box's spread of its
     own pieces beside it where home_beside says so (else after it, with the rest)."""
     boxes, peers = hierarchy.boxes, hierarchy.peers
-    across = [step for step in levels.across.expanded().steps if step.sends]
-    inside = inside_steps_of(levels)
+    across, inside = sending_steps(levels.across), sending_steps(levels.inside)
     per_crossing = pieces // levels.across.collective.chunks
     per_origin = pieces // levels.inside.collective.chunks
     crossing = _level_loads(across, peers, per_crossing)
