@@ -24,12 +24,11 @@ from synth.topology.linkmodel import Lowering
 AUTO_EXACT_GPUS = 16
 
 
-def exact_left_out(method: str, ranks: int, limits: Limits) -> str:
+def exact_left_out(method: str, ranks: int, found: bool) -> str:
     """Why `method` leaves the exact search over all `ranks` out ("" where it runs it):
-    auto past AUTO_EXACT_GPUS, unless a step count was asked for (--steps S alone, or
-    --max-steps 1), which the constructions may not reach."""
-    asked = limits.min_steps > 1 or limits.max_steps == limits.min_steps
-    if method != "auto" or ranks <= AUTO_EXACT_GPUS or asked:
+    auto past AUTO_EXACT_GPUS, where the constructions `found` some schedule within the
+    steps asked for (else it is the only way left to one: --steps 10 on ring:17)."""
+    if method != "auto" or ranks <= AUTO_EXACT_GPUS or not found:
         return ""
     return (f"left out past {AUTO_EXACT_GPUS} GPUs ({ranks} here): on 32 it took GBs and "
             "minutes for nothing faster at 1 KB, 1 MB or 1 GB (--method exact runs it)")

@@ -112,9 +112,10 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     limits.time_limit from now; every stage gets it, or a share of what is left).
 
     method: "auto" decomposes multi-node topologies, runs the other constructions and
-    then, on at most synth.exact.AUTO_EXACT_GPUS, searches exactly in the time left;
-    "exact" or "decomposed" do only that; "constructed" all but the exact search (an
-    answer in the constructions' time and memory on small machines too).
+    then, on at most synth.exact.AUTO_EXACT_GPUS (or where they found nothing), searches
+    exactly in the time left; "exact" or "decomposed" do only that; "constructed" all
+    but the exact search (an answer in the constructions' time and memory on small
+    machines too).
     hints: synth.construct.hints, for the decomposition. on_event(kind, data): progress
     ("stage", "search", "ask", "build", "point"), and ("frontier", the points in hand,
     every one verified) as greedy matching verifies each point, once the baselines are
@@ -171,7 +172,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
         points = _verified_frontier(built, searches, deadline, checked)
     _hand_over(on_event, points, searches)
     candidates = list(built)  # every candidate, for the runtimes' own frontiers
-    not_searched = exact_left_out(method, model.ranks, limits)
+    not_searched = exact_left_out(method, model.ranks, bool(points))
     if method in SEARCHING and not not_searched and not _interrupted(searches):
         exact = within_steps(_exact_searches(lowering, name, coll.root, b, limits, deadline,
                                              built, searches, on_event), limits)
@@ -182,7 +183,7 @@ def synthesize(topo: Topology, name: str, root: int | None = None, limits: Limit
     candidates += again
     points = pareto_filter(points + again) if again else points
     baselines_kept(points, searches)
-    covered = _covered(model, b, limits, searches, points, bool(not_searched))
+    covered = _covered(model, b, limits, searches, points)
     # a cluster whose boxes differ falls back to the methods that need no alike boxes:
     # say why, as its users expect the decomposition
     not_decomposed = why if (hierarchy is None and name in DECOMPOSED and method in BUILDING
@@ -301,15 +302,16 @@ def _exact_searches(lowering: Lowering, name: str, root, b: Bounds, limits: Limi
 
 
 def _covered(model: LinkModel, b: Bounds, limits: Limits, searches: dict,
-             points: list[Point], left_out: bool = False) -> int:
+             points: list[Point]) -> int:
     """The most steps over which stale files are replaced: the step counts a search
-    covered, the decomposition's depths and the exact search's range, also where auto
-    left it out as it leaves out one too large (trees and baselines sit at a few step
-    counts of their own, and say nothing of the others)."""
+    covered, the decomposition's depths and the exact search's range where it ran (trees
+    and baselines sit at a few step counts of their own, and say nothing of the others;
+    where auto left the exact search out, a file of an earlier run in its range may be
+    better than anything this one found: it stays)."""
     covered = 0
     if "decomposed" in searches:
         covered = limits.max_steps or DECOMPOSED_MAX_STEPS
-    if left_out or any(key not in CONSTRUCTED for key in searches):
+    if any(key not in CONSTRUCTED for key in searches):
         covered = max(covered, limits.max_steps or default_max_steps(b))
     # a point at the bandwidth bound with latency L beats, in both costs, any schedule
     # of more than L / (least alpha) steps: if those start inside the covered range,

@@ -246,8 +246,8 @@ METHOD = click.option(
     "--method", type=click.Choice(["auto", "exact", "decomposed", "constructed"]),
     default="auto", show_default=True,
     help="auto: on multi-node topologies, decompose into boxes and the network first, "
-         "then search exactly in the time left (on at most 16 GPUs); constructed: all "
-         "but the exact search.")
+         "then search exactly in the time left (on at most 16 GPUs, or where nothing "
+         "else was found); constructed: all but the exact search.")
 
 # how a frontier is searched: the same four wherever one is
 SEARCH = apply(MAX_STEPS, MAX_CHUNKS, METHOD, SOLVER)

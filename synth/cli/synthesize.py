@@ -316,9 +316,7 @@ def under_the_bound(result, topology: str, steps, max_steps) -> None:
 
 def nothing_found(result, name: str, topology: str) -> NoAnswer:
     """The error of a job whose frontier is empty (exit 1), with what stopped each search."""
-    why = "; ".join(dict.fromkeys([s.stopped.split(":")[0] for s in result.searches.values()]
-                                  + ([f"exact search {result.not_searched}"]
-                                     if result.not_searched else [])))
+    why = "; ".join(dict.fromkeys(s.stopped.split(":")[0] for s in result.searches.values()))
     return NoAnswer(f"no schedule found for {name} on {topology} ({why})")
 
 
