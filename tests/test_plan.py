@@ -912,6 +912,30 @@ def test_runtime_variants_out_of_time_are_left_out_not_fatal():
     assert runtime_variants(sub, result, Limits(time_limit=0)) == []
 
 
+def test_every_search_of_a_plan_uses_the_method_asked_for(monkeypatch):
+    # the power-of-two-lanes variants and the calls planned again on the residual links
+    # searched with auto whatever --method said (a reviewer's finding)
+    import synth.frontier
+    import synth.plan.make
+    import synth.plan.overlap
+    import synth.plan.planner
+
+    seen, real = [], synth.frontier.synthesize
+
+    def recording(*args, method="auto", **kwargs):
+        seen.append(method)
+        return real(*args, method=method, **kwargs)
+
+    for module in (synth.plan.make, synth.plan.overlap, synth.plan.planner):
+        monkeypatch.setattr(module, "synthesize", recording)
+    work = parse_workload(TOGETHER, TOPO, "together")
+    plan = make_plan(work, TOPO, Limits(time_limit=60), cost_model="line-rate",
+                     method="constructed")
+    assert plan.overlaps and set(seen) == {"constructed"}
+    # the plan's three collectives, a variant of 18 NVLink lanes, a call planned again
+    assert len(seen) >= 5
+
+
 def test_calls_together_with_no_time_left_keep_their_own_schedules(together):
     # no floor of a second a tag (nor for planning again on the residual links): with no
     # time, each later call keeps a candidate of its own, priced on the residual links

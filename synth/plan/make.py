@@ -78,7 +78,7 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
         calibrated = cost_model == "calibrated"
         groups = workload.communicators[comm]
         variants = runtime_variants(sub, result, Limits(
-            limits.max_steps, limits.max_chunks, share / 4, limits.backend))
+            limits.max_steps, limits.max_chunks, share / 4, limits.backend), method)
         if interrupt_seen():  # the searches keep what Ctrl-C left them; a plan does not
             raise KeyboardInterrupt
         p = prices(sub) if calibrated else None
@@ -105,7 +105,7 @@ def make_plan(workload: Workload, topo: Topology, limits: Limits,
         on_event("search", f"the calls tagged {tag} together")
         left = limits.time_limit - (time.monotonic() - start)
         plan.overlaps.append(overlap(plan, topo, tag, replace(
-            limits, time_limit=max(left / (len(tags) - i), 0.0))))
+            limits, time_limit=max(left / (len(tags) - i), 0.0)), method))
         if interrupt_seen():
             raise KeyboardInterrupt
     plan.routes = routes_summary(topo, *models)

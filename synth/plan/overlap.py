@@ -71,10 +71,12 @@ def residual(topo: Topology, used: dict[tuple[str, str], float]) -> Topology:
     return replace(topo, links=links, name=f"{topo.name} (residual)")
 
 
-def overlap(plan: Plan, topo: Topology, tag: str, limits: Limits) -> Overlapped:
+def overlap(plan: Plan, topo: Topology, tag: str, limits: Limits,
+            method: str = "auto") -> Overlapped:
     """Plan the calls tagged `tag` to run together (module docstring); NCCL-style
     choices run together the same way (ring or tree, rebuilt on the residual), for the
-    report's comparison."""
+    report's comparison. `method`: how a call is searched again on the residual links
+    (synth.frontier.synthesize's, as the plan's own searches)."""
     members = [(e, c) for e in plan.entries for c in e.calls if c.overlap == tag]
     members.sort(key=lambda m: -m[1].count * m[0].best(typical(m[1])).time_us(typical(m[1])))
     result = Overlapped(tag, members, [], [], [])
@@ -88,7 +90,8 @@ def overlap(plan: Plan, topo: Topology, tag: str, limits: Limits) -> Overlapped:
             alone.append(call.count * first.time_us(n))
             on = topo if i == 0 else residual(topo, used)
             pick = first if i == 0 else _on_residual(
-                on, entry, plan.planned_on.get(entry.communicator, entry.groups[:1]), n, nccl, limits)
+                on, entry, plan.planned_on.get(entry.communicator, entry.groups[:1]), n, nccl,
+                limits, method)
             durations.append(call.count * pick.time_us(n))
             if not nccl:
                 result.choices.append(pick)
@@ -103,7 +106,7 @@ def overlap(plan: Plan, topo: Topology, tag: str, limits: Limits) -> Overlapped:
 
 
 def _on_residual(on: Topology, entry: Entry, reps: list[list[int]], n: int, nccl: bool,
-                 limits: Limits) -> Candidate:
+                 limits: Limits, method: str = "auto") -> Candidate:
     """The entry's fastest schedule at size n on the residual topology `on`: planned
     again, or NCCL-style (ring or tree built there), on the groups `reps`' view
     (synth.plan.shapes)."""
@@ -122,7 +125,7 @@ def _on_residual(on: Topology, entry: Entry, reps: list[list[int]], n: int, nccl
         made = reference_of(entry.collective, model, entry.root) or entry.reference
     else:
         try:
-            result = synthesize(sub, entry.collective, entry.root, limits)
+            result = synthesize(sub, entry.collective, entry.root, limits, method=method)
             made = candidates_of(result, prices(sub) if calibrated else None)
         except NoAnswer:
             made = []

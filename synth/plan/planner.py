@@ -161,7 +161,8 @@ def candidates_of(result: Result, p: Prices | None = None) -> list[Candidate]:
     return out
 
 
-def runtime_variants(sub: Topology, result: Result, limits: Limits) -> list[Candidate]:
+def runtime_variants(sub: Topology, result: Result, limits: Limits,
+                     method: str = "auto") -> list[Candidate]:
     """Candidates the runtimes can run where the frontier's cannot. The runtimes cut a
     message into whole chunks (16-byte units for MSCCL++, whole loops for MSCCL), and
     synth cuts by lanes: 9 pieces a shard, 18 packed trees or ring channels for 18
@@ -169,12 +170,13 @@ def runtime_variants(sub: Topology, result: Result, limits: Limits) -> list[Cand
     link's lanes rounded down to a power of two, the constructions cut in powers of two
     (16 trees, 8 pieces): a little slower in the model (their rounds are those of the
     fewer lanes), valid on the real links. The plan's runtime sets take them where
-    they cut a workload size the others cannot (synth.plan.output)."""
+    they cut a workload size the others cannot (synth.plan.output). `method`: the
+    plan's own (synth.frontier.synthesize's)."""
     fewer = power_of_two_lanes(sub)
     if fewer is None:
         return []
     try:
-        found = synthesize(fewer, result.collective, result.root, limits)
+        found = synthesize(fewer, result.collective, result.root, limits, method=method)
     except NoAnswer:  # none in the time given: the variants are extras, the plan goes on
         return []
     p = prices(sub) if result.cost_model == "calibrated" else None
