@@ -29,16 +29,16 @@ class Levels:
 
 
 def _embed(steps, ranks, chunk_of, at: tuple[int, int] | None = None) -> Moves:
-    """The level's steps (expanded) on global ranks (level rank j is ranks[j]) and
-    chunks; empty steps are left out (they would be priced a round, and assemble drops
-    them). With `at` = (end, j), only the moves whose source (end 0) or destination
-    (end 1) is level rank j, each step kept even where none is left."""
+    """The level's `steps` (sending_steps: an empty one would be priced a round) on
+    global ranks (level rank j is ranks[j]) and chunks. With `at` = (end, j), only the
+    moves whose source (end 0) or destination (end 1) is level rank j, each step kept
+    even where none is left."""
     if at is None:
         return [[(chunk_of[x.chunk], ranks[x.src], ranks[x.dst], x.op) for x in step.sends]
-                for step in steps if step.sends]
+                for step in steps]
     end, j = at
     return [[(chunk_of[x.chunk], ranks[x.src], ranks[x.dst], x.op) for x in step.sends
-             if (x.src, x.dst)[end] == j] for step in steps if step.sends]
+             if (x.src, x.dst)[end] == j] for step in steps]
 
 
 def allgather_batch(hierarchy: Hierarchy, levels: Levels, share_chunks: int, batch: int,
